@@ -1,0 +1,258 @@
+//! On-disk bundle format (DESIGN 5): the JSON documents of a result bundle.
+//!
+//! Keys are kebab-case. Every document carries its format version (`bundle-format` in bundle.json,
+//! `format` elsewhere); readers refuse a newer major version.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::exec::Termination;
+use crate::manifest::Value;
+
+/// The bundle format this build writes (major version).
+pub const BUNDLE_FORMAT: u32 = 1;
+
+/// Names of the files in a bundle folder.
+pub mod files {
+    /// Bundle summary and status.
+    pub const BUNDLE: &str = "bundle.json";
+    /// The manifest bytes as run.
+    pub const MANIFEST: &str = "manifest.toml";
+    /// Every run in order.
+    pub const PLAN: &str = "plan.json";
+    /// Host facts.
+    pub const HOST: &str = "host.json";
+    /// HEAD commit id or why there is none.
+    pub const REVISION: &str = "revision.txt";
+    /// `git status --short` format.
+    pub const WORKING_TREE: &str = "working-tree.txt";
+    /// `git diff HEAD` plus untracked files plus binary patches.
+    pub const PATCH: &str = "working-tree.patch";
+    /// Repository facts before and after the runs.
+    pub const PROVENANCE: &str = "provenance.json";
+    /// Folder holding one folder per run.
+    pub const RUNS: &str = "runs";
+    /// Per-run record.
+    pub const RUN: &str = "run.json";
+    /// Per-run stderr.
+    pub const STDERR: &str = "stderr.log";
+    /// Per-run external memory samples.
+    pub const MEMORY: &str = "memory.jsonl";
+    /// Lock file holding the live runner's pid.
+    pub const LOCK: &str = ".lock";
+}
+
+/// `status` of a bundle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BundleStatus {
+    /// A runner is (or was, if it died) writing the bundle.
+    Running,
+    /// Every planned run finished.
+    Complete,
+    /// The runner was stopped by SIGINT/SIGTERM.
+    Interrupted,
+    /// The runner hit an error it could not record per run (disk full, for example).
+    Failed,
+}
+
+/// How one run counts (`outcome` in run.json, keys of `counts` in bundle.json).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// Exited 0 and the output check passed.
+    Ok,
+    /// Exited non-zero or was killed by a signal.
+    Failed,
+    /// Stopped by the runner's timeout.
+    Timeout,
+    /// Exited 0 but the output is invalid or empty where JSON was expected.
+    InvalidOutput,
+    /// The program could not be started.
+    SpawnFailed,
+    /// Stopped because the runner was interrupted.
+    Interrupted,
+}
+
+/// bundle.json.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct BundleInfo {
+    /// Format version of the bundle ([`BUNDLE_FORMAT`]).
+    pub bundle_format: u32,
+    /// Version of hwr-exp that wrote it.
+    pub hwr_exp_version: String,
+    /// `[experiment] name`.
+    pub experiment: String,
+    /// `[experiment] description`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Lifecycle state.
+    pub status: BundleStatus,
+    /// RFC 3339 UTC time the bundle was created.
+    pub created: String,
+    /// RFC 3339 UTC time the last run finished or the runner stopped.
+    #[serde(default)]
+    pub finished: Option<String>,
+    /// Number of planned runs.
+    pub planned_runs: usize,
+    /// Finished runs by outcome.
+    pub counts: BTreeMap<Outcome, usize>,
+    /// sha256 (hex) of manifest.toml.
+    pub manifest_sha256: String,
+    /// Absolute path of the manifest file as run (relative paths in it resolve against its folder).
+    pub manifest_path: String,
+    /// Bundle folder this one reruns or resumes from, when any.
+    #[serde(default)]
+    pub parent: Option<String>,
+    /// Pid of the runner that writes (or wrote) the bundle.
+    pub runner_pid: u32,
+    /// Shuffle seed used for `order = "shuffled"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Free-form notes (`rerun --at-recorded-revision`, `resume --allow-drift` record here).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// Environment changes a run gets relative to the policy's base environment; only these are
+/// recorded, never the whole environment.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct EnvChanges {
+    /// `inherit` or `clean`.
+    pub policy: String,
+    /// Variables set (manifest `env`, `CUDA_VISIBLE_DEVICES`, `HWR_*`), in the order applied.
+    pub set: Vec<(String, String)>,
+    /// Variables removed (`env-unset`).
+    pub unset: Vec<String>,
+}
+
+/// One entry of plan.json's `runs`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct PlannedRunRecord {
+    /// Unique, file-name-safe id: zero-padded index + cell values + repetition.
+    pub run_id: String,
+    /// 0-based position in the plan.
+    pub index: usize,
+    /// Matrix values of the run's cell, keyed by matrix key.
+    pub cell: BTreeMap<String, Value>,
+    /// 1-based repetition.
+    pub repetition: u32,
+    /// The argv as executed (`["/bin/sh", "-c", text]` for `shell`).
+    pub argv: Vec<String>,
+    /// Absolute working directory.
+    pub workdir: String,
+    /// File name the run's stdout is saved under, inside the run folder.
+    pub output: String,
+    /// Environment changes.
+    pub env: EnvChanges,
+    /// CPUs the run is pinned to.
+    pub cpus: Vec<usize>,
+    /// Whole-run timeout in seconds; `None` = none.
+    pub timeout_seconds: Option<f64>,
+    /// SIGTERM-to-SIGKILL grace in seconds.
+    pub grace_seconds: f64,
+}
+
+/// plan.json.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct PlanFile {
+    /// Format version ([`BUNDLE_FORMAT`]).
+    pub format: u32,
+    /// `interleaved`, `grouped` or `shuffled`.
+    pub order: crate::manifest::Order,
+    /// Seed used when shuffled.
+    pub seed: Option<u64>,
+    /// Runs at once.
+    pub jobs: u32,
+    /// Matrix keys in manifest order.
+    pub matrix_keys: Vec<String>,
+    /// `output-format`.
+    pub output_format: crate::manifest::OutputFormat,
+    /// External sampling period in seconds; `None` = off.
+    pub sample_interval_seconds: Option<f64>,
+    /// Every run in execution order.
+    pub runs: Vec<PlannedRunRecord>,
+}
+
+/// Result of checking a run's stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OutputCheck {
+    /// JSON that parses (or any non-empty text for `output-format = "text"`).
+    Valid,
+    /// Not one JSON document; `output-check-reason` says why.
+    Invalid,
+    /// Nothing was printed.
+    Empty,
+}
+
+/// run.json.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct RunRecord {
+    /// Format version ([`BUNDLE_FORMAT`]).
+    pub format: u32,
+    /// Same as in plan.json.
+    pub run_id: String,
+    /// 0-based plan index.
+    pub index: usize,
+    /// Matrix values.
+    pub cell: BTreeMap<String, Value>,
+    /// 1-based repetition.
+    pub repetition: u32,
+    /// argv as executed.
+    pub argv: Vec<String>,
+    /// Working directory.
+    pub workdir: String,
+    /// Environment changes.
+    pub env: EnvChanges,
+    /// CPUs requested.
+    pub cpus_requested: Vec<usize>,
+    /// CPUs the child was allowed on, read back from `/proc/<pid>/status` `Cpus_allowed_list`.
+    pub cpus_effective: Option<Vec<usize>>,
+    /// Child pid.
+    pub pid: Option<u32>,
+    /// RFC 3339 UTC start.
+    pub start: String,
+    /// RFC 3339 UTC end.
+    pub end: String,
+    /// Wall time, seconds.
+    pub wall_seconds: f64,
+    /// User CPU time, seconds (wait4).
+    pub user_seconds: Option<f64>,
+    /// System CPU time, seconds (wait4).
+    pub sys_seconds: Option<f64>,
+    /// Peak RSS of the run's process, bytes (wait4 ru_maxrss).
+    pub peak_rss_bytes: Option<u64>,
+    /// Exit code when exited.
+    pub exit_code: Option<i32>,
+    /// Signal number when killed by a signal.
+    pub signal: Option<i32>,
+    /// How the run ended.
+    pub termination: Termination,
+    /// Spawn error or other runner-side message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Output file name inside the run folder.
+    pub output: String,
+    /// Output check result.
+    pub output_check: OutputCheck,
+    /// Why the output is invalid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_check_reason: Option<String>,
+    /// How the run counts.
+    pub outcome: Outcome,
+    /// Group members killed after the leader exited.
+    #[serde(default)]
+    pub stray_processes_killed: u32,
+    /// Number of lines in memory.jsonl.
+    #[serde(default)]
+    pub memory_samples: u32,
+    /// sha256 (hex) of each file in the run folder except run.json, by file name.
+    pub sha256: BTreeMap<String, String>,
+}

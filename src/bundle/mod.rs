@@ -1,0 +1,5 @@
+//! The result bundle: versioned on-disk format, writer and reader (DESIGN 5).
+
+pub mod format;
+
+pub use format::*;

@@ -1,0 +1,14 @@
+//! The real executor: a fresh process per run.
+
+use super::{CancelFlag, Executor, RunOutcome, RunSpec};
+
+/// Runs each [`RunSpec`] as a child process in its own process group.
+#[derive(Debug, Default, Clone)]
+pub struct ProcessExecutor;
+
+impl Executor for ProcessExecutor {
+    fn execute(&self, spec: &RunSpec, cancel: &CancelFlag) -> RunOutcome {
+        let _ = (spec, cancel);
+        todo!("ProcessExecutor::execute")
+    }
+}

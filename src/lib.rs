@@ -1,0 +1,13 @@
+//! hwr-exp: a declarative experiment runner driven by TOML manifests.
+//!
+//! Pipeline: [`manifest`] (parse, validate) -> [`plan`] (expand) -> [`exec`] (run) ->
+//! [`bundle`] (record) -> [`report`] (analyse). [`provenance`] records the repository and host.
+
+pub mod bundle;
+pub mod cli;
+pub mod exec;
+pub mod exit_codes;
+pub mod manifest;
+pub mod memory;
+pub mod probe;
+pub mod provenance;

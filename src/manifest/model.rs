@@ -1,0 +1,215 @@
+//! Validated manifest types (DESIGN 3). These hold configuration only; nothing here runs anything.
+//!
+//! A [`Manifest`] is produced by [`crate::manifest::load`] / [`crate::manifest::parse`] after every
+//! check has passed; every field has its default filled in.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The newest manifest `format` this build understands.
+pub const MANIFEST_FORMAT: u32 = 1;
+
+/// A whole, validated manifest.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    /// Path the manifest was read from, as given (used in diagnostics and recorded in the bundle).
+    pub path: PathBuf,
+    /// Absolute folder that relative paths (`workdir`, `provenance.repo`) are resolved against.
+    pub base_dir: PathBuf,
+    /// The manifest text exactly as read (stored as `manifest.toml` in the bundle).
+    pub source: String,
+    /// `format`: manifest format version (1).
+    pub format: u32,
+    /// `[experiment]`.
+    pub experiment: Experiment,
+    /// `[command]`.
+    pub command: CommandSpec,
+    /// `[matrix]`.
+    pub matrix: Matrix,
+    /// `[schedule]`.
+    pub schedule: Schedule,
+    /// `[isolation]`.
+    pub isolation: Isolation,
+    /// `[measure]`.
+    pub measure: Measure,
+    /// `[provenance]`.
+    pub provenance: ProvenanceConfig,
+    /// `[report]`.
+    pub report: ReportConfig,
+    /// Byte ranges in `source` of keys and values, by dotted key path (`"command.output"`,
+    /// `"matrix.mode"`, `"isolation.cpus"`), so later stages (plan expansion) can point at the source.
+    pub spans: BTreeMap<String, Range<usize>>,
+}
+
+/// `[experiment]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Experiment {
+    /// `name`: `[a-z0-9_-]+`, names the results folder `results/<name>/`.
+    pub name: String,
+    /// `description`: free text.
+    pub description: Option<String>,
+}
+
+/// What to run: `argv` or `shell` (exactly one), each a template with placeholders.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Program {
+    /// `argv = [...]`: exec'd directly; `argv[0]` is looked up in `PATH` when it has no `/`.
+    Argv(Vec<String>),
+    /// `shell = "..."`: run as `/bin/sh -c <text>`.
+    Shell(String),
+}
+
+/// How a run's stdout is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OutputFormat {
+    /// One JSON document (leading/trailing whitespace allowed); anything else is `invalid`.
+    Json,
+    /// Free text; never invalid.
+    Text,
+}
+
+/// `[command]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandSpec {
+    /// `argv` or `shell`; templates, placeholders not yet substituted.
+    pub program: Program,
+    /// `workdir`: template, relative to the manifest's folder; default `"."`.
+    pub workdir: String,
+    /// `output`: template for the file name the run's stdout is saved under.
+    /// Default `"{run-id}.json"` when `output-format` is json, else `"{run-id}.txt"`.
+    pub output: String,
+    /// `output-format`: default json when `output` ends in `.json`, else text.
+    pub output_format: OutputFormat,
+}
+
+/// One matrix value: TOML string, integer, float or boolean.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Value {
+    /// A TOML boolean.
+    Bool(bool),
+    /// A TOML integer.
+    Int(i64),
+    /// A TOML float.
+    Float(f64),
+    /// A TOML string.
+    Str(String),
+}
+
+impl std::fmt::Display for Value {
+    /// The text substituted for a placeholder: strings as is, numbers and booleans as TOML writes them.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Value::Bool(b) => write!(f, "{b}"),
+            Value::Int(i) => write!(f, "{i}"),
+            Value::Float(x) => write!(f, "{x}"),
+            Value::Str(s) => f.write_str(s),
+        }
+    }
+}
+
+/// One cell: a value for every matrix key, in the manifest's key order.
+pub type Cell = Vec<(String, Value)>;
+
+/// `[matrix]`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Matrix {
+    /// Keys in manifest order with their values in manifest order (every list non-empty).
+    pub axes: Vec<(String, Vec<Value>)>,
+    /// `exclude`: a cell is dropped when it matches every key of any entry.
+    pub exclude: Vec<BTreeMap<String, Value>>,
+    /// `include`: extra cells appended after the product (keys must cover every axis).
+    pub include: Vec<BTreeMap<String, Value>>,
+}
+
+/// `[schedule] order`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Order {
+    /// Repetition outermost: every cell once, then every cell again (default).
+    Interleaved,
+    /// Cell outermost: all repetitions of one cell, then the next cell.
+    Grouped,
+    /// Interleaved plan shuffled with `seed`.
+    Shuffled,
+}
+
+/// `[schedule]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Schedule {
+    /// `repetitions`: >= 1, default 1.
+    pub repetitions: u32,
+    /// `order`: default interleaved.
+    pub order: Order,
+    /// `seed`: for shuffled; `None` means one is chosen at plan time and recorded.
+    pub seed: Option<u64>,
+    /// `jobs`: runs at once, >= 1, default 1.
+    pub jobs: u32,
+}
+
+/// `[isolation] cpus`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CpuSelection {
+    /// `"auto"`: the first `jobs * cpus-per-run` CPUs of the runner's allowed set.
+    Auto,
+    /// `[0, 2]` or `"2-3"`: the pool of CPUs to use, in this order (checked against the allowed set).
+    List(Vec<usize>),
+}
+
+/// `[isolation] env-policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EnvPolicy {
+    /// Start from the runner's whole environment (default).
+    Inherit,
+    /// Start from PATH, HOME, LANG, LC_*, TERM, USER, TMPDIR only.
+    Clean,
+}
+
+/// `[isolation]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Isolation {
+    /// `cpus`: default auto.
+    pub cpus: CpuSelection,
+    /// `cpus-per-run`: >= 1, default 1.
+    pub cpus_per_run: usize,
+    /// `timeout`: whole-run limit; `None` = no limit (default).
+    pub timeout: Option<Duration>,
+    /// `grace`: time between SIGTERM and SIGKILL; default 5 s.
+    pub grace: Duration,
+    /// `env-policy`: default inherit.
+    pub env_policy: EnvPolicy,
+    /// `env`: variables to set, in manifest order; values are templates; `""` stays `""`.
+    pub env: Vec<(String, String)>,
+    /// `env-unset`: variables to remove.
+    pub env_unset: Vec<String>,
+}
+
+/// `[measure]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Measure {
+    /// `sample-interval`: external smaps_rollup sampling period; `None` = `"off"`. Default 100 ms.
+    pub sample_interval: Option<Duration>,
+}
+
+/// `[provenance]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProvenanceConfig {
+    /// `repo`: absolute path of the repository to record; `None` = discover from the manifest's folder.
+    pub repo: Option<PathBuf>,
+}
+
+/// `[report]`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReportConfig {
+    /// `metrics = { name = "/json/pointer" }`: RFC 6901 pointers into each run's JSON output, in
+    /// manifest order.
+    pub metrics: Vec<(String, String)>,
+}
