@@ -9,5 +9,6 @@ pub mod exec;
 pub mod exit_codes;
 pub mod manifest;
 pub mod memory;
+pub mod plan;
 pub mod probe;
 pub mod provenance;
