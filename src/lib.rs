@@ -12,3 +12,4 @@ pub mod memory;
 pub mod plan;
 pub mod probe;
 pub mod provenance;
+pub mod runner;
