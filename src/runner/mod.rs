@@ -5,6 +5,7 @@
 
 pub mod preflight;
 pub mod progress;
+pub mod session;
 
 use std::io;
 use std::sync::Mutex;
