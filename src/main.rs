@@ -86,7 +86,7 @@ fn check(args: &CheckArgs) -> i32 {
             }
         };
         match session::expand(&manifest, &ctx) {
-            Ok(plan) => println!("ok: {} ({} runs)", path.display(), plan.runs.len()),
+            Ok(plan) => println!("ok: {} ({} runs)", path.display(), plan.len()),
             Err(e) => {
                 report_session_error(&e);
                 code = code.max(e.exit_code());
@@ -114,13 +114,10 @@ fn plan(args: &PlanArgs) -> i32 {
     let mut out = std::io::BufWriter::new(stdout.lock());
     let written = match args.format {
         PlanFormat::Table => render::table(&plan, &mut out),
-        PlanFormat::Json => serde_json::to_writer_pretty(&mut out, &plan.to_file(&manifest))
-            .map_err(std::io::Error::other)
-            .and_then(|()| writeln!(out)),
+        PlanFormat::Json => plan.write_json(&manifest, &mut out).and_then(|()| writeln!(out)),
         PlanFormat::Shell => plan
-            .runs
-            .iter()
-            .try_for_each(|r| writeln!(out, "{}", render::shell_line(&plan, r))),
+            .runs()
+            .try_for_each(|r| writeln!(out, "{}", render::shell_line(&plan, &r))),
     };
     match written.and_then(|()| out.flush()) {
         Ok(()) => exit_codes::SUCCESS,

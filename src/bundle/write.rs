@@ -20,12 +20,22 @@ use crate::plan::PlannedRun;
 /// # Errors
 /// I/O errors creating, writing or renaming the temporary file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_atomic_with(path, |out| out.write_all(bytes))
+}
+
+/// Like [`write_atomic`], with the content produced by `fill` through a buffered writer.
+///
+/// # Errors
+/// As [`write_atomic`], and errors returned by `fill`.
+pub fn write_atomic_with(path: &Path, fill: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<()> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
+    let tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+    let mut out = io::BufWriter::new(tmp);
+    fill(&mut out)?;
+    let tmp = out.into_inner().map_err(|e| e.into_error())?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }
@@ -197,6 +207,18 @@ impl BundleWriter {
     /// As [`write_json_atomic`].
     pub fn write_json<T: Serialize>(&self, name: &str, value: &T) -> io::Result<()> {
         write_json_atomic(&self.dir.join(name), value)
+    }
+
+    /// Writes a top-level file atomically, its content produced by `fill` (plan.json is streamed).
+    ///
+    /// # Errors
+    /// As [`write_atomic_with`].
+    pub fn write_streamed(
+        &self,
+        name: &str,
+        fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> io::Result<()> {
+        write_atomic_with(&self.dir.join(name), fill)
     }
 
     /// The folder of one run, `runs/<run-id>`.

@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::bundle::{EnvChanges, PlanFile, PlannedRunRecord};
+#[cfg(doc)]
+use crate::bundle::PlanFile;
+use crate::bundle::{EnvChanges, PlannedRunRecord};
 use crate::manifest::template;
 use crate::manifest::{Cell, CpuSelection, EnvPolicy, Manifest, Order, Program, Value};
 
@@ -49,11 +51,10 @@ pub struct PlannedRun {
     pub slot: usize,
 }
 
-/// The expanded manifest.
+/// The expanded manifest. Runs are kept compactly (cell index and repetition, 8 bytes a run) and
+/// rendered on demand by [`Plan::run`], so the runner's memory does not grow with the plan's size.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
-    /// Runs in execution order.
-    pub runs: Vec<PlannedRun>,
     /// Order used.
     pub order: Order,
     /// Seed used when shuffled (the manifest's or the fallback).
@@ -70,6 +71,13 @@ pub struct Plan {
     pub env_policy: EnvPolicy,
     /// Matrix keys in manifest order.
     pub matrix_keys: Vec<String>,
+    /// Every cell, in product order then includes.
+    pub cells: Vec<Cell>,
+    /// Execution order: (index into `cells`, repetition).
+    schedule: Vec<(u32, u32)>,
+    /// Width of the zero-padded index in run ids.
+    width: usize,
+    templates: Templates,
 }
 
 /// A problem found only by expansion, located by dotted manifest key (see [`Manifest::spans`]).
@@ -132,61 +140,7 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, Vec<PlanEr
         _ => None,
     };
 
-    let templates = Templates::new(manifest);
-    let width = order.len().saturating_sub(1).to_string().len().max(3);
-    let mut runs = Vec::with_capacity(order.len());
-    let mut outputs: HashMap<String, usize> = HashMap::with_capacity(order.len());
-    let jobs = slots.len();
-    for (index, (c, repetition)) in order.into_iter().enumerate() {
-        let cell = &cells[c];
-        let run_id = run_id(index, width, cell, repetition);
-        match templates.render_run(manifest, ctx, cell, repetition, &run_id) {
-            Ok((argv, workdir, output, env)) => {
-                if RESERVED_NAMES.contains(&output.as_str()) {
-                    errors.push(PlanError::new(
-                        "command.output",
-                        format!(
-                            "output name `{output}` is reserved for the runner's own file in the run folder"
-                        ),
-                        None,
-                    ));
-                } else if let Some(first) = outputs.insert(output.clone(), index) {
-                    if errors.iter().filter(|e| e.key == "command.output").count() < 3 {
-                        errors.push(PlanError::new(
-                            "command.output",
-                            format!("runs {first} and {index} both save their output as `{output}`"),
-                            Some(
-                                "use every matrix key that varies and {repetition} in `output`, or {run-id}"
-                                    .into(),
-                            ),
-                        ));
-                    }
-                }
-                let slot = index % jobs;
-                runs.push(PlannedRun {
-                    index,
-                    run_id,
-                    cell: cell.clone(),
-                    repetition,
-                    argv,
-                    workdir,
-                    output,
-                    env,
-                    cpus: slots[slot].clone(),
-                    slot,
-                });
-            }
-            Err(e) => {
-                errors.push(e);
-                break;
-            }
-        }
-    }
-    if !errors.is_empty() {
-        return Err(errors);
-    }
-    Ok(Plan {
-        runs,
+    let plan = Plan {
         order: manifest.schedule.order,
         seed,
         jobs: manifest.schedule.jobs,
@@ -195,7 +149,50 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, Vec<PlanEr
         grace: manifest.isolation.grace,
         env_policy: manifest.isolation.env_policy,
         matrix_keys: manifest.matrix.axes.iter().map(|(k, _)| k.clone()).collect(),
-    })
+        width: order.len().saturating_sub(1).to_string().len().max(3),
+        schedule: order.into_iter().map(|(c, r)| (c as u32, r)).collect(),
+        cells,
+        templates: Templates::new(manifest, ctx),
+    };
+    // Render every run once: template errors and duplicate or reserved output names surface here,
+    // so that `Plan::run` cannot fail later.
+    let mut outputs: HashMap<String, usize> = HashMap::with_capacity(plan.len());
+    for index in 0..plan.len() {
+        match plan.try_run(index) {
+            Ok(run) => {
+                if RESERVED_NAMES.contains(&run.output.as_str()) {
+                    errors.push(PlanError::new(
+                        "command.output",
+                        format!(
+                            "output name `{}` is reserved for the runner's own file in the run folder",
+                            run.output
+                        ),
+                        None,
+                    ));
+                    break;
+                }
+                if let Some(first) = outputs.insert(run.output.clone(), index) {
+                    errors.push(PlanError::new(
+                        "command.output",
+                        format!(
+                            "runs {first} and {index} both save their output as `{}`",
+                            run.output
+                        ),
+                        Some(
+                            "use every matrix key that varies and {repetition} in `output`, or {run-id}"
+                                .into(),
+                        ),
+                    ));
+                    break;
+                }
+            }
+            Err(e) => {
+                errors.push(e);
+                break;
+            }
+        }
+    }
+    if errors.is_empty() { Ok(plan) } else { Err(errors) }
 }
 
 /// The cells: the cartesian product of the axes in manifest order (last key varies fastest), minus
@@ -327,44 +324,88 @@ fn run_id(index: usize, width: usize, cell: &Cell, repetition: u32) -> String {
     id
 }
 
-/// Templates of the manifest, checked once.
-struct Templates<'m> {
-    argv: Vec<&'m str>,
+/// Everything needed to render one run, owned so the plan stands alone.
+#[derive(Debug, Clone, PartialEq)]
+struct Templates {
+    argv: Vec<String>,
     shell: bool,
+    workdir: String,
+    output: String,
+    env: Vec<(String, String)>,
+    env_unset: Vec<String>,
+    cuda_default: bool,
+    base_dir: PathBuf,
+    hwr_exp: String,
+    bundle: PathBuf,
 }
 
-impl<'m> Templates<'m> {
-    fn new(manifest: &'m Manifest) -> Templates<'m> {
-        match &manifest.command.program {
-            Program::Argv(a) => Templates {
-                argv: a.iter().map(String::as_str).collect(),
-                shell: false,
-            },
-            Program::Shell(s) => Templates {
-                argv: vec![s.as_str()],
-                shell: true,
-            },
+impl Templates {
+    fn new(manifest: &Manifest, ctx: &PlanContext) -> Templates {
+        let (argv, shell) = match &manifest.command.program {
+            Program::Argv(a) => (a.clone(), false),
+            Program::Shell(s) => (vec![s.clone()], true),
+        };
+        let iso = &manifest.isolation;
+        Templates {
+            argv,
+            shell,
+            workdir: manifest.command.workdir.clone(),
+            output: manifest.command.output.clone(),
+            env: iso.env.clone(),
+            env_unset: iso.env_unset.clone(),
+            cuda_default: !(iso.env.iter().any(|(k, _)| k == "CUDA_VISIBLE_DEVICES")
+                || iso.env_unset.iter().any(|k| k == "CUDA_VISIBLE_DEVICES")),
+            base_dir: manifest.base_dir.clone(),
+            hwr_exp: ctx.hwr_exp.clone(),
+            bundle: ctx.bundle.clone(),
         }
     }
+}
 
-    #[allow(clippy::type_complexity)]
-    fn render_run(
-        &self,
-        manifest: &Manifest,
-        ctx: &PlanContext,
-        cell: &Cell,
-        repetition: u32,
-        run_id: &str,
-    ) -> Result<(Vec<String>, PathBuf, String, EnvChanges), PlanError> {
-        let run_dir = ctx.bundle.join(crate::bundle::files::RUNS).join(run_id);
-        let bundle = ctx.bundle.display().to_string();
+impl Plan {
+    /// Number of runs.
+    pub fn len(&self) -> usize {
+        self.schedule.len()
+    }
+
+    /// Whether the plan has no runs (never true for a plan returned by [`expand`]).
+    pub fn is_empty(&self) -> bool {
+        self.schedule.is_empty()
+    }
+
+    /// Job slot of run `index` (`index % jobs`).
+    pub fn slot_of(&self, index: usize) -> usize {
+        index % self.slots.len().max(1)
+    }
+
+    /// Renders run `index` (0-based, execution order).
+    ///
+    /// # Panics
+    /// When `index >= self.len()`. Rendering itself cannot fail: [`expand`] rendered every run once.
+    pub fn run(&self, index: usize) -> PlannedRun {
+        self.try_run(index)
+            .expect("every run was rendered once by expand")
+    }
+
+    /// Every run in execution order, rendered one at a time.
+    pub fn runs(&self) -> impl Iterator<Item = PlannedRun> + '_ {
+        (0..self.len()).map(|i| self.run(i))
+    }
+
+    fn try_run(&self, index: usize) -> Result<PlannedRun, PlanError> {
+        let (c, repetition) = self.schedule[index];
+        let cell = &self.cells[c as usize];
+        let t = &self.templates;
+        let run_id = run_id(index, self.width, cell, repetition);
+        let run_dir = t.bundle.join(crate::bundle::files::RUNS).join(&run_id);
+        let bundle = t.bundle.display().to_string();
         let run_dir = run_dir.display().to_string();
         let rep = repetition.to_string();
         let lookup = |name: &str, sanitize_values: bool| -> Option<String> {
             match name {
                 "repetition" => Some(rep.clone()),
-                "run-id" => Some(run_id.to_string()),
-                "hwr-exp" => Some(ctx.hwr_exp.clone()),
+                "run-id" => Some(run_id.clone()),
+                "hwr-exp" => Some(t.hwr_exp.clone()),
                 "bundle" => Some(bundle.clone()),
                 "run-dir" => Some(run_dir.clone()),
                 _ => cell.iter().find(|(k, _)| k == name).map(|(_, v)| {
@@ -376,23 +417,22 @@ impl<'m> Templates<'m> {
                 }),
             }
         };
-        let render = |key: &str, t: &str, sanitize_values: bool| {
-            template::render(t, |n| lookup(n, sanitize_values))
+        let render = |key: &str, tpl: &str, sanitize_values: bool| {
+            template::render(tpl, |n| lookup(n, sanitize_values))
                 .map_err(|e| PlanError::new(key, e.message, None))
         };
-        let mut argv = Vec::with_capacity(self.argv.len() + 2);
-        if self.shell {
+        let mut argv = Vec::with_capacity(t.argv.len() + 2);
+        if t.shell {
             argv.push("/bin/sh".to_string());
             argv.push("-c".to_string());
-            argv.push(render("command.shell", self.argv[0], false)?);
+            argv.push(render("command.shell", &t.argv[0], false)?);
         } else {
-            for t in &self.argv {
-                argv.push(render("command.argv", t, false)?);
+            for a in &t.argv {
+                argv.push(render("command.argv", a, false)?);
             }
         }
-        let workdir = render("command.workdir", &manifest.command.workdir, false)?;
-        let workdir = normalize(&manifest.base_dir.join(workdir));
-        let output = render("command.output", &manifest.command.output, true)?;
+        let workdir = normalize(&t.base_dir.join(render("command.workdir", &t.workdir, false)?));
+        let output = render("command.output", &t.output, true)?;
         if output.is_empty() || output == "." || output.contains('/') || output.contains("..") {
             return Err(PlanError::new(
                 "command.output",
@@ -400,28 +440,37 @@ impl<'m> Templates<'m> {
                 None,
             ));
         }
-        let iso = &manifest.isolation;
-        let mut set = Vec::with_capacity(iso.env.len() + 4);
-        let mentions_cuda = iso.env.iter().any(|(k, _)| k == "CUDA_VISIBLE_DEVICES")
-            || iso.env_unset.iter().any(|k| k == "CUDA_VISIBLE_DEVICES");
-        if !mentions_cuda {
+        let mut set = Vec::with_capacity(t.env.len() + 4);
+        if t.cuda_default {
             set.push(("CUDA_VISIBLE_DEVICES".to_string(), String::new()));
         }
-        for (k, v) in &iso.env {
+        for (k, v) in &t.env {
             set.push((k.clone(), render(&format!("isolation.env.{k}"), v, false)?));
         }
-        set.push(("HWR_RUN_ID".to_string(), run_id.to_string()));
+        set.push(("HWR_RUN_ID".to_string(), run_id.clone()));
         set.push(("HWR_REPETITION".to_string(), rep.clone()));
         set.push(("HWR_BUNDLE".to_string(), bundle.clone()));
         let env = EnvChanges {
-            policy: match iso.env_policy {
+            policy: match self.env_policy {
                 EnvPolicy::Inherit => "inherit".into(),
                 EnvPolicy::Clean => "clean".into(),
             },
             set,
-            unset: iso.env_unset.clone(),
+            unset: t.env_unset.clone(),
         };
-        Ok((argv, workdir, output, env))
+        let slot = self.slot_of(index);
+        Ok(PlannedRun {
+            index,
+            run_id,
+            cell: cell.clone(),
+            repetition,
+            argv,
+            workdir,
+            output,
+            env,
+            cpus: self.slots.get(slot).cloned().unwrap_or_default(),
+            slot,
+        })
     }
 }
 
@@ -441,18 +490,38 @@ fn normalize(path: &Path) -> PathBuf {
 }
 
 impl Plan {
-    /// plan.json contents.
-    pub fn to_file(&self, manifest: &Manifest) -> PlanFile {
-        PlanFile {
-            format: crate::bundle::BUNDLE_FORMAT,
-            order: self.order,
-            seed: self.seed,
-            jobs: self.jobs,
-            matrix_keys: self.matrix_keys.clone(),
-            output_format: manifest.command.output_format,
-            sample_interval_seconds: manifest.measure.sample_interval.map(|d| d.as_secs_f64()),
-            runs: self.runs.iter().map(|r| r.to_record(self)).collect(),
+    /// Writes plan.json (the shape of [`PlanFile`]) to `out`, one run at a time, so writing does not
+    /// hold every run in memory.
+    ///
+    /// # Errors
+    /// Errors of `out`.
+    pub fn write_json(&self, manifest: &Manifest, out: impl std::io::Write) -> std::io::Result<()> {
+        use serde::ser::{SerializeStruct, Serializer};
+        struct Runs<'a>(&'a Plan);
+        impl serde::Serialize for Runs<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_seq(self.0.runs().map(|r| r.to_record(self.0)))
+            }
         }
+        let mut ser = serde_json::Serializer::pretty(out);
+        let mut st = (&mut ser)
+            .serialize_struct("PlanFile", 8)
+            .map_err(std::io::Error::other)?;
+        let fields = (|| {
+            st.serialize_field("format", &crate::bundle::BUNDLE_FORMAT)?;
+            st.serialize_field("order", &self.order)?;
+            st.serialize_field("seed", &self.seed)?;
+            st.serialize_field("jobs", &self.jobs)?;
+            st.serialize_field("matrix-keys", &self.matrix_keys)?;
+            st.serialize_field("output-format", &manifest.command.output_format)?;
+            st.serialize_field(
+                "sample-interval-seconds",
+                &manifest.measure.sample_interval.map(|d| d.as_secs_f64()),
+            )?;
+            st.serialize_field("runs", &Runs(self))?;
+            st.end()
+        })();
+        fields.map_err(std::io::Error::other)
     }
 }
 

@@ -21,8 +21,7 @@ pub fn sh_quote(word: &str) -> String {
 /// Errors of `out`.
 pub fn table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
     let rows: Vec<[String; 5]> = plan
-        .runs
-        .iter()
+        .runs()
         .map(|r| {
             [
                 r.run_id.clone(),
@@ -68,7 +67,7 @@ pub fn table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
     writeln!(
         out,
         "{} runs, order {:?}{}, jobs {}, timeout {timeout}, grace {}",
-        plan.runs.len(),
+        plan.len(),
         plan.order,
         plan.seed.map_or(String::new(), |s| format!(" (seed {s})")),
         plan.jobs,

@@ -75,7 +75,7 @@ fn size_compare() -> Manifest {
 #[test]
 fn interleaved_has_repetition_outermost() {
     let plan = expand(&size_compare(), &ctx()).unwrap();
-    let ids: Vec<_> = plan.runs.iter().map(|r| r.run_id.as_str()).collect();
+    let ids: Vec<_> = plan.runs().map(|r| r.run_id).collect();
     assert_eq!(
         ids,
         [
@@ -89,10 +89,10 @@ fn interleaved_has_repetition_outermost() {
             "007-reuse-64-r2"
         ]
     );
-    assert_eq!(plan.runs[5].output, "get_tensor-64-2.json");
-    assert_eq!(plan.runs[0].argv, ["/bin/hwr-exp", "--mode", "get_tensor"]);
-    assert_eq!(plan.runs[0].cpus, [2], "auto takes the first allowed CPU");
-    assert_eq!(plan.runs[0].workdir, PathBuf::from("/work/x"));
+    assert_eq!(plan.run(5).output, "get_tensor-64-2.json");
+    assert_eq!(plan.run(0).argv, ["/bin/hwr-exp", "--mode", "get_tensor"]);
+    assert_eq!(plan.run(0).cpus, [2], "auto takes the first allowed CPU");
+    assert_eq!(plan.run(0).workdir, PathBuf::from("/work/x"));
 }
 
 #[test]
@@ -100,7 +100,7 @@ fn grouped_and_shuffled_orders() {
     let mut m = size_compare();
     m.schedule.order = Order::Grouped;
     let plan = expand(&m, &ctx()).unwrap();
-    assert_eq!(plan.runs[1].run_id, "001-get_tensor-16-r2");
+    assert_eq!(plan.run(1).run_id, "001-get_tensor-16-r2");
     m.schedule.order = Order::Shuffled;
     let a = expand(&m, &ctx()).unwrap();
     assert_eq!(a.seed, Some(42), "fallback seed recorded");
@@ -108,11 +108,7 @@ fn grouped_and_shuffled_orders() {
     let b = expand(&m, &ctx()).unwrap();
     let c = expand(&m, &ctx()).unwrap();
     assert_eq!(b, c, "same seed, same order");
-    let mut cells: Vec<_> = b
-        .runs
-        .iter()
-        .map(|r| (describe_cell(&r.cell), r.repetition))
-        .collect();
+    let mut cells: Vec<_> = b.runs().map(|r| (describe_cell(&r.cell), r.repetition)).collect();
     cells.sort();
     cells.dedup();
     assert_eq!(cells.len(), 8, "shuffle keeps every run once");
@@ -131,8 +127,7 @@ fn exclude_include_and_empty() {
     ])];
     let plan = expand(&m, &ctx()).unwrap();
     let r1: Vec<_> = plan
-        .runs
-        .iter()
+        .runs()
         .filter(|r| r.repetition == 1)
         .map(|r| describe_cell(&r.cell))
         .collect();
@@ -179,7 +174,7 @@ fn hostile_values_stay_inside_the_run_folder() {
     ]);
     m.command.output = "{mode}-{repetition}.json".into();
     let plan = expand(&m, &ctx()).unwrap();
-    for r in &plan.runs {
+    for r in plan.runs() {
         assert!(
             !r.run_id.contains('/') && !r.run_id.contains(".."),
             "{}",
@@ -192,7 +187,8 @@ fn hostile_values_stay_inside_the_run_folder() {
         );
     }
     assert_eq!(
-        plan.runs[0].argv[2], "../../etc/passwd",
+        plan.run(0).argv[2],
+        "../../etc/passwd",
         "argv gets the value as is"
     );
 }
@@ -200,7 +196,8 @@ fn hostile_values_stay_inside_the_run_folder() {
 #[test]
 fn env_changes_in_order_with_cuda_default() {
     let plan = expand(&size_compare(), &ctx()).unwrap();
-    let set: Vec<_> = plan.runs[3]
+    let set: Vec<_> = plan
+        .run(3)
         .env
         .set
         .iter()
@@ -217,12 +214,12 @@ fn env_changes_in_order_with_cuda_default() {
             "HWR_BUNDLE=/r/b"
         ]
     );
-    assert_eq!(plan.runs[0].env.unset, ["LD_PRELOAD"]);
+    assert_eq!(plan.run(0).env.unset, ["LD_PRELOAD"]);
     let mut m = size_compare();
     m.isolation.env.push(("CUDA_VISIBLE_DEVICES".into(), "0".into()));
     let plan = expand(&m, &ctx()).unwrap();
     assert_eq!(
-        plan.runs[0]
+        plan.run(0)
             .env
             .set
             .iter()
@@ -238,7 +235,7 @@ fn jobs_get_disjoint_cpus() {
     m.schedule.jobs = 2;
     let plan = expand(&m, &ctx()).unwrap();
     assert_eq!(plan.slots, vec![vec![2], vec![3]]);
-    assert_eq!(plan.runs[1].cpus, [3]);
+    assert_eq!(plan.run(1).cpus, [3]);
     m.schedule.jobs = 3;
     assert_eq!(expand(&m, &ctx()).unwrap_err()[0].key, "isolation.cpus");
 }
@@ -246,7 +243,7 @@ fn jobs_get_disjoint_cpus() {
 #[test]
 fn shell_line_reproduces_the_run() {
     let plan = expand(&size_compare(), &ctx()).unwrap();
-    let line = render::shell_line(&plan, &plan.runs[0]);
+    let line = render::shell_line(&plan, &plan.run(0));
     assert!(
         line.starts_with(
             "cd /work/x && env -u LD_PRELOAD CUDA_VISIBLE_DEVICES='' PYTHONMALLOC=malloc EMPTY=''"
@@ -265,7 +262,21 @@ fn no_matrix_is_one_cell() {
     m.command.output = "{run-id}.txt".into();
     m.command.program = Program::Shell("echo {{}} {repetition}".into());
     let plan = expand(&m, &ctx()).unwrap();
-    assert_eq!(plan.runs.len(), 2);
-    assert_eq!(plan.runs[0].run_id, "000-r1");
-    assert_eq!(plan.runs[1].argv, ["/bin/sh", "-c", "echo {} 2"]);
+    assert_eq!(plan.len(), 2);
+    assert_eq!(plan.run(0).run_id, "000-r1");
+    assert_eq!(plan.run(1).argv, ["/bin/sh", "-c", "echo {} 2"]);
+}
+
+#[test]
+fn plan_json_streams_in_the_plan_file_shape() {
+    let m = size_compare();
+    let plan = expand(&m, &ctx()).unwrap();
+    let mut out = Vec::new();
+    plan.write_json(&m, &mut out).unwrap();
+    let file: crate::bundle::PlanFile = serde_json::from_slice(&out).unwrap();
+    assert_eq!(file.runs.len(), 8);
+    assert_eq!(file.runs[7].run_id, "007-reuse-64-r2");
+    assert_eq!(file.runs[7].cell.get("elements"), Some(&Value::Int(64)));
+    assert_eq!(file.matrix_keys, ["mode", "elements"]);
+    assert_eq!(file.runs[0].timeout_seconds, Some(120.0));
 }

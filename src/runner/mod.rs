@@ -80,12 +80,12 @@ pub fn execute(
     let slot_loop = |slot: usize| {
         for &i in indices
             .iter()
-            .filter(|&&i| plan.runs[i].slot == slot || plan.jobs <= 1)
+            .filter(|&&i| plan.jobs <= 1 || plan.slot_of(i) == slot)
         {
             if cancel.load(Ordering::SeqCst) || failed.lock().map(|f| f.is_some()).unwrap_or(true) {
                 return;
             }
-            let run = &plan.runs[i];
+            let run = &plan.run(i);
             let result = (|| -> io::Result<RunRecord> {
                 let run_dir = writer
                     .lock()

@@ -24,7 +24,7 @@ pub fn check(
     let mut problems = Vec::new();
     let mut seen_programs = HashSet::new();
     let mut seen_dirs = HashSet::new();
-    for run in &plan.runs {
+    for run in plan.runs() {
         if seen_dirs.insert(run.workdir.clone()) && !run.workdir.is_dir() {
             problems.push(format!(
                 "workdir {} does not exist or is not a folder (run {})",

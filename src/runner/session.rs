@@ -148,7 +148,7 @@ pub fn run_manifest(
         status: BundleStatus::Running,
         created: rfc3339(created),
         finished: None,
-        planned_runs: plan.runs.len(),
+        planned_runs: plan.len(),
         counts: BTreeMap::new(),
         manifest_sha256: sha256_bytes(manifest.source.as_bytes()),
         manifest_path: std::path::absolute(&manifest.path)
@@ -189,7 +189,7 @@ pub fn run_manifest(
         {
             let w = writer.lock().map_err(|_| std::io::Error::other("poisoned"))?;
             w.write_file(files::MANIFEST, manifest.source.as_bytes())?;
-            w.write_json(files::PLAN, &plan.to_file(manifest))?;
+            w.write_streamed(files::PLAN, |out| plan.write_json(manifest, out))?;
             host.write(w.dir())?;
             before.write_files(w.dir())?;
         }
@@ -198,8 +198,8 @@ pub fn run_manifest(
             sample_interval: manifest.measure.sample_interval,
             env_policy: manifest.isolation.env_policy,
         };
-        let progress = progress::for_terminal(opts.quiet, plan.runs.len());
-        let all: Vec<usize> = (0..plan.runs.len()).collect();
+        let progress = progress::for_terminal(opts.quiet, plan.len());
+        let all: Vec<usize> = (0..plan.len()).collect();
         let end = super::execute(
             &plan,
             &all,
@@ -240,7 +240,7 @@ pub fn run_manifest(
                 bundle: dir,
                 status,
                 counts,
-                planned: plan.runs.len(),
+                planned: plan.len(),
                 drift,
                 exit_code,
             })

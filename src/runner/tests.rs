@@ -112,7 +112,7 @@ fn setup(jobs: u32) -> (Plan, tempfile::TempDir, Mutex<BundleWriter>) {
         status: BundleStatus::Running,
         created: String::new(),
         finished: None,
-        planned_runs: plan.runs.len(),
+        planned_runs: plan.len(),
         counts: BTreeMap::new(),
         manifest_sha256: String::new(),
         manifest_path: String::new(),
@@ -140,7 +140,7 @@ fn every_run_once_in_order_and_recorded() {
         count: AtomicUsize::new(0),
     };
     let cancel = Arc::new(AtomicBool::new(false));
-    let all: Vec<usize> = (0..plan.runs.len()).collect();
+    let all: Vec<usize> = (0..plan.len()).collect();
     let end = execute(&plan, &all, &writer, &fake, &cancel, &SETTINGS, &progress::Quiet).unwrap();
     assert_eq!(end, SessionEnd::Complete);
     let calls = fake.calls.lock().unwrap();
@@ -165,7 +165,7 @@ fn jobs_use_disjoint_cpu_slots() {
         count: AtomicUsize::new(0),
     };
     let cancel = Arc::new(AtomicBool::new(false));
-    let all: Vec<usize> = (0..plan.runs.len()).collect();
+    let all: Vec<usize> = (0..plan.len()).collect();
     execute(&plan, &all, &writer, &fake, &cancel, &SETTINGS, &progress::Quiet).unwrap();
     let calls = fake.calls.lock().unwrap();
     assert_eq!(calls.len(), 6);
@@ -184,7 +184,7 @@ fn cancel_stops_scheduling_and_reports_interrupted() {
         count: AtomicUsize::new(0),
     };
     let cancel = Arc::new(AtomicBool::new(false));
-    let all: Vec<usize> = (0..plan.runs.len()).collect();
+    let all: Vec<usize> = (0..plan.len()).collect();
     let end = execute(&plan, &all, &writer, &fake, &cancel, &SETTINGS, &progress::Quiet).unwrap();
     assert_eq!(end, SessionEnd::Interrupted);
     assert_eq!(fake.calls.lock().unwrap().len(), 2);
