@@ -138,6 +138,14 @@ fn a_syntax_error_is_one_located_diagnostic() {
 }
 
 #[test]
+fn a_newer_format_is_the_only_diagnostic() {
+    // format-2.toml also has a section this build does not know; it is not reported.
+    let diags = load_err(&bad_dir().join("format-2.toml"));
+    assert_eq!(diags.items.len(), 1, "{diags}");
+    assert!(diags.items[0].message.contains("manifest format 2 is newer"));
+}
+
+#[test]
 fn unreadable_file_is_one_diagnostic() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing.toml");

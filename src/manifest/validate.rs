@@ -391,40 +391,37 @@ impl<'s> Validator<'s> {
 
     // ---- sections -------------------------------------------------------------------------
 
-    fn format(&mut self, root: &DeTable<'_>) -> u32 {
+    /// `format`; `Err(diagnostic)` for a newer format, whose other keys this build cannot judge.
+    fn format(&mut self, root: &DeTable<'_>) -> Result<u32, Diagnostic> {
         let Some(v) = root.get("format") else {
-            if self.suggested.contains("format") {
-                return MANIFEST_FORMAT;
+            if !self.suggested.contains("format") {
+                self.err(
+                    0..0,
+                    "missing `format`",
+                    Some(format!("start the manifest with `format = {MANIFEST_FORMAT}`")),
+                );
             }
-            self.err(
-                0..0,
-                "missing `format`",
-                Some(format!("start the manifest with `format = {MANIFEST_FORMAT}`")),
-            );
-            return MANIFEST_FORMAT;
+            return Ok(MANIFEST_FORMAT);
         };
         self.spans.insert("format".into(), v.span());
         match self.integer(v) {
-            Some(n) if n == i64::from(MANIFEST_FORMAT) => MANIFEST_FORMAT,
-            Some(n) if n > i64::from(MANIFEST_FORMAT) => {
-                self.err(
-                    v.span(),
-                    format!(
-                        "manifest format {n} is newer than this hwr-exp understands; this hwr-exp reads format {MANIFEST_FORMAT}"
-                    ),
-                    Some("upgrade hwr-exp, or write the manifest in format 1".into()),
-                );
-                MANIFEST_FORMAT
-            }
+            Some(n) if n == i64::from(MANIFEST_FORMAT) => Ok(MANIFEST_FORMAT),
+            Some(n) if n > i64::from(MANIFEST_FORMAT) => Err(Diagnostic {
+                span: v.span(),
+                message: format!(
+                    "manifest format {n} is newer than this hwr-exp understands; this hwr-exp reads format {MANIFEST_FORMAT}"
+                ),
+                help: Some("upgrade hwr-exp, or write the manifest in format 1".into()),
+            }),
             Some(n) => {
                 self.err(
                     v.span(),
                     format!("unsupported manifest format {n}; this hwr-exp reads format {MANIFEST_FORMAT}"),
                     None,
                 );
-                MANIFEST_FORMAT
+                Ok(MANIFEST_FORMAT)
             }
-            None => MANIFEST_FORMAT,
+            None => Ok(MANIFEST_FORMAT),
         }
     }
 
@@ -1121,7 +1118,17 @@ pub(crate) fn validate(source: &str, path: &Path, base_dir: &Path) -> Result<Man
         suggested: BTreeSet::new(),
     };
     v.check_keys(&root, TOP_KEYS, "", "at the top level");
-    let format = v.format(&root);
+    let format = match v.format(&root) {
+        Ok(f) => f,
+        // A newer format may have keys and rules this build does not know: say only that.
+        Err(newer) => {
+            return Err(Diagnostics {
+                file,
+                source: source.to_string(),
+                items: vec![newer],
+            });
+        }
+    };
     let experiment = v.experiment(&root);
     let matrix = v.matrix(&root);
     let mut known: Vec<String> = match root.get("matrix").map(|m| m.get_ref()) {
