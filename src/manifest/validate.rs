@@ -72,10 +72,12 @@ const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 const DEFAULT_SAMPLE_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The closest candidate to `word` (Damerau-Levenshtein, case-insensitive), if close enough to be a
-/// plausible typo: at most one edit per three characters, and at least one.
+/// plausible typo: at most one edit per three characters (at least one), and fewer edits than the
+/// word has characters.
 pub(crate) fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let lower = word.to_lowercase();
-    let limit = (word.chars().count() / 3).max(1);
+    let len = word.chars().count();
+    let limit = (len / 3).max(1).min(len.saturating_sub(1));
     candidates
         .into_iter()
         .map(|c| (strsim::damerau_levenshtein(&lower, &c.to_lowercase()), c))
@@ -1186,7 +1188,8 @@ mod tests {
         assert_eq!(did_you_mean("Jobs", keys), Some("jobs"));
         assert_eq!(did_you_mean("odrer", keys), Some("order"));
         assert_eq!(did_you_mean("timeout", keys), None);
-        assert_eq!(did_you_mean("x", ["y"]), Some("y"));
+        assert_eq!(did_you_mean("x", ["y"]), None);
+        assert_eq!(did_you_mean("cpu", ["cpus", "grace"]), Some("cpus"));
         assert_eq!(did_you_mean("ab", ["xy"]), None);
     }
 
