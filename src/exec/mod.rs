@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-pub use process::ProcessExecutor;
+pub use process::{ProcessExecutor, build_env, resolve_program};
 
 /// Everything needed to start one run; paths are absolute.
 #[derive(Debug, Clone)]
