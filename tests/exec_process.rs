@@ -483,3 +483,29 @@ fn run_dies_with_its_runner() {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+#[test]
+fn signal_dispositions_and_mask_are_reset() {
+    let dir = tempfile::tempdir().unwrap();
+    // An ignored signal in the runner would survive exec without the reset.
+    unsafe { libc::signal(libc::SIGUSR1, libc::SIG_IGN) };
+    let o = run(&spec(
+        dir.path(),
+        &["grep", "-E", "^Sig(Ign|Blk)", "/proc/self/status"],
+    ));
+    assert_eq!(o.exit_code, Some(0), "{o:?}");
+    assert_eq!(
+        stdout(dir.path()),
+        "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n"
+    );
+}
+
+#[test]
+fn same_path_for_stdout_and_stderr_interleaves() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = sh(dir.path(), "echo one; echo two >&2; echo three");
+    s.stderr_path = s.stdout_path.clone();
+    let o = run(&s);
+    assert_eq!(o.exit_code, Some(0), "{o:?}");
+    assert_eq!(stdout(dir.path()), "one\ntwo\nthree\n");
+}

@@ -278,7 +278,14 @@ fn spawn(spec: &RunSpec) -> Result<Child, String> {
         File::create(path).map_err(|e| format!("cannot create {what} file {}: {e}", path.display()))
     };
     let stdout = create(&spec.stdout_path, "stdout")?;
-    let stderr = create(&spec.stderr_path, "stderr")?;
+    // The same path for both shares one open file (one offset), as `2>&1` would.
+    let stderr = if spec.stderr_path == spec.stdout_path {
+        stdout
+            .try_clone()
+            .map_err(|e| format!("cannot duplicate the stdout file descriptor: {e}"))?
+    } else {
+        create(&spec.stderr_path, "stderr")?
+    };
 
     // Everything the child needs is computed here: between fork and exec only
     // async-signal-safe calls are allowed (no allocation, no locks).
@@ -381,10 +388,21 @@ fn child_setup(parent: Pid, cpus: Option<&rustix::thread::CpuSet>) -> io::Result
             }
         }
         // Default dispositions for every signal (ignored ones would survive exec) and an empty
-        // signal mask.
-        for sig in 1..libc::SIGRTMAX() {
+        // signal mask. The raw system call, because glibc's wrappers refuse its internal
+        // real-time signals 32 and 33, which can also arrive ignored. An all-zero kernel
+        // `struct sigaction` is SIG_DFL with no flags on every architecture; 64 bytes cover the
+        // largest layout. The kernel's signal set is 8 bytes (`_NSIG / 8`) on
+        // x86-64, AArch64 and RISC-V; where it is larger (MIPS) the call fails and nothing changes.
+        let dfl = [0u64; 8];
+        for sig in 1..=64 {
             if sig != libc::SIGKILL && sig != libc::SIGSTOP {
-                libc::signal(sig, libc::SIG_DFL);
+                libc::syscall(
+                    libc::SYS_rt_sigaction,
+                    sig,
+                    dfl.as_ptr(),
+                    std::ptr::null_mut::<u64>(),
+                    8usize,
+                );
             }
         }
         let mut empty: libc::sigset_t = std::mem::zeroed();
