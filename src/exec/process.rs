@@ -17,7 +17,10 @@
 //! 3. The parent waits on a pidfd with `poll`, waking for external smaps_rollup samples, the
 //!    timeout, the SIGTERM grace period and (every 50 ms) the cancel flag. No thread is started.
 //! 4. The leader is reaped with `wait4`, which gives the exit status and its rusage (user and
-//!    system CPU seconds, peak RSS).
+//!    system CPU seconds, peak RSS). `ended` and `wall_seconds` are taken here, so the stray
+//!    cleanup below is not counted as run time. A run stopped on timeout or interrupt keeps
+//!    its real status: `signal` is the signal that ended it (SIGTERM or SIGKILL), or
+//!    `exit_code` is set when it caught SIGTERM and exited by itself.
 //! 5. Any process left in the run's group (a background grandchild, say) gets SIGTERM, then
 //!    SIGKILL after the grace period, and is reaped; these are `stray_processes_killed`.
 //!
