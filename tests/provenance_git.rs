@@ -561,3 +561,55 @@ fn host_env_reflects_the_runner_environment() {
     let without = run(false);
     assert!(without["env"].get("LD_PRELOAD").is_none(), "{without}");
 }
+
+#[test]
+fn awkward_changes_replay_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    init_repo(&repo);
+    write(
+        &repo,
+        "unstaged-from-index.txt",
+        b"kept on disk, removed from index\n",
+    );
+    write(&repo, "file-then-dir", b"a file that becomes a directory\n");
+    write(&repo, "empty.txt", b"");
+    write(&repo, "exec.sh", b"#!/bin/sh\n");
+    std::fs::set_permissions(repo.join("exec.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    write(&repo, "to-empty.txt", b"will be emptied\n");
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "initial"]);
+
+    // `git rm --cached`: staged deletion while the file stays on disk (D  + ??).
+    git(&repo, &["rm", "-q", "--cached", "unstaged-from-index.txt"]);
+    write(&repo, "unstaged-from-index.txt", b"kept on disk, and edited\n");
+    // A file replaced by a directory of the same name.
+    std::fs::remove_file(repo.join("file-then-dir")).unwrap();
+    write(&repo, "file-then-dir/inner.txt", b"now a directory\n");
+    // Added to the index, then deleted from the working tree (AD): nothing to replay.
+    write(&repo, "added-then-removed.txt", b"short-lived\n");
+    git(&repo, &["add", "added-then-removed.txt"]);
+    std::fs::remove_file(repo.join("added-then-removed.txt")).unwrap();
+    // Empty file gains content, a file is emptied, an executable loses its bit.
+    write(&repo, "empty.txt", b"no longer empty\n");
+    write(&repo, "to-empty.txt", b"");
+    std::fs::set_permissions(repo.join("exec.sh"), std::fs::Permissions::from_mode(0o644)).unwrap();
+
+    let snap = provenance::capture(&repo);
+    assert!(snap.errors().is_empty(), "{:?}", snap.errors());
+    let theirs = lines_set(&git(&repo, &["status", "--short", "--untracked-files=all"]));
+    assert_eq!(lines_set(&snap.working_tree_text()), theirs);
+
+    let bundle = tmp.path().join("bundle");
+    std::fs::create_dir(&bundle).unwrap();
+    snap.write_files(&bundle).unwrap();
+    let clone = tmp.path().join("clone");
+    replay(
+        &repo,
+        snap.head().unwrap(),
+        &bundle.join("working-tree.patch"),
+        &clone,
+    );
+    assert_eq!(tree_files(&repo), tree_files(&clone));
+}

@@ -317,11 +317,14 @@ pub fn differences(before: &Snapshot, after: &Snapshot) -> Vec<String> {
     if before.head != after.head || before.reason != after.reason {
         changed.push("HEAD".to_owned());
     }
-    let index = |s: &Snapshot| -> BTreeMap<String, (String, Option<String>)> {
-        s.status
-            .iter()
-            .map(|l| (l.path.clone(), (l.code.clone(), l.sha256.clone())))
-            .collect()
+    let index = |s: &Snapshot| -> BTreeMap<String, Vec<(String, Option<String>)>> {
+        let mut map: BTreeMap<String, Vec<_>> = BTreeMap::new();
+        for l in &s.status {
+            map.entry(l.path.clone())
+                .or_default()
+                .push((l.code.clone(), l.sha256.clone()));
+        }
+        map
     };
     let (b, a) = (index(before), index(after));
     let mut paths: Vec<&String> = b.keys().chain(a.keys()).collect();
@@ -421,37 +424,41 @@ fn read_status(repo: &Repository, root: &Path, snap: &mut Snapshot) -> Result<()
         .sort_case_sensitively(true);
     let statuses = repo.statuses(Some(&mut opts))?;
     for entry in statuses.iter() {
-        let Some(code) = status_code(entry.status()) else {
+        let codes = status_codes(entry.status());
+        if codes.is_empty() {
             continue;
-        };
+        }
         let path = String::from_utf8_lossy(entry.path_bytes()).into_owned();
         let full = root.join(bytes_to_path(entry.path_bytes()));
         let content = read_content(&full);
-        if code == "??" {
-            snap.untracked.push(UntrackedFile {
+        let sha256 = content.as_deref().map(sha256_hex);
+        for code in codes {
+            if code == "??" {
+                snap.untracked.push(UntrackedFile {
+                    path: path.clone(),
+                    sha256: sha256.clone(),
+                    size_bytes: content.as_ref().map(|c| c.len() as u64),
+                });
+            }
+            snap.status.push(StatusLine {
+                code,
                 path: path.clone(),
-                sha256: content.as_ref().map(|c| sha256_hex(c)),
-                size_bytes: content.as_ref().map(|c| c.len() as u64),
+                sha256: sha256.clone(),
             });
         }
-        snap.status.push(StatusLine {
-            code,
-            path,
-            sha256: content.map(|c| sha256_hex(&c)),
-        });
     }
     snap.dirty = !snap.status.is_empty();
     Ok(())
 }
 
-/// `XY` letters of `git status --short` for a libgit2 status; `None` for entries git does not show.
-fn status_code(s: Status) -> Option<String> {
+/// `XY` letters of `git status --short` for a libgit2 status; empty for entries git does not show.
+/// A path deleted (or otherwise changed) in the index and present but untracked in the working tree
+/// (`git rm --cached`) gives two entries, as git prints them: the index change, then `??`.
+fn status_codes(s: Status) -> Vec<String> {
     if s.contains(Status::CONFLICTED) {
-        return Some("UU".to_owned());
+        return vec!["UU".to_owned()];
     }
-    if s.contains(Status::WT_NEW) && !s.intersects(index_bits()) {
-        return Some("??".to_owned());
-    }
+    let untracked = s.contains(Status::WT_NEW);
     let x = if s.contains(Status::INDEX_NEW) {
         'A'
     } else if s.contains(Status::INDEX_DELETED) {
@@ -473,20 +480,17 @@ fn status_code(s: Status) -> Option<String> {
         'T'
     } else if s.intersects(Status::WT_MODIFIED | Status::WT_UNREADABLE) {
         'M'
-    } else if s.contains(Status::WT_NEW) {
-        '?'
     } else {
         ' '
     };
-    (x != ' ' || y != ' ').then(|| format!("{x}{y}"))
-}
-
-fn index_bits() -> Status {
-    Status::INDEX_NEW
-        | Status::INDEX_MODIFIED
-        | Status::INDEX_DELETED
-        | Status::INDEX_RENAMED
-        | Status::INDEX_TYPECHANGE
+    let mut codes = Vec::new();
+    if x != ' ' || y != ' ' {
+        codes.push(format!("{x}{y}"));
+    }
+    if untracked {
+        codes.push("??".to_owned());
+    }
+    codes
 }
 
 fn read_submodules(repo: &Repository, snap: &mut Snapshot) -> Result<(), git2::Error> {
@@ -520,30 +524,59 @@ fn read_submodules(repo: &Repository, snap: &mut Snapshot) -> Result<(), git2::E
 
 /// `git diff HEAD` plus untracked files as new files, with binary patches. Returns the patch and
 /// problems that make it incomplete (binary changes git2 could not encode).
+///
+/// The base is `diff_tree_to_workdir_with_index` (what `git diff HEAD` shows, plus untracked
+/// content). One case needs a fix-up: a file removed from the index but kept on disk
+/// (`git rm --cached`) is a deletion there, like in `git diff HEAD`, yet replaying must keep the
+/// file; those paths are diffed tree-to-workdir instead (HEAD content to disk content).
 fn make_patch(repo: &Repository, has_head: bool) -> Result<(Vec<u8>, Vec<String>), git2::Error> {
     let tree = if has_head {
         Some(repo.head()?.peel_to_tree()?)
     } else {
         None // unborn HEAD: diff against the empty tree
     };
-    let mut opts = DiffOptions::new();
-    opts.include_untracked(true)
-        .recurse_untracked_dirs(true)
-        .show_untracked_content(true)
-        .include_ignored(false)
-        .ignore_submodules(true)
-        .include_typechange(false)
-        .show_binary(true)
-        .id_abbrev(40);
-    let diff = repo.diff_tree_to_workdir_with_index(tree.as_ref(), Some(&mut opts))?;
-    let mut patch = Vec::new();
-    diff.print(DiffFormat::Patch, |_delta, _hunk, line| {
-        if matches!(line.origin(), '+' | '-' | ' ') {
-            patch.push(line.origin() as u8);
+    let options = || {
+        let mut opts = DiffOptions::new();
+        opts.include_untracked(true)
+            .recurse_untracked_dirs(true)
+            .show_untracked_content(true)
+            .include_ignored(false)
+            .ignore_submodules(true)
+            .include_typechange(false)
+            .show_binary(true)
+            .id_abbrev(40);
+        opts
+    };
+    let diff = repo.diff_tree_to_workdir_with_index(tree.as_ref(), Some(&mut options()))?;
+
+    // Deleted against HEAD yet present (and not ignored) on disk: removed from the index only.
+    let mut kept_on_disk: Vec<PathBuf> = Vec::new();
+    if let Some(root) = repo.workdir() {
+        for delta in diff.deltas() {
+            if delta.status() != git2::Delta::Deleted {
+                continue;
+            }
+            let Some(path) = delta.old_file().path() else {
+                continue;
+            };
+            let on_disk = std::fs::symlink_metadata(root.join(path)).is_ok_and(|m| !m.is_dir());
+            if on_disk && !repo.status_should_ignore(path).unwrap_or(false) {
+                kept_on_disk.push(path.to_path_buf());
+            }
         }
-        patch.extend_from_slice(line.content());
-        true
-    })?;
+    }
+
+    let mut patch = Vec::new();
+    print_patch(&diff, &kept_on_disk, &mut patch)?;
+    if !kept_on_disk.is_empty() {
+        let mut opts = options();
+        opts.disable_pathspec_match(true);
+        for path in &kept_on_disk {
+            opts.pathspec(path.as_os_str());
+        }
+        let extra = repo.diff_tree_to_workdir(tree.as_ref(), Some(&mut opts))?;
+        print_patch(&extra, &[], &mut patch)?;
+    }
     let problems = patch
         .split(|&b| b == b'\n')
         .filter(|l| l.starts_with(b"Binary files ") && l.ends_with(b" differ"))
@@ -555,6 +588,21 @@ fn make_patch(repo: &Repository, has_head: bool) -> Result<(Vec<u8>, Vec<String>
         })
         .collect();
     Ok((patch, problems))
+}
+
+/// Appends `diff` in patch format to `out`, leaving out deltas for the `skip` paths.
+fn print_patch(diff: &git2::Diff<'_>, skip: &[PathBuf], out: &mut Vec<u8>) -> Result<(), git2::Error> {
+    diff.print(DiffFormat::Patch, |delta, _hunk, line| {
+        let path = delta.old_file().path().or_else(|| delta.new_file().path());
+        if path.is_some_and(|p| skip.iter().any(|s| s == p)) {
+            return true;
+        }
+        if matches!(line.origin(), '+' | '-' | ' ') {
+            out.push(line.origin() as u8);
+        }
+        out.extend_from_slice(line.content());
+        true
+    })
 }
 
 /// Content as git sees it: file bytes, or the link target for a symlink; `None` when absent, a
@@ -639,19 +687,15 @@ mod tests {
 
     #[test]
     fn status_codes_match_git_short_format() {
-        assert_eq!(status_code(Status::WT_NEW).as_deref(), Some("??"));
-        assert_eq!(status_code(Status::INDEX_NEW).as_deref(), Some("A "));
-        assert_eq!(
-            status_code(Status::INDEX_MODIFIED | Status::WT_MODIFIED).as_deref(),
-            Some("MM")
-        );
-        assert_eq!(status_code(Status::WT_DELETED).as_deref(), Some(" D"));
-        assert_eq!(
-            status_code(Status::INDEX_NEW | Status::WT_DELETED).as_deref(),
-            Some("AD")
-        );
-        assert_eq!(status_code(Status::CURRENT), None);
-        assert_eq!(status_code(Status::IGNORED), None);
+        let codes = |s: Status| status_codes(s);
+        assert_eq!(codes(Status::WT_NEW), ["??"]);
+        assert_eq!(codes(Status::INDEX_NEW), ["A "]);
+        assert_eq!(codes(Status::INDEX_MODIFIED | Status::WT_MODIFIED), ["MM"]);
+        assert_eq!(codes(Status::WT_DELETED), [" D"]);
+        assert_eq!(codes(Status::INDEX_NEW | Status::WT_DELETED), ["AD"]);
+        assert_eq!(codes(Status::INDEX_DELETED | Status::WT_NEW), ["D ", "??"]);
+        assert!(codes(Status::CURRENT).is_empty());
+        assert!(codes(Status::IGNORED).is_empty());
     }
 
     #[test]
