@@ -613,3 +613,77 @@ fn awkward_changes_replay_too() {
     );
     assert_eq!(tree_files(&repo), tree_files(&clone));
 }
+
+#[test]
+fn excluded_results_directory_is_left_out_and_causes_no_drift() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    init_repo(&repo);
+    write(&repo, "exp.toml", b"[experiment]\n");
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "one"]);
+    write(&repo, "results/exp/old-bundle/bundle.json", b"{}\n");
+    write(&repo, "notes.txt", b"untracked, recorded\n");
+    let results = repo.join("results");
+
+    let before = provenance::capture_excluding(&repo, &[&results]);
+    assert_eq!(snapshot_lines(&before), ["?? notes.txt"]);
+    assert_eq!(before.untracked().len(), 1);
+    let patch = String::from_utf8_lossy(before.patch()).into_owned();
+    assert!(
+        patch.contains("b/notes.txt") && !patch.contains("results/"),
+        "{patch}"
+    );
+
+    // The runner writes its bundle under results/: not drift.
+    let bundle = results.join("exp/new-bundle");
+    std::fs::create_dir_all(&bundle).unwrap();
+    before.write_files(&bundle).unwrap();
+    let after = provenance::capture_excluding(&repo, &[&results]);
+    assert!(!provenance::record_after(&bundle, &before, &after).unwrap());
+    let doc = read_json(&bundle.join("provenance.json"));
+    assert_eq!(doc["excluded"], serde_json::json!(["results"]));
+    assert_eq!(doc["drift"], false);
+
+    // Without the exclusion the bundle files are untracked changes.
+    let plain = provenance::capture(&repo);
+    assert!(
+        plain
+            .status()
+            .iter()
+            .any(|l| l.path.starts_with("results/exp/new-bundle/"))
+    );
+    assert!(provenance::record_after(&bundle, &before, &plain).unwrap());
+}
+
+fn snapshot_lines(snap: &provenance::Snapshot) -> Vec<String> {
+    snap.working_tree_text().lines().map(str::to_owned).collect()
+}
+
+#[test]
+fn eol_conversion_round_trips_through_git_apply() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    init_repo(&repo);
+    write(&repo, ".gitattributes", b"*.crlf text eol=crlf\n");
+    write(&repo, "win.crlf", b"one\r\ntwo\r\nthree\r\n");
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "one"]);
+    write(&repo, "win.crlf", b"one\r\n2\r\nthree\r\nfour\r\n");
+    write(&repo, "new.crlf", b"fresh\r\n");
+
+    let snap = provenance::capture(&repo);
+    let bundle = tmp.path().join("bundle");
+    std::fs::create_dir(&bundle).unwrap();
+    snap.write_files(&bundle).unwrap();
+    let clone = tmp.path().join("clone");
+    replay(
+        &repo,
+        snap.head().unwrap(),
+        &bundle.join("working-tree.patch"),
+        &clone,
+    );
+    assert_eq!(tree_files(&repo), tree_files(&clone));
+}

@@ -58,6 +58,10 @@ pub struct Snapshot {
     patch_sha256: String,
     /// RFC 3339 UTC time of the capture.
     captured_at: String,
+    /// Directories (relative to the repository root) whose untracked files were left out on
+    /// request ([`capture_excluding`]), e.g. the results directory the runner writes into.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    excluded: Vec<String>,
     /// Non-fatal git or I/O errors met while capturing (the affected part is incomplete).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     errors: Vec<String>,
@@ -150,6 +154,16 @@ pub struct ProvenanceDoc {
 /// of the HEAD tree (empty tree when unborn) against the working tree through the index, and the
 /// submodule list with their status.
 pub fn capture(start: &Path) -> Snapshot {
+    capture_excluding(start, &[])
+}
+
+/// Like [`capture`], but untracked files under any of the `exclude` paths (absolute, or relative
+/// to the current directory) are neither listed nor put in the patch. Meant for the results
+/// directory when it lives inside the repository without being ignored: otherwise earlier bundles
+/// land in the patch and the bundle being written shows up as drift. Tracked files are always
+/// recorded. Paths outside the repository are ignored; the excluded paths that applied are
+/// recorded in `provenance.json` (`excluded`).
+pub fn capture_excluding(start: &Path, exclude: &[&Path]) -> Snapshot {
     let mut snap = Snapshot {
         repo: None,
         head: None,
@@ -162,6 +176,7 @@ pub fn capture(start: &Path) -> Snapshot {
         submodules: Vec::new(),
         patch_sha256: sha256_hex(b""),
         captured_at: jiff::Timestamp::now().to_string(),
+        excluded: Vec::new(),
         errors: Vec::new(),
         patch: Vec::new(),
     };
@@ -190,13 +205,18 @@ pub fn capture(start: &Path) -> Snapshot {
     };
     let root: PathBuf = workdir.components().collect();
     snap.repo = Some(root.clone());
-    if let Err(e) = read_status(&repo, &root, &mut snap) {
+    let excluded = relative_exclusions(&root, exclude);
+    snap.excluded = excluded
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    if let Err(e) = read_status(&repo, &root, &excluded, &mut snap) {
         snap.errors.push(format!("git status: {}", e.message()));
     }
     if let Err(e) = read_submodules(&repo, &mut snap) {
         snap.errors.push(format!("submodules: {}", e.message()));
     }
-    match make_patch(&repo, snap.head.is_some()) {
+    match make_patch(&repo, snap.head.is_some(), &excluded) {
         Ok((patch, mut problems)) => {
             snap.patch_sha256 = sha256_hex(&patch);
             snap.patch = patch;
@@ -413,7 +433,38 @@ fn read_head(repo: &Repository, snap: &mut Snapshot) {
     }
 }
 
-fn read_status(repo: &Repository, root: &Path, snap: &mut Snapshot) -> Result<(), git2::Error> {
+/// The `exclude` paths that lie inside `root`, relative to it (tried as given and canonicalised,
+/// since the root may be reached through a symlink).
+fn relative_exclusions(root: &Path, exclude: &[&Path]) -> Vec<PathBuf> {
+    let canonical_root = root.canonicalize().ok();
+    let mut out: Vec<PathBuf> = exclude
+        .iter()
+        .filter_map(|p| {
+            let abs = std::path::absolute(p).ok()?;
+            let canon = abs.canonicalize().ok();
+            let rel = abs.strip_prefix(root).ok().map(Path::to_path_buf).or_else(|| {
+                let (c, r) = (canon.as_ref()?, canonical_root.as_ref()?);
+                c.strip_prefix(r).ok().map(Path::to_path_buf)
+            })?;
+            // Excluding the root itself would hide every untracked file; refuse that.
+            (!rel.as_os_str().is_empty()).then_some(rel)
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn is_excluded(path: &Path, excluded: &[PathBuf]) -> bool {
+    excluded.iter().any(|e| path.starts_with(e))
+}
+
+fn read_status(
+    repo: &Repository,
+    root: &Path,
+    excluded: &[PathBuf],
+    snap: &mut Snapshot,
+) -> Result<(), git2::Error> {
     let mut opts = StatusOptions::new();
     opts.include_untracked(true)
         .recurse_untracked_dirs(true)
@@ -424,7 +475,10 @@ fn read_status(repo: &Repository, root: &Path, snap: &mut Snapshot) -> Result<()
         .sort_case_sensitively(true);
     let statuses = repo.statuses(Some(&mut opts))?;
     for entry in statuses.iter() {
-        let codes = status_codes(entry.status());
+        let mut codes = status_codes(entry.status());
+        if is_excluded(&bytes_to_path(entry.path_bytes()), excluded) {
+            codes.retain(|c| c != "??");
+        }
         if codes.is_empty() {
             continue;
         }
@@ -529,7 +583,13 @@ fn read_submodules(repo: &Repository, snap: &mut Snapshot) -> Result<(), git2::E
 /// content). One case needs a fix-up: a file removed from the index but kept on disk
 /// (`git rm --cached`) is a deletion there, like in `git diff HEAD`, yet replaying must keep the
 /// file; those paths are diffed tree-to-workdir instead (HEAD content to disk content).
-fn make_patch(repo: &Repository, has_head: bool) -> Result<(Vec<u8>, Vec<String>), git2::Error> {
+///
+/// Untracked files under `excluded` (relative paths) are left out.
+fn make_patch(
+    repo: &Repository,
+    has_head: bool,
+    excluded: &[PathBuf],
+) -> Result<(Vec<u8>, Vec<String>), git2::Error> {
     let tree = if has_head {
         Some(repo.head()?.peel_to_tree()?)
     } else {
@@ -567,7 +627,17 @@ fn make_patch(repo: &Repository, has_head: bool) -> Result<(Vec<u8>, Vec<String>
     }
 
     let mut patch = Vec::new();
-    print_patch(&diff, &kept_on_disk, &mut patch)?;
+    print_patch(
+        &diff,
+        |delta| {
+            let path = delta.old_file().path().or_else(|| delta.new_file().path());
+            path.is_some_and(|p| {
+                kept_on_disk.iter().any(|k| k == p)
+                    || (delta.status() == git2::Delta::Untracked && is_excluded(p, excluded))
+            })
+        },
+        &mut patch,
+    )?;
     if !kept_on_disk.is_empty() {
         let mut opts = options();
         opts.disable_pathspec_match(true);
@@ -575,7 +645,7 @@ fn make_patch(repo: &Repository, has_head: bool) -> Result<(Vec<u8>, Vec<String>
             opts.pathspec(path.as_os_str());
         }
         let extra = repo.diff_tree_to_workdir(tree.as_ref(), Some(&mut opts))?;
-        print_patch(&extra, &[], &mut patch)?;
+        print_patch(&extra, |_| false, &mut patch)?;
     }
     let problems = patch
         .split(|&b| b == b'\n')
@@ -590,11 +660,14 @@ fn make_patch(repo: &Repository, has_head: bool) -> Result<(Vec<u8>, Vec<String>
     Ok((patch, problems))
 }
 
-/// Appends `diff` in patch format to `out`, leaving out deltas for the `skip` paths.
-fn print_patch(diff: &git2::Diff<'_>, skip: &[PathBuf], out: &mut Vec<u8>) -> Result<(), git2::Error> {
+/// Appends `diff` in patch format to `out`, leaving out the deltas `skip` selects.
+fn print_patch(
+    diff: &git2::Diff<'_>,
+    skip: impl Fn(&git2::DiffDelta<'_>) -> bool,
+    out: &mut Vec<u8>,
+) -> Result<(), git2::Error> {
     diff.print(DiffFormat::Patch, |delta, _hunk, line| {
-        let path = delta.old_file().path().or_else(|| delta.new_file().path());
-        if path.is_some_and(|p| skip.iter().any(|s| s == p)) {
+        if skip(&delta) {
             return true;
         }
         if matches!(line.origin(), '+' | '-' | ' ') {
