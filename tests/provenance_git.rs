@@ -687,3 +687,43 @@ fn eol_conversion_round_trips_through_git_apply() {
     );
     assert_eq!(tree_files(&repo), tree_files(&clone));
 }
+
+#[test]
+fn bare_and_broken_repositories_are_recorded_not_fatal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bare = tmp.path().join("bare.git");
+    std::fs::create_dir(&bare).unwrap();
+    git(&bare, &["init", "-q", "--bare", "-b", "main"]);
+    let snap = provenance::capture(&bare);
+    assert_eq!(snap.repo_root(), None);
+    assert_eq!(snap.reason(), Some("unborn HEAD: no commits yet on main"));
+    assert!(snap.errors().iter().any(|e| e.starts_with("bare repository at ")));
+    let bundle = tempfile::tempdir().unwrap();
+    snap.write_files(bundle.path()).unwrap();
+
+    // HEAD pointing at a commit id that does not exist.
+    let broken = tmp.path().join("broken");
+    std::fs::create_dir(&broken).unwrap();
+    init_repo(&broken);
+    write(&broken, "f.txt", b"x\n");
+    std::fs::write(
+        broken.join(".git/HEAD"),
+        "0123456789abcdef0123456789abcdef01234567\n",
+    )
+    .unwrap();
+    let snap = provenance::capture(&broken);
+    assert_eq!(snap.head(), None);
+    let reason = snap.reason().expect("a reason for the missing revision");
+    assert!(
+        reason.starts_with("HEAD does not resolve to a commit"),
+        "{reason}"
+    );
+    // No patch against an empty tree pretending every file is new.
+    assert!(snap.patch().is_empty());
+    assert!(snap.errors().iter().any(|e| e.contains("no working-tree.patch")));
+    snap.write_files(bundle.path()).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(bundle.path().join("revision.txt")).unwrap(),
+        format!("{reason}\n")
+    );
+}

@@ -195,7 +195,7 @@ pub fn capture_excluding(start: &Path, exclude: &[&Path]) -> Snapshot {
             return snap;
         }
     };
-    read_head(&repo, &mut snap);
+    let unborn = read_head(&repo, &mut snap);
     let Some(workdir) = repo.workdir() else {
         snap.errors.push(format!(
             "bare repository at {}: no working tree to record",
@@ -215,6 +215,11 @@ pub fn capture_excluding(start: &Path, exclude: &[&Path]) -> Snapshot {
     }
     if let Err(e) = read_submodules(&repo, &mut snap) {
         snap.errors.push(format!("submodules: {}", e.message()));
+    }
+    if snap.head.is_none() && !unborn {
+        snap.errors
+            .push("no working-tree.patch: HEAD does not resolve to a commit".to_owned());
+        return snap;
     }
     match make_patch(&repo, snap.head.is_some(), &excluded) {
         Ok((patch, mut problems)) => {
@@ -403,7 +408,8 @@ pub fn record_after(bundle_dir: &Path, before: &Snapshot, after: &Snapshot) -> i
     Ok(drift)
 }
 
-fn read_head(repo: &Repository, snap: &mut Snapshot) {
+/// Fills head, branch, detached and reason. Returns true for an unborn HEAD (no commits yet).
+fn read_head(repo: &Repository, snap: &mut Snapshot) -> bool {
     snap.detached = repo.head_detached().unwrap_or(false);
     match repo.head() {
         Ok(head) => {
@@ -413,9 +419,10 @@ fn read_head(repo: &Repository, snap: &mut Snapshot) {
             match head.peel_to_commit() {
                 Ok(commit) => snap.head = Some(commit.id().to_string()),
                 Err(e) => {
-                    snap.reason = Some(format!("HEAD is not a commit: {}", e.message()));
+                    snap.reason = Some(format!("HEAD does not resolve to a commit: {}", e.message()));
                 }
             }
+            false
         }
         Err(e) if e.code() == ErrorCode::UnbornBranch => {
             let branch = repo
@@ -428,8 +435,12 @@ fn read_head(repo: &Repository, snap: &mut Snapshot) {
                 branch.as_deref().unwrap_or("an unknown branch")
             ));
             snap.branch = branch;
+            true
         }
-        Err(e) => snap.reason = Some(format!("cannot resolve HEAD: {}", e.message())),
+        Err(e) => {
+            snap.reason = Some(format!("cannot resolve HEAD: {}", e.message()));
+            false
+        }
     }
 }
 
