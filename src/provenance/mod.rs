@@ -1,7 +1,8 @@
 //! Provenance: the repository state through git2 (revision, working tree, patch, submodules) and
 //! host facts ([`host`]).
 //!
-//! A [`Snapshot`] is taken with [`capture`] before the first run; [`Snapshot::write_files`] writes
+//! A [`Snapshot`] is taken with [`capture`] (or [`capture_excluding`], to leave out an untracked
+//! results directory inside the repository) before the first run; [`Snapshot::write_files`] writes
 //! the bundle's `revision.txt`, `working-tree.txt`, `working-tree.patch` and `provenance.json`
 //! (DESIGN section 5). After the last run a second snapshot is taken and [`record_after`] rewrites
 //! `provenance.json` with the after-run check and `drift`.
