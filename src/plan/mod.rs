@@ -433,7 +433,7 @@ impl Plan {
         }
         let workdir = normalize(&t.base_dir.join(render("command.workdir", &t.workdir, false)?));
         let output = render("command.output", &t.output, true)?;
-        if output.is_empty() || output == "." || output.contains('/') || output.contains("..") {
+        if output.is_empty() || output == "." || output == ".." || output.contains('/') {
             return Err(PlanError::new(
                 "command.output",
                 format!("output name `{output}` is not a plain file name"),
