@@ -271,3 +271,43 @@ fn interrupted_rerun_at_recorded_revision_removes_its_worktree() {
     let new = stdout_path(&out);
     assert_eq!(json(&new.join("bundle.json"))["status"], "interrupted");
 }
+
+#[test]
+fn rerun_and_verify_in_a_moved_repository() {
+    let repo = repo();
+    std::fs::create_dir(repo.path().join("exp")).unwrap();
+    std::fs::write(repo.path().join("exp/input.txt"), "input\n").unwrap();
+    let m = repo.path().join("exp/experiment.toml");
+    std::fs::write(&m, PROBE.replace("data.txt", "input.txt")).unwrap();
+    git(repo.path(), &["add", "exp"]);
+    git(repo.path(), &["commit", "-q", "-m", "experiment"]);
+    let (out, old) = run(repo.path(), &m);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let old = old.unwrap();
+    let hash = out_path(&old);
+
+    // Months later the repository lives elsewhere; the recorded paths are gone.
+    let moved = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", repo.path().display()))
+        .arg(moved.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let rel = old.strip_prefix(repo.path()).unwrap().to_path_buf();
+    drop(repo);
+    let old = moved.path().join(rel);
+    let out = hwr(moved.path(), &["verify", old.to_str().unwrap()]);
+    assert_eq!(
+        code(&out),
+        0,
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        stderr(&out)
+    );
+    let out = hwr(moved.path(), &["rerun", old.to_str().unwrap(), "--quiet"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stderr(&out).contains("does not exist; used"), "{}", stderr(&out));
+    assert_eq!(out_path(&stdout_path(&out)), hash);
+}

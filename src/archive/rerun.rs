@@ -223,6 +223,40 @@ pub fn recorded_base_dir(bundle: &ArchivedBundle) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/"))
 }
 
+/// The folder relative paths of the archived manifest resolve against today: the recorded
+/// `manifest-path`'s folder when it exists; otherwise, when the repository was moved or cloned
+/// elsewhere, the same path relative to the recorded repository root inside the repository that
+/// holds the bundle folder (git2 discover from the bundle). Returns the folder and, when it was
+/// mapped, a note saying so.
+pub fn base_dir_now(
+    bundle: &ArchivedBundle,
+    provenance: Option<&ProvenanceDoc>,
+) -> (PathBuf, Option<String>) {
+    let recorded = recorded_base_dir(bundle);
+    if recorded.is_dir() {
+        return (recorded, None);
+    }
+    let mapped = provenance
+        .and_then(|p| p.before.repo_root())
+        .and_then(|root| recorded.strip_prefix(root).ok())
+        .and_then(|rel| {
+            let repo = git2::Repository::discover(&bundle.dir).ok()?;
+            Some(repo.workdir()?.join(rel))
+        })
+        .filter(|p| p.is_dir());
+    match mapped {
+        Some(m) => {
+            let note = format!(
+                "the recorded manifest folder {} does not exist; used {} (same path in the repository holding the bundle)",
+                recorded.display(),
+                m.display()
+            );
+            (m, Some(note))
+        }
+        None => (recorded, None),
+    }
+}
+
 fn patch_sha(s: &Snapshot) -> Option<String> {
     serde_json::to_value(s)
         .ok()?
@@ -344,13 +378,18 @@ pub fn rerun(
     let recorded_base = recorded_base_dir(&bundle);
     let mut notes = vec![format!("rerun of {}", bundle.dir.display())];
 
+    let (base_dir, moved) = base_dir_now(&bundle, provenance.as_ref());
+    if let Some(note) = moved {
+        eprintln!("note: {note}");
+        notes.push(note);
+    }
     let tree = if opts.at_recorded_revision {
         Some(RecordedTree::build(&bundle, provenance.as_ref())?)
     } else {
         None
     };
     let mut manifest = match &tree {
-        None => archived_manifest(&bundle, &recorded_base)?,
+        None => archived_manifest(&bundle, &base_dir)?,
         Some(tree) => {
             let root = provenance
                 .as_ref()

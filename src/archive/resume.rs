@@ -21,7 +21,7 @@ use std::time::SystemTime;
 use super::ArchiveError;
 use super::liveness::{EffectiveStatus, effective_status, holder_pid};
 use super::read;
-use super::rerun::{archived_manifest, recorded_base_dir};
+use super::rerun::{archived_manifest, base_dir_now};
 use crate::bundle::write::rfc3339;
 use crate::bundle::{BundleStatus, BundleWriter, Outcome};
 use crate::exec::{CancelFlag, Executor, Termination};
@@ -85,7 +85,9 @@ pub fn resume(
         }
     }
 
-    let manifest = archived_manifest(&bundle, &recorded_base_dir(&bundle))?;
+    let provenance = bundle.provenance()?;
+    let (base_dir, moved) = base_dir_now(&bundle, Some(&provenance));
+    let manifest = archived_manifest(&bundle, &base_dir)?;
     let mut ctx = session::plan_context(&bundle.dir)?;
     if let Some(seed) = info.seed {
         ctx.fallback_seed = seed;
@@ -109,7 +111,6 @@ pub fn resume(
     let results_dir = bundle.results_dir();
     crate::runner::preflight::check(&manifest, &plan, &results_dir, &ctx.allowed_cpus)
         .map_err(|p| ArchiveError::Session(SessionError::Preflight(p)))?;
-    let provenance = bundle.provenance()?;
     let repo_start = manifest
         .provenance
         .repo
@@ -117,7 +118,7 @@ pub fn resume(
         .unwrap_or_else(|| manifest.base_dir.clone());
     let now = crate::provenance::capture_excluding(&repo_start, &[&results_dir]);
     let changed = crate::provenance::differences(&provenance.before, &now);
-    let mut notes = Vec::new();
+    let mut notes: Vec<String> = moved.into_iter().collect();
     if !changed.is_empty() {
         if !opts.allow_drift {
             return Err(ArchiveError::Environment(format!(
