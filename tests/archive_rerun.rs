@@ -19,8 +19,9 @@ fn out_path(bundle: &Path) -> String {
     .unwrap()
 }
 
-fn stdout_path(out: &std::process::Output) -> PathBuf {
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+/// The bundle path printed by a command run in `cwd` (printed relative to it when inside).
+fn stdout_path(cwd: &Path, out: &std::process::Output) -> PathBuf {
+    cwd.join(String::from_utf8_lossy(&out.stdout).trim())
 }
 
 fn worktrees(repo: &Path) -> usize {
@@ -49,7 +50,7 @@ fn rerun_runs_the_archived_bytes_after_the_manifest_was_edited_or_deleted() {
     std::fs::write(&m, ECHO.replace("archived-bytes", "edited-bytes")).unwrap();
     let out = hwr(repo.path(), &["rerun", old.to_str().unwrap(), "--quiet"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let new = stdout_path(&out);
+    let new = stdout_path(repo.path(), &out);
     assert_ne!(new, old);
     assert_eq!(new.parent(), old.parent(), "same results folder by default");
     assert_eq!(out_path(&new), "archived-bytes\n");
@@ -73,7 +74,7 @@ fn rerun_runs_the_archived_bytes_after_the_manifest_was_edited_or_deleted() {
     std::fs::remove_file(&m).unwrap();
     let out = hwr(repo.path(), &["rerun", old.to_str().unwrap(), "--quiet"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let third = stdout_path(&out);
+    let third = stdout_path(repo.path(), &out);
     assert_eq!(out_path(&third), "archived-bytes\n");
 
     // list shows the lineage.
@@ -128,7 +129,7 @@ fn rerun_at_recorded_revision_sees_the_old_untracked_file() {
     let out = hwr(repo.path(), &["rerun", old.to_str().unwrap(), "--quiet"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_ne!(
-        out_path(&stdout_path(&out)),
+        out_path(&stdout_path(repo.path(), &out)),
         old_hash,
         "today's tree has the new file"
     );
@@ -149,7 +150,7 @@ fn rerun_at_recorded_revision_sees_the_old_untracked_file() {
         ],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let new = stdout_path(&out);
+    let new = stdout_path(repo.path(), &out);
     assert_eq!(out_path(&new), old_hash, "the run saw the recorded file");
     assert!(
         stderr(&out).contains("same revision, working tree, host and hwr-exp version"),
@@ -268,7 +269,7 @@ fn interrupted_rerun_at_recorded_revision_removes_its_worktree() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(code(&out), 130, "{}", stderr(&out));
     assert_eq!(worktrees(repo.path()), 1, "worktree removed after Ctrl-C");
-    let new = stdout_path(&out);
+    let new = stdout_path(repo.path(), &out);
     assert_eq!(json(&new.join("bundle.json"))["status"], "interrupted");
 }
 
@@ -309,5 +310,5 @@ fn rerun_and_verify_in_a_moved_repository() {
     let out = hwr(moved.path(), &["rerun", old.to_str().unwrap(), "--quiet"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(stderr(&out).contains("does not exist; used"), "{}", stderr(&out));
-    assert_eq!(out_path(&stdout_path(&out)), hash);
+    assert_eq!(out_path(&stdout_path(moved.path(), &out)), hash);
 }

@@ -150,8 +150,8 @@ fn sigint_after_the_second_run_then_resume_keeps_the_first_two() {
     let out = hwr(repo.path(), &["resume", bundle.to_str().unwrap(), "--quiet"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        bundle.to_str().unwrap()
+        repo.path().join(String::from_utf8_lossy(&out.stdout).trim()),
+        bundle
     );
     assert_complete_with_five_ok(&bundle);
     for (id, (files, sha)) in ["000-r1", "001-r2"].iter().zip(kept.iter().zip(&kept_sha)) {

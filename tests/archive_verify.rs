@@ -125,10 +125,13 @@ fn two_runs_at_once_write_two_bundles() {
     let (a, b) = (spawn(), spawn());
     let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
     assert_eq!((code(&a), code(&b)), (0, 0), "{}{}", stderr(&a), stderr(&b));
-    let (pa, pb) = (
-        String::from_utf8_lossy(&a.stdout).trim().to_string(),
-        String::from_utf8_lossy(&b.stdout).trim().to_string(),
-    );
+    let printed = |o: &std::process::Output| {
+        repo.path()
+            .join(String::from_utf8_lossy(&o.stdout).trim())
+            .display()
+            .to_string()
+    };
+    let (pa, pb) = (printed(&a), printed(&b));
     assert_ne!(pa, pb);
     for p in [&pa, &pb] {
         let bundle = std::path::Path::new(p);

@@ -132,7 +132,7 @@ env-unset = ["GONE"]
             .output()
             .unwrap();
         assert_eq!(code(&out), 0, "{}", stderr(&out));
-        let bundle = std::path::PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        let bundle = repo.path().join(String::from_utf8_lossy(&out.stdout).trim());
         let r = &run_records(&bundle)[0];
         let dir = bundle.join("runs").join(r["run-id"].as_str().unwrap());
         let text = std::fs::read_to_string(dir.join("env.txt")).unwrap();
@@ -368,7 +368,7 @@ repetitions = 5
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
     assert_eq!(code(&out), 130);
-    let bundle = std::path::PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let bundle = repo.path().join(String::from_utf8_lossy(&out.stdout).trim());
     let info = json(&bundle.join("bundle.json"));
     assert_eq!(info["status"], "interrupted");
     let records = run_records(&bundle);
