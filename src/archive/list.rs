@@ -220,3 +220,52 @@ pub fn write_json(entries: &[ListEntry], out: &mut impl Write) -> io::Result<()>
     serde_json::to_writer_pretty(&mut *out, entries).map_err(io::Error::other)?;
     writeln!(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(bundle: &str, status: EffectiveStatus, parent: Option<&str>) -> ListEntry {
+        ListEntry {
+            bundle: bundle.into(),
+            experiment: "exp".into(),
+            created: "2026-11-30T01:02:03.456Z".into(),
+            status,
+            revision: Some("0123456789abcdef0123456789abcdef01234567".into()),
+            dirty: Some(false),
+            runs_ok: 7,
+            runs_failed: 1,
+            planned_runs: 8,
+            parent: parent.map(String::from),
+        }
+    }
+
+    #[test]
+    fn table_columns_align() {
+        let rows = [
+            entry("exp/a", EffectiveStatus::Complete, None),
+            entry("exp/bbbbbbbb", EffectiveStatus::Abandoned, Some("exp/a")),
+        ];
+        let mut out = Vec::new();
+        write_table(&rows, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3);
+        let col = |l: &str, word: &str| l.find(word).unwrap();
+        assert_eq!(col(lines[0], "STATUS"), col(lines[1], "complete"));
+        assert_eq!(col(lines[0], "STATUS"), col(lines[2], "abandoned"));
+        assert!(lines[1].contains("0123456789 ") && !lines[1].contains("0123456789a"));
+        assert!(lines[2].contains("7/1 of 8") && lines[2].ends_with("exp/a"));
+        let mut json = Vec::new();
+        write_json(&rows, &mut json).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(v[1]["status"], "abandoned");
+        assert_eq!(v[1]["runs-failed"], 1);
+    }
+
+    #[test]
+    fn scan_of_a_missing_folder_is_a_bad_path() {
+        let e = scan(Path::new("/nonexistent/results")).unwrap_err();
+        assert!(matches!(e, ArchiveError::BadPath { .. }));
+    }
+}

@@ -180,3 +180,35 @@ impl ArchivedBundle {
             .unwrap_or_else(|| self.dir.clone())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_checked_and_errors_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.json");
+        #[derive(Deserialize, Debug)]
+        struct Doc {
+            #[allow(dead_code)]
+            format: u32,
+        }
+        std::fs::write(&p, r#"{"format": 1}"#).unwrap();
+        assert!(read_versioned::<Doc>(&p, "format", 1).is_ok());
+        std::fs::write(&p, r#"{"format": 2}"#).unwrap();
+        let e = read_versioned::<Doc>(&p, "format", 1).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&p.display().to_string()) && e.contains("newer"),
+            "{e}"
+        );
+        std::fs::write(&p, r#"{"other": 1}"#).unwrap();
+        let e = read_versioned::<Doc>(&p, "format", 1).unwrap_err().to_string();
+        assert!(e.contains("no integer `format`"), "{e}");
+        std::fs::write(&p, "{").unwrap();
+        let e = read_versioned::<Doc>(&p, "format", 1).unwrap_err().to_string();
+        assert!(e.contains("not valid JSON"), "{e}");
+        let e = open(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("no bundle.json"), "{e}");
+    }
+}
