@@ -546,3 +546,70 @@ fn run(args: &RetentionArgs, sampler: &Sampler) -> Result<(Report, i32), ProbeEr
     };
     Ok((report, code))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_must_be_positive_integers() {
+        assert_eq!(parse_positive("1"), Ok(1));
+        assert_eq!(parse_positive("200000"), Ok(200_000));
+        assert!(parse_positive("0").unwrap_err().contains("1 or more"));
+        assert!(parse_positive("-4").unwrap_err().contains("1 or more"));
+        assert!(parse_positive("1e3").unwrap_err().contains("`1e3`"));
+        assert!(parse_positive("").is_err());
+        assert_eq!(parse_elements("1073741824"), Ok(MAX_ELEMENTS));
+        assert!(parse_elements("1073741825").is_err());
+    }
+
+    #[test]
+    fn every_mode_reads_the_same_elements() {
+        let fixture = Fixture::create(5).unwrap();
+        let first = materialize(fixture.bytes(), 5).unwrap();
+        assert_eq!(first, [0.0, 1.0, 2.0, 3.0, 4.0]);
+        // 12 iterations read elements 0,1,2,3,4,0,1,2,3,4,0,1.
+        let expected: u64 = (0..12).map(|k| k % 5).sum();
+        for mode in [Mode::GetTensor, Mode::View, Mode::Reuse] {
+            let mut workload = Workload::new(mode, &fixture, first.clone());
+            assert_eq!(workload.holds_tensor(), mode == Mode::Reuse);
+            workload.run(7).unwrap();
+            workload.run(5).unwrap();
+            assert_eq!(workload.iterations(), 12);
+            assert_eq!(workload.checksum(), expected, "{mode:?}");
+        }
+    }
+
+    #[test]
+    fn a_set_stop_flag_ends_the_loop_at_a_check() {
+        let fixture = Fixture::create(3).unwrap();
+        let first = materialize(fixture.bytes(), 3).unwrap();
+        let mut workload = Workload::new(Mode::View, &fixture, first);
+        let stop = AtomicUsize::new(15);
+        assert_eq!(workload.run_until(10_000, &stop).unwrap(), 0);
+        let go = AtomicUsize::new(0);
+        assert_eq!(workload.run_until(3000, &go).unwrap(), 3000);
+    }
+
+    #[test]
+    fn a_header_naming_another_shape_is_refused() {
+        let fixture = Fixture::create(4).unwrap();
+        let err = materialize(fixture.bytes(), 8).unwrap_err();
+        assert!(
+            matches!(err, ProbeError::WrongTensor { expected: 8, .. }),
+            "{err}"
+        );
+        assert_eq!(err.exit_code(), crate::exit_codes::RUN_FAILED);
+    }
+
+    #[test]
+    fn closing_unmaps_but_keeps_the_file_until_the_directory_goes() {
+        let fixture = Fixture::create(2).unwrap();
+        let path = fixture.path().to_path_buf();
+        assert_eq!(fixture.file_bytes(), std::fs::metadata(&path).unwrap().len());
+        let dir = fixture.close();
+        assert!(path.exists());
+        drop(dir);
+        assert!(!path.exists());
+    }
+}
