@@ -179,3 +179,30 @@ fn python_probe_refuses_bad_flags_and_unreadable_smaps_with_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/smaps_rollup"));
 }
+
+#[test]
+fn python_probe_prints_what_it_has_on_sigterm() {
+    if !python_ready() {
+        return;
+    }
+    let child = Command::new("python3")
+        .arg(script())
+        .args(["--mode", "get_tensor", "--iterations", "1000000000"])
+        .args(["--sample-every", "1000", "--warmup", "10"])
+        .env_remove("HWR_PROBE_SMAPS_PATH")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The handler is installed before the imports; one second is past interpreter start-up.
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    // SAFETY: kill(2) on the pid of our own child, which has not been waited for yet.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(143));
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("valid JSON after SIGTERM");
+    assert_eq!(doc["completed"], false);
+    assert_eq!(doc["stopped_by"], "SIGTERM");
+    assert_eq!(doc["samples"][0]["phase"], "before_file");
+    assert!(doc["iterations_completed"].as_u64().unwrap() < 1_000_000_000);
+}

@@ -422,6 +422,9 @@ fn signal_name(signal: usize) -> String {
 /// file operation failed; 2 when smaps_rollup cannot be read (the message names the file);
 /// 128 + signal number (143 for SIGTERM) when stopped by SIGTERM or SIGINT, after printing the
 /// samples taken so far with `completed: false`.
+///
+/// It installs process-wide SIGTERM and SIGINT handlers (they only store the signal number), so
+/// it is meant to be the whole process: `main` calls it for the `probe` subcommand.
 pub fn run_retention(args: &RetentionArgs) -> i32 {
     match run(args, &Sampler::from_env()) {
         Ok((report, code)) => {

@@ -182,14 +182,14 @@ class Workload:
 
 
 def main(argv):
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     args = parse_args(argv)
     import numpy as np
     import safetensors
     from safetensors import safe_open
     from safetensors.numpy import save_file
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
     smaps_path = os.environ.get("HWR_PROBE_SMAPS_PATH") or "/proc/self/smaps_rollup"
     n = args.tensor_elements
     uname = os.uname()
