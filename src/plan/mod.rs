@@ -10,7 +10,7 @@ use std::time::Duration;
 #[cfg(doc)]
 use crate::bundle::PlanFile;
 use crate::bundle::{EnvChanges, PlannedRunRecord};
-use crate::manifest::template;
+use crate::manifest::template::Template;
 use crate::manifest::{Cell, CpuSelection, EnvPolicy, Manifest, Order, Program, Value};
 
 /// Host facts and paths the plan depends on.
@@ -140,6 +140,7 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, Vec<PlanEr
         _ => None,
     };
 
+    let templates = Templates::new(manifest, ctx).map_err(|e| vec![e])?;
     let plan = Plan {
         order: manifest.schedule.order,
         seed,
@@ -152,7 +153,7 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, Vec<PlanEr
         width: order.len().saturating_sub(1).to_string().len().max(3),
         schedule: order.into_iter().map(|(c, r)| (c as u32, r)).collect(),
         cells,
-        templates: Templates::new(manifest, ctx),
+        templates,
     };
     // Render every run once: template errors and duplicate or reserved output names surface here,
     // so that `Plan::run` cannot fail later.
@@ -326,32 +327,45 @@ fn run_id(index: usize, width: usize, cell: &Cell, repetition: u32) -> String {
 /// Everything needed to render one run, owned so the plan stands alone.
 #[derive(Debug, Clone, PartialEq)]
 struct Templates {
-    argv: Vec<String>,
+    argv: Vec<Template>,
     shell: bool,
-    workdir: String,
-    output: String,
-    env: Vec<(String, String)>,
+    workdir: Template,
+    output: Template,
+    env: Vec<(String, Template)>,
     env_unset: Vec<String>,
     cuda_default: bool,
     base_dir: PathBuf,
     hwr_exp: String,
     bundle: PathBuf,
     bundle_text: String,
+    /// The workdir when its template has no placeholders.
+    fixed_workdir: Option<PathBuf>,
 }
 
 impl Templates {
-    fn new(manifest: &Manifest, ctx: &PlanContext) -> Templates {
+    fn new(manifest: &Manifest, ctx: &PlanContext) -> Result<Templates, PlanError> {
+        let compile =
+            |key: &str, text: &str| Template::compile(text).map_err(|e| PlanError::new(key, e.message, None));
         let (argv, shell) = match &manifest.command.program {
-            Program::Argv(a) => (a.clone(), false),
-            Program::Shell(s) => (vec![s.clone()], true),
+            Program::Argv(a) => (
+                a.iter()
+                    .map(|t| compile("command.argv", t))
+                    .collect::<Result<_, _>>()?,
+                false,
+            ),
+            Program::Shell(s) => (vec![compile("command.shell", s)?], true),
         };
         let iso = &manifest.isolation;
-        Templates {
+        Ok(Templates {
             argv,
             shell,
-            workdir: manifest.command.workdir.clone(),
-            output: manifest.command.output.clone(),
-            env: iso.env.clone(),
+            workdir: compile("command.workdir", &manifest.command.workdir)?,
+            output: compile("command.output", &manifest.command.output)?,
+            env: iso
+                .env
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), compile(&format!("isolation.env.{k}"), v)?)))
+                .collect::<Result<_, PlanError>>()?,
             env_unset: iso.env_unset.clone(),
             cuda_default: !(iso.env.iter().any(|(k, _)| k == "CUDA_VISIBLE_DEVICES")
                 || iso.env_unset.iter().any(|k| k == "CUDA_VISIBLE_DEVICES")),
@@ -359,7 +373,19 @@ impl Templates {
             hwr_exp: ctx.hwr_exp.clone(),
             bundle: ctx.bundle.clone(),
             bundle_text: ctx.bundle.display().to_string(),
+            fixed_workdir: None,
         }
+        .with_fixed_workdir())
+    }
+}
+
+impl Templates {
+    fn with_fixed_workdir(mut self) -> Templates {
+        if self.workdir.is_constant() {
+            let text = self.workdir.render(|_| None).unwrap_or_default();
+            self.fixed_workdir = Some(normalize(&self.base_dir.join(text)));
+        }
+        self
     }
 }
 
@@ -396,8 +422,8 @@ impl Vars<'_> {
         }
     }
 
-    fn render(&self, key: &str, tpl: &str, sanitize_values: bool) -> Result<String, PlanError> {
-        template::render(tpl, |n| self.get(n, sanitize_values))
+    fn render(&self, key: &str, tpl: &Template, sanitize_values: bool) -> Result<String, PlanError> {
+        tpl.render(|n| self.get(n, sanitize_values))
             .map_err(|e| PlanError::new(key, e.message, None))
     }
 }
@@ -460,7 +486,8 @@ impl Plan {
     fn try_run(&self, index: usize) -> Result<PlannedRun, PlanError> {
         let vars = self.vars(index);
         let t = &self.templates;
-        let render = |key: &str, tpl: &str, sanitize_values: bool| vars.render(key, tpl, sanitize_values);
+        let render =
+            |key: &str, tpl: &Template, sanitize_values: bool| vars.render(key, tpl, sanitize_values);
         let (cell, repetition) = (vars.cell, vars.repetition);
         let rep = repetition.to_string();
         let mut argv = Vec::with_capacity(t.argv.len() + 2);
@@ -473,7 +500,10 @@ impl Plan {
                 argv.push(render("command.argv", a, false)?);
             }
         }
-        let workdir = normalize(&t.base_dir.join(render("command.workdir", &t.workdir, false)?));
+        let workdir = match &t.fixed_workdir {
+            Some(w) => w.clone(),
+            None => normalize(&t.base_dir.join(render("command.workdir", &t.workdir, false)?)),
+        };
         let output = self.output_of(&vars)?;
         let mut set = Vec::with_capacity(t.env.len() + 4);
         if t.cuda_default {
