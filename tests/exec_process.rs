@@ -305,12 +305,12 @@ fn memory_samples_are_json_lines() {
     let text = std::fs::read_to_string(dir.path().join("memory.jsonl")).unwrap();
     let samples: Vec<MemorySample> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(samples.len() as u32, o.memory_samples);
-    assert!(samples.len() >= 4, "{} samples", samples.len());
+    assert!(samples.len() >= 3, "{} samples", samples.len());
     assert!(samples.windows(2).all(|w| w[0].t_seconds < w[1].t_seconds));
     assert!(samples.iter().all(|s| s.rollup.rss.unwrap() > 0));
     assert!(
-        samples[0].t_seconds < 0.09,
-        "first sample right after spawn: {}",
+        samples[0].t_seconds >= 0.1 && samples[0].t_seconds < 0.3,
+        "first sample one interval after the start: {}",
         samples[0].t_seconds
     );
 

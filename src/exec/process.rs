@@ -476,7 +476,9 @@ fn supervise(
             Ok(f) => Some(Sampler {
                 out: BufWriter::new(f),
                 interval: spec.sample_interval.max(Duration::from_millis(1)),
-                next: start,
+                // The first sample comes one interval in: right after spawn the child is still
+                // exec'ing (a copy of the runner), and reading it costs more than a short run.
+                next: start + spec.sample_interval.max(Duration::from_millis(1)),
                 count: 0,
                 live: true,
             }),
@@ -490,10 +492,6 @@ fn supervise(
         },
         None => None,
     };
-    if let Some(s) = sampler.as_mut() {
-        s.sample(pid, start);
-    }
-
     let deadline = spec.timeout.map(|t| start + t);
     let mut stop: Option<(StopReason, Instant)> = None; // reason, SIGKILL time
     let mut killed = false;
