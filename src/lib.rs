@@ -11,3 +11,4 @@ pub mod manifest;
 pub mod memory;
 pub mod probe;
 pub mod provenance;
+pub mod report;
