@@ -111,8 +111,19 @@ fn facts(r: &Report, host: Option<&Json>) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// Retention metrics shown side by side (a subset of [`super::summary::RETENTION_METRICS`]).
+pub const COMPARED_RETENTION: [&str; 7] = [
+    "private-growth-bytes",
+    "anonymous-growth-bytes",
+    "rss-growth-bytes",
+    "private-growth-per-1000",
+    "private-after-close-bytes",
+    "anonymous-after-close-bytes",
+    "fd-delta",
+];
+
 fn cell_metrics(c: &CellStats) -> Vec<(String, Stats)> {
-    let mut out: Vec<(String, Stats)> = super::summary::RETENTION_METRICS
+    let mut out: Vec<(String, Stats)> = COMPARED_RETENTION
         .iter()
         .filter_map(|m| Some((m.to_string(), *c.retention.get(*m)?)))
         .collect();

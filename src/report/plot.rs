@@ -47,15 +47,16 @@ pub enum PlotError {
     },
 }
 
-/// Formats bytes for an axis label: B, KiB, MiB or GiB with one decimal.
-pub fn fmt_bytes(b: f64) -> String {
-    let a = b.abs();
-    if a >= 1024.0 * 1024.0 * 1024.0 {
-        format!("{:.1} GiB", b / (1024.0 * 1024.0 * 1024.0))
-    } else if a >= 1024.0 * 1024.0 {
-        format!("{:.1} MiB", b / (1024.0 * 1024.0))
-    } else if a >= 1024.0 {
-        format!("{:.1} KiB", b / 1024.0)
+/// Formats bytes for an axis whose visible span is `span` bytes: the unit is chosen so that
+/// neighbouring tick labels differ (KiB without decimals below a 10 MiB span, and so on).
+pub fn fmt_axis_bytes(b: f64, span: f64) -> String {
+    const KIB: f64 = 1024.0;
+    if span >= 10.0 * KIB * KIB * KIB {
+        format!("{:.1} GiB", b / (KIB * KIB * KIB))
+    } else if span >= 10.0 * KIB * KIB {
+        format!("{:.1} MiB", b / (KIB * KIB))
+    } else if span >= 10.0 * KIB {
+        format!("{:.0} KiB", b / KIB)
     } else {
         format!("{b:.0} B")
     }
@@ -71,6 +72,7 @@ type Series = Vec<(f64, f64)>;
 struct Panel {
     title: String,
     x_desc: &'static str,
+    integer_x: bool,
     lines: Vec<(String, Series)>,
 }
 
@@ -113,7 +115,14 @@ where
         .configure_mesh()
         .x_desc(panel.x_desc)
         .y_desc("private bytes")
-        .y_label_formatter(&|y| fmt_bytes(*y))
+        .y_label_formatter(&|y| fmt_axis_bytes(*y, y1 - y0))
+        .x_label_formatter(&|x| {
+            if panel.integer_x {
+                format!("{x:.0}")
+            } else {
+                format!("{x:.2}")
+            }
+        })
         .x_labels(6)
         .y_labels(6)
         .draw()
@@ -174,11 +183,13 @@ pub fn render_svg(report: &Report) -> Result<String, PlotError> {
         retention.push(Panel {
             title: format!("{size}: private bytes vs loop iterations"),
             x_desc: "loop iterations",
+            integer_x: true,
             lines: Vec::new(),
         });
         memory.push(Panel {
             title: format!("{size}: external samples (memory.jsonl)"),
             x_desc: "seconds since run start (s)",
+            integer_x: false,
             lines: Vec::new(),
         });
     }

@@ -464,8 +464,8 @@ pub fn report_csv(r: &Report) -> anyhow::Result<String> {
     if r.has_retention {
         header.extend(
             [
-                "mode",
-                "tensor_elements",
+                "output_mode",
+                "output_tensor_elements",
                 "loop_iterations",
                 "private_growth_bytes",
                 "anonymous_growth_bytes",
@@ -478,12 +478,12 @@ pub fn report_csv(r: &Report) -> anyhow::Result<String> {
                 "rss_after_close_bytes",
                 "fd_delta",
                 "last_tensor_alive",
-                "completed",
+                "output_completed",
             ]
             .map(String::from),
         );
     }
-    header.extend(r.metric_pointers.iter().map(|(n, _)| n.clone()));
+    header.extend(r.metric_pointers.iter().map(|(n, _)| format!("metric_{n}")));
     w.write_record(&header)?;
     let e = String::new;
     let o = |v: Option<String>| v.unwrap_or_default();

@@ -55,16 +55,23 @@ impl std::fmt::Display for MetricValue {
     }
 }
 
-/// Formats a number: integers without decimals, others with up to 3 significant decimals.
+/// Formats a number: integers without decimals, others with 4 significant digits (at most 1
+/// decimal from 1000 up).
 pub fn fmt_num(x: f64) -> String {
     if x.is_finite() && x.fract() == 0.0 && x.abs() < 1e15 {
-        format!("{}", x as i64)
-    } else if x.abs() >= 100.0 {
-        format!("{x:.1}")
-    } else {
-        let s = format!("{x:.3}");
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
+        return format!("{}", x as i64);
     }
+    if !x.is_finite() || x.abs() >= 1000.0 {
+        return format!("{x:.1}");
+    }
+    let magnitude = if x == 0.0 {
+        0
+    } else {
+        x.abs().log10().floor() as i32
+    };
+    let decimals = (3 - magnitude).clamp(1, 12) as usize;
+    let s = format!("{x:.decimals$}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// Summary of one planned run.
@@ -706,4 +713,34 @@ fn control_deltas(cells: &[CellStats]) -> Vec<ControlDelta> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_and_stats() {
+        assert_eq!(fmt_num(4096.0), "4096");
+        assert_eq!(fmt_num(0.0135), "0.0135");
+        assert_eq!(fmt_num(0.25), "0.25");
+        assert_eq!(fmt_num(12.3456), "12.35");
+        assert_eq!(fmt_num(-2048.5), "-2048.5");
+        let s = Stats::of(&mut [3.0, 1.0, 2.0, 10.0]).unwrap();
+        assert_eq!((s.n, s.min, s.median, s.max), (4, 1.0, 2.5, 10.0));
+        assert!(s.overlaps(&Stats::of(&mut [10.0, 20.0]).unwrap()));
+        assert!(!s.overlaps(&Stats::of(&mut [10.5]).unwrap()));
+        assert!(Stats::of(&mut []).is_none());
+    }
+
+    #[test]
+    fn metric_pointers_from_manifest() {
+        let text = "format = 1\n[report]\nmetrics = { b = \"/x/0\", a = \"/y\" }\n";
+        assert_eq!(
+            metric_pointers(text).unwrap(),
+            vec![("a".into(), "/y".into()), ("b".into(), "/x/0".into())]
+        );
+        assert!(metric_pointers("[report]\nmetrics = { a = 3 }\n").is_err());
+        assert!(metric_pointers("format = 1\n").unwrap().is_empty());
+    }
 }
