@@ -9,6 +9,8 @@ pub mod exec;
 pub mod exit_codes;
 pub mod manifest;
 pub mod memory;
+pub mod plan;
 pub mod probe;
 pub mod provenance;
 pub mod report;
+pub mod runner;

@@ -1,13 +1,163 @@
-//! hwr-exp entry point: parse -> validate -> plan -> execute -> record -> report.
+//! hwr-exp entry point. `run` reads as the pipeline: parse -> validate -> plan -> execute -> record
+//! -> report; the other subcommands are short paths through the same stages.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use clap::Parser;
-use hwr_exp::cli::{Cli, Command, ProbeCommand};
+use hwr_exp::cli::{CheckArgs, Cli, Command, PlanArgs, PlanFormat, ProbeCommand, RunArgs};
+use hwr_exp::exec::{CancelFlag, ProcessExecutor};
+use hwr_exp::exit_codes;
+use hwr_exp::manifest::{self, Manifest};
+use hwr_exp::plan::render;
+use hwr_exp::runner::session::{self, RunOptions, SessionError};
 
-fn main() {
+fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
+        Command::Run(args) => run(&args),
+        Command::Check(args) => check(&args),
+        Command::Plan(args) => plan(&args),
+        Command::Schema => schema(),
         Command::Probe(ProbeCommand::SafetensorsRetention(args)) => hwr_exp::probe::run_retention(&args),
-        _ => todo!("pipeline"),
     };
-    std::process::exit(code);
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// `hwr-exp run MANIFEST`.
+fn run(args: &RunArgs) -> i32 {
+    let Some(manifest) = load(&args.manifest) else {
+        return exit_codes::USAGE;
+    };
+    let cancel = match install_signal_handlers() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: cannot install signal handlers: {e}");
+            return exit_codes::ENVIRONMENT;
+        }
+    };
+    let opts = RunOptions {
+        results_dir: args.results_dir.clone().unwrap_or_else(|| "results".into()),
+        quiet: args.quiet,
+        ..RunOptions::default()
+    };
+    match session::run_manifest(&manifest, &opts, &ProcessExecutor::new(), &cancel) {
+        Ok(report) => {
+            if !args.quiet {
+                eprintln!("{}", session::summarize(&report));
+                if report.drift {
+                    eprintln!(
+                        "warning: the working tree changed while the experiment ran (drift recorded in provenance.json)"
+                    );
+                }
+                eprintln!(
+                    "bundle ({}):",
+                    serde_json::to_value(report.status)
+                        .ok()
+                        .and_then(|v| v.as_str().map(String::from))
+                        .unwrap_or_default()
+                );
+            }
+            println!("{}", report.bundle.display());
+            report.exit_code
+        }
+        Err(e) => {
+            report_session_error(&e);
+            e.exit_code()
+        }
+    }
+}
+
+/// `hwr-exp check MANIFEST...`: every problem of every manifest, exit 2 when any.
+fn check(args: &CheckArgs) -> i32 {
+    let mut code = exit_codes::SUCCESS;
+    for path in &args.manifests {
+        let Some(manifest) = load(path) else {
+            code = exit_codes::USAGE;
+            continue;
+        };
+        let ctx = match session::plan_context(std::path::Path::new("<bundle>")) {
+            Ok(c) => c,
+            Err(e) => {
+                report_session_error(&e);
+                return e.exit_code();
+            }
+        };
+        match session::expand(&manifest, &ctx) {
+            Ok(plan) => println!("ok: {} ({} runs)", path.display(), plan.len()),
+            Err(e) => {
+                report_session_error(&e);
+                code = code.max(e.exit_code());
+            }
+        }
+    }
+    code
+}
+
+/// `hwr-exp plan MANIFEST [--format table|json|shell]`.
+fn plan(args: &PlanArgs) -> i32 {
+    let Some(manifest) = load(&args.manifest) else {
+        return exit_codes::USAGE;
+    };
+    let plan = match session::plan_context(std::path::Path::new("<bundle>"))
+        .and_then(|ctx| session::expand(&manifest, &ctx))
+    {
+        Ok(p) => p,
+        Err(e) => {
+            report_session_error(&e);
+            return e.exit_code();
+        }
+    };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let written = match args.format {
+        PlanFormat::Table => render::table(&plan, &mut out),
+        PlanFormat::Json => plan.write_json(&manifest, &mut out).and_then(|()| writeln!(out)),
+        PlanFormat::Shell => plan
+            .runs()
+            .try_for_each(|r| writeln!(out, "{}", render::shell_line(&plan, &r))),
+    };
+    match written.and_then(|()| out.flush()) {
+        Ok(()) => exit_codes::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => exit_codes::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            exit_codes::ENVIRONMENT
+        }
+    }
+}
+
+/// `hwr-exp schema`: the manifest's JSON Schema on stdout.
+fn schema() -> i32 {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&manifest::schema()).unwrap_or_default()
+    );
+    exit_codes::SUCCESS
+}
+
+/// Loads and validates a manifest, printing every diagnostic on failure.
+fn load(path: &std::path::Path) -> Option<Manifest> {
+    manifest::load(path).map_err(|d| eprint!("{d}")).ok()
+}
+
+fn report_session_error(e: &SessionError) {
+    match e {
+        SessionError::Plan(d) => eprint!("{d}"),
+        other => eprintln!("error: {other}"),
+    }
+}
+
+/// SIGINT and SIGTERM set the cancel flag: the run in flight is stopped as on timeout and the bundle
+/// is marked interrupted. A second signal while the flag is set exits at once with 130 (the runs'
+/// parent-death signal then stops them).
+fn install_signal_handlers() -> std::io::Result<CancelFlag> {
+    let cancel: CancelFlag = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, exit_codes::INTERRUPTED, Arc::clone(&cancel))?;
+        signal_hook::flag::register(sig, Arc::clone(&cancel))?;
+    }
+    Ok(cancel)
 }

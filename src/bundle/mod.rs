@@ -2,5 +2,7 @@
 
 pub mod format;
 pub mod read;
+pub mod write;
 
 pub use format::*;
+pub use write::BundleWriter;

@@ -6,6 +6,13 @@ use super::{CancelFlag, Executor, RunOutcome, RunSpec};
 #[derive(Debug, Default, Clone)]
 pub struct ProcessExecutor;
 
+impl ProcessExecutor {
+    /// A new executor (stub).
+    pub fn new() -> ProcessExecutor {
+        ProcessExecutor
+    }
+}
+
 impl Executor for ProcessExecutor {
     fn execute(&self, spec: &RunSpec, cancel: &CancelFlag) -> RunOutcome {
         let _ = (spec, cancel);

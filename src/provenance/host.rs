@@ -1,4 +1,4 @@
-//! Host facts for host.json.
+//! Host facts for host.json. (stub until the provenance branch lands)
 
 /// Facts about the machine and the runner (host.json).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -7,7 +7,18 @@ pub struct HostFacts {
     pub todo: (),
 }
 
-/// Collects host facts; missing facts are absent, never an error.
+/// Collects host facts. (stub)
 pub fn collect() -> HostFacts {
-    todo!("host::collect")
+    HostFacts { todo: () }
+}
+
+impl HostFacts {
+    /// Writes host.json. (stub)
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn write(&self, bundle_dir: &std::path::Path) -> std::io::Result<()> {
+        let _ = bundle_dir;
+        Ok(())
+    }
 }

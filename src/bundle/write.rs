@@ -1,0 +1,363 @@
+//! Writing a bundle: folder creation, atomic files, per-run records, status updates.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{self, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use super::format::*;
+use crate::exec::{RunOutcome, Termination};
+use crate::manifest::OutputFormat;
+use crate::plan::PlannedRun;
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same folder, then a rename.
+/// A reader sees the old file or the new one, never a partial one.
+///
+/// # Errors
+/// I/O errors creating, writing or renaming the temporary file.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_atomic_with(path, |out| out.write_all(bytes))
+}
+
+/// Like [`write_atomic`], with the content produced by `fill` through a buffered writer.
+///
+/// # Errors
+/// As [`write_atomic`], and errors returned by `fill`.
+pub fn write_atomic_with(path: &Path, fill: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+    let mut out = io::BufWriter::new(tmp);
+    fill(&mut out)?;
+    let tmp = out.into_inner().map_err(|e| e.into_error())?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Serializes `value` as pretty JSON (with a trailing newline) and writes it with [`write_atomic`].
+///
+/// # Errors
+/// As [`write_atomic`]; serialization errors as `InvalidData`.
+pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
+    bytes.push(b'\n');
+    write_atomic(path, &bytes)
+}
+
+/// sha256 of a file's bytes as lowercase hex, read in 64 KiB blocks.
+///
+/// # Errors
+/// I/O errors opening or reading the file.
+pub fn sha256_file(path: &Path) -> io::Result<String> {
+    let mut file = fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hex(&hasher.finalize()))
+}
+
+/// sha256 of bytes as lowercase hex.
+pub fn sha256_bytes(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// RFC 3339 UTC text of a time, e.g. `2026-11-30T01:02:03.456Z`.
+pub fn rfc3339(t: SystemTime) -> String {
+    jiff::Timestamp::try_from(t)
+        .map(|ts| ts.round(jiff::Unit::Millisecond).unwrap_or(ts).to_string())
+        .unwrap_or_default()
+}
+
+/// Chooses a new bundle folder path `<results>/<experiment>/<YYYYMMDDTHHMMSSZ>-<4 hex>` (not created).
+pub fn bundle_path(results_dir: &Path, experiment: &str, now: SystemTime) -> PathBuf {
+    let stamp = jiff::Timestamp::try_from(now)
+        .map(|t| t.strftime("%Y%m%dT%H%M%SZ").to_string())
+        .unwrap_or_default();
+    results_dir
+        .join(experiment)
+        .join(format!("{stamp}-{:04x}", fastrand::u16(..)))
+}
+
+/// Checks a run's stdout file: for JSON, exactly one JSON document (streamed, never loaded whole);
+/// for text, anything non-empty is valid.
+pub fn check_output(path: &Path, format: OutputFormat) -> (OutputCheck, Option<String>) {
+    let file = match fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) => return (OutputCheck::Invalid, Some(format!("cannot read output: {e}"))),
+    };
+    let empty = file.metadata().map(|m| m.len() == 0).unwrap_or(false);
+    if empty {
+        return (OutputCheck::Empty, None);
+    }
+    if format == OutputFormat::Text {
+        return (OutputCheck::Valid, None);
+    }
+    let mut de = serde_json::Deserializer::from_reader(BufReader::new(file));
+    let result = serde::de::Deserialize::deserialize(&mut de).and_then(|serde::de::IgnoredAny| de.end());
+    match result {
+        Ok(()) => (OutputCheck::Valid, None),
+        Err(e) if e.is_eof() && e.line() == 1 && e.column() == 0 => (OutputCheck::Empty, None),
+        Err(e) => (OutputCheck::Invalid, Some(e.to_string())),
+    }
+}
+
+/// How a run counts, from its termination and output check.
+pub fn classify(outcome: &RunOutcome, check: OutputCheck, format: OutputFormat) -> Outcome {
+    match outcome.termination {
+        Termination::SpawnFailed => Outcome::SpawnFailed,
+        Termination::Timeout => Outcome::Timeout,
+        Termination::Interrupted => Outcome::Interrupted,
+        Termination::Signaled => Outcome::Failed,
+        Termination::Exited if outcome.exit_code != Some(0) => Outcome::Failed,
+        Termination::Exited => match (format, check) {
+            (_, OutputCheck::Valid) | (OutputFormat::Text, OutputCheck::Empty) => Outcome::Ok,
+            _ => Outcome::InvalidOutput,
+        },
+    }
+}
+
+/// A bundle being written by one runner. Not shared between processes: the folder is created with
+/// `create_dir` (fails when it exists) and holds a lock file with the runner's pid.
+#[derive(Debug)]
+pub struct BundleWriter {
+    dir: PathBuf,
+    info: BundleInfo,
+}
+
+impl BundleWriter {
+    /// Creates the bundle folder (and `runs/`), the lock file, and bundle.json with status `running`.
+    ///
+    /// # Errors
+    /// `AlreadyExists` when the folder exists (another runner took the name); other I/O errors.
+    pub fn create(dir: &Path, info: BundleInfo) -> io::Result<BundleWriter> {
+        if let Some(parent) = dir.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        fs::create_dir(dir)?;
+        fs::create_dir(dir.join(files::RUNS))?;
+        let writer = BundleWriter {
+            dir: dir.to_path_buf(),
+            info,
+        };
+        writer.lock()?;
+        writer.save_info()?;
+        Ok(writer)
+    }
+
+    /// Opens an existing bundle for more runs (resume): takes the lock and sets status `running`.
+    ///
+    /// # Errors
+    /// I/O errors writing the lock or bundle.json.
+    pub fn reopen(dir: &Path, mut info: BundleInfo) -> io::Result<BundleWriter> {
+        info.status = BundleStatus::Running;
+        info.runner_pid = std::process::id();
+        let writer = BundleWriter {
+            dir: dir.to_path_buf(),
+            info,
+        };
+        writer.lock()?;
+        writer.save_info()?;
+        Ok(writer)
+    }
+
+    fn lock(&self) -> io::Result<()> {
+        write_atomic(
+            &self.dir.join(files::LOCK),
+            format!("{}\n", std::process::id()).as_bytes(),
+        )
+    }
+
+    /// The bundle folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// bundle.json as last written.
+    pub fn info(&self) -> &BundleInfo {
+        &self.info
+    }
+
+    /// Writes a file at the bundle's top level atomically (manifest.toml, plan.json, ...).
+    ///
+    /// # Errors
+    /// As [`write_atomic`].
+    pub fn write_file(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        write_atomic(&self.dir.join(name), bytes)
+    }
+
+    /// Writes a JSON file at the bundle's top level atomically.
+    ///
+    /// # Errors
+    /// As [`write_json_atomic`].
+    pub fn write_json<T: Serialize>(&self, name: &str, value: &T) -> io::Result<()> {
+        write_json_atomic(&self.dir.join(name), value)
+    }
+
+    /// Writes a top-level file atomically, its content produced by `fill` (plan.json is streamed).
+    ///
+    /// # Errors
+    /// As [`write_atomic_with`].
+    pub fn write_streamed(
+        &self,
+        name: &str,
+        fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> io::Result<()> {
+        write_atomic_with(&self.dir.join(name), fill)
+    }
+
+    /// The folder of one run, `runs/<run-id>`.
+    pub fn run_dir(&self, run: &PlannedRun) -> PathBuf {
+        self.dir.join(files::RUNS).join(&run.run_id)
+    }
+
+    /// Creates (or empties, when a half-written run is redone) the run folder.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn prepare_run_dir(&self, run: &PlannedRun) -> io::Result<PathBuf> {
+        let dir = self.run_dir(run);
+        if dir.exists() {
+            fs::remove_dir_all(&dir)?;
+        }
+        fs::create_dir(&dir)?;
+        Ok(dir)
+    }
+
+    /// Records one finished run: checks its output, hashes its files, writes run.json atomically
+    /// (its presence marks the run finished) and updates the counts in bundle.json.
+    ///
+    /// # Errors
+    /// I/O errors writing run.json or bundle.json.
+    pub fn record_run(
+        &mut self,
+        run: &PlannedRun,
+        outcome: &RunOutcome,
+        format: OutputFormat,
+    ) -> io::Result<RunRecord> {
+        let dir = self.run_dir(run);
+        let (output_check, output_check_reason) = check_output(&dir.join(&run.output), format);
+        let mut sha256 = BTreeMap::new();
+        for name in [run.output.as_str(), files::STDERR, files::MEMORY] {
+            let path = dir.join(name);
+            if path.exists() {
+                sha256.insert(name.to_string(), sha256_file(&path)?);
+            }
+        }
+        let record = RunRecord {
+            format: BUNDLE_FORMAT,
+            run_id: run.run_id.clone(),
+            index: run.index,
+            cell: run.cell.iter().cloned().collect(),
+            repetition: run.repetition,
+            argv: run.argv.clone(),
+            workdir: run.workdir.display().to_string(),
+            env: run.env.clone(),
+            cpus_requested: run.cpus.clone(),
+            cpus_effective: outcome.cpus_effective.clone(),
+            pid: outcome.pid,
+            start: rfc3339(outcome.started),
+            end: rfc3339(outcome.ended),
+            wall_seconds: outcome.wall_seconds,
+            user_seconds: outcome.user_seconds,
+            sys_seconds: outcome.sys_seconds,
+            peak_rss_bytes: outcome.peak_rss_bytes,
+            exit_code: outcome.exit_code,
+            signal: outcome.signal,
+            termination: outcome.termination,
+            error: outcome.error.clone(),
+            output: run.output.clone(),
+            output_check,
+            output_check_reason,
+            outcome: classify(outcome, output_check, format),
+            stray_processes_killed: outcome.stray_processes_killed,
+            memory_samples: outcome.memory_samples,
+            sha256,
+        };
+        write_json_atomic(&dir.join(files::RUN), &record)?;
+        *self.info.counts.entry(record.outcome).or_default() += 1;
+        self.save_info()?;
+        Ok(record)
+    }
+
+    /// Sets the final status and `finished` time, writes bundle.json and removes the lock.
+    ///
+    /// # Errors
+    /// I/O errors writing bundle.json.
+    pub fn finish(&mut self, status: BundleStatus, at: SystemTime) -> io::Result<()> {
+        self.info.status = status;
+        self.info.finished = Some(rfc3339(at));
+        self.save_info()?;
+        match fs::remove_file(self.dir.join(files::LOCK)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Adds a note to bundle.json (written with the next update).
+    pub fn add_note(&mut self, note: String) {
+        self.info.notes.push(note);
+    }
+
+    fn save_info(&self) -> io::Result<()> {
+        write_json_atomic(&self.dir.join(files::BUNDLE), &self.info)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_checks() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("o");
+        let check = |text: &str, f| {
+            fs::write(&p, text).unwrap();
+            check_output(&p, f).0
+        };
+        assert_eq!(check("{\"a\": 1}\n", OutputFormat::Json), OutputCheck::Valid);
+        assert_eq!(check("", OutputFormat::Json), OutputCheck::Empty);
+        assert_eq!(
+            check("warning: x\n{\"a\": 1}", OutputFormat::Json),
+            OutputCheck::Invalid
+        );
+        assert_eq!(check("{\"a\": 1} {}", OutputFormat::Json), OutputCheck::Invalid);
+        assert_eq!(check("{\"a\": ", OutputFormat::Json), OutputCheck::Invalid);
+        assert_eq!(check("anything", OutputFormat::Text), OutputCheck::Valid);
+        assert_eq!(check("", OutputFormat::Text), OutputCheck::Empty);
+    }
+
+    #[test]
+    fn atomic_write_replaces() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.json");
+        write_json_atomic(&p, &serde_json::json!({"a": 1})).unwrap();
+        write_json_atomic(&p, &serde_json::json!({"a": 2})).unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "{\n  \"a\": 2\n}\n");
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temporary file left"
+        );
+        assert_eq!(
+            sha256_bytes(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}

@@ -1,0 +1,203 @@
+//! Serde mirror of the manifest's TOML document (DESIGN 3), used for the JSON Schema
+//! ([`crate::manifest::schema`]) and as a cross-check of the hand-written validator: every manifest
+//! the validator accepts also deserializes into [`RawManifest`] (tested). Parsing proper goes
+//! through the span-keeping validator, which reports all problems at once with locations.
+//!
+//! Keys are kebab-case exactly as written in the TOML; doc comments become schema descriptions.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// An hwr-exp experiment manifest (TOML). Placeholders `{name}` in `argv`, `shell`, `workdir`,
+/// `output` and `env` values are matrix keys or the built-ins `{repetition}`, `{run-id}`,
+/// `{hwr-exp}`, `{bundle}`, `{run-dir}`; `{{` and `}}` are literal braces.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[schemars(title = "hwr-exp manifest")]
+pub struct RawManifest {
+    /// Manifest format version; this hwr-exp reads format 1.
+    #[schemars(range(min = 1, max = 1))]
+    pub format: u32,
+    /// The experiment's identity.
+    pub experiment: RawExperiment,
+    /// What each run executes: exactly one of `argv` / `shell`.
+    pub command: RawCommand,
+    /// Cartesian product of every key's values; one run per cell and repetition. Absent = one cell.
+    pub matrix: Option<RawMatrix>,
+    /// Repetitions, order and concurrency.
+    pub schedule: Option<RawSchedule>,
+    /// CPU pinning, timeout and environment of each run.
+    pub isolation: Option<RawIsolation>,
+    /// External memory sampling.
+    pub measure: Option<RawMeasure>,
+    /// Which git repository to record.
+    pub provenance: Option<RawProvenance>,
+    /// What `hwr-exp report` extracts from each run's JSON output.
+    pub report: Option<RawReport>,
+}
+
+/// `[experiment]`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawExperiment {
+    /// `[a-z0-9_-]+`; names the results folder `results/<name>/`.
+    #[schemars(regex(pattern = r"^[a-z0-9_-]+$"))]
+    pub name: String,
+    /// Free text.
+    pub description: Option<String>,
+}
+
+/// `[command]`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawCommand {
+    /// Program and arguments, exec'd directly (argv[0] looked up in PATH when it has no `/`);
+    /// templates. Exactly one of `argv` / `shell`.
+    #[schemars(length(min = 1))]
+    pub argv: Option<Vec<String>>,
+    /// Command text run by `/bin/sh -c`; a template. Exactly one of `argv` / `shell`.
+    pub shell: Option<String>,
+    /// Working directory of each run, relative to the manifest's folder; a template. Default ".".
+    pub workdir: Option<String>,
+    /// File name (no `/`) the run's stdout is saved under, inside the run's folder; a template.
+    /// Default "{run-id}.json" for json output, "{run-id}.txt" for text.
+    pub output: Option<String>,
+    /// How stdout is checked. Default: json when `output` ends in ".json", else text.
+    pub output_format: Option<RawOutputFormat>,
+}
+
+/// `output-format`.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RawOutputFormat {
+    /// One JSON document; anything else makes the run's output `invalid`.
+    Json,
+    /// Free text; never invalid.
+    Text,
+}
+
+/// One matrix value.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RawValue {
+    /// A boolean.
+    Bool(bool),
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A string.
+    Str(String),
+}
+
+/// `[matrix]`: every other key is an axis, a non-empty list of values (strings, integers, floats,
+/// booleans; mixed allowed) whose name is usable as a `{placeholder}`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct RawMatrix {
+    /// Cells to drop: a cell is dropped when it matches every key of any entry; keys are matrix keys.
+    pub exclude: Option<Vec<BTreeMap<String, RawValue>>>,
+    /// Cells to add after the product; each entry gives a value for every matrix key.
+    pub include: Option<Vec<BTreeMap<String, RawValue>>>,
+    /// The axes: key = list of values.
+    #[serde(flatten)]
+    pub axes: BTreeMap<String, Vec<RawValue>>,
+}
+
+/// `[schedule]`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawSchedule {
+    /// Runs per cell; default 1.
+    #[schemars(range(min = 1))]
+    pub repetitions: Option<u32>,
+    /// Run order; default "interleaved".
+    pub order: Option<RawOrder>,
+    /// Seed for "shuffled"; chosen and recorded when absent.
+    pub seed: Option<u64>,
+    /// Runs at once, each on its own CPUs; default 1.
+    #[schemars(range(min = 1))]
+    pub jobs: Option<u32>,
+}
+
+/// `order`.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RawOrder {
+    /// Repetition outermost: every cell once, then every cell again.
+    Interleaved,
+    /// Cell outermost: all repetitions of a cell, then the next cell.
+    Grouped,
+    /// The interleaved plan shuffled with `seed`.
+    Shuffled,
+}
+
+/// `cpus`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RawCpus {
+    /// CPU numbers, each in the runner's allowed set, no duplicates.
+    List(Vec<u64>),
+    /// "auto" (the first allowed CPUs) or a CPU list like "2-3,5".
+    Text(String),
+}
+
+/// `[isolation]`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawIsolation {
+    /// CPU pool runs are pinned to; default "auto". jobs x cpus-per-run must fit in it.
+    pub cpus: Option<RawCpus>,
+    /// CPUs given to each run; default 1.
+    #[schemars(range(min = 1))]
+    pub cpus_per_run: Option<u32>,
+    /// Whole-run time limit, humantime ("120s", "1m 30s"); default none.
+    pub timeout: Option<String>,
+    /// Time between SIGTERM and SIGKILL to the run's process group, humantime; default "5s".
+    pub grace: Option<String>,
+    /// Starting environment; default "inherit".
+    pub env_policy: Option<RawEnvPolicy>,
+    /// Variables to set (values are templates; "" stays ""). CUDA_VISIBLE_DEVICES is set to ""
+    /// unless given here.
+    pub env: Option<BTreeMap<String, String>>,
+    /// Variables to remove.
+    pub env_unset: Option<Vec<String>>,
+}
+
+/// `env-policy`.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RawEnvPolicy {
+    /// Start from the runner's whole environment.
+    Inherit,
+    /// Start from PATH, HOME, LANG, LC_*, TERM, USER, TMPDIR only.
+    Clean,
+}
+
+/// `[measure]`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawMeasure {
+    /// Period of external smaps_rollup samples of the run's process, humantime; "off" disables;
+    /// default "100ms".
+    pub sample_interval: Option<String>,
+}
+
+/// `[provenance]`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawProvenance {
+    /// Git repository to record, relative to the manifest's folder; default: the one holding it.
+    pub repo: Option<String>,
+}
+
+/// `[report]`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawReport {
+    /// Named values to extract: name = RFC 6901 JSON pointer into each run's output ("/a/b", or
+    /// "" for the whole document).
+    pub metrics: Option<BTreeMap<String, String>>,
+}

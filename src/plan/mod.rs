@@ -1,0 +1,548 @@
+//! Plan expansion: manifest -> ordered list of runs. Pure: no I/O, no clock, no environment reads
+//! (everything host-dependent comes in through [`PlanContext`]).
+
+pub mod render;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[cfg(doc)]
+use crate::bundle::PlanFile;
+use crate::bundle::{EnvChanges, PlannedRunRecord};
+use crate::manifest::template;
+use crate::manifest::{Cell, CpuSelection, EnvPolicy, Manifest, Order, Program, Value};
+
+/// Host facts and paths the plan depends on.
+#[derive(Debug, Clone)]
+pub struct PlanContext {
+    /// Absolute path of the running hwr-exp binary (`{hwr-exp}`).
+    pub hwr_exp: String,
+    /// The bundle folder (`{bundle}`, `HWR_BUNDLE`); for `hwr-exp plan`, a stand-in such as `<bundle>`.
+    pub bundle: PathBuf,
+    /// The runner's allowed CPUs, ascending (`sched_getaffinity`), used for `cpus = "auto"`.
+    pub allowed_cpus: Vec<usize>,
+    /// Seed to use for `order = "shuffled"` when the manifest gives none.
+    pub fallback_seed: u64,
+}
+
+/// One run of the plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedRun {
+    /// 0-based position in execution order.
+    pub index: usize,
+    /// Unique, file-name-safe id: zero-padded index, cell values, repetition.
+    pub run_id: String,
+    /// Matrix values in manifest key order.
+    pub cell: Cell,
+    /// 1-based repetition.
+    pub repetition: u32,
+    /// argv to execute (`/bin/sh -c text` for `shell`).
+    pub argv: Vec<String>,
+    /// Absolute working directory.
+    pub workdir: PathBuf,
+    /// Output file name inside the run folder (no `/`, never `..`).
+    pub output: String,
+    /// Environment changes: policy, variables set (in order applied), variables removed.
+    pub env: EnvChanges,
+    /// CPUs the run is pinned to.
+    pub cpus: Vec<usize>,
+    /// Which job slot (0..jobs) runs it.
+    pub slot: usize,
+}
+
+/// The expanded manifest. Runs are kept compactly (cell index and repetition, 8 bytes a run) and
+/// rendered on demand by [`Plan::run`], so the runner's memory does not grow with the plan's size.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Order used.
+    pub order: Order,
+    /// Seed used when shuffled (the manifest's or the fallback).
+    pub seed: Option<u64>,
+    /// Number of job slots.
+    pub jobs: u32,
+    /// CPUs of each job slot.
+    pub slots: Vec<Vec<usize>>,
+    /// Whole-run timeout.
+    pub timeout: Option<Duration>,
+    /// SIGTERM-to-SIGKILL grace period.
+    pub grace: Duration,
+    /// Environment policy.
+    pub env_policy: EnvPolicy,
+    /// Matrix keys in manifest order.
+    pub matrix_keys: Vec<String>,
+    /// Every cell, in product order then includes.
+    pub cells: Vec<Cell>,
+    /// Execution order: (index into `cells`, repetition).
+    schedule: Vec<(u32, u32)>,
+    /// Width of the zero-padded index in run ids.
+    width: usize,
+    templates: Templates,
+}
+
+/// A problem found only by expansion, located by dotted manifest key (see [`Manifest::spans`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanError {
+    /// Dotted key path, e.g. `"command.output"`.
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+    /// Optional hint.
+    pub help: Option<String>,
+}
+
+impl PlanError {
+    fn new(key: &str, message: String, help: Option<String>) -> PlanError {
+        PlanError {
+            key: key.to_string(),
+            message,
+            help,
+        }
+    }
+}
+
+/// File names a run folder already uses; `output` may not take them.
+const RESERVED_NAMES: &[&str] = &["run.json", "stderr.log", "memory.jsonl"];
+
+/// Expands a validated manifest into its runs.
+///
+/// # Errors
+/// Every [`PlanError`] found: every cell excluded, an include duplicating a cell, a template that does
+/// not render, two runs with the same output name, an output name that is reserved, too few CPUs.
+pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, Vec<PlanError>> {
+    let mut errors = Vec::new();
+    let cells = cells(manifest, &mut errors);
+    let slots = cpu_slots(manifest, ctx, &mut errors);
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+
+    let reps = manifest.schedule.repetitions;
+    let mut order: Vec<(usize, u32)> = Vec::with_capacity(cells.len() * reps as usize);
+    match manifest.schedule.order {
+        Order::Grouped => {
+            for c in 0..cells.len() {
+                order.extend((1..=reps).map(|r| (c, r)));
+            }
+        }
+        Order::Interleaved | Order::Shuffled => {
+            for r in 1..=reps {
+                order.extend((0..cells.len()).map(|c| (c, r)));
+            }
+        }
+    }
+    let seed = match manifest.schedule.order {
+        Order::Shuffled => {
+            let seed = manifest.schedule.seed.unwrap_or(ctx.fallback_seed);
+            fastrand::Rng::with_seed(seed).shuffle(&mut order);
+            Some(seed)
+        }
+        _ => None,
+    };
+
+    let plan = Plan {
+        order: manifest.schedule.order,
+        seed,
+        jobs: manifest.schedule.jobs,
+        slots,
+        timeout: manifest.isolation.timeout,
+        grace: manifest.isolation.grace,
+        env_policy: manifest.isolation.env_policy,
+        matrix_keys: manifest.matrix.axes.iter().map(|(k, _)| k.clone()).collect(),
+        width: order.len().saturating_sub(1).to_string().len().max(3),
+        schedule: order.into_iter().map(|(c, r)| (c as u32, r)).collect(),
+        cells,
+        templates: Templates::new(manifest, ctx),
+    };
+    // Render every run once: template errors and duplicate or reserved output names surface here,
+    // so that `Plan::run` cannot fail later.
+    let mut outputs: HashMap<String, usize> = HashMap::with_capacity(plan.len());
+    for index in 0..plan.len() {
+        match plan.try_run(index) {
+            Ok(run) => {
+                if RESERVED_NAMES.contains(&run.output.as_str()) {
+                    errors.push(PlanError::new(
+                        "command.output",
+                        format!(
+                            "output name `{}` is reserved for the runner's own file in the run folder",
+                            run.output
+                        ),
+                        None,
+                    ));
+                    break;
+                }
+                if let Some(first) = outputs.insert(run.output.clone(), index) {
+                    errors.push(PlanError::new(
+                        "command.output",
+                        format!(
+                            "runs {first} and {index} both save their output as `{}`",
+                            run.output
+                        ),
+                        Some(
+                            "use every matrix key that varies and {repetition} in `output`, or {run-id}"
+                                .into(),
+                        ),
+                    ));
+                    break;
+                }
+            }
+            Err(e) => {
+                errors.push(e);
+                break;
+            }
+        }
+    }
+    if errors.is_empty() { Ok(plan) } else { Err(errors) }
+}
+
+/// The cells: the cartesian product of the axes in manifest order (last key varies fastest), minus
+/// `exclude` matches, plus `include` entries.
+fn cells(manifest: &Manifest, errors: &mut Vec<PlanError>) -> Vec<Cell> {
+    let axes = &manifest.matrix.axes;
+    let mut out: Vec<Cell> = vec![Vec::new()];
+    for (key, values) in axes {
+        let mut next = Vec::with_capacity(out.len() * values.len());
+        for prefix in &out {
+            for v in values {
+                let mut cell = prefix.clone();
+                cell.push((key.clone(), v.clone()));
+                next.push(cell);
+            }
+        }
+        out = next;
+    }
+    let matches = |cell: &Cell, entry: &BTreeMap<String, Value>| {
+        entry
+            .iter()
+            .all(|(k, v)| cell.iter().any(|(ck, cv)| ck == k && cv == v))
+    };
+    out.retain(|cell| !manifest.matrix.exclude.iter().any(|e| matches(cell, e)));
+    for entry in &manifest.matrix.include {
+        let mut cell = Vec::with_capacity(axes.len());
+        for (key, _) in axes {
+            match entry.get(key) {
+                Some(v) => cell.push((key.clone(), v.clone())),
+                None => {
+                    errors.push(PlanError::new(
+                        "matrix.include",
+                        format!("an include entry gives no value for `{key}`"),
+                        None,
+                    ));
+                    return out;
+                }
+            }
+        }
+        if out.contains(&cell) {
+            errors.push(PlanError::new(
+                "matrix.include",
+                format!(
+                    "include entry {} duplicates a cell already in the matrix",
+                    describe_cell(&cell)
+                ),
+                Some("remove it, or exclude the cell first".into()),
+            ));
+        } else {
+            out.push(cell);
+        }
+    }
+    if out.is_empty() {
+        errors.push(PlanError::new(
+            "matrix.exclude",
+            "every cell is excluded: the matrix is empty".into(),
+            Some("loosen `exclude` or add `include` entries".into()),
+        ));
+    }
+    out
+}
+
+/// Splits the CPU pool into `jobs` disjoint slots of `cpus-per-run` CPUs.
+fn cpu_slots(manifest: &Manifest, ctx: &PlanContext, errors: &mut Vec<PlanError>) -> Vec<Vec<usize>> {
+    let jobs = manifest.schedule.jobs.max(1) as usize;
+    let per = manifest.isolation.cpus_per_run.max(1);
+    let pool: Vec<usize> = match &manifest.isolation.cpus {
+        CpuSelection::Auto => ctx.allowed_cpus.clone(),
+        CpuSelection::List(list) => list.clone(),
+    };
+    if pool.len() < jobs * per {
+        errors.push(PlanError::new(
+            "isolation.cpus",
+            format!(
+                "{jobs} job(s) x {per} CPU(s) per run need {} CPUs, but only {} are available ({})",
+                jobs * per,
+                pool.len(),
+                crate::exec::affinity::format_cpu_list(&pool)
+            ),
+            Some("lower `jobs` or `cpus-per-run`, or list more CPUs".into()),
+        ));
+        return Vec::new();
+    }
+    (0..jobs).map(|k| pool[k * per..(k + 1) * per].to_vec()).collect()
+}
+
+/// `a=1, b=x` for messages.
+pub fn describe_cell(cell: &Cell) -> String {
+    if cell.is_empty() {
+        return "(no matrix)".into();
+    }
+    cell.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Makes text safe as one file-name component: keeps `[A-Za-z0-9._+=-]`, maps everything else
+/// (including `/`) to `_`, and breaks up `..`.
+pub fn sanitize(text: &str) -> String {
+    let mut s: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._+=-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    while s.contains("..") {
+        s = s.replace("..", "_.");
+    }
+    s
+}
+
+/// `007-get_tensor-64-r2`: zero-padded index, sanitized cell values (at most ~120 bytes), repetition.
+fn run_id(index: usize, width: usize, cell: &Cell, repetition: u32) -> String {
+    let mut id = format!("{index:0width$}");
+    for (_, v) in cell {
+        if id.len() > 120 {
+            break;
+        }
+        id.push('-');
+        id.push_str(&sanitize(&v.to_string()));
+    }
+    id.truncate(id.char_indices().nth(130).map_or(id.len(), |(i, _)| i));
+    id.push_str(&format!("-r{repetition}"));
+    id
+}
+
+/// Everything needed to render one run, owned so the plan stands alone.
+#[derive(Debug, Clone, PartialEq)]
+struct Templates {
+    argv: Vec<String>,
+    shell: bool,
+    workdir: String,
+    output: String,
+    env: Vec<(String, String)>,
+    env_unset: Vec<String>,
+    cuda_default: bool,
+    base_dir: PathBuf,
+    hwr_exp: String,
+    bundle: PathBuf,
+}
+
+impl Templates {
+    fn new(manifest: &Manifest, ctx: &PlanContext) -> Templates {
+        let (argv, shell) = match &manifest.command.program {
+            Program::Argv(a) => (a.clone(), false),
+            Program::Shell(s) => (vec![s.clone()], true),
+        };
+        let iso = &manifest.isolation;
+        Templates {
+            argv,
+            shell,
+            workdir: manifest.command.workdir.clone(),
+            output: manifest.command.output.clone(),
+            env: iso.env.clone(),
+            env_unset: iso.env_unset.clone(),
+            cuda_default: !(iso.env.iter().any(|(k, _)| k == "CUDA_VISIBLE_DEVICES")
+                || iso.env_unset.iter().any(|k| k == "CUDA_VISIBLE_DEVICES")),
+            base_dir: manifest.base_dir.clone(),
+            hwr_exp: ctx.hwr_exp.clone(),
+            bundle: ctx.bundle.clone(),
+        }
+    }
+}
+
+impl Plan {
+    /// Number of runs.
+    pub fn len(&self) -> usize {
+        self.schedule.len()
+    }
+
+    /// Whether the plan has no runs (never true for a plan returned by [`expand`]).
+    pub fn is_empty(&self) -> bool {
+        self.schedule.is_empty()
+    }
+
+    /// Job slot of run `index` (`index % jobs`).
+    pub fn slot_of(&self, index: usize) -> usize {
+        index % self.slots.len().max(1)
+    }
+
+    /// Renders run `index` (0-based, execution order).
+    ///
+    /// # Panics
+    /// When `index >= self.len()`. Rendering itself cannot fail: [`expand`] rendered every run once.
+    pub fn run(&self, index: usize) -> PlannedRun {
+        self.try_run(index)
+            .expect("every run was rendered once by expand")
+    }
+
+    /// Every run in execution order, rendered one at a time.
+    pub fn runs(&self) -> impl Iterator<Item = PlannedRun> + '_ {
+        (0..self.len()).map(|i| self.run(i))
+    }
+
+    fn try_run(&self, index: usize) -> Result<PlannedRun, PlanError> {
+        let (c, repetition) = self.schedule[index];
+        let cell = &self.cells[c as usize];
+        let t = &self.templates;
+        let run_id = run_id(index, self.width, cell, repetition);
+        let run_dir = t.bundle.join(crate::bundle::files::RUNS).join(&run_id);
+        let bundle = t.bundle.display().to_string();
+        let run_dir = run_dir.display().to_string();
+        let rep = repetition.to_string();
+        let lookup = |name: &str, sanitize_values: bool| -> Option<String> {
+            match name {
+                "repetition" => Some(rep.clone()),
+                "run-id" => Some(run_id.clone()),
+                "hwr-exp" => Some(t.hwr_exp.clone()),
+                "bundle" => Some(bundle.clone()),
+                "run-dir" => Some(run_dir.clone()),
+                _ => cell.iter().find(|(k, _)| k == name).map(|(_, v)| {
+                    if sanitize_values {
+                        sanitize(&v.to_string())
+                    } else {
+                        v.to_string()
+                    }
+                }),
+            }
+        };
+        let render = |key: &str, tpl: &str, sanitize_values: bool| {
+            template::render(tpl, |n| lookup(n, sanitize_values))
+                .map_err(|e| PlanError::new(key, e.message, None))
+        };
+        let mut argv = Vec::with_capacity(t.argv.len() + 2);
+        if t.shell {
+            argv.push("/bin/sh".to_string());
+            argv.push("-c".to_string());
+            argv.push(render("command.shell", &t.argv[0], false)?);
+        } else {
+            for a in &t.argv {
+                argv.push(render("command.argv", a, false)?);
+            }
+        }
+        let workdir = normalize(&t.base_dir.join(render("command.workdir", &t.workdir, false)?));
+        let output = render("command.output", &t.output, true)?;
+        if output.is_empty() || output == "." || output.contains('/') || output.contains("..") {
+            return Err(PlanError::new(
+                "command.output",
+                format!("output name `{output}` is not a plain file name"),
+                None,
+            ));
+        }
+        let mut set = Vec::with_capacity(t.env.len() + 4);
+        if t.cuda_default {
+            set.push(("CUDA_VISIBLE_DEVICES".to_string(), String::new()));
+        }
+        for (k, v) in &t.env {
+            set.push((k.clone(), render(&format!("isolation.env.{k}"), v, false)?));
+        }
+        set.push(("HWR_RUN_ID".to_string(), run_id.clone()));
+        set.push(("HWR_REPETITION".to_string(), rep.clone()));
+        set.push(("HWR_BUNDLE".to_string(), bundle.clone()));
+        let env = EnvChanges {
+            policy: match self.env_policy {
+                EnvPolicy::Inherit => "inherit".into(),
+                EnvPolicy::Clean => "clean".into(),
+            },
+            set,
+            unset: t.env_unset.clone(),
+        };
+        let slot = self.slot_of(index);
+        Ok(PlannedRun {
+            index,
+            run_id,
+            cell: cell.clone(),
+            repetition,
+            argv,
+            workdir,
+            output,
+            env,
+            cpus: self.slots.get(slot).cloned().unwrap_or_default(),
+            slot,
+        })
+    }
+}
+
+/// Removes `.` components and folds `..` lexically (no file-system access).
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+impl Plan {
+    /// Writes plan.json (the shape of [`PlanFile`]) to `out`, one run at a time, so writing does not
+    /// hold every run in memory.
+    ///
+    /// # Errors
+    /// Errors of `out`.
+    pub fn write_json(&self, manifest: &Manifest, out: impl std::io::Write) -> std::io::Result<()> {
+        use serde::ser::{SerializeStruct, Serializer};
+        struct Runs<'a>(&'a Plan);
+        impl serde::Serialize for Runs<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_seq(self.0.runs().map(|r| r.to_record(self.0)))
+            }
+        }
+        let mut ser = serde_json::Serializer::pretty(out);
+        let mut st = (&mut ser)
+            .serialize_struct("PlanFile", 8)
+            .map_err(std::io::Error::other)?;
+        let fields = (|| {
+            st.serialize_field("format", &crate::bundle::BUNDLE_FORMAT)?;
+            st.serialize_field("order", &self.order)?;
+            st.serialize_field("seed", &self.seed)?;
+            st.serialize_field("jobs", &self.jobs)?;
+            st.serialize_field("matrix-keys", &self.matrix_keys)?;
+            st.serialize_field("output-format", &manifest.command.output_format)?;
+            st.serialize_field(
+                "sample-interval-seconds",
+                &manifest.measure.sample_interval.map(|d| d.as_secs_f64()),
+            )?;
+            st.serialize_field("runs", &Runs(self))?;
+            st.end()
+        })();
+        fields.map_err(std::io::Error::other)
+    }
+}
+
+impl PlannedRun {
+    /// The plan.json entry of this run.
+    pub fn to_record(&self, plan: &Plan) -> PlannedRunRecord {
+        PlannedRunRecord {
+            run_id: self.run_id.clone(),
+            index: self.index,
+            cell: self.cell.iter().cloned().collect(),
+            repetition: self.repetition,
+            argv: self.argv.clone(),
+            workdir: self.workdir.display().to_string(),
+            output: self.output.clone(),
+            env: self.env.clone(),
+            cpus: self.cpus.clone(),
+            timeout_seconds: plan.timeout.map(|d| d.as_secs_f64()),
+            grace_seconds: plan.grace.as_secs_f64(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

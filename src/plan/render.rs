@@ -1,0 +1,120 @@
+//! Printing a plan for `hwr-exp plan`: a table, plan.json, or one shell line per run.
+
+use std::io::{self, Write};
+
+use super::{Plan, PlannedRun, describe_cell};
+use crate::exec::affinity::format_cpu_list;
+
+/// Quotes a word for POSIX sh (`''` for the empty string).
+pub fn sh_quote(word: &str) -> String {
+    if word.is_empty() {
+        return "''".into();
+    }
+    shlex::try_quote(word)
+        .map(|c| c.into_owned())
+        .unwrap_or_else(|_| format!("'{}'", word.replace('\'', "'\\''")))
+}
+
+/// Writes the plan as an aligned text table: index, run-id, cell, repetition, CPUs, command.
+///
+/// # Errors
+/// Errors of `out`.
+pub fn table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
+    let rows: Vec<[String; 5]> = plan
+        .runs()
+        .map(|r| {
+            [
+                r.run_id.clone(),
+                describe_cell(&r.cell),
+                r.repetition.to_string(),
+                format_cpu_list(&r.cpus),
+                r.argv.iter().map(|a| sh_quote(a)).collect::<Vec<_>>().join(" "),
+            ]
+        })
+        .collect();
+    let header = ["run-id", "cell", "rep", "cpus", "command"];
+    let mut widths: [usize; 4] = [0; 4];
+    for (i, w) in widths.iter_mut().enumerate() {
+        *w = rows
+            .iter()
+            .map(|r| r[i].chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(header[i].len());
+    }
+    let line = |out: &mut dyn Write, c: [&str; 5]| {
+        writeln!(
+            out,
+            "{:w0$}  {:w1$}  {:>w2$}  {:w3$}  {}",
+            c[0],
+            c[1],
+            c[2],
+            c[3],
+            c[4],
+            w0 = widths[0],
+            w1 = widths[1],
+            w2 = widths[2],
+            w3 = widths[3]
+        )
+    };
+    line(out, header)?;
+    for r in &rows {
+        line(out, [&r[0], &r[1], &r[2], &r[3], &r[4]])?;
+    }
+    let timeout = plan
+        .timeout
+        .map_or("none".to_string(), |t| humantime::format_duration(t).to_string());
+    writeln!(
+        out,
+        "{} runs, order {:?}{}, jobs {}, timeout {timeout}, grace {}",
+        plan.len(),
+        plan.order,
+        plan.seed.map_or(String::new(), |s| format!(" (seed {s})")),
+        plan.jobs,
+        humantime::format_duration(plan.grace)
+    )
+}
+
+/// One shell line equivalent to the run, for reproducing it by hand:
+/// `cd DIR && CUDA_VISIBLE_DEVICES='' ... taskset -c 0 timeout -k 5s 120s ARGV...`.
+/// `env -i` is used for the clean policy and `env -u` for removed variables.
+pub fn shell_line(plan: &Plan, run: &PlannedRun) -> String {
+    let mut words: Vec<String> = vec![
+        "cd".into(),
+        sh_quote(&run.workdir.display().to_string()),
+        "&&".into(),
+    ];
+    let needs_env = run.env.policy == "clean" || !run.env.unset.is_empty();
+    if needs_env {
+        words.push("env".into());
+        if run.env.policy == "clean" {
+            words.push("-i".into());
+            for k in ["PATH", "HOME", "LANG", "TERM", "USER", "TMPDIR"] {
+                words.push(format!("{k}=\"${k}\""));
+            }
+        }
+        for k in &run.env.unset {
+            words.push(format!("-u {}", sh_quote(k)));
+        }
+    }
+    for (k, v) in &run.env.set {
+        words.push(format!("{k}={}", sh_quote(v)));
+    }
+    if !run.cpus.is_empty() {
+        words.push(format!("taskset -c {}", format_cpu_list(&run.cpus)));
+    }
+    if let Some(t) = plan.timeout {
+        words.push(format!(
+            "timeout -k {}s {}s",
+            secs(plan.grace.as_secs_f64()),
+            secs(t.as_secs_f64())
+        ));
+    }
+    words.extend(run.argv.iter().map(|a| sh_quote(a)));
+    words.join(" ")
+}
+
+fn secs(s: f64) -> String {
+    let t = format!("{s:.3}");
+    t.trim_end_matches('0').trim_end_matches('.').to_string()
+}

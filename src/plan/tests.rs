@@ -1,0 +1,282 @@
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::*;
+use crate::manifest::*;
+
+fn manifest(axes: Vec<(&str, Vec<Value>)>) -> Manifest {
+    Manifest {
+        path: PathBuf::from("m.toml"),
+        base_dir: PathBuf::from("/work/x"),
+        source: String::new(),
+        format: 1,
+        experiment: Experiment {
+            name: "t".into(),
+            description: None,
+        },
+        command: CommandSpec {
+            program: Program::Argv(vec!["{hwr-exp}".into(), "--mode".into(), "{mode}".into()]),
+            workdir: ".".into(),
+            output: "{mode}-{elements}-{repetition}.json".into(),
+            output_format: OutputFormat::Json,
+        },
+        matrix: Matrix {
+            axes: axes.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            ..Default::default()
+        },
+        schedule: Schedule {
+            repetitions: 2,
+            order: Order::Interleaved,
+            seed: None,
+            jobs: 1,
+        },
+        isolation: Isolation {
+            cpus: CpuSelection::Auto,
+            cpus_per_run: 1,
+            timeout: Some(Duration::from_secs(120)),
+            grace: Duration::from_secs(5),
+            env_policy: EnvPolicy::Inherit,
+            env: vec![
+                ("PYTHONMALLOC".into(), "malloc".into()),
+                ("EMPTY".into(), String::new()),
+            ],
+            env_unset: vec!["LD_PRELOAD".into()],
+        },
+        measure: Measure {
+            sample_interval: Some(Duration::from_millis(100)),
+        },
+        provenance: ProvenanceConfig { repo: None },
+        report: ReportConfig::default(),
+        spans: BTreeMap::new(),
+    }
+}
+
+fn ctx() -> PlanContext {
+    PlanContext {
+        hwr_exp: "/bin/hwr-exp".into(),
+        bundle: PathBuf::from("/r/b"),
+        allowed_cpus: vec![2, 3],
+        fallback_seed: 42,
+    }
+}
+
+fn s(x: &str) -> Value {
+    Value::Str(x.into())
+}
+
+fn size_compare() -> Manifest {
+    manifest(vec![
+        ("mode", vec![s("get_tensor"), s("reuse")]),
+        ("elements", vec![Value::Int(16), Value::Int(64)]),
+    ])
+}
+
+#[test]
+fn interleaved_has_repetition_outermost() {
+    let plan = expand(&size_compare(), &ctx()).unwrap();
+    let ids: Vec<_> = plan.runs().map(|r| r.run_id).collect();
+    assert_eq!(
+        ids,
+        [
+            "000-get_tensor-16-r1",
+            "001-get_tensor-64-r1",
+            "002-reuse-16-r1",
+            "003-reuse-64-r1",
+            "004-get_tensor-16-r2",
+            "005-get_tensor-64-r2",
+            "006-reuse-16-r2",
+            "007-reuse-64-r2"
+        ]
+    );
+    assert_eq!(plan.run(5).output, "get_tensor-64-2.json");
+    assert_eq!(plan.run(0).argv, ["/bin/hwr-exp", "--mode", "get_tensor"]);
+    assert_eq!(plan.run(0).cpus, [2], "auto takes the first allowed CPU");
+    assert_eq!(plan.run(0).workdir, PathBuf::from("/work/x"));
+}
+
+#[test]
+fn grouped_and_shuffled_orders() {
+    let mut m = size_compare();
+    m.schedule.order = Order::Grouped;
+    let plan = expand(&m, &ctx()).unwrap();
+    assert_eq!(plan.run(1).run_id, "001-get_tensor-16-r2");
+    m.schedule.order = Order::Shuffled;
+    let a = expand(&m, &ctx()).unwrap();
+    assert_eq!(a.seed, Some(42), "fallback seed recorded");
+    m.schedule.seed = Some(7);
+    let b = expand(&m, &ctx()).unwrap();
+    let c = expand(&m, &ctx()).unwrap();
+    assert_eq!(b, c, "same seed, same order");
+    let mut cells: Vec<_> = b.runs().map(|r| (describe_cell(&r.cell), r.repetition)).collect();
+    cells.sort();
+    cells.dedup();
+    assert_eq!(cells.len(), 8, "shuffle keeps every run once");
+}
+
+#[test]
+fn exclude_include_and_empty() {
+    let mut m = size_compare();
+    m.matrix.exclude = vec![BTreeMap::from([
+        ("mode".to_string(), s("reuse")),
+        ("elements".to_string(), Value::Int(16)),
+    ])];
+    m.matrix.include = vec![BTreeMap::from([
+        ("mode".to_string(), s("view")),
+        ("elements".to_string(), Value::Int(64)),
+    ])];
+    let plan = expand(&m, &ctx()).unwrap();
+    let r1: Vec<_> = plan
+        .runs()
+        .filter(|r| r.repetition == 1)
+        .map(|r| describe_cell(&r.cell))
+        .collect();
+    assert_eq!(
+        r1,
+        [
+            "mode=get_tensor, elements=16",
+            "mode=get_tensor, elements=64",
+            "mode=reuse, elements=64",
+            "mode=view, elements=64"
+        ]
+    );
+
+    m.matrix.include = vec![BTreeMap::from([
+        ("mode".to_string(), s("reuse")),
+        ("elements".to_string(), Value::Int(64)),
+    ])];
+    let err = expand(&m, &ctx()).unwrap_err();
+    assert!(err[0].message.contains("duplicates"), "{err:?}");
+
+    m.matrix.include.clear();
+    m.matrix.exclude = vec![
+        BTreeMap::from([("elements".to_string(), Value::Int(16))]),
+        BTreeMap::from([("elements".to_string(), Value::Int(64))]),
+    ];
+    let err = expand(&m, &ctx()).unwrap_err();
+    assert_eq!(err[0].key, "matrix.exclude");
+}
+
+#[test]
+fn duplicate_outputs_are_errors() {
+    let mut m = size_compare();
+    m.command.output = "{mode}.json".into();
+    let err = expand(&m, &ctx()).unwrap_err();
+    assert_eq!(err[0].key, "command.output");
+    assert!(err[0].message.contains("both save"), "{err:?}");
+}
+
+#[test]
+fn hostile_values_stay_inside_the_run_folder() {
+    let mut m = manifest(vec![
+        ("mode", vec![s("../../etc/passwd"), s("a/b")]),
+        ("elements", vec![Value::Int(1)]),
+    ]);
+    m.command.output = "{mode}-{repetition}.json".into();
+    let plan = expand(&m, &ctx()).unwrap();
+    for r in plan.runs() {
+        assert!(
+            !r.run_id.contains('/') && !r.run_id.contains(".."),
+            "{}",
+            r.run_id
+        );
+        assert!(
+            !r.output.contains('/') && !r.output.contains(".."),
+            "{}",
+            r.output
+        );
+    }
+    assert_eq!(
+        plan.run(0).argv[2],
+        "../../etc/passwd",
+        "argv gets the value as is"
+    );
+}
+
+#[test]
+fn env_changes_in_order_with_cuda_default() {
+    let plan = expand(&size_compare(), &ctx()).unwrap();
+    let set: Vec<_> = plan
+        .run(3)
+        .env
+        .set
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    assert_eq!(
+        set,
+        [
+            "CUDA_VISIBLE_DEVICES=",
+            "PYTHONMALLOC=malloc",
+            "EMPTY=",
+            "HWR_RUN_ID=003-reuse-64-r1",
+            "HWR_REPETITION=1",
+            "HWR_BUNDLE=/r/b"
+        ]
+    );
+    assert_eq!(plan.run(0).env.unset, ["LD_PRELOAD"]);
+    let mut m = size_compare();
+    m.isolation.env.push(("CUDA_VISIBLE_DEVICES".into(), "0".into()));
+    let plan = expand(&m, &ctx()).unwrap();
+    assert_eq!(
+        plan.run(0)
+            .env
+            .set
+            .iter()
+            .filter(|(k, _)| k == "CUDA_VISIBLE_DEVICES")
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn jobs_get_disjoint_cpus() {
+    let mut m = size_compare();
+    m.schedule.jobs = 2;
+    let plan = expand(&m, &ctx()).unwrap();
+    assert_eq!(plan.slots, vec![vec![2], vec![3]]);
+    assert_eq!(plan.run(1).cpus, [3]);
+    m.schedule.jobs = 3;
+    assert_eq!(expand(&m, &ctx()).unwrap_err()[0].key, "isolation.cpus");
+}
+
+#[test]
+fn shell_line_reproduces_the_run() {
+    let plan = expand(&size_compare(), &ctx()).unwrap();
+    let line = render::shell_line(&plan, &plan.run(0));
+    assert!(
+        line.starts_with(
+            "cd /work/x && env -u LD_PRELOAD CUDA_VISIBLE_DEVICES='' PYTHONMALLOC=malloc EMPTY=''"
+        ),
+        "{line}"
+    );
+    assert!(
+        line.ends_with("taskset -c 2 timeout -k 5s 120s /bin/hwr-exp --mode get_tensor"),
+        "{line}"
+    );
+}
+
+#[test]
+fn no_matrix_is_one_cell() {
+    let mut m = manifest(vec![]);
+    m.command.output = "{run-id}.txt".into();
+    m.command.program = Program::Shell("echo {{}} {repetition}".into());
+    let plan = expand(&m, &ctx()).unwrap();
+    assert_eq!(plan.len(), 2);
+    assert_eq!(plan.run(0).run_id, "000-r1");
+    assert_eq!(plan.run(1).argv, ["/bin/sh", "-c", "echo {} 2"]);
+}
+
+#[test]
+fn plan_json_streams_in_the_plan_file_shape() {
+    let m = size_compare();
+    let plan = expand(&m, &ctx()).unwrap();
+    let mut out = Vec::new();
+    plan.write_json(&m, &mut out).unwrap();
+    let file: crate::bundle::PlanFile = serde_json::from_slice(&out).unwrap();
+    assert_eq!(file.runs.len(), 8);
+    assert_eq!(file.runs[7].run_id, "007-reuse-64-r2");
+    assert_eq!(file.runs[7].cell.get("elements"), Some(&Value::Int(64)));
+    assert_eq!(file.matrix_keys, ["mode", "elements"]);
+    assert_eq!(file.runs[0].timeout_seconds, Some(120.0));
+}

@@ -1,0 +1,137 @@
+//! Scheduling a plan's runs onto an [`Executor`] and recording each into the bundle as it finishes.
+//!
+//! Runs execute in plan order. With `jobs > 1`, job slot `k` (its own disjoint CPUs) takes the runs
+//! whose index is `k` modulo `jobs`, in order, so which CPUs a run gets is fixed by the plan.
+
+pub mod preflight;
+pub mod progress;
+pub mod session;
+
+use std::io;
+use std::sync::Mutex;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crate::bundle::{BundleWriter, RunRecord, files};
+use crate::exec::{CancelFlag, Executor, RunSpec};
+use crate::manifest::{EnvPolicy, OutputFormat};
+use crate::plan::{Plan, PlannedRun};
+
+pub use progress::Progress;
+
+/// How the runs of one session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionEnd {
+    /// Every requested run was executed and recorded.
+    Complete,
+    /// The cancel flag was set; the run in flight was stopped and recorded, the rest were not started.
+    Interrupted,
+}
+
+/// Settings that apply to every run of a session.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionSettings {
+    /// How outputs are checked.
+    pub output_format: OutputFormat,
+    /// External smaps_rollup sampling period; `None` = off.
+    pub sample_interval: Option<Duration>,
+    /// Environment policy.
+    pub env_policy: EnvPolicy,
+}
+
+/// The [`RunSpec`] of one planned run, with files inside `run_dir`.
+pub fn run_spec(
+    plan: &Plan,
+    run: &PlannedRun,
+    run_dir: &std::path::Path,
+    settings: &SessionSettings,
+) -> RunSpec {
+    RunSpec {
+        argv: run.argv.clone(),
+        workdir: run.workdir.clone(),
+        env: crate::exec::build_env(settings.env_policy, &run.env.set, &run.env.unset),
+        cpus: run.cpus.clone(),
+        timeout: plan.timeout,
+        grace: plan.grace,
+        stdout_path: run_dir.join(&run.output),
+        stderr_path: run_dir.join(files::STDERR),
+        memory_path: settings.sample_interval.map(|_| run_dir.join(files::MEMORY)),
+        sample_interval: settings.sample_interval.unwrap_or(Duration::from_millis(100)),
+    }
+}
+
+/// Executes the runs of `plan` whose indices are in `indices` (ascending plan order) and records
+/// each into `writer` as soon as it finishes.
+///
+/// # Errors
+/// The first I/O error writing the bundle; runs in flight in other job slots are finished first.
+pub fn execute(
+    plan: &Plan,
+    indices: &[usize],
+    writer: &Mutex<BundleWriter>,
+    executor: &dyn Executor,
+    cancel: &CancelFlag,
+    settings: &SessionSettings,
+    progress: &dyn Progress,
+) -> io::Result<SessionEnd> {
+    let total = indices.len();
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let failed: Mutex<Option<io::Error>> = Mutex::new(None);
+    let slot_loop = |slot: usize| {
+        for &i in indices
+            .iter()
+            .filter(|&&i| plan.jobs <= 1 || plan.slot_of(i) == slot)
+        {
+            if cancel.load(Ordering::SeqCst) || failed.lock().map(|f| f.is_some()).unwrap_or(true) {
+                return;
+            }
+            let run = &plan.run(i);
+            let result = (|| -> io::Result<RunRecord> {
+                let run_dir = writer
+                    .lock()
+                    .map_err(|_| io::Error::other("bundle writer poisoned"))?
+                    .prepare_run_dir(run)?;
+                let spec = run_spec(plan, run, &run_dir, settings);
+                progress.run_started(run);
+                let outcome = executor.execute(&spec, cancel);
+                writer
+                    .lock()
+                    .map_err(|_| io::Error::other("bundle writer poisoned"))?
+                    .record_run(run, &outcome, settings.output_format)
+            })();
+            match result {
+                Ok(record) => {
+                    let n = done.fetch_add(1, Ordering::SeqCst) + 1;
+                    progress.run_finished(run, &record, n, total);
+                }
+                Err(e) => {
+                    if let Ok(mut f) = failed.lock() {
+                        f.get_or_insert(e);
+                    }
+                    return;
+                }
+            }
+        }
+    };
+    if plan.jobs <= 1 {
+        slot_loop(0);
+    } else {
+        std::thread::scope(|s| {
+            for slot in 0..plan.jobs as usize {
+                let slot_loop = &slot_loop;
+                s.spawn(move || slot_loop(slot));
+            }
+        });
+    }
+    if let Some(e) = failed.into_inner().ok().flatten() {
+        return Err(e);
+    }
+    if done.load(Ordering::SeqCst) < total || cancel.load(Ordering::SeqCst) {
+        Ok(SessionEnd::Interrupted)
+    } else {
+        Ok(SessionEnd::Complete)
+    }
+}
+
+#[cfg(test)]
+mod tests;

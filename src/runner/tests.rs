@@ -1,0 +1,219 @@
+//! Scheduling tests with a fake executor: no processes.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use super::*;
+use crate::bundle::{BundleInfo, BundleStatus, Outcome};
+use crate::exec::{RunOutcome, Termination};
+use crate::manifest::*;
+use crate::plan::{PlanContext, expand};
+
+struct Fake {
+    calls: Mutex<Vec<(String, Vec<usize>)>>,
+    cancel_after: Option<usize>,
+    count: AtomicUsize,
+}
+
+impl Executor for Fake {
+    fn execute(&self, spec: &RunSpec, cancel: &CancelFlag) -> RunOutcome {
+        std::fs::write(&spec.stdout_path, "{\"ok\": true}").unwrap();
+        let n = self.count.fetch_add(1, Ordering::SeqCst) + 1;
+        self.calls
+            .lock()
+            .unwrap()
+            .push((spec.stdout_path.display().to_string(), spec.cpus.clone()));
+        let interrupted = self.cancel_after == Some(n);
+        if interrupted {
+            cancel.store(true, Ordering::SeqCst);
+        }
+        RunOutcome {
+            termination: if interrupted {
+                Termination::Interrupted
+            } else {
+                Termination::Exited
+            },
+            exit_code: (!interrupted).then_some(0),
+            signal: None,
+            error: None,
+            cpus_effective: Some(spec.cpus.clone()),
+            pid: Some(1),
+            started: SystemTime::now(),
+            ended: SystemTime::now(),
+            wall_seconds: 0.01,
+            user_seconds: Some(0.0),
+            sys_seconds: Some(0.0),
+            peak_rss_bytes: Some(1),
+            stray_processes_killed: 0,
+            memory_samples: 0,
+        }
+    }
+}
+
+fn setup(jobs: u32) -> (Plan, tempfile::TempDir, Mutex<BundleWriter>) {
+    let m = Manifest {
+        path: PathBuf::from("m.toml"),
+        base_dir: PathBuf::from("/"),
+        source: String::new(),
+        format: 1,
+        experiment: Experiment {
+            name: "t".into(),
+            description: None,
+        },
+        command: CommandSpec {
+            program: Program::Argv(vec!["true".into()]),
+            workdir: ".".into(),
+            output: "{run-id}.json".into(),
+            output_format: OutputFormat::Json,
+        },
+        matrix: Matrix {
+            axes: vec![("k".into(), (0..3).map(Value::Int).collect())],
+            ..Default::default()
+        },
+        schedule: Schedule {
+            repetitions: 2,
+            order: Order::Interleaved,
+            seed: None,
+            jobs,
+        },
+        isolation: Isolation {
+            cpus: CpuSelection::List(vec![0, 1]),
+            cpus_per_run: 1,
+            timeout: None,
+            grace: Duration::from_secs(1),
+            env_policy: EnvPolicy::Inherit,
+            env: vec![],
+            env_unset: vec![],
+        },
+        measure: Measure {
+            sample_interval: None,
+        },
+        provenance: ProvenanceConfig { repo: None },
+        report: ReportConfig::default(),
+        spans: BTreeMap::new(),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("b");
+    let ctx = PlanContext {
+        hwr_exp: "x".into(),
+        bundle: bundle.clone(),
+        allowed_cpus: vec![0, 1],
+        fallback_seed: 1,
+    };
+    let plan = expand(&m, &ctx).unwrap();
+    let info = BundleInfo {
+        bundle_format: 1,
+        hwr_exp_version: "0".into(),
+        experiment: "t".into(),
+        description: None,
+        status: BundleStatus::Running,
+        created: String::new(),
+        finished: None,
+        planned_runs: plan.len(),
+        counts: BTreeMap::new(),
+        manifest_sha256: String::new(),
+        manifest_path: String::new(),
+        parent: None,
+        runner_pid: 0,
+        seed: None,
+        notes: vec![],
+    };
+    let writer = Mutex::new(BundleWriter::create(&bundle, info).unwrap());
+    (plan, dir, writer)
+}
+
+const SETTINGS: SessionSettings = SessionSettings {
+    output_format: OutputFormat::Json,
+    sample_interval: None,
+    env_policy: EnvPolicy::Inherit,
+};
+
+#[test]
+fn every_run_once_in_order_and_recorded() {
+    let (plan, _dir, writer) = setup(1);
+    let fake = Fake {
+        calls: Mutex::new(vec![]),
+        cancel_after: None,
+        count: AtomicUsize::new(0),
+    };
+    let cancel = Arc::new(AtomicBool::new(false));
+    let all: Vec<usize> = (0..plan.len()).collect();
+    let end = execute(&plan, &all, &writer, &fake, &cancel, &SETTINGS, &progress::Quiet).unwrap();
+    assert_eq!(end, SessionEnd::Complete);
+    let calls = fake.calls.lock().unwrap();
+    assert_eq!(calls.len(), 6);
+    assert!(
+        calls[0].0.ends_with("runs/000-0-r1/000-0-r1.json"),
+        "{}",
+        calls[0].0
+    );
+    assert!(calls.iter().all(|(_, cpus)| cpus == &[0]));
+    let w = writer.lock().unwrap();
+    assert_eq!(w.info().counts.get(&Outcome::Ok), Some(&6));
+    assert!(w.dir().join("runs/005-2-r2/run.json").exists());
+}
+
+#[test]
+fn jobs_use_disjoint_cpu_slots() {
+    let (plan, _dir, writer) = setup(2);
+    let fake = Fake {
+        calls: Mutex::new(vec![]),
+        cancel_after: None,
+        count: AtomicUsize::new(0),
+    };
+    let cancel = Arc::new(AtomicBool::new(false));
+    let all: Vec<usize> = (0..plan.len()).collect();
+    execute(&plan, &all, &writer, &fake, &cancel, &SETTINGS, &progress::Quiet).unwrap();
+    let calls = fake.calls.lock().unwrap();
+    assert_eq!(calls.len(), 6);
+    for (path, cpus) in calls.iter() {
+        let index: usize = path.rsplit('/').next().unwrap()[..3].parse().unwrap();
+        assert_eq!(cpus, &[index % 2], "{path}");
+    }
+}
+
+#[test]
+fn cancel_stops_scheduling_and_reports_interrupted() {
+    let (plan, _dir, writer) = setup(1);
+    let fake = Fake {
+        calls: Mutex::new(vec![]),
+        cancel_after: Some(2),
+        count: AtomicUsize::new(0),
+    };
+    let cancel = Arc::new(AtomicBool::new(false));
+    let all: Vec<usize> = (0..plan.len()).collect();
+    let end = execute(&plan, &all, &writer, &fake, &cancel, &SETTINGS, &progress::Quiet).unwrap();
+    assert_eq!(end, SessionEnd::Interrupted);
+    assert_eq!(fake.calls.lock().unwrap().len(), 2);
+    let w = writer.lock().unwrap();
+    assert_eq!(w.info().counts.get(&Outcome::Interrupted), Some(&1));
+    assert!(
+        !w.dir().join("runs/002-2-r1").exists(),
+        "no run started after the interrupt"
+    );
+}
+
+#[test]
+fn subset_of_indices_only() {
+    let (plan, _dir, writer) = setup(1);
+    let fake = Fake {
+        calls: Mutex::new(vec![]),
+        cancel_after: None,
+        count: AtomicUsize::new(0),
+    };
+    let cancel = Arc::new(AtomicBool::new(false));
+    execute(
+        &plan,
+        &[1, 4],
+        &writer,
+        &fake,
+        &cancel,
+        &SETTINGS,
+        &progress::Quiet,
+    )
+    .unwrap();
+    assert_eq!(fake.calls.lock().unwrap().len(), 2);
+}

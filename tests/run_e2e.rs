@@ -1,0 +1,456 @@
+//! `hwr-exp run` end to end: real processes, temporary git repositories, the bundle on disk.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn sha256(path: &Path) -> String {
+    hwr_exp::bundle::write::sha256_file(path).unwrap()
+}
+
+#[test]
+fn complete_bundle_with_every_file() {
+    let repo = repo();
+    std::fs::write(repo.path().join("untracked.txt"), "new\n").unwrap();
+    let m = manifest(
+        repo.path(),
+        r#"format = 1
+[experiment]
+name = "echo-json"
+description = "prints its cell as JSON"
+[command]
+shell = 'printf "{\"mode\": \"%s\", \"n\": %s, \"rep\": %s}\n" {mode} {n} {repetition}'
+output = "{mode}-{n}-{repetition}.json"
+[matrix]
+mode = ["a", "b"]
+n = [1, 2]
+[schedule]
+repetitions = 2
+[isolation]
+timeout = "30s"
+[measure]
+sample-interval = "10ms"
+"#,
+    );
+    let (out, bundle) = run(repo.path(), &m);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = bundle.expect("bundle path on stdout");
+    assert!(bundle.starts_with(repo.path().join("results/echo-json")));
+    for f in [
+        "bundle.json",
+        "manifest.toml",
+        "plan.json",
+        "host.json",
+        "revision.txt",
+        "working-tree.txt",
+        "working-tree.patch",
+        "provenance.json",
+    ] {
+        assert!(bundle.join(f).is_file(), "{f} missing");
+    }
+    assert!(!bundle.join(".lock").exists(), "lock removed at the end");
+    let info = json(&bundle.join("bundle.json"));
+    assert_eq!(info["status"], "complete");
+    assert_eq!(info["counts"]["ok"], 8);
+    assert_eq!(info["bundle-format"], 1);
+    assert_eq!(
+        std::fs::read(bundle.join("manifest.toml")).unwrap(),
+        std::fs::read(&m).unwrap()
+    );
+    assert_eq!(info["manifest-sha256"], sha256(&m));
+    let head = git(repo.path(), &["rev-parse", "HEAD"]);
+    assert_eq!(
+        std::fs::read_to_string(bundle.join("revision.txt"))
+            .unwrap()
+            .trim(),
+        head.trim()
+    );
+    let tree = std::fs::read_to_string(bundle.join("working-tree.txt")).unwrap();
+    assert!(tree.contains("?? untracked.txt"), "{tree}");
+
+    let records = run_records(&bundle);
+    assert_eq!(records.len(), 8);
+    let r = &records[5];
+    assert_eq!(r["run-id"], "005-a-2-r2");
+    assert_eq!(r["termination"], "exited");
+    assert_eq!(r["exit-code"], 0);
+    assert_eq!(r["output-check"], "valid");
+    assert_eq!(r["outcome"], "ok");
+    assert_eq!(
+        r["cpus-effective"], r["cpus-requested"],
+        "affinity read back from the child"
+    );
+    assert!(r["wall-seconds"].as_f64().unwrap() > 0.0);
+    assert!(r["peak-rss-bytes"].as_u64().unwrap() > 0);
+    let dir = bundle.join("runs/005-a-2-r2");
+    let output = std::fs::read_to_string(dir.join("a-2-2.json")).unwrap();
+    assert_eq!(output, "{\"mode\": \"a\", \"n\": 2, \"rep\": 2}\n");
+    assert_eq!(r["sha256"]["a-2-2.json"], sha256(&dir.join("a-2-2.json")));
+    assert!(dir.join("stderr.log").is_file());
+    assert!(dir.join("memory.jsonl").is_file());
+    let env = r["env"]["set"].as_array().unwrap();
+    assert!(
+        env.iter()
+            .any(|kv| kv[0] == "CUDA_VISIBLE_DEVICES" && kv[1] == ""),
+        "{env:?}"
+    );
+    assert!(
+        !env.iter().any(|kv| kv[0] == "HOME"),
+        "only changed variables are recorded"
+    );
+}
+
+#[test]
+fn environment_reaches_the_run_exactly() {
+    let repo = repo();
+    for policy in ["inherit", "clean"] {
+        let m = manifest(
+            repo.path(),
+            &format!(
+                r#"format = 1
+[experiment]
+name = "env-{policy}"
+[command]
+shell = 'echo "cuda=${{CUDA_VISIBLE_DEVICES-unset}} empty=${{EMPTY-unset}} gone=${{GONE-unset}} path=${{PATH:+yes}} secret=${{SECRET-unset}} value=$VALUE run=$HWR_RUN_ID rep=$HWR_REPETITION"'
+output = "env.txt"
+[isolation]
+env-policy = "{policy}"
+env = {{ EMPTY = "", VALUE = "{{repetition}}-x" }}
+env-unset = ["GONE"]
+"#
+            ),
+        );
+        let out = std::process::Command::new(bin())
+            .current_dir(repo.path())
+            .env("GONE", "here")
+            .env("SECRET", "s3cret")
+            .arg("run")
+            .arg(&m)
+            .args(["--quiet", "--results-dir", "results"])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let bundle = std::path::PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        let r = &run_records(&bundle)[0];
+        let dir = bundle.join("runs").join(r["run-id"].as_str().unwrap());
+        let text = std::fs::read_to_string(dir.join("env.txt")).unwrap();
+        assert!(text.contains("cuda= "), "{text}");
+        assert!(text.contains("empty= "), "{text}");
+        assert!(text.contains("gone=unset"), "{text}");
+        assert!(text.contains("path=yes"), "{text}");
+        assert!(text.contains("value=1-x"), "{text}");
+        assert!(
+            text.contains(&format!("run={} ", r["run-id"].as_str().unwrap())),
+            "{text}"
+        );
+        assert!(text.contains("rep=1"), "{text}");
+        let secret = if policy == "clean" {
+            "secret=unset"
+        } else {
+            "secret=s3cret"
+        };
+        assert!(text.contains(secret), "{policy}: {text}");
+        let recorded = std::fs::read_to_string(dir.join("run.json")).unwrap();
+        assert!(
+            !recorded.contains("s3cret"),
+            "the environment is not recorded whole"
+        );
+    }
+}
+
+#[test]
+fn timeout_kills_the_whole_group_including_a_grandchild_holding_stdout() {
+    let repo = repo();
+    let m = manifest(
+        repo.path(),
+        r#"format = 1
+[experiment]
+name = "hang"
+[command]
+shell = "sleep 60 & echo started; sleep 60"
+output-format = "text"
+[isolation]
+timeout = "2s"
+grace = "1s"
+"#,
+    );
+    let start = Instant::now();
+    let (out, bundle) = run(repo.path(), &m);
+    let took = start.elapsed();
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(took < Duration::from_secs(10), "runner returned after {took:?}");
+    let r = &run_records(&bundle.unwrap())[0];
+    assert_eq!(r["termination"], "timeout");
+    assert_eq!(r["outcome"], "timeout");
+    let pid = r["pid"].as_i64().unwrap();
+    assert!(
+        group_members(pid).is_empty(),
+        "processes of group {pid} survived: {:?}",
+        group_members(pid)
+    );
+}
+
+#[test]
+fn own_timeout_exit_124_and_signals_are_told_apart() {
+    let repo = repo();
+    let m = manifest(
+        repo.path(),
+        r#"format = 1
+[experiment]
+name = "codes"
+[command]
+shell = "{cmd}"
+output-format = "text"
+[matrix]
+cmd = ["timeout 0.2 sleep 5", "kill -TERM $$", "exit 3"]
+[isolation]
+timeout = "20s"
+"#,
+    );
+    let (out, bundle) = run(repo.path(), &m);
+    assert_eq!(code(&out), 1);
+    let records = run_records(&bundle.unwrap());
+    assert_eq!(records[0]["termination"], "exited");
+    assert_eq!(records[0]["exit-code"], 124);
+    assert_eq!(records[1]["termination"], "signaled");
+    assert_eq!(records[1]["signal"], 15);
+    assert_eq!(records[2]["exit-code"], 3);
+    assert_eq!(records[2]["outcome"], "failed");
+}
+
+#[test]
+fn garbage_output_is_recorded_as_invalid_and_kept() {
+    let repo = repo();
+    let m = manifest(
+        repo.path(),
+        r#"format = 1
+[experiment]
+name = "garbage"
+[command]
+shell = 'echo "UserWarning: something"; echo "{\"a\": 1}"; echo "Traceback (most recent call last):" >&2'
+output = "out.json"
+"#,
+    );
+    let (out, bundle) = run(repo.path(), &m);
+    assert_eq!(code(&out), 1);
+    let bundle = bundle.unwrap();
+    let r = &run_records(&bundle)[0];
+    assert_eq!(r["output-check"], "invalid");
+    assert!(r["output-check-reason"].as_str().unwrap().len() > 3);
+    assert_eq!(r["outcome"], "invalid-output");
+    let dir = bundle.join("runs").join(r["run-id"].as_str().unwrap());
+    assert!(
+        std::fs::read_to_string(dir.join("out.json"))
+            .unwrap()
+            .starts_with("UserWarning")
+    );
+    assert!(
+        std::fs::read_to_string(dir.join("stderr.log"))
+            .unwrap()
+            .contains("Traceback")
+    );
+}
+
+#[test]
+fn hostile_matrix_values_stay_inside_the_bundle() {
+    let repo = repo();
+    let m = manifest(
+        repo.path(),
+        r#"format = 1
+[experiment]
+name = "hostile"
+[command]
+argv = ["echo", "{v}"]
+output = "{v}.txt"
+[matrix]
+v = ["../../escape", "a/b", ".."]
+"#,
+    );
+    let (out, bundle) = run(repo.path(), &m);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = bundle.unwrap();
+    assert!(!repo.path().join("escape.txt").exists());
+    for r in run_records(&bundle) {
+        let dir = bundle.join("runs").join(r["run-id"].as_str().unwrap());
+        assert!(dir.starts_with(bundle.join("runs")) && dir.is_dir());
+        let output = r["output"].as_str().unwrap();
+        assert!(!output.contains('/') && !output.contains(".."), "{output}");
+        assert!(dir.join(output).is_file());
+    }
+}
+
+#[test]
+fn cpu_outside_the_allowed_set_fails_before_anything_is_written() {
+    let repo = repo();
+    let m = manifest(
+        repo.path(),
+        r#"format = 1
+[experiment]
+name = "cpus"
+[command]
+argv = ["true"]
+[isolation]
+cpus = [4095]
+"#,
+    );
+    let (out, _) = run(repo.path(), &m);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("4095"), "{}", stderr(&out));
+    assert!(!repo.path().join("results").exists(), "nothing written");
+}
+
+#[test]
+fn missing_program_is_a_preflight_error_naming_path() {
+    let repo = repo();
+    let m = manifest(
+        repo.path(),
+        r#"format = 1
+[experiment]
+name = "missing"
+[command]
+argv = ["hwr-exp-no-such-program", "x"]
+"#,
+    );
+    let (out, _) = run(repo.path(), &m);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(stderr(&out).contains("PATH"), "{}", stderr(&out));
+    assert!(!repo.path().join("results").exists(), "nothing written");
+}
+
+#[test]
+fn tree_changed_during_the_run_sets_drift() {
+    let repo = repo();
+    let m = manifest(
+        repo.path(),
+        r#"format = 1
+[experiment]
+name = "drift"
+[command]
+shell = "echo changed >> README"
+output-format = "text"
+"#,
+    );
+    git(repo.path(), &["add", "experiment.toml"]);
+    git(repo.path(), &["commit", "-q", "-m", "manifest"]);
+    let (out, bundle) = run(repo.path(), &m);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let prov = json(&bundle.unwrap().join("provenance.json"));
+    assert_eq!(prov["drift"], true, "{prov}");
+}
+
+#[test]
+fn sigint_stops_the_run_in_flight_and_marks_the_bundle_interrupted() {
+    let repo = repo();
+    manifest(
+        repo.path(),
+        r#"format = 1
+[experiment]
+name = "interrupt"
+[command]
+shell = "sleep 1; echo done"
+output-format = "text"
+[schedule]
+repetitions = 5
+"#,
+    );
+    let child = std::process::Command::new(bin())
+        .current_dir(repo.path())
+        .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), 130);
+    let bundle = std::path::PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let info = json(&bundle.join("bundle.json"));
+    assert_eq!(info["status"], "interrupted");
+    let records = run_records(&bundle);
+    assert!(
+        records.len() >= 2 && records.len() < 5,
+        "{} runs recorded",
+        records.len()
+    );
+    assert_eq!(records[0]["outcome"], "ok");
+    let last = records.last().unwrap();
+    assert_eq!(last["termination"], "interrupted");
+    assert!(group_members(last["pid"].as_i64().unwrap()).is_empty());
+}
+
+#[test]
+fn jobs_run_at_once_on_disjoint_cpus() {
+    let allowed = hwr_exp::exec::affinity::allowed_cpus().unwrap();
+    if allowed.len() < 2 {
+        eprintln!("skipped: needs 2 allowed CPUs");
+        return;
+    }
+    let repo = repo();
+    let m = manifest(
+        repo.path(),
+        r#"format = 1
+[experiment]
+name = "jobs"
+[command]
+shell = "grep Cpus_allowed_list /proc/self/status; sleep 0.5"
+output-format = "text"
+[schedule]
+repetitions = 4
+jobs = 2
+"#,
+    );
+    let start = Instant::now();
+    let (out, bundle) = run(repo.path(), &m);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        start.elapsed() < Duration::from_millis(1900),
+        "4 x 0.5 s runs in 2 jobs took {:?}",
+        start.elapsed()
+    );
+    let records = run_records(&bundle.unwrap());
+    assert_ne!(records[0]["cpus-effective"], records[1]["cpus-effective"]);
+    assert_eq!(records[0]["cpus-effective"], records[2]["cpus-effective"]);
+}
+
+#[test]
+fn plan_formats() {
+    let repo = repo();
+    manifest(
+        repo.path(),
+        r#"format = 1
+[experiment]
+name = "p"
+[command]
+argv = ["echo", "{mode}"]
+[matrix]
+mode = ["x y", "z"]
+[isolation]
+timeout = "120s"
+cpus = "auto"
+"#,
+    );
+    let out = hwr(repo.path(), &["plan", "experiment.toml", "--format", "shell"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let first = text.lines().next().unwrap();
+    assert!(first.contains("CUDA_VISIBLE_DEVICES=''"), "{first}");
+    assert!(first.contains("taskset -c "), "{first}");
+    assert!(first.contains("timeout -k 5s 120s echo 'x y'"), "{first}");
+    // The line really reproduces the run.
+    let sh = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(first)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&sh.stdout), "x y\n");
+
+    let out = hwr(repo.path(), &["plan", "experiment.toml", "--format", "json"]);
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(plan["runs"].as_array().unwrap().len(), 2);
+    let out = hwr(repo.path(), &["plan", "experiment.toml"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("001-z-r1"));
+    assert!(!repo.path().join("results").exists(), "plan writes nothing");
+}
