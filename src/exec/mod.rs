@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-pub use process::ProcessExecutor;
+pub use process::{ProcessExecutor, build_env, resolve_program};
 
 /// Everything needed to start one run; paths are absolute.
 #[derive(Debug, Clone)]
@@ -110,25 +110,4 @@ pub trait Executor: Send + Sync {
     /// become [`Termination::SpawnFailed`]. When `cancel` becomes true the run is stopped as on
     /// timeout and reported as [`Termination::Interrupted`].
     fn execute(&self, spec: &RunSpec, cancel: &CancelFlag) -> RunOutcome;
-}
-
-// TEMPORARY stubs until the exec branch lands (replaced by the real implementations at merge).
-/// Builds a child's environment. (stub)
-pub fn build_env(
-    policy: crate::manifest::EnvPolicy,
-    set: &[(String, String)],
-    unset: &[String],
-) -> Vec<(OsString, OsString)> {
-    let _ = (policy, set, unset);
-    std::env::vars_os().collect()
-}
-
-/// Resolves a program name against PATH. (stub)
-pub fn resolve_program(
-    argv0: &str,
-    path_var: Option<&std::ffi::OsStr>,
-    workdir: &std::path::Path,
-) -> Result<PathBuf, String> {
-    let _ = (path_var, workdir);
-    Ok(PathBuf::from(argv0))
 }

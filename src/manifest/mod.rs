@@ -107,24 +107,3 @@ impl Manifest {
         )
     }
 }
-
-/// JSON Schema of the manifest. (stub until the manifest branch lands)
-pub fn schema() -> serde_json::Value {
-    serde_json::json!({})
-}
-
-impl Manifest {
-    /// A one-item [`Diagnostics`] located at a dotted key (stub until the manifest branch lands).
-    pub fn diagnostic(&self, key: &str, message: impl Into<String>, help: Option<String>) -> Diagnostics {
-        let span = self.spans.get(key).cloned().unwrap_or(0..0);
-        Diagnostics {
-            file: self.path.display().to_string(),
-            source: self.source.clone(),
-            items: vec![Diagnostic {
-                span,
-                message: message.into(),
-                help,
-            }],
-        }
-    }
-}
