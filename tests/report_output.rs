@@ -41,3 +41,20 @@ fn compare_table() {
     .unwrap();
     insta::assert_snapshot!(out);
 }
+
+const REAL: &str = "tests/fixtures/bundles/python-retention";
+
+#[test]
+fn real_bundle_table() {
+    insta::assert_snapshot!(report(REAL, Format::Table));
+}
+
+#[test]
+fn real_bundle_markdown() {
+    insta::assert_snapshot!(report(REAL, Format::Md));
+}
+
+#[test]
+fn real_bundle_csv() {
+    insta::assert_snapshot!(report(REAL, Format::Csv));
+}
