@@ -130,6 +130,26 @@ fn json_error(path: &Path, source: serde_json::Error) -> ReadError {
     }
 }
 
+/// The format version keys a document may carry; every other key is skipped by the parser
+/// without being built into values.
+#[derive(serde::Deserialize)]
+struct VersionProbe {
+    #[serde(rename = "bundle-format")]
+    bundle_format: Option<serde_json::Value>,
+    format: Option<serde_json::Value>,
+}
+
+/// Reads only `version_key` (`bundle-format` or `format`) of a JSON document.
+fn version_of(bytes: &[u8], version_key: &'static str) -> Result<Option<u64>, serde_json::Error> {
+    let probe: VersionProbe = serde_json::from_slice(bytes)?;
+    let value = if version_key == "bundle-format" {
+        probe.bundle_format
+    } else {
+        probe.format
+    };
+    Ok(value.and_then(|v| v.as_u64()))
+}
+
 /// Parses a versioned JSON document: checks `version_key` against [`BUNDLE_FORMAT`] before
 /// deserializing, so a newer format gives [`ReadError::NewerFormat`], not a shape error.
 fn parse_versioned<T: DeserializeOwned>(
@@ -137,10 +157,8 @@ fn parse_versioned<T: DeserializeOwned>(
     bytes: &[u8],
     version_key: &'static str,
 ) -> Result<T, ReadError> {
-    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| json_error(path, e))?;
-    let found = value
-        .get(version_key)
-        .and_then(serde_json::Value::as_u64)
+    let found = version_of(bytes, version_key)
+        .map_err(|e| json_error(path, e))?
         .ok_or_else(|| ReadError::NoFormat {
             path: path.to_path_buf(),
             key: version_key,
@@ -153,7 +171,7 @@ fn parse_versioned<T: DeserializeOwned>(
             version: env!("CARGO_PKG_VERSION"),
         });
     }
-    serde_json::from_value(value).map_err(|e| json_error(path, e))
+    serde_json::from_slice(bytes).map_err(|e| json_error(path, e))
 }
 
 impl Bundle {

@@ -104,6 +104,8 @@ where
 {
     let (x0, x1) = range(&panel.lines, |p| p.0);
     let (y0, y1) = range(&panel.lines, |p| p.1);
+    // Headroom above the data for the legend box in the upper left corner.
+    let y1 = y1 + (y1 - y0) * 0.3;
     let mut chart = ChartBuilder::on(area)
         .caption(&panel.title, ("sans-serif", 16))
         .margin(10)

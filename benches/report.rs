@@ -1,0 +1,123 @@
+//! Benchmark of `hwr-exp report` over a synthetic bundle of 10,000 runs (issue 4).
+//!
+//! `cargo bench --bench report` generates the bundle in a temp dir (benches/report/synth.rs: the
+//! real on-disk format, retention-schema outputs with 8 loop samples each), then runs the report in
+//! a child process (this binary re-executed with `--child`) per format, so that the child's peak RSS
+//! (`getrusage(RUSAGE_CHILDREN)` ru_maxrss) is the report's alone. Runs are streamed one at a time:
+//! memory grows with the number of runs only by the per-run summary numbers.
+//! Optional argument: the number of runs (default 10000).
+
+#[path = "report/synth.rs"]
+mod synth;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use hwr_exp::report::{Format, ReportArgs, report_to_string};
+
+fn peak_rss_children_bytes() -> u64 {
+    // SAFETY: getrusage writes into the zeroed struct we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
+    ru.ru_maxrss as u64 * 1024
+}
+
+fn peak_rss_self_bytes() -> u64 {
+    // SAFETY: as above.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    ru.ru_maxrss as u64 * 1024
+}
+
+fn format_of(name: &str) -> Format {
+    match name {
+        "table" => Format::Table,
+        "md" => Format::Md,
+        "csv" => Format::Csv,
+        "json" => Format::Json,
+        other => panic!("unknown format {other}"),
+    }
+}
+
+/// Child: one report, output discarded; prints seconds and its own peak RSS.
+fn child(dir: &Path, format: &str, plot: Option<PathBuf>) {
+    let start = Instant::now();
+    let out = report_to_string(&ReportArgs {
+        bundle: dir.to_path_buf(),
+        format: format_of(format),
+        plot,
+    })
+    .expect("report");
+    let secs = start.elapsed().as_secs_f64();
+    println!("{secs} {} {}", peak_rss_self_bytes(), out.len());
+}
+
+fn du(dir: &Path) -> u64 {
+    let mut total = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        let m = e.metadata().unwrap();
+        total += if m.is_dir() { du(&e.path()) } else { m.len() };
+    }
+    total
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    if args.first().map(String::as_str) == Some("--child") {
+        let plot = args.get(3).map(PathBuf::from);
+        child(Path::new(&args[1]), &args[2], plot);
+        return;
+    }
+    let runs: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(10_000);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("bundle");
+    let mut s = synth::Synth::small("bench");
+    s.modes = vec![
+        "get_tensor".into(),
+        "view".into(),
+        "reuse".into(),
+        "get_tensor_b".into(),
+    ];
+    s.sizes = (1..=25).map(|i| i * 16).collect();
+    s.repetitions = (runs / (s.modes.len() * s.sizes.len())).max(1) as u32;
+    s.loop_samples = 8;
+    s.memory_jsonl = false;
+    s.timeout_run = Some(3);
+    let start = Instant::now();
+    synth::write_bundle(&dir, &s).unwrap();
+    let planned = s.modes.len() * s.sizes.len() * s.repetitions as usize;
+    println!(
+        "synthetic bundle: {planned} runs, {:.1} MB on disk, written in {:.1} s",
+        du(&dir) as f64 / 1e6,
+        start.elapsed().as_secs_f64()
+    );
+    let exe = std::env::current_exe().unwrap();
+    let svg = tmp.path().join("plot.svg");
+    for (format, plot) in [("table", false), ("csv", false), ("json", false), ("table", true)] {
+        let mut cmd = Command::new(&exe);
+        cmd.arg("--child").arg(&dir).arg(format);
+        if plot {
+            cmd.arg(&svg);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut it = text.split_whitespace();
+        let secs: f64 = it.next().unwrap().parse().unwrap();
+        let peak: u64 = it.next().unwrap().parse().unwrap();
+        let len: u64 = it.next().unwrap().parse().unwrap();
+        println!(
+            "report --format {format}{}: {secs:.3} s, peak RSS {:.1} MiB, output {:.1} KB",
+            if plot { " --plot" } else { "" },
+            peak as f64 / 1048576.0,
+            len as f64 / 1e3
+        );
+    }
+    println!(
+        "children's peak RSS (getrusage RUSAGE_CHILDREN): {:.1} MiB; this runner's peak RSS (RUSAGE_SELF): {:.1} MiB",
+        peak_rss_children_bytes() as f64 / 1048576.0,
+        peak_rss_self_bytes() as f64 / 1048576.0
+    );
+}
