@@ -75,3 +75,18 @@ fn interrupted_bundle_plots_the_runs_it_has() {
     let svg = plot::render_svg(&report).unwrap();
     assert_eq!(polylines(&svg).len(), 5);
 }
+
+/// Rewrites docs/example-report.svg from the real fixture bundle (with HWR_REGENERATE_FIXTURES=1).
+#[test]
+#[ignore = "writes docs/example-report.svg; run with HWR_REGENERATE_FIXTURES=1"]
+fn regenerate_example_plot() {
+    if std::env::var_os("HWR_REGENERATE_FIXTURES").is_none() {
+        return;
+    }
+    let report = collect(
+        std::path::Path::new("tests/fixtures/bundles/python-retention"),
+        true,
+    )
+    .unwrap();
+    plot::write_svg(&report, std::path::Path::new("docs/example-report.svg")).unwrap();
+}
