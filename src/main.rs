@@ -46,21 +46,21 @@ fn run(args: &RunArgs) -> i32 {
     match session::run_manifest(&manifest, &opts, &ProcessExecutor::new(), &cancel) {
         Ok(report) => {
             if !args.quiet {
-                eprintln!("{}", session::summarize(&report));
                 if report.drift {
                     eprintln!(
                         "warning: the working tree changed while the experiment ran (drift recorded in provenance.json)"
                     );
                 }
+                let status = serde_json::to_value(report.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from));
                 eprintln!(
-                    "bundle ({}):",
-                    serde_json::to_value(report.status)
-                        .ok()
-                        .and_then(|v| v.as_str().map(String::from))
-                        .unwrap_or_default()
+                    "{}; bundle {}:",
+                    session::summarize(&report),
+                    status.unwrap_or_default()
                 );
             }
-            println!("{}", report.bundle.display());
+            println!("{}", display_path(&report.bundle).display());
             report.exit_code
         }
         Err(e) => {
@@ -160,4 +160,12 @@ fn install_signal_handlers() -> std::io::Result<CancelFlag> {
         signal_hook::flag::register(sig, Arc::clone(&cancel))?;
     }
     Ok(cancel)
+}
+
+/// `path` relative to the current directory when it lies below it, else as is.
+fn display_path(path: &std::path::Path) -> std::path::PathBuf {
+    std::env::current_dir()
+        .ok()
+        .and_then(|cwd| path.strip_prefix(cwd).ok().map(std::path::Path::to_path_buf))
+        .unwrap_or_else(|| path.to_path_buf())
 }

@@ -138,6 +138,9 @@ pub fn classify(outcome: &RunOutcome, check: OutputCheck, format: OutputFormat) 
 pub struct BundleWriter {
     dir: PathBuf,
     info: BundleInfo,
+    /// When bundle.json was last written; per-run count updates are written at most once a second
+    /// (each rewrite is a new inode, which costs more than a short run on ext4).
+    saved_at: std::time::Instant,
 }
 
 impl BundleWriter {
@@ -151,9 +154,10 @@ impl BundleWriter {
         }
         fs::create_dir(dir)?;
         fs::create_dir(dir.join(files::RUNS))?;
-        let writer = BundleWriter {
+        let mut writer = BundleWriter {
             dir: dir.to_path_buf(),
             info,
+            saved_at: std::time::Instant::now(),
         };
         writer.lock()?;
         writer.save_info()?;
@@ -167,9 +171,10 @@ impl BundleWriter {
     pub fn reopen(dir: &Path, mut info: BundleInfo) -> io::Result<BundleWriter> {
         info.status = BundleStatus::Running;
         info.runner_pid = std::process::id();
-        let writer = BundleWriter {
+        let mut writer = BundleWriter {
             dir: dir.to_path_buf(),
             info,
+            saved_at: std::time::Instant::now(),
         };
         writer.lock()?;
         writer.save_info()?;
@@ -240,7 +245,8 @@ impl BundleWriter {
     }
 
     /// Records one finished run: checks its output, hashes its files, writes run.json atomically
-    /// (its presence marks the run finished) and updates the counts in bundle.json.
+    /// (its presence marks the run finished) and updates the counts in bundle.json (written at most
+    /// once a second while running, and always by [`BundleWriter::finish`]).
     ///
     /// # Errors
     /// I/O errors writing run.json or bundle.json.
@@ -291,7 +297,9 @@ impl BundleWriter {
         };
         write_json_atomic(&dir.join(files::RUN), &record)?;
         *self.info.counts.entry(record.outcome).or_default() += 1;
-        self.save_info()?;
+        if self.saved_at.elapsed() >= std::time::Duration::from_secs(1) {
+            self.save_info()?;
+        }
         Ok(record)
     }
 
@@ -314,7 +322,8 @@ impl BundleWriter {
         self.info.notes.push(note);
     }
 
-    fn save_info(&self) -> io::Result<()> {
+    fn save_info(&mut self) -> io::Result<()> {
+        self.saved_at = std::time::Instant::now();
         write_json_atomic(&self.dir.join(files::BUNDLE), &self.info)
     }
 }

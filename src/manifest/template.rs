@@ -142,3 +142,60 @@ mod tests {
         assert_eq!(render("x{nope}", |_| None).unwrap_err().span, 1..7);
     }
 }
+
+/// A template parsed once, to render many times.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Template {
+    parts: Vec<Part>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    Text(String),
+    Placeholder(String, Range<usize>),
+}
+
+impl Template {
+    /// Parses `text` (see [`parse`]).
+    ///
+    /// # Errors
+    /// As [`parse`].
+    pub fn compile(text: &str) -> Result<Template, TemplateError> {
+        let parts = parse(text)?
+            .into_iter()
+            .map(|s| match s {
+                Segment::Text(t) => Part::Text(t),
+                Segment::Placeholder { name, span } => Part::Placeholder(name.to_string(), span),
+            })
+            .collect();
+        Ok(Template { parts })
+    }
+
+    /// Whether the template has no placeholders (renders to the same text every time).
+    pub fn is_constant(&self) -> bool {
+        self.parts.iter().all(|p| matches!(p, Part::Text(_)))
+    }
+
+    /// Substitutes every placeholder using `lookup`.
+    ///
+    /// # Errors
+    /// A [`TemplateError`] naming the first placeholder `lookup` does not know.
+    pub fn render(&self, lookup: impl Fn(&str) -> Option<String>) -> Result<String, TemplateError> {
+        let mut out = String::new();
+        for part in &self.parts {
+            match part {
+                Part::Text(t) => out.push_str(t),
+                Part::Placeholder(name, span) => match lookup(name) {
+                    Some(v) => out.push_str(&v),
+                    None => {
+                        return Err(TemplateError {
+                            message: format!("unknown placeholder `{{{name}}}`"),
+                            span: span.clone(),
+                        });
+                    }
+                },
+            }
+        }
+        Ok(out)
+    }
+}

@@ -10,7 +10,7 @@ use std::time::Duration;
 #[cfg(doc)]
 use crate::bundle::PlanFile;
 use crate::bundle::{EnvChanges, PlannedRunRecord};
-use crate::manifest::template;
+use crate::manifest::template::Template;
 use crate::manifest::{Cell, CpuSelection, EnvPolicy, Manifest, Order, Program, Value};
 
 /// Host facts and paths the plan depends on.
@@ -140,6 +140,7 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, Vec<PlanEr
         _ => None,
     };
 
+    let templates = Templates::new(manifest, ctx).map_err(|e| vec![e])?;
     let plan = Plan {
         order: manifest.schedule.order,
         seed,
@@ -152,44 +153,43 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, Vec<PlanEr
         width: order.len().saturating_sub(1).to_string().len().max(3),
         schedule: order.into_iter().map(|(c, r)| (c as u32, r)).collect(),
         cells,
-        templates: Templates::new(manifest, ctx),
+        templates,
     };
     // Render every run once: template errors and duplicate or reserved output names surface here,
     // so that `Plan::run` cannot fail later.
     let mut outputs: HashMap<String, usize> = HashMap::with_capacity(plan.len());
+    // Templates cannot fail differently from one run to the next except through the output name
+    // (a value can turn it into `..`), so the first run is rendered whole and the rest only as far
+    // as their output names.
+    if let Err(e) = plan.try_run(0) {
+        errors.push(e);
+    }
     for index in 0..plan.len() {
-        match plan.try_run(index) {
-            Ok(run) => {
-                if RESERVED_NAMES.contains(&run.output.as_str()) {
+        if !errors.is_empty() {
+            break;
+        }
+        match plan.output_of(&plan.vars(index)) {
+            Ok(output) => {
+                if RESERVED_NAMES.contains(&output.as_str()) {
                     errors.push(PlanError::new(
                         "command.output",
                         format!(
-                            "output name `{}` is reserved for the runner's own file in the run folder",
-                            run.output
+                            "output name `{output}` is reserved for the runner's own file in the run folder"
                         ),
                         None,
                     ));
-                    break;
-                }
-                if let Some(first) = outputs.insert(run.output.clone(), index) {
+                } else if let Some(first) = outputs.insert(output.clone(), index) {
                     errors.push(PlanError::new(
                         "command.output",
-                        format!(
-                            "runs {first} and {index} both save their output as `{}`",
-                            run.output
-                        ),
+                        format!("runs {first} and {index} both save their output as `{output}`"),
                         Some(
                             "use every matrix key that varies and {repetition} in `output`, or {run-id}"
                                 .into(),
                         ),
                     ));
-                    break;
                 }
             }
-            Err(e) => {
-                errors.push(e);
-                break;
-            }
+            Err(e) => errors.push(e),
         }
     }
     if errors.is_empty() { Ok(plan) } else { Err(errors) }
@@ -327,38 +327,104 @@ fn run_id(index: usize, width: usize, cell: &Cell, repetition: u32) -> String {
 /// Everything needed to render one run, owned so the plan stands alone.
 #[derive(Debug, Clone, PartialEq)]
 struct Templates {
-    argv: Vec<String>,
+    argv: Vec<Template>,
     shell: bool,
-    workdir: String,
-    output: String,
-    env: Vec<(String, String)>,
+    workdir: Template,
+    output: Template,
+    env: Vec<(String, Template)>,
     env_unset: Vec<String>,
     cuda_default: bool,
     base_dir: PathBuf,
     hwr_exp: String,
     bundle: PathBuf,
+    bundle_text: String,
+    /// The workdir when its template has no placeholders.
+    fixed_workdir: Option<PathBuf>,
 }
 
 impl Templates {
-    fn new(manifest: &Manifest, ctx: &PlanContext) -> Templates {
+    fn new(manifest: &Manifest, ctx: &PlanContext) -> Result<Templates, PlanError> {
+        let compile =
+            |key: &str, text: &str| Template::compile(text).map_err(|e| PlanError::new(key, e.message, None));
         let (argv, shell) = match &manifest.command.program {
-            Program::Argv(a) => (a.clone(), false),
-            Program::Shell(s) => (vec![s.clone()], true),
+            Program::Argv(a) => (
+                a.iter()
+                    .map(|t| compile("command.argv", t))
+                    .collect::<Result<_, _>>()?,
+                false,
+            ),
+            Program::Shell(s) => (vec![compile("command.shell", s)?], true),
         };
         let iso = &manifest.isolation;
-        Templates {
+        Ok(Templates {
             argv,
             shell,
-            workdir: manifest.command.workdir.clone(),
-            output: manifest.command.output.clone(),
-            env: iso.env.clone(),
+            workdir: compile("command.workdir", &manifest.command.workdir)?,
+            output: compile("command.output", &manifest.command.output)?,
+            env: iso
+                .env
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), compile(&format!("isolation.env.{k}"), v)?)))
+                .collect::<Result<_, PlanError>>()?,
             env_unset: iso.env_unset.clone(),
             cuda_default: !(iso.env.iter().any(|(k, _)| k == "CUDA_VISIBLE_DEVICES")
                 || iso.env_unset.iter().any(|k| k == "CUDA_VISIBLE_DEVICES")),
             base_dir: manifest.base_dir.clone(),
             hwr_exp: ctx.hwr_exp.clone(),
             bundle: ctx.bundle.clone(),
+            bundle_text: ctx.bundle.display().to_string(),
+            fixed_workdir: None,
         }
+        .with_fixed_workdir())
+    }
+}
+
+impl Templates {
+    fn with_fixed_workdir(mut self) -> Templates {
+        if self.workdir.is_constant() {
+            let text = self.workdir.render(|_| None).unwrap_or_default();
+            self.fixed_workdir = Some(normalize(&self.base_dir.join(text)));
+        }
+        self
+    }
+}
+
+/// Placeholder values of one run.
+struct Vars<'p> {
+    t: &'p Templates,
+    cell: &'p Cell,
+    repetition: u32,
+    run_id: String,
+}
+
+impl Vars<'_> {
+    fn get(&self, name: &str, sanitize_values: bool) -> Option<String> {
+        match name {
+            "repetition" => Some(self.repetition.to_string()),
+            "run-id" => Some(self.run_id.clone()),
+            "hwr-exp" => Some(self.t.hwr_exp.clone()),
+            "bundle" => Some(self.t.bundle_text.clone()),
+            "run-dir" => Some(
+                self.t
+                    .bundle
+                    .join(crate::bundle::files::RUNS)
+                    .join(&self.run_id)
+                    .display()
+                    .to_string(),
+            ),
+            _ => self.cell.iter().find(|(k, _)| k == name).map(|(_, v)| {
+                if sanitize_values {
+                    sanitize(&v.to_string())
+                } else {
+                    v.to_string()
+                }
+            }),
+        }
+    }
+
+    fn render(&self, key: &str, tpl: &Template, sanitize_values: bool) -> Result<String, PlanError> {
+        tpl.render(|n| self.get(n, sanitize_values))
+            .map_err(|e| PlanError::new(key, e.message, None))
     }
 }
 
@@ -392,35 +458,38 @@ impl Plan {
         (0..self.len()).map(|i| self.run(i))
     }
 
-    fn try_run(&self, index: usize) -> Result<PlannedRun, PlanError> {
+    /// Placeholder values of run `index`.
+    fn vars(&self, index: usize) -> Vars<'_> {
         let (c, repetition) = self.schedule[index];
         let cell = &self.cells[c as usize];
+        Vars {
+            t: &self.templates,
+            cell,
+            repetition,
+            run_id: run_id(index, self.width, cell, repetition),
+        }
+    }
+
+    /// The output file name of run `index`, checked to be a plain file name.
+    fn output_of(&self, vars: &Vars<'_>) -> Result<String, PlanError> {
+        let output = vars.render("command.output", &self.templates.output, true)?;
+        if output.is_empty() || output == "." || output == ".." || output.contains('/') {
+            return Err(PlanError::new(
+                "command.output",
+                format!("output name `{output}` is not a plain file name"),
+                None,
+            ));
+        }
+        Ok(output)
+    }
+
+    fn try_run(&self, index: usize) -> Result<PlannedRun, PlanError> {
+        let vars = self.vars(index);
         let t = &self.templates;
-        let run_id = run_id(index, self.width, cell, repetition);
-        let run_dir = t.bundle.join(crate::bundle::files::RUNS).join(&run_id);
-        let bundle = t.bundle.display().to_string();
-        let run_dir = run_dir.display().to_string();
+        let render =
+            |key: &str, tpl: &Template, sanitize_values: bool| vars.render(key, tpl, sanitize_values);
+        let (cell, repetition) = (vars.cell, vars.repetition);
         let rep = repetition.to_string();
-        let lookup = |name: &str, sanitize_values: bool| -> Option<String> {
-            match name {
-                "repetition" => Some(rep.clone()),
-                "run-id" => Some(run_id.clone()),
-                "hwr-exp" => Some(t.hwr_exp.clone()),
-                "bundle" => Some(bundle.clone()),
-                "run-dir" => Some(run_dir.clone()),
-                _ => cell.iter().find(|(k, _)| k == name).map(|(_, v)| {
-                    if sanitize_values {
-                        sanitize(&v.to_string())
-                    } else {
-                        v.to_string()
-                    }
-                }),
-            }
-        };
-        let render = |key: &str, tpl: &str, sanitize_values: bool| {
-            template::render(tpl, |n| lookup(n, sanitize_values))
-                .map_err(|e| PlanError::new(key, e.message, None))
-        };
         let mut argv = Vec::with_capacity(t.argv.len() + 2);
         if t.shell {
             argv.push("/bin/sh".to_string());
@@ -431,15 +500,11 @@ impl Plan {
                 argv.push(render("command.argv", a, false)?);
             }
         }
-        let workdir = normalize(&t.base_dir.join(render("command.workdir", &t.workdir, false)?));
-        let output = render("command.output", &t.output, true)?;
-        if output.is_empty() || output == "." || output.contains('/') || output.contains("..") {
-            return Err(PlanError::new(
-                "command.output",
-                format!("output name `{output}` is not a plain file name"),
-                None,
-            ));
-        }
+        let workdir = match &t.fixed_workdir {
+            Some(w) => w.clone(),
+            None => normalize(&t.base_dir.join(render("command.workdir", &t.workdir, false)?)),
+        };
+        let output = self.output_of(&vars)?;
         let mut set = Vec::with_capacity(t.env.len() + 4);
         if t.cuda_default {
             set.push(("CUDA_VISIBLE_DEVICES".to_string(), String::new()));
@@ -447,9 +512,9 @@ impl Plan {
         for (k, v) in &t.env {
             set.push((k.clone(), render(&format!("isolation.env.{k}"), v, false)?));
         }
-        set.push(("HWR_RUN_ID".to_string(), run_id.clone()));
-        set.push(("HWR_REPETITION".to_string(), rep.clone()));
-        set.push(("HWR_BUNDLE".to_string(), bundle.clone()));
+        set.push(("HWR_RUN_ID".to_string(), vars.run_id.clone()));
+        set.push(("HWR_REPETITION".to_string(), rep));
+        set.push(("HWR_BUNDLE".to_string(), t.bundle_text.clone()));
         let env = EnvChanges {
             policy: match self.env_policy {
                 EnvPolicy::Inherit => "inherit".into(),
@@ -461,7 +526,7 @@ impl Plan {
         let slot = self.slot_of(index);
         Ok(PlannedRun {
             index,
-            run_id,
+            run_id: vars.run_id.clone(),
             cell: cell.clone(),
             repetition,
             argv,

@@ -66,9 +66,12 @@ pub fn table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
         .map_or("none".to_string(), |t| humantime::format_duration(t).to_string());
     writeln!(
         out,
-        "{} runs, order {:?}{}, jobs {}, timeout {timeout}, grace {}",
+        "{} runs, order {}{}, jobs {}, timeout {timeout}, grace {}",
         plan.len(),
-        plan.order,
+        serde_json::to_value(plan.order)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default(),
         plan.seed.map_or(String::new(), |s| format!(" (seed {s})")),
         plan.jobs,
         humantime::format_duration(plan.grace)

@@ -137,7 +137,9 @@ pub fn run_manifest(
         .repo
         .clone()
         .unwrap_or_else(|| manifest.base_dir.clone());
-    let before = crate::provenance::capture(&repo_start);
+    // Earlier bundles and the one being written live under results/: leave them out of the
+    // working-tree record, or every run would record its own output as drift.
+    let before = crate::provenance::capture_excluding(&repo_start, &[&results_dir]);
     let host = crate::provenance::host::collect();
 
     let info = BundleInfo {
@@ -211,7 +213,7 @@ pub fn run_manifest(
         );
         progress.finish();
         let end = end?;
-        let after = crate::provenance::capture(&repo_start);
+        let after = crate::provenance::capture_excluding(&repo_start, &[&results_dir]);
         let drift = crate::provenance::record_after(&dir, &before, &after)?;
         Ok((end, drift))
     })();

@@ -66,7 +66,7 @@ pub fn run(dir: &Path, manifest: &Path) -> (Output, Option<PathBuf>) {
         .output()
         .expect("hwr-exp runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let bundle = stdout.lines().last().map(PathBuf::from).filter(|p| p.is_dir());
+    let bundle = stdout.lines().last().map(|p| dir.join(p)).filter(|p| p.is_dir());
     (out, bundle)
 }
 

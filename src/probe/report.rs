@@ -1,0 +1,291 @@
+//! The probe's JSON document ([`Report`]) and its memory samples ([`Sample`], taken by [`Sampler`]).
+//!
+//! Keys follow the original Python diagnostic (snake_case, `schema_version` 1). Memory values are
+//! bytes, times are seconds. A smaps_rollup field the kernel does not print (`Pss_Anon` before
+//! Linux 5.1, for example) is left out of the sample, never written as 0.
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::retention::{Mode, ProbeError};
+use crate::memory::Rollup;
+
+/// `schema_version` of the probe's JSON document.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// When a sample was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Before the safetensors file is written.
+    BeforeFile,
+    /// After the file is mapped, the first read checked and the warm-up done; no loop iteration yet.
+    Baseline,
+    /// Every `sample_every` loop iterations (and once more at the last iteration when `iterations`
+    /// is not a multiple of `sample_every`).
+    Loop,
+    /// After the mapping, the file (the reader), every view and every owned copy are dropped.
+    Closed,
+}
+
+/// One memory sample. Byte counts come from `/proc/self/smaps_rollup`, `fd_count` from
+/// `/proc/self/fd`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// The phase the sample belongs to.
+    pub phase: Phase,
+    /// Loop iterations done when the sample was taken (warm-up not counted; 0 before the loop).
+    pub iterations: u64,
+    /// Seconds spent in loop iterations so far, sampling excluded (0 before the loop).
+    pub loop_seconds: f64,
+    /// `Rss`: resident set size in bytes, file-backed pages included.
+    pub rss_bytes: u64,
+    /// `Private_Clean + Private_Dirty` in bytes.
+    pub private_bytes: u64,
+    /// `Anonymous` in bytes.
+    pub anonymous_bytes: u64,
+    /// `Pss` in bytes; absent when the kernel does not print it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pss_bytes: Option<u64>,
+    /// `Pss_Anon` in bytes (Linux 5.1+); absent when the kernel does not print it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pss_anon_bytes: Option<u64>,
+    /// `Swap` in bytes; absent when the kernel does not print it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swap_bytes: Option<u64>,
+    /// Open file descriptors of the process, not counting the one used to list `/proc/self/fd`.
+    pub fd_count: u64,
+}
+
+impl Sample {
+    /// Builds a sample from a parsed smaps_rollup reading.
+    ///
+    /// `path` names the file the reading came from, for the error message.
+    ///
+    /// # Errors
+    /// [`ProbeError::MissingField`] when `Rss`, `Private_Clean`/`Private_Dirty` or `Anonymous` is
+    /// missing (every kernel with smaps_rollup prints them, so the file is not a real one).
+    pub fn from_rollup(
+        phase: Phase,
+        iterations: u64,
+        loop_seconds: f64,
+        rollup: &Rollup,
+        fd_count: u64,
+        path: &Path,
+    ) -> Result<Sample, ProbeError> {
+        let need = |value: Option<u64>, field: &'static str| {
+            value.ok_or_else(|| ProbeError::MissingField {
+                path: path.display().to_string(),
+                field,
+            })
+        };
+        Ok(Sample {
+            phase,
+            iterations,
+            loop_seconds,
+            rss_bytes: need(rollup.rss, "Rss")?,
+            private_bytes: need(rollup.private, "Private_Clean/Private_Dirty")?,
+            anonymous_bytes: need(rollup.anonymous, "Anonymous")?,
+            pss_bytes: rollup.pss,
+            pss_anon_bytes: rollup.pss_anon,
+            swap_bytes: rollup.swap,
+            fd_count,
+        })
+    }
+}
+
+/// Takes [`Sample`]s of the calling process: smaps_rollup from [`Sampler::path`] (normally
+/// `/proc/self/smaps_rollup`) and the fd count from `/proc/self/fd`.
+#[derive(Debug, Clone)]
+pub struct Sampler {
+    path: PathBuf,
+}
+
+impl Sampler {
+    /// A sampler reading `path` instead of `/proc/self/smaps_rollup` (tests use fixture files).
+    pub fn new(path: impl Into<PathBuf>) -> Sampler {
+        Sampler { path: path.into() }
+    }
+
+    /// The sampler the probe uses: `/proc/self/smaps_rollup`, unless the hidden environment
+    /// variable [`SMAPS_PATH_ENV`](super::SMAPS_PATH_ENV) (`HWR_PROBE_SMAPS_PATH`) names another
+    /// file. The override exists so tests can exercise an unreadable file and old-kernel text.
+    pub fn from_env() -> Sampler {
+        match std::env::var_os(super::SMAPS_PATH_ENV) {
+            Some(p) if !p.is_empty() => Sampler::new(p),
+            _ => Sampler::new("/proc/self/smaps_rollup"),
+        }
+    }
+
+    /// The smaps_rollup file this sampler reads.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reads smaps_rollup and counts fds now.
+    ///
+    /// # Errors
+    /// [`ProbeError::Smaps`] when the file cannot be read or parsed, [`ProbeError::MissingField`]
+    /// as in [`Sample::from_rollup`], [`ProbeError::Io`] when `/proc/self/fd` cannot be listed.
+    pub fn sample(&self, phase: Phase, iterations: u64, loop_seconds: f64) -> Result<Sample, ProbeError> {
+        let rollup = Rollup::read(&self.path)?;
+        let fds = fd_count().map_err(|source| ProbeError::Io {
+            what: "cannot list /proc/self/fd".to_owned(),
+            source,
+        })?;
+        Sample::from_rollup(phase, iterations, loop_seconds, &rollup, fds, &self.path)
+    }
+}
+
+/// Number of open file descriptors of the calling process: the entries of `/proc/self/fd`, minus
+/// the descriptor opened to list that directory (identified by number, not guessed).
+///
+/// # Errors
+/// The I/O error from opening or reading `/proc/self/fd`.
+pub fn fd_count() -> io::Result<u64> {
+    use rustix::fs::{Dir, Mode, OFlags, open};
+    let fd = open(
+        "/proc/self/fd",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let own = fd.as_raw_fd().to_string();
+    let mut dir = Dir::new(fd)?;
+    let mut count = 0;
+    while let Some(entry) = dir.read() {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
+        if name != b"." && name != b".." && name != own.as_bytes() {
+            count += 1;
+        }
+    }
+    Ok(count)
+}
+
+/// The flags the probe ran with (`arguments` in the JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Arguments {
+    /// `--mode`.
+    pub mode: Mode,
+    /// `--tensor-elements`: f32 elements of the tensor `weight`.
+    pub tensor_elements: u64,
+    /// `--iterations`: loop iterations asked for.
+    pub iterations: u64,
+    /// `--sample-every`: loop iterations between `loop` samples.
+    pub sample_every: u64,
+    /// `--warmup`: iterations run before the `baseline` sample.
+    pub warmup: u64,
+}
+
+/// Facts about the probe binary, fixed at build time or read from the C library.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuntimeFacts {
+    /// hwr-exp's package version (`CARGO_PKG_VERSION`).
+    pub probe_version: String,
+    /// The `safetensors` crate version resolved in Cargo.lock at build time.
+    pub safetensors_version: String,
+    /// `rustc --version` of the compiler that built the probe.
+    pub rust_version: String,
+    /// The global allocator: the probe sets none, so Rust's `System` allocator, i.e. the C
+    /// library's malloc: `"system malloc (glibc 2.36)"`.
+    pub allocator: String,
+    /// `gnu_get_libc_version()`; absent on non-glibc targets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub glibc_version: Option<String>,
+    /// `debug` or `release`: a debug build's loop is many times slower.
+    pub build_profile: String,
+}
+
+impl RuntimeFacts {
+    /// Collects the facts of this binary.
+    pub fn collect() -> RuntimeFacts {
+        let glibc_version = glibc_version();
+        let allocator = match &glibc_version {
+            Some(v) => format!("system malloc (glibc {v})"),
+            None => "system malloc".to_owned(),
+        };
+        RuntimeFacts {
+            probe_version: env!("CARGO_PKG_VERSION").to_owned(),
+            safetensors_version: option_env!("HWR_BUILD_SAFETENSORS_VERSION")
+                .unwrap_or("unknown")
+                .to_owned(),
+            rust_version: option_env!("HWR_BUILD_RUSTC_VERSION")
+                .unwrap_or("unknown")
+                .to_owned(),
+            allocator,
+            glibc_version,
+            build_profile: if cfg!(debug_assertions) {
+                "debug"
+            } else {
+                "release"
+            }
+            .to_owned(),
+        }
+    }
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn glibc_version() -> Option<String> {
+    // SAFETY: gnu_get_libc_version returns a pointer to a static NUL-terminated string.
+    let ptr = unsafe { libc::gnu_get_libc_version() };
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: non-null, static, NUL-terminated (see above).
+    let text = unsafe { std::ffi::CStr::from_ptr(ptr) };
+    Some(text.to_string_lossy().into_owned())
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn glibc_version() -> Option<String> {
+    None
+}
+
+/// The probe's JSON document, printed once on stdout (also when stopped by SIGTERM, then with
+/// `completed: false`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// Always [`SCHEMA_VERSION`] (1).
+    pub schema_version: u32,
+    /// `"safetensors-retention"`.
+    pub probe: String,
+    /// The flags.
+    pub arguments: Arguments,
+    /// Kernel release (`uname -r`).
+    pub kernel: String,
+    /// Host name (`uname -n`).
+    pub hostname: String,
+    /// Process id of the probe.
+    pub pid: u32,
+    /// CPUs the probe may run on (`sched_getaffinity`), ascending.
+    pub cpu_affinity: Vec<usize>,
+    /// Binary and library versions.
+    #[serde(flatten)]
+    pub runtime: RuntimeFacts,
+    /// Size of the safetensors file in bytes (header included).
+    pub file_bytes: u64,
+    /// Whether the first read of `weight` equalled `0..tensor_elements`.
+    pub first_read_ok: bool,
+    /// Seconds to write, map and first-read the file (after `before_file`, before warm-up).
+    pub preparation_seconds: f64,
+    /// Seconds of the warm-up iterations.
+    pub warmup_seconds: f64,
+    /// The samples in the order taken: `before_file`, `baseline`, `loop`..., `closed`.
+    pub samples: Vec<Sample>,
+    /// Loop iterations done (equals `arguments.iterations` when `completed`).
+    pub iterations_completed: u64,
+    /// Wrapping sum over warm-up and loop iterations of the element read in that iteration (the
+    /// element at index `k mod tensor_elements` in iteration `k`, as an integer); keeps the work
+    /// observable.
+    pub checksum: u64,
+    /// Whether a materialized tensor was still held when `closed` was sampled (never, here).
+    pub last_tensor_alive: bool,
+    /// True when every phase ran; false when the probe was stopped by a signal.
+    pub completed: bool,
+    /// The signal that stopped the probe (`"SIGTERM"`, `"SIGINT"`); absent when completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<String>,
+}
