@@ -63,16 +63,8 @@ fn du(dir: &Path) -> u64 {
     total
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
-    if args.first().map(String::as_str) == Some("--child") {
-        let plot = args.get(3).map(PathBuf::from);
-        child(Path::new(&args[1]), &args[2], plot);
-        return;
-    }
-    let runs: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(10_000);
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("bundle");
+/// Child: writes the synthetic bundle of `runs` runs into `dir`.
+fn generate(dir: &Path, runs: usize) {
     let mut s = synth::Synth::small("bench");
     s.modes = vec![
         "get_tensor".into(),
@@ -85,38 +77,75 @@ fn main() {
     s.loop_samples = 8;
     s.memory_jsonl = false;
     s.timeout_run = Some(3);
+    synth::write_bundle(dir, &s).unwrap();
+}
+
+/// Runs this binary with `args`; returns its stdout.
+fn spawn(args: &[&std::ffi::OsStr]) -> String {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    match args.first().map(String::as_str) {
+        Some("--child") => {
+            let plot = args.get(3).map(PathBuf::from);
+            child(Path::new(&args[1]), &args[2], plot);
+            return;
+        }
+        Some("--generate") => {
+            generate(Path::new(&args[1]), args[2].parse().unwrap());
+            return;
+        }
+        _ => {}
+    }
+    // The parent stays small: on Linux a child's ru_maxrss starts from its parent's RSS at fork,
+    // so the bundle is generated in a child too.
+    let runs: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(10_000);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("bundle");
     let start = Instant::now();
-    synth::write_bundle(&dir, &s).unwrap();
-    let planned = s.modes.len() * s.sizes.len() * s.repetitions as usize;
+    spawn(&["--generate".as_ref(), dir.as_os_str(), runs.to_string().as_ref()]);
+    let planned = hwr_exp::bundle::read::Bundle::open(&dir)
+        .unwrap()
+        .info()
+        .planned_runs;
     println!(
         "synthetic bundle: {planned} runs, {:.1} MB on disk, written in {:.1} s",
         du(&dir) as f64 / 1e6,
         start.elapsed().as_secs_f64()
     );
-    let exe = std::env::current_exe().unwrap();
     let svg = tmp.path().join("plot.svg");
-    for (format, plot) in [("table", false), ("csv", false), ("json", false), ("table", true)] {
-        let mut cmd = Command::new(&exe);
-        cmd.arg("--child").arg(&dir).arg(format);
+    for (format, plot) in [
+        ("csv", false),
+        ("json", false),
+        ("md", false),
+        ("table", false),
+        ("table", true),
+    ] {
+        let mut a: Vec<&std::ffi::OsStr> = vec!["--child".as_ref(), dir.as_os_str(), format.as_ref()];
         if plot {
-            cmd.arg(&svg);
+            a.push(svg.as_os_str());
         }
-        let out = cmd.output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let text = String::from_utf8_lossy(&out.stdout);
+        let text = spawn(&a);
         let mut it = text.split_whitespace();
         let secs: f64 = it.next().unwrap().parse().unwrap();
         let peak: u64 = it.next().unwrap().parse().unwrap();
         let len: u64 = it.next().unwrap().parse().unwrap();
         println!(
-            "report --format {format}{}: {secs:.3} s, peak RSS {:.1} MiB, output {:.1} KB",
+            "report --format {format}{}: {secs:.3} s, peak RSS {:.1} MiB, output {:.1} MB",
             if plot { " --plot" } else { "" },
             peak as f64 / 1048576.0,
-            len as f64 / 1e3
+            len as f64 / 1e6
         );
     }
     println!(
-        "children's peak RSS (getrusage RUSAGE_CHILDREN): {:.1} MiB; this runner's peak RSS (RUSAGE_SELF): {:.1} MiB",
+        "largest child's peak RSS (getrusage RUSAGE_CHILDREN): {:.1} MiB; this runner's peak RSS (RUSAGE_SELF): {:.1} MiB",
         peak_rss_children_bytes() as f64 / 1048576.0,
         peak_rss_self_bytes() as f64 / 1048576.0
     );
