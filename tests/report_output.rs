@@ -125,3 +125,20 @@ fn csv_has_one_row_per_run_and_unique_columns() {
         assert_eq!(rows, planned);
     }
 }
+
+const PROBE: &str = "tests/fixtures/bundles/probe-size-compare";
+
+#[test]
+fn probe_bundle_table() {
+    insta::assert_snapshot!(report(PROBE, Format::Table));
+}
+
+#[test]
+fn probe_bundle_markdown() {
+    insta::assert_snapshot!(report(PROBE, Format::Md));
+}
+
+#[test]
+fn probe_bundle_csv() {
+    insta::assert_snapshot!(report(PROBE, Format::Csv));
+}

@@ -76,7 +76,7 @@ fn interrupted_bundle_plots_the_runs_it_has() {
     assert_eq!(polylines(&svg).len(), 5);
 }
 
-/// Rewrites docs/example-report.svg from the real fixture bundle (with HWR_REGENERATE_FIXTURES=1).
+/// Rewrites docs/example-report.svg from the built-in probe's fixture bundle (with HWR_REGENERATE_FIXTURES=1).
 #[test]
 #[ignore = "writes docs/example-report.svg; run with HWR_REGENERATE_FIXTURES=1"]
 fn regenerate_example_plot() {
@@ -84,9 +84,27 @@ fn regenerate_example_plot() {
         return;
     }
     let report = collect(
-        std::path::Path::new("tests/fixtures/bundles/python-retention"),
+        std::path::Path::new("tests/fixtures/bundles/probe-size-compare"),
         true,
     )
     .unwrap();
     plot::write_svg(&report, std::path::Path::new("docs/example-report.svg")).unwrap();
+}
+
+#[test]
+fn real_probe_bundle_one_line_per_run() {
+    let dir = std::path::Path::new("tests/fixtures/bundles/probe-size-compare");
+    let report = collect(dir, true).unwrap();
+    let svg = plot::render_svg(&report).unwrap();
+    // Every run with a retention output (8 ok runs; the 2 failed runs printed nothing) plus every
+    // run whose memory.jsonl has at least one sample with private bytes.
+    let with_memory = std::fs::read_dir(dir.join("runs"))
+        .unwrap()
+        .filter(|e| {
+            let p = e.as_ref().unwrap().path().join("memory.jsonl");
+            std::fs::read_to_string(p).is_ok_and(|t| t.contains("\"private\""))
+        })
+        .count();
+    assert!(with_memory > 0);
+    assert_eq!(polylines(&svg).len(), 8 + with_memory);
 }
