@@ -63,21 +63,69 @@ fn du(dir: &Path) -> u64 {
     total
 }
 
-/// Child: writes the synthetic bundle of `runs` runs into `dir`.
-fn generate(dir: &Path, runs: usize) {
+/// Child: writes a synthetic bundle of `runs` runs with `loop_samples` loop samples each into `dir`.
+fn generate(dir: &Path, runs: usize, loop_samples: u64) {
     let mut s = synth::Synth::small("bench");
-    s.modes = vec![
-        "get_tensor".into(),
-        "view".into(),
-        "reuse".into(),
-        "get_tensor_b".into(),
-    ];
-    s.sizes = (1..=25).map(|i| i * 16).collect();
+    if runs >= 100 {
+        s.modes = vec![
+            "get_tensor".into(),
+            "view".into(),
+            "reuse".into(),
+            "get_tensor_b".into(),
+        ];
+        s.sizes = (1..=25).map(|i| i * 16).collect();
+    }
     s.repetitions = (runs / (s.modes.len() * s.sizes.len())).max(1) as u32;
-    s.loop_samples = 8;
+    s.loop_samples = loop_samples;
     s.memory_jsonl = false;
     s.timeout_run = Some(3);
     synth::write_bundle(dir, &s).unwrap();
+}
+
+/// Generates a bundle in a child, then reports it in one child per format.
+fn scenario(tmp: &Path, name: &str, runs: usize, loop_samples: u64, formats: &[(&str, bool)]) {
+    let dir = tmp.join(name);
+    let start = Instant::now();
+    spawn(&[
+        "--generate".as_ref(),
+        dir.as_os_str(),
+        runs.to_string().as_ref(),
+        loop_samples.to_string().as_ref(),
+    ]);
+    let planned = hwr_exp::bundle::read::Bundle::open(&dir)
+        .unwrap()
+        .info()
+        .planned_runs;
+    let largest = std::fs::read_dir(dir.join("runs"))
+        .unwrap()
+        .map(|e| du(&e.unwrap().path()))
+        .max()
+        .unwrap_or(0);
+    println!(
+        "{name}: {planned} runs, {:.1} MB on disk (largest run folder {:.2} MB), written in {:.1} s",
+        du(&dir) as f64 / 1e6,
+        largest as f64 / 1e6,
+        start.elapsed().as_secs_f64()
+    );
+    let svg = tmp.join(format!("{name}.svg"));
+    for &(format, plot) in formats {
+        let mut a: Vec<&std::ffi::OsStr> = vec!["--child".as_ref(), dir.as_os_str(), format.as_ref()];
+        if plot {
+            a.push(svg.as_os_str());
+        }
+        let text = spawn(&a);
+        let mut it = text.split_whitespace();
+        let secs: f64 = it.next().unwrap().parse().unwrap();
+        let peak: u64 = it.next().unwrap().parse().unwrap();
+        let len: u64 = it.next().unwrap().parse().unwrap();
+        println!(
+            "  report --format {format}{}: {secs:.3} s, peak RSS {:.1} MiB, output {:.1} MB",
+            if plot { " --plot" } else { "" },
+            peak as f64 / 1048576.0,
+            len as f64 / 1e6
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Runs this binary with `args`; returns its stdout.
@@ -99,51 +147,35 @@ fn main() {
             return;
         }
         Some("--generate") => {
-            generate(Path::new(&args[1]), args[2].parse().unwrap());
+            generate(
+                Path::new(&args[1]),
+                args[2].parse().unwrap(),
+                args[3].parse().unwrap(),
+            );
             return;
         }
         _ => {}
     }
     // The parent stays small: on Linux a child's ru_maxrss starts from its parent's RSS at fork,
-    // so the bundle is generated in a child too.
+    // so bundles are generated in children too.
     let runs: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(10_000);
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("bundle");
-    let start = Instant::now();
-    spawn(&["--generate".as_ref(), dir.as_os_str(), runs.to_string().as_ref()]);
-    let planned = hwr_exp::bundle::read::Bundle::open(&dir)
-        .unwrap()
-        .info()
-        .planned_runs;
-    println!(
-        "synthetic bundle: {planned} runs, {:.1} MB on disk, written in {:.1} s",
-        du(&dir) as f64 / 1e6,
-        start.elapsed().as_secs_f64()
-    );
-    let svg = tmp.path().join("plot.svg");
-    for (format, plot) in [
+    let all = [
         ("csv", false),
         ("json", false),
         ("md", false),
         ("table", false),
         ("table", true),
-    ] {
-        let mut a: Vec<&std::ffi::OsStr> = vec!["--child".as_ref(), dir.as_os_str(), format.as_ref()];
-        if plot {
-            a.push(svg.as_os_str());
-        }
-        let text = spawn(&a);
-        let mut it = text.split_whitespace();
-        let secs: f64 = it.next().unwrap().parse().unwrap();
-        let peak: u64 = it.next().unwrap().parse().unwrap();
-        let len: u64 = it.next().unwrap().parse().unwrap();
-        println!(
-            "report --format {format}{}: {secs:.3} s, peak RSS {:.1} MiB, output {:.1} MB",
-            if plot { " --plot" } else { "" },
-            peak as f64 / 1048576.0,
-            len as f64 / 1e6
-        );
-    }
+    ];
+    scenario(tmp.path(), "many-small-runs", runs, 8, &all);
+    // Memory follows one run's output, not the bundle: 20 runs of ~2.4 MB output each.
+    scenario(
+        tmp.path(),
+        "few-large-outputs",
+        20,
+        10_000,
+        &[("csv", false), ("table", true)],
+    );
     println!(
         "largest child's peak RSS (getrusage RUSAGE_CHILDREN): {:.1} MiB; this runner's peak RSS (RUSAGE_SELF): {:.1} MiB",
         peak_rss_children_bytes() as f64 / 1048576.0,

@@ -249,7 +249,7 @@ fn text(c: &Comparison, md: bool) -> String {
             .push(format!("cells only in B: {}", c.only_in_b.join(", ")));
     }
     sections.push(s);
-    render_sections(&pre, &sections, md)
+    render_sections(&pre, sections, md)
 }
 
 fn csv(c: &Comparison) -> anyhow::Result<String> {

@@ -48,39 +48,45 @@ impl Section {
 }
 
 /// Renders sections as terminal tables (`md = false`) or Markdown (`md = true`), after `preamble` lines.
-pub fn render_sections(preamble: &[String], sections: &[Section], md: bool) -> String {
+pub fn render_sections(preamble: &[String], sections: Vec<Section>, md: bool) -> String {
     let mut out = String::new();
     for line in preamble {
         out.push_str(line);
         out.push_str(if md { "  \n" } else { "\n" });
     }
     for s in sections {
-        out.push('\n');
-        if md {
-            out.push_str(&format!("### {}\n\n", s.title));
-            out.push_str(&markdown_table(s));
-        } else {
-            out.push_str(&format!("{}\n", s.title));
-            if !s.rows.is_empty() {
-                out.push_str(&terminal_table(s));
-                out.push('\n');
-            }
-        }
-        for n in &s.notes {
-            out.push_str(n);
-            out.push_str(if md { "  \n" } else { "\n" });
-        }
+        render_section(&mut out, s, md);
     }
     out
 }
 
-fn terminal_table(s: &Section) -> String {
+/// Appends one section to `out`; the section's rows are moved into the table, not copied.
+pub fn render_section(out: &mut String, s: Section, md: bool) {
+    out.push('\n');
+    let notes = s.notes.clone();
+    if md {
+        out.push_str(&format!("### {}\n\n", s.title));
+        out.push_str(&markdown_table(&s));
+    } else {
+        out.push_str(&format!("{}\n", s.title));
+        if !s.rows.is_empty() {
+            out.push_str(&terminal_table(s));
+            out.push('\n');
+        }
+    }
+    for n in &notes {
+        out.push_str(n);
+        out.push_str(if md { "  \n" } else { "\n" });
+    }
+}
+
+fn terminal_table(s: Section) -> String {
     let mut t = Table::new();
     t.load_style(presets::UTF8_FULL_CONDENSED);
     t.force_no_tty();
-    t.set_header(s.header.clone());
-    for row in &s.rows {
-        t.add_row(row.clone());
+    t.set_header(s.header);
+    for row in s.rows {
+        t.add_row(row);
     }
     for (i, numeric) in s.numeric.iter().enumerate() {
         if *numeric && let Some(c) = t.column_mut(i) {
@@ -397,9 +403,8 @@ fn metric_sections(r: &Report) -> Vec<Section> {
     vec![per_run, per_cell]
 }
 
-/// All sections of a bundle report, in order.
-pub fn report_sections(r: &Report) -> Vec<Section> {
-    let mut out = vec![run_table(r)];
+fn run_section(r: &Report) -> Section {
+    let mut s = run_table(r);
     let not_run: Vec<&str> = r
         .runs
         .iter()
@@ -407,7 +412,7 @@ pub fn report_sections(r: &Report) -> Vec<Section> {
         .map(|r| r.run_id.as_str())
         .collect();
     if !not_run.is_empty() {
-        out[0].notes.push(format!(
+        s.notes.push(format!(
             "not run (no run.json; bundle status {}): {}",
             serde_json::to_value(r.status)
                 .ok()
@@ -416,25 +421,56 @@ pub fn report_sections(r: &Report) -> Vec<Section> {
             not_run.join(", ")
         ));
     }
-    if r.has_retention {
-        out.push(retention_run_table(r));
-        out.push(retention_cell_table(r));
-        out.push(control_table(r));
-    }
-    if !r.metric_pointers.is_empty() {
-        out.extend(metric_sections(r));
-    }
-    out
+    s
 }
 
-/// The whole report as terminal tables or Markdown.
+/// Builders of the report's sections, in order; each returns no section when it does not apply.
+type SectionBuilder = fn(&Report) -> Vec<Section>;
+
+const SECTIONS: [SectionBuilder; 5] = [
+    |r| vec![run_section(r)],
+    |r| {
+        r.has_retention
+            .then(|| retention_run_table(r))
+            .into_iter()
+            .collect()
+    },
+    |r| {
+        r.has_retention
+            .then(|| retention_cell_table(r))
+            .into_iter()
+            .collect()
+    },
+    |r| r.has_retention.then(|| control_table(r)).into_iter().collect(),
+    |r| {
+        if r.metric_pointers.is_empty() {
+            Vec::new()
+        } else {
+            metric_sections(r)
+        }
+    },
+];
+
+/// All sections of a bundle report, in order.
+pub fn report_sections(r: &Report) -> Vec<Section> {
+    SECTIONS.iter().flat_map(|build| build(r)).collect()
+}
+
+/// The whole report as terminal tables or Markdown. Sections are built and rendered one at a
+/// time, so only one table's cells are held at once besides the output text.
 pub fn report_text(r: &Report, md: bool) -> String {
     let mut pre = preamble(r);
     if md {
         pre = pre.into_iter().map(|l| md_escape(&l)).collect();
         pre.insert(0, format!("## hwr-exp report: {}", r.experiment));
     }
-    render_sections(&pre, &report_sections(r), md)
+    let mut out = render_sections(&pre, Vec::new(), md);
+    for build in SECTIONS {
+        for s in build(r) {
+            render_section(&mut out, s, md);
+        }
+    }
+    out
 }
 
 /// One CSV row per run: identity, matrix values (one column per key), run facts, retention numbers,
