@@ -407,17 +407,31 @@ fn not_run(p: PlannedRunRecord, keys: &[String]) -> RunSummary {
     }
 }
 
+/// Most points kept per plotted series: a panel is about 400 pixels wide, so more points draw
+/// nothing new, and capping keeps a report with `--plot` bounded per run.
+pub const MAX_PLOT_POINTS: usize = 1000;
+
+/// Keeps at most `max` points of a series: evenly spaced, the first and the last always kept.
+pub fn decimate<T: Copy>(v: Vec<T>, max: usize) -> Vec<T> {
+    if v.len() <= max || max < 2 {
+        return v;
+    }
+    let last = v.len() - 1;
+    (0..max).map(|i| v[i * last / (max - 1)]).collect()
+}
+
 /// Reads memory.jsonl line by line: (t-seconds, private bytes) of samples that have private bytes.
 fn read_memory(path: &Path) -> Vec<(f64, u64)> {
     let Ok(f) = std::fs::File::open(path) else {
         return Vec::new();
     };
-    std::io::BufReader::new(f)
+    let all = std::io::BufReader::new(f)
         .lines()
         .map_while(Result::ok)
         .filter_map(|l| serde_json::from_str::<MemorySample>(&l).ok())
         .filter_map(|s| Some((s.t_seconds, s.rollup.private?)))
-        .collect()
+        .collect::<Vec<_>>();
+    decimate(all, MAX_PLOT_POINTS)
 }
 
 struct RunContext<'a> {
@@ -495,7 +509,7 @@ fn summarize_run(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
                 s.excluded.get_or_insert_with(|| "completed: false".into());
             }
             s.retention = Some(r);
-            s.points = points;
+            s.points = decimate(points, MAX_PLOT_POINTS);
         }
     }
     s
@@ -718,6 +732,16 @@ fn control_deltas(cells: &[CellStats]) -> Vec<ControlDelta> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimation_keeps_ends_and_count() {
+        let v: Vec<u32> = (0..10_001).collect();
+        let d = decimate(v, 1000);
+        assert_eq!(d.len(), 1000);
+        assert_eq!((d[0], d[999]), (0, 10_000));
+        assert!(d.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(decimate(vec![1, 2, 3], 1000), vec![1, 2, 3]);
+    }
 
     #[test]
     fn numbers_and_stats() {
