@@ -28,6 +28,15 @@ pub enum Command {
     /// Built-in probes.
     #[command(subcommand)]
     Probe(ProbeCommand),
+    // Archive commands (issue 5).
+    /// List the bundles under a results folder: experiment, created, status, revision, dirty, runs, parent.
+    List(ListArgs),
+    /// Check an archived bundle against its recorded sha256s, manifest and patch.
+    Verify(VerifyArgs),
+    /// Run an archived bundle's manifest again into a new bundle naming it as parent.
+    Rerun(RerunArgs),
+    /// Finish an interrupted or abandoned bundle: run only its unfinished runs, into it.
+    Resume(ResumeArgs),
 }
 
 /// `hwr-exp run`.
@@ -77,4 +86,62 @@ pub struct PlanArgs {
 pub enum ProbeCommand {
     /// Does repeated tensor materialization from a safetensors file retain private memory?
     SafetensorsRetention(crate::probe::RetentionArgs),
+}
+
+// Archive commands (issue 5).
+
+/// Output format of `hwr-exp list`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ListFormat {
+    /// Aligned columns.
+    Table,
+    /// One JSON array of objects.
+    Json,
+}
+
+/// `hwr-exp list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Results folder holding `<experiment>/<bundle>` folders.
+    #[arg(default_value = "results")]
+    pub dir: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ListFormat::Table)]
+    pub format: ListFormat,
+}
+
+/// `hwr-exp verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The bundle folder.
+    pub bundle: PathBuf,
+}
+
+/// `hwr-exp rerun`.
+#[derive(Debug, Args)]
+pub struct RerunArgs {
+    /// The archived bundle folder.
+    pub bundle: PathBuf,
+    /// Build the recorded tree (revision.txt + working-tree.patch) in a temporary git worktree and run there.
+    #[arg(long)]
+    pub at_recorded_revision: bool,
+    /// Folder for the new bundle. Default: the archived bundle's results folder.
+    #[arg(long, value_name = "DIR")]
+    pub results_dir: Option<PathBuf>,
+    /// No progress output.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// `hwr-exp resume`.
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// The interrupted or abandoned bundle folder.
+    pub bundle: PathBuf,
+    /// Resume even when the working tree differs from the recorded provenance; the drift is recorded.
+    #[arg(long)]
+    pub allow_drift: bool,
+    /// No progress output.
+    #[arg(long, short)]
+    pub quiet: bool,
 }

@@ -3,6 +3,7 @@
 //! Pipeline: [`manifest`] (parse, validate) -> [`plan`] (expand) -> [`exec`] (run) ->
 //! [`bundle`] (record) -> [`report`] (analyse). [`provenance`] records the repository and host.
 
+pub mod archive;
 pub mod bundle;
 pub mod cli;
 pub mod exec;

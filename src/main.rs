@@ -22,6 +22,11 @@ fn main() -> ExitCode {
         Command::Plan(args) => plan(&args),
         Command::Schema => schema(),
         Command::Probe(ProbeCommand::SafetensorsRetention(args)) => hwr_exp::probe::run_retention(&args),
+        // Archive commands (issue 5).
+        Command::List(args) => archive_cmd::list(&args),
+        Command::Verify(args) => archive_cmd::verify(&args),
+        Command::Rerun(args) => archive_cmd::rerun(&args),
+        Command::Resume(args) => archive_cmd::resume(&args),
     };
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
@@ -168,4 +173,148 @@ fn display_path(path: &std::path::Path) -> std::path::PathBuf {
         .ok()
         .and_then(|cwd| path.strip_prefix(cwd).ok().map(std::path::Path::to_path_buf))
         .unwrap_or_else(|| path.to_path_buf())
+}
+
+/// Archive commands (issue 5): `list`, `verify`, `rerun`, `resume`.
+mod archive_cmd {
+    use std::io::Write;
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+
+    use hwr_exp::archive::{self, ArchiveError};
+    use hwr_exp::cli::{ListArgs, ListFormat, RerunArgs, ResumeArgs, VerifyArgs};
+    use hwr_exp::exec::{CancelFlag, ProcessExecutor};
+    use hwr_exp::exit_codes;
+    use hwr_exp::runner::session::{self, SessionError, SessionReport};
+
+    /// `hwr-exp list [DIR] [--format table|json]`.
+    pub fn list(args: &ListArgs) -> i32 {
+        let (entries, problems) = match archive::list::scan(&args.dir) {
+            Ok(found) => found,
+            Err(e) => return fail(&e),
+        };
+        for p in &problems {
+            eprintln!("warning: skipped {}: {}", p.bundle.display(), p.message);
+        }
+        let stdout = std::io::stdout();
+        let mut out = std::io::BufWriter::new(stdout.lock());
+        let written = match args.format {
+            ListFormat::Table => archive::list::write_table(&entries, &mut out),
+            ListFormat::Json => archive::list::write_json(&entries, &mut out),
+        };
+        match written.and_then(|()| out.flush()) {
+            Ok(()) => exit_codes::SUCCESS,
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => exit_codes::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                exit_codes::ENVIRONMENT
+            }
+        }
+    }
+
+    /// `hwr-exp verify BUNDLE`: 0 when intact, 1 with the list of problems.
+    pub fn verify(args: &VerifyArgs) -> i32 {
+        let v = match archive::verify::verify(&args.bundle) {
+            Ok(v) => v,
+            Err(e) => return fail(&e),
+        };
+        for note in &v.notes {
+            eprintln!("note: {note}");
+        }
+        if v.problems.is_empty() {
+            println!(
+                "ok: {} ({} files match their recorded sha256)",
+                args.bundle.display(),
+                v.files_hashed
+            );
+            exit_codes::SUCCESS
+        } else {
+            println!("{}: {} problem(s):", args.bundle.display(), v.problems.len());
+            for p in &v.problems {
+                println!("  {p}");
+            }
+            exit_codes::RUN_FAILED
+        }
+    }
+
+    /// `hwr-exp rerun BUNDLE [--at-recorded-revision]`.
+    pub fn rerun(args: &RerunArgs) -> i32 {
+        let cancel = match cancel_flag(args.at_recorded_revision) {
+            Ok(c) => c,
+            Err(code) => return code,
+        };
+        let opts = archive::rerun::RerunOptions {
+            results_dir: args.results_dir.clone(),
+            quiet: args.quiet,
+            at_recorded_revision: args.at_recorded_revision,
+        };
+        match archive::rerun::rerun(&args.bundle, &opts, &ProcessExecutor::new(), &cancel) {
+            Ok(report) => finished(&report, args.quiet),
+            Err(e) => fail(&e),
+        }
+    }
+
+    /// `hwr-exp resume BUNDLE [--allow-drift]`.
+    pub fn resume(args: &ResumeArgs) -> i32 {
+        let cancel = match cancel_flag(false) {
+            Ok(c) => c,
+            Err(code) => return code,
+        };
+        let opts = archive::resume::ResumeOptions {
+            allow_drift: args.allow_drift,
+            quiet: args.quiet,
+        };
+        match archive::resume::resume(&args.bundle, &opts, &ProcessExecutor::new(), &cancel) {
+            Ok(report) => finished(&report, args.quiet),
+            Err(e) => fail(&e),
+        }
+    }
+
+    /// SIGINT/SIGTERM set the cancel flag. Unless `cleanup_first`, a second signal exits at once
+    /// (as for `run`); with it (a temporary worktree to remove), signals only ever set the flag so
+    /// the cleanup always runs.
+    fn cancel_flag(cleanup_first: bool) -> Result<CancelFlag, i32> {
+        if !cleanup_first {
+            return super::install_signal_handlers().map_err(|e| {
+                eprintln!("error: cannot install signal handlers: {e}");
+                exit_codes::ENVIRONMENT
+            });
+        }
+        let cancel: CancelFlag = Arc::new(AtomicBool::new(false));
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            if let Err(e) = signal_hook::flag::register(sig, Arc::clone(&cancel)) {
+                eprintln!("error: cannot install signal handlers: {e}");
+                return Err(exit_codes::ENVIRONMENT);
+            }
+        }
+        Ok(cancel)
+    }
+
+    fn finished(report: &SessionReport, quiet: bool) -> i32 {
+        if !quiet {
+            if report.drift {
+                eprintln!(
+                    "warning: the working tree differs from the recorded provenance (drift recorded in provenance.json)"
+                );
+            }
+            let status = serde_json::to_value(report.status)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from));
+            eprintln!(
+                "{}; bundle {}:",
+                session::summarize(report),
+                status.unwrap_or_default()
+            );
+        }
+        println!("{}", super::display_path(&report.bundle).display());
+        report.exit_code
+    }
+
+    fn fail(e: &ArchiveError) -> i32 {
+        match e {
+            ArchiveError::Session(SessionError::Plan(d)) => eprint!("{d}"),
+            other => eprintln!("error: {other}"),
+        }
+        e.exit_code()
+    }
 }

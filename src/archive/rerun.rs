@@ -1,0 +1,460 @@
+//! `hwr-exp rerun BUNDLE [--at-recorded-revision]`: the archived manifest bytes, run again into a
+//! new bundle whose bundle.json names the old one as `parent`.
+//!
+//! The manifest is bundle's manifest.toml (never today's file at the recorded path); relative paths
+//! in it resolve against the folder of the recorded `manifest-path`. Before the first run, what
+//! differs from the archived bundle is listed ([`differences`]): revision, dirty state and patch,
+//! host (CPU model, kernel, glibc) and hwr-exp version.
+//!
+//! With `--at-recorded-revision` the recorded tree is rebuilt in a temporary git worktree
+//! ([`RecordedTree`]: `git worktree add --detach` of revision.txt, then `git apply` of
+//! working-tree.patch) and the manifest's folder is taken at the same path relative to the
+//! repository root inside it. The worktree is removed when the rerun ends, also on error or
+//! interrupt. Submodules are not checked out in the worktree.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::ArchiveError;
+use super::read::{self, ArchivedBundle};
+use super::verify::{find_repository, patch_applies};
+use crate::bundle::files;
+use crate::bundle::write::sha256_bytes;
+use crate::exec::{CancelFlag, Executor};
+use crate::manifest::{self, Manifest};
+use crate::provenance::host::HostFacts;
+use crate::provenance::{ProvenanceDoc, Snapshot};
+use crate::runner::session::{self, RunOptions, SessionError, SessionReport};
+
+/// Choices of one rerun.
+#[derive(Debug, Clone, Default)]
+pub struct RerunOptions {
+    /// Folder for the new bundle; `None` = the archived bundle's results folder (its grandparent).
+    pub results_dir: Option<PathBuf>,
+    /// No progress output (the differences are still printed).
+    pub quiet: bool,
+    /// Run in a temporary worktree holding the recorded tree.
+    pub at_recorded_revision: bool,
+}
+
+/// The recorded tree, checked out in a temporary git worktree: revision.txt detached, then
+/// working-tree.patch applied. Dropping it runs `git worktree remove --force` and deletes the
+/// temporary folder.
+#[derive(Debug)]
+pub struct RecordedTree {
+    /// Root of the repository the worktree belongs to (where `git worktree` runs).
+    repo: PathBuf,
+    /// The worktree folder.
+    path: PathBuf,
+    /// The commit checked out.
+    revision: String,
+    /// Holds the temporary parent folder; removed last.
+    _tmp: tempfile::TempDir,
+}
+
+impl RecordedTree {
+    /// Builds the recorded tree of `bundle`. Before anything is created it checks that the
+    /// repository (the recorded root, or the one holding the bundle) has the commit and that the
+    /// patch applies to it (`git apply --check` on a temporary index).
+    ///
+    /// # Errors
+    /// [`ArchiveError::Environment`] when revision.txt names no commit, no repository is found,
+    /// the repository lacks the commit, the patch does not apply, or a git command fails.
+    pub fn build(
+        bundle: &ArchivedBundle,
+        provenance: Option<&ProvenanceDoc>,
+    ) -> Result<RecordedTree, ArchiveError> {
+        let env = ArchiveError::Environment;
+        let revision = bundle.revision().ok_or_else(|| {
+            env(format!(
+                "{}: records no commit, so there is no recorded tree to rebuild",
+                bundle.path(files::REVISION).display()
+            ))
+        })?;
+        let repo = find_repository(bundle, provenance).ok_or_else(|| {
+            env(format!(
+                "no git repository found for commit {revision} (recorded repository: {})",
+                provenance
+                    .and_then(|p| p.before.repo_root())
+                    .map_or_else(|| "none".into(), |p| p.display().to_string())
+            ))
+        })?;
+        let Some(root) = repo.workdir().map(Path::to_path_buf) else {
+            return Err(env(format!(
+                "{} is a bare repository: cannot add a worktree",
+                repo.path().display()
+            )));
+        };
+        let has_commit = git2::Oid::from_str(&revision)
+            .ok()
+            .is_some_and(|oid| repo.find_commit(oid).is_ok());
+        if !has_commit {
+            return Err(env(format!(
+                "the repository at {} does not have the recorded commit {revision} (fetch it first)",
+                root.display()
+            )));
+        }
+        let patch = bundle.path(files::PATCH);
+        let patch_len = std::fs::metadata(&patch)
+            .map_err(|e| env(format!("{}: cannot read: {e}", patch.display())))?
+            .len();
+        if patch_len > 0 {
+            patch_applies(&repo, &revision, &patch)
+                .map_err(|m| env(format!("{} does not apply to {revision}: {m}", patch.display())))?;
+        }
+        let tmp = tempfile::Builder::new()
+            .prefix("hwr-exp-rerun-")
+            .tempdir()
+            .map_err(|e| env(format!("cannot create a temporary folder: {e}")))?;
+        let tree = RecordedTree {
+            repo: root,
+            path: tmp.path().join("tree"),
+            revision: revision.clone(),
+            _tmp: tmp,
+        };
+        // From here on, Drop removes whatever was created.
+        git(
+            &tree.repo,
+            &[
+                "worktree".as_ref(),
+                "add".as_ref(),
+                "--detach".as_ref(),
+                "--quiet".as_ref(),
+                tree.path.as_os_str(),
+                revision.as_ref(),
+            ],
+        )
+        .map_err(|m| env(format!("git worktree add {revision}: {m}")))?;
+        if patch_len > 0 {
+            git(
+                &tree.path,
+                &[
+                    "apply".as_ref(),
+                    "--whitespace=nowarn".as_ref(),
+                    patch.as_os_str(),
+                ],
+            )
+            .map_err(|m| env(format!("git apply {}: {m}", patch.display())))?;
+        }
+        Ok(tree)
+    }
+
+    /// The worktree folder (the recorded repository root's counterpart).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The repository root the worktree belongs to.
+    pub fn repo(&self) -> &Path {
+        &self.repo
+    }
+
+    /// The commit checked out.
+    pub fn revision(&self) -> &str {
+        &self.revision
+    }
+}
+
+impl Drop for RecordedTree {
+    fn drop(&mut self) {
+        let removed = git(
+            &self.repo,
+            &[
+                "worktree".as_ref(),
+                "remove".as_ref(),
+                "--force".as_ref(),
+                self.path.as_os_str(),
+            ],
+        );
+        if removed.is_err() {
+            let _ = std::fs::remove_dir_all(&self.path);
+            let _ = git(&self.repo, &["worktree".as_ref(), "prune".as_ref()]);
+        }
+    }
+}
+
+fn git(dir: &Path, args: &[&std::ffi::OsStr]) -> Result<(), String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    }
+}
+
+/// Reads the archived manifest, checks its bytes against bundle.json `manifest-sha256` and
+/// validates it with relative paths resolving against `base_dir`; `path` is the recorded
+/// `manifest-path` (kept as the new bundle's `manifest-path`).
+///
+/// # Errors
+/// [`ArchiveError::Refused`] when manifest.toml was modified; [`ArchiveError::Environment`] when
+/// `base_dir` does not exist; [`SessionError::Plan`] (inside [`ArchiveError::Session`]) with the
+/// manifest's diagnostics.
+pub fn archived_manifest(bundle: &ArchivedBundle, base_dir: &Path) -> Result<Manifest, ArchiveError> {
+    let source = bundle.manifest_source()?;
+    let sha = sha256_bytes(source.as_bytes());
+    if sha != bundle.info.manifest_sha256 {
+        return Err(ArchiveError::Refused(format!(
+            "{}: sha256 {sha} differs from manifest-sha256 {} in bundle.json: the archived manifest was modified",
+            bundle.path(files::MANIFEST).display(),
+            bundle.info.manifest_sha256
+        )));
+    }
+    if !base_dir.is_dir() {
+        return Err(ArchiveError::Environment(format!(
+            "{} (the folder of the recorded manifest-path, which relative paths in the manifest resolve against) does not exist",
+            base_dir.display()
+        )));
+    }
+    manifest::parse(&source, Path::new(&bundle.info.manifest_path), base_dir)
+        .map_err(|d| ArchiveError::Session(SessionError::Plan(d)))
+}
+
+/// Folder of the recorded `manifest-path`.
+pub fn recorded_base_dir(bundle: &ArchivedBundle) -> PathBuf {
+    Path::new(&bundle.info.manifest_path)
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("/"))
+}
+
+/// The folder relative paths of the archived manifest resolve against today: the recorded
+/// `manifest-path`'s folder when it exists; otherwise, when the repository was moved or cloned
+/// elsewhere, the same path relative to the recorded repository root inside the repository that
+/// holds the bundle folder (git2 discover from the bundle). Returns the folder and, when it was
+/// mapped, a note saying so.
+pub fn base_dir_now(
+    bundle: &ArchivedBundle,
+    provenance: Option<&ProvenanceDoc>,
+) -> (PathBuf, Option<String>) {
+    let recorded = recorded_base_dir(bundle);
+    if recorded.is_dir() {
+        return (recorded, None);
+    }
+    let mapped = provenance
+        .and_then(|p| p.before.repo_root())
+        .and_then(|root| recorded.strip_prefix(root).ok())
+        .and_then(|rel| {
+            let repo = git2::Repository::discover(&bundle.dir).ok()?;
+            Some(repo.workdir()?.join(rel))
+        })
+        .filter(|p| p.is_dir());
+    match mapped {
+        Some(m) => {
+            let note = format!(
+                "the recorded manifest folder {} does not exist; used {} (same path in the repository holding the bundle)",
+                recorded.display(),
+                m.display()
+            );
+            (m, Some(note))
+        }
+        None => (recorded, None),
+    }
+}
+
+fn patch_sha(s: &Snapshot) -> Option<String> {
+    serde_json::to_value(s)
+        .ok()?
+        .get("patch-sha256")?
+        .as_str()
+        .map(String::from)
+}
+
+/// What differs between the archived bundle and now, one line each: `revision`, `dirty`,
+/// `working-tree.patch` (with the changed paths), `cpu-model`, `kernel`, `glibc`, `hwr-exp`.
+/// Empty when nothing differs. A missing record is reported as such.
+pub fn differences(
+    bundle: &ArchivedBundle,
+    recorded: Option<&ProvenanceDoc>,
+    recorded_host: Option<&HostFacts>,
+    now: &Snapshot,
+    now_host: &HostFacts,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    let text = |s: Option<&str>| s.unwrap_or("none").to_string();
+    match recorded {
+        None => lines.push("provenance: no readable provenance.json in the archived bundle".into()),
+        Some(p) => {
+            let before = &p.before;
+            if before.head() != now.head() {
+                lines.push(format!(
+                    "revision: {} -> {}",
+                    text(before.head()),
+                    text(now.head())
+                ));
+            }
+            if before.dirty() != now.dirty() {
+                let word = |d: bool| if d { "dirty" } else { "clean" };
+                lines.push(format!(
+                    "dirty: {} -> {}",
+                    word(before.dirty()),
+                    word(now.dirty())
+                ));
+            }
+            let (a, b) = (patch_sha(before), patch_sha(now));
+            if a != b {
+                let mut paths: Vec<String> = crate::provenance::differences(before, now)
+                    .into_iter()
+                    .filter(|p| p != "HEAD")
+                    .collect();
+                let more = paths.len().saturating_sub(10);
+                paths.truncate(10);
+                let mut line = format!(
+                    "working-tree.patch: sha256 {} -> {}",
+                    short(a.as_deref()),
+                    short(b.as_deref())
+                );
+                if !paths.is_empty() {
+                    line.push_str(&format!("; changed: {}", paths.join(", ")));
+                    if more > 0 {
+                        line.push_str(&format!(" and {more} more"));
+                    }
+                }
+                lines.push(line);
+            }
+        }
+    }
+    match recorded_host {
+        None => lines.push("host: no readable host.json in the archived bundle".into()),
+        Some(h) => {
+            if h.cpu_model != now_host.cpu_model {
+                lines.push(format!(
+                    "cpu-model: {} -> {}",
+                    text(h.cpu_model.as_deref()),
+                    text(now_host.cpu_model.as_deref())
+                ));
+            }
+            let release = |h: &HostFacts| h.kernel.as_ref().map(|k| k.release.clone());
+            if release(h) != release(now_host) {
+                lines.push(format!(
+                    "kernel: {} -> {}",
+                    text(release(h).as_deref()),
+                    text(release(now_host).as_deref())
+                ));
+            }
+            if h.glibc_version != now_host.glibc_version {
+                lines.push(format!(
+                    "glibc: {} -> {}",
+                    text(h.glibc_version.as_deref()),
+                    text(now_host.glibc_version.as_deref())
+                ));
+            }
+        }
+    }
+    if bundle.info.hwr_exp_version != now_host.hwr_exp_version {
+        lines.push(format!(
+            "hwr-exp: {} -> {}",
+            bundle.info.hwr_exp_version, now_host.hwr_exp_version
+        ));
+    }
+    lines
+}
+
+fn short(sha: Option<&str>) -> String {
+    sha.map_or_else(|| "none".into(), |s| s[..s.len().min(12)].to_string())
+}
+
+/// Reruns an archived bundle into a new bundle (see the module docs). Prints the differences to
+/// stderr before the first run.
+///
+/// # Errors
+/// See [`ArchiveError`]; with `at_recorded_revision`, a revision the repository lacks or a patch
+/// that does not apply is an error before any run.
+pub fn rerun(
+    dir: &Path,
+    opts: &RerunOptions,
+    executor: &dyn Executor,
+    cancel: &CancelFlag,
+) -> Result<SessionReport, ArchiveError> {
+    let bundle = read::open(dir)?;
+    let provenance = bundle.provenance().ok();
+    let recorded_host = bundle.host().ok();
+    let results_dir = opts.results_dir.clone().unwrap_or_else(|| bundle.results_dir());
+    let recorded_base = recorded_base_dir(&bundle);
+    let mut notes = vec![format!("rerun of {}", bundle.dir.display())];
+
+    let (base_dir, moved) = base_dir_now(&bundle, provenance.as_ref());
+    if let Some(note) = moved {
+        eprintln!("note: {note}");
+        notes.push(note);
+    }
+    let tree = if opts.at_recorded_revision {
+        Some(RecordedTree::build(&bundle, provenance.as_ref())?)
+    } else {
+        None
+    };
+    let mut manifest = match &tree {
+        None => archived_manifest(&bundle, &base_dir)?,
+        Some(tree) => {
+            let root = provenance
+                .as_ref()
+                .and_then(|p| p.before.repo_root())
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| tree.repo().to_path_buf());
+            let rel = recorded_base.strip_prefix(&root).map_err(|_| {
+                ArchiveError::Environment(format!(
+                    "the recorded manifest-path {} is outside the recorded repository {}",
+                    bundle.info.manifest_path,
+                    root.display()
+                ))
+            })?;
+            let mut m = archived_manifest(&bundle, &tree.path().join(rel))?;
+            if let Some(repo) = m.provenance.repo.as_mut()
+                && let Ok(inner) = repo.strip_prefix(&root)
+            {
+                *repo = tree.path().join(inner);
+            }
+            notes.push(format!(
+                "ran at the recorded revision {} in a temporary git worktree with working-tree.patch applied (worktree removed afterwards)",
+                tree.revision()
+            ));
+            m
+        }
+    };
+    // Paths inside the manifest resolve against base_dir already; keep the recorded path.
+    manifest.path = PathBuf::from(&bundle.info.manifest_path);
+
+    let repo_start = manifest
+        .provenance
+        .repo
+        .clone()
+        .unwrap_or_else(|| manifest.base_dir.clone());
+    let abs_results = std::path::absolute(&results_dir).unwrap_or_else(|_| results_dir.clone());
+    let now = crate::provenance::capture_excluding(&repo_start, &[&abs_results]);
+    let now_host = crate::provenance::host::collect();
+    let diffs = differences(
+        &bundle,
+        provenance.as_ref(),
+        recorded_host.as_ref(),
+        &now,
+        &now_host,
+    );
+    eprintln!(
+        "rerun of {} (archived {})",
+        bundle.dir.display(),
+        bundle.info.created
+    );
+    if diffs.is_empty() {
+        eprintln!("  same revision, working tree, host and hwr-exp version as the archived bundle");
+    } else {
+        eprintln!("  differs from the archived bundle:");
+        for d in &diffs {
+            eprintln!("    {d}");
+        }
+    }
+
+    let run_opts = RunOptions {
+        results_dir,
+        quiet: opts.quiet,
+        parent: Some(bundle.dir.display().to_string()),
+        notes,
+    };
+    let report = session::run_manifest(&manifest, &run_opts, executor, cancel);
+    drop(tree);
+    Ok(report?)
+}
