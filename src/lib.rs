@@ -13,4 +13,5 @@ pub mod memory;
 pub mod plan;
 pub mod probe;
 pub mod provenance;
+pub mod report;
 pub mod runner;

@@ -1,0 +1,321 @@
+//! `hwr-exp compare A B`: the same cells of two bundles side by side, the difference of medians
+//! (B minus A), a note where the repetitions' ranges overlap (noise), the differences in provenance
+//! (revision.txt, provenance.json `dirty`, host.json hostname / cpu-model / kernel, hwr-exp version,
+//! manifest-sha256), and the cells present in only one bundle.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value as Json;
+
+use super::render::{Format, Section, render_sections};
+use super::summary::{CellStats, Report, Stats, collect, fmt_num};
+use crate::bundle::read::{Bundle, ReadError};
+
+/// `hwr-exp compare`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CompareArgs {
+    /// The first (baseline) bundle folder.
+    pub a: PathBuf,
+    /// The second bundle folder; differences are B minus A.
+    pub b: PathBuf,
+    /// Output format (`csv`: one row per cell and metric).
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+/// One metric of one cell in both bundles.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct MetricRow {
+    /// The cell (`key=value ...`).
+    pub cell: String,
+    /// Metric name (a retention metric, `wall-seconds`, `peak-rss-bytes` or a `[report]` metric).
+    pub metric: String,
+    /// Stats in A.
+    pub a: Option<Stats>,
+    /// Stats in B.
+    pub b: Option<Stats>,
+    /// median(B) - median(A).
+    pub median_difference: Option<f64>,
+    /// Whether [min, max] of A and B overlap: the difference is within the repetitions' noise.
+    pub ranges_overlap: Option<bool>,
+}
+
+/// One provenance fact that differs between the bundles.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct FactDifference {
+    /// What differs (`revision`, `dirty`, `hostname`, `cpu-model`, `kernel`, `hwr-exp-version`,
+    /// `manifest-sha256`).
+    pub fact: String,
+    /// Value in A (`unknown` when absent).
+    pub a: String,
+    /// Value in B.
+    pub b: String,
+}
+
+/// The comparison of two bundles.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Comparison {
+    /// Bundle A as given.
+    pub a: String,
+    /// Bundle B as given.
+    pub b: String,
+    /// Provenance facts that differ.
+    pub differences: Vec<FactDifference>,
+    /// Cells in both bundles, metric by metric.
+    pub rows: Vec<MetricRow>,
+    /// Cells only in A.
+    pub only_in_a: Vec<String>,
+    /// Cells only in B.
+    pub only_in_b: Vec<String>,
+}
+
+fn json_text(v: Option<&Json>) -> String {
+    match v {
+        None | Some(Json::Null) => "unknown".into(),
+        Some(Json::String(s)) => s.clone(),
+        Some(Json::Object(o)) => match o.get("release").and_then(Json::as_str) {
+            Some(r) => r.to_string(),
+            None => Json::Object(o.clone()).to_string(),
+        },
+        Some(other) => other.to_string(),
+    }
+}
+
+fn host_of(dir: &Path) -> Result<Option<Json>, ReadError> {
+    match Bundle::open(dir)?.host() {
+        Ok(h) => Ok(Some(h)),
+        Err(ReadError::Missing { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn facts(r: &Report, host: Option<&Json>) -> Vec<(&'static str, String)> {
+    let h = |k: &str| json_text(host.and_then(|h| h.get(k)));
+    vec![
+        ("revision", r.revision.clone().unwrap_or_else(|| "unknown".into())),
+        (
+            "dirty",
+            r.dirty.map_or_else(|| "unknown".into(), |d| d.to_string()),
+        ),
+        ("hostname", h("hostname")),
+        ("cpu-model", h("cpu-model")),
+        ("kernel", h("kernel")),
+        ("hwr-exp-version", r.hwr_exp_version.clone()),
+        ("manifest-sha256", r.manifest_sha256.clone()),
+    ]
+}
+
+/// Retention metrics shown side by side (a subset of [`super::summary::RETENTION_METRICS`]).
+pub const COMPARED_RETENTION: [&str; 7] = [
+    "private-growth-bytes",
+    "anonymous-growth-bytes",
+    "rss-growth-bytes",
+    "private-growth-per-1000",
+    "private-after-close-bytes",
+    "anonymous-after-close-bytes",
+    "fd-delta",
+];
+
+fn cell_metrics(c: &CellStats) -> Vec<(String, Stats)> {
+    let mut out: Vec<(String, Stats)> = COMPARED_RETENTION
+        .iter()
+        .filter_map(|m| Some((m.to_string(), *c.retention.get(*m)?)))
+        .collect();
+    out.extend(c.metrics.iter().map(|(k, s)| (k.clone(), *s)));
+    out.extend(c.run_stats.iter().map(|(k, s)| (k.clone(), *s)));
+    out
+}
+
+/// Compares two reports (with the two bundles' host.json values, when present).
+pub fn compare(a: &Report, host_a: Option<&Json>, b: &Report, host_b: Option<&Json>) -> Comparison {
+    let differences = facts(a, host_a)
+        .into_iter()
+        .zip(facts(b, host_b))
+        .filter(|((_, x), (_, y))| x != y)
+        .map(|((fact, x), (_, y))| FactDifference {
+            fact: fact.into(),
+            a: x,
+            b: y,
+        })
+        .collect();
+    let mut rows = Vec::new();
+    let mut only_in_a = Vec::new();
+    for ca in &a.cells {
+        let Some(cb) = b.cells.iter().find(|c| c.cell == ca.cell) else {
+            only_in_a.push(ca.cell.clone());
+            continue;
+        };
+        let ma = cell_metrics(ca);
+        let mb: BTreeMap<String, Stats> = cell_metrics(cb).into_iter().collect();
+        let mut names: Vec<String> = ma.iter().map(|(k, _)| k.clone()).collect();
+        for (k, _) in cell_metrics(cb) {
+            if !names.contains(&k) {
+                names.push(k);
+            }
+        }
+        for name in names {
+            let sa = ma.iter().find(|(k, _)| *k == name).map(|(_, s)| *s);
+            let sb = mb.get(&name).copied();
+            rows.push(MetricRow {
+                cell: ca.cell.clone(),
+                metric: name,
+                a: sa,
+                b: sb,
+                median_difference: sa.zip(sb).map(|(x, y)| y.median - x.median),
+                ranges_overlap: sa.zip(sb).map(|(x, y)| x.overlaps(&y)),
+            });
+        }
+    }
+    let only_in_b = b
+        .cells
+        .iter()
+        .filter(|cb| !a.cells.iter().any(|ca| ca.cell == cb.cell))
+        .map(|c| c.cell.clone())
+        .collect();
+    Comparison {
+        a: a.bundle.clone(),
+        b: b.bundle.clone(),
+        differences,
+        rows,
+        only_in_a,
+        only_in_b,
+    }
+}
+
+fn stats_text(s: Option<Stats>) -> String {
+    s.map_or_else(|| "-".into(), |s| format!("{} (n={})", s.text(), s.n))
+}
+
+fn text(c: &Comparison, md: bool) -> String {
+    let mut pre = vec![format!("A: {}", c.a), format!("B: {}", c.b)];
+    if c.differences.is_empty() {
+        pre.push("same revision, dirty state, host, hwr-exp version and manifest".into());
+    }
+    if md {
+        pre.insert(0, "## hwr-exp compare".into());
+    }
+    let mut sections = Vec::new();
+    if !c.differences.is_empty() {
+        let mut s = Section::new(
+            "The bundles differ in",
+            &[("fact", false), ("A", false), ("B", false)],
+        );
+        for d in &c.differences {
+            s.rows.push(vec![d.fact.clone(), d.a.clone(), d.b.clone()]);
+        }
+        sections.push(s);
+    }
+    let mut s = Section::new(
+        "Cells side by side (min / median / max over aggregated runs; difference = median B - median A)",
+        &[
+            ("cell", false),
+            ("metric", false),
+            ("A", true),
+            ("B", true),
+            ("B - A", true),
+            ("note", false),
+        ],
+    );
+    for r in &c.rows {
+        s.rows.push(vec![
+            r.cell.clone(),
+            r.metric.clone(),
+            stats_text(r.a),
+            stats_text(r.b),
+            match r.median_difference {
+                Some(d) if d > 0.0 => format!("+{}", fmt_num(d)),
+                Some(d) => fmt_num(d),
+                None => "-".into(),
+            },
+            match r.ranges_overlap {
+                Some(true) => "ranges overlap (noise)".into(),
+                Some(false) => String::new(),
+                None => "only one side has it".into(),
+            },
+        ]);
+    }
+    if !c.only_in_a.is_empty() {
+        s.notes
+            .push(format!("cells only in A: {}", c.only_in_a.join(", ")));
+    }
+    if !c.only_in_b.is_empty() {
+        s.notes
+            .push(format!("cells only in B: {}", c.only_in_b.join(", ")));
+    }
+    sections.push(s);
+    render_sections(&pre, sections, md)
+}
+
+fn csv(c: &Comparison) -> anyhow::Result<String> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record([
+        "cell",
+        "metric",
+        "a_n",
+        "a_min",
+        "a_median",
+        "a_max",
+        "b_n",
+        "b_min",
+        "b_median",
+        "b_max",
+        "median_difference",
+        "ranges_overlap",
+    ])?;
+    let o = |v: Option<String>| v.unwrap_or_default();
+    for r in &c.rows {
+        let side = |s: Option<Stats>| {
+            [
+                o(s.map(|s| s.n.to_string())),
+                o(s.map(|s| s.min.to_string())),
+                o(s.map(|s| s.median.to_string())),
+                o(s.map(|s| s.max.to_string())),
+            ]
+        };
+        let mut row = vec![r.cell.clone(), r.metric.clone()];
+        row.extend(side(r.a));
+        row.extend(side(r.b));
+        row.push(o(r.median_difference.map(|d| d.to_string())));
+        row.push(o(r.ranges_overlap.map(|b| b.to_string())));
+        w.write_record(&row)?;
+    }
+    Ok(String::from_utf8(w.into_inner()?)?)
+}
+
+/// Reads both bundles and renders the comparison in `args.format`.
+///
+/// # Errors
+/// Either bundle cannot be read (the message names the file).
+pub fn compare_to_string(args: &CompareArgs) -> anyhow::Result<String> {
+    let a = collect(&args.a, false)?;
+    let b = collect(&args.b, false)?;
+    let host_a = host_of(&args.a)?;
+    let host_b = host_of(&args.b)?;
+    let c = compare(&a, host_a.as_ref(), &b, host_b.as_ref());
+    Ok(match args.format {
+        Format::Table => text(&c, false),
+        Format::Md => text(&c, true),
+        Format::Csv => csv(&c)?,
+        Format::Json => serde_json::to_string_pretty(&c)? + "\n",
+    })
+}
+
+/// `hwr-exp compare A B [--format F]`: prints the comparison on stdout and returns
+/// [`crate::exit_codes::SUCCESS`].
+///
+/// # Errors
+/// Either bundle cannot be read (the message names the file); `main` prints it and exits
+/// [`crate::exit_codes::USAGE`].
+pub fn compare_command(args: &CompareArgs) -> anyhow::Result<i32> {
+    let text = compare_to_string(args)?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(crate::exit_codes::SUCCESS)
+}

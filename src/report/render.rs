@@ -1,0 +1,593 @@
+//! Rendering a [`Report`] as terminal tables (comfy-table), Markdown, CSV (one row per run) or JSON.
+
+use comfy_table::{CellAlignment, Table, presets};
+
+use super::summary::{Report, RunSummary, fmt_num};
+use crate::bundle::Outcome;
+
+/// Output format of `report` and `compare`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Format {
+    /// Terminal tables.
+    #[default]
+    Table,
+    /// Markdown tables, to paste into a pull request.
+    Md,
+    /// CSV, one row per run (pandas-friendly; `compare`: one row per cell).
+    Csv,
+    /// One JSON document.
+    Json,
+}
+
+/// A titled table: header, rows, and which columns are numeric (right-aligned).
+#[derive(Debug, Clone, Default)]
+pub struct Section {
+    /// Title printed above the table.
+    pub title: String,
+    /// Column names.
+    pub header: Vec<String>,
+    /// Right-align these columns.
+    pub numeric: Vec<bool>,
+    /// Rows of cells.
+    pub rows: Vec<Vec<String>>,
+    /// Lines printed under the table.
+    pub notes: Vec<String>,
+}
+
+impl Section {
+    /// A section with columns given as (name, numeric).
+    pub fn new(title: impl Into<String>, columns: &[(&str, bool)]) -> Section {
+        Section {
+            title: title.into(),
+            header: columns.iter().map(|c| c.0.to_string()).collect(),
+            numeric: columns.iter().map(|c| c.1).collect(),
+            rows: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+}
+
+/// Renders sections as terminal tables (`md = false`) or Markdown (`md = true`), after `preamble` lines.
+pub fn render_sections(preamble: &[String], sections: Vec<Section>, md: bool) -> String {
+    let mut out = String::new();
+    for line in preamble {
+        out.push_str(line);
+        out.push_str(if md { "  \n" } else { "\n" });
+    }
+    for s in sections {
+        render_section(&mut out, s, md);
+    }
+    out
+}
+
+/// Appends one section to `out`; the section's rows are moved into the table, not copied.
+pub fn render_section(out: &mut String, s: Section, md: bool) {
+    out.push('\n');
+    let notes = s.notes.clone();
+    if md {
+        out.push_str(&format!("### {}\n\n", s.title));
+        out.push_str(&markdown_table(&s));
+    } else {
+        out.push_str(&format!("{}\n", s.title));
+        if !s.rows.is_empty() {
+            out.push_str(&terminal_table(s));
+            out.push('\n');
+        }
+    }
+    for n in &notes {
+        out.push_str(n);
+        out.push_str(if md { "  \n" } else { "\n" });
+    }
+}
+
+fn terminal_table(s: Section) -> String {
+    let mut t = Table::new();
+    t.load_style(presets::UTF8_FULL_CONDENSED);
+    t.force_no_tty();
+    t.set_header(s.header);
+    for row in s.rows {
+        t.add_row(row);
+    }
+    for (i, numeric) in s.numeric.iter().enumerate() {
+        if *numeric && let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    t.to_string()
+}
+
+fn md_escape(s: &str) -> String {
+    s.replace('|', "\\|")
+}
+
+fn markdown_table(s: &Section) -> String {
+    if s.rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::new();
+    let head: Vec<String> = s.header.iter().map(|h| md_escape(h)).collect();
+    out.push_str(&format!("| {} |\n", head.join(" | ")));
+    let align: Vec<&str> = s
+        .numeric
+        .iter()
+        .map(|n| if *n { "---:" } else { "---" })
+        .collect();
+    out.push_str(&format!("|{}|\n", align.join("|")));
+    for row in &s.rows {
+        let cells: Vec<String> = row.iter().map(|c| md_escape(c)).collect();
+        out.push_str(&format!("| {} |\n", cells.join(" | ")));
+    }
+    out.push('\n');
+    out
+}
+
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".into(), |v| v.to_string())
+}
+
+fn signed(v: Option<i64>) -> String {
+    match v {
+        Some(x) if x > 0 => format!("+{x}"),
+        Some(x) => x.to_string(),
+        None => "-".into(),
+    }
+}
+
+fn signed_f(v: Option<f64>) -> String {
+    match v {
+        Some(x) if x > 0.0 => format!("+{}", fmt_num(x)),
+        Some(x) => fmt_num(x),
+        None => "-".into(),
+    }
+}
+
+fn yes_no(b: Option<bool>) -> &'static str {
+    match b {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "unknown",
+    }
+}
+
+fn outcome_name(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Ok => "ok",
+        Outcome::Failed => "failed",
+        Outcome::Timeout => "timeout",
+        Outcome::InvalidOutput => "invalid-output",
+        Outcome::SpawnFailed => "spawn-failed",
+        Outcome::Interrupted => "interrupted",
+    }
+}
+
+/// The summary line: counts by outcome, not-run runs, drift and dirty tree.
+pub fn summary_line(r: &Report) -> String {
+    let finished: usize = r.counts.values().sum();
+    let counts: Vec<String> = r
+        .counts
+        .iter()
+        .map(|(o, n)| format!("{n} {}", outcome_name(*o)))
+        .collect();
+    format!(
+        "summary: {} planned, {finished} finished ({}), {} not run; drift: {}; dirty tree: {}",
+        r.planned_runs,
+        if counts.is_empty() {
+            "none".to_string()
+        } else {
+            counts.join(", ")
+        },
+        r.not_run,
+        yes_no(r.drift),
+        yes_no(r.dirty),
+    )
+}
+
+fn preamble(r: &Report) -> Vec<String> {
+    vec![
+        format!(
+            "bundle: {} (experiment {}, status {}, hwr-exp {})",
+            r.bundle,
+            r.experiment,
+            serde_json::to_value(r.status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            r.hwr_exp_version
+        ),
+        format!("revision: {}", r.revision.as_deref().unwrap_or("unknown")),
+        summary_line(r),
+    ]
+}
+
+fn run_table(r: &Report) -> Section {
+    let mut s = Section::new(
+        "Runs",
+        &[
+            ("run-id", false),
+            ("cell", false),
+            ("rep", true),
+            ("termination", false),
+            ("exit", true),
+            ("wall s", true),
+            ("peak RSS (B)", true),
+            ("output", false),
+        ],
+    );
+    for run in &r.runs {
+        s.rows.push(vec![
+            run.run_id.clone(),
+            run.cell_label.clone(),
+            run.repetition.to_string(),
+            run.termination_text(),
+            opt(run.exit_code),
+            run.wall_seconds.map_or_else(|| "-".into(), |w| format!("{w:.3}")),
+            opt(run.peak_rss_bytes),
+            run.output_text(),
+        ]);
+    }
+    s
+}
+
+fn retention_run_table(r: &Report) -> Section {
+    let mut s = Section::new(
+        "Retention per run (growth = final loop - baseline; after-close = closed - baseline; bytes)",
+        &[
+            ("run-id", false),
+            ("loop it", true),
+            ("private growth", true),
+            ("private /1k it", true),
+            ("anon growth", true),
+            ("anon /1k it", true),
+            ("RSS growth", true),
+            ("RSS /1k it", true),
+            ("private after-close", true),
+            ("anon after-close", true),
+            ("RSS after-close", true),
+            ("fd delta", true),
+            ("last tensor alive", false),
+            ("aggregated", false),
+        ],
+    );
+    for run in &r.runs {
+        let agg = match &run.excluded {
+            None => "yes".to_string(),
+            Some(reason) => format!("no: {reason}"),
+        };
+        let Some(ret) = &run.retention else {
+            if run.excluded.is_some() {
+                let mut row = vec![run.run_id.clone()];
+                row.extend(std::iter::repeat_n("-".to_string(), 12));
+                row.push(agg);
+                s.rows.push(row);
+            }
+            continue;
+        };
+        s.rows.push(vec![
+            run.run_id.clone(),
+            ret.loop_iterations.to_string(),
+            signed(ret.growth.private_bytes),
+            signed_f(ret.per_1000(ret.growth.private_bytes)),
+            signed(ret.growth.anonymous_bytes),
+            signed_f(ret.per_1000(ret.growth.anonymous_bytes)),
+            signed(ret.growth.rss_bytes),
+            signed_f(ret.per_1000(ret.growth.rss_bytes)),
+            signed(ret.after_close.private_bytes),
+            signed(ret.after_close.anonymous_bytes),
+            signed(ret.after_close.rss_bytes),
+            signed(ret.fd_delta),
+            opt(ret.last_tensor_alive),
+            agg,
+        ]);
+    }
+    let excluded: Vec<&RunSummary> = r.runs.iter().filter(|r| r.excluded.is_some()).collect();
+    if !excluded.is_empty() {
+        s.notes.push(format!(
+            "left out of the aggregates: {}",
+            excluded
+                .iter()
+                .map(|r| format!("{} ({})", r.run_id, r.excluded.as_deref().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    s
+}
+
+fn stat(c: &super::summary::CellStats, name: &str) -> String {
+    c.retention.get(name).map_or_else(|| "-".into(), |s| s.text())
+}
+
+fn retention_cell_table(r: &Report) -> Section {
+    let mut s = Section::new(
+        "Retention per cell across repetitions (min / median / max; bytes)",
+        &[
+            ("cell", false),
+            ("n", true),
+            ("private growth", true),
+            ("private /1k it", true),
+            ("anon growth", true),
+            ("RSS growth", true),
+            ("private after-close", true),
+            ("anon after-close", true),
+            ("fd delta", true),
+        ],
+    );
+    for c in &r.cells {
+        s.rows.push(vec![
+            c.cell.clone(),
+            format!("{}/{}", c.included, c.runs),
+            stat(c, "private-growth-bytes"),
+            stat(c, "private-growth-per-1000"),
+            stat(c, "anonymous-growth-bytes"),
+            stat(c, "rss-growth-bytes"),
+            stat(c, "private-after-close-bytes"),
+            stat(c, "anonymous-after-close-bytes"),
+            stat(c, "fd-delta"),
+        ]);
+    }
+    s.notes
+        .push("n = runs aggregated / runs finished in the cell".into());
+    s
+}
+
+fn control_table(r: &Report) -> Section {
+    let mut s = Section::new(
+        "Growth minus the reuse control (difference of medians; bytes)",
+        &[
+            ("size", false),
+            ("mode", false),
+            ("private growth", true),
+            ("private /1k it", true),
+            ("anon growth", true),
+            ("anon /1k it", true),
+            ("RSS growth", true),
+            ("RSS /1k it", true),
+        ],
+    );
+    for d in &r.controls {
+        let g = |k: &str| signed_f(d.minus_control.get(k).copied());
+        s.rows.push(vec![
+            d.size.clone(),
+            d.mode.clone(),
+            g("private-growth-bytes"),
+            g("private-growth-per-1000"),
+            g("anonymous-growth-bytes"),
+            g("anonymous-growth-per-1000"),
+            g("rss-growth-bytes"),
+            g("rss-growth-per-1000"),
+        ]);
+    }
+    if r.controls.is_empty() {
+        s.notes.push(format!(
+            "no control comparison: no cell with mode = {} beside another mode at the same size",
+            super::summary::CONTROL_MODE
+        ));
+    }
+    s
+}
+
+fn metric_sections(r: &Report) -> Vec<Section> {
+    let names: Vec<&str> = r.metric_pointers.iter().map(|(n, _)| n.as_str()).collect();
+    let mut cols: Vec<(&str, bool)> = vec![("run-id", false)];
+    cols.extend(names.iter().map(|n| (*n, true)));
+    let mut per_run = Section::new("Metrics per run ([report] metrics)", &cols);
+    for run in r.runs.iter().filter(|r| r.finished) {
+        let mut row = vec![run.run_id.clone()];
+        row.extend(
+            names
+                .iter()
+                .map(|n| opt(run.metrics.get(*n).and_then(|v| v.as_ref()))),
+        );
+        per_run.rows.push(row);
+    }
+    per_run.notes.push(format!(
+        "pointers: {}",
+        r.metric_pointers
+            .iter()
+            .map(|(n, p)| format!("{n} = {p}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    let mut cols: Vec<(&str, bool)> = vec![("cell", false), ("n", true)];
+    cols.extend(names.iter().map(|n| (*n, true)));
+    let mut per_cell = Section::new("Metrics per cell (min / median / max)", &cols);
+    for c in &r.cells {
+        let mut row = vec![c.cell.clone(), format!("{}/{}", c.included, c.runs)];
+        row.extend(
+            names
+                .iter()
+                .map(|n| c.metrics.get(*n).map_or_else(|| "-".into(), |s| s.text())),
+        );
+        per_cell.rows.push(row);
+    }
+    vec![per_run, per_cell]
+}
+
+fn run_section(r: &Report) -> Section {
+    let mut s = run_table(r);
+    let not_run: Vec<&str> = r
+        .runs
+        .iter()
+        .filter(|r| !r.finished)
+        .map(|r| r.run_id.as_str())
+        .collect();
+    if !not_run.is_empty() {
+        s.notes.push(format!(
+            "not run (no run.json; bundle status {}): {}",
+            serde_json::to_value(r.status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            not_run.join(", ")
+        ));
+    }
+    s
+}
+
+/// Builders of the report's sections, in order; each returns no section when it does not apply.
+type SectionBuilder = fn(&Report) -> Vec<Section>;
+
+const SECTIONS: [SectionBuilder; 5] = [
+    |r| vec![run_section(r)],
+    |r| {
+        r.has_retention
+            .then(|| retention_run_table(r))
+            .into_iter()
+            .collect()
+    },
+    |r| {
+        r.has_retention
+            .then(|| retention_cell_table(r))
+            .into_iter()
+            .collect()
+    },
+    |r| r.has_retention.then(|| control_table(r)).into_iter().collect(),
+    |r| {
+        if r.metric_pointers.is_empty() {
+            Vec::new()
+        } else {
+            metric_sections(r)
+        }
+    },
+];
+
+/// All sections of a bundle report, in order.
+pub fn report_sections(r: &Report) -> Vec<Section> {
+    SECTIONS.iter().flat_map(|build| build(r)).collect()
+}
+
+/// The whole report as terminal tables or Markdown. Sections are built and rendered one at a
+/// time, so only one table's cells are held at once besides the output text.
+pub fn report_text(r: &Report, md: bool) -> String {
+    let mut pre = preamble(r);
+    if md {
+        pre = pre.into_iter().map(|l| md_escape(&l)).collect();
+        pre.insert(0, format!("## hwr-exp report: {}", r.experiment));
+    }
+    let mut out = render_sections(&pre, Vec::new(), md);
+    for build in SECTIONS {
+        for s in build(r) {
+            render_section(&mut out, s, md);
+        }
+    }
+    out
+}
+
+/// One CSV row per run: identity, matrix values (one column per key), run facts, retention numbers,
+/// the aggregation flag and metric values. Missing values are empty fields.
+///
+/// # Errors
+/// Only from the CSV writer.
+pub fn report_csv(r: &Report) -> anyhow::Result<String> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut header: Vec<String> = ["run_id", "index"].map(String::from).to_vec();
+    header.extend(r.matrix_keys.iter().cloned());
+    header.extend(
+        [
+            "repetition",
+            "termination",
+            "exit_code",
+            "signal",
+            "wall_seconds",
+            "peak_rss_bytes",
+            "output_check",
+            "outcome",
+            "aggregated",
+            "excluded_reason",
+        ]
+        .map(String::from),
+    );
+    if r.has_retention {
+        header.extend(
+            [
+                "output_mode",
+                "output_tensor_elements",
+                "loop_iterations",
+                "private_growth_bytes",
+                "anonymous_growth_bytes",
+                "rss_growth_bytes",
+                "private_growth_per_1000",
+                "anonymous_growth_per_1000",
+                "rss_growth_per_1000",
+                "private_after_close_bytes",
+                "anonymous_after_close_bytes",
+                "rss_after_close_bytes",
+                "fd_delta",
+                "last_tensor_alive",
+                "output_completed",
+            ]
+            .map(String::from),
+        );
+    }
+    header.extend(r.metric_pointers.iter().map(|(n, _)| format!("metric_{n}")));
+    w.write_record(&header)?;
+    let e = String::new;
+    let o = |v: Option<String>| v.unwrap_or_default();
+    for run in &r.runs {
+        let mut row = vec![run.run_id.clone(), run.index.to_string()];
+        row.extend(
+            r.matrix_keys
+                .iter()
+                .map(|k| o(run.cell.get(k).map(|v| v.to_string()))),
+        );
+        row.extend([
+            run.repetition.to_string(),
+            if run.finished {
+                run.termination_text().split(' ').next().unwrap_or("").to_string()
+            } else {
+                "not-run".into()
+            },
+            o(run.exit_code.map(|v| v.to_string())),
+            o(run.signal.map(|v| v.to_string())),
+            o(run.wall_seconds.map(|v| v.to_string())),
+            o(run.peak_rss_bytes.map(|v| v.to_string())),
+            o(run.output_check.map(|_| run.output_text())),
+            o(run.outcome.map(|v| outcome_name(v).to_string())),
+            run.excluded.is_none().to_string(),
+            o(run.excluded.clone()),
+        ]);
+        if r.has_retention {
+            match &run.retention {
+                Some(ret) => {
+                    let i = |v: Option<i64>| o(v.map(|x| x.to_string()));
+                    let f = |v: Option<f64>| o(v.map(|x| x.to_string()));
+                    row.extend([
+                        o(ret.mode.clone()),
+                        o(ret.tensor_elements.map(|v| v.to_string())),
+                        ret.loop_iterations.to_string(),
+                        i(ret.growth.private_bytes),
+                        i(ret.growth.anonymous_bytes),
+                        i(ret.growth.rss_bytes),
+                        f(ret.per_1000(ret.growth.private_bytes)),
+                        f(ret.per_1000(ret.growth.anonymous_bytes)),
+                        f(ret.per_1000(ret.growth.rss_bytes)),
+                        i(ret.after_close.private_bytes),
+                        i(ret.after_close.anonymous_bytes),
+                        i(ret.after_close.rss_bytes),
+                        i(ret.fd_delta),
+                        o(ret.last_tensor_alive.map(|b| b.to_string())),
+                        o(ret.completed.map(|b| b.to_string())),
+                    ]);
+                }
+                None => row.extend(std::iter::repeat_n(e(), 15)),
+            }
+        }
+        for (name, _) in &r.metric_pointers {
+            row.push(o(run
+                .metrics
+                .get(name)
+                .and_then(|v| v.as_ref())
+                .map(|v| v.to_string())));
+        }
+        w.write_record(&row)?;
+    }
+    Ok(String::from_utf8(w.into_inner()?)?)
+}
+
+/// The report as one pretty-printed JSON document (kebab-case keys).
+///
+/// # Errors
+/// Only from serde_json.
+pub fn report_json(r: &Report) -> anyhow::Result<String> {
+    Ok(serde_json::to_string_pretty(r)? + "\n")
+}

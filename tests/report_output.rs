@@ -1,0 +1,144 @@
+//! Snapshot tests of `hwr-exp report` / `compare` output on the checked-in fixture bundles.
+
+use std::path::PathBuf;
+
+use hwr_exp::report::{CompareArgs, Format, ReportArgs, compare::compare_to_string, report_to_string};
+
+const A: &str = "tests/fixtures/bundles/synthetic-a";
+const B: &str = "tests/fixtures/bundles/synthetic-b";
+
+fn report(bundle: &str, format: Format) -> String {
+    report_to_string(&ReportArgs {
+        bundle: PathBuf::from(bundle),
+        format,
+        plot: None,
+    })
+    .unwrap()
+}
+
+#[test]
+fn table() {
+    insta::assert_snapshot!(report(A, Format::Table));
+}
+
+#[test]
+fn markdown() {
+    insta::assert_snapshot!(report(A, Format::Md));
+}
+
+#[test]
+fn csv() {
+    insta::assert_snapshot!(report(A, Format::Csv));
+}
+
+#[test]
+fn compare_table() {
+    let out = compare_to_string(&CompareArgs {
+        a: A.into(),
+        b: B.into(),
+        format: Format::Table,
+    })
+    .unwrap();
+    insta::assert_snapshot!(out);
+}
+
+const REAL: &str = "tests/fixtures/bundles/python-retention";
+
+#[test]
+fn real_bundle_table() {
+    insta::assert_snapshot!(report(REAL, Format::Table));
+}
+
+#[test]
+fn real_bundle_markdown() {
+    insta::assert_snapshot!(report(REAL, Format::Md));
+}
+
+#[test]
+fn real_bundle_csv() {
+    insta::assert_snapshot!(report(REAL, Format::Csv));
+}
+
+#[test]
+fn compare_names_the_changed_revision_and_one_sided_cells() {
+    let out = compare_to_string(&CompareArgs {
+        a: A.into(),
+        b: B.into(),
+        format: Format::Json,
+    })
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let diffs = v["differences"].as_array().unwrap();
+    let facts: Vec<&str> = diffs.iter().map(|d| d["fact"].as_str().unwrap()).collect();
+    assert_eq!(facts, ["revision", "dirty", "manifest-sha256"]);
+    assert_eq!(diffs[0]["a"], "3f1c2a9e0d4b5c6a7e8f9012345678901234abcd");
+    assert_eq!(diffs[0]["b"], "9a8b7c6d5e4f30211234567890abcdef12345678");
+    assert_eq!(v["only-in-a"].as_array().unwrap().len(), 0);
+    assert_eq!(
+        v["only-in-b"],
+        serde_json::json!(["mode=view elements=16", "mode=view elements=64"])
+    );
+    // B grows 40960 bytes more in every get_tensor cell; the ranges do not overlap.
+    let row = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["cell"] == "mode=get_tensor elements=64" && r["metric"] == "private-growth-bytes")
+        .unwrap();
+    assert_eq!(row["median-difference"], 40960.0);
+    assert_eq!(row["ranges-overlap"], false);
+    // Comparing a bundle with itself: no differences, every range overlaps.
+    let same = compare_to_string(&CompareArgs {
+        a: A.into(),
+        b: A.into(),
+        format: Format::Table,
+    })
+    .unwrap();
+    assert!(same.contains("same revision, dirty state, host, hwr-exp version and manifest"));
+    assert!(!same.contains("only in"));
+}
+
+#[test]
+fn json_report_parses_and_counts() {
+    let v: serde_json::Value = serde_json::from_str(&report(A, Format::Json)).unwrap();
+    assert_eq!(v["counts"], serde_json::json!({"ok": 7, "timeout": 1}));
+    assert_eq!(v["runs"].as_array().unwrap().len(), 8);
+    assert_eq!(v["runs"][6]["excluded"], "timeout");
+    assert_eq!(v["mode-key"], "mode");
+    let control = &v["controls"][1];
+    assert_eq!(control["size"], "elements=64");
+    assert_eq!(control["minus-control"]["private-growth-bytes"], 49152.0);
+}
+
+#[test]
+fn csv_has_one_row_per_run_and_unique_columns() {
+    for bundle in [A, REAL] {
+        let text = report(bundle, Format::Csv);
+        let mut rdr = csv::Reader::from_reader(text.as_bytes());
+        let header: Vec<String> = rdr.headers().unwrap().iter().map(String::from).collect();
+        let mut unique = header.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), header.len(), "duplicate CSV columns: {header:?}");
+        let rows = rdr.records().map(Result::unwrap).count();
+        let planned = if bundle == A { 8 } else { 10 };
+        assert_eq!(rows, planned);
+    }
+}
+
+const PROBE: &str = "tests/fixtures/bundles/probe-size-compare";
+
+#[test]
+fn probe_bundle_table() {
+    insta::assert_snapshot!(report(PROBE, Format::Table));
+}
+
+#[test]
+fn probe_bundle_markdown() {
+    insta::assert_snapshot!(report(PROBE, Format::Md));
+}
+
+#[test]
+fn probe_bundle_csv() {
+    insta::assert_snapshot!(report(PROBE, Format::Csv));
+}
