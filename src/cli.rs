@@ -28,6 +28,10 @@ pub enum Command {
     /// Built-in probes.
     #[command(subcommand)]
     Probe(ProbeCommand),
+    /// Summarise a result bundle: run table, retention growth against the reuse control, metrics.
+    Report(crate::report::ReportArgs),
+    /// Put the cells of two result bundles side by side.
+    Compare(crate::report::CompareArgs),
     // Archive commands (issue 5).
     /// List the bundles under a results folder: experiment, created, status, revision, dirty, runs, parent.
     List(ListArgs),

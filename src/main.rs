@@ -22,6 +22,8 @@ fn main() -> ExitCode {
         Command::Plan(args) => plan(&args),
         Command::Schema => schema(),
         Command::Probe(ProbeCommand::SafetensorsRetention(args)) => hwr_exp::probe::run_retention(&args),
+        Command::Report(args) => edge(hwr_exp::report::report_command(&args)),
+        Command::Compare(args) => edge(hwr_exp::report::compare_command(&args)),
         // Archive commands (issue 5).
         Command::List(args) => archive_cmd::list(&args),
         Command::Verify(args) => archive_cmd::verify(&args),
@@ -317,4 +319,12 @@ mod archive_cmd {
         }
         e.exit_code()
     }
+}
+
+/// Prints an error from a command that reads bundles (its text names the file) and maps it to exit 2.
+fn edge(result: anyhow::Result<i32>) -> i32 {
+    result.unwrap_or_else(|e| {
+        eprintln!("error: {e:#}");
+        exit_codes::USAGE
+    })
 }
