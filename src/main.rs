@@ -51,25 +51,7 @@ fn run(args: &RunArgs) -> i32 {
         ..RunOptions::default()
     };
     match session::run_manifest(&manifest, &opts, &ProcessExecutor::new(), &cancel) {
-        Ok(report) => {
-            if !args.quiet {
-                if report.drift {
-                    eprintln!(
-                        "warning: the working tree changed while the experiment ran (drift recorded in provenance.json)"
-                    );
-                }
-                let status = serde_json::to_value(report.status)
-                    .ok()
-                    .and_then(|v| v.as_str().map(String::from));
-                eprintln!(
-                    "{}; bundle {}:",
-                    session::summarize(&report),
-                    status.unwrap_or_default()
-                );
-            }
-            println!("{}", display_path(&report.bundle).display());
-            report.exit_code
-        }
+        Ok(report) => archive_cmd::finished(&report, args.quiet),
         Err(e) => {
             report_session_error(&e);
             e.exit_code()
@@ -292,11 +274,13 @@ mod archive_cmd {
         Ok(cancel)
     }
 
-    fn finished(report: &SessionReport, quiet: bool) -> i32 {
+    /// Prints a finished session: a drift warning, the summary line on stderr, the bundle path on
+    /// stdout; returns the session's exit code.
+    pub(super) fn finished(report: &SessionReport, quiet: bool) -> i32 {
         if !quiet {
             if report.drift {
                 eprintln!(
-                    "warning: the working tree differs from the recorded provenance (drift recorded in provenance.json)"
+                    "warning: the working tree changed while the experiment ran, or differs from the recorded one (drift recorded in provenance.json)"
                 );
             }
             let status = serde_json::to_value(report.status)
