@@ -456,3 +456,50 @@ cpus = "auto"
     assert!(String::from_utf8_lossy(&out.stdout).contains("001-z-r1"));
     assert!(!repo.path().join("results").exists(), "plan writes nothing");
 }
+
+#[test]
+fn sigkill_of_the_runner_leaves_no_process_of_the_run() {
+    let repo = repo();
+    manifest(
+        repo.path(),
+        r#"format = 1
+[experiment]
+name = "killed"
+[command]
+shell = "echo $$ > leader.pid; sh -c 'sleep 31; :' & sleep 32; :"
+output-format = "text"
+"#,
+    );
+    let mut child = std::process::Command::new(bin())
+        .current_dir(repo.path())
+        .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
+        .spawn()
+        .unwrap();
+    let pid_file = repo.path().join("leader.pid");
+    let start = Instant::now();
+    while !pid_file.exists() || std::fs::read_to_string(&pid_file).unwrap().trim().is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(10), "the run never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let leader: i64 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        group_members(leader).len() >= 3,
+        "leader, sleep 32, sh and sleep 31 run"
+    );
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let start = Instant::now();
+    while !group_members(leader).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "survivors: {:?}",
+            group_members(leader)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -4,6 +4,7 @@
 //! [`ProcessExecutor`] is the real implementation.
 
 pub mod affinity;
+pub mod guardian;
 mod process;
 
 use std::ffi::OsString;

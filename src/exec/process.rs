@@ -78,8 +78,12 @@ impl ProcessExecutor {
     /// Creates the executor and makes the calling process a child subreaper
     /// (`prctl(PR_SET_CHILD_SUBREAPER, 1)`, once per process), so that orphaned grandchildren of a
     /// run are reparented to the runner, where they can be reaped.
+    ///
+    /// It also starts the [guardian](super::guardian), once per process, which kills the runs'
+    /// process groups if the runner dies (SIGKILL included).
     pub fn new() -> Self {
         become_subreaper();
+        super::guardian::ensure_started();
         ProcessExecutor
     }
 }
@@ -96,6 +100,7 @@ fn become_subreaper() {
 impl Executor for ProcessExecutor {
     fn execute(&self, spec: &RunSpec, cancel: &CancelFlag) -> RunOutcome {
         become_subreaper();
+        super::guardian::ensure_started();
         let started = SystemTime::now();
         let start = Instant::now();
         if cancel.load(Ordering::Relaxed) {
@@ -105,7 +110,13 @@ impl Executor for ProcessExecutor {
             return outcome;
         }
         match spawn(spec) {
-            Ok(child) => supervise(spec, cancel, child, started, start),
+            Ok(child) => {
+                let pgid = child.pid;
+                super::guardian::group_started(pgid);
+                let outcome = supervise(spec, cancel, child, started, start);
+                super::guardian::group_ended(pgid);
+                outcome
+            }
             Err(error) => {
                 let mut outcome = RunOutcome::empty(started, start);
                 outcome.termination = Termination::SpawnFailed;
