@@ -449,6 +449,42 @@ cpus = "auto"
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&sh.stdout), "x y\n");
 
+    // Clean policy, a removed variable and an odd name: the line still runs as the run would.
+    let clean = repo.path().join("clean.toml");
+    std::fs::write(
+        &clean,
+        r#"format = 1
+[experiment]
+name = "c"
+[command]
+argv = ["sh", "-c", "echo ${{FOO-unset}} ${{SECRET-unset}} ${{GONE-unset}} ${{PATH:+path}}"]
+[isolation]
+env-policy = "clean"
+env = { FOO = "bar baz", "ODD NAME" = "x" }
+env-unset = ["GONE"]
+"#,
+    )
+    .unwrap();
+    let out = hwr(repo.path(), &["plan", "clean.toml", "--format", "shell"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let line = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()
+        .unwrap()
+        .to_string();
+    let sh = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(&line)
+        .env("SECRET", "s")
+        .env("GONE", "g")
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&sh.stdout),
+        "bar baz unset unset path\n",
+        "{line}"
+    );
+
     let out = hwr(repo.path(), &["plan", "experiment.toml", "--format", "json"]);
     let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(plan["runs"].as_array().unwrap().len(), 2);

@@ -11,6 +11,9 @@ pub fn allowed_cpus() -> std::io::Result<Vec<usize>> {
         .collect())
 }
 
+/// CPU numbers at or above this cannot be in an affinity mask (`CPU_SETSIZE`).
+pub const MAX_CPUS: usize = rustix::thread::CpuSet::MAX_CPU;
+
 /// Parses a Linux CPU list as in `Cpus_allowed_list` or `taskset -c`: `"0-3,5,7-8"`.
 ///
 /// # Errors
@@ -20,9 +23,17 @@ pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, String> {
     for part in text.trim().split(',').filter(|p| !p.is_empty()) {
         let part = part.trim();
         let num = |s: &str| {
-            s.trim()
+            let n = s
+                .trim()
                 .parse::<usize>()
-                .map_err(|_| format!("`{part}` is not a CPU number or range like `2-3`"))
+                .map_err(|_| format!("`{part}` is not a CPU number or range like `2-3`"))?;
+            if n >= MAX_CPUS {
+                return Err(format!(
+                    "CPU {n} is beyond the largest CPU number this system can address ({})",
+                    MAX_CPUS - 1
+                ));
+            }
+            Ok(n)
         };
         match part.split_once('-') {
             Some((a, b)) => {
@@ -67,6 +78,11 @@ mod tests {
         assert_eq!(format_cpu_list(&[0, 1, 2, 5]), "0-2,5");
         assert!(parse_cpu_list("3-1").is_err());
         assert!(parse_cpu_list("x").is_err());
+        assert!(
+            parse_cpu_list("0-4294967295").is_err(),
+            "no allocation of a huge range"
+        );
+        assert!(parse_cpu_list("99999").is_err());
         assert!(!allowed_cpus().unwrap().is_empty());
     }
 }

@@ -101,6 +101,12 @@ impl PlanError {
     }
 }
 
+/// Most runs one plan may have (before `exclude`): a typo in `repetitions` must not exhaust memory.
+pub const MAX_RUNS: u64 = 10_000_000;
+
+/// Longest output file name, in bytes (the usual file-system limit).
+const MAX_NAME_BYTES: usize = 255;
+
 /// File names a run folder already uses; `output` may not take them.
 const RESERVED_NAMES: &[&str] = &["run.json", "stderr.log", "memory.jsonl"];
 
@@ -111,6 +117,23 @@ const RESERVED_NAMES: &[&str] = &["run.json", "stderr.log", "memory.jsonl"];
 /// not render, two runs with the same output name, an output name that is reserved, too few CPUs.
 pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, Vec<PlanError>> {
     let mut errors = Vec::new();
+    let planned = manifest
+        .matrix
+        .axes
+        .iter()
+        .try_fold(1u64, |n, (_, values)| n.checked_mul(values.len() as u64))
+        .and_then(|cells| cells.checked_add(manifest.matrix.include.len() as u64))
+        .and_then(|cells| cells.checked_mul(u64::from(manifest.schedule.repetitions)));
+    if planned.is_none_or(|n| n > MAX_RUNS) {
+        return Err(vec![PlanError::new(
+            "schedule.repetitions",
+            format!(
+                "the matrix times the repetitions makes {} runs; hwr-exp plans at most {MAX_RUNS}",
+                planned.map_or("more than 2^64".to_string(), |n| n.to_string())
+            ),
+            Some("split the experiment into several manifests".into()),
+        )]);
+    }
     let cells = cells(manifest, &mut errors);
     let slots = cpu_slots(manifest, ctx, &mut errors);
     if !errors.is_empty() {
@@ -473,6 +496,21 @@ impl Plan {
     /// The output file name of run `index`, checked to be a plain file name.
     fn output_of(&self, vars: &Vars<'_>) -> Result<String, PlanError> {
         let output = vars.render("command.output", &self.templates.output, true)?;
+        if output.len() > MAX_NAME_BYTES {
+            let mut cut = 40;
+            while !output.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            return Err(PlanError::new(
+                "command.output",
+                format!(
+                    "output name `{}...` is {} bytes long; file names are limited to {MAX_NAME_BYTES}",
+                    &output[..cut],
+                    output.len()
+                ),
+                Some("use {run-id} or fewer values in `output`".into()),
+            ));
+        }
         if output.is_empty() || output == "." || output == ".." || output.contains('/') {
             return Err(PlanError::new(
                 "command.output",

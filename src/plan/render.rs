@@ -80,28 +80,49 @@ pub fn table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
 
 /// One shell line equivalent to the run, for reproducing it by hand:
 /// `cd DIR && CUDA_VISIBLE_DEVICES='' ... taskset -c 0 timeout -k 5s 120s ARGV...`.
-/// `env -i` is used for the clean policy and `env -u` for removed variables.
+///
+/// Variables are set as prefix assignments when that is exact; otherwise (clean policy, removed
+/// variables, names that are not shell identifiers) through `env`: `env -i ${PATH+"PATH=$PATH"} ...`
+/// keeps only the clean policy's variables that are set, `env -u NAME` removes, `'NAME=value'` sets.
 pub fn shell_line(plan: &Plan, run: &PlannedRun) -> String {
     let mut words: Vec<String> = vec![
         "cd".into(),
         sh_quote(&run.workdir.display().to_string()),
         "&&".into(),
     ];
-    let needs_env = run.env.policy == "clean" || !run.env.unset.is_empty();
-    if needs_env {
+    let clean = run.env.policy == "clean";
+    let identifier = |k: &str| {
+        !k.is_empty()
+            && !k.starts_with(|c: char| c.is_ascii_digit())
+            && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    let use_env = clean || !run.env.unset.is_empty() || run.env.set.iter().any(|(k, _)| !identifier(k));
+    if use_env {
         words.push("env".into());
-        if run.env.policy == "clean" {
+        if clean {
             words.push("-i".into());
-            for k in ["PATH", "HOME", "LANG", "TERM", "USER", "TMPDIR"] {
-                words.push(format!("{k}=\"${k}\""));
+            for k in CLEAN_KEEP
+                .iter()
+                .filter(|k| !run.env.unset.iter().any(|u| u == *k))
+            {
+                words.push(format!("${{{k}+\"{k}=${k}\"}}"));
+            }
+        } else {
+            for k in &run.env.unset {
+                words.push(format!("-u {}", sh_quote(k)));
             }
         }
-        for k in &run.env.unset {
-            words.push(format!("-u {}", sh_quote(k)));
+        for (k, v) in &run.env.set {
+            words.push(if identifier(k) {
+                format!("{k}={}", sh_quote(v))
+            } else {
+                sh_quote(&format!("{k}={v}"))
+            });
         }
-    }
-    for (k, v) in &run.env.set {
-        words.push(format!("{k}={}", sh_quote(v)));
+    } else {
+        for (k, v) in &run.env.set {
+            words.push(format!("{k}={}", sh_quote(v)));
+        }
     }
     if !run.cpus.is_empty() {
         words.push(format!("taskset -c {}", format_cpu_list(&run.cpus)));
@@ -116,6 +137,23 @@ pub fn shell_line(plan: &Plan, run: &PlannedRun) -> String {
     words.extend(run.argv.iter().map(|a| sh_quote(a)));
     words.join(" ")
 }
+
+/// Variables the clean policy keeps from the runner's environment (and the common `LC_*` ones).
+const CLEAN_KEEP: &[&str] = &[
+    "PATH",
+    "HOME",
+    "LANG",
+    "TERM",
+    "USER",
+    "TMPDIR",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_NUMERIC",
+    "LC_TIME",
+    "LC_COLLATE",
+    "LC_MONETARY",
+    "LC_MESSAGES",
+];
 
 fn secs(s: f64) -> String {
     let t = format!("{s:.3}");
