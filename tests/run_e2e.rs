@@ -539,3 +539,53 @@ output-format = "text"
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn preflight_catches_a_missing_provenance_repo_and_an_unwritable_results_folder() {
+    let repo = repo();
+    let m = manifest(
+        repo.path(),
+        "format = 1\n[experiment]\nname = \"p\"\n[command]\nargv = [\"true\"]\n[provenance]\nrepo = \"no-such-folder\"\n",
+    );
+    let (out, _) = run(repo.path(), &m);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(stderr(&out).contains("no-such-folder"), "{}", stderr(&out));
+    assert!(!repo.path().join("results").exists());
+
+    let m = manifest(
+        repo.path(),
+        "format = 1\n[experiment]\nname = \"p\"\n[command]\nargv = [\"true\"]\n",
+    );
+    let file = repo.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let out = hwr(
+        repo.path(),
+        &[
+            "run",
+            m.to_str().unwrap(),
+            "--quiet",
+            "--results-dir",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(stderr(&out).contains("results folder"), "{}", stderr(&out));
+}
+
+#[test]
+fn workdir_inside_the_run_folder() {
+    let repo = repo();
+    let m = manifest(
+        repo.path(),
+        "format = 1\n[experiment]\nname = \"w\"\n[command]\nshell = \"pwd; echo x > here.txt\"\nworkdir = \"{run-dir}\"\noutput = \"pwd.txt\"\n",
+    );
+    let (out, bundle) = run(repo.path(), &m);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let r = &run_records(&bundle.as_ref().unwrap())[0];
+    let dir = bundle.unwrap().join("runs").join(r["run-id"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("pwd.txt")).unwrap().trim(),
+        dir.to_str().unwrap()
+    );
+    assert!(dir.join("here.txt").exists());
+}

@@ -80,7 +80,7 @@ fn hex(bytes: &[u8]) -> String {
 /// RFC 3339 UTC text of a time, e.g. `2026-11-30T01:02:03.456Z`.
 pub fn rfc3339(t: SystemTime) -> String {
     jiff::Timestamp::try_from(t)
-        .map(|ts| ts.round(jiff::Unit::Millisecond).unwrap_or(ts).to_string())
+        .map(|ts| ts.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
         .unwrap_or_default()
 }
 
@@ -108,12 +108,48 @@ pub fn check_output(path: &Path, format: OutputFormat) -> (OutputCheck, Option<S
     if format == OutputFormat::Text {
         return (OutputCheck::Valid, None);
     }
-    let mut de = serde_json::Deserializer::from_reader(BufReader::new(file));
+    let mut de = serde_json::Deserializer::from_reader(Utf8Checked::new(BufReader::new(file)));
     let result = serde::de::Deserialize::deserialize(&mut de).and_then(|serde::de::IgnoredAny| de.end());
     match result {
         Ok(()) => (OutputCheck::Valid, None),
         Err(e) if e.is_eof() && e.line() == 1 && e.column() == 0 => (OutputCheck::Empty, None),
         Err(e) => (OutputCheck::Invalid, Some(e.to_string())),
+    }
+}
+
+/// A reader that fails with `InvalidData` at the first byte sequence that is not UTF-8.
+/// (`serde_json` skips over string contents it ignores without checking them.)
+struct Utf8Checked<R> {
+    inner: R,
+    /// Bytes of an incomplete character at the end of the previous read.
+    carry: Vec<u8>,
+}
+
+impl<R: Read> Utf8Checked<R> {
+    fn new(inner: R) -> Self {
+        Utf8Checked {
+            inner,
+            carry: Vec::new(),
+        }
+    }
+}
+
+impl<R: Read> Read for Utf8Checked<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let mut chunk = std::mem::take(&mut self.carry);
+        chunk.extend_from_slice(&buf[..n]);
+        match std::str::from_utf8(&chunk) {
+            Ok(_) => {}
+            Err(e) if e.error_len().is_none() && n > 0 => self.carry = chunk[e.valid_up_to()..].to_vec(),
+            Err(e) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("not UTF-8 (byte {} of the output)", e.valid_up_to()),
+                ));
+            }
+        }
+        Ok(n)
     }
 }
 
@@ -257,7 +293,11 @@ impl BundleWriter {
         format: OutputFormat,
     ) -> io::Result<RunRecord> {
         let dir = self.run_dir(run);
-        let (output_check, output_check_reason) = check_output(&dir.join(&run.output), format);
+        let (output_check, output_check_reason) = if outcome.termination == Termination::SpawnFailed {
+            (OutputCheck::Empty, None)
+        } else {
+            check_output(&dir.join(&run.output), format)
+        };
         let mut sha256 = BTreeMap::new();
         for name in [run.output.as_str(), files::STDERR, files::MEMORY] {
             let path = dir.join(name);
@@ -349,6 +389,18 @@ mod tests {
         assert_eq!(check("{\"a\": 1} {}", OutputFormat::Json), OutputCheck::Invalid);
         assert_eq!(check("{\"a\": ", OutputFormat::Json), OutputCheck::Invalid);
         assert_eq!(check("anything", OutputFormat::Text), OutputCheck::Valid);
+        fs::write(&p, b"{\"a\": \"\xff\"}").unwrap();
+        assert_eq!(
+            check_output(&p, OutputFormat::Json).0,
+            OutputCheck::Invalid,
+            "invalid UTF-8"
+        );
+        fs::write(&p, "{\"a\": \"\u{e9}\u{1f600}\"}".as_bytes()).unwrap();
+        assert_eq!(
+            check_output(&p, OutputFormat::Json).0,
+            OutputCheck::Valid,
+            "multi-byte characters"
+        );
         assert_eq!(check("", OutputFormat::Text), OutputCheck::Empty);
     }
 

@@ -462,6 +462,11 @@ impl Plan {
         self.schedule.is_empty()
     }
 
+    /// The bundle folder the plan was expanded for (`{bundle}`).
+    pub fn bundle(&self) -> &Path {
+        &self.templates.bundle
+    }
+
     /// Job slot of run `index` (`index % jobs`).
     pub fn slot_of(&self, index: usize) -> usize {
         index % self.slots.len().max(1)

@@ -25,7 +25,10 @@ pub fn check(
     let mut seen_programs = HashSet::new();
     let mut seen_dirs = HashSet::new();
     for run in plan.runs() {
-        if seen_dirs.insert(run.workdir.clone()) && !run.workdir.is_dir() {
+        // A workdir inside the bundle ({bundle}, {run-dir}) cannot exist yet; the run folder is
+        // created before the run starts, anything else deeper fails that run alone (spawn-failed).
+        let in_bundle = run.workdir.starts_with(plan.bundle());
+        if !in_bundle && seen_dirs.insert(run.workdir.clone()) && !run.workdir.is_dir() {
             problems.push(format!(
                 "workdir {} does not exist or is not a folder (run {})",
                 run.workdir.display(),
@@ -63,6 +66,14 @@ pub fn check(
             "{e}; set [measure] sample-interval = \"off\" to run without memory sampling"
         ));
     }
+    if let Some(repo) = &manifest.provenance.repo
+        && !repo.is_dir()
+    {
+        problems.push(format!(
+            "[provenance] repo {} does not exist or is not a folder",
+            repo.display()
+        ));
+    }
     if let Err(e) = writable(&results_dir.join(&manifest.experiment.name)) {
         problems.push(e);
     }
@@ -93,11 +104,17 @@ fn writable(dir: &Path) -> Result<(), String> {
             probe.display()
         ));
     }
-    rustix::fs::access(&probe, rustix::fs::Access::WRITE_OK).map_err(|e| {
-        format!(
-            "results folder {}: {} is not writable: {e}",
-            dir.display(),
-            probe.display()
-        )
-    })
+    // A real write (a temporary folder, removed at once) rather than access(2): root passes
+    // access() everywhere, /proc and /sys included.
+    tempfile::Builder::new()
+        .prefix(".hwr-exp-preflight-")
+        .tempdir_in(&probe)
+        .map(drop)
+        .map_err(|e| {
+            format!(
+                "results folder {}: cannot write in {}: {e}",
+                dir.display(),
+                probe.display()
+            )
+        })
 }

@@ -39,7 +39,10 @@ pub fn describe(record: &RunRecord, done: usize, total: usize) -> String {
     let how = match (record.exit_code, record.signal) {
         (Some(c), _) => format!("exit {c}"),
         (None, Some(s)) => format!("signal {s}"),
-        _ => format!("{:?}", record.termination).to_lowercase(),
+        _ => serde_json::to_value(record.termination)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
     };
     let outcome = serde_json::to_value(record.outcome)
         .ok()

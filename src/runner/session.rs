@@ -200,6 +200,10 @@ pub fn run_manifest(
             sample_interval: manifest.measure.sample_interval,
             env_policy: manifest.isolation.env_policy,
         };
+        if !opts.quiet {
+            // Said at the start too, so the bundle can be found even if the runner is killed.
+            eprintln!("writing {} runs into {}", plan.len(), dir.display());
+        }
         let progress = progress::for_terminal(opts.quiet, plan.len());
         let all: Vec<usize> = (0..plan.len()).collect();
         let end = super::execute(
