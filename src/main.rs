@@ -108,7 +108,14 @@ fn plan(args: &PlanArgs) -> i32 {
             .runs()
             .try_for_each(|r| writeln!(out, "{}", render::shell_line(&plan, &r))),
     };
-    match written.and_then(|()| out.flush()) {
+    written_exit_code(written.and_then(|()| out.flush()))
+}
+
+/// Exit code once a command's stdout is written and flushed: success, also when the reader
+/// closed the pipe early (`| head`); otherwise the error is printed and the exit code is
+/// [`exit_codes::ENVIRONMENT`].
+fn written_exit_code(written: std::io::Result<()>) -> i32 {
+    match written {
         Ok(()) => exit_codes::SUCCESS,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => exit_codes::SUCCESS,
         Err(e) => {
@@ -186,14 +193,7 @@ mod archive_cmd {
             ListFormat::Table => archive::list::write_table(&entries, &mut out),
             ListFormat::Json => archive::list::write_json(&entries, &mut out),
         };
-        match written.and_then(|()| out.flush()) {
-            Ok(()) => exit_codes::SUCCESS,
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => exit_codes::SUCCESS,
-            Err(e) => {
-                eprintln!("error: {e}");
-                exit_codes::ENVIRONMENT
-            }
-        }
+        super::written_exit_code(written.and_then(|()| out.flush()))
     }
 
     /// `hwr-exp verify BUNDLE`: 0 when intact, 1 with the list of problems.

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ArchiveError;
 use super::liveness::{EffectiveStatus, effective_status};
-use super::read::{self, read_versioned};
+use crate::bundle::read::read_versioned;
 use crate::bundle::{Outcome, files};
 
 /// One bundle as `list` shows it (kebab-case keys in `--format json`).
@@ -121,8 +121,8 @@ fn relative_to(path: &Path, base: &Path) -> String {
 }
 
 fn entry(dir: &Path, base: &Path) -> Result<ListEntry, ArchiveError> {
-    let bundle = read::open(dir)?;
-    let info = &bundle.info;
+    let bundle = super::open(dir)?;
+    let info = bundle.info();
     let dirty = read_versioned::<Dirty>(
         &bundle.path(files::PROVENANCE),
         "format",
@@ -141,8 +141,8 @@ fn entry(dir: &Path, base: &Path) -> Result<ListEntry, ArchiveError> {
         bundle: relative_to(dir, base),
         experiment: info.experiment.clone(),
         created: info.created.clone(),
-        status: effective_status(&bundle.dir, info),
-        revision: bundle.revision(),
+        status: effective_status(bundle.dir(), info),
+        revision: bundle.recorded_commit(),
         dirty,
         runs_ok,
         runs_failed,

@@ -9,18 +9,19 @@
 //!   optionally inside a temporary git worktree rebuilt at the recorded revision.
 //! - [`resume`]: the unfinished runs of an interrupted or abandoned bundle, into the same bundle.
 //!
-//! Bundles are read with the format types of [`crate::bundle::format`]; every document's format
-//! major version is checked ([`read`]).
+//! Bundles are read with [`crate::bundle::read::Bundle`] (opened by [`open`]); every document's
+//! format major version is checked there.
 
 pub mod list;
 pub mod liveness;
-pub mod read;
 pub mod rerun;
 pub mod resume;
 pub mod verify;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use crate::bundle::files;
+use crate::bundle::read::{Bundle, ReadError};
 use crate::exit_codes;
 use crate::runner::session::SessionError;
 
@@ -36,14 +37,10 @@ pub enum ArchiveError {
         /// What is wrong with it.
         message: String,
     },
-    /// A bundle file could not be read or parsed, or has a newer format (exit 2).
-    #[error("{path}: {message}")]
-    Unreadable {
-        /// The file.
-        path: PathBuf,
-        /// Why (I/O error, JSON error, newer format).
-        message: String,
-    },
+    /// A bundle file could not be read or parsed, or has a newer format (exit 2); the message
+    /// names the file.
+    #[error(transparent)]
+    Read(#[from] ReadError),
     /// The command refuses to act on this bundle as it is (exit 2): complete bundle for resume,
     /// archived manifest modified, the plan expands differently here.
     #[error("{0}")]
@@ -70,12 +67,33 @@ impl ArchiveError {
     /// The documented exit code (DESIGN 6) for this error.
     pub fn exit_code(&self) -> i32 {
         match self {
-            ArchiveError::BadPath { .. } | ArchiveError::Unreadable { .. } | ArchiveError::Refused(_) => {
+            ArchiveError::BadPath { .. } | ArchiveError::Read(_) | ArchiveError::Refused(_) => {
                 exit_codes::USAGE
             }
             ArchiveError::Environment(_) => exit_codes::ENVIRONMENT,
             ArchiveError::Session(e) => e.exit_code(),
             ArchiveError::Write { .. } => exit_codes::RUN_FAILED,
         }
+    }
+}
+
+/// Opens the bundle folder `dir` for an archive command, made absolute lexically against the
+/// current directory (so [`Bundle::dir`] is absolute and [`Bundle::results_dir`] is its
+/// grandparent).
+///
+/// # Errors
+/// [`ArchiveError::BadPath`] naming `dir` when it is not a directory or holds no bundle.json;
+/// [`ArchiveError::Read`] when bundle.json cannot be read, is malformed or has a newer format.
+pub fn open(dir: &Path) -> Result<Bundle, ArchiveError> {
+    let abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let bad = |message: String| ArchiveError::BadPath {
+        path: dir.to_path_buf(),
+        message,
+    };
+    match Bundle::open(&abs) {
+        Ok(bundle) => Ok(bundle),
+        Err(ReadError::NotABundle { .. }) => Err(bad("no such bundle folder".into())),
+        Err(ReadError::Missing { .. }) => Err(bad(format!("not a bundle folder (no {})", files::BUNDLE))),
+        Err(e) => Err(e.into()),
     }
 }

@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::ArchiveError;
-use super::read::{self, ArchivedBundle};
-use super::verify::{find_repository, patch_applies};
+use super::verify::{find_repository, patch_applies, run_git};
 use crate::bundle::files;
+use crate::bundle::read::Bundle;
 use crate::bundle::write::sha256_bytes;
 use crate::exec::{CancelFlag, Executor};
 use crate::manifest::{self, Manifest};
@@ -60,12 +60,9 @@ impl RecordedTree {
     /// # Errors
     /// [`ArchiveError::Environment`] when revision.txt names no commit, no repository is found,
     /// the repository lacks the commit, the patch does not apply, or a git command fails.
-    pub fn build(
-        bundle: &ArchivedBundle,
-        provenance: Option<&ProvenanceDoc>,
-    ) -> Result<RecordedTree, ArchiveError> {
+    pub fn build(bundle: &Bundle, provenance: Option<&ProvenanceDoc>) -> Result<RecordedTree, ArchiveError> {
         let env = ArchiveError::Environment;
-        let revision = bundle.revision().ok_or_else(|| {
+        let revision = bundle.recorded_commit().ok_or_else(|| {
             env(format!(
                 "{}: records no commit, so there is no recorded tree to rebuild",
                 bundle.path(files::REVISION).display()
@@ -173,18 +170,9 @@ impl Drop for RecordedTree {
     }
 }
 
+/// Runs `git -C dir args...` (see [`run_git`]).
 fn git(dir: &Path, args: &[&std::ffi::OsStr]) -> Result<(), String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
-    }
+    run_git(Command::new("git").arg("-C").arg(dir).args(args))
 }
 
 /// Reads the archived manifest, checks its bytes against bundle.json `manifest-sha256` and
@@ -195,14 +183,14 @@ fn git(dir: &Path, args: &[&std::ffi::OsStr]) -> Result<(), String> {
 /// [`ArchiveError::Refused`] when manifest.toml was modified; [`ArchiveError::Environment`] when
 /// `base_dir` does not exist; [`SessionError::Plan`] (inside [`ArchiveError::Session`]) with the
 /// manifest's diagnostics.
-pub fn archived_manifest(bundle: &ArchivedBundle, base_dir: &Path) -> Result<Manifest, ArchiveError> {
-    let source = bundle.manifest_source()?;
+pub fn archived_manifest(bundle: &Bundle, base_dir: &Path) -> Result<Manifest, ArchiveError> {
+    let source = bundle.manifest_text()?;
     let sha = sha256_bytes(source.as_bytes());
-    if sha != bundle.info.manifest_sha256 {
+    if sha != bundle.info().manifest_sha256 {
         return Err(ArchiveError::Refused(format!(
             "{}: sha256 {sha} differs from manifest-sha256 {} in bundle.json: the archived manifest was modified",
             bundle.path(files::MANIFEST).display(),
-            bundle.info.manifest_sha256
+            bundle.info().manifest_sha256
         )));
     }
     if !base_dir.is_dir() {
@@ -211,13 +199,13 @@ pub fn archived_manifest(bundle: &ArchivedBundle, base_dir: &Path) -> Result<Man
             base_dir.display()
         )));
     }
-    manifest::parse(&source, Path::new(&bundle.info.manifest_path), base_dir)
+    manifest::parse(&source, Path::new(&bundle.info().manifest_path), base_dir)
         .map_err(|d| ArchiveError::Session(SessionError::Plan(d)))
 }
 
 /// Folder of the recorded `manifest-path`.
-pub fn recorded_base_dir(bundle: &ArchivedBundle) -> PathBuf {
-    Path::new(&bundle.info.manifest_path)
+pub fn recorded_base_dir(bundle: &Bundle) -> PathBuf {
+    Path::new(&bundle.info().manifest_path)
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("/"))
@@ -228,10 +216,7 @@ pub fn recorded_base_dir(bundle: &ArchivedBundle) -> PathBuf {
 /// elsewhere, the same path relative to the recorded repository root inside the repository that
 /// holds the bundle folder (git2 discover from the bundle). Returns the folder and, when it was
 /// mapped, a note saying so.
-pub fn base_dir_now(
-    bundle: &ArchivedBundle,
-    provenance: Option<&ProvenanceDoc>,
-) -> (PathBuf, Option<String>) {
+pub fn base_dir_now(bundle: &Bundle, provenance: Option<&ProvenanceDoc>) -> (PathBuf, Option<String>) {
     let recorded = recorded_base_dir(bundle);
     if recorded.is_dir() {
         return (recorded, None);
@@ -240,7 +225,7 @@ pub fn base_dir_now(
         .and_then(|p| p.before.repo_root())
         .and_then(|root| recorded.strip_prefix(root).ok())
         .and_then(|rel| {
-            let repo = git2::Repository::discover(&bundle.dir).ok()?;
+            let repo = git2::Repository::discover(bundle.dir()).ok()?;
             Some(repo.workdir()?.join(rel))
         })
         .filter(|p| p.is_dir());
@@ -269,7 +254,7 @@ fn patch_sha(s: &Snapshot) -> Option<String> {
 /// `working-tree.patch` (with the changed paths), `cpu-model`, `kernel`, `glibc`, `hwr-exp`.
 /// Empty when nothing differs. A missing record is reported as such.
 pub fn differences(
-    bundle: &ArchivedBundle,
+    bundle: &Bundle,
     recorded: Option<&ProvenanceDoc>,
     recorded_host: Option<&HostFacts>,
     now: &Snapshot,
@@ -346,10 +331,11 @@ pub fn differences(
             }
         }
     }
-    if bundle.info.hwr_exp_version != now_host.hwr_exp_version {
+    if bundle.info().hwr_exp_version != now_host.hwr_exp_version {
         lines.push(format!(
             "hwr-exp: {} -> {}",
-            bundle.info.hwr_exp_version, now_host.hwr_exp_version
+            bundle.info().hwr_exp_version,
+            now_host.hwr_exp_version
         ));
     }
     lines
@@ -371,12 +357,12 @@ pub fn rerun(
     executor: &dyn Executor,
     cancel: &CancelFlag,
 ) -> Result<SessionReport, ArchiveError> {
-    let bundle = read::open(dir)?;
-    let provenance = bundle.provenance().ok();
-    let recorded_host = bundle.host().ok();
+    let bundle = super::open(dir)?;
+    let provenance = bundle.provenance_doc().ok();
+    let recorded_host = bundle.host_facts().ok();
     let results_dir = opts.results_dir.clone().unwrap_or_else(|| bundle.results_dir());
     let recorded_base = recorded_base_dir(&bundle);
-    let mut notes = vec![format!("rerun of {}", bundle.dir.display())];
+    let mut notes = vec![format!("rerun of {}", bundle.dir().display())];
 
     let (base_dir, moved) = base_dir_now(&bundle, provenance.as_ref());
     if let Some(note) = moved {
@@ -399,7 +385,7 @@ pub fn rerun(
             let rel = recorded_base.strip_prefix(&root).map_err(|_| {
                 ArchiveError::Environment(format!(
                     "the recorded manifest-path {} is outside the recorded repository {}",
-                    bundle.info.manifest_path,
+                    bundle.info().manifest_path,
                     root.display()
                 ))
             })?;
@@ -417,7 +403,7 @@ pub fn rerun(
         }
     };
     // Paths inside the manifest resolve against base_dir already; keep the recorded path.
-    manifest.path = PathBuf::from(&bundle.info.manifest_path);
+    manifest.path = PathBuf::from(&bundle.info().manifest_path);
 
     let repo_start = manifest
         .provenance
@@ -436,8 +422,8 @@ pub fn rerun(
     );
     eprintln!(
         "rerun of {} (archived {})",
-        bundle.dir.display(),
-        bundle.info.created
+        bundle.dir().display(),
+        bundle.info().created
     );
     if diffs.is_empty() {
         eprintln!("  same revision, working tree, host and hwr-exp version as the archived bundle");
@@ -451,7 +437,7 @@ pub fn rerun(
     let run_opts = RunOptions {
         results_dir,
         quiet: opts.quiet,
-        parent: Some(bundle.dir.display().to_string()),
+        parent: Some(bundle.dir().display().to_string()),
         notes,
     };
     let report = session::run_manifest(&manifest, &run_opts, executor, cancel);

@@ -20,7 +20,6 @@ use std::time::SystemTime;
 
 use super::ArchiveError;
 use super::liveness::{EffectiveStatus, effective_status, holder_pid};
-use super::read;
 use super::rerun::{archived_manifest, base_dir_now};
 use crate::bundle::write::rfc3339;
 use crate::bundle::{BundleStatus, BundleWriter, Outcome};
@@ -52,8 +51,8 @@ pub fn resume(
     executor: &dyn Executor,
     cancel: &CancelFlag,
 ) -> Result<SessionReport, ArchiveError> {
-    let bundle = read::open(dir)?;
-    let folder = fs::File::open(&bundle.dir).map_err(|e| ArchiveError::BadPath {
+    let bundle = super::open(dir)?;
+    let folder = fs::File::open(bundle.dir()).map_err(|e| ArchiveError::BadPath {
         path: dir.to_path_buf(),
         message: format!("cannot open: {e}"),
     })?;
@@ -61,46 +60,46 @@ pub fn resume(
     if let Err(e) = rustix::fs::flock(&folder, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
         return Err(ArchiveError::Environment(format!(
             "{}: another hwr-exp resume holds this bundle ({e})",
-            bundle.dir.display()
+            bundle.dir().display()
         )));
     }
     // Re-read under the lock: a concurrent resume may have finished it meanwhile.
-    let bundle = read::open(&bundle.dir)?;
-    let info = bundle.info.clone();
-    match effective_status(&bundle.dir, &info) {
+    let bundle = super::open(bundle.dir())?;
+    let info = bundle.info().clone();
+    match effective_status(bundle.dir(), &info) {
         EffectiveStatus::Interrupted | EffectiveStatus::Abandoned => {}
         EffectiveStatus::Running => {
             return Err(ArchiveError::Environment(format!(
                 "{}: a live runner (pid {}) holds this bundle (.lock)",
-                bundle.dir.display(),
-                holder_pid(&bundle.dir, &info)
+                bundle.dir().display(),
+                holder_pid(bundle.dir(), &info)
             )));
         }
         other => {
             return Err(ArchiveError::Refused(format!(
                 "{}: status is {}; only an interrupted or abandoned bundle can be resumed (use `hwr-exp rerun` for a new bundle)",
-                bundle.dir.display(),
+                bundle.dir().display(),
                 other.as_str()
             )));
         }
     }
 
-    let provenance = bundle.provenance()?;
+    let provenance = bundle.provenance_doc()?;
     let (base_dir, moved) = base_dir_now(&bundle, Some(&provenance));
     let manifest = archived_manifest(&bundle, &base_dir)?;
-    let mut ctx = session::plan_context(&bundle.dir)?;
+    let mut ctx = session::plan_context(bundle.dir())?;
     if let Some(seed) = info.seed {
         ctx.fallback_seed = seed;
     }
     let plan = session::expand(&manifest, &ctx)?;
-    let recorded = bundle.plan()?;
+    let recorded = bundle.plan()?.runs;
     let mismatch = (0..plan.len().max(recorded.len()))
         .find(|&i| i >= plan.len() || i >= recorded.len() || plan.run(i).run_id != recorded[i].run_id);
     if let Some(i) = mismatch {
         let here = (i < plan.len()).then(|| plan.run(i).run_id);
         return Err(ArchiveError::Refused(format!(
             "{}: the archived manifest expands here to other runs than plan.json records (run {i}: {} here, {} recorded; {} runs here, {} recorded); use `hwr-exp rerun`",
-            bundle.dir.display(),
+            bundle.dir().display(),
             here.as_deref().unwrap_or("none"),
             recorded.get(i).map_or("none", |r| r.run_id.as_str()),
             plan.len(),
@@ -144,7 +143,7 @@ pub fn resume(
         }
     }
     let write_err = |source| ArchiveError::Write {
-        bundle: bundle.dir.clone(),
+        bundle: bundle.dir().to_path_buf(),
         source,
     };
     for &i in &todo {
@@ -164,9 +163,9 @@ pub fn resume(
         std::process::id(),
         todo.len(),
         recorded.len(),
-        effective_status(&bundle.dir, &info).as_str()
+        effective_status(bundle.dir(), &info).as_str()
     ));
-    let writer = Mutex::new(BundleWriter::reopen(&bundle.dir, new_info).map_err(write_err)?);
+    let writer = Mutex::new(BundleWriter::reopen(bundle.dir(), new_info).map_err(write_err)?);
     let settings = SessionSettings {
         output_format: manifest.command.output_format,
         sample_interval: manifest.measure.sample_interval,
@@ -185,7 +184,7 @@ pub fn resume(
     progress.finish();
     let result = end.and_then(|end| {
         let after = crate::provenance::capture_excluding(&repo_start, &[&results_dir]);
-        let drift = crate::provenance::record_after(&bundle.dir, &provenance.before, &after)?;
+        let drift = crate::provenance::record_after(bundle.dir(), &provenance.before, &after)?;
         Ok((end, drift))
     });
     let mut writer = writer
@@ -212,7 +211,7 @@ pub fn resume(
         exit_codes::RUN_FAILED
     };
     Ok(SessionReport {
-        bundle: bundle.dir.clone(),
+        bundle: bundle.dir().to_path_buf(),
         status,
         counts,
         planned: plan.len(),

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::ArchiveError;
-use super::read::{self, ArchivedBundle};
+use crate::bundle::read::Bundle;
 use crate::bundle::write::sha256_file;
 use crate::bundle::{BundleStatus, Outcome, files};
 
@@ -55,7 +55,7 @@ pub struct Verification {
 /// [`ArchiveError`] when `dir` is not a bundle or bundle.json is unreadable or newer; everything
 /// else found is a [`Problem`].
 pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
-    let bundle = read::open(dir)?;
+    let bundle = super::open(dir)?;
     let mut v = Verification::default();
     let mut problem = |path: PathBuf, message: String| v.problems.push(Problem { path, message });
 
@@ -76,21 +76,21 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
     let manifest = bundle.path(files::MANIFEST);
     if let Ok(sha) = sha256_file(&manifest) {
         hashed += 1;
-        if sha != bundle.info.manifest_sha256 {
+        if sha != bundle.info().manifest_sha256 {
             problem(
                 manifest,
                 format!(
                     "sha256 {sha} differs from manifest-sha256 {} recorded in bundle.json",
-                    bundle.info.manifest_sha256
+                    bundle.info().manifest_sha256
                 ),
             );
         }
     }
-    let provenance = match bundle.provenance() {
+    let provenance = match bundle.provenance_doc() {
         Ok(p) => Some(p),
         Err(e) => {
             if bundle.path(files::PROVENANCE).exists() {
-                problem(bundle.path(files::PROVENANCE), error_message(&e));
+                problem(bundle.path(files::PROVENANCE), e.reason());
             }
             None
         }
@@ -109,25 +109,25 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
         }
     }
     if bundle.path(files::HOST).exists()
-        && let Err(e) = bundle.host()
+        && let Err(e) = bundle.host_facts()
     {
-        problem(bundle.path(files::HOST), error_message(&e));
+        problem(bundle.path(files::HOST), e.reason());
     }
 
     let mut counts: BTreeMap<Outcome, usize> = BTreeMap::new();
     match bundle.plan() {
         Err(e) => {
             if bundle.path(files::PLAN).exists() {
-                problem(bundle.path(files::PLAN), error_message(&e));
+                problem(bundle.path(files::PLAN), e.reason());
             }
         }
         Ok(plan) => {
-            for run in &plan {
+            for run in &plan.runs {
                 let run_dir = bundle.run_dir(&run.run_id);
                 let record = match bundle.run_record(&run.run_id) {
                     Ok(Some(r)) => r,
                     Ok(None) => {
-                        if bundle.info.status == BundleStatus::Complete {
+                        if bundle.info().status == BundleStatus::Complete {
                             problem(
                                 run_dir.join(files::RUN),
                                 "missing, but the bundle is complete".into(),
@@ -136,7 +136,7 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
                         continue;
                     }
                     Err(e) => {
-                        problem(run_dir.join(files::RUN), error_message(&e));
+                        problem(run_dir.join(files::RUN), e.reason());
                         continue;
                     }
                 };
@@ -172,7 +172,7 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
                 }
             }
             let recorded: BTreeMap<Outcome, usize> = bundle
-                .info
+                .info()
                 .counts
                 .iter()
                 .filter(|(_, n)| **n > 0)
@@ -180,7 +180,7 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
                 .collect();
             // While running, bundle.json counts are rewritten at most once a second, so a killed
             // runner may leave them behind the run.json files; only a finished status is exact.
-            if recorded != counts && bundle.info.status != BundleStatus::Running {
+            if recorded != counts && bundle.info().status != BundleStatus::Running {
                 problem(
                     bundle.path(files::BUNDLE),
                     format!(
@@ -195,13 +195,6 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
     v.files_hashed = hashed;
     check_patch(&bundle, provenance.as_ref(), &mut v);
     Ok(v)
-}
-
-fn error_message(e: &ArchiveError) -> String {
-    match e {
-        ArchiveError::Unreadable { message, .. } => message.clone(),
-        other => other.to_string(),
-    }
 }
 
 fn describe_counts(counts: &BTreeMap<Outcome, usize>) -> String {
@@ -224,13 +217,13 @@ fn describe_counts(counts: &BTreeMap<Outcome, usize>) -> String {
 /// The repository to check the patch against: the recorded repository root when it still is a
 /// repository, else the one holding the bundle folder.
 pub(crate) fn find_repository(
-    bundle: &ArchivedBundle,
+    bundle: &Bundle,
     provenance: Option<&crate::provenance::ProvenanceDoc>,
 ) -> Option<git2::Repository> {
     provenance
         .and_then(|p| p.before.repo_root())
         .and_then(|root| git2::Repository::open(root).ok())
-        .or_else(|| git2::Repository::discover(&bundle.dir).ok())
+        .or_else(|| git2::Repository::discover(bundle.dir()).ok())
 }
 
 /// Runs `git apply --check --cached` of the bundle's patch against `revision` in a temporary
@@ -247,16 +240,7 @@ pub(crate) fn patch_applies(repo: &git2::Repository, revision: &str, patch: &Pat
             Some(w) => cmd.arg("-C").arg(w),
             None => cmd.arg("--git-dir").arg(repo.path()),
         };
-        let out = cmd
-            .args(args)
-            .env("GIT_INDEX_FILE", &index)
-            .output()
-            .map_err(|e| format!("cannot run git: {e}"))?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
-        }
+        run_git(cmd.args(args).env("GIT_INDEX_FILE", &index))
     };
     git(&["read-tree".as_ref(), revision.as_ref()])?;
     git(&[
@@ -267,13 +251,22 @@ pub(crate) fn patch_applies(repo: &git2::Repository, revision: &str, patch: &Pat
     ])
 }
 
-fn check_patch(
-    bundle: &ArchivedBundle,
-    provenance: Option<&crate::provenance::ProvenanceDoc>,
-    v: &mut Verification,
-) {
+/// Runs a prepared `git` command, capturing its output.
+///
+/// # Errors
+/// git's stderr, trimmed, when it exits non-zero; `cannot run git: ...` when it cannot be started.
+pub(crate) fn run_git(cmd: &mut Command) -> Result<(), String> {
+    let out = cmd.output().map_err(|e| format!("cannot run git: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    }
+}
+
+fn check_patch(bundle: &Bundle, provenance: Option<&crate::provenance::ProvenanceDoc>, v: &mut Verification) {
     let patch = bundle.path(files::PATCH);
-    let Some(revision) = bundle.revision() else {
+    let Some(revision) = bundle.recorded_commit() else {
         v.notes
             .push("patch not checked: revision.txt records no commit".into());
         return;

@@ -4,12 +4,19 @@
 //! file is read on demand. [`Bundle::runs`] streams `runs/<run-id>/run.json` one at a time in plan
 //! order, so a caller that keeps only per-run summaries uses memory bounded by one run, not by the
 //! bundle. Every error names the file it is about.
+//!
+//! This is the one bundle reader: `hwr-exp report`/`compare` ([`crate::report`]) and the archive
+//! commands ([`crate::archive`]: list, verify, rerun, resume) both read through [`Bundle`]. Every JSON
+//! document's format major version (`bundle-format` in bundle.json, `format` elsewhere) is checked
+//! before its content is parsed ([`read_versioned`]). The reader never writes.
 
 use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 
 use super::format::{BUNDLE_FORMAT, BundleInfo, PlanFile, PlannedRunRecord, RunRecord, files};
+use crate::provenance::host::{HOST_FORMAT, HostFacts};
+use crate::provenance::{PROVENANCE_FORMAT, ProvenanceDoc};
 
 /// Errors reading a bundle. Each variant carries the path of the file concerned.
 #[derive(Debug, thiserror::Error)]
@@ -63,7 +70,8 @@ pub enum ReadError {
         path: PathBuf,
         /// Format version found in the file.
         found: u64,
-        /// Newest major version this build reads ([`BUNDLE_FORMAT`]).
+        /// Newest major version this build reads for this file ([`BUNDLE_FORMAT`],
+        /// [`PROVENANCE_FORMAT`] or [`HOST_FORMAT`]).
         supported: u32,
         /// This build's version.
         version: &'static str,
@@ -89,6 +97,17 @@ impl ReadError {
             | ReadError::Json { path, .. }
             | ReadError::NewerFormat { path, .. }
             | ReadError::NoFormat { path, .. } => path,
+        }
+    }
+
+    /// The message without the leading `<path>: ` (for callers that show the path separately,
+    /// such as `hwr-exp verify`'s problem list).
+    pub fn reason(&self) -> String {
+        let text = self.to_string();
+        let prefix = format!("{}: ", self.path().display());
+        match text.strip_prefix(&prefix) {
+            Some(rest) => rest.to_string(),
+            None => text,
         }
     }
 }
@@ -150,12 +169,14 @@ fn version_of(bytes: &[u8], version_key: &'static str) -> Result<Option<u64>, se
     Ok(value.and_then(|v| v.as_u64()))
 }
 
-/// Parses a versioned JSON document: checks `version_key` against [`BUNDLE_FORMAT`] before
-/// deserializing, so a newer format gives [`ReadError::NewerFormat`], not a shape error.
+/// Parses a versioned JSON document: checks the integer `version_key` (`bundle-format` or
+/// `format`) against `newest` before deserializing, so a newer format gives
+/// [`ReadError::NewerFormat`], not a shape error.
 fn parse_versioned<T: DeserializeOwned>(
     path: &Path,
     bytes: &[u8],
     version_key: &'static str,
+    newest: u32,
 ) -> Result<T, ReadError> {
     let found = version_of(bytes, version_key)
         .map_err(|e| json_error(path, e))?
@@ -163,15 +184,31 @@ fn parse_versioned<T: DeserializeOwned>(
             path: path.to_path_buf(),
             key: version_key,
         })?;
-    if found > u64::from(BUNDLE_FORMAT) {
+    if found > u64::from(newest) {
         return Err(ReadError::NewerFormat {
             path: path.to_path_buf(),
             found,
-            supported: BUNDLE_FORMAT,
+            supported: newest,
             version: env!("CARGO_PKG_VERSION"),
         });
     }
     serde_json::from_slice(bytes).map_err(|e| json_error(path, e))
+}
+
+/// Reads the JSON document at `path` (any file of a bundle), checking its integer `version_key`
+/// (`"bundle-format"` or `"format"`; any other key is treated as absent) against `newest` before
+/// deserializing it as `T`.
+///
+/// # Errors
+/// [`ReadError::Missing`] when the file does not exist, [`ReadError::Io`] when it cannot be read,
+/// [`ReadError::Json`] when it is not JSON of the expected shape, [`ReadError::NoFormat`] without
+/// an integer version key, [`ReadError::NewerFormat`] when the version is above `newest`.
+pub fn read_versioned<T: DeserializeOwned>(
+    path: &Path,
+    version_key: &'static str,
+    newest: u32,
+) -> Result<T, ReadError> {
+    parse_versioned(path, &read_bytes(path)?, version_key, newest)
 }
 
 impl Bundle {
@@ -198,8 +235,7 @@ impl Bundle {
                 });
             }
         }
-        let path = dir.join(files::BUNDLE);
-        let info = parse_versioned(&path, &read_bytes(&path)?, "bundle-format")?;
+        let info = read_versioned(&dir.join(files::BUNDLE), "bundle-format", BUNDLE_FORMAT)?;
         Ok(Bundle { dir, info })
     }
 
@@ -223,8 +259,7 @@ impl Bundle {
     /// # Errors
     /// Missing, unreadable, malformed or newer-format plan.json.
     pub fn plan(&self) -> Result<PlanFile, ReadError> {
-        let path = self.path(files::PLAN);
-        parse_versioned(&path, &read_bytes(&path)?, "format")
+        read_versioned(&self.path(files::PLAN), "format", BUNDLE_FORMAT)
     }
 
     /// Reads a top-level JSON file as an untyped value.
@@ -249,6 +284,22 @@ impl Bundle {
         self.json_value(files::PROVENANCE)
     }
 
+    /// Reads provenance.json typed, its `format` checked against [`PROVENANCE_FORMAT`].
+    ///
+    /// # Errors
+    /// As [`read_versioned`], naming provenance.json.
+    pub fn provenance_doc(&self) -> Result<ProvenanceDoc, ReadError> {
+        read_versioned(&self.path(files::PROVENANCE), "format", PROVENANCE_FORMAT)
+    }
+
+    /// Reads host.json typed, its `format` checked against [`HOST_FORMAT`].
+    ///
+    /// # Errors
+    /// As [`read_versioned`], naming host.json.
+    pub fn host_facts(&self) -> Result<HostFacts, ReadError> {
+        read_versioned(&self.path(files::HOST), "format", HOST_FORMAT)
+    }
+
     /// Reads revision.txt: the HEAD commit id, or the line saying why there is none; trimmed.
     ///
     /// # Errors
@@ -259,6 +310,14 @@ impl Bundle {
         Ok(String::from_utf8_lossy(&bytes).trim().to_string())
     }
 
+    /// The recorded HEAD commit: the first line of revision.txt when it is 40 hex digits; `None`
+    /// when revision.txt says why there is no commit, or is missing or unreadable.
+    pub fn recorded_commit(&self) -> Option<String> {
+        let text = self.revision().ok()?;
+        let line = text.lines().next()?.trim();
+        (line.len() == 40 && line.bytes().all(|b| b.is_ascii_hexdigit())).then(|| line.to_string())
+    }
+
     /// Reads manifest.toml: the manifest text as run.
     ///
     /// # Errors
@@ -267,6 +326,16 @@ impl Bundle {
         let path = self.path(files::MANIFEST);
         let bytes = read_bytes(&path)?;
         Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// The folder that holds `<experiment>/<bundle>` folders: the grandparent of [`Bundle::dir`]
+    /// (the bundle folder itself when it has no grandparent).
+    pub fn results_dir(&self) -> PathBuf {
+        self.dir
+            .parent()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| self.dir.clone())
     }
 
     /// Folder of one run: `runs/<run-id>/`.
@@ -304,7 +373,20 @@ impl Bundle {
             }
             other => other?,
         };
-        parse_versioned(&path, &bytes, "format")
+        parse_versioned(&path, &bytes, "format", BUNDLE_FORMAT)
+    }
+
+    /// Reads `runs/<run-id>/run.json`, `None` when the run has none (it did not finish).
+    ///
+    /// # Errors
+    /// As [`read_versioned`] when run.json exists but cannot be read, is malformed or newer.
+    pub fn run_record(&self, run_id: &str) -> Result<Option<RunRecord>, ReadError> {
+        let path = self.run_dir(run_id).join(files::RUN);
+        match read_versioned(&path, "format", BUNDLE_FORMAT) {
+            Ok(record) => Ok(Some(record)),
+            Err(ReadError::Missing { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Reads plan.json and returns an iterator over the planned runs' records, one `run.json` read per
@@ -379,5 +461,70 @@ mod tests {
         let err = Bundle::open(dir.path()).unwrap_err();
         assert!(matches!(err, ReadError::Missing { .. }));
         assert!(err.path().ends_with("bundle.json"));
+    }
+
+    #[test]
+    fn versioned_reader_checks_the_key_and_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.json");
+        #[derive(serde::Deserialize, Debug)]
+        struct Doc {
+            #[allow(dead_code)]
+            format: u32,
+        }
+        std::fs::write(&p, r#"{"format": 1}"#).unwrap();
+        assert!(read_versioned::<Doc>(&p, "format", 1).is_ok());
+        std::fs::write(&p, r#"{"format": 2}"#).unwrap();
+        let e = read_versioned::<Doc>(&p, "format", 1).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ReadError::NewerFormat {
+                    found: 2,
+                    supported: 1,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with(&p.display().to_string()) && msg.contains("newer"),
+            "{msg}"
+        );
+        assert!(e.reason().starts_with("written in format 2"), "{}", e.reason());
+        std::fs::write(&p, r#"{"other": 1}"#).unwrap();
+        let e = read_versioned::<Doc>(&p, "format", 1).unwrap_err();
+        assert!(e.to_string().contains("no `format` format version key"), "{e}");
+        std::fs::write(&p, r#"{"format": "1"}"#).unwrap();
+        let e = read_versioned::<Doc>(&p, "format", 1).unwrap_err();
+        assert!(matches!(e, ReadError::NoFormat { .. }), "{e}");
+        std::fs::write(&p, "{").unwrap();
+        let e = read_versioned::<Doc>(&p, "format", 1).unwrap_err();
+        assert!(e.to_string().contains("truncated JSON"), "{e}");
+    }
+
+    #[test]
+    fn run_record_is_none_until_the_run_finished_and_commit_needs_40_hex() {
+        let dir = tempfile::tempdir().unwrap();
+        let info = serde_json::json!({
+            "bundle-format": 1, "hwr-exp-version": "0.1.0", "experiment": "x", "status": "running",
+            "created": "2026-11-30T00:00:00Z", "planned-runs": 1, "counts": {},
+            "manifest-sha256": "", "manifest-path": "/x.toml", "runner-pid": 1
+        });
+        std::fs::write(dir.path().join("bundle.json"), info.to_string()).unwrap();
+        let b = Bundle::open(dir.path()).unwrap();
+        assert!(b.run_record("0000-x").unwrap().is_none());
+        std::fs::create_dir_all(b.run_dir("0000-x")).unwrap();
+        std::fs::write(b.run_dir("0000-x").join("run.json"), r#"{"format": 7}"#).unwrap();
+        let e = b.run_record("0000-x").unwrap_err();
+        assert!(matches!(e, ReadError::NewerFormat { found: 7, .. }), "{e}");
+
+        assert_eq!(b.recorded_commit(), None, "no revision.txt");
+        std::fs::write(b.path("revision.txt"), "no commit: not a git repository\n").unwrap();
+        assert_eq!(b.recorded_commit(), None);
+        let id = "0123456789abcdef0123456789abcdef01234567";
+        std::fs::write(b.path("revision.txt"), format!("{id}\n")).unwrap();
+        assert_eq!(b.recorded_commit().as_deref(), Some(id));
     }
 }

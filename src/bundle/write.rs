@@ -190,14 +190,7 @@ impl BundleWriter {
         }
         fs::create_dir(dir)?;
         fs::create_dir(dir.join(files::RUNS))?;
-        let mut writer = BundleWriter {
-            dir: dir.to_path_buf(),
-            info,
-            saved_at: std::time::Instant::now(),
-        };
-        writer.lock()?;
-        writer.save_info()?;
-        Ok(writer)
+        BundleWriter::start(dir, info)
     }
 
     /// Opens an existing bundle for more runs (resume): takes the lock and sets status `running`.
@@ -207,6 +200,11 @@ impl BundleWriter {
     pub fn reopen(dir: &Path, mut info: BundleInfo) -> io::Result<BundleWriter> {
         info.status = BundleStatus::Running;
         info.runner_pid = std::process::id();
+        BundleWriter::start(dir, info)
+    }
+
+    /// Takes the lock of the existing folder `dir` and writes bundle.json from `info`.
+    fn start(dir: &Path, info: BundleInfo) -> io::Result<BundleWriter> {
         let mut writer = BundleWriter {
             dir: dir.to_path_buf(),
             info,

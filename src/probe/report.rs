@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::retention::{Mode, ProbeError};
 use crate::memory::Rollup;
+use crate::provenance::host::glibc_version;
 
 /// `schema_version` of the probe's JSON document.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -225,23 +226,6 @@ impl RuntimeFacts {
             .to_owned(),
         }
     }
-}
-
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn glibc_version() -> Option<String> {
-    // SAFETY: gnu_get_libc_version returns a pointer to a static NUL-terminated string.
-    let ptr = unsafe { libc::gnu_get_libc_version() };
-    if ptr.is_null() {
-        return None;
-    }
-    // SAFETY: non-null, static, NUL-terminated (see above).
-    let text = unsafe { std::ffi::CStr::from_ptr(ptr) };
-    Some(text.to_string_lossy().into_owned())
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn glibc_version() -> Option<String> {
-    None
 }
 
 /// The probe's JSON document, printed once on stdout (also when stopped by SIGTERM, then with

@@ -180,8 +180,10 @@ fn memory_total_bytes() -> Option<u64> {
         .filter(|&b| b > 0)
 }
 
+/// The running glibc's version (`gnu_get_libc_version()`, e.g. `"2.39"`); `None` on other C
+/// libraries.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn glibc_version() -> Option<String> {
+pub(crate) fn glibc_version() -> Option<String> {
     // SAFETY: gnu_get_libc_version returns a pointer to a static NUL-terminated string.
     let ptr = unsafe { libc::gnu_get_libc_version() };
     if ptr.is_null() {
@@ -192,8 +194,9 @@ fn glibc_version() -> Option<String> {
     Some(version.to_string_lossy().into_owned())
 }
 
+/// The running glibc's version; always `None` when not built against glibc.
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn glibc_version() -> Option<String> {
+pub(crate) fn glibc_version() -> Option<String> {
     None
 }
 

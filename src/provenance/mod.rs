@@ -21,7 +21,8 @@ use std::path::{Path, PathBuf};
 
 use git2::{DiffFormat, DiffOptions, ErrorCode, Oid, Repository, Status, StatusOptions};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
+
+use crate::bundle::write::sha256_bytes;
 
 /// Format version of `provenance.json`.
 pub const PROVENANCE_FORMAT: u32 = 1;
@@ -175,7 +176,7 @@ pub fn capture_excluding(start: &Path, exclude: &[&Path]) -> Snapshot {
         status: Vec::new(),
         untracked: Vec::new(),
         submodules: Vec::new(),
-        patch_sha256: sha256_hex(b""),
+        patch_sha256: sha256_bytes(b""),
         captured_at: jiff::Timestamp::now().to_string(),
         excluded: Vec::new(),
         errors: Vec::new(),
@@ -224,7 +225,7 @@ pub fn capture_excluding(start: &Path, exclude: &[&Path]) -> Snapshot {
     }
     match make_patch(&repo, snap.head.is_some(), &excluded) {
         Ok((patch, mut problems)) => {
-            snap.patch_sha256 = sha256_hex(&patch);
+            snap.patch_sha256 = sha256_bytes(&patch);
             snap.patch = patch;
             snap.errors.append(&mut problems);
         }
@@ -497,7 +498,7 @@ fn read_status(
         let path = String::from_utf8_lossy(entry.path_bytes()).into_owned();
         let full = root.join(bytes_to_path(entry.path_bytes()));
         let content = read_content(&full);
-        let sha256 = content.as_deref().map(sha256_hex);
+        let sha256 = content.as_deref().map(sha256_bytes);
         for code in codes {
             if code == "??" {
                 snap.untracked.push(UntrackedFile {
@@ -710,11 +711,6 @@ fn read_content(path: &Path) -> Option<Vec<u8>> {
 fn bytes_to_path(bytes: &[u8]) -> PathBuf {
     use std::os::unix::ffi::OsStrExt;
     PathBuf::from(std::ffi::OsStr::from_bytes(bytes))
-}
-
-/// Lowercase hex SHA-256 of `data`.
-pub fn sha256_hex(data: &[u8]) -> String {
-    Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Quotes a path as `git status --short` does (`quote_path` with `core.quotePath` on and spaces

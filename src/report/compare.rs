@@ -4,7 +4,6 @@
 //! manifest-sha256), and the cells present in only one bundle.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -313,9 +312,5 @@ pub fn compare_to_string(args: &CompareArgs) -> anyhow::Result<String> {
 /// Either bundle cannot be read (the message names the file); `main` prints it and exits
 /// [`crate::exit_codes::USAGE`].
 pub fn compare_command(args: &CompareArgs) -> anyhow::Result<i32> {
-    let text = compare_to_string(args)?;
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())?;
-    out.flush()?;
-    Ok(crate::exit_codes::SUCCESS)
+    super::print(&compare_to_string(args)?)
 }

@@ -68,7 +68,14 @@ pub fn report_to_string(args: &ReportArgs) -> anyhow::Result<String> {
 /// message names the file) or an unwritable plot; `main` prints the error and exits
 /// [`crate::exit_codes::USAGE`].
 pub fn report_command(args: &ReportArgs) -> anyhow::Result<i32> {
-    let text = report_to_string(args)?;
+    print(&report_to_string(args)?)
+}
+
+/// Writes `text` to stdout and flushes it; returns [`crate::exit_codes::SUCCESS`].
+///
+/// # Errors
+/// Write errors on stdout.
+pub(crate) fn print(text: &str) -> anyhow::Result<i32> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;
     out.flush()?;
