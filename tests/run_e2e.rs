@@ -581,7 +581,7 @@ fn workdir_inside_the_run_folder() {
     );
     let (out, bundle) = run(repo.path(), &m);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let r = &run_records(&bundle.as_ref().unwrap())[0];
+    let r = &run_records(bundle.as_ref().unwrap())[0];
     let dir = bundle.unwrap().join("runs").join(r["run-id"].as_str().unwrap());
     assert_eq!(
         std::fs::read_to_string(dir.join("pwd.txt")).unwrap().trim(),
