@@ -30,7 +30,8 @@ pub struct ListEntry {
     pub status: EffectiveStatus,
     /// Recorded HEAD commit id (full), `None` when revision.txt names none.
     pub revision: Option<String>,
-    /// Working tree dirty when the experiment started; `None` when provenance.json is unreadable.
+    /// Working tree dirty when the experiment started; `None` when provenance.json is unreadable
+    /// or the experiment was not in a git repository.
     pub dirty: Option<bool>,
     /// Finished runs with outcome `ok`.
     pub runs_ok: usize,
@@ -54,6 +55,9 @@ pub struct ListProblem {
 #[derive(Deserialize)]
 struct Dirty {
     dirty: bool,
+    /// `null` when the manifest was not in a git repository: then there is no dirty state to show.
+    #[serde(default)]
+    repo: Option<String>,
 }
 
 /// Finds and reads every bundle under `dir`, sorted by creation time then path.
@@ -129,7 +133,7 @@ fn entry(dir: &Path, base: &Path) -> Result<ListEntry, ArchiveError> {
         crate::provenance::PROVENANCE_FORMAT,
     )
     .ok()
-    .map(|d| d.dirty);
+    .and_then(|d| d.repo.map(|_| d.dirty));
     let runs_ok = info.counts.get(&Outcome::Ok).copied().unwrap_or(0);
     let runs_failed = info
         .counts
@@ -181,7 +185,7 @@ pub fn write_table(entries: &[ListEntry], out: &mut impl Write) -> io::Result<()
                 match e.dirty {
                     Some(true) => "dirty".into(),
                     Some(false) => "clean".into(),
-                    None => "?".into(),
+                    None => "-".into(),
                 },
                 format!("{}/{} of {}", e.runs_ok, e.runs_failed, e.planned_runs),
                 e.parent.clone().unwrap_or_else(|| "-".into()),
