@@ -94,7 +94,7 @@ fn compare_names_the_changed_revision_and_one_sided_cells() {
         format: Format::Table,
     })
     .unwrap();
-    assert!(same.contains("same revision, dirty state, host, hwr-exp version and manifest"));
+    assert!(same.contains("same experiment, revision, working tree, host, hwr-exp version and manifest"));
     assert!(!same.contains("only in"));
 }
 

@@ -32,7 +32,12 @@ pub fn write_atomic_with(path: &Path, fill: impl FnOnce(&mut dyn Write) -> io::R
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+    // Mode 0644 (less the umask) like any other file, not the temporary file's 0600: bundles are
+    // shared and checked in.
+    let tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .tempfile_in(dir)?;
     let mut out = io::BufWriter::new(tmp);
     fill(&mut out)?;
     let tmp = out.into_inner().map_err(|e| e.into_error())?;
@@ -414,6 +419,9 @@ mod tests {
             1,
             "no temporary file left"
         );
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & 0o444, 0o444, "readable by everyone, not 0600: {mode:o}");
         assert_eq!(
             sha256_bytes(b"abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"

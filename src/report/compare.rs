@@ -86,22 +86,42 @@ fn json_text(v: Option<&Json>) -> String {
     }
 }
 
+/// host.json of a bundle, with provenance.json's `patch-sha256` and bundle.json's `experiment`
+/// added, so that two bundles at the same revision and dirty state but with different uncommitted
+/// changes, or of different experiments, are told apart.
 fn host_of(dir: &Path) -> Result<Option<Json>, ReadError> {
-    match Bundle::open(dir)?.host() {
-        Ok(h) => Ok(Some(h)),
-        Err(ReadError::Missing { .. }) => Ok(None),
-        Err(e) => Err(e),
+    let bundle = Bundle::open(dir)?;
+    let mut host = match bundle.host() {
+        Ok(h) => h,
+        Err(ReadError::Missing { .. }) => Json::Object(Default::default()),
+        Err(e) => return Err(e),
+    };
+    if let Json::Object(map) = &mut host {
+        if let Some(patch) = bundle
+            .provenance()
+            .ok()
+            .and_then(|p| p.get("patch-sha256").cloned())
+        {
+            map.insert("patch-sha256".into(), patch);
+        }
+        map.insert(
+            "experiment".into(),
+            Json::String(bundle.info().experiment.clone()),
+        );
     }
+    Ok(Some(host))
 }
 
 fn facts(r: &Report, host: Option<&Json>) -> Vec<(&'static str, String)> {
     let h = |k: &str| json_text(host.and_then(|h| h.get(k)));
     vec![
+        ("experiment", h("experiment")),
         ("revision", r.revision.clone().unwrap_or_else(|| "unknown".into())),
         (
             "dirty",
             r.dirty.map_or_else(|| "unknown".into(), |d| d.to_string()),
         ),
+        ("working-tree-patch-sha256", h("patch-sha256")),
         ("hostname", h("hostname")),
         ("cpu-model", h("cpu-model")),
         ("kernel", h("kernel")),
@@ -194,7 +214,7 @@ fn stats_text(s: Option<Stats>) -> String {
 fn text(c: &Comparison, md: bool) -> String {
     let mut pre = vec![format!("A: {}", c.a), format!("B: {}", c.b)];
     if c.differences.is_empty() {
-        pre.push("same revision, dirty state, host, hwr-exp version and manifest".into());
+        pre.push("same experiment, revision, working tree, host, hwr-exp version and manifest".into());
     }
     if md {
         pre.insert(0, "## hwr-exp compare".into());

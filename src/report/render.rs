@@ -573,11 +573,13 @@ pub fn report_csv(r: &Report) -> anyhow::Result<String> {
             }
         }
         for (name, _) in &r.metric_pointers {
-            row.push(o(run
-                .metrics
-                .get(name)
-                .and_then(|v| v.as_ref())
-                .map(|v| v.to_string())));
+            // Full precision in CSV: it is read by programs, not people.
+            row.push(o(run.metrics.get(name).and_then(|v| v.as_ref()).map(
+                |v| match v {
+                    super::summary::MetricValue::Number(x) => x.to_string(),
+                    other => other.to_string(),
+                },
+            )));
         }
         w.write_record(&row)?;
     }
