@@ -79,6 +79,23 @@ impl Rollup {
         })
     }
 
+    /// Adds `other` field by field (for a process group). A field stays `None` only when both are
+    /// `None`.
+    pub fn add(&mut self, other: &Rollup) {
+        let sum = |a: &mut Option<u64>, b: Option<u64>| {
+            *a = match (*a, b) {
+                (Some(x), Some(y)) => Some(x + y),
+                (x, y) => x.or(y),
+            }
+        };
+        sum(&mut self.rss, other.rss);
+        sum(&mut self.pss, other.pss);
+        sum(&mut self.pss_anon, other.pss_anon);
+        sum(&mut self.private, other.private);
+        sum(&mut self.anonymous, other.anonymous);
+        sum(&mut self.swap, other.swap);
+    }
+
     /// Reads `/proc/self/smaps_rollup` of the calling process.
     ///
     /// # Errors

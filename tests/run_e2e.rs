@@ -589,3 +589,45 @@ fn workdir_inside_the_run_folder() {
     );
     assert!(dir.join("here.txt").exists());
 }
+
+#[test]
+fn memory_samples_cover_the_program_behind_a_shell() {
+    let repo = repo();
+    let m = manifest(
+        repo.path(),
+        r#"format = 1
+[experiment]
+name = "shellmem"
+[command]
+shell = "python3 -c 'import time; x = bytearray(64 << 20); time.sleep(0.6)'; true"
+output-format = "text"
+[measure]
+sample-interval = "100ms"
+"#,
+    );
+    let (out, bundle) = run(repo.path(), &m);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = bundle.unwrap();
+    let r = &run_records(&bundle)[0];
+    let text = std::fs::read_to_string(
+        bundle
+            .join("runs")
+            .join(r["run-id"].as_str().unwrap())
+            .join("memory.jsonl"),
+    )
+    .unwrap();
+    let samples: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let biggest = samples
+        .iter()
+        .filter_map(|s| s["private"].as_u64())
+        .max()
+        .unwrap_or(0);
+    assert!(
+        biggest > 60 << 20,
+        "the python child's 64 MiB are in the samples: {text}"
+    );
+    assert!(
+        samples.iter().any(|s| s["processes"].as_u64() == Some(2)),
+        "{text}"
+    );
+}

@@ -97,9 +97,18 @@ pub struct RunOutcome {
 pub struct MemorySample {
     /// Seconds since the run started.
     pub t_seconds: f64,
-    /// The smaps_rollup figures of the run's leader process.
+    /// Live processes of the run's process group that were read (1 for a plain `argv` program;
+    /// a `shell` command also counts its `/bin/sh`).
+    #[serde(default = "one")]
+    pub processes: u32,
+    /// smaps_rollup figures summed over those processes. PSS, private and anonymous bytes add up
+    /// exactly; RSS counts pages shared between them once per process.
     #[serde(flatten)]
     pub rollup: crate::memory::Rollup,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// Shared cancellation flag: set by the runner's SIGINT/SIGTERM handler.

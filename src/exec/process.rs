@@ -452,9 +452,22 @@ impl Sampler {
         }
         match crate::memory::Rollup::read_pid(pid as u32) {
             // A zombie's smaps_rollup is empty: the process is gone.
-            Ok(rollup) if rollup.rss.is_some() => {
+            Ok(leader) if leader.rss.is_some() => {
+                // The whole group, not only the leader: with `shell = "python3 ..."` the leader is
+                // /bin/sh (dash does not exec the last command) and the program is its child.
+                let mut rollup = leader;
+                let mut processes = 1;
+                for member in group_members(pid).into_iter().filter(|&m| m != pid) {
+                    if let Ok(r) = crate::memory::Rollup::read_pid(member as u32)
+                        && r.rss.is_some()
+                    {
+                        rollup.add(&r);
+                        processes += 1;
+                    }
+                }
                 let sample = MemorySample {
                     t_seconds: now.duration_since(start).as_secs_f64(),
+                    processes,
                     rollup,
                 };
                 if serde_json::to_writer(&mut self.out, &sample).is_ok() && self.out.write_all(b"\n").is_ok()
