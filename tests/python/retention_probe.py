@@ -13,7 +13,7 @@ directory, opens it with `safe_open(..., framework="np")` (the reader) and maps 
 checks the first read equals 0..N, warms up, then loops:
 
 - get_tensor: `reader.get_tensor("weight")`, a new owned numpy array each iteration;
-- view: parse the safetensors header from the mapping and take `numpy.frombuffer` of the mapped
+- view: with the safetensors header parsed from the mapping once, take `numpy.frombuffer` of the mapped
   bytes (a borrowed view, no copy);
 - reuse: read the one cached owned copy from the first read (the control).
 
@@ -155,10 +155,11 @@ class Workload:
 
             mm = self.mapping
             view = None
+            # The header is parsed once, as the reader does; each iteration takes a borrowed view.
+            (header_len,) = struct.unpack_from("<Q", mm, 0)
+            header = json.loads(mm[8 : 8 + header_len])
+            start, _end = header[TENSOR_NAME]["data_offsets"]
             for _ in range(count):
-                (header_len,) = struct.unpack_from("<Q", mm, 0)
-                header = json.loads(mm[8 : 8 + header_len])
-                start, _end = header[TENSOR_NAME]["data_offsets"]
                 view = np.frombuffer(mm, dtype="<f4", count=n, offset=8 + header_len + start)
                 total += int(view[index])
                 index = index + 1 if index + 1 < n else 0
