@@ -108,7 +108,10 @@ fn every_mode_prints_all_keys_phases_in_order_and_exact_iterations() {
         assert_eq!(doc["checksum"], expected_checksum(2550, 16), "{mode}");
         // 8-byte length + JSON header (padded to 8) + 16 * 4 data bytes.
         let file_bytes = doc["file_bytes"].as_u64().unwrap();
-        assert!(file_bytes > 64 && (file_bytes - 64) % 8 == 0, "{file_bytes}");
+        assert!(
+            file_bytes > 64 && (file_bytes - 64).is_multiple_of(8),
+            "{file_bytes}"
+        );
         assert!(!doc["kernel"].as_str().unwrap().is_empty());
         let pid = doc["pid"].as_u64().unwrap();
         assert!(
