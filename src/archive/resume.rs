@@ -14,19 +14,15 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
-use std::sync::Mutex;
-use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
 use super::ArchiveError;
 use super::liveness::{EffectiveStatus, effective_status, holder_pid};
 use super::rerun::{archived_manifest, base_dir_now};
 use crate::bundle::write::rfc3339;
-use crate::bundle::{BundleStatus, BundleWriter, Outcome};
+use crate::bundle::{BundleWriter, Outcome};
 use crate::exec::{CancelFlag, Executor, Termination};
-use crate::exit_codes;
-use crate::runner::session::{self, SessionError, SessionReport};
-use crate::runner::{SessionEnd, SessionSettings, execute, progress};
+use crate::runner::session::{self, Finish, SessionError, SessionReport, execute_and_finish};
 
 /// Choices of one resume.
 #[derive(Debug, Clone, Copy, Default)]
@@ -165,57 +161,14 @@ pub fn resume(
         recorded.len(),
         effective_status(bundle.dir(), &info).as_str()
     ));
-    let writer = Mutex::new(BundleWriter::reopen(bundle.dir(), new_info).map_err(write_err)?);
-    let settings = SessionSettings {
-        output_format: manifest.command.output_format,
-        sample_interval: manifest.measure.sample_interval,
-        env_policy: manifest.isolation.env_policy,
+    let writer = BundleWriter::reopen(bundle.dir(), new_info).map_err(write_err)?;
+    let finish = Finish {
+        repo_start: &repo_start,
+        results_dir: &results_dir,
+        before: &provenance.before,
+        quiet: opts.quiet,
     };
-    let progress = progress::for_terminal(opts.quiet, todo.len());
-    let end = execute(
-        &plan,
-        &todo,
-        &writer,
-        executor,
-        cancel,
-        &settings,
-        progress.as_ref(),
-    );
-    progress.finish();
-    let result = end.and_then(|end| {
-        let after = crate::provenance::capture_excluding(&repo_start, &[&results_dir]);
-        let drift = crate::provenance::record_after(bundle.dir(), &provenance.before, &after)?;
-        Ok((end, drift))
-    });
-    let mut writer = writer
-        .into_inner()
-        .map_err(|_| write_err(std::io::Error::other("bundle writer poisoned")))?;
-    let (end, drift) = match result {
-        Ok(r) => r,
-        Err(e) => {
-            let _ = writer.finish(BundleStatus::Failed, SystemTime::now());
-            return Err(write_err(e));
-        }
-    };
-    let status = match end {
-        SessionEnd::Complete => BundleStatus::Complete,
-        SessionEnd::Interrupted => BundleStatus::Interrupted,
-    };
-    writer.finish(status, SystemTime::now()).map_err(write_err)?;
-    let counts = writer.info().counts.clone();
-    let exit_code = if status == BundleStatus::Interrupted || cancel.load(Ordering::SeqCst) {
-        exit_codes::INTERRUPTED
-    } else if counts.keys().all(|o| *o == Outcome::Ok) {
-        exit_codes::SUCCESS
-    } else {
-        exit_codes::RUN_FAILED
-    };
-    Ok(SessionReport {
-        bundle: bundle.dir().to_path_buf(),
-        status,
-        counts,
-        planned: plan.len(),
-        drift,
-        exit_code,
-    })
+    Ok(execute_and_finish(
+        &manifest, &plan, &todo, writer, executor, cancel, &finish,
+    )?)
 }

@@ -182,80 +182,117 @@ pub fn run_manifest(
             Err(source) => return Err(SessionError::Bundle { bundle: dir, source }),
         }
     };
-    let bundle_err = |dir: &Path| {
-        let dir = dir.to_path_buf();
-        move |source| SessionError::Bundle { bundle: dir, source }
-    };
-    let writer = Mutex::new(writer);
-    let result = (|| -> std::io::Result<(SessionEnd, bool)> {
-        {
-            let w = writer.lock().map_err(|_| std::io::Error::other("poisoned"))?;
-            w.write_file(files::MANIFEST, manifest.source.as_bytes())?;
-            w.write_streamed(files::PLAN, |out| plan.write_json(manifest, out))?;
-            host.write(w.dir())?;
-            before.write_files(w.dir())?;
-        }
-        let settings = SessionSettings {
-            output_format: manifest.command.output_format,
-            sample_interval: manifest.measure.sample_interval,
-            env_policy: manifest.isolation.env_policy,
-        };
-        if !opts.quiet {
-            // Said at the start too, so the bundle can be found even if the runner is killed.
-            eprintln!("writing {} runs into {}", plan.len(), dir.display());
-        }
-        let progress = progress::for_terminal(opts.quiet, plan.len());
-        let all: Vec<usize> = (0..plan.len()).collect();
-        let end = super::execute(
-            &plan,
-            &all,
-            &writer,
-            executor,
-            cancel,
-            &settings,
-            progress.as_ref(),
-        );
-        progress.finish();
-        let end = end?;
-        let after = crate::provenance::capture_excluding(&repo_start, &[&results_dir]);
-        let drift = crate::provenance::record_after(&dir, &before, &after)?;
-        Ok((end, drift))
+    let files = (|| -> std::io::Result<()> {
+        writer.write_file(files::MANIFEST, manifest.source.as_bytes())?;
+        writer.write_streamed(files::PLAN, |out| plan.write_json(manifest, out))?;
+        host.write(writer.dir())?;
+        before.write_files(writer.dir())
     })();
+    if let Err(source) = files {
+        let mut writer = writer;
+        let _ = writer.finish(BundleStatus::Failed, SystemTime::now());
+        return Err(SessionError::Bundle { bundle: dir, source });
+    }
+    let all: Vec<usize> = (0..plan.len()).collect();
+    let finish = Finish {
+        repo_start: &repo_start,
+        results_dir: &results_dir,
+        before: &before,
+        quiet: opts.quiet,
+    };
+    execute_and_finish(manifest, &plan, &all, writer, executor, cancel, &finish)
+}
+
+/// What [`execute_and_finish`] needs besides the plan: where to check the repository after the
+/// runs, which folder to leave out of that check, the capture to compare with, and whether to be quiet.
+#[derive(Debug, Clone, Copy)]
+pub struct Finish<'a> {
+    /// Where the repository is discovered from.
+    pub repo_start: &'a Path,
+    /// The results folder, left out of the working-tree record.
+    pub results_dir: &'a Path,
+    /// The capture recorded when the bundle was created.
+    pub before: &'a crate::provenance::Snapshot,
+    /// No progress output.
+    pub quiet: bool,
+}
+
+/// Executes the runs `indices` of `plan` into the bundle `writer` holds, then records the after-run
+/// provenance check (drift) and the final status. Shared by `run`, `rerun` and `resume`.
+///
+/// # Errors
+/// [`SessionError::Bundle`] when the bundle cannot be written; it is then marked `failed`.
+pub fn execute_and_finish(
+    manifest: &Manifest,
+    plan: &Plan,
+    indices: &[usize],
+    writer: BundleWriter,
+    executor: &dyn Executor,
+    cancel: &CancelFlag,
+    finish: &Finish<'_>,
+) -> Result<SessionReport, SessionError> {
+    let dir = writer.dir().to_path_buf();
+    let settings = SessionSettings {
+        output_format: manifest.command.output_format,
+        sample_interval: manifest.measure.sample_interval,
+        env_policy: manifest.isolation.env_policy,
+    };
+    if !finish.quiet {
+        // Said at the start too, so the bundle can be found even if the runner is killed.
+        eprintln!("writing {} runs into {}", indices.len(), dir.display());
+    }
+    let writer = Mutex::new(writer);
+    let progress = progress::for_terminal(finish.quiet, indices.len());
+    let end = super::execute(
+        plan,
+        indices,
+        &writer,
+        executor,
+        cancel,
+        &settings,
+        progress.as_ref(),
+    );
+    progress.finish();
+    let result = end.and_then(|end| {
+        let after = crate::provenance::capture_excluding(finish.repo_start, &[finish.results_dir]);
+        let drift = crate::provenance::record_after(&dir, finish.before, &after)?;
+        Ok((end, drift))
+    });
+    let bundle_err = |source| SessionError::Bundle {
+        bundle: dir.clone(),
+        source,
+    };
     let mut writer = writer
         .into_inner()
-        .map_err(|_| bundle_err(&dir)(std::io::Error::other("poisoned")))?;
-    match result {
-        Ok((end, drift)) => {
-            let status = match end {
-                SessionEnd::Complete => BundleStatus::Complete,
-                SessionEnd::Interrupted => BundleStatus::Interrupted,
-            };
-            writer
-                .finish(status, SystemTime::now())
-                .map_err(bundle_err(&dir))?;
-            let counts = writer.info().counts.clone();
-            let all_ok = counts.iter().all(|(o, _)| *o == Outcome::Ok);
-            let exit_code = if status == BundleStatus::Interrupted || cancel.load(Ordering::SeqCst) {
-                exit_codes::INTERRUPTED
-            } else if all_ok {
-                exit_codes::SUCCESS
-            } else {
-                exit_codes::RUN_FAILED
-            };
-            Ok(SessionReport {
-                bundle: dir,
-                status,
-                counts,
-                planned: plan.len(),
-                drift,
-                exit_code,
-            })
-        }
+        .map_err(|_| bundle_err(std::io::Error::other("bundle writer poisoned")))?;
+    let (end, drift) = match result {
+        Ok(r) => r,
         Err(source) => {
             let _ = writer.finish(BundleStatus::Failed, SystemTime::now());
-            Err(SessionError::Bundle { bundle: dir, source })
+            return Err(bundle_err(source));
         }
-    }
+    };
+    let status = match end {
+        SessionEnd::Complete => BundleStatus::Complete,
+        SessionEnd::Interrupted => BundleStatus::Interrupted,
+    };
+    writer.finish(status, SystemTime::now()).map_err(bundle_err)?;
+    let counts = writer.info().counts.clone();
+    let exit_code = if status == BundleStatus::Interrupted || cancel.load(Ordering::SeqCst) {
+        exit_codes::INTERRUPTED
+    } else if counts.keys().all(|o| *o == Outcome::Ok) {
+        exit_codes::SUCCESS
+    } else {
+        exit_codes::RUN_FAILED
+    };
+    Ok(SessionReport {
+        bundle: dir,
+        status,
+        counts,
+        planned: plan.len(),
+        drift,
+        exit_code,
+    })
 }
 
 /// `8 runs: 6 ok, 1 failed, 1 timeout` (outcomes in a fixed order; runs not started listed as such).
