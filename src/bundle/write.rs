@@ -360,11 +360,6 @@ impl BundleWriter {
         }
     }
 
-    /// Adds a note to bundle.json (written with the next update).
-    pub fn add_note(&mut self, note: String) {
-        self.info.notes.push(note);
-    }
-
     fn save_info(&mut self) -> io::Result<()> {
         self.saved_at = std::time::Instant::now();
         write_json_atomic(&self.dir.join(files::BUNDLE), &self.info)

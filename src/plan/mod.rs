@@ -47,8 +47,6 @@ pub struct PlannedRun {
     pub env: EnvChanges,
     /// CPUs the run is pinned to.
     pub cpus: Vec<usize>,
-    /// Which job slot (0..jobs) runs it.
-    pub slot: usize,
 }
 
 /// The expanded manifest. Runs are kept compactly (cell index and repetition, 8 bytes a run) and
@@ -577,7 +575,6 @@ impl Plan {
             output,
             env,
             cpus: self.slots.get(slot).cloned().unwrap_or_default(),
-            slot,
         })
     }
 }
@@ -653,4 +650,4 @@ impl PlannedRun {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

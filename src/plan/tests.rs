@@ -5,7 +5,8 @@ use std::time::Duration;
 use super::*;
 use crate::manifest::*;
 
-fn manifest(axes: Vec<(&str, Vec<Value>)>) -> Manifest {
+/// A test manifest over `axes` (2 repetitions, timeout 120 s, a few env changes).
+pub(crate) fn manifest(axes: Vec<(&str, Vec<Value>)>) -> Manifest {
     Manifest {
         path: PathBuf::from("m.toml"),
         base_dir: PathBuf::from("/work/x"),

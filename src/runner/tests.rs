@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use super::*;
 use crate::bundle::{BundleInfo, BundleStatus, Outcome};
@@ -54,47 +54,16 @@ impl Executor for Fake {
 }
 
 fn setup(jobs: u32) -> (Plan, tempfile::TempDir, Mutex<BundleWriter>) {
-    let m = Manifest {
-        path: PathBuf::from("m.toml"),
-        base_dir: PathBuf::from("/"),
-        source: String::new(),
-        format: 1,
-        experiment: Experiment {
-            name: "t".into(),
-            description: None,
-        },
-        command: CommandSpec {
-            program: Program::Argv(vec!["true".into()]),
-            workdir: ".".into(),
-            output: "{run-id}.json".into(),
-            output_format: OutputFormat::Json,
-        },
-        matrix: Matrix {
-            axes: vec![("k".into(), (0..3).map(Value::Int).collect())],
-            ..Default::default()
-        },
-        schedule: Schedule {
-            repetitions: 2,
-            order: Order::Interleaved,
-            seed: None,
-            jobs,
-        },
-        isolation: Isolation {
-            cpus: CpuSelection::List(vec![0, 1]),
-            cpus_per_run: 1,
-            timeout: None,
-            grace: Duration::from_secs(1),
-            env_policy: EnvPolicy::Inherit,
-            env: vec![],
-            env_unset: vec![],
-        },
-        measure: Measure {
-            sample_interval: None,
-        },
-        provenance: ProvenanceConfig { repo: None },
-        report: ReportConfig::default(),
-        spans: BTreeMap::new(),
-    };
+    let mut m = crate::plan::tests::manifest(vec![("k", (0..3).map(Value::Int).collect())]);
+    m.base_dir = PathBuf::from("/");
+    m.command.program = Program::Argv(vec!["true".into()]);
+    m.command.output = "{run-id}.json".into();
+    m.schedule.jobs = jobs;
+    m.isolation.cpus = CpuSelection::List(vec![0, 1]);
+    m.isolation.timeout = None;
+    m.isolation.env.clear();
+    m.isolation.env_unset.clear();
+    m.measure.sample_interval = None;
     let dir = tempfile::tempdir().unwrap();
     let bundle = dir.path().join("b");
     let ctx = PlanContext {
