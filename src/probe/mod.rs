@@ -1,6 +1,6 @@
 //! Built-in probes (DESIGN 7).
 //!
-//! `hwr-exp probe safetensors-retention` ([`run_retention`]) is the Rust port of the memory-retention
+//! `hwr-exp probe safetensors-retention` ([`measure`]) is the Rust port of the memory-retention
 //! diagnostic: it writes a synthetic f32 tensor to a safetensors file, maps it, materializes (or
 //! views, or reuses) the tensor many times and samples `/proc/self/smaps_rollup` at each phase.
 //!
@@ -13,6 +13,5 @@ pub mod retention;
 
 pub use report::{Arguments, Phase, Report, RuntimeFacts, Sample, Sampler, fd_count};
 pub use retention::{
-    Fixture, Mode, ProbeError, RetentionArgs, SMAPS_PATH_ENV, TENSOR_NAME, Workload, materialize,
-    run_retention,
+    Fixture, Mode, ProbeError, RetentionOptions, SMAPS_PATH_ENV, TENSOR_NAME, Workload, materialize, measure,
 };

@@ -273,3 +273,17 @@ pub struct Report {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_by: Option<String>,
 }
+
+impl Report {
+    /// What is wrong with a completed measurement, for the probe's stderr: the first read of
+    /// `weight` was not `0..tensor_elements` (the exit code is then 1). `None` when nothing is.
+    pub fn problem(&self) -> Option<String> {
+        (self.completed && !self.first_read_ok).then(|| {
+            format!(
+                "the first read of `{}` was not 0..{}",
+                super::TENSOR_NAME,
+                self.arguments.tensor_elements
+            )
+        })
+    }
+}

@@ -15,7 +15,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use clap::ValueEnum;
 use memmap2::Mmap;
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 use serde::{Deserialize, Serialize};
@@ -34,74 +33,35 @@ pub const TENSOR_NAME: &str = "weight";
 /// Iterations run between two checks of the stop flag set by the SIGTERM/SIGINT handler.
 const STOP_CHECK_EVERY: u64 = 1024;
 
-/// Largest `--tensor-elements`: 2^30 f32 values, a 4 GiB file.
-const MAX_ELEMENTS: u64 = 1 << 30;
-
 /// What one loop iteration does with the tensor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Mode {
     /// Parse the safetensors header from the mapping and copy the tensor into a newly allocated
     /// owned buffer (dropped at the end of the iteration).
-    #[value(name = "get_tensor")]
     #[serde(rename = "get_tensor")]
     GetTensor,
     /// Parse the header and take a borrowed view of the mapped bytes (no copy).
-    #[value(name = "view")]
     #[serde(rename = "view")]
     View,
     /// Read the one owned copy made by the first read (the control).
-    #[value(name = "reuse")]
     #[serde(rename = "reuse")]
     Reuse,
 }
 
-/// Flags of `hwr-exp probe safetensors-retention`. Every count is a positive integer; anything
-/// else is a usage error (exit 2).
-#[derive(Debug, Clone, clap::Args)]
-pub struct RetentionArgs {
-    /// What each iteration does: get_tensor (parse + owned copy), view (parse + borrowed view),
-    /// reuse (read the cached copy; the control).
-    #[arg(long, value_enum)]
+/// Settings of one `hwr-exp probe safetensors-retention` (its flags; docs/DESIGN.md 7). Counts are
+/// positive; the command line refuses anything else before the probe starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetentionOptions {
+    /// What each iteration does.
     pub mode: Mode,
-    /// f32 elements of the synthetic tensor `weight` (values 0..N).
-    #[arg(long, value_name = "N", default_value_t = 64, allow_negative_numbers = true,
-          value_parser = parse_elements)]
+    /// f32 elements of the synthetic tensor `weight` (values `0..tensor_elements`).
     pub tensor_elements: u64,
     /// Loop iterations.
-    #[arg(long, value_name = "N", default_value_t = 1_000_000, allow_negative_numbers = true,
-          value_parser = parse_positive)]
     pub iterations: u64,
-    /// Take a `loop` sample every N iterations.
-    #[arg(long, value_name = "N", default_value_t = 100_000, allow_negative_numbers = true,
-          value_parser = parse_positive)]
+    /// Loop iterations between two `loop` samples.
     pub sample_every: u64,
     /// Iterations run before the `baseline` sample.
-    #[arg(long, value_name = "N", default_value_t = 1000, allow_negative_numbers = true,
-          value_parser = parse_positive)]
     pub warmup: u64,
-}
-
-/// Parses a count flag: a positive integer (`1`, `200000`); the message says what is wrong.
-fn parse_positive(text: &str) -> Result<u64, String> {
-    match text.trim().parse::<u64>() {
-        Ok(0) => Err("must be a positive integer (1 or more), got 0".to_owned()),
-        Ok(n) => Ok(n),
-        Err(_) if text.trim().parse::<i128>().is_ok() => {
-            Err(format!("must be a positive integer (1 or more), got {text}"))
-        }
-        Err(_) => Err(format!("must be a positive integer, got `{text}`")),
-    }
-}
-
-/// Parses `--tensor-elements`: a positive integer up to 2^30.
-fn parse_elements(text: &str) -> Result<u64, String> {
-    let n = parse_positive(text)?;
-    if n > MAX_ELEMENTS {
-        return Err(format!(
-            "at most {MAX_ELEMENTS} elements (a 4 GiB tensor), got {n}"
-        ));
-    }
-    Ok(n)
 }
 
 /// Errors of the probe.
@@ -137,9 +97,9 @@ pub enum ProbeError {
         /// Elements expected.
         expected: usize,
     },
-    /// The signal handler could not be installed (exit 1).
-    #[error("cannot install the SIGTERM/SIGINT handler: {0}")]
-    Signal(std::io::Error),
+    /// `tensor_elements` does not fit in this machine's address space (exit 2).
+    #[error("{0} tensor elements do not fit in memory on this machine")]
+    TooManyElements(u64),
 }
 
 impl ProbeError {
@@ -147,7 +107,9 @@ impl ProbeError {
     /// 1 for anything else.
     pub fn exit_code(&self) -> i32 {
         match self {
-            ProbeError::Smaps(_) | ProbeError::MissingField { .. } => crate::exit_codes::USAGE,
+            ProbeError::Smaps(_) | ProbeError::MissingField { .. } | ProbeError::TooManyElements(_) => {
+                crate::exit_codes::USAGE
+            }
             _ => crate::exit_codes::RUN_FAILED,
         }
     }
@@ -408,60 +370,21 @@ impl<'a> Workload<'a> {
     }
 }
 
-/// Signal number stored by the SIGTERM/SIGINT handler (0: none yet). The handler only stores;
-/// the probe checks it between iterations and prints from normal code.
-static STOP_SIGNAL: AtomicUsize = AtomicUsize::new(0);
-
-fn install_stop_handlers() -> Result<(), ProbeError> {
-    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register_usize(signal, &STOP_SIGNAL, signal as usize)
-            .map_err(ProbeError::Signal)?;
-    }
-    Ok(())
-}
-
-fn signal_name(signal: usize) -> String {
-    match signal as i32 {
-        signal_hook::consts::SIGTERM => "SIGTERM".to_owned(),
-        signal_hook::consts::SIGINT => "SIGINT".to_owned(),
-        other => format!("signal {other}"),
-    }
-}
-
-/// Runs the probe with `args`: prints the JSON [`Report`] on stdout and returns the process exit
-/// code: 0 when completed and the first read was right; 1 when the first read was wrong or a
-/// file operation failed; 2 when smaps_rollup cannot be read (the message names the file);
-/// 128 + signal number (143 for SIGTERM) when stopped by SIGTERM or SIGINT, after printing the
-/// samples taken so far with `completed: false`.
+/// Runs the probe with `args`, sampling with `sampler`, and returns its JSON [`Report`] with the
+/// process exit code: 0 when completed and the first read was right; 1 when the first read was
+/// wrong ([`Report::problem`] says so); 128 + signal number (143 for SIGTERM) when `stop` became
+/// non-zero (the signal-number cell of the SIGTERM/SIGINT handlers, `crate::signal`), with the
+/// samples taken so far and `completed: false`. Nothing is printed.
 ///
-/// It installs process-wide SIGTERM and SIGINT handlers (they only store the signal number), so
-/// it is meant to be the whole process: `main` calls it for the `probe` subcommand.
-pub fn run_retention(args: &RetentionArgs) -> i32 {
-    match run(args, &Sampler::from_env()) {
-        Ok((report, code)) => {
-            let stdout = std::io::stdout();
-            let mut out = stdout.lock();
-            let written = serde_json::to_writer_pretty(&mut out, &report)
-                .map_err(std::io::Error::from)
-                .and_then(|()| std::io::Write::write_all(&mut out, b"\n"))
-                .and_then(|()| std::io::Write::flush(&mut out));
-            if let Err(e) = written {
-                eprintln!("hwr-exp probe safetensors-retention: cannot write the report: {e}");
-                return crate::exit_codes::RUN_FAILED;
-            }
-            code
-        }
-        Err(e) => {
-            eprintln!("hwr-exp probe safetensors-retention: error: {e}");
-            e.exit_code()
-        }
-    }
-}
-
-/// The probe proper: everything but printing. Returns the report and the exit code.
-fn run(args: &RetentionArgs, sampler: &Sampler) -> Result<(Report, i32), ProbeError> {
-    install_stop_handlers()?;
-    let elements = usize::try_from(args.tensor_elements).expect("at most 2^30 elements");
+/// # Errors
+/// [`ProbeError`]: smaps_rollup unreadable or malformed (exit 2), a file operation failed (exit 1).
+pub fn measure(
+    args: &RetentionOptions,
+    sampler: &Sampler,
+    stop: &AtomicUsize,
+) -> Result<(Report, i32), ProbeError> {
+    let elements = usize::try_from(args.tensor_elements)
+        .map_err(|_| ProbeError::TooManyElements(args.tensor_elements))?;
     let uname = rustix::system::uname();
     let mut report = Report {
         schema_version: SCHEMA_VERSION,
@@ -490,10 +413,10 @@ fn run(args: &RetentionArgs, sampler: &Sampler) -> Result<(Report, i32), ProbeEr
         stopped_by: None,
     };
     let stopped = |report: &mut Report| {
-        let signal = STOP_SIGNAL.load(Ordering::SeqCst);
+        let signal = i32::try_from(stop.load(Ordering::SeqCst)).unwrap_or(0);
         (signal != 0).then(|| {
-            report.stopped_by = Some(signal_name(signal));
-            128 + signal as i32
+            report.stopped_by = Some(crate::signal::name(signal));
+            128 + signal
         })
     };
 
@@ -511,7 +434,7 @@ fn run(args: &RetentionArgs, sampler: &Sampler) -> Result<(Report, i32), ProbeEr
     }
 
     let started = Instant::now();
-    workload.run_until(args.warmup, &STOP_SIGNAL)?;
+    workload.run_until(args.warmup, stop)?;
     report.warmup_seconds = started.elapsed().as_secs_f64();
     report.checksum = workload.checksum();
     if let Some(code) = stopped(&mut report) {
@@ -525,7 +448,7 @@ fn run(args: &RetentionArgs, sampler: &Sampler) -> Result<(Report, i32), ProbeEr
         let next_sample = (done / args.sample_every + 1) * args.sample_every;
         let chunk = next_sample.min(args.iterations) - done;
         let started = Instant::now();
-        let ran = workload.run_until(chunk, &STOP_SIGNAL)?;
+        let ran = workload.run_until(chunk, stop)?;
         loop_seconds += started.elapsed().as_secs_f64();
         done += ran;
         report.iterations_completed = done;
@@ -553,9 +476,6 @@ fn run(args: &RetentionArgs, sampler: &Sampler) -> Result<(Report, i32), ProbeEr
     let code = if report.first_read_ok {
         crate::exit_codes::SUCCESS
     } else {
-        eprintln!(
-            "hwr-exp probe safetensors-retention: the first read of `{TENSOR_NAME}` was not 0..{elements}"
-        );
         crate::exit_codes::RUN_FAILED
     };
     Ok((report, code))
@@ -564,18 +484,6 @@ fn run(args: &RetentionArgs, sampler: &Sampler) -> Result<(Report, i32), ProbeEr
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn counts_must_be_positive_integers() {
-        assert_eq!(parse_positive("1"), Ok(1));
-        assert_eq!(parse_positive("200000"), Ok(200_000));
-        assert!(parse_positive("0").unwrap_err().contains("1 or more"));
-        assert!(parse_positive("-4").unwrap_err().contains("1 or more"));
-        assert!(parse_positive("1e3").unwrap_err().contains("`1e3`"));
-        assert!(parse_positive("").is_err());
-        assert_eq!(parse_elements("1073741824"), Ok(MAX_ELEMENTS));
-        assert!(parse_elements("1073741825").is_err());
-    }
 
     #[test]
     fn every_mode_reads_the_same_elements() {

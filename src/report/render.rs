@@ -6,7 +6,7 @@ use super::summary::{Report, RunSummary, fmt_num};
 use crate::bundle::Outcome;
 
 /// Output format of `report` and `compare`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Format {
     /// Terminal tables.
     #[default]
