@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value as Json;
 
+use super::collection::collect;
+use super::model::{CellStats, Report, Stats, fmt_num};
 use super::render::{Format, Section, render_sections};
-use super::summary::{CellStats, Report, Stats, collect, fmt_num};
 use crate::bundle::read::{Bundle, ReadError};
 
 /// What `hwr-exp compare` is asked for.
@@ -129,7 +130,7 @@ fn facts(r: &Report, host: Option<&Json>) -> Vec<(&'static str, String)> {
     ]
 }
 
-/// Retention metrics shown side by side (a subset of [`super::summary::RETENTION_METRICS`]).
+/// Retention metrics shown side by side (a subset of [`super::model::RETENTION_METRICS`]).
 pub const COMPARED_RETENTION: [&str; 7] = [
     "private-growth-bytes",
     "anonymous-growth-bytes",

@@ -14,17 +14,20 @@
 //! Formats: terminal tables (default), Markdown, CSV (one row per run), JSON; `--plot FILE.svg`
 //! draws private bytes against iterations (see [`plot`]).
 
+pub mod aggregation;
+pub mod collection;
 pub mod compare;
+pub mod model;
 pub mod plot;
 pub mod render;
 pub mod retention;
-pub mod summary;
 
 use std::path::PathBuf;
 
+pub use collection::{ReportError, collect};
 pub use compare::{CompareOptions, compare_to_string};
+pub use model::Report;
 pub use render::Format;
-pub use summary::{Report, ReportError, collect};
 
 /// What `hwr-exp report` is asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
