@@ -20,7 +20,7 @@ use hwr_exp::exit_codes::{self, Failure};
 use hwr_exp::manifest::{self, Diagnostics};
 use hwr_exp::plan::render;
 use hwr_exp::runner::session::{self, RunOptions, SessionError, SessionReport};
-use hwr_exp::signal::{self, Repeat, Signals};
+use hwr_exp::signal::{self, SecondSignal, Signals};
 use hwr_exp::{probe, report};
 
 fn main() -> ExitCode {
@@ -76,7 +76,7 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
 /// the current directory).
 fn run_manifest(args: &RunArgs) -> Result<i32, Failure> {
     let manifest = manifest::load(&args.manifest).map_err(Failure::usage)?;
-    let signals = interrupt_handlers(Repeat::Exit(exit_codes::INTERRUPTED))?;
+    let signals = interrupt_handlers(SecondSignal::Exit(exit_codes::INTERRUPTED))?;
     let opts = RunOptions {
         results_dir: args.results_dir.clone(),
         quiet: args.quiet,
@@ -131,7 +131,7 @@ fn plan(args: &PlanArgs) -> Result<i32, Failure> {
 /// wrong, file or stdout error), 2 (smaps_rollup unreadable) or 128 + signal when stopped.
 fn probe_retention(args: &RetentionArgs) -> Result<i32, Failure> {
     let context = "probe safetensors-retention";
-    let signals = signal::install(Repeat::SetFlag)
+    let signals = signal::install(SecondSignal::SetFlag)
         .map_err(|e| Failure::new(exit_codes::RUN_FAILED, anyhow::Error::new(e).context(context)))?;
     let options = probe::RetentionOptions {
         mode: match args.mode {
@@ -201,9 +201,9 @@ fn verify(args: &VerifyArgs) -> Result<i32, Failure> {
 fn rerun(args: &RerunArgs) -> Result<i32, Failure> {
     // With a temporary worktree to remove, signals only ever set the flag so the cleanup always runs.
     let signals = interrupt_handlers(if args.at_recorded_revision {
-        Repeat::SetFlag
+        SecondSignal::SetFlag
     } else {
-        Repeat::Exit(exit_codes::INTERRUPTED)
+        SecondSignal::Exit(exit_codes::INTERRUPTED)
     })?;
     let opts = archive::rerun::RerunOptions {
         results_dir: args.results_dir.clone(),
@@ -235,7 +235,7 @@ fn rerun(args: &RerunArgs) -> Result<i32, Failure> {
 
 /// `hwr-exp resume BUNDLE [--allow-drift]`.
 fn resume(args: &ResumeArgs) -> Result<i32, Failure> {
-    let signals = interrupt_handlers(Repeat::Exit(exit_codes::INTERRUPTED))?;
+    let signals = interrupt_handlers(SecondSignal::Exit(exit_codes::INTERRUPTED))?;
     let opts = archive::resume::ResumeOptions {
         allow_drift: args.allow_drift,
         quiet: args.quiet,
@@ -251,9 +251,9 @@ fn resume(args: &ResumeArgs) -> Result<i32, Failure> {
 }
 
 /// SIGINT and SIGTERM set the cancel flag: the run in flight is stopped as on timeout and the
-/// bundle is marked interrupted; `repeat` says what a second signal does.
-fn interrupt_handlers(repeat: Repeat) -> Result<Signals, Failure> {
-    signal::install(repeat).map_err(Failure::environment)
+/// bundle is marked interrupted; `second` says what a signal does once the flag is set.
+fn interrupt_handlers(second: SecondSignal) -> Result<Signals, Failure> {
+    signal::install(second).map_err(Failure::environment)
 }
 
 /// Prints a finished session: a drift warning and the summary line on stderr (unless `quiet`),

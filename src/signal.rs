@@ -18,7 +18,7 @@ pub type CancelFlag = Arc<AtomicBool>;
 
 /// What a signal does when the cancel flag is already set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Repeat {
+pub enum SecondSignal {
     /// Exit the process at once with this code (`run`, `resume`: a second Ctrl-C does not wait for
     /// the run in flight; the runs' parent-death signal then stops them).
     Exit(i32),
@@ -62,12 +62,12 @@ impl Signals {
 pub struct SignalError(#[source] io::Error);
 
 /// Installs handlers for SIGINT and SIGTERM that set the returned flag and record the signal's
-/// number; `repeat` says what a signal does once the flag is set. Process-wide: call it once per
+/// number; `second` says what a signal does once the flag is set. Process-wide: call it once per
 /// process, before the work it guards.
 ///
 /// # Errors
 /// [`SignalError`] when signal-hook cannot register a handler.
-pub fn install(repeat: Repeat) -> Result<Signals, SignalError> {
+pub fn install(second: SecondSignal) -> Result<Signals, SignalError> {
     let signals = Signals {
         flag: Arc::new(AtomicBool::new(false)),
         last: Arc::new(AtomicUsize::new(0)),
@@ -75,7 +75,7 @@ pub fn install(repeat: Repeat) -> Result<Signals, SignalError> {
     for sig in [SIGINT, SIGTERM] {
         // Order matters: the conditional exit checks the flag before this signal sets it, so only
         // a signal arriving while the flag is already set exits.
-        if let Repeat::Exit(code) = repeat {
+        if let SecondSignal::Exit(code) = second {
             signal_hook::flag::register_conditional_shutdown(sig, code, Arc::clone(&signals.flag))
                 .map_err(SignalError)?;
         }
@@ -109,7 +109,7 @@ mod tests {
     #[test]
     fn a_raised_signal_sets_the_flag_and_records_its_number() {
         // Exit on a repeat, so that a Ctrl-C on the test process after this test still stops it.
-        let signals = install(Repeat::Exit(130)).unwrap();
+        let signals = install(SecondSignal::Exit(130)).unwrap();
         assert_eq!(signals.received(), None);
         assert!(!signals.cancel_flag().load(Ordering::SeqCst));
         signal_hook::low_level::raise(SIGINT).unwrap();

@@ -54,7 +54,7 @@ pub struct ListProblem {
 }
 
 #[derive(Deserialize)]
-struct Dirty {
+struct DirtyState {
     dirty: bool,
     /// `null` when the manifest was not in a git repository: then there is no dirty state to show.
     #[serde(default)]
@@ -128,7 +128,7 @@ fn relative_to(path: &Path, base: &Path) -> String {
 fn entry(dir: &Path, base: &Path) -> Result<ListEntry, ArchiveError> {
     let bundle = super::open(dir)?;
     let info = bundle.info();
-    let dirty = read_versioned::<Dirty>(
+    let dirty = read_versioned::<DirtyState>(
         &bundle.path(files::PROVENANCE),
         "format",
         crate::provenance::PROVENANCE_FORMAT,

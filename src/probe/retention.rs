@@ -1,11 +1,11 @@
 //! `hwr-exp probe safetensors-retention`: does repeated tensor materialization from a mapped
-//! safetensors file retain private memory? (DESIGN 7.)
+//! safetensors file retain private memory? (docs/DESIGN.md 7.)
 //!
 //! Steps: sample `before_file`; write the f32 tensor `weight` = `0..n` with the `safetensors`
 //! crate into a temporary directory, open and map it (`memmap2`), check the first read; run the
 //! warm-up; sample `baseline`; run the loop, sampling `loop` every `sample_every` iterations
 //! (sampling time is excluded from `loop_seconds`); drop the mapping, the file, every view and
-//! owned copy, sample `closed`; print one JSON document ([`Report`]).
+//! owned copy, sample `closed`; return the JSON document ([`RetentionDocument`]) for `main` to print.
 //!
 //! Nothing here trims the allocator, drops caches or frees extra memory to make numbers smaller.
 
@@ -17,36 +17,14 @@ use std::time::Instant;
 
 use memmap2::Mmap;
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
-use serde::{Deserialize, Serialize};
 use tempfile::TempDir;
 
-use super::report::{Arguments, Phase, Report, RuntimeFacts, SCHEMA_VERSION, Sampler};
-use crate::memory::RollupError;
-
-/// Name of the hidden environment variable that replaces `/proc/self/smaps_rollup` as the file the
-/// probe samples. For tests only (an unreadable path, old-kernel fixture text); not in `--help`.
-pub const SMAPS_PATH_ENV: &str = "HWR_PROBE_SMAPS_PATH";
-
-/// Name of the tensor in the synthetic safetensors file.
-pub const TENSOR_NAME: &str = "weight";
+use super::document::{Arguments, Mode, Phase, RetentionDocument, RuntimeFacts, SCHEMA_VERSION, TENSOR_NAME};
+use super::error::ProbeError;
+use super::sampler::Sampler;
 
 /// Iterations run between two checks of the stop flag set by the SIGTERM/SIGINT handler.
 const STOP_CHECK_EVERY: u64 = 1024;
-
-/// What one loop iteration does with the tensor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Mode {
-    /// Parse the safetensors header from the mapping and copy the tensor into a newly allocated
-    /// owned buffer (dropped at the end of the iteration).
-    #[serde(rename = "get_tensor")]
-    GetTensor,
-    /// Parse the header and take a borrowed view of the mapped bytes (no copy).
-    #[serde(rename = "view")]
-    View,
-    /// Read the one owned copy made by the first read (the control).
-    #[serde(rename = "reuse")]
-    Reuse,
-}
 
 /// Settings of one `hwr-exp probe safetensors-retention` (its flags; docs/DESIGN.md 7). Counts are
 /// positive; the command line refuses anything else before the probe starts.
@@ -62,57 +40,6 @@ pub struct RetentionOptions {
     pub sample_every: u64,
     /// Iterations run before the `baseline` sample.
     pub warmup: u64,
-}
-
-/// Errors of the probe.
-#[derive(Debug, thiserror::Error)]
-pub enum ProbeError {
-    /// smaps_rollup could not be read or parsed (exit 2).
-    #[error(transparent)]
-    Smaps(#[from] RollupError),
-    /// smaps_rollup lacks a field every kernel with the file prints (exit 2).
-    #[error("{path} has no {field} line; is it a smaps_rollup file?")]
-    MissingField {
-        /// The file read.
-        path: String,
-        /// The missing field.
-        field: &'static str,
-    },
-    /// A file or directory operation failed (exit 1).
-    #[error("{what}: {source}")]
-    Io {
-        /// What was being done, naming the path.
-        what: String,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// The safetensors crate refused the file it wrote or a header it parsed (exit 1).
-    #[error("safetensors: {0}")]
-    Safetensors(#[from] safetensors::SafeTensorError),
-    /// The tensor in the file is not the f32 vector that was written (exit 1).
-    #[error("tensor `{TENSOR_NAME}` is {found}, expected F32 of shape [{expected}]")]
-    WrongTensor {
-        /// Dtype and shape found.
-        found: String,
-        /// Elements expected.
-        expected: usize,
-    },
-    /// `tensor_elements` does not fit in this machine's address space (exit 2).
-    #[error("{0} tensor elements do not fit in memory on this machine")]
-    TooManyElements(u64),
-}
-
-impl ProbeError {
-    /// The exit code for this error: 2 for an unreadable or malformed smaps_rollup (DESIGN 7),
-    /// 1 for anything else.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            ProbeError::Smaps(_) | ProbeError::MissingField { .. } | ProbeError::TooManyElements(_) => {
-                crate::exit_codes::USAGE
-            }
-            _ => crate::exit_codes::RUN_FAILED,
-        }
-    }
 }
 
 /// The synthetic safetensors file, opened and mapped. Dropping it unmaps the file, closes it and
@@ -370,9 +297,9 @@ impl<'a> Workload<'a> {
     }
 }
 
-/// Runs the probe with `args`, sampling with `sampler`, and returns its JSON [`Report`] with the
+/// Runs the probe with `args`, sampling with `sampler`, and returns its JSON [`RetentionDocument`] with the
 /// process exit code: 0 when completed and the first read was right; 1 when the first read was
-/// wrong ([`Report::problem`] says so); 128 + signal number (143 for SIGTERM) when `stop` became
+/// wrong ([`RetentionDocument::problem`] says so); 128 + signal number (143 for SIGTERM) when `stop` became
 /// non-zero (the signal-number cell of the SIGTERM/SIGINT handlers, `crate::signal`), with the
 /// samples taken so far and `completed: false`. Nothing is printed.
 ///
@@ -382,11 +309,11 @@ pub fn measure(
     args: &RetentionOptions,
     sampler: &Sampler,
     stop: &AtomicUsize,
-) -> Result<(Report, i32), ProbeError> {
+) -> Result<(RetentionDocument, i32), ProbeError> {
     let elements = usize::try_from(args.tensor_elements)
         .map_err(|_| ProbeError::TooManyElements(args.tensor_elements))?;
     let uname = rustix::system::uname();
-    let mut report = Report {
+    let mut doc = RetentionDocument {
         schema_version: SCHEMA_VERSION,
         probe: "safetensors-retention".to_owned(),
         arguments: Arguments {
@@ -412,35 +339,35 @@ pub fn measure(
         completed: false,
         stopped_by: None,
     };
-    let stopped = |report: &mut Report| {
+    let stopped = |doc: &mut RetentionDocument| {
         let signal = i32::try_from(stop.load(Ordering::SeqCst)).unwrap_or(0);
         (signal != 0).then(|| {
-            report.stopped_by = Some(crate::signal::name(signal));
+            doc.stopped_by = Some(crate::signal::name(signal));
             128 + signal
         })
     };
 
-    report.samples.push(sampler.sample(Phase::BeforeFile, 0, 0.0)?);
+    doc.samples.push(sampler.sample(Phase::BeforeFile, 0, 0.0)?);
 
     let started = Instant::now();
     let fixture = Fixture::create(elements)?;
-    report.file_bytes = fixture.file_bytes();
+    doc.file_bytes = fixture.file_bytes();
     let first_read = materialize(fixture.bytes(), elements)?;
-    report.first_read_ok = first_read.iter().enumerate().all(|(i, &v)| v == i as f32);
-    report.preparation_seconds = started.elapsed().as_secs_f64();
+    doc.first_read_ok = first_read.iter().enumerate().all(|(i, &v)| v == i as f32);
+    doc.preparation_seconds = started.elapsed().as_secs_f64();
     let mut workload = Workload::new(args.mode, &fixture, first_read);
-    if let Some(code) = stopped(&mut report) {
-        return Ok((report, code));
+    if let Some(code) = stopped(&mut doc) {
+        return Ok((doc, code));
     }
 
     let started = Instant::now();
     workload.run_until(args.warmup, stop)?;
-    report.warmup_seconds = started.elapsed().as_secs_f64();
-    report.checksum = workload.checksum();
-    if let Some(code) = stopped(&mut report) {
-        return Ok((report, code));
+    doc.warmup_seconds = started.elapsed().as_secs_f64();
+    doc.checksum = workload.checksum();
+    if let Some(code) = stopped(&mut doc) {
+        return Ok((doc, code));
     }
-    report.samples.push(sampler.sample(Phase::Baseline, 0, 0.0)?);
+    doc.samples.push(sampler.sample(Phase::Baseline, 0, 0.0)?);
 
     let mut done = 0;
     let mut loop_seconds = 0.0;
@@ -451,34 +378,31 @@ pub fn measure(
         let ran = workload.run_until(chunk, stop)?;
         loop_seconds += started.elapsed().as_secs_f64();
         done += ran;
-        report.iterations_completed = done;
-        report.checksum = workload.checksum();
-        if let Some(code) = stopped(&mut report) {
-            return Ok((report, code));
+        doc.iterations_completed = done;
+        doc.checksum = workload.checksum();
+        if let Some(code) = stopped(&mut doc) {
+            return Ok((doc, code));
         }
-        report
-            .samples
-            .push(sampler.sample(Phase::Loop, done, loop_seconds)?);
+        doc.samples.push(sampler.sample(Phase::Loop, done, loop_seconds)?);
     }
 
     // Drop every view and owned copy, then the mapping and the file; keep the directory until
     // after the sample so that removing it is not part of `closed`.
-    report.checksum = workload.checksum();
+    doc.checksum = workload.checksum();
     drop(workload);
     let dir = fixture.close();
-    report.last_tensor_alive = false;
-    report
-        .samples
+    doc.last_tensor_alive = false;
+    doc.samples
         .push(sampler.sample(Phase::Closed, done, loop_seconds)?);
     drop(dir);
     // Every phase ran: a signal arriving after the last loop sample changes nothing.
-    report.completed = true;
-    let code = if report.first_read_ok {
+    doc.completed = true;
+    let code = if doc.first_read_ok {
         crate::exit_codes::SUCCESS
     } else {
         crate::exit_codes::RUN_FAILED
     };
-    Ok((report, code))
+    Ok((doc, code))
 }
 
 #[cfg(test)]

@@ -81,18 +81,18 @@ pub fn cells(
     mode_key: Option<&str>,
     pointers: &[(String, String)],
 ) -> Vec<CellStats> {
-    struct Acc {
+    struct Accumulator {
         stats: CellStats,
         retention: Vec<Vec<f64>>,
         metrics: Vec<Vec<f64>>,
         wall: Vec<f64>,
         peak: Vec<f64>,
     }
-    let mut order: Vec<Acc> = Vec::new();
+    let mut order: Vec<Accumulator> = Vec::new();
     let mut by_label: HashMap<String, usize> = HashMap::new();
     for r in runs.iter().filter(|r| r.finished) {
         let i = *by_label.entry(r.cell_label.clone()).or_insert_with(|| {
-            order.push(Acc {
+            order.push(Accumulator {
                 stats: CellStats {
                     cell: r.cell_label.clone(),
                     mode: r.mode(mode_key),
