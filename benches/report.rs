@@ -1,4 +1,4 @@
-//! Benchmark of `hwr-exp report` over a synthetic bundle of 10,000 runs (issue 4).
+//! Benchmark of `hwr-exp report` over a synthetic bundle of 10,000 runs.
 //!
 //! `cargo bench --bench report` generates the bundle in a temp dir (benches/report/synth.rs: the
 //! real on-disk format, retention-schema outputs with 8 loop samples each), then runs the report in
