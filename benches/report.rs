@@ -1,4 +1,4 @@
-//! Benchmark of `hwr-exp report` over a synthetic bundle of 10,000 runs (issue 4).
+//! Benchmark of `hwr-exp report` over a synthetic bundle of 10,000 runs.
 //!
 //! `cargo bench --bench report` generates the bundle in a temp dir (benches/report/synth.rs: the
 //! real on-disk format, retention-schema outputs with 8 loop samples each), then runs the report in
@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use hwr_exp::report::{Format, ReportArgs, report_to_string};
+use hwr_exp::report::{Format, ReportOptions, report_to_string};
 
 fn peak_rss_children_bytes() -> u64 {
     // SAFETY: getrusage writes into the zeroed struct we own.
@@ -43,7 +43,7 @@ fn format_of(name: &str) -> Format {
 /// Child: one report, output discarded; prints seconds and its own peak RSS.
 fn child(dir: &Path, format: &str, plot: Option<PathBuf>) {
     let start = Instant::now();
-    let out = report_to_string(&ReportArgs {
+    let out = report_to_string(&ReportOptions {
         bundle: dir.to_path_buf(),
         format: format_of(format),
         plot,

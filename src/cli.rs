@@ -1,4 +1,6 @@
-//! Command-line types (clap). No behaviour here: `main` dispatches on [`Command`].
+//! Command-line types (clap): every clap type of hwr-exp and nothing else. `main` dispatches on
+//! [`Command`] and turns these arguments into the plain option types of the library modules, so this
+//! file imports no other module of the crate.
 
 use std::path::PathBuf;
 
@@ -29,10 +31,9 @@ pub enum Command {
     #[command(subcommand)]
     Probe(ProbeCommand),
     /// Summarise a result bundle: run table, retention growth against the reuse control, metrics.
-    Report(crate::report::ReportArgs),
+    Report(ReportArgs),
     /// Put the cells of two result bundles side by side.
-    Compare(crate::report::CompareArgs),
-    // Archive commands (issue 5).
+    Compare(CompareArgs),
     /// List the bundles under a results folder: experiment, created, status, revision, dirty, runs, parent.
     List(ListArgs),
     /// Check an archived bundle against its recorded sha256s, manifest and patch.
@@ -48,9 +49,15 @@ pub enum Command {
 pub struct RunArgs {
     /// The manifest (TOML).
     pub manifest: PathBuf,
-    /// Folder that holds `<experiment>/<bundle>` folders. Default: `results/` beside the manifest's repository root, or beside the manifest when it is not in a repository.
-    #[arg(long, value_name = "DIR")]
-    pub results_dir: Option<PathBuf>,
+    /// Folder that holds `<experiment>/<bundle>` folders, relative to the current directory.
+    /// Default: `results/` in the current directory.
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "results",
+        hide_default_value = true
+    )]
+    pub results_dir: PathBuf,
     /// No progress output.
     #[arg(long, short)]
     pub quiet: bool,
@@ -89,10 +96,115 @@ pub struct PlanArgs {
 #[derive(Debug, Subcommand)]
 pub enum ProbeCommand {
     /// Does repeated tensor materialization from a safetensors file retain private memory?
-    SafetensorsRetention(crate::probe::RetentionArgs),
+    SafetensorsRetention(RetentionArgs),
 }
 
-// Archive commands (issue 5).
+/// What each iteration of `probe safetensors-retention` does with the tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProbeMode {
+    /// Parse the safetensors header from the mapping and copy the tensor into a newly allocated
+    /// owned buffer (dropped at the end of the iteration).
+    #[value(name = "get_tensor")]
+    GetTensor,
+    /// Parse the header and take a borrowed view of the mapped bytes (no copy).
+    #[value(name = "view")]
+    View,
+    /// Read the one owned copy made by the first read (the control).
+    #[value(name = "reuse")]
+    Reuse,
+}
+
+/// Largest `--tensor-elements`: 2^30 f32 values, a 4 GiB file.
+pub const MAX_TENSOR_ELEMENTS: u64 = 1 << 30;
+
+/// Flags of `hwr-exp probe safetensors-retention`. Every count is a positive integer; anything
+/// else is a usage error (exit 2).
+#[derive(Debug, Clone, Args)]
+pub struct RetentionArgs {
+    /// What each iteration does: get_tensor (parse + owned copy), view (parse + borrowed view),
+    /// reuse (read the cached copy; the control).
+    #[arg(long, value_enum)]
+    pub mode: ProbeMode,
+    /// f32 elements of the synthetic tensor `weight` (values 0..N).
+    #[arg(long, value_name = "N", default_value_t = 64, allow_negative_numbers = true,
+          value_parser = parse_elements)]
+    pub tensor_elements: u64,
+    /// Loop iterations.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000, allow_negative_numbers = true,
+          value_parser = parse_positive)]
+    pub iterations: u64,
+    /// Take a `loop` sample every N iterations.
+    #[arg(long, value_name = "N", default_value_t = 100_000, allow_negative_numbers = true,
+          value_parser = parse_positive)]
+    pub sample_every: u64,
+    /// Iterations run before the `baseline` sample.
+    #[arg(long, value_name = "N", default_value_t = 1000, allow_negative_numbers = true,
+          value_parser = parse_positive)]
+    pub warmup: u64,
+}
+
+/// Parses a count flag: a positive integer (`1`, `200000`); the message says what is wrong.
+fn parse_positive(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(0) => Err("must be a positive integer (1 or more), got 0".to_owned()),
+        Ok(n) => Ok(n),
+        Err(_) if text.trim().parse::<i128>().is_ok() => {
+            Err(format!("must be a positive integer (1 or more), got {text}"))
+        }
+        Err(_) => Err(format!("must be a positive integer, got `{text}`")),
+    }
+}
+
+/// Parses `--tensor-elements`: a positive integer up to [`MAX_TENSOR_ELEMENTS`].
+fn parse_elements(text: &str) -> Result<u64, String> {
+    let n = parse_positive(text)?;
+    if n > MAX_TENSOR_ELEMENTS {
+        return Err(format!(
+            "at most {MAX_TENSOR_ELEMENTS} elements (a 4 GiB tensor), got {n}"
+        ));
+    }
+    Ok(n)
+}
+
+/// Output format of `hwr-exp report` and `hwr-exp compare`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum ReportFormat {
+    /// Terminal tables.
+    #[default]
+    Table,
+    /// Markdown tables, to paste into a pull request.
+    Md,
+    /// CSV, one row per run (pandas-friendly; `compare`: one row per cell).
+    Csv,
+    /// One JSON document.
+    Json,
+}
+
+/// `hwr-exp report`.
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// The bundle folder (`results/<experiment>/<timestamp>-<hex>`).
+    pub bundle: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
+    pub format: ReportFormat,
+    /// Also write an SVG plot: private bytes against loop iterations per run, one panel per size,
+    /// plus the external memory.jsonl samples over time where present.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+}
+
+/// `hwr-exp compare`.
+#[derive(Debug, Clone, Args)]
+pub struct CompareArgs {
+    /// The first (baseline) bundle folder.
+    pub a: PathBuf,
+    /// The second bundle folder; differences are B minus A.
+    pub b: PathBuf,
+    /// Output format (`csv`: one row per cell and metric).
+    #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
+    pub format: ReportFormat,
+}
 
 /// Output format of `hwr-exp list`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -106,8 +218,9 @@ pub enum ListFormat {
 /// `hwr-exp list`.
 #[derive(Debug, Args)]
 pub struct ListArgs {
-    /// Results folder holding `<experiment>/<bundle>` folders.
-    #[arg(default_value = "results")]
+    /// Results folder holding `<experiment>/<bundle>` folders. Default: `results/` in the current
+    /// directory.
+    #[arg(default_value = "results", hide_default_value = true)]
     pub dir: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value_t = ListFormat::Table)]
@@ -148,4 +261,27 @@ pub struct ResumeArgs {
     /// No progress output.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn counts_must_be_positive_integers() {
+        assert_eq!(parse_positive("1"), Ok(1));
+        assert_eq!(parse_positive("200000"), Ok(200_000));
+        assert!(parse_positive("0").unwrap_err().contains("1 or more"));
+        assert!(parse_positive("-4").unwrap_err().contains("1 or more"));
+        assert!(parse_positive("1e3").unwrap_err().contains("`1e3`"));
+        assert!(parse_positive("").is_err());
+        assert_eq!(parse_elements("1073741824"), Ok(MAX_TENSOR_ELEMENTS));
+        assert!(parse_elements("1073741825").is_err());
+    }
 }

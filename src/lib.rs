@@ -15,3 +15,5 @@ pub mod probe;
 pub mod provenance;
 pub mod report;
 pub mod runner;
+pub mod signal;
+pub mod table;

@@ -1,314 +1,350 @@
-//! hwr-exp entry point. `run` reads as the pipeline: parse -> validate -> plan -> execute -> record
-//! -> report; the other subcommands are short paths through the same stages.
+//! hwr-exp entry point: parse the command line, run one command, print its error once, exit with its
+//! documented code (docs/DESIGN.md 6).
+//!
+//! `hwr-exp run` reads as the pipeline: parse -> validate -> plan -> execute -> record; `report` and
+//! `compare` analyse what was recorded; the other subcommands are short paths through the same stages.
+//! Library code returns data (reports, notes, differences, errors); this file alone prints it.
 
-use std::io::Write;
+use std::io::{self, BufWriter, StdoutLock, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use clap::Parser;
-use hwr_exp::cli::{CheckArgs, Cli, Command, PlanArgs, PlanFormat, ProbeCommand, RunArgs};
-use hwr_exp::exec::{CancelFlag, ProcessExecutor};
-use hwr_exp::exit_codes;
-use hwr_exp::manifest::{self, Manifest};
+use hwr_exp::archive::{self, ArchiveError};
+use hwr_exp::cli::{
+    CheckArgs, Cli, Command, CompareArgs, ListArgs, ListFormat, PlanArgs, PlanFormat, ProbeCommand,
+    ProbeMode, RerunArgs, ResumeArgs, RetentionArgs, RunArgs, VerifyArgs,
+};
+use hwr_exp::exec::ProcessExecutor;
+use hwr_exp::exit_codes::{self, Failure};
+use hwr_exp::manifest::{self, Diagnostics};
 use hwr_exp::plan::render;
-use hwr_exp::runner::session::{self, RunOptions, SessionError};
+use hwr_exp::runner::session::{self, RunOptions, SessionError, SessionReport};
+use hwr_exp::signal::{self, SecondSignal, Signals};
+use hwr_exp::{probe, report};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let code = match cli.command {
-        Command::Run(args) => run(&args),
-        Command::Check(args) => check(&args),
-        Command::Plan(args) => plan(&args),
-        Command::Schema => schema(),
-        Command::Probe(ProbeCommand::SafetensorsRetention(args)) => hwr_exp::probe::run_retention(&args),
-        Command::Report(args) => edge(hwr_exp::report::report_command(&args)),
-        Command::Compare(args) => edge(hwr_exp::report::compare_command(&args)),
-        // Archive commands (issue 5).
-        Command::List(args) => archive_cmd::list(&args),
-        Command::Verify(args) => archive_cmd::verify(&args),
-        Command::Rerun(args) => archive_cmd::rerun(&args),
-        Command::Resume(args) => archive_cmd::resume(&args),
-    };
-    ExitCode::from(u8::try_from(code).unwrap_or(1))
+    match run(cli.command) {
+        Ok(code) => code,
+        Err(failure) => {
+            print_error(failure.error());
+            exit_codes::status(failure.code())
+        }
+    }
 }
 
-/// `hwr-exp run MANIFEST`.
-fn run(args: &RunArgs) -> i32 {
-    let Some(manifest) = load(&args.manifest) else {
-        return exit_codes::USAGE;
-    };
-    let cancel = match install_signal_handlers() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: cannot install signal handlers: {e}");
-            return exit_codes::ENVIRONMENT;
+/// Runs one subcommand; `Ok` carries the exit code of a command that did its work (a `run` whose
+/// runs failed exits 1 with its bundle written), `Err` a failure to do it.
+fn run(command: Command) -> Result<ExitCode, Failure> {
+    let code = match command {
+        Command::Run(args) => run_manifest(&args)?,
+        Command::Check(args) => check(&args)?,
+        Command::Plan(args) => plan(&args)?,
+        Command::Schema => {
+            let schema = serde_json::to_string_pretty(&manifest::schema()).map_err(Failure::environment)?;
+            to_stdout(|out| writeln!(out, "{schema}"))?
         }
+        Command::Probe(ProbeCommand::SafetensorsRetention(args)) => probe_retention(&args)?,
+        Command::Report(args) => {
+            let options = report::ReportOptions {
+                bundle: args.bundle,
+                format: report_format(args.format),
+                plot: args.plot,
+            };
+            let text = report::report_to_string(&options).map_err(Failure::usage)?;
+            to_stdout(|out| out.write_all(text.as_bytes()))?
+        }
+        Command::Compare(CompareArgs { a, b, format }) => {
+            let options = report::CompareOptions {
+                a,
+                b,
+                format: report_format(format),
+            };
+            let text = report::compare_to_string(&options).map_err(Failure::usage)?;
+            to_stdout(|out| out.write_all(text.as_bytes()))?
+        }
+        Command::List(args) => list(&args)?,
+        Command::Verify(args) => verify(&args)?,
+        Command::Rerun(args) => rerun(&args)?,
+        Command::Resume(args) => resume(&args)?,
     };
+    Ok(exit_codes::status(code))
+}
+
+/// `hwr-exp run MANIFEST [--results-dir DIR]`: the bundle goes under `DIR` (default `results/` in
+/// the current directory).
+fn run_manifest(args: &RunArgs) -> Result<i32, Failure> {
+    let manifest = manifest::load(&args.manifest).map_err(Failure::usage)?;
+    let signals = interrupt_handlers(SecondSignal::Exit(exit_codes::INTERRUPTED))?;
     let opts = RunOptions {
-        results_dir: args.results_dir.clone().unwrap_or_else(|| "results".into()),
+        results_dir: args.results_dir.clone(),
         quiet: args.quiet,
         ..RunOptions::default()
     };
-    match session::run_manifest(&manifest, &opts, &ProcessExecutor::new(), &cancel) {
-        Ok(report) => archive_cmd::finished(&report, args.quiet),
-        Err(e) => {
-            report_session_error(&e);
-            e.exit_code()
-        }
-    }
+    let report = session::run_manifest(&manifest, &opts, &ProcessExecutor::new(), signals.cancel_flag())
+        .map_err(session_failure)?;
+    Ok(finished(&report, args.quiet))
 }
 
 /// `hwr-exp check MANIFEST...`: every problem of every manifest, exit 2 when any.
-fn check(args: &CheckArgs) -> i32 {
+fn check(args: &CheckArgs) -> Result<i32, Failure> {
     let mut code = exit_codes::SUCCESS;
     for path in &args.manifests {
-        let Some(manifest) = load(path) else {
-            code = exit_codes::USAGE;
-            continue;
-        };
-        let ctx = match session::plan_context(std::path::Path::new("<bundle>")) {
-            Ok(c) => c,
-            Err(e) => {
-                report_session_error(&e);
-                return e.exit_code();
+        let manifest = match manifest::load(path) {
+            Ok(m) => m,
+            Err(diagnostics) => {
+                print_error(&diagnostics.into());
+                code = code.max(exit_codes::USAGE);
+                continue;
             }
         };
+        let ctx = session::plan_context(Path::new("<bundle>")).map_err(session_failure)?;
         match session::expand(&manifest, &ctx) {
             Ok(plan) => println!("ok: {} ({} runs)", path.display(), plan.len()),
             Err(e) => {
-                report_session_error(&e);
-                code = code.max(e.exit_code());
+                let failure = session_failure(e);
+                print_error(failure.error());
+                code = code.max(failure.code());
             }
         }
     }
-    code
+    Ok(code)
 }
 
 /// `hwr-exp plan MANIFEST [--format table|json|shell]`.
-fn plan(args: &PlanArgs) -> i32 {
-    let Some(manifest) = load(&args.manifest) else {
-        return exit_codes::USAGE;
-    };
-    let plan = match session::plan_context(std::path::Path::new("<bundle>"))
+fn plan(args: &PlanArgs) -> Result<i32, Failure> {
+    let manifest = manifest::load(&args.manifest).map_err(Failure::usage)?;
+    let plan = session::plan_context(Path::new("<bundle>"))
         .and_then(|ctx| session::expand(&manifest, &ctx))
-    {
-        Ok(p) => p,
-        Err(e) => {
-            report_session_error(&e);
-            return e.exit_code();
-        }
-    };
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    let written = match args.format {
-        PlanFormat::Table => render::table(&plan, &mut out),
-        PlanFormat::Json => plan.write_json(&manifest, &mut out).and_then(|()| writeln!(out)),
+        .map_err(session_failure)?;
+    to_stdout(|out| match args.format {
+        PlanFormat::Table => render::table(&plan, out),
+        PlanFormat::Json => plan.write_json(&manifest, &mut *out).and_then(|()| writeln!(out)),
         PlanFormat::Shell => plan
             .runs()
             .try_for_each(|r| writeln!(out, "{}", render::shell_line(&plan, &r))),
-    };
-    written_exit_code(written.and_then(|()| out.flush()))
+    })
 }
 
-/// Exit code once a command's stdout is written and flushed: success, also when the reader
-/// closed the pipe early (`| head`); otherwise the error is printed and the exit code is
-/// [`exit_codes::ENVIRONMENT`].
-fn written_exit_code(written: std::io::Result<()>) -> i32 {
-    match written {
-        Ok(()) => exit_codes::SUCCESS,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => exit_codes::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            exit_codes::ENVIRONMENT
+/// `hwr-exp probe safetensors-retention ...`: the JSON document on stdout; exit 0, 1 (first read
+/// wrong, file or stdout error), 2 (smaps_rollup unreadable) or 128 + signal when stopped.
+fn probe_retention(args: &RetentionArgs) -> Result<i32, Failure> {
+    let context = "probe safetensors-retention";
+    let signals = signal::install(SecondSignal::SetFlag)
+        .map_err(|e| Failure::new(exit_codes::RUN_FAILED, anyhow::Error::new(e).context(context)))?;
+    let options = probe::RetentionOptions {
+        mode: match args.mode {
+            ProbeMode::GetTensor => probe::Mode::GetTensor,
+            ProbeMode::View => probe::Mode::View,
+            ProbeMode::Reuse => probe::Mode::Reuse,
+        },
+        tensor_elements: args.tensor_elements,
+        iterations: args.iterations,
+        sample_every: args.sample_every,
+        warmup: args.warmup,
+    };
+    let (document, code) = probe::measure(&options, &probe::Sampler::from_env(), signals.last_signal())
+        .map_err(|e| Failure::new(e.exit_code(), anyhow::Error::new(e).context(context)))?;
+    let written = serde_json::to_string_pretty(&document)
+        .map_err(io::Error::from)
+        .and_then(|text| {
+            let mut out = io::stdout().lock();
+            writeln!(out, "{text}").and_then(|()| out.flush())
+        });
+    if let Err(e) = written {
+        let e = anyhow::Error::new(e).context(format!("{context}: cannot write the document"));
+        return Err(Failure::new(exit_codes::RUN_FAILED, e));
+    }
+    if let Some(problem) = document.problem() {
+        print_error(&anyhow::anyhow!("{context}: {problem}"));
+    }
+    Ok(code)
+}
+
+/// `hwr-exp list [DIR] [--format table|json]`.
+fn list(args: &ListArgs) -> Result<i32, Failure> {
+    let (entries, problems) = archive::list::scan(&args.dir).map_err(archive_failure)?;
+    for p in &problems {
+        eprintln!("warning: skipped {}: {}", p.bundle.display(), p.message);
+    }
+    to_stdout(|out| match args.format {
+        ListFormat::Table => archive::list::write_table(&entries, out),
+        ListFormat::Json => archive::list::write_json(&entries, out),
+    })
+}
+
+/// `hwr-exp verify BUNDLE`: 0 when intact, 1 with the list of problems.
+fn verify(args: &VerifyArgs) -> Result<i32, Failure> {
+    let v = archive::verify::verify(&args.bundle).map_err(archive_failure)?;
+    for note in &v.notes {
+        eprintln!("note: {note}");
+    }
+    if v.problems.is_empty() {
+        println!(
+            "ok: {} ({} files match their recorded sha256)",
+            args.bundle.display(),
+            v.files_hashed
+        );
+        Ok(exit_codes::SUCCESS)
+    } else {
+        println!("{}: {} problem(s):", args.bundle.display(), v.problems.len());
+        for p in &v.problems {
+            println!("  {p}");
+        }
+        Ok(exit_codes::RUN_FAILED)
+    }
+}
+
+/// `hwr-exp rerun BUNDLE [--at-recorded-revision]`: what differs from the archived bundle on
+/// stderr before the first run, then as `run`.
+fn rerun(args: &RerunArgs) -> Result<i32, Failure> {
+    // With a temporary worktree to remove, signals only ever set the flag so the cleanup always runs.
+    let signals = interrupt_handlers(if args.at_recorded_revision {
+        SecondSignal::SetFlag
+    } else {
+        SecondSignal::Exit(exit_codes::INTERRUPTED)
+    })?;
+    let opts = archive::rerun::RerunOptions {
+        results_dir: args.results_dir.clone(),
+        quiet: args.quiet,
+        at_recorded_revision: args.at_recorded_revision,
+    };
+    let rerun = archive::rerun::prepare(&args.bundle, &opts).map_err(archive_failure)?;
+    for note in &rerun.notes {
+        eprintln!("note: {note}");
+    }
+    eprintln!(
+        "rerun of {} (archived {})",
+        rerun.archived.display(),
+        rerun.archived_created
+    );
+    if rerun.differences.is_empty() {
+        eprintln!("  same revision, working tree, host and hwr-exp version as the archived bundle");
+    } else {
+        eprintln!("  differs from the archived bundle:");
+        for d in &rerun.differences {
+            eprintln!("    {d}");
         }
     }
+    let report = rerun
+        .run(&ProcessExecutor::new(), signals.cancel_flag())
+        .map_err(archive_failure)?;
+    Ok(finished(&report, args.quiet))
 }
 
-/// `hwr-exp schema`: the manifest's JSON Schema on stdout.
-fn schema() -> i32 {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&manifest::schema()).unwrap_or_default()
-    );
-    exit_codes::SUCCESS
+/// `hwr-exp resume BUNDLE [--allow-drift]`.
+fn resume(args: &ResumeArgs) -> Result<i32, Failure> {
+    let signals = interrupt_handlers(SecondSignal::Exit(exit_codes::INTERRUPTED))?;
+    let opts = archive::resume::ResumeOptions {
+        allow_drift: args.allow_drift,
+        quiet: args.quiet,
+    };
+    let report = archive::resume::resume(
+        &args.bundle,
+        &opts,
+        &ProcessExecutor::new(),
+        signals.cancel_flag(),
+    )
+    .map_err(archive_failure)?;
+    Ok(finished(&report, args.quiet))
 }
 
-/// Loads and validates a manifest, printing every diagnostic on failure.
-fn load(path: &std::path::Path) -> Option<Manifest> {
-    manifest::load(path).map_err(|d| eprint!("{d}")).ok()
+/// SIGINT and SIGTERM set the cancel flag: the run in flight is stopped as on timeout and the
+/// bundle is marked interrupted; `second` says what a signal does once the flag is set.
+fn interrupt_handlers(second: SecondSignal) -> Result<Signals, Failure> {
+    signal::install(second).map_err(Failure::environment)
 }
 
-fn report_session_error(e: &SessionError) {
-    match e {
-        SessionError::Plan(d) => eprint!("{d}"),
-        other => eprintln!("error: {other}"),
+/// Prints a finished session: a drift warning and the summary line on stderr (unless `quiet`),
+/// the bundle path on stdout; returns the session's exit code.
+fn finished(report: &SessionReport, quiet: bool) -> i32 {
+    if !quiet {
+        if report.drift {
+            eprintln!(
+                "warning: the working tree changed while the experiment ran, or differs from the recorded one (drift recorded in provenance.json)"
+            );
+        }
+        let status = serde_json::to_value(report.status)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from));
+        eprintln!(
+            "{}; bundle {}:",
+            session::summarize(report),
+            status.unwrap_or_default()
+        );
+    }
+    println!("{}", display_path(&report.bundle).display());
+    report.exit_code
+}
+
+/// Writes a command's stdout through one buffered lock and flushes it. A reader that closed the
+/// pipe early (`| head`) is not an error; any other write error is an environment error (exit 3).
+fn to_stdout(
+    write: impl FnOnce(&mut BufWriter<StdoutLock<'static>>) -> io::Result<()>,
+) -> Result<i32, Failure> {
+    let mut out = BufWriter::new(io::stdout().lock());
+    match write(&mut out).and_then(|()| out.flush()) {
+        Ok(()) => Ok(exit_codes::SUCCESS),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(exit_codes::SUCCESS),
+        Err(e) => Err(Failure::environment(
+            anyhow::Error::new(e).context("cannot write to stdout"),
+        )),
     }
 }
 
-/// SIGINT and SIGTERM set the cancel flag: the run in flight is stopped as on timeout and the bundle
-/// is marked interrupted. A second signal while the flag is set exits at once with 130 (the runs'
-/// parent-death signal then stops them).
-fn install_signal_handlers() -> std::io::Result<CancelFlag> {
-    let cancel: CancelFlag = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register_conditional_shutdown(sig, exit_codes::INTERRUPTED, Arc::clone(&cancel))?;
-        signal_hook::flag::register(sig, Arc::clone(&cancel))?;
+/// The one error printer. A manifest's diagnostics print as they are (each with its own `error:`
+/// line, file:line:col, source line and caret); anything else prints as `error: ` and its chain of
+/// causes, a cause left out when the text before already contains it (errors that inline their
+/// source in their message).
+fn print_error(error: &anyhow::Error) {
+    if let Some(diagnostics) = error.downcast_ref::<Diagnostics>() {
+        eprint!("{diagnostics}");
+        return;
     }
-    Ok(cancel)
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    eprintln!("error: {text}");
+}
+
+/// A session error with its documented code; plan problems keep their located diagnostics.
+fn session_failure(error: SessionError) -> Failure {
+    let code = error.exit_code();
+    match error {
+        SessionError::Plan(diagnostics) => Failure::new(code, diagnostics),
+        other => Failure::new(code, other),
+    }
+}
+
+/// An archive command's error with its documented code.
+fn archive_failure(error: ArchiveError) -> Failure {
+    match error {
+        ArchiveError::Session(e) => session_failure(e),
+        other => Failure::new(other.exit_code(), other),
+    }
+}
+
+/// The library's report format for the command line's.
+fn report_format(format: hwr_exp::cli::ReportFormat) -> report::Format {
+    use hwr_exp::cli::ReportFormat as F;
+    match format {
+        F::Table => report::Format::Table,
+        F::Md => report::Format::Md,
+        F::Csv => report::Format::Csv,
+        F::Json => report::Format::Json,
+    }
 }
 
 /// `path` relative to the current directory when it lies below it, else as is.
-fn display_path(path: &std::path::Path) -> std::path::PathBuf {
+fn display_path(path: &Path) -> PathBuf {
     std::env::current_dir()
         .ok()
-        .and_then(|cwd| path.strip_prefix(cwd).ok().map(std::path::Path::to_path_buf))
+        .and_then(|cwd| path.strip_prefix(cwd).ok().map(Path::to_path_buf))
         .unwrap_or_else(|| path.to_path_buf())
-}
-
-/// Archive commands (issue 5): `list`, `verify`, `rerun`, `resume`.
-mod archive_cmd {
-    use std::io::Write;
-    use std::sync::Arc;
-    use std::sync::atomic::AtomicBool;
-
-    use hwr_exp::archive::{self, ArchiveError};
-    use hwr_exp::cli::{ListArgs, ListFormat, RerunArgs, ResumeArgs, VerifyArgs};
-    use hwr_exp::exec::{CancelFlag, ProcessExecutor};
-    use hwr_exp::exit_codes;
-    use hwr_exp::runner::session::{self, SessionError, SessionReport};
-
-    /// `hwr-exp list [DIR] [--format table|json]`.
-    pub fn list(args: &ListArgs) -> i32 {
-        let (entries, problems) = match archive::list::scan(&args.dir) {
-            Ok(found) => found,
-            Err(e) => return fail(&e),
-        };
-        for p in &problems {
-            eprintln!("warning: skipped {}: {}", p.bundle.display(), p.message);
-        }
-        let stdout = std::io::stdout();
-        let mut out = std::io::BufWriter::new(stdout.lock());
-        let written = match args.format {
-            ListFormat::Table => archive::list::write_table(&entries, &mut out),
-            ListFormat::Json => archive::list::write_json(&entries, &mut out),
-        };
-        super::written_exit_code(written.and_then(|()| out.flush()))
-    }
-
-    /// `hwr-exp verify BUNDLE`: 0 when intact, 1 with the list of problems.
-    pub fn verify(args: &VerifyArgs) -> i32 {
-        let v = match archive::verify::verify(&args.bundle) {
-            Ok(v) => v,
-            Err(e) => return fail(&e),
-        };
-        for note in &v.notes {
-            eprintln!("note: {note}");
-        }
-        if v.problems.is_empty() {
-            println!(
-                "ok: {} ({} files match their recorded sha256)",
-                args.bundle.display(),
-                v.files_hashed
-            );
-            exit_codes::SUCCESS
-        } else {
-            println!("{}: {} problem(s):", args.bundle.display(), v.problems.len());
-            for p in &v.problems {
-                println!("  {p}");
-            }
-            exit_codes::RUN_FAILED
-        }
-    }
-
-    /// `hwr-exp rerun BUNDLE [--at-recorded-revision]`.
-    pub fn rerun(args: &RerunArgs) -> i32 {
-        let cancel = match cancel_flag(args.at_recorded_revision) {
-            Ok(c) => c,
-            Err(code) => return code,
-        };
-        let opts = archive::rerun::RerunOptions {
-            results_dir: args.results_dir.clone(),
-            quiet: args.quiet,
-            at_recorded_revision: args.at_recorded_revision,
-        };
-        match archive::rerun::rerun(&args.bundle, &opts, &ProcessExecutor::new(), &cancel) {
-            Ok(report) => finished(&report, args.quiet),
-            Err(e) => fail(&e),
-        }
-    }
-
-    /// `hwr-exp resume BUNDLE [--allow-drift]`.
-    pub fn resume(args: &ResumeArgs) -> i32 {
-        let cancel = match cancel_flag(false) {
-            Ok(c) => c,
-            Err(code) => return code,
-        };
-        let opts = archive::resume::ResumeOptions {
-            allow_drift: args.allow_drift,
-            quiet: args.quiet,
-        };
-        match archive::resume::resume(&args.bundle, &opts, &ProcessExecutor::new(), &cancel) {
-            Ok(report) => finished(&report, args.quiet),
-            Err(e) => fail(&e),
-        }
-    }
-
-    /// SIGINT/SIGTERM set the cancel flag. Unless `cleanup_first`, a second signal exits at once
-    /// (as for `run`); with it (a temporary worktree to remove), signals only ever set the flag so
-    /// the cleanup always runs.
-    fn cancel_flag(cleanup_first: bool) -> Result<CancelFlag, i32> {
-        if !cleanup_first {
-            return super::install_signal_handlers().map_err(|e| {
-                eprintln!("error: cannot install signal handlers: {e}");
-                exit_codes::ENVIRONMENT
-            });
-        }
-        let cancel: CancelFlag = Arc::new(AtomicBool::new(false));
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            if let Err(e) = signal_hook::flag::register(sig, Arc::clone(&cancel)) {
-                eprintln!("error: cannot install signal handlers: {e}");
-                return Err(exit_codes::ENVIRONMENT);
-            }
-        }
-        Ok(cancel)
-    }
-
-    /// Prints a finished session: a drift warning, the summary line on stderr, the bundle path on
-    /// stdout; returns the session's exit code.
-    pub(super) fn finished(report: &SessionReport, quiet: bool) -> i32 {
-        if !quiet {
-            if report.drift {
-                eprintln!(
-                    "warning: the working tree changed while the experiment ran, or differs from the recorded one (drift recorded in provenance.json)"
-                );
-            }
-            let status = serde_json::to_value(report.status)
-                .ok()
-                .and_then(|v| v.as_str().map(String::from));
-            eprintln!(
-                "{}; bundle {}:",
-                session::summarize(report),
-                status.unwrap_or_default()
-            );
-        }
-        println!("{}", super::display_path(&report.bundle).display());
-        report.exit_code
-    }
-
-    fn fail(e: &ArchiveError) -> i32 {
-        match e {
-            ArchiveError::Session(SessionError::Plan(d)) => eprint!("{d}"),
-            other => eprintln!("error: {other}"),
-        }
-        e.exit_code()
-    }
-}
-
-/// Prints an error from a command that reads bundles (its text names the file) and maps it to exit 2.
-fn edge(result: anyhow::Result<i32>) -> i32 {
-    result.unwrap_or_else(|e| {
-        eprintln!("error: {e:#}");
-        exit_codes::USAGE
-    })
 }

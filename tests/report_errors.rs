@@ -2,10 +2,10 @@
 
 use std::path::PathBuf;
 
-use hwr_exp::report::{Format, ReportArgs, report_to_string};
+use hwr_exp::report::{Format, ReportOptions, report_to_string};
 
 fn report(bundle: &str, format: Format) -> anyhow::Result<String> {
-    report_to_string(&ReportArgs {
+    report_to_string(&ReportOptions {
         bundle: PathBuf::from(bundle),
         format,
         plot: None,

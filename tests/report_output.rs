@@ -2,13 +2,13 @@
 
 use std::path::PathBuf;
 
-use hwr_exp::report::{CompareArgs, Format, ReportArgs, compare::compare_to_string, report_to_string};
+use hwr_exp::report::{CompareOptions, Format, ReportOptions, compare::compare_to_string, report_to_string};
 
 const A: &str = "tests/fixtures/bundles/synthetic-a";
 const B: &str = "tests/fixtures/bundles/synthetic-b";
 
 fn report(bundle: &str, format: Format) -> String {
-    report_to_string(&ReportArgs {
+    report_to_string(&ReportOptions {
         bundle: PathBuf::from(bundle),
         format,
         plot: None,
@@ -33,7 +33,7 @@ fn csv() {
 
 #[test]
 fn compare_table() {
-    let out = compare_to_string(&CompareArgs {
+    let out = compare_to_string(&CompareOptions {
         a: A.into(),
         b: B.into(),
         format: Format::Table,
@@ -61,7 +61,7 @@ fn real_bundle_csv() {
 
 #[test]
 fn compare_names_the_changed_revision_and_one_sided_cells() {
-    let out = compare_to_string(&CompareArgs {
+    let out = compare_to_string(&CompareOptions {
         a: A.into(),
         b: B.into(),
         format: Format::Json,
@@ -88,7 +88,7 @@ fn compare_names_the_changed_revision_and_one_sided_cells() {
     assert_eq!(row["median-difference"], 40960.0);
     assert_eq!(row["ranges-overlap"], false);
     // Comparing a bundle with itself: no differences, every range overlaps.
-    let same = compare_to_string(&CompareArgs {
+    let same = compare_to_string(&CompareOptions {
         a: A.into(),
         b: A.into(),
         format: Format::Table,

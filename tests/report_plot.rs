@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use hwr_exp::report::{Format, ReportArgs, collect, plot, report_to_string};
+use hwr_exp::report::{Format, ReportOptions, collect, plot, report_to_string};
 
 const A: &str = "tests/fixtures/bundles/synthetic-a";
 const INTERRUPTED: &str = "tests/fixtures/bundles/interrupted";
@@ -33,7 +33,7 @@ fn texts(svg: &str) -> Vec<String> {
 fn one_polyline_per_run_and_per_memory_series() {
     let dir = tempfile::tempdir().unwrap();
     let svg_path = dir.path().join("plot.svg");
-    report_to_string(&ReportArgs {
+    report_to_string(&ReportOptions {
         bundle: PathBuf::from(A),
         format: Format::Table,
         plot: Some(svg_path.clone()),

@@ -15,6 +15,7 @@ use super::ArchiveError;
 use super::liveness::{EffectiveStatus, effective_status};
 use crate::bundle::read::read_versioned;
 use crate::bundle::{Outcome, files};
+use crate::table;
 
 /// One bundle as `list` shows it (kebab-case keys in `--format json`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -53,7 +54,7 @@ pub struct ListProblem {
 }
 
 #[derive(Deserialize)]
-struct Dirty {
+struct DirtyState {
     dirty: bool,
     /// `null` when the manifest was not in a git repository: then there is no dirty state to show.
     #[serde(default)]
@@ -127,7 +128,7 @@ fn relative_to(path: &Path, base: &Path) -> String {
 fn entry(dir: &Path, base: &Path) -> Result<ListEntry, ArchiveError> {
     let bundle = super::open(dir)?;
     let info = bundle.info();
-    let dirty = read_versioned::<Dirty>(
+    let dirty = read_versioned::<DirtyState>(
         &bundle.path(files::PROVENANCE),
         "format",
         crate::provenance::PROVENANCE_FORMAT,
@@ -155,8 +156,8 @@ fn entry(dir: &Path, base: &Path) -> Result<ListEntry, ArchiveError> {
     })
 }
 
-/// Writes the entries as an aligned table with a header line; revisions are shortened to 10 hex
-/// digits, `runs` is `ok/failed of planned`.
+/// Writes the entries as a plain table ([`crate::table::Style::Plain`]) with a header line;
+/// revisions are shortened to 10 hex digits, `runs` is `ok/failed of planned`.
 ///
 /// # Errors
 /// Write errors.
@@ -171,10 +172,10 @@ pub fn write_table(entries: &[ListEntry], out: &mut impl Write) -> io::Result<()
         "OK/FAILED",
         "PARENT",
     ];
-    let rows: Vec<[String; 8]> = entries
+    let rows: Vec<Vec<String>> = entries
         .iter()
         .map(|e| {
-            [
+            vec![
                 e.bundle.clone(),
                 e.experiment.clone(),
                 e.created.clone(),
@@ -192,28 +193,8 @@ pub fn write_table(entries: &[ListEntry], out: &mut impl Write) -> io::Result<()
             ]
         })
         .collect();
-    let mut widths = header.map(str::len);
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut line = |cells: &[&str]| -> io::Result<()> {
-        let mut text = String::new();
-        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
-            if i + 1 == cells.len() {
-                text.push_str(cell);
-            } else {
-                text.push_str(&format!("{cell:<w$}  "));
-            }
-        }
-        writeln!(out, "{}", text.trim_end())
-    };
-    line(&header)?;
-    for row in &rows {
-        line(&row.each_ref().map(String::as_str))?;
-    }
-    Ok(())
+    let header = header.map(String::from).to_vec();
+    writeln!(out, "{}", table::render(table::Style::Plain, header, rows, &[]))
 }
 
 /// Writes the entries as one pretty JSON array.

@@ -1,4 +1,4 @@
-//! Archived bundles (issue 5): listing, verifying, rerunning and resuming result bundles that were
+//! Archived bundles: listing, verifying, rerunning and resuming result bundles that were
 //! checked into a repository and read again months later.
 //!
 //! - [`list`]: one line (or JSON object) per bundle under a results folder, with the bundle's

@@ -31,7 +31,7 @@ use crate::runner::session::{self, RunOptions, SessionError, SessionReport};
 pub struct RerunOptions {
     /// Folder for the new bundle; `None` = the archived bundle's results folder (its grandparent).
     pub results_dir: Option<PathBuf>,
-    /// No progress output (the differences are still printed).
+    /// No progress output (the differences are still returned, see [`PreparedRerun`]).
     pub quiet: bool,
     /// Run in a temporary worktree holding the recorded tree.
     pub at_recorded_revision: bool,
@@ -345,29 +345,46 @@ fn short(sha: Option<&str>) -> String {
     sha.map_or_else(|| "none".into(), |s| s[..s.len().min(12)].to_string())
 }
 
-/// Reruns an archived bundle into a new bundle (see the module docs). Prints the differences to
-/// stderr before the first run.
+/// A rerun ready to start: the archived manifest checked and validated, the recorded tree built when
+/// asked for, and what differs from the archived bundle, for the caller to show before the first
+/// run ([`prepare`], then [`PreparedRerun::run`]).
+#[derive(Debug)]
+pub struct PreparedRerun {
+    /// The archived bundle folder (absolute).
+    pub archived: PathBuf,
+    /// bundle.json `created` of the archived bundle (RFC 3339 UTC).
+    pub archived_created: String,
+    /// Notes for the user that are not differences, e.g. that the recorded manifest folder moved
+    /// and which folder was used instead.
+    pub notes: Vec<String>,
+    /// What differs from the archived bundle, one line each (see [`differences`]); empty when
+    /// nothing does.
+    pub differences: Vec<String>,
+    manifest: Manifest,
+    run_opts: RunOptions,
+    /// Removed (the worktree and its temporary folder) when the rerun is dropped.
+    tree: Option<RecordedTree>,
+}
+
+/// Prepares a rerun of the archived bundle `dir` into a new bundle (see the module docs): nothing
+/// is run and nothing is printed.
 ///
 /// # Errors
 /// See [`ArchiveError`]; with `at_recorded_revision`, a revision the repository lacks or a patch
 /// that does not apply is an error before any run.
-pub fn rerun(
-    dir: &Path,
-    opts: &RerunOptions,
-    executor: &dyn Executor,
-    cancel: &CancelFlag,
-) -> Result<SessionReport, ArchiveError> {
+pub fn prepare(dir: &Path, opts: &RerunOptions) -> Result<PreparedRerun, ArchiveError> {
     let bundle = super::open(dir)?;
     let provenance = bundle.provenance_doc().ok();
     let recorded_host = bundle.host_facts().ok();
     let results_dir = opts.results_dir.clone().unwrap_or_else(|| bundle.results_dir());
     let recorded_base = recorded_base_dir(&bundle);
-    let mut notes = vec![format!("rerun of {}", bundle.dir().display())];
+    let mut bundle_notes = vec![format!("rerun of {}", bundle.dir().display())];
+    let mut user_notes = Vec::new();
 
     let (base_dir, moved) = base_dir_now(&bundle, provenance.as_ref());
     if let Some(note) = moved {
-        eprintln!("note: {note}");
-        notes.push(note);
+        user_notes.push(note.clone());
+        bundle_notes.push(note);
     }
     let tree = if opts.at_recorded_revision {
         Some(RecordedTree::build(&bundle, provenance.as_ref())?)
@@ -395,7 +412,7 @@ pub fn rerun(
             {
                 *repo = tree.path().join(inner);
             }
-            notes.push(format!(
+            bundle_notes.push(format!(
                 "ran at the recorded revision {} in a temporary git worktree with working-tree.patch applied (worktree removed afterwards)",
                 tree.revision()
             ));
@@ -413,34 +430,44 @@ pub fn rerun(
     let abs_results = std::path::absolute(&results_dir).unwrap_or_else(|_| results_dir.clone());
     let now = crate::provenance::capture_excluding(&repo_start, &[&abs_results]);
     let now_host = crate::provenance::host::collect();
-    let diffs = differences(
+    let differences = differences(
         &bundle,
         provenance.as_ref(),
         recorded_host.as_ref(),
         &now,
         &now_host,
     );
-    eprintln!(
-        "rerun of {} (archived {})",
-        bundle.dir().display(),
-        bundle.info().created
-    );
-    if diffs.is_empty() {
-        eprintln!("  same revision, working tree, host and hwr-exp version as the archived bundle");
-    } else {
-        eprintln!("  differs from the archived bundle:");
-        for d in &diffs {
-            eprintln!("    {d}");
-        }
-    }
+    Ok(PreparedRerun {
+        archived: bundle.dir().to_path_buf(),
+        archived_created: bundle.info().created.clone(),
+        notes: user_notes,
+        differences,
+        run_opts: RunOptions {
+            results_dir,
+            quiet: opts.quiet,
+            parent: Some(bundle.dir().display().to_string()),
+            notes: bundle_notes,
+        },
+        manifest,
+        tree,
+    })
+}
 
-    let run_opts = RunOptions {
-        results_dir,
-        quiet: opts.quiet,
-        parent: Some(bundle.dir().display().to_string()),
-        notes,
-    };
-    let report = session::run_manifest(&manifest, &run_opts, executor, cancel);
-    drop(tree);
-    Ok(report?)
+impl PreparedRerun {
+    /// Runs the archived manifest into a new bundle naming the archived one as `parent`, then
+    /// removes the recorded tree when there is one (also on error or interrupt).
+    ///
+    /// # Errors
+    /// [`ArchiveError::Session`] as the run session fails.
+    pub fn run(self, executor: &dyn Executor, cancel: &CancelFlag) -> Result<SessionReport, ArchiveError> {
+        let PreparedRerun {
+            manifest,
+            run_opts,
+            tree,
+            ..
+        } = self;
+        let report = session::run_manifest(&manifest, &run_opts, executor, cancel);
+        drop(tree);
+        Ok(report?)
+    }
 }

@@ -1,11 +1,11 @@
 //! `hwr-exp probe safetensors-retention`: does repeated tensor materialization from a mapped
-//! safetensors file retain private memory? (DESIGN 7.)
+//! safetensors file retain private memory? (docs/DESIGN.md 7.)
 //!
 //! Steps: sample `before_file`; write the f32 tensor `weight` = `0..n` with the `safetensors`
 //! crate into a temporary directory, open and map it (`memmap2`), check the first read; run the
 //! warm-up; sample `baseline`; run the loop, sampling `loop` every `sample_every` iterations
 //! (sampling time is excluded from `loop_seconds`); drop the mapping, the file, every view and
-//! owned copy, sample `closed`; print one JSON document ([`Report`]).
+//! owned copy, sample `closed`; return the JSON document ([`RetentionDocument`]) for `main` to print.
 //!
 //! Nothing here trims the allocator, drops caches or frees extra memory to make numbers smaller.
 
@@ -15,142 +15,31 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use clap::ValueEnum;
 use memmap2::Mmap;
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
-use serde::{Deserialize, Serialize};
 use tempfile::TempDir;
 
-use super::report::{Arguments, Phase, Report, RuntimeFacts, SCHEMA_VERSION, Sampler};
-use crate::memory::RollupError;
-
-/// Name of the hidden environment variable that replaces `/proc/self/smaps_rollup` as the file the
-/// probe samples. For tests only (an unreadable path, old-kernel fixture text); not in `--help`.
-pub const SMAPS_PATH_ENV: &str = "HWR_PROBE_SMAPS_PATH";
-
-/// Name of the tensor in the synthetic safetensors file.
-pub const TENSOR_NAME: &str = "weight";
+use super::document::{Arguments, Mode, Phase, RetentionDocument, RuntimeFacts, SCHEMA_VERSION, TENSOR_NAME};
+use super::error::ProbeError;
+use super::sampler::Sampler;
 
 /// Iterations run between two checks of the stop flag set by the SIGTERM/SIGINT handler.
 const STOP_CHECK_EVERY: u64 = 1024;
 
-/// Largest `--tensor-elements`: 2^30 f32 values, a 4 GiB file.
-const MAX_ELEMENTS: u64 = 1 << 30;
-
-/// What one loop iteration does with the tensor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
-pub enum Mode {
-    /// Parse the safetensors header from the mapping and copy the tensor into a newly allocated
-    /// owned buffer (dropped at the end of the iteration).
-    #[value(name = "get_tensor")]
-    #[serde(rename = "get_tensor")]
-    GetTensor,
-    /// Parse the header and take a borrowed view of the mapped bytes (no copy).
-    #[value(name = "view")]
-    #[serde(rename = "view")]
-    View,
-    /// Read the one owned copy made by the first read (the control).
-    #[value(name = "reuse")]
-    #[serde(rename = "reuse")]
-    Reuse,
-}
-
-/// Flags of `hwr-exp probe safetensors-retention`. Every count is a positive integer; anything
-/// else is a usage error (exit 2).
-#[derive(Debug, Clone, clap::Args)]
-pub struct RetentionArgs {
-    /// What each iteration does: get_tensor (parse + owned copy), view (parse + borrowed view),
-    /// reuse (read the cached copy; the control).
-    #[arg(long, value_enum)]
+/// Settings of one `hwr-exp probe safetensors-retention` (its flags; docs/DESIGN.md 7). Counts are
+/// positive; the command line refuses anything else before the probe starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetentionOptions {
+    /// What each iteration does.
     pub mode: Mode,
-    /// f32 elements of the synthetic tensor `weight` (values 0..N).
-    #[arg(long, value_name = "N", default_value_t = 64, allow_negative_numbers = true,
-          value_parser = parse_elements)]
+    /// f32 elements of the synthetic tensor `weight` (values `0..tensor_elements`).
     pub tensor_elements: u64,
     /// Loop iterations.
-    #[arg(long, value_name = "N", default_value_t = 1_000_000, allow_negative_numbers = true,
-          value_parser = parse_positive)]
     pub iterations: u64,
-    /// Take a `loop` sample every N iterations.
-    #[arg(long, value_name = "N", default_value_t = 100_000, allow_negative_numbers = true,
-          value_parser = parse_positive)]
+    /// Loop iterations between two `loop` samples.
     pub sample_every: u64,
     /// Iterations run before the `baseline` sample.
-    #[arg(long, value_name = "N", default_value_t = 1000, allow_negative_numbers = true,
-          value_parser = parse_positive)]
     pub warmup: u64,
-}
-
-/// Parses a count flag: a positive integer (`1`, `200000`); the message says what is wrong.
-fn parse_positive(text: &str) -> Result<u64, String> {
-    match text.trim().parse::<u64>() {
-        Ok(0) => Err("must be a positive integer (1 or more), got 0".to_owned()),
-        Ok(n) => Ok(n),
-        Err(_) if text.trim().parse::<i128>().is_ok() => {
-            Err(format!("must be a positive integer (1 or more), got {text}"))
-        }
-        Err(_) => Err(format!("must be a positive integer, got `{text}`")),
-    }
-}
-
-/// Parses `--tensor-elements`: a positive integer up to 2^30.
-fn parse_elements(text: &str) -> Result<u64, String> {
-    let n = parse_positive(text)?;
-    if n > MAX_ELEMENTS {
-        return Err(format!(
-            "at most {MAX_ELEMENTS} elements (a 4 GiB tensor), got {n}"
-        ));
-    }
-    Ok(n)
-}
-
-/// Errors of the probe.
-#[derive(Debug, thiserror::Error)]
-pub enum ProbeError {
-    /// smaps_rollup could not be read or parsed (exit 2).
-    #[error(transparent)]
-    Smaps(#[from] RollupError),
-    /// smaps_rollup lacks a field every kernel with the file prints (exit 2).
-    #[error("{path} has no {field} line; is it a smaps_rollup file?")]
-    MissingField {
-        /// The file read.
-        path: String,
-        /// The missing field.
-        field: &'static str,
-    },
-    /// A file or directory operation failed (exit 1).
-    #[error("{what}: {source}")]
-    Io {
-        /// What was being done, naming the path.
-        what: String,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// The safetensors crate refused the file it wrote or a header it parsed (exit 1).
-    #[error("safetensors: {0}")]
-    Safetensors(#[from] safetensors::SafeTensorError),
-    /// The tensor in the file is not the f32 vector that was written (exit 1).
-    #[error("tensor `{TENSOR_NAME}` is {found}, expected F32 of shape [{expected}]")]
-    WrongTensor {
-        /// Dtype and shape found.
-        found: String,
-        /// Elements expected.
-        expected: usize,
-    },
-    /// The signal handler could not be installed (exit 1).
-    #[error("cannot install the SIGTERM/SIGINT handler: {0}")]
-    Signal(std::io::Error),
-}
-
-impl ProbeError {
-    /// The exit code for this error: 2 for an unreadable or malformed smaps_rollup (DESIGN 7),
-    /// 1 for anything else.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            ProbeError::Smaps(_) | ProbeError::MissingField { .. } => crate::exit_codes::USAGE,
-            _ => crate::exit_codes::RUN_FAILED,
-        }
-    }
 }
 
 /// The synthetic safetensors file, opened and mapped. Dropping it unmaps the file, closes it and
@@ -408,62 +297,23 @@ impl<'a> Workload<'a> {
     }
 }
 
-/// Signal number stored by the SIGTERM/SIGINT handler (0: none yet). The handler only stores;
-/// the probe checks it between iterations and prints from normal code.
-static STOP_SIGNAL: AtomicUsize = AtomicUsize::new(0);
-
-fn install_stop_handlers() -> Result<(), ProbeError> {
-    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register_usize(signal, &STOP_SIGNAL, signal as usize)
-            .map_err(ProbeError::Signal)?;
-    }
-    Ok(())
-}
-
-fn signal_name(signal: usize) -> String {
-    match signal as i32 {
-        signal_hook::consts::SIGTERM => "SIGTERM".to_owned(),
-        signal_hook::consts::SIGINT => "SIGINT".to_owned(),
-        other => format!("signal {other}"),
-    }
-}
-
-/// Runs the probe with `args`: prints the JSON [`Report`] on stdout and returns the process exit
-/// code: 0 when completed and the first read was right; 1 when the first read was wrong or a
-/// file operation failed; 2 when smaps_rollup cannot be read (the message names the file);
-/// 128 + signal number (143 for SIGTERM) when stopped by SIGTERM or SIGINT, after printing the
-/// samples taken so far with `completed: false`.
+/// Runs the probe with `args`, sampling with `sampler`, and returns its JSON [`RetentionDocument`] with the
+/// process exit code: 0 when completed and the first read was right; 1 when the first read was
+/// wrong ([`RetentionDocument::problem`] says so); 128 + signal number (143 for SIGTERM) when `stop` became
+/// non-zero (the signal-number cell of the SIGTERM/SIGINT handlers, `crate::signal`), with the
+/// samples taken so far and `completed: false`. Nothing is printed.
 ///
-/// It installs process-wide SIGTERM and SIGINT handlers (they only store the signal number), so
-/// it is meant to be the whole process: `main` calls it for the `probe` subcommand.
-pub fn run_retention(args: &RetentionArgs) -> i32 {
-    match run(args, &Sampler::from_env()) {
-        Ok((report, code)) => {
-            let stdout = std::io::stdout();
-            let mut out = stdout.lock();
-            let written = serde_json::to_writer_pretty(&mut out, &report)
-                .map_err(std::io::Error::from)
-                .and_then(|()| std::io::Write::write_all(&mut out, b"\n"))
-                .and_then(|()| std::io::Write::flush(&mut out));
-            if let Err(e) = written {
-                eprintln!("hwr-exp probe safetensors-retention: cannot write the report: {e}");
-                return crate::exit_codes::RUN_FAILED;
-            }
-            code
-        }
-        Err(e) => {
-            eprintln!("hwr-exp probe safetensors-retention: error: {e}");
-            e.exit_code()
-        }
-    }
-}
-
-/// The probe proper: everything but printing. Returns the report and the exit code.
-fn run(args: &RetentionArgs, sampler: &Sampler) -> Result<(Report, i32), ProbeError> {
-    install_stop_handlers()?;
-    let elements = usize::try_from(args.tensor_elements).expect("at most 2^30 elements");
+/// # Errors
+/// [`ProbeError`]: smaps_rollup unreadable or malformed (exit 2), a file operation failed (exit 1).
+pub fn measure(
+    args: &RetentionOptions,
+    sampler: &Sampler,
+    stop: &AtomicUsize,
+) -> Result<(RetentionDocument, i32), ProbeError> {
+    let elements = usize::try_from(args.tensor_elements)
+        .map_err(|_| ProbeError::TooManyElements(args.tensor_elements))?;
     let uname = rustix::system::uname();
-    let mut report = Report {
+    let mut doc = RetentionDocument {
         schema_version: SCHEMA_VERSION,
         probe: "safetensors-retention".to_owned(),
         arguments: Arguments {
@@ -489,35 +339,35 @@ fn run(args: &RetentionArgs, sampler: &Sampler) -> Result<(Report, i32), ProbeEr
         completed: false,
         stopped_by: None,
     };
-    let stopped = |report: &mut Report| {
-        let signal = STOP_SIGNAL.load(Ordering::SeqCst);
+    let stopped = |doc: &mut RetentionDocument| {
+        let signal = i32::try_from(stop.load(Ordering::SeqCst)).unwrap_or(0);
         (signal != 0).then(|| {
-            report.stopped_by = Some(signal_name(signal));
-            128 + signal as i32
+            doc.stopped_by = Some(crate::signal::name(signal));
+            128 + signal
         })
     };
 
-    report.samples.push(sampler.sample(Phase::BeforeFile, 0, 0.0)?);
+    doc.samples.push(sampler.sample(Phase::BeforeFile, 0, 0.0)?);
 
     let started = Instant::now();
     let fixture = Fixture::create(elements)?;
-    report.file_bytes = fixture.file_bytes();
+    doc.file_bytes = fixture.file_bytes();
     let first_read = materialize(fixture.bytes(), elements)?;
-    report.first_read_ok = first_read.iter().enumerate().all(|(i, &v)| v == i as f32);
-    report.preparation_seconds = started.elapsed().as_secs_f64();
+    doc.first_read_ok = first_read.iter().enumerate().all(|(i, &v)| v == i as f32);
+    doc.preparation_seconds = started.elapsed().as_secs_f64();
     let mut workload = Workload::new(args.mode, &fixture, first_read);
-    if let Some(code) = stopped(&mut report) {
-        return Ok((report, code));
+    if let Some(code) = stopped(&mut doc) {
+        return Ok((doc, code));
     }
 
     let started = Instant::now();
-    workload.run_until(args.warmup, &STOP_SIGNAL)?;
-    report.warmup_seconds = started.elapsed().as_secs_f64();
-    report.checksum = workload.checksum();
-    if let Some(code) = stopped(&mut report) {
-        return Ok((report, code));
+    workload.run_until(args.warmup, stop)?;
+    doc.warmup_seconds = started.elapsed().as_secs_f64();
+    doc.checksum = workload.checksum();
+    if let Some(code) = stopped(&mut doc) {
+        return Ok((doc, code));
     }
-    report.samples.push(sampler.sample(Phase::Baseline, 0, 0.0)?);
+    doc.samples.push(sampler.sample(Phase::Baseline, 0, 0.0)?);
 
     let mut done = 0;
     let mut loop_seconds = 0.0;
@@ -525,57 +375,39 @@ fn run(args: &RetentionArgs, sampler: &Sampler) -> Result<(Report, i32), ProbeEr
         let next_sample = (done / args.sample_every + 1) * args.sample_every;
         let chunk = next_sample.min(args.iterations) - done;
         let started = Instant::now();
-        let ran = workload.run_until(chunk, &STOP_SIGNAL)?;
+        let ran = workload.run_until(chunk, stop)?;
         loop_seconds += started.elapsed().as_secs_f64();
         done += ran;
-        report.iterations_completed = done;
-        report.checksum = workload.checksum();
-        if let Some(code) = stopped(&mut report) {
-            return Ok((report, code));
+        doc.iterations_completed = done;
+        doc.checksum = workload.checksum();
+        if let Some(code) = stopped(&mut doc) {
+            return Ok((doc, code));
         }
-        report
-            .samples
-            .push(sampler.sample(Phase::Loop, done, loop_seconds)?);
+        doc.samples.push(sampler.sample(Phase::Loop, done, loop_seconds)?);
     }
 
     // Drop every view and owned copy, then the mapping and the file; keep the directory until
     // after the sample so that removing it is not part of `closed`.
-    report.checksum = workload.checksum();
+    doc.checksum = workload.checksum();
     drop(workload);
     let dir = fixture.close();
-    report.last_tensor_alive = false;
-    report
-        .samples
+    doc.last_tensor_alive = false;
+    doc.samples
         .push(sampler.sample(Phase::Closed, done, loop_seconds)?);
     drop(dir);
     // Every phase ran: a signal arriving after the last loop sample changes nothing.
-    report.completed = true;
-    let code = if report.first_read_ok {
+    doc.completed = true;
+    let code = if doc.first_read_ok {
         crate::exit_codes::SUCCESS
     } else {
-        eprintln!(
-            "hwr-exp probe safetensors-retention: the first read of `{TENSOR_NAME}` was not 0..{elements}"
-        );
         crate::exit_codes::RUN_FAILED
     };
-    Ok((report, code))
+    Ok((doc, code))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn counts_must_be_positive_integers() {
-        assert_eq!(parse_positive("1"), Ok(1));
-        assert_eq!(parse_positive("200000"), Ok(200_000));
-        assert!(parse_positive("0").unwrap_err().contains("1 or more"));
-        assert!(parse_positive("-4").unwrap_err().contains("1 or more"));
-        assert!(parse_positive("1e3").unwrap_err().contains("`1e3`"));
-        assert!(parse_positive("").is_err());
-        assert_eq!(parse_elements("1073741824"), Ok(MAX_ELEMENTS));
-        assert!(parse_elements("1073741825").is_err());
-    }
 
     #[test]
     fn every_mode_reads_the_same_elements() {

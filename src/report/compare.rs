@@ -9,19 +9,19 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value as Json;
 
+use super::collection::collect;
+use super::model::{CellStats, Report, Stats, fmt_num};
 use super::render::{Format, Section, render_sections};
-use super::summary::{CellStats, Report, Stats, collect, fmt_num};
 use crate::bundle::read::{Bundle, ReadError};
 
-/// `hwr-exp compare`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct CompareArgs {
+/// What `hwr-exp compare` is asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompareOptions {
     /// The first (baseline) bundle folder.
     pub a: PathBuf,
     /// The second bundle folder; differences are B minus A.
     pub b: PathBuf,
     /// Output format (`csv`: one row per cell and metric).
-    #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
 }
 
@@ -130,7 +130,7 @@ fn facts(r: &Report, host: Option<&Json>) -> Vec<(&'static str, String)> {
     ]
 }
 
-/// Retention metrics shown side by side (a subset of [`super::summary::RETENTION_METRICS`]).
+/// Retention metrics shown side by side (a subset of [`super::model::RETENTION_METRICS`]).
 pub const COMPARED_RETENTION: [&str; 7] = [
     "private-growth-bytes",
     "anonymous-growth-bytes",
@@ -307,30 +307,21 @@ fn csv(c: &Comparison) -> anyhow::Result<String> {
     Ok(String::from_utf8(w.into_inner()?)?)
 }
 
-/// Reads both bundles and renders the comparison in `args.format`.
+/// Reads both bundles and renders the comparison in `opts.format`; the text is the whole of the
+/// command's stdout.
 ///
 /// # Errors
 /// Either bundle cannot be read (the message names the file).
-pub fn compare_to_string(args: &CompareArgs) -> anyhow::Result<String> {
-    let a = collect(&args.a, false)?;
-    let b = collect(&args.b, false)?;
-    let host_a = host_of(&args.a)?;
-    let host_b = host_of(&args.b)?;
+pub fn compare_to_string(opts: &CompareOptions) -> anyhow::Result<String> {
+    let a = collect(&opts.a, false)?;
+    let b = collect(&opts.b, false)?;
+    let host_a = host_of(&opts.a)?;
+    let host_b = host_of(&opts.b)?;
     let c = compare(&a, host_a.as_ref(), &b, host_b.as_ref());
-    Ok(match args.format {
+    Ok(match opts.format {
         Format::Table => text(&c, false),
         Format::Md => text(&c, true),
         Format::Csv => csv(&c)?,
         Format::Json => serde_json::to_string_pretty(&c)? + "\n",
     })
-}
-
-/// `hwr-exp compare A B [--format F]`: prints the comparison on stdout and returns
-/// [`crate::exit_codes::SUCCESS`].
-///
-/// # Errors
-/// Either bundle cannot be read (the message names the file); `main` prints it and exits
-/// [`crate::exit_codes::USAGE`].
-pub fn compare_command(args: &CompareArgs) -> anyhow::Result<i32> {
-    super::print(&compare_to_string(args)?)
 }

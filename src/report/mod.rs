@@ -1,4 +1,4 @@
-//! `hwr-exp report BUNDLE` and `hwr-exp compare A B` (issue 4; DESIGN 2, 5, 7).
+//! `hwr-exp report BUNDLE` and `hwr-exp compare A B` (docs/DESIGN.md 2, 5, 7).
 //!
 //! A report reads a bundle with [`crate::bundle::read::Bundle`], one run at a time, and shows:
 //! - a run table (run-id, cell, repetition, termination, exit code, wall seconds, peak RSS, output
@@ -14,70 +14,47 @@
 //! Formats: terminal tables (default), Markdown, CSV (one row per run), JSON; `--plot FILE.svg`
 //! draws private bytes against iterations (see [`plot`]).
 
+pub mod aggregation;
+pub mod collection;
 pub mod compare;
+pub mod model;
 pub mod plot;
 pub mod render;
 pub mod retention;
-pub mod summary;
 
-use std::io::Write;
 use std::path::PathBuf;
 
-pub use compare::{CompareArgs, compare_command};
+pub use collection::{ReportError, collect};
+pub use compare::{CompareOptions, compare_to_string};
+pub use model::Report;
 pub use render::Format;
-pub use summary::{Report, ReportError, collect};
 
-/// `hwr-exp report`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct ReportArgs {
+/// What `hwr-exp report` is asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportOptions {
     /// The bundle folder (`results/<experiment>/<timestamp>-<hex>`).
     pub bundle: PathBuf,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
-    /// Also write an SVG plot: private bytes against loop iterations per run, one panel per size,
-    /// plus the external memory.jsonl samples over time where present.
-    #[arg(long, value_name = "FILE.svg")]
+    /// Where to also write an SVG plot (see [`plot`]); `None` for no plot.
     pub plot: Option<PathBuf>,
 }
 
-/// Renders the report of `args.bundle` in `args.format` to a string, writing the plot when asked.
+/// Renders the report of `opts.bundle` in `opts.format` to a string, writing the plot when asked.
+/// The text is the whole of the command's stdout; nothing is printed here.
 ///
 /// # Errors
-/// The bundle cannot be read (the message names the file), or the plot cannot be written.
-pub fn report_to_string(args: &ReportArgs) -> anyhow::Result<String> {
-    let report = collect(&args.bundle, args.plot.is_some())?;
-    if let Some(path) = &args.plot {
+/// The bundle cannot be read (newer format, missing bundle.json or plan.json, truncated run.json:
+/// the message names the file), or the plot cannot be written.
+pub fn report_to_string(opts: &ReportOptions) -> anyhow::Result<String> {
+    let report = collect(&opts.bundle, opts.plot.is_some())?;
+    if let Some(path) = &opts.plot {
         plot::write_svg(&report, path)?;
     }
-    Ok(match args.format {
+    Ok(match opts.format {
         Format::Table => render::report_text(&report, false),
         Format::Md => render::report_text(&report, true),
         Format::Csv => render::report_csv(&report)?,
         Format::Json => render::report_json(&report)?,
     })
-}
-
-/// `hwr-exp report BUNDLE [--format F] [--plot FILE.svg]`: prints the report on stdout.
-///
-/// Returns [`crate::exit_codes::SUCCESS`] once the report is printed, whatever the runs' outcomes
-/// (the report describes failures, it does not fail on them).
-///
-/// # Errors
-/// An unreadable bundle (newer format, missing bundle.json or plan.json, truncated run.json: the
-/// message names the file) or an unwritable plot; `main` prints the error and exits
-/// [`crate::exit_codes::USAGE`].
-pub fn report_command(args: &ReportArgs) -> anyhow::Result<i32> {
-    print(&report_to_string(args)?)
-}
-
-/// Writes `text` to stdout and flushes it; returns [`crate::exit_codes::SUCCESS`].
-///
-/// # Errors
-/// Write errors on stdout.
-pub(crate) fn print(text: &str) -> anyhow::Result<i32> {
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())?;
-    out.flush()?;
-    Ok(crate::exit_codes::SUCCESS)
 }

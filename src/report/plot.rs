@@ -9,7 +9,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::summary::{Report, RunSummary};
+use super::model::{Report, RunSummary};
 
 /// Width of one panel, pixels.
 const PANEL_WIDTH: u32 = 520;

@@ -1,12 +1,11 @@
-//! Rendering a [`Report`] as terminal tables (comfy-table), Markdown, CSV (one row per run) or JSON.
+//! Rendering a [`Report`] as terminal tables ([`crate::table`]), Markdown, CSV (one row per run) or
+//! JSON.
 
-use comfy_table::{CellAlignment, Table, presets};
-
-use super::summary::{Report, RunSummary, fmt_num};
+use super::model::{Report, RunSummary, fmt_num};
 use crate::bundle::Outcome;
 
 /// Output format of `report` and `compare`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Format {
     /// Terminal tables.
     #[default]
@@ -81,19 +80,7 @@ pub fn render_section(out: &mut String, s: Section, md: bool) {
 }
 
 fn terminal_table(s: Section) -> String {
-    let mut t = Table::new();
-    t.load_style(presets::UTF8_FULL_CONDENSED);
-    t.force_no_tty();
-    t.set_header(s.header);
-    for row in s.rows {
-        t.add_row(row);
-    }
-    for (i, numeric) in s.numeric.iter().enumerate() {
-        if *numeric && let Some(c) = t.column_mut(i) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    t.to_string()
+    crate::table::render(crate::table::Style::Boxed, s.header, s.rows, &s.numeric)
 }
 
 fn md_escape(s: &str) -> String {
@@ -293,7 +280,7 @@ fn retention_run_table(r: &Report) -> Section {
     s
 }
 
-fn stat(c: &super::summary::CellStats, name: &str) -> String {
+fn stat(c: &super::model::CellStats, name: &str) -> String {
     c.retention.get(name).map_or_else(|| "-".into(), |s| s.text())
 }
 
@@ -360,7 +347,7 @@ fn control_table(r: &Report) -> Section {
     if r.controls.is_empty() {
         s.notes.push(format!(
             "no control comparison: no cell with mode = {} beside another mode at the same size",
-            super::summary::CONTROL_MODE
+            super::model::CONTROL_MODE
         ));
     }
     s
@@ -576,7 +563,7 @@ pub fn report_csv(r: &Report) -> anyhow::Result<String> {
             // Full precision in CSV: it is read by programs, not people.
             row.push(o(run.metrics.get(name).and_then(|v| v.as_ref()).map(
                 |v| match v {
-                    super::summary::MetricValue::Number(x) => x.to_string(),
+                    super::model::MetricValue::Number(x) => x.to_string(),
                     other => other.to_string(),
                 },
             )));

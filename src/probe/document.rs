@@ -1,21 +1,36 @@
-//! The probe's JSON document ([`Report`]) and its memory samples ([`Sample`], taken by [`Sampler`]).
+//! The probe's JSON document ([`RetentionDocument`]) and the types in it: the flags
+//! ([`Arguments`], [`Mode`]), the memory samples ([`Sample`], [`Phase`]) and the binary's
+//! [`RuntimeFacts`].
 //!
-//! Keys follow the original Python diagnostic (snake_case, `schema_version` 1). Memory values are
-//! bytes, times are seconds. A smaps_rollup field the kernel does not print (`Pss_Anon` before
-//! Linux 5.1, for example) is left out of the sample, never written as 0.
-
-use std::io;
-use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+//! Keys follow the original Python diagnostic (snake_case, `schema_version` 1; docs/DESIGN.md 7).
+//! Memory values are bytes, times are seconds. A smaps_rollup field the kernel does not print
+//! (`Pss_Anon` before Linux 5.1, for example) is left out of the sample, never written as 0.
+//! Data only: this file imports no other file of the probe.
 
 use serde::{Deserialize, Serialize};
 
-use super::retention::{Mode, ProbeError};
-use crate::memory::Rollup;
 use crate::provenance::host::glibc_version;
 
 /// `schema_version` of the probe's JSON document.
 pub const SCHEMA_VERSION: u32 = 1;
+
+/// Name of the tensor in the synthetic safetensors file.
+pub const TENSOR_NAME: &str = "weight";
+
+/// What one loop iteration does with the tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Mode {
+    /// Parse the safetensors header from the mapping and copy the tensor into a newly allocated
+    /// owned buffer (dropped at the end of the iteration).
+    #[serde(rename = "get_tensor")]
+    GetTensor,
+    /// Parse the header and take a borrowed view of the mapped bytes (no copy).
+    #[serde(rename = "view")]
+    View,
+    /// Read the one owned copy made by the first read (the control).
+    #[serde(rename = "reuse")]
+    Reuse,
+}
 
 /// When a sample was taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,111 +74,6 @@ pub struct Sample {
     pub swap_bytes: Option<u64>,
     /// Open file descriptors of the process, not counting the one used to list `/proc/self/fd`.
     pub fd_count: u64,
-}
-
-impl Sample {
-    /// Builds a sample from a parsed smaps_rollup reading.
-    ///
-    /// `path` names the file the reading came from, for the error message.
-    ///
-    /// # Errors
-    /// [`ProbeError::MissingField`] when `Rss`, `Private_Clean`/`Private_Dirty` or `Anonymous` is
-    /// missing (every kernel with smaps_rollup prints them, so the file is not a real one).
-    pub fn from_rollup(
-        phase: Phase,
-        iterations: u64,
-        loop_seconds: f64,
-        rollup: &Rollup,
-        fd_count: u64,
-        path: &Path,
-    ) -> Result<Sample, ProbeError> {
-        let need = |value: Option<u64>, field: &'static str| {
-            value.ok_or_else(|| ProbeError::MissingField {
-                path: path.display().to_string(),
-                field,
-            })
-        };
-        Ok(Sample {
-            phase,
-            iterations,
-            loop_seconds,
-            rss_bytes: need(rollup.rss, "Rss")?,
-            private_bytes: need(rollup.private, "Private_Clean/Private_Dirty")?,
-            anonymous_bytes: need(rollup.anonymous, "Anonymous")?,
-            pss_bytes: rollup.pss,
-            pss_anon_bytes: rollup.pss_anon,
-            swap_bytes: rollup.swap,
-            fd_count,
-        })
-    }
-}
-
-/// Takes [`Sample`]s of the calling process: smaps_rollup from [`Sampler::path`] (normally
-/// `/proc/self/smaps_rollup`) and the fd count from `/proc/self/fd`.
-#[derive(Debug, Clone)]
-pub struct Sampler {
-    path: PathBuf,
-}
-
-impl Sampler {
-    /// A sampler reading `path` instead of `/proc/self/smaps_rollup` (tests use fixture files).
-    pub fn new(path: impl Into<PathBuf>) -> Sampler {
-        Sampler { path: path.into() }
-    }
-
-    /// The sampler the probe uses: `/proc/self/smaps_rollup`, unless the hidden environment
-    /// variable [`SMAPS_PATH_ENV`](super::SMAPS_PATH_ENV) (`HWR_PROBE_SMAPS_PATH`) names another
-    /// file. The override exists so tests can exercise an unreadable file and old-kernel text.
-    pub fn from_env() -> Sampler {
-        match std::env::var_os(super::SMAPS_PATH_ENV) {
-            Some(p) if !p.is_empty() => Sampler::new(p),
-            _ => Sampler::new("/proc/self/smaps_rollup"),
-        }
-    }
-
-    /// The smaps_rollup file this sampler reads.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Reads smaps_rollup and counts fds now.
-    ///
-    /// # Errors
-    /// [`ProbeError::Smaps`] when the file cannot be read or parsed, [`ProbeError::MissingField`]
-    /// as in [`Sample::from_rollup`], [`ProbeError::Io`] when `/proc/self/fd` cannot be listed.
-    pub fn sample(&self, phase: Phase, iterations: u64, loop_seconds: f64) -> Result<Sample, ProbeError> {
-        let rollup = Rollup::read(&self.path)?;
-        let fds = fd_count().map_err(|source| ProbeError::Io {
-            what: "cannot list /proc/self/fd".to_owned(),
-            source,
-        })?;
-        Sample::from_rollup(phase, iterations, loop_seconds, &rollup, fds, &self.path)
-    }
-}
-
-/// Number of open file descriptors of the calling process: the entries of `/proc/self/fd`, minus
-/// the descriptor opened to list that directory (identified by number, not guessed).
-///
-/// # Errors
-/// The I/O error from opening or reading `/proc/self/fd`.
-pub fn fd_count() -> io::Result<u64> {
-    use rustix::fs::{Dir, Mode, OFlags, open};
-    let fd = open(
-        "/proc/self/fd",
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    let own = fd.as_raw_fd().to_string();
-    let mut dir = Dir::new(fd)?;
-    let mut count = 0;
-    while let Some(entry) = dir.read() {
-        let entry = entry?;
-        let name = entry.file_name().to_bytes();
-        if name != b"." && name != b".." && name != own.as_bytes() {
-            count += 1;
-        }
-    }
-    Ok(count)
 }
 
 /// The flags the probe ran with (`arguments` in the JSON).
@@ -231,7 +141,7 @@ impl RuntimeFacts {
 /// The probe's JSON document, printed once on stdout (also when stopped by SIGTERM, then with
 /// `completed: false`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Report {
+pub struct RetentionDocument {
     /// Always [`SCHEMA_VERSION`] (1).
     pub schema_version: u32,
     /// `"safetensors-retention"`.
@@ -272,4 +182,17 @@ pub struct Report {
     /// The signal that stopped the probe (`"SIGTERM"`, `"SIGINT"`); absent when completed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_by: Option<String>,
+}
+
+impl RetentionDocument {
+    /// What is wrong with a completed measurement, for the probe's stderr: the first read of
+    /// `weight` was not `0..tensor_elements` (the exit code is then 1). `None` when nothing is.
+    pub fn problem(&self) -> Option<String> {
+        (self.completed && !self.first_read_ok).then(|| {
+            format!(
+                "the first read of `{}` was not 0..{}",
+                TENSOR_NAME, self.arguments.tensor_elements
+            )
+        })
+    }
 }

@@ -1,0 +1,205 @@
+//! Aggregates of a report's runs: per cell min / median / max across the repetitions left in
+//! ([`cells`]), the matrix key that names the mode ([`mode_key`]), and per size each mode's median
+//! growth minus the `reuse` control's ([`control_deltas`]). Pure functions of the run summaries.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::model::{
+    CONTROL_MODE, CellStats, ControlDelta, MetricValue, RETENTION_METRICS, RunSummary, Stats, cell_label,
+};
+use super::retention::Retention;
+
+impl Stats {
+    /// Stats of the values; `None` when there are none.
+    pub fn of(values: &mut [f64]) -> Option<Stats> {
+        if values.is_empty() {
+            return None;
+        }
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        let median = if n % 2 == 1 {
+            values[n / 2]
+        } else {
+            (values[n / 2 - 1] + values[n / 2]) / 2.0
+        };
+        Some(Stats {
+            n,
+            min: values[0],
+            median,
+            max: values[n - 1],
+        })
+    }
+}
+
+/// The value of `RETENTION_METRICS[i]` for one run.
+pub fn retention_metric(r: &Retention, i: usize) -> Option<f64> {
+    let f = |x: Option<i64>| x.map(|v| v as f64);
+    match i {
+        0 => f(r.growth.private_bytes),
+        1 => f(r.growth.anonymous_bytes),
+        2 => f(r.growth.rss_bytes),
+        3 => r.per_1000(r.growth.private_bytes),
+        4 => r.per_1000(r.growth.anonymous_bytes),
+        5 => r.per_1000(r.growth.rss_bytes),
+        6 => f(r.after_close.private_bytes),
+        7 => f(r.after_close.anonymous_bytes),
+        8 => f(r.after_close.rss_bytes),
+        9 => f(r.fd_delta),
+        _ => None,
+    }
+}
+
+/// The mode key: `mode` when it is a matrix key, else a key whose value equals every retention
+/// output's `arguments.mode`.
+pub fn mode_key(keys: &[String], runs: &[RunSummary]) -> Option<String> {
+    if keys.iter().any(|k| k == "mode") {
+        return Some("mode".into());
+    }
+    let with_mode: Vec<(&RunSummary, &str)> = runs
+        .iter()
+        .filter_map(|r| Some((r, r.retention.as_ref()?.mode.as_deref()?)))
+        .collect();
+    if with_mode.is_empty() {
+        return None;
+    }
+    keys.iter()
+        .find(|k| {
+            with_mode
+                .iter()
+                .all(|(r, m)| r.cell.get(*k).is_some_and(|v| v.to_string() == *m))
+        })
+        .cloned()
+}
+
+/// Aggregates per cell, in order of the cells' first appearance in `runs`: runs counted, runs
+/// included (not excluded), and min / median / max of every retention metric, every numeric
+/// `[report]` metric (`pointers`: name, JSON Pointer) and `wall-seconds` / `peak-rss-bytes` over
+/// the included runs. `keys` are the matrix keys in manifest order, `mode_key` the key naming the mode.
+pub fn cells(
+    runs: &[RunSummary],
+    keys: &[String],
+    mode_key: Option<&str>,
+    pointers: &[(String, String)],
+) -> Vec<CellStats> {
+    struct Accumulator {
+        stats: CellStats,
+        retention: Vec<Vec<f64>>,
+        metrics: Vec<Vec<f64>>,
+        wall: Vec<f64>,
+        peak: Vec<f64>,
+    }
+    let mut order: Vec<Accumulator> = Vec::new();
+    let mut by_label: HashMap<String, usize> = HashMap::new();
+    for r in runs.iter().filter(|r| r.finished) {
+        let i = *by_label.entry(r.cell_label.clone()).or_insert_with(|| {
+            order.push(Accumulator {
+                stats: CellStats {
+                    cell: r.cell_label.clone(),
+                    mode: r.mode(mode_key),
+                    size: {
+                        let s = cell_label(&r.cell, keys, mode_key);
+                        if s.is_empty() { "all".into() } else { s }
+                    },
+                    runs: 0,
+                    included: 0,
+                    retention: BTreeMap::new(),
+                    metrics: BTreeMap::new(),
+                    run_stats: BTreeMap::new(),
+                },
+                retention: vec![Vec::new(); RETENTION_METRICS.len()],
+                wall: Vec::new(),
+                peak: Vec::new(),
+                metrics: vec![Vec::new(); pointers.len()],
+            });
+            order.len() - 1
+        });
+        let acc = &mut order[i];
+        acc.stats.runs += 1;
+        if r.excluded.is_some() {
+            continue;
+        }
+        acc.stats.included += 1;
+        acc.wall.extend(r.wall_seconds);
+        acc.peak.extend(r.peak_rss_bytes.map(|b| b as f64));
+        if let Some(ret) = &r.retention {
+            for (m, values) in acc.retention.iter_mut().enumerate() {
+                values.extend(retention_metric(ret, m));
+            }
+        }
+        for (m, (name, _)) in pointers.iter().enumerate() {
+            if let Some(Some(MetricValue::Number(x))) = r.metrics.get(name) {
+                acc.metrics[m].push(*x);
+            }
+        }
+    }
+    order
+        .into_iter()
+        .map(|mut acc| {
+            for (m, values) in acc.retention.iter_mut().enumerate() {
+                if let Some(s) = Stats::of(values) {
+                    acc.stats.retention.insert(RETENTION_METRICS[m].into(), s);
+                }
+            }
+            for (m, values) in acc.metrics.iter_mut().enumerate() {
+                if let Some(s) = Stats::of(values) {
+                    acc.stats.metrics.insert(pointers[m].0.clone(), s);
+                }
+            }
+            if let Some(s) = Stats::of(&mut acc.wall) {
+                acc.stats.run_stats.insert("wall-seconds".into(), s);
+            }
+            if let Some(s) = Stats::of(&mut acc.peak) {
+                acc.stats.run_stats.insert("peak-rss-bytes".into(), s);
+            }
+            acc.stats
+        })
+        .collect()
+}
+
+/// Per size, each mode's median growth (the first six [`RETENTION_METRICS`]) minus the `reuse`
+/// control's median at the same size; sizes without a control cell give nothing.
+pub fn control_deltas(cells: &[CellStats]) -> Vec<ControlDelta> {
+    let mut out = Vec::new();
+    for cell in cells {
+        let Some(mode) = &cell.mode else { continue };
+        if mode == CONTROL_MODE {
+            continue;
+        }
+        let Some(control) = cells
+            .iter()
+            .find(|c| c.size == cell.size && c.mode.as_deref() == Some(CONTROL_MODE))
+        else {
+            continue;
+        };
+        let minus_control: BTreeMap<String, f64> = RETENTION_METRICS[..6]
+            .iter()
+            .filter_map(|m| {
+                let a = cell.retention.get(*m)?;
+                let b = control.retention.get(*m)?;
+                Some((m.to_string(), a.median - b.median))
+            })
+            .collect();
+        if !minus_control.is_empty() {
+            out.push(ControlDelta {
+                size: cell.size.clone(),
+                mode: mode.clone(),
+                minus_control,
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn min_median_max() {
+        let s = Stats::of(&mut [3.0, 1.0, 2.0, 10.0]).unwrap();
+        assert_eq!((s.n, s.min, s.median, s.max), (4, 1.0, 2.5, 10.0));
+        assert!(s.overlaps(&Stats::of(&mut [10.0, 20.0]).unwrap()));
+        assert!(!s.overlaps(&Stats::of(&mut [10.5]).unwrap()));
+        assert!(Stats::of(&mut []).is_none());
+    }
+}

@@ -1,0 +1,322 @@
+//! Reading a bundle into a [`Report`]: one pass over the plan, one run at a time.
+//!
+//! Runs are read one at a time ([`Bundle::runs`]); of each run's output only the summary numbers
+//! ([`Retention`](super::retention::Retention), metric values) are kept, so memory grows with the number of runs, not with the
+//! size of their outputs. Plot series are kept only when a plot is asked for. The aggregates come
+//! from [`super::aggregation`].
+
+use std::collections::BTreeMap;
+use std::io::BufRead;
+use std::path::Path;
+
+use serde_json::Value as Json;
+
+use super::aggregation;
+use super::model::{MetricValue, Report, RunSummary, cell_label};
+use super::retention::{self, Parsed};
+use crate::bundle::read::{Bundle, ReadError};
+use crate::bundle::{Outcome, OutputCheck, PlannedRunRecord, RunRecord};
+use crate::exec::MemorySample;
+use crate::manifest::OutputFormat;
+
+/// Errors building a report (beyond the bundle reader's).
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The bundle could not be read.
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// manifest.toml's `[report] metrics` is not a table of strings, or manifest.toml is not TOML.
+    #[error("{path}: {message}")]
+    Metrics {
+        /// The bundle's manifest.toml.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Finds a boolean `key` in a JSON document: at the top level, else in nested objects (breadth first).
+pub fn find_bool(doc: &Json, key: &str) -> Option<bool> {
+    let mut queue = std::collections::VecDeque::from([doc]);
+    while let Some(v) = queue.pop_front() {
+        if let Some(obj) = v.as_object() {
+            if let Some(b) = obj.get(key).and_then(Json::as_bool) {
+                return Some(b);
+            }
+            queue.extend(obj.values().filter(|v| v.is_object()));
+        }
+    }
+    None
+}
+
+/// Reads `[report] metrics` from manifest text: (name, JSON Pointer) pairs sorted by name.
+///
+/// # Errors
+/// A message when the text is not TOML or a metric's value is not a string starting with `/`.
+pub fn metric_pointers(manifest_text: &str) -> Result<Vec<(String, String)>, String> {
+    let table: toml::Table = toml::from_str(manifest_text).map_err(|e| e.to_string())?;
+    let Some(metrics) = table.get("report").and_then(|r| r.get("metrics")) else {
+        return Ok(Vec::new());
+    };
+    let metrics = metrics
+        .as_table()
+        .ok_or("[report] metrics is not a table of name = \"/json/pointer\"")?;
+    metrics
+        .iter()
+        .map(|(name, v)| match v.as_str() {
+            Some(p) if p.is_empty() || p.starts_with('/') => Ok((name.clone(), p.to_string())),
+            _ => Err(format!(
+                "[report] metrics.{name}: expected an RFC 6901 JSON Pointer string like \"/a/b\", found {v}"
+            )),
+        })
+        .collect()
+}
+
+fn metric_value(v: &Json) -> MetricValue {
+    match v {
+        Json::Number(n) => n
+            .as_f64()
+            .map_or_else(|| MetricValue::Text(n.to_string()), MetricValue::Number),
+        Json::String(s) => MetricValue::Text(s.clone()),
+        Json::Array(a) => MetricValue::Text(format!("<array of {}>", a.len())),
+        Json::Object(_) => MetricValue::Text("<object>".into()),
+        other => MetricValue::Text(other.to_string()),
+    }
+}
+
+fn not_run(p: PlannedRunRecord, keys: &[String]) -> RunSummary {
+    RunSummary {
+        cell_label: cell_label(&p.cell, keys, None),
+        run_id: p.run_id,
+        index: p.index,
+        cell: p.cell,
+        repetition: p.repetition,
+        finished: false,
+        termination: None,
+        exit_code: None,
+        signal: None,
+        wall_seconds: None,
+        peak_rss_bytes: None,
+        output_check: None,
+        output_check_reason: None,
+        outcome: None,
+        retention: None,
+        excluded: Some("not run".into()),
+        metrics: BTreeMap::new(),
+        points: Vec::new(),
+        memory: Vec::new(),
+    }
+}
+
+/// Most points kept per plotted series: a panel is about 400 pixels wide, so more points draw
+/// nothing new, and capping keeps a report with `--plot` bounded per run.
+pub const MAX_PLOT_POINTS: usize = 1000;
+
+/// Keeps at most `max` points of a series: evenly spaced, the first and the last always kept.
+pub fn decimate<T: Copy>(v: Vec<T>, max: usize) -> Vec<T> {
+    if v.len() <= max || max < 2 {
+        return v;
+    }
+    let last = v.len() - 1;
+    (0..max).map(|i| v[i * last / (max - 1)]).collect()
+}
+
+/// Reads memory.jsonl line by line: (t-seconds, private bytes) of samples that have private bytes.
+fn read_memory(path: &Path) -> Vec<(f64, u64)> {
+    let Ok(f) = std::fs::File::open(path) else {
+        return Vec::new();
+    };
+    let all = std::io::BufReader::new(f)
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|l| serde_json::from_str::<MemorySample>(&l).ok())
+        .filter_map(|s| Some((s.t_seconds, s.rollup.private?)))
+        .collect::<Vec<_>>();
+    decimate(all, MAX_PLOT_POINTS)
+}
+
+struct RunContext<'a> {
+    bundle: &'a Bundle,
+    keys: &'a [String],
+    pointers: &'a [(String, String)],
+    json_output: bool,
+    keep_series: bool,
+}
+
+fn run_summary(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
+    let mut s = RunSummary {
+        cell_label: cell_label(&rec.cell, ctx.keys, None),
+        run_id: rec.run_id.clone(),
+        index: rec.index,
+        cell: rec.cell.clone(),
+        repetition: rec.repetition,
+        finished: true,
+        termination: Some(rec.termination),
+        exit_code: rec.exit_code,
+        signal: rec.signal,
+        wall_seconds: Some(rec.wall_seconds),
+        peak_rss_bytes: rec.peak_rss_bytes,
+        output_check: Some(rec.output_check),
+        output_check_reason: rec.output_check_reason.clone(),
+        outcome: Some(rec.outcome),
+        retention: None,
+        excluded: None,
+        metrics: BTreeMap::new(),
+        points: Vec::new(),
+        memory: Vec::new(),
+    };
+    if rec.outcome != Outcome::Ok {
+        s.excluded = Some(match rec.outcome {
+            Outcome::Timeout => "timeout".into(),
+            Outcome::InvalidOutput => format!("output {}", s.output_text()),
+            Outcome::SpawnFailed => "spawn failed".into(),
+            Outcome::Interrupted => "interrupted".into(),
+            Outcome::Failed => match (rec.exit_code, rec.signal) {
+                (Some(c), _) => format!("failed (exit {c})"),
+                (None, Some(sig)) => format!("failed (signal {sig})"),
+                _ => "failed".into(),
+            },
+            Outcome::Ok => unreachable!(),
+        });
+    }
+    if ctx.keep_series {
+        s.memory = read_memory(&ctx.bundle.run_memory_path(&rec));
+    }
+    if !ctx.json_output || rec.output_check != OutputCheck::Valid {
+        return s;
+    }
+    let path = ctx.bundle.run_output_path(&rec);
+    let doc: Json = match std::fs::read(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+    {
+        Ok(doc) => doc,
+        Err(e) => {
+            s.excluded
+                .get_or_insert_with(|| format!("cannot read output {}: {e}", path.display()));
+            return s;
+        }
+    };
+    for (name, ptr) in ctx.pointers {
+        s.metrics.insert(name.clone(), doc.pointer(ptr).map(metric_value));
+    }
+    match retention::parse(&doc, ctx.keep_series) {
+        Parsed::NotRetention => {}
+        Parsed::Unusable(reason) => {
+            s.excluded.get_or_insert(reason);
+        }
+        Parsed::Retention(r, points) => {
+            if r.completed == Some(false) {
+                s.excluded.get_or_insert_with(|| "completed: false".into());
+            }
+            s.retention = Some(r);
+            s.points = decimate(points, MAX_PLOT_POINTS);
+        }
+    }
+    s
+}
+
+/// Reads a bundle and computes its report. `keep_series` keeps each run's plot series.
+///
+/// # Errors
+/// [`ReportError::Read`] for an unreadable bundle.json / plan.json / run.json (a planned run without
+/// run.json is reported as not run, not as an error), [`ReportError::Metrics`] for a bad
+/// `[report] metrics` table.
+pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
+    let bundle = Bundle::open(dir)?;
+    let plan = bundle.plan()?;
+    let info = bundle.info().clone();
+    let manifest_path = bundle.path(crate::bundle::files::MANIFEST);
+    let pointers = match bundle.manifest_text() {
+        Ok(text) => metric_pointers(&text).map_err(|message| ReportError::Metrics {
+            path: manifest_path.display().to_string(),
+            message,
+        })?,
+        Err(ReadError::Missing { .. }) => Vec::new(),
+        Err(e) => return Err(e.into()),
+    };
+    let revision = match bundle.revision() {
+        Ok(r) => Some(r),
+        Err(ReadError::Missing { .. }) => None,
+        Err(e) => return Err(e.into()),
+    };
+    let provenance = match bundle.provenance() {
+        Ok(p) => Some(p),
+        Err(ReadError::Missing { .. }) => None,
+        Err(e) => return Err(e.into()),
+    };
+    let keys = plan.matrix_keys.clone();
+    let ctx = RunContext {
+        bundle: &bundle,
+        keys: &keys,
+        pointers: &pointers,
+        json_output: plan.output_format == OutputFormat::Json,
+        keep_series,
+    };
+    let mut runs = Vec::with_capacity(plan.runs.len());
+    let mut counts = BTreeMap::new();
+    let mut not_run_count = 0;
+    for planned in plan.runs {
+        match bundle.read_run(&planned) {
+            Ok(rec) => {
+                *counts.entry(rec.outcome).or_insert(0) += 1;
+                runs.push(run_summary(&ctx, rec));
+            }
+            Err(ReadError::RunMissing { .. }) => {
+                not_run_count += 1;
+                runs.push(not_run(planned, &keys));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let mode_key = aggregation::mode_key(&keys, &runs);
+    let has_retention = runs.iter().any(|r| r.retention.is_some());
+    let cells = aggregation::cells(&runs, &keys, mode_key.as_deref(), &pointers);
+    let controls = aggregation::control_deltas(&cells);
+    Ok(Report {
+        bundle: dir.display().to_string(),
+        experiment: info.experiment,
+        status: info.status,
+        hwr_exp_version: info.hwr_exp_version,
+        revision,
+        dirty: provenance.as_ref().and_then(|p| find_bool(p, "dirty")),
+        drift: provenance.as_ref().and_then(|p| find_bool(p, "drift")),
+        manifest_sha256: info.manifest_sha256,
+        planned_runs: info.planned_runs.max(runs.len()),
+        counts,
+        not_run: not_run_count,
+        matrix_keys: keys,
+        mode_key,
+        metric_pointers: pointers,
+        has_retention,
+        runs,
+        cells,
+        controls,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimation_keeps_ends_and_count() {
+        let v: Vec<u32> = (0..10_001).collect();
+        let d = decimate(v, 1000);
+        assert_eq!(d.len(), 1000);
+        assert_eq!((d[0], d[999]), (0, 10_000));
+        assert!(d.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(decimate(vec![1, 2, 3], 1000), vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn metric_pointers_from_manifest() {
+        let text = "format = 1\n[report]\nmetrics = { b = \"/x/0\", a = \"/y\" }\n";
+        assert_eq!(
+            metric_pointers(text).unwrap(),
+            vec![("a".into(), "/y".into()), ("b".into(), "/x/0".into())]
+        );
+        assert!(metric_pointers("[report]\nmetrics = { a = 3 }\n").is_err());
+        assert!(metric_pointers("format = 1\n").unwrap().is_empty());
+    }
+}

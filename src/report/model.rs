@@ -1,0 +1,292 @@
+//! What a report is: the types `collection` fills from a bundle and `aggregation` summarises, and
+//! that `render`, `compare` and `plot` show. No I/O here.
+//!
+//! Units: bytes for memory, seconds for time; a figure a run lacks is `None`, never 0.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::retention::{PlotPoint, Retention};
+use crate::bundle::{BundleStatus, Outcome, OutputCheck};
+use crate::exec::Termination;
+use crate::manifest::Value;
+
+/// The mode that is the control at each size (docs/DESIGN.md 2).
+pub const CONTROL_MODE: &str = "reuse";
+
+/// A metric value read by JSON Pointer from a run's output.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum MetricValue {
+    /// A JSON number (aggregated per cell).
+    Number(f64),
+    /// Anything else, shown as text (`true`, a string, `<array of 3>`); not aggregated.
+    Text(String),
+}
+
+impl std::fmt::Display for MetricValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MetricValue::Number(x) => f.write_str(&fmt_num(*x)),
+            MetricValue::Text(t) => f.write_str(t),
+        }
+    }
+}
+
+/// Formats a number: integers without decimals, others with 4 significant digits (at most 1
+/// decimal from 1000 up).
+pub fn fmt_num(x: f64) -> String {
+    if x.is_finite() && x.fract() == 0.0 && x.abs() < 1e15 {
+        return format!("{}", x as i64);
+    }
+    if !x.is_finite() || x.abs() >= 1000.0 {
+        return format!("{x:.1}");
+    }
+    let magnitude = if x == 0.0 {
+        0
+    } else {
+        x.abs().log10().floor() as i32
+    };
+    let decimals = (3 - magnitude).clamp(1, 12) as usize;
+    let s = format!("{x:.decimals$}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// Summary of one planned run.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct RunSummary {
+    /// `run-id`.
+    pub run_id: String,
+    /// 0-based plan index.
+    pub index: usize,
+    /// Matrix values.
+    pub cell: BTreeMap<String, Value>,
+    /// `key=value` pairs in matrix key order, space separated.
+    pub cell_label: String,
+    /// 1-based repetition.
+    pub repetition: u32,
+    /// `false` when run.json is missing (the runner stopped before this run finished).
+    pub finished: bool,
+    /// How the run ended.
+    pub termination: Option<Termination>,
+    /// Exit code when it exited.
+    pub exit_code: Option<i32>,
+    /// Signal number when killed by a signal.
+    pub signal: Option<i32>,
+    /// Wall time, seconds.
+    pub wall_seconds: Option<f64>,
+    /// Peak RSS from wait4, bytes.
+    pub peak_rss_bytes: Option<u64>,
+    /// Output check.
+    pub output_check: Option<OutputCheck>,
+    /// Why the output is invalid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_check_reason: Option<String>,
+    /// How the run counts.
+    pub outcome: Option<Outcome>,
+    /// Retention numbers, when the output follows the retention schema.
+    pub retention: Option<Retention>,
+    /// Why this run is left out of the aggregates; `None` = included.
+    pub excluded: Option<String>,
+    /// Metric values by metric name (`None` = pointer not found).
+    pub metrics: BTreeMap<String, Option<MetricValue>>,
+    /// Baseline and loop samples' private bytes (only with a plot).
+    #[serde(skip)]
+    pub points: Vec<PlotPoint>,
+    /// memory.jsonl: (t-seconds, private bytes) (only with a plot).
+    #[serde(skip)]
+    pub memory: Vec<(f64, u64)>,
+}
+
+impl RunSummary {
+    /// Text of the output check: `valid`, `empty`, `invalid: reason`, `-` when not run.
+    pub fn output_text(&self) -> String {
+        match self.output_check {
+            None => "-".into(),
+            Some(OutputCheck::Valid) => "valid".into(),
+            Some(OutputCheck::Empty) => "empty".into(),
+            Some(OutputCheck::Invalid) => match &self.output_check_reason {
+                Some(r) => format!("invalid: {r}"),
+                None => "invalid".into(),
+            },
+        }
+    }
+
+    /// Text of the termination: `exited`, `timeout`, `signaled (9)`, `not run`.
+    pub fn termination_text(&self) -> String {
+        let Some(t) = self.termination else {
+            return "not run".into();
+        };
+        let name = match t {
+            Termination::Exited => "exited",
+            Termination::Signaled => "signaled",
+            Termination::Timeout => "timeout",
+            Termination::SpawnFailed => "spawn-failed",
+            Termination::Interrupted => "interrupted",
+        };
+        match self.signal {
+            Some(s) if t != Termination::Exited => format!("{name} ({s})"),
+            _ => name.into(),
+        }
+    }
+
+    /// The matrix value that names this run's mode, for colouring and control comparison.
+    pub fn mode(&self, mode_key: Option<&str>) -> Option<String> {
+        mode_key
+            .and_then(|k| self.cell.get(k))
+            .map(|v| v.to_string())
+            .or_else(|| self.retention.as_ref().and_then(|r| r.mode.clone()))
+    }
+}
+
+/// Min, median and max over a cell's included repetitions.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Stats {
+    /// Number of values.
+    pub n: usize,
+    /// Smallest value.
+    pub min: f64,
+    /// Median (mean of the two middle values for an even count).
+    pub median: f64,
+    /// Largest value.
+    pub max: f64,
+}
+
+impl Stats {
+    /// `min / median / max`.
+    pub fn text(&self) -> String {
+        format!(
+            "{} / {} / {}",
+            fmt_num(self.min),
+            fmt_num(self.median),
+            fmt_num(self.max)
+        )
+    }
+
+    /// Whether the ranges [min, max] of two stats overlap.
+    pub fn overlaps(&self, other: &Stats) -> bool {
+        self.min <= other.max && other.min <= self.max
+    }
+}
+
+/// The retention metrics aggregated per cell, in this order in every table.
+pub const RETENTION_METRICS: [&str; 10] = [
+    "private-growth-bytes",
+    "anonymous-growth-bytes",
+    "rss-growth-bytes",
+    "private-growth-per-1000",
+    "anonymous-growth-per-1000",
+    "rss-growth-per-1000",
+    "private-after-close-bytes",
+    "anonymous-after-close-bytes",
+    "rss-after-close-bytes",
+    "fd-delta",
+];
+
+/// Aggregates of one cell over its included repetitions.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct CellStats {
+    /// `key=value` pairs in matrix key order.
+    pub cell: String,
+    /// The cell's mode (matrix value of the mode key), when known.
+    pub mode: Option<String>,
+    /// The cell without its mode: the group whose control is the `reuse` cell.
+    pub size: String,
+    /// Runs of the cell with a run.json.
+    pub runs: usize,
+    /// Runs included in the aggregates.
+    pub included: usize,
+    /// Retention aggregates by name from [`RETENTION_METRICS`] (absent when no run has the figure).
+    pub retention: BTreeMap<String, Stats>,
+    /// Numeric metric aggregates by metric name.
+    pub metrics: BTreeMap<String, Stats>,
+    /// `wall-seconds` and `peak-rss-bytes` of the included runs.
+    pub run_stats: BTreeMap<String, Stats>,
+}
+
+/// Per size: one mode's median growth minus the `reuse` control's median growth.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ControlDelta {
+    /// The size group (cell without its mode).
+    pub size: String,
+    /// The mode compared with `reuse`.
+    pub mode: String,
+    /// Difference of medians by name from the first six [`RETENTION_METRICS`].
+    pub minus_control: BTreeMap<String, f64>,
+}
+
+/// Everything a report shows about one bundle.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Report {
+    /// The bundle folder as given.
+    pub bundle: String,
+    /// `experiment` from bundle.json.
+    pub experiment: String,
+    /// `status` from bundle.json.
+    pub status: BundleStatus,
+    /// hwr-exp version that wrote the bundle.
+    pub hwr_exp_version: String,
+    /// revision.txt (HEAD or why there is none); `None` when the file is missing.
+    pub revision: Option<String>,
+    /// provenance.json `dirty`.
+    pub dirty: Option<bool>,
+    /// provenance.json `drift`.
+    pub drift: Option<bool>,
+    /// `manifest-sha256` from bundle.json.
+    pub manifest_sha256: String,
+    /// Planned runs.
+    pub planned_runs: usize,
+    /// Finished runs by outcome, counted from the run.json files read.
+    pub counts: BTreeMap<Outcome, usize>,
+    /// Planned runs without run.json.
+    pub not_run: usize,
+    /// Matrix keys in manifest order.
+    pub matrix_keys: Vec<String>,
+    /// The matrix key that names the mode, when there is one.
+    pub mode_key: Option<String>,
+    /// `[report] metrics` of the bundle's manifest: (name, JSON Pointer), sorted by name.
+    pub metric_pointers: Vec<(String, String)>,
+    /// Whether any run's output follows the retention schema.
+    pub has_retention: bool,
+    /// Every planned run, in plan order.
+    pub runs: Vec<RunSummary>,
+    /// Aggregates per cell, in order of first appearance in the plan.
+    pub cells: Vec<CellStats>,
+    /// Growth minus the `reuse` control's, per size and mode.
+    pub controls: Vec<ControlDelta>,
+}
+
+/// `key=value` pairs of a cell, space separated: matrix keys in `keys` order first, then any other
+/// keys of the cell in name order; the key `skip` left out (the mode key, for a cell's size group).
+pub fn cell_label(cell: &BTreeMap<String, Value>, keys: &[String], skip: Option<&str>) -> String {
+    let mut parts: Vec<String> = keys
+        .iter()
+        .filter(|k| Some(k.as_str()) != skip)
+        .filter_map(|k| cell.get(k).map(|v| format!("{k}={v}")))
+        .collect();
+    parts.extend(
+        cell.iter()
+            .filter(|(k, _)| !keys.contains(k) && Some(k.as_str()) != skip)
+            .map(|(k, v)| format!("{k}={v}")),
+    );
+    parts.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers() {
+        assert_eq!(fmt_num(4096.0), "4096");
+        assert_eq!(fmt_num(0.0135), "0.0135");
+        assert_eq!(fmt_num(0.25), "0.25");
+        assert_eq!(fmt_num(12.3456), "12.35");
+        assert_eq!(fmt_num(-2048.5), "-2048.5");
+    }
+}

@@ -1,0 +1,119 @@
+//! The process's one SIGINT/SIGTERM setup and the [`CancelFlag`] it sets (docs/DESIGN.md 4: Ctrl-C or
+//! SIGTERM to the runner stops the run in flight, the bundle is marked `interrupted`; DESIGN 7: the probe
+//! prints what it has).
+//!
+//! The handlers only store into atomics (signal-hook's `flag` registrations, async-signal-safe);
+//! the code that was interrupted polls them between steps and does the rest from normal context.
+//! This module imports no other module of the crate.
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use signal_hook::consts::{SIGINT, SIGTERM};
+
+/// Shared cancellation flag: `true` once SIGINT or SIGTERM arrived. The executor polls it while a
+/// run is in flight (`exec::CancelFlag` names the same type).
+pub type CancelFlag = Arc<AtomicBool>;
+
+/// What a signal does when the cancel flag is already set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecondSignal {
+    /// Exit the process at once with this code (`run`, `resume`: a second Ctrl-C does not wait for
+    /// the run in flight; the runs' parent-death signal then stops them).
+    Exit(i32),
+    /// Set the flag again and nothing more, so that the interrupted code always finishes its
+    /// cleanup (`rerun --at-recorded-revision` removes its temporary worktree; the probe prints its
+    /// document).
+    SetFlag,
+}
+
+/// The installed SIGINT/SIGTERM handlers: the cancel flag and the number of the last signal received.
+#[derive(Debug, Clone)]
+pub struct Signals {
+    flag: CancelFlag,
+    last: Arc<AtomicUsize>,
+}
+
+impl Signals {
+    /// The flag the handlers set.
+    pub fn cancel_flag(&self) -> &CancelFlag {
+        &self.flag
+    }
+
+    /// The number of the last signal received (`libc::SIGTERM` = 15, `SIGINT` = 2); `None` before
+    /// any.
+    pub fn received(&self) -> Option<i32> {
+        match self.last.load(Ordering::SeqCst) {
+            0 => None,
+            n => i32::try_from(n).ok(),
+        }
+    }
+
+    /// The signal number cell itself (0 = none yet), for loops that poll a plain atomic.
+    pub fn last_signal(&self) -> &AtomicUsize {
+        &self.last
+    }
+}
+
+/// The handlers could not be installed (`sigaction` failed); exit 3 at the command line.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot install the SIGINT/SIGTERM handlers")]
+pub struct SignalError(#[source] io::Error);
+
+/// Installs handlers for SIGINT and SIGTERM that set the returned flag and record the signal's
+/// number; `second` says what a signal does once the flag is set. Process-wide: call it once per
+/// process, before the work it guards.
+///
+/// # Errors
+/// [`SignalError`] when signal-hook cannot register a handler.
+pub fn install(second: SecondSignal) -> Result<Signals, SignalError> {
+    let signals = Signals {
+        flag: Arc::new(AtomicBool::new(false)),
+        last: Arc::new(AtomicUsize::new(0)),
+    };
+    for sig in [SIGINT, SIGTERM] {
+        // Order matters: the conditional exit checks the flag before this signal sets it, so only
+        // a signal arriving while the flag is already set exits.
+        if let SecondSignal::Exit(code) = second {
+            signal_hook::flag::register_conditional_shutdown(sig, code, Arc::clone(&signals.flag))
+                .map_err(SignalError)?;
+        }
+        signal_hook::flag::register(sig, Arc::clone(&signals.flag)).map_err(SignalError)?;
+        let number = usize::try_from(sig).expect("signal numbers are positive");
+        signal_hook::flag::register_usize(sig, Arc::clone(&signals.last), number).map_err(SignalError)?;
+    }
+    Ok(signals)
+}
+
+/// The name of a signal this module handles (`"SIGTERM"`, `"SIGINT"`), `"signal N"` for others.
+pub fn name(signal: i32) -> String {
+    match signal {
+        SIGTERM => "SIGTERM".to_owned(),
+        SIGINT => "SIGINT".to_owned(),
+        other => format!("signal {other}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_of_the_handled_signals() {
+        assert_eq!(name(SIGTERM), "SIGTERM");
+        assert_eq!(name(SIGINT), "SIGINT");
+        assert_eq!(name(9), "signal 9");
+    }
+
+    #[test]
+    fn a_raised_signal_sets_the_flag_and_records_its_number() {
+        // Exit on a repeat, so that a Ctrl-C on the test process after this test still stops it.
+        let signals = install(SecondSignal::Exit(130)).unwrap();
+        assert_eq!(signals.received(), None);
+        assert!(!signals.cancel_flag().load(Ordering::SeqCst));
+        signal_hook::low_level::raise(SIGINT).unwrap();
+        assert!(signals.cancel_flag().load(Ordering::SeqCst));
+        assert_eq!(signals.received(), Some(SIGINT));
+    }
+}
