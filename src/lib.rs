@@ -15,3 +15,4 @@ pub mod probe;
 pub mod provenance;
 pub mod report;
 pub mod runner;
+pub mod slurm;
