@@ -138,10 +138,8 @@ impl Validator<'_> {
                 }
             };
         }
-        if config.kind == ExecutorKind::Local
-            && let Some(t) = t
-        {
-            for (k, _) in entries(t) {
+        if config.kind == ExecutorKind::Local {
+            for (k, _) in t.map(entries).unwrap_or_default() {
                 let name: &str = k.get_ref();
                 if SLURM_KEYS.contains(&name) {
                     let stated = self.spans.contains_key("executor.kind");
@@ -327,6 +325,12 @@ mod tests {
         );
         let m = parse("[isolation]\ncpus = \"auto\"\n[executor]\nkind = \"slurm\"\n").unwrap();
         assert_eq!(m.executor.kind, ExecutorKind::Slurm);
+        // The local executor (stated or by default) keeps fixed lists.
+        let first = crate::exec::affinity::allowed_cpus().unwrap()[0];
+        for tail in ["", "[executor]\nkind = \"local\"\n"] {
+            let m = parse(&format!("[isolation]\ncpus = [{first}]\n{tail}")).unwrap();
+            assert_eq!(m.isolation.cpus, crate::manifest::CpuSelection::List(vec![first]));
+        }
     }
 
     #[test]
