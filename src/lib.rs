@@ -16,4 +16,5 @@ pub mod provenance;
 pub mod report;
 pub mod runner;
 pub mod signal;
+pub mod slurm;
 pub mod table;

@@ -7,7 +7,7 @@ use std::path::Path;
 use hwr_exp::manifest::{self, raw::RawManifest};
 use serde_json::Value;
 
-/// Keys DESIGN section 3 names (plus `[report] metrics`).
+/// Keys DESIGN section 3 names (plus `[report] metrics` and the slurm-only keys of `[executor]`).
 const DESIGN_KEYS: &[&str] = &[
     "format",
     "experiment.name",
@@ -33,6 +33,12 @@ const DESIGN_KEYS: &[&str] = &[
     "measure.sample-interval",
     "provenance.repo",
     "report.metrics",
+    "executor.kind",
+    "executor.partition",
+    "executor.account",
+    "executor.qos",
+    "executor.time-margin",
+    "executor.sbatch-args",
 ];
 
 /// Follows `$ref` and `Option`'s `anyOf [T, null]` down to an object schema.
@@ -99,6 +105,8 @@ fn schema_carries_the_accepted_values() {
         "clean",
         "json",
         "text",
+        "local",
+        "slurm",
     ] {
         assert!(text.contains(&format!("\"{word}\"")), "schema lacks {word}");
     }

@@ -40,6 +40,8 @@ pub struct Manifest {
     pub provenance: ProvenanceConfig,
     /// `[report]`.
     pub report: ReportConfig,
+    /// `[executor]`.
+    pub executor: ExecutorConfig,
     /// Byte ranges in `source` of keys and values, by dotted key path (`"command.output"`,
     /// `"matrix.mode"`, `"isolation.cpus"`), so later stages (plan expansion) can point at the source.
     pub spans: BTreeMap<String, Range<usize>>,
@@ -212,4 +214,54 @@ pub struct ReportConfig {
     /// `metrics = { name = "/json/pointer" }`: RFC 6901 pointers into each run's JSON output, in
     /// manifest order.
     pub metrics: Vec<(String, String)>,
+}
+
+/// `[executor] kind`: where the runs execute (DESIGN 8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExecutorKind {
+    /// On this machine (default).
+    #[default]
+    Local,
+    /// As Slurm job arrays, one array task per run.
+    Slurm,
+}
+
+/// Default `time-margin`: 60 s added to `timeout + grace` for Slurm's `--time`.
+pub const DEFAULT_TIME_MARGIN: Duration = Duration::from_secs(60);
+
+/// The `[executor]` keys for `kind = "slurm"` (accepted only with that kind).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlurmConfig {
+    /// `partition`: `sbatch --partition`; `None` = the cluster's default partition.
+    pub partition: Option<String>,
+    /// `account`: `sbatch --account`.
+    pub account: Option<String>,
+    /// `qos`: `sbatch --qos`.
+    pub qos: Option<String>,
+    /// `time-margin`: added to `timeout + grace` for `sbatch --time`; default 60 s.
+    pub time_margin: Duration,
+    /// `sbatch-args`: extra sbatch arguments, each one word, passed as given after hwr-exp's own.
+    pub sbatch_args: Vec<String>,
+}
+
+impl Default for SlurmConfig {
+    fn default() -> Self {
+        SlurmConfig {
+            partition: None,
+            account: None,
+            qos: None,
+            time_margin: DEFAULT_TIME_MARGIN,
+            sbatch_args: Vec::new(),
+        }
+    }
+}
+
+/// `[executor]`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ExecutorConfig {
+    /// `kind`: default local. `hwr-exp run --executor` overrides it.
+    pub kind: ExecutorKind,
+    /// The slurm keys (defaults when `kind` is local: they are refused there).
+    pub slurm: SlurmConfig,
 }

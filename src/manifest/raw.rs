@@ -36,6 +36,8 @@ pub struct RawManifest {
     pub provenance: Option<RawProvenance>,
     /// What `hwr-exp report` extracts from each run's JSON output.
     pub report: Option<RawReport>,
+    /// Where the runs execute: this machine (default) or Slurm job arrays.
+    pub executor: Option<RawExecutor>,
 }
 
 /// `[experiment]`.
@@ -200,4 +202,35 @@ pub struct RawReport {
     /// Named values to extract: name = RFC 6901 JSON pointer into each run's output ("/a/b", or
     /// "" for the whole document).
     pub metrics: Option<BTreeMap<String, String>>,
+}
+
+/// `[executor]`. `partition`, `account`, `qos`, `time-margin` and `sbatch-args` are accepted only
+/// with `kind = "slurm"`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawExecutor {
+    /// Where runs execute; default "local". `hwr-exp run --executor` overrides it.
+    pub kind: Option<RawExecutorKind>,
+    /// Slurm partition (`sbatch --partition`); default: the cluster's default partition.
+    pub partition: Option<String>,
+    /// Slurm account (`sbatch --account`).
+    pub account: Option<String>,
+    /// Slurm quality of service (`sbatch --qos`).
+    pub qos: Option<String>,
+    /// Added to timeout + grace for Slurm's `--time`, humantime; default "60s".
+    pub time_margin: Option<String>,
+    /// Extra sbatch arguments, one word each, passed as given (not --array, --output, --error,
+    /// --job-name, --chdir, --wrap, nor the options other keys set).
+    pub sbatch_args: Option<Vec<String>>,
+}
+
+/// `[executor] kind`.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RawExecutorKind {
+    /// Run on this machine.
+    Local,
+    /// Submit the plan as Slurm job arrays: `jobs` is the array throttle, `cpus-per-run` is
+    /// `--cpus-per-task`, `cpus` must be "auto" (the CPUs Slurm gives the task).
+    Slurm,
 }

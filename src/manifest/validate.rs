@@ -15,6 +15,8 @@ use super::model::*;
 use super::template::{self, BUILTINS, Segment};
 use crate::exec::affinity;
 
+mod executor;
+
 type Val<'i> = Spanned<DeValue<'i>>;
 type Key<'i> = Spanned<DeString<'i>>;
 
@@ -28,6 +30,7 @@ const TOP_KEYS: &[&str] = &[
     "measure",
     "provenance",
     "report",
+    "executor",
 ];
 const EXPERIMENT_KEYS: &[&str] = &["name", "description"];
 const COMMAND_KEYS: &[&str] = &["argv", "shell", "workdir", "output", "output-format"];
@@ -48,7 +51,7 @@ const REPORT_KEYS: &[&str] = &["metrics"];
 /// Every key the validator accepts, as dotted paths (`"format"`, `"command.argv"`, ...); matrix
 /// axes are free-form and not listed, `matrix.exclude` / `matrix.include` are.
 pub fn known_keys() -> Vec<String> {
-    let sections: [(&str, &[&str]); 8] = [
+    let sections: [(&str, &[&str]); 9] = [
         ("experiment", EXPERIMENT_KEYS),
         ("command", COMMAND_KEYS),
         ("matrix", &["exclude", "include"]),
@@ -57,6 +60,7 @@ pub fn known_keys() -> Vec<String> {
         ("measure", MEASURE_KEYS),
         ("provenance", PROVENANCE_KEYS),
         ("report", REPORT_KEYS),
+        ("executor", executor::EXECUTOR_KEYS),
     ];
     let mut keys = vec!["format".to_string()];
     for (section, fields) in sections {
@@ -1148,6 +1152,7 @@ pub(crate) fn validate(source: &str, path: &Path, base_dir: &Path) -> Result<Man
     let measure = v.measure(&root);
     let provenance = v.provenance(&root, base_dir);
     let report = v.report(&root);
+    let executor = v.executor(&root, &isolation);
 
     if !v.diags.is_empty() {
         let mut items = v.diags;
@@ -1173,6 +1178,7 @@ pub(crate) fn validate(source: &str, path: &Path, base_dir: &Path) -> Result<Man
         measure,
         provenance,
         report,
+        executor,
         spans: v.spans,
     })
 }

@@ -49,6 +49,7 @@ pub(crate) fn manifest(axes: Vec<(&str, Vec<Value>)>) -> Manifest {
         },
         provenance: ProvenanceConfig { repo: None },
         report: ReportConfig::default(),
+        executor: ExecutorConfig::default(),
         spans: BTreeMap::new(),
     }
 }

@@ -1,0 +1,384 @@
+//! `[executor]` (DESIGN 3 and 8): `kind = "local" | "slurm"` and the slurm-only keys.
+//!
+//! Rules beyond types: the slurm-only keys (`partition`, `account`, `qos`, `time-margin`,
+//! `sbatch-args`) are errors with `kind = "local"` (also when `kind` is left at its default);
+//! a fixed CPU list in `[isolation] cpus` is an error with `kind = "slurm"` (Slurm picks each
+//! task's CPUs; `"auto"` means those); `sbatch-args` may not set what hwr-exp sets itself.
+
+use toml::de::{DeTable, DeValue};
+
+use super::{Validator, did_you_mean, entries};
+use crate::manifest::model::{CpuSelection, ExecutorConfig, ExecutorKind, Isolation, SlurmConfig};
+
+/// Every key of `[executor]`.
+pub(super) const EXECUTOR_KEYS: &[&str] = &[
+    "kind",
+    "partition",
+    "account",
+    "qos",
+    "time-margin",
+    "sbatch-args",
+];
+
+/// The keys that apply to `kind = "slurm"` only.
+const SLURM_KEYS: &[&str] = &["partition", "account", "qos", "time-margin", "sbatch-args"];
+
+/// sbatch options hwr-exp sets itself (long form, short form, why / what to write instead).
+const RESERVED_OPTIONS: &[(&str, Option<&str>, &str)] = &[
+    (
+        "--array",
+        Some("-a"),
+        "hwr-exp submits the plan as job arrays itself",
+    ),
+    ("--wrap", None, "the batch script is hwr-exp's"),
+    (
+        "--output",
+        Some("-o"),
+        "Slurm's logs go to the bundle's slurm/logs/",
+    ),
+    (
+        "--error",
+        Some("-e"),
+        "Slurm's logs go to the bundle's slurm/logs/",
+    ),
+    (
+        "--job-name",
+        Some("-J"),
+        "hwr-exp names the job hwr-exp:<experiment>",
+    ),
+    ("--chdir", Some("-D"), "tasks run in the bundle's folder"),
+    ("--ntasks", Some("-n"), "each array task is one run"),
+    (
+        "--dependency",
+        Some("-d"),
+        "hwr-exp chains its arrays with --dependency",
+    ),
+    ("--cpus-per-task", Some("-c"), "set `cpus-per-run` in [isolation]"),
+    (
+        "--time",
+        Some("-t"),
+        "Slurm's --time is `timeout` + `grace` + `time-margin`",
+    ),
+    ("--partition", Some("-p"), "set `partition` in [executor]"),
+    ("--account", Some("-A"), "set `account` in [executor]"),
+    ("--qos", Some("-q"), "set `qos` in [executor]"),
+];
+
+/// The reserved option `arg` names, if any: `--opt`, `--opt=value`, an unambiguous abbreviation
+/// (`--arr=...`, as getopt accepts), `-x` or `-xVALUE`.
+fn reserved(arg: &str) -> Option<(&'static str, &'static str)> {
+    if let Some(long) = arg.strip_prefix("--") {
+        let name = long.split('=').next().unwrap_or(long);
+        return RESERVED_OPTIONS
+            .iter()
+            .find(|(opt, _, _)| {
+                let opt = &opt[2..];
+                opt == name || (name.len() >= 3 && opt.starts_with(name))
+            })
+            .map(|(opt, _, why)| (*opt, *why));
+    }
+    let short = arg.get(..2)?;
+    RESERVED_OPTIONS
+        .iter()
+        .find(|(_, s, _)| *s == Some(short))
+        .map(|(opt, _, why)| (*opt, *why))
+}
+
+impl Validator<'_> {
+    /// A Slurm name (`partition`, `account`, `qos`): a non-empty string without white space or
+    /// control characters.
+    fn slurm_name(&mut self, t: Option<&DeTable<'_>>, key: &str) -> Option<String> {
+        let v = self.field(t, "executor", key)?;
+        let s = self.string(v)?;
+        if s.is_empty() {
+            self.err(
+                v.span(),
+                format!("`{key}` is empty"),
+                Some(format!("remove `{key}` to use the cluster's default")),
+            );
+            return None;
+        }
+        if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            self.err(
+                v.span(),
+                format!(
+                    "`{key}` \"{}\" contains white space or control characters",
+                    s.escape_debug()
+                ),
+                Some(format!("Slurm {key} names are single words")),
+            );
+            return None;
+        }
+        Some(s.to_string())
+    }
+
+    /// `[executor]`; `isolation` is the validated `[isolation]` (for the CPU-list rule).
+    pub(super) fn executor(&mut self, root: &DeTable<'_>, isolation: &Isolation) -> ExecutorConfig {
+        let t = self.section(root, "executor", EXECUTOR_KEYS);
+        let mut config = ExecutorConfig::default();
+        if let Some(v) = self.field(t, "executor", "kind")
+            && let Some(k) = self.string(v)
+        {
+            config.kind = match k {
+                "local" => ExecutorKind::Local,
+                "slurm" => ExecutorKind::Slurm,
+                other => {
+                    let help = match did_you_mean(other, ["local", "slurm"]) {
+                        Some(s) => format!("did you mean \"{s}\"? "),
+                        None => String::new(),
+                    };
+                    self.err(
+                        v.span(),
+                        format!("unknown executor kind \"{other}\""),
+                        Some(format!("{help}valid values: \"local\", \"slurm\"")),
+                    );
+                    // The other keys are judged as if the kind were right: no second error
+                    // for slurm keys under a misspelt "slurm".
+                    ExecutorKind::Slurm
+                }
+            };
+        }
+        if config.kind == ExecutorKind::Local {
+            for (k, _) in t.map(entries).unwrap_or_default() {
+                let name: &str = k.get_ref();
+                if SLURM_KEYS.contains(&name) {
+                    let stated = self.spans.contains_key("executor.kind");
+                    self.err(
+                        k.span(),
+                        format!(
+                            "`{name}` applies only to the slurm executor, and this manifest's is local{}",
+                            if stated { "" } else { " (the default)" }
+                        ),
+                        Some("set kind = \"slurm\" in [executor], or remove the key".into()),
+                    );
+                }
+            }
+            return ExecutorConfig::default();
+        }
+
+        let mut slurm = SlurmConfig {
+            partition: self.slurm_name(t, "partition"),
+            account: self.slurm_name(t, "account"),
+            qos: self.slurm_name(t, "qos"),
+            ..SlurmConfig::default()
+        };
+        if let Some(v) = self.field(t, "executor", "time-margin")
+            && let Some(d) = self.duration(v, "time-margin")
+        {
+            slurm.time_margin = d;
+        }
+        if let Some(v) = self.field(t, "executor", "sbatch-args") {
+            match v.get_ref() {
+                DeValue::Array(items) => {
+                    for item in items.iter() {
+                        let Some(arg) = self.string(item) else { continue };
+                        if arg.is_empty() {
+                            self.err(item.span(), "empty sbatch argument", None);
+                        } else if arg.contains(['\n', '\r', '\0']) {
+                            self.err(
+                                item.span(),
+                                "sbatch argument contains a line break or NUL",
+                                Some(
+                                    "each argument becomes part of an #SBATCH line of the batch script"
+                                        .into(),
+                                ),
+                            );
+                        } else if let Some((opt, why)) = reserved(arg) {
+                            self.err(
+                                item.span(),
+                                format!("sbatch-args may not set `{opt}`: hwr-exp sets it"),
+                                Some(why.to_string()),
+                            );
+                        }
+                        slurm.sbatch_args.push(arg.to_string());
+                    }
+                }
+                _ => self.type_err(v, "an array of strings, like sbatch-args = [\"--mem=4G\"]"),
+            }
+        }
+        if let CpuSelection::List(_) = isolation.cpus {
+            let span = self
+                .spans
+                .get("isolation.cpus")
+                .cloned()
+                .unwrap_or_else(|| self.section_span("isolation"));
+            self.err(
+                span,
+                "a fixed CPU list cannot be used with the slurm executor",
+                Some("Slurm chooses each task's CPUs: write cpus = \"auto\" (the CPUs Slurm gives the task) and set `cpus-per-run`".into()),
+            );
+        }
+        config.slurm = slurm;
+        config
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use crate::manifest::{self, Diagnostics, ExecutorKind, Manifest};
+
+    const HEAD: &str = "format = 1\n[experiment]\nname = \"t\"\n[command]\nargv = [\"true\"]\n";
+
+    fn parse(tail: &str) -> Result<Manifest, Diagnostics> {
+        manifest::parse(&format!("{HEAD}{tail}"), Path::new("m.toml"), Path::new("/"))
+    }
+
+    /// `(line, col, message)` of every diagnostic.
+    fn errors(tail: &str) -> Vec<(usize, usize, String)> {
+        let d = parse(tail).expect_err("should fail");
+        d.items
+            .iter()
+            .map(|i| {
+                let (l, c) = d.line_col(i.span.start);
+                (l, c, i.message.clone())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn defaults_to_local() {
+        let m = parse("").unwrap();
+        assert_eq!(m.executor.kind, ExecutorKind::Local);
+        assert_eq!(m.executor.slurm.time_margin, Duration::from_secs(60));
+        let m = parse("[executor]\nkind = \"local\"\n").unwrap();
+        assert_eq!(m.executor.kind, ExecutorKind::Local);
+    }
+
+    #[test]
+    fn reads_every_slurm_key() {
+        let m = parse(
+            "[executor]\nkind = \"slurm\"\npartition = \"cpu\"\naccount = \"proj-1\"\nqos = \"normal\"\n\
+             time-margin = \"2m\"\nsbatch-args = [\"--mem=4G\", \"--constraint\", \"skylake\"]\n",
+        )
+        .unwrap();
+        let s = &m.executor.slurm;
+        assert_eq!(m.executor.kind, ExecutorKind::Slurm);
+        assert_eq!(s.partition.as_deref(), Some("cpu"));
+        assert_eq!(s.account.as_deref(), Some("proj-1"));
+        assert_eq!(s.qos.as_deref(), Some("normal"));
+        assert_eq!(s.time_margin, Duration::from_secs(120));
+        assert_eq!(s.sbatch_args, ["--mem=4G", "--constraint", "skylake"]);
+        assert_eq!(&m.source[m.spans["executor.partition"].clone()], "\"cpu\"");
+    }
+
+    #[test]
+    fn slurm_keys_need_the_slurm_kind() {
+        assert_eq!(
+            errors("[executor]\npartition = \"cpu\"\n"),
+            [(
+                7,
+                1,
+                "`partition` applies only to the slurm executor, and this manifest's is local (the default)"
+                    .into()
+            )]
+        );
+        let e = errors("[executor]\nkind = \"local\"\nqos = \"x\"\ntime-margin = \"1s\"\n");
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert_eq!((e[0].0, e[0].1), (8, 1));
+        assert!(e[0].2.ends_with("this manifest's is local"), "{e:?}");
+        assert_eq!((e[1].0, e[1].1), (9, 1));
+    }
+
+    #[test]
+    fn unknown_keys_and_kinds_suggest_the_closest() {
+        let d = parse("[executor]\nkind = \"slurm\"\npartiton = \"cpu\"\n").unwrap_err();
+        assert_eq!(d.items.len(), 1);
+        assert_eq!(d.items[0].message, "unknown key `partiton` in [executor]");
+        assert!(
+            d.items[0]
+                .help
+                .as_deref()
+                .unwrap()
+                .starts_with("did you mean `partition`?")
+        );
+        let d = parse("[executor]\nkind = \"slrum\"\npartition = \"cpu\"\n").unwrap_err();
+        assert_eq!(d.items.len(), 1, "{d}");
+        assert_eq!(d.items[0].message, "unknown executor kind \"slrum\"");
+        assert!(
+            d.items[0]
+                .help
+                .as_deref()
+                .unwrap()
+                .starts_with("did you mean \"slurm\"?")
+        );
+    }
+
+    #[test]
+    fn fixed_cpu_lists_are_refused_with_slurm() {
+        let e = errors("[isolation]\ncpus = [0]\n[executor]\nkind = \"slurm\"\n");
+        assert!(
+            e.contains(&(
+                7,
+                8,
+                "a fixed CPU list cannot be used with the slurm executor".into()
+            )),
+            "{e:?}"
+        );
+        let e = errors("[isolation]\ncpus = \"0\"\n[executor]\nkind = \"slurm\"\n");
+        assert!(
+            e.iter()
+                .any(|(l, c, m)| (*l, *c) == (7, 8) && m.contains("fixed CPU list")),
+            "{e:?}"
+        );
+        let m = parse("[isolation]\ncpus = \"auto\"\n[executor]\nkind = \"slurm\"\n").unwrap();
+        assert_eq!(m.executor.kind, ExecutorKind::Slurm);
+        // The local executor (stated or by default) keeps fixed lists.
+        let first = crate::exec::affinity::allowed_cpus().unwrap()[0];
+        for tail in ["", "[executor]\nkind = \"local\"\n"] {
+            let m = parse(&format!("[isolation]\ncpus = [{first}]\n{tail}")).unwrap();
+            assert_eq!(m.isolation.cpus, crate::manifest::CpuSelection::List(vec![first]));
+        }
+    }
+
+    #[test]
+    fn bad_values_are_located() {
+        let e = errors(
+            "[executor]\nkind = \"slurm\"\npartition = \"\"\nqos = \"a b\"\ntime-margin = \"60\"\n\
+             sbatch-args = [\"--array=0-3\", 4, \"-c4\", \"--arr=1\", \"--time-min=5\", \"--mem\", \"4G\"]\n",
+        );
+        let msgs: Vec<String> = e.iter().map(|(l, c, m)| format!("{l}:{c} {m}")).collect();
+        assert_eq!(
+            msgs,
+            [
+                "8:13 `partition` is empty",
+                "9:7 `qos` \"a b\" contains white space or control characters",
+                "10:15 invalid duration \"60\" for `time-margin`: time unit needed, for example 60sec or 60ms",
+                "11:16 sbatch-args may not set `--array`: hwr-exp sets it",
+                "11:31 expected a string, found an integer",
+                "11:34 sbatch-args may not set `--cpus-per-task`: hwr-exp sets it",
+                "11:41 sbatch-args may not set `--array`: hwr-exp sets it",
+            ]
+        );
+        let e = errors("[executor]\nkind = \"slurm\"\nsbatch-args = \"--mem=4G\"\n");
+        assert_eq!(
+            e[0].2,
+            "expected an array of strings, like sbatch-args = [\"--mem=4G\"], found a string"
+        );
+        let d = manifest::parse(
+            &format!("executor = \"slurm\"\n{HEAD}"),
+            Path::new("m.toml"),
+            Path::new("/"),
+        )
+        .unwrap_err();
+        assert_eq!(
+            d.items[0].message,
+            "expected a table ([executor]), found a string"
+        );
+        assert_eq!(d.line_col(d.items[0].span.start), (1, 12));
+    }
+
+    #[test]
+    fn reserved_options() {
+        assert_eq!(super::reserved("--partition").map(|r| r.0), Some("--partition"));
+        assert_eq!(super::reserved("--part=x").map(|r| r.0), Some("--partition"));
+        assert_eq!(super::reserved("-pcpu").map(|r| r.0), Some("--partition"));
+        assert_eq!(super::reserved("--mem=4G"), None);
+        assert_eq!(super::reserved("--time-min=10"), None);
+        assert_eq!(super::reserved("--ntasks-per-node=1"), None);
+        assert_eq!(super::reserved("4G"), None);
+        assert_eq!(super::reserved("-"), None);
+    }
+}

@@ -1,0 +1,531 @@
+//! Thin wrappers around Slurm's client commands `sbatch`, `squeue`, `scontrol` and `scancel`
+//! (DESIGN 8: shell out as submitit, Snakemake and Nextflow do; no `sacct`, no library binding).
+//!
+//! Each call runs one command with stdin closed, captures stdout and stderr, and returns a typed
+//! answer or a [`SlurmError`] carrying the command line, the exit status and stderr. The commands
+//! find the cluster through `SLURM_CONF` in the environment, as every Slurm client does;
+//! [`SlurmClient::with_conf`] sets it for this client's commands only.
+//!
+//! Behaviour relied on (Slurm 22.05.8; docs/slurm.md has the transcripts):
+//! - `sbatch --parsable` prints `JOBID` or `JOBID;CLUSTER` and exits 0; a refused submission
+//!   exits 1 with `sbatch: error: Batch job submission failed: ...` on stderr.
+//! - `squeue -j IDS` exits 1 with `slurm_load_jobs error: Invalid job id specified` when none of
+//!   the ids is known any more (purged); [`SlurmClient::queue`] answers an empty snapshot then.
+//! - `scontrol show job A_T` exits 1 printing `Job A_T not found` for a task Slurm forgot.
+//! - `scancel` of an unknown job exits 0 silently.
+//! - With `SLURM_CONF` naming a missing file, `scontrol` retries for 60 s before failing:
+//!   [`cluster_configured`] checks the file first.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::array::ArrayLimits;
+use super::queue::{self, JobRecord, QueueSnapshot, SQUEUE_FORMAT, TaskKey};
+
+/// A Slurm client command that could not be run or did not give a usable answer.
+#[derive(Debug, thiserror::Error)]
+pub enum SlurmError {
+    /// The program could not be started (not installed, not in `PATH`, not executable).
+    #[error("cannot run `{command}`: {source}{}", spawn_hint(.source))]
+    Spawn {
+        /// The command line, shell-quoted.
+        command: String,
+        /// The error from `spawn`.
+        source: std::io::Error,
+    },
+    /// The command exited unsuccessfully.
+    #[error("`{command}` failed ({status}): {stderr}")]
+    Failed {
+        /// The command line, shell-quoted.
+        command: String,
+        /// `exit status: N` or `signal: N`.
+        status: String,
+        /// Its stderr, trimmed (its stdout when stderr is empty).
+        stderr: String,
+    },
+    /// The command succeeded but its output is not what hwr-exp expects.
+    #[error("unexpected output from `{command}`: {reason}: {output:?}")]
+    Parse {
+        /// The command line, shell-quoted.
+        command: String,
+        /// What was expected.
+        reason: String,
+        /// The output as printed.
+        output: String,
+    },
+}
+
+/// A hint after a spawn error: a missing program usually means no Slurm client here.
+fn spawn_hint(e: &std::io::Error) -> &'static str {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        " (is Slurm's client installed and in PATH?)"
+    } else {
+        ""
+    }
+}
+
+impl SlurmError {
+    /// stderr of a failed command; empty for other errors.
+    pub fn stderr(&self) -> &str {
+        match self {
+            SlurmError::Failed { stderr, .. } => stderr,
+            _ => "",
+        }
+    }
+}
+
+/// What `sbatch --parsable` answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Submission {
+    /// The job id (of the array, for an array).
+    pub job_id: u64,
+    /// The cluster name after `;`, printed on federated / multi-cluster setups.
+    pub cluster: Option<String>,
+    /// sbatch's stderr on success (warnings), trimmed; empty when quiet.
+    pub warnings: String,
+}
+
+/// What to cancel with `scancel`: a whole job (array) or one array task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelTarget {
+    /// A job id; for an array, every task of it.
+    Job(u64),
+    /// One task, `A_T`.
+    Task(TaskKey),
+}
+
+impl std::fmt::Display for CancelTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CancelTarget::Job(id) => write!(f, "{id}"),
+            CancelTarget::Task(key) => write!(f, "{key}"),
+        }
+    }
+}
+
+/// Runs Slurm's client commands. Cheap to clone; holds no connection.
+#[derive(Debug, Clone, Default)]
+pub struct SlurmClient {
+    /// Folder holding `sbatch`, `squeue`, `scontrol`, `scancel`; `None` = look them up in `PATH`.
+    bin_dir: Option<PathBuf>,
+    /// `SLURM_CONF` for the commands; `None` = inherit the environment's.
+    conf: Option<PathBuf>,
+}
+
+/// Whether `SLURM_CONF` is set in this process's environment and names an existing file. Slurm's
+/// clients without it fall back to `/etc/slurm/slurm.conf` or DNS SRV records; with it naming a
+/// missing file they retry for a minute, which a quick "is there a cluster?" check must avoid.
+pub fn cluster_configured() -> bool {
+    std::env::var_os("SLURM_CONF").is_some_and(|c| Path::new(&c).is_file())
+}
+
+impl SlurmClient {
+    /// A client that finds the programs in `PATH` and the cluster through the environment's
+    /// `SLURM_CONF` (or Slurm's own defaults).
+    pub fn new() -> Self {
+        SlurmClient::default()
+    }
+
+    /// This client's commands get `SLURM_CONF=conf`.
+    pub fn with_conf(mut self, conf: impl Into<PathBuf>) -> Self {
+        self.conf = Some(conf.into());
+        self
+    }
+
+    /// This client runs the programs from `dir` instead of `PATH` (a site install, or fakes in tests).
+    pub fn with_bin_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.bin_dir = Some(dir.into());
+        self
+    }
+
+    fn program(&self, name: &str) -> PathBuf {
+        match &self.bin_dir {
+            Some(d) => d.join(name),
+            None => PathBuf::from(name),
+        }
+    }
+
+    /// The command line as text for error messages, with `SLURM_CONF=...` first when this client
+    /// sets it.
+    fn describe(&self, program: &Path, args: &[OsString]) -> String {
+        let mut words = Vec::new();
+        if let Some(c) = &self.conf {
+            words.push(format!("SLURM_CONF={}", quote(c.as_os_str())));
+        }
+        words.push(quote(program.as_os_str()));
+        words.extend(args.iter().map(|a| quote(a)));
+        words.join(" ")
+    }
+
+    /// Runs `name args...`; `Ok((stdout, stderr))` on exit 0.
+    fn run(&self, name: &str, args: &[OsString]) -> Result<(String, String), SlurmError> {
+        let program = self.program(name);
+        let mut cmd = Command::new(&program);
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(c) = &self.conf {
+            cmd.env("SLURM_CONF", c);
+        }
+        let output = cmd.output().map_err(|source| SlurmError::Spawn {
+            command: self.describe(&program, args),
+            source,
+        })?;
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
+        if output.status.success() {
+            Ok((stdout, stderr))
+        } else {
+            Err(SlurmError::Failed {
+                command: self.describe(&program, args),
+                status: output.status.to_string(),
+                stderr: if stderr.is_empty() {
+                    stdout.trim().to_string()
+                } else {
+                    stderr
+                },
+            })
+        }
+    }
+
+    /// `scontrol ping`: `Ok` when the controller answers (`Slurmctld(primary) at HOST is UP`).
+    ///
+    /// # Errors
+    /// [`SlurmError::Failed`] when it is down (exit 1, `... is DOWN` on stdout) or the
+    /// configuration cannot be read; [`SlurmError::Spawn`] without a Slurm client.
+    pub fn ping(&self) -> Result<(), SlurmError> {
+        self.run("scontrol", &args(["ping"])).map(|_| ())
+    }
+
+    /// `scontrol show config` as `(key, value)` pairs in printed order (`MaxArraySize`, `11`).
+    /// Lines are `Key<spaces>= value`; the header and the trailing ping lines are skipped.
+    ///
+    /// # Errors
+    /// [`SlurmError`] when the command fails.
+    pub fn config(&self) -> Result<Vec<(String, String)>, SlurmError> {
+        let (out, _) = self.run("scontrol", &args(["show", "config"]))?;
+        Ok(parse_config(&out))
+    }
+
+    /// The cluster's array limits: `MaxArraySize` and `max_array_tasks=` of `SchedulerParameters`
+    /// from `scontrol show config`.
+    ///
+    /// # Errors
+    /// [`SlurmError::Parse`] when `MaxArraySize` is missing or not a number; command errors.
+    pub fn array_limits(&self) -> Result<ArrayLimits, SlurmError> {
+        let config = self.config()?;
+        array_limits(&config).map_err(|reason| SlurmError::Parse {
+            command: self.describe(&self.program("scontrol"), &args(["show", "config"])),
+            reason,
+            output: config
+                .iter()
+                .filter(|(k, _)| k == "MaxArraySize" || k == "SchedulerParameters")
+                .map(|(k, v)| format!("{k} = {v}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        })
+    }
+
+    /// `sbatch --parsable ARGS...`: submits and returns the job id. The batch script, when there
+    /// is one, is the last of `args`; `--wrap=CMD` submits a one-line job instead.
+    ///
+    /// # Errors
+    /// [`SlurmError::Failed`] with sbatch's reason (`Invalid job array specification`,
+    /// `Invalid partition name specified`); [`SlurmError::Parse`] for an answer without a job id.
+    pub fn sbatch<I, S>(&self, sbatch_args: I) -> Result<Submission, SlurmError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut all = args(["--parsable"]);
+        all.extend(sbatch_args.into_iter().map(|a| a.as_ref().to_os_string()));
+        let (out, warnings) = self.run("sbatch", &all)?;
+        parse_submission(&out, warnings).map_err(|reason| SlurmError::Parse {
+            command: self.describe(&self.program("sbatch"), &all),
+            reason,
+            output: out,
+        })
+    }
+
+    /// `sbatch --parsable SCRIPT`: submits a batch script whose `#SBATCH` lines say everything.
+    ///
+    /// # Errors
+    /// As [`SlurmClient::sbatch`].
+    pub fn submit_script(&self, script: &Path) -> Result<Submission, SlurmError> {
+        self.sbatch([script.as_os_str()])
+    }
+
+    /// `squeue -h -r -t all -j IDS -o FORMAT`: every task of the given arrays that Slurm still
+    /// lists, finished ones included until purged. No ids gives an empty snapshot without running
+    /// anything; ids Slurm no longer knows are simply absent.
+    ///
+    /// # Errors
+    /// [`SlurmError::Failed`] (other than `Invalid job id specified`), [`SlurmError::Parse`].
+    pub fn queue(&self, job_ids: &[u64]) -> Result<QueueSnapshot, SlurmError> {
+        if job_ids.is_empty() {
+            return Ok(QueueSnapshot::default());
+        }
+        let ids = job_ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+        let all = args(["-h", "-r", "-t", "all", "-j", &ids, "-o", SQUEUE_FORMAT]);
+        let out = match self.run("squeue", &all) {
+            Ok((out, _)) => out,
+            Err(e) if e.stderr().contains("Invalid job id specified") => return Ok(QueueSnapshot::default()),
+            Err(e) => return Err(e),
+        };
+        let entries = queue::parse_squeue(&out).map_err(|e| SlurmError::Parse {
+            command: self.describe(&self.program("squeue"), &all),
+            reason: e.to_string(),
+            output: out.clone(),
+        })?;
+        Ok(QueueSnapshot::from_entries(entries))
+    }
+
+    /// `scontrol -o show job A_T`: Slurm's record of one task, `None` when Slurm no longer knows
+    /// it (`Job A_T not found` / `Invalid job id specified`: purged after `MinJobAge`, or cancelled
+    /// while pending).
+    ///
+    /// # Errors
+    /// Other command failures; [`SlurmError::Parse`] for a record without `JobState=`.
+    pub fn show_task(&self, key: TaskKey) -> Result<Option<JobRecord>, SlurmError> {
+        let all = args(["-o", "show", "job", &key.to_string()]);
+        let out = match self.run("scontrol", &all) {
+            Ok((out, _)) => out,
+            Err(e) if e.stderr().contains("not found") || e.stderr().contains("Invalid job id") => {
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        let records = queue::parse_scontrol_jobs(&out).map_err(|e| SlurmError::Parse {
+            command: self.describe(&self.program("scontrol"), &all),
+            reason: e.to_string(),
+            output: out.clone(),
+        })?;
+        Ok(records.into_iter().next())
+    }
+
+    /// `scancel TARGETS...`: cancels whole arrays and single tasks. Cancelling a job Slurm does
+    /// not know is not an error (scancel exits 0). No targets runs nothing.
+    ///
+    /// # Errors
+    /// [`SlurmError`] when scancel fails (no permission, controller down).
+    pub fn cancel(&self, targets: &[CancelTarget]) -> Result<(), SlurmError> {
+        if targets.is_empty() {
+            return Ok(());
+        }
+        let all: Vec<OsString> = targets.iter().map(|t| OsString::from(t.to_string())).collect();
+        self.run("scancel", &all).map(|_| ())
+    }
+}
+
+fn args<'a>(words: impl IntoIterator<Item = &'a str>) -> Vec<OsString> {
+    words.into_iter().map(OsString::from).collect()
+}
+
+/// A word shell-quoted for messages (lossy for non-UTF-8).
+fn quote(word: &OsStr) -> String {
+    let text = word.to_string_lossy();
+    if text.is_empty() {
+        return "''".into();
+    }
+    shlex::try_quote(&text)
+        .map(|c| c.into_owned())
+        .unwrap_or_else(|_| text.escape_debug().to_string())
+}
+
+/// `scontrol show config` lines `Key = value` (spaces around `=` vary) in order.
+fn parse_config(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|line| {
+            let (k, v) = line.split_once('=')?;
+            let key = k.trim();
+            (!key.is_empty() && !key.contains(' ')).then(|| (key.to_string(), v.trim().to_string()))
+        })
+        .collect()
+}
+
+/// [`ArrayLimits`] from parsed `scontrol show config` pairs.
+fn array_limits(config: &[(String, String)]) -> Result<ArrayLimits, String> {
+    let get = |key: &str| config.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+    let size = get("MaxArraySize").ok_or("no MaxArraySize line")?;
+    let max_array_size = size
+        .parse()
+        .map_err(|_| format!("MaxArraySize `{size}` is not a number"))?;
+    let max_array_tasks = get("SchedulerParameters").and_then(|params| {
+        params
+            .split(',')
+            .find_map(|p| p.trim().strip_prefix("max_array_tasks="))
+            .and_then(|n| n.parse().ok())
+    });
+    Ok(ArrayLimits {
+        max_array_size,
+        max_array_tasks,
+    })
+}
+
+/// `JOBID` or `JOBID;CLUSTER` (one line) from `sbatch --parsable`.
+fn parse_submission(stdout: &str, warnings: String) -> Result<Submission, String> {
+    let line = stdout
+        .lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty())
+        .ok_or("no job id printed")?;
+    let (id, cluster) = match line.split_once(';') {
+        Some((id, c)) => (id, Some(c.to_string())),
+        None => (line, None),
+    };
+    let job_id = id.parse().map_err(|_| format!("`{id}` is not a job id"))?;
+    Ok(Submission {
+        job_id,
+        cluster,
+        warnings,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// The head and the lines around the array limits of `scontrol show config` (22.05.8).
+    const CONFIG: &str = "\
+Configuration data as of 2026-11-30T19:02:09
+AccountingStorageBackupHost = (null)
+KillWait                = 5 sec
+MaxArraySize            = 11
+MinJobAge               = 3600 sec
+SchedulerParameters     = bf_continue,max_array_tasks=500
+X11Parameters           = (null)
+
+Slurmctld(primary) at vm is UP
+";
+
+    #[test]
+    fn reads_array_limits_from_the_config() {
+        let config = parse_config(CONFIG);
+        assert!(config.contains(&("MinJobAge".into(), "3600 sec".into())));
+        assert!(!config.iter().any(|(k, _)| k.contains("Slurmctld")));
+        assert_eq!(
+            array_limits(&config).unwrap(),
+            ArrayLimits {
+                max_array_size: 11,
+                max_array_tasks: Some(500)
+            }
+        );
+        let plain = parse_config("MaxArraySize            = 1001\nSchedulerParameters     = (null)\n");
+        assert_eq!(array_limits(&plain).unwrap().max_array_tasks, None);
+        assert!(array_limits(&parse_config("KillWait = 5 sec\n")).is_err());
+    }
+
+    #[test]
+    fn reads_parsable_submissions() {
+        assert_eq!(parse_submission("14\n", String::new()).unwrap().job_id, 14);
+        let s = parse_submission("15;ci\n", "sbatch: warning: x".into()).unwrap();
+        assert_eq!((s.job_id, s.cluster.as_deref()), (15, Some("ci")));
+        assert_eq!(s.warnings, "sbatch: warning: x");
+        assert!(parse_submission("", String::new()).is_err());
+        assert!(parse_submission("Submitted batch job 3\n", String::new()).is_err());
+    }
+
+    /// A folder of fake Slurm programs, each a shell script.
+    fn fakes(scripts: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, body) in scripts {
+            let path = dir.path().join(name);
+            std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn errors_carry_the_command_line_status_and_stderr() {
+        let dir = fakes(&[(
+            "sbatch",
+            "echo 'sbatch: error: Batch job submission failed: Invalid partition name specified' >&2; exit 1",
+        )]);
+        let client = SlurmClient::new()
+            .with_bin_dir(dir.path())
+            .with_conf("/etc/my slurm.conf");
+        let err = client.sbatch(["--array=0-3", "/b/x.sbatch"]).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("`SLURM_CONF='/etc/my slurm.conf' "), "{text}");
+        assert!(
+            text.contains("sbatch --parsable '--array=0-3' /b/x.sbatch` failed (exit status: 1)"),
+            "{text}"
+        );
+        assert!(text.ends_with("Invalid partition name specified"), "{text}");
+
+        let missing = SlurmClient::new().with_bin_dir(dir.path().join("nowhere"));
+        let err = missing.ping().unwrap_err();
+        assert!(matches!(err, SlurmError::Spawn { .. }));
+        assert!(err.to_string().contains("is Slurm's client installed"), "{err}");
+    }
+
+    #[test]
+    fn passes_slurm_conf_and_reads_answers() {
+        let dir = fakes(&[
+            (
+                "sbatch",
+                "echo \"$SLURM_CONF\" > \"$(dirname \"$0\")/conf-seen\"; echo '21;ci'",
+            ),
+            (
+                "squeue",
+                "echo \"$@\" > \"$(dirname \"$0\")/squeue-args\"; echo '22|21|0|RUNNING|None|n1'",
+            ),
+            ("scancel", "echo \"$@\" > \"$(dirname \"$0\")/scancel-args\""),
+            (
+                "scontrol",
+                "echo \"slurm_load_jobs error: Invalid job id specified\" >&2; exit 1",
+            ),
+        ]);
+        let client = SlurmClient::new()
+            .with_bin_dir(dir.path())
+            .with_conf("/c/slurm.conf");
+        assert_eq!(client.submit_script(Path::new("/b/a.sbatch")).unwrap().job_id, 21);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("conf-seen")).unwrap(),
+            "/c/slurm.conf\n"
+        );
+        let snap = client.queue(&[21, 30]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("squeue-args")).unwrap(),
+            "-h -r -t all -j 21,30 -o %A|%F|%K|%T|%r|%N\n"
+        );
+        let key = TaskKey {
+            array_job_id: 21,
+            task_id: 0,
+        };
+        assert_eq!(snap.get(key).unwrap().nodes.as_deref(), Some("n1"));
+        assert_eq!(client.show_task(key).unwrap(), None);
+        client
+            .cancel(&[CancelTarget::Job(21), CancelTarget::Task(key)])
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("scancel-args")).unwrap(),
+            "21 21_0\n"
+        );
+        assert_eq!(client.queue(&[]).unwrap(), QueueSnapshot::default());
+    }
+
+    #[test]
+    fn a_purged_array_is_an_empty_queue_not_an_error() {
+        let dir = fakes(&[(
+            "squeue",
+            "echo 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1",
+        )]);
+        let client = SlurmClient::new().with_bin_dir(dir.path());
+        assert_eq!(client.queue(&[999]).unwrap(), QueueSnapshot::default());
+        let dir = fakes(&[(
+            "squeue",
+            "echo 'slurm_load_jobs error: Unable to contact slurm controller (connect failure)' >&2; exit 1",
+        )]);
+        let client = SlurmClient::new().with_bin_dir(dir.path());
+        let err = client.queue(&[999]).unwrap_err();
+        assert!(
+            err.to_string().contains("Unable to contact slurm controller"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,145 @@
+//! The Slurm executor's building blocks (DESIGN 8): Slurm plans nothing for hwr-exp and hwr-exp
+//! schedules nothing on a cluster. The plan's runs are submitted as job arrays; each array task
+//! runs one planned run through a hidden subcommand of the same binary
+//! ([`script::TASK_SUBCOMMAND`]) with the local executor, on its node.
+//!
+//! - [`client`]: `sbatch`, `squeue`, `scontrol`, `scancel` as typed calls ([`SlurmClient`]).
+//! - [`array`]: `--array` specs (`0-3,7,9%2`) and the split of run indices into arrays below the
+//!   cluster's `MaxArraySize`, each with an index offset ([`split`]).
+//! - [`script`]: the batch script of one array ([`ScriptSpec::render`]).
+//! - [`queue`]: task states and reasons as `squeue` / `scontrol show job` print them.
+//!
+//! This module is a leaf: it imports no other hwr-exp module, so `runner`, `bundle` and `archive`
+//! may use it. docs/slurm.md has the commands and their output as observed on a test cluster.
+
+pub mod array;
+pub mod client;
+pub mod queue;
+pub mod script;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use array::{ArrayChunk, ArrayLimits, ArraySpec, ArraySpecError, SplitError, split};
+pub use client::{CancelTarget, SlurmClient, SlurmError, Submission, cluster_configured};
+pub use queue::{JobRecord, QueueEntry, QueueSnapshot, TaskKey, TaskState};
+pub use script::{ScriptError, ScriptSpec, TASK_SUBCOMMAND};
+
+/// One submitted job array as a bundle records it: which plan indices its tasks run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct SubmittedArray {
+    /// The array's job id (sbatch's answer).
+    pub job_id: u64,
+    /// Plan index of task id 0: task `t` runs plan index `offset + t`.
+    pub offset: usize,
+    /// The `--array` value as submitted, throttle included (`0-7%2`).
+    pub array: String,
+    /// The batch script, relative to the bundle (`slurm/array-0.sbatch`).
+    pub script: String,
+}
+
+/// Plan index <-> array task, over every array a bundle submitted (in submission order). When a
+/// plan index was submitted more than once (`resume`), the latest submission is the one that
+/// counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskMap {
+    by_index: BTreeMap<usize, TaskKey>,
+    by_task: BTreeMap<TaskKey, usize>,
+}
+
+impl TaskMap {
+    /// Builds the map from the recorded arrays.
+    ///
+    /// # Errors
+    /// [`ArraySpecError`] when a recorded `array` value does not parse.
+    pub fn new(arrays: &[SubmittedArray]) -> Result<Self, ArraySpecError> {
+        let mut map = TaskMap::default();
+        for a in arrays {
+            for &task_id in ArraySpec::parse(&a.array)?.task_ids() {
+                let key = TaskKey {
+                    array_job_id: a.job_id,
+                    task_id,
+                };
+                let index = a.offset + task_id as usize;
+                if let Some(old) = map.by_index.insert(index, key) {
+                    map.by_task.remove(&old);
+                }
+                map.by_task.insert(key, index);
+            }
+        }
+        Ok(map)
+    }
+
+    /// The task currently responsible for a plan index.
+    pub fn task(&self, index: usize) -> Option<TaskKey> {
+        self.by_index.get(&index).copied()
+    }
+
+    /// The plan index a task runs; `None` for a task superseded by a later submission or unknown.
+    pub fn index(&self, key: TaskKey) -> Option<usize> {
+        self.by_task.get(&key).copied()
+    }
+
+    /// The array job ids to ask `squeue` about (those with at least one current task).
+    pub fn job_ids(&self) -> Vec<u64> {
+        let mut ids: Vec<u64> = self.by_task.keys().map(|k| k.array_job_id).collect();
+        ids.dedup();
+        ids
+    }
+
+    /// Number of plan indices with a task.
+    pub fn len(&self) -> usize {
+        self.by_index.len()
+    }
+
+    /// Whether no index has a task.
+    pub fn is_empty(&self) -> bool {
+        self.by_index.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn array(job_id: u64, offset: usize, spec: &str) -> SubmittedArray {
+        SubmittedArray {
+            job_id,
+            offset,
+            array: spec.into(),
+            script: format!("slurm/array-{job_id}.sbatch"),
+        }
+    }
+
+    #[test]
+    fn maps_plan_indices_to_tasks_and_back_latest_submission_first() {
+        let arrays = [
+            array(10, 0, "0-10%2"),
+            array(11, 11, "0-3%2"),
+            // resume of runs 3 and 12
+            array(20, 0, "3,12%2"),
+        ];
+        let map = TaskMap::new(&arrays).unwrap();
+        assert_eq!(map.len(), 15);
+        let t = |array_job_id, task_id| TaskKey {
+            array_job_id,
+            task_id,
+        };
+        assert_eq!(map.task(0), Some(t(10, 0)));
+        assert_eq!(map.task(14), Some(t(11, 3)));
+        assert_eq!(map.task(3), Some(t(20, 3)));
+        assert_eq!(map.task(12), Some(t(20, 12)));
+        assert_eq!(map.index(t(10, 3)), None, "superseded by the resume");
+        assert_eq!(map.index(t(11, 1)), None, "superseded by the resume");
+        assert_eq!(map.index(t(11, 2)), Some(13));
+        assert_eq!(map.job_ids(), [10, 11, 20]);
+        assert!(TaskMap::new(&[array(1, 0, "x")]).is_err());
+        let json = serde_json::to_string(&arrays[1]).unwrap();
+        assert_eq!(
+            json,
+            r#"{"job-id":11,"offset":11,"array":"0-3%2","script":"slurm/array-11.sbatch"}"#
+        );
+    }
+}
