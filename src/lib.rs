@@ -16,3 +16,4 @@ pub mod probe;
 pub mod provenance;
 pub mod report;
 pub mod runner;
+pub mod timestamp;

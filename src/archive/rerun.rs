@@ -19,7 +19,7 @@ use super::ArchiveError;
 use super::verify::{find_repository, patch_applies, run_git};
 use crate::bundle::files;
 use crate::bundle::read::Bundle;
-use crate::bundle::write::sha256_bytes;
+use crate::digest::sha256_bytes;
 use crate::exec::{CancelFlag, Executor};
 use crate::manifest::{self, Manifest};
 use crate::provenance::host::HostFacts;

@@ -19,10 +19,10 @@ use std::time::SystemTime;
 use super::ArchiveError;
 use super::liveness::{EffectiveStatus, effective_status, holder_pid};
 use super::rerun::{archived_manifest, base_dir_now};
-use crate::bundle::write::rfc3339;
 use crate::bundle::{BundleWriter, Outcome};
 use crate::exec::{CancelFlag, Executor, Termination};
 use crate::runner::session::{self, Finish, SessionError, SessionReport, execute_and_finish};
+use crate::timestamp::rfc3339;
 
 /// Choices of one resume.
 #[derive(Debug, Clone, Copy, Default)]

@@ -20,8 +20,8 @@ use std::process::Command;
 
 use super::ArchiveError;
 use crate::bundle::read::Bundle;
-use crate::bundle::write::sha256_file;
 use crate::bundle::{BundleStatus, Outcome, files};
+use crate::digest::sha256_file;
 
 /// One thing that does not match the record.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -90,9 +90,9 @@ pub struct BundleInfo {
     pub description: Option<String>,
     /// Lifecycle state.
     pub status: BundleStatus,
-    /// RFC 3339 UTC time the bundle was created.
+    /// Time the bundle was created ([`crate::timestamp::rfc3339`]: RFC 3339 UTC, milliseconds).
     pub created: String,
-    /// RFC 3339 UTC time the last run finished or the runner stopped.
+    /// Time the last run finished or the runner stopped ([`crate::timestamp::rfc3339`]).
     #[serde(default)]
     pub finished: Option<String>,
     /// Number of planned runs.
@@ -217,9 +217,9 @@ pub struct RunRecord {
     pub cpus_effective: Option<Vec<usize>>,
     /// Child pid.
     pub pid: Option<u32>,
-    /// RFC 3339 UTC start.
+    /// Start time ([`crate::timestamp::rfc3339`]).
     pub start: String,
-    /// RFC 3339 UTC end.
+    /// End time ([`crate::timestamp::rfc3339`]).
     pub end: String,
     /// Wall time, seconds.
     pub wall_seconds: f64,

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -14,12 +15,34 @@ use crate::manifest::OutputFormat;
 use crate::plan::PlannedRun;
 use crate::provenance::host::HostFacts;
 use crate::provenance::{ProvenanceDoc, Snapshot};
+use crate::timestamp::rfc3339;
 
-/// Writes `bytes` to `path` atomically: a temporary file in the same folder, then a rename.
-/// A reader sees the old file or the new one, never a partial one.
+/// Mode of every file and (with the execute bits) folder of a bundle, whatever the umask: bundles
+/// are shared and checked in.
+pub const FILE_MODE: u32 = 0o644;
+
+/// Mode of the bundle folder, `runs/` and each run folder, whatever the umask.
+pub const DIR_MODE: u32 = 0o755;
+
+/// Whether an atomic write waits for the bytes to reach the disk before the rename.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Durability {
+    /// `fsync` the temporary file before the rename: after a crash the file is the old one or the
+    /// complete new one. For the documents written once or at the end (manifest.toml, plan.json,
+    /// host.json, provenance files, bundle.json at creation and at the end).
+    Synced,
+    /// No `fsync` (one per run would cost more than a short run): after a crash the file may be
+    /// empty. For run.json and the interim count updates of bundle.json, which `resume`
+    /// recomputes (a run.json that does not parse is redone).
+    Unsynced,
+}
+
+/// Writes `bytes` to `path` atomically and durably: a temporary file `.tmp-*` in the same folder
+/// is written, `fsync`ed, given mode [`FILE_MODE`] with `fchmod` (so the umask plays no part) and
+/// renamed over `path`. A reader sees the old file or the new one, never a partial one.
 ///
 /// # Errors
-/// I/O errors creating, writing or renaming the temporary file.
+/// I/O errors creating, writing, syncing, chmodding or renaming the temporary file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     write_atomic_with(path, |out| out.write_all(bytes))
 }
@@ -29,21 +52,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// # Errors
 /// As [`write_atomic`], and errors returned by `fill`.
 pub fn write_atomic_with(path: &Path, fill: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    // Mode 0644 (less the umask) like any other file, not the temporary file's 0600: bundles are
-    // shared and checked in.
-    let tmp = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
-        .tempfile_in(dir)?;
-    let mut out = io::BufWriter::new(tmp);
-    fill(&mut out)?;
-    let tmp = out.into_inner().map_err(|e| e.into_error())?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    replace_file(path, Durability::Synced, fill)
 }
 
 /// Serializes `value` as pretty JSON (with a trailing newline) and writes it with [`write_atomic`].
@@ -51,19 +60,48 @@ pub fn write_atomic_with(path: &Path, fill: impl FnOnce(&mut dyn Write) -> io::R
 /// # Errors
 /// As [`write_atomic`]; serialization errors as `InvalidData`.
 pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
-    let mut bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
-    bytes.push(b'\n');
-    write_atomic(path, &bytes)
+    write_json(path, Durability::Synced, value)
 }
 
+fn write_json<T: Serialize>(path: &Path, durability: Durability, value: &T) -> io::Result<()> {
+    replace_file(path, durability, |out| {
+        serde_json::to_writer_pretty(&mut *out, value).map_err(io::Error::other)?;
+        out.write_all(b"\n")
+    })
+}
+
+/// The one atomic-write helper of the bundle (see [`write_atomic`]).
+fn replace_file(
+    path: &Path,
+    durability: Durability,
+    fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+    let mut out = io::BufWriter::new(tmp);
+    fill(&mut out)?;
+    let tmp = out.into_inner().map_err(|e| e.into_error())?;
+    // File::set_permissions is fchmod(2) on the open file: exact mode, no umask.
+    tmp.as_file()
+        .set_permissions(fs::Permissions::from_mode(FILE_MODE))?;
+    if durability == Durability::Synced {
+        tmp.as_file().sync_all()?;
+    }
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Creates the folder `path` (failing when it exists) with mode [`DIR_MODE`] whatever the umask.
+fn create_dir(path: &Path) -> io::Result<()> {
+    fs::create_dir(path)?;
+    fs::set_permissions(path, fs::Permissions::from_mode(DIR_MODE))
+}
+
+/// The SHA-256 helpers run.json and bundle.json record with (defined in [`crate::digest`]).
 pub use crate::digest::{sha256_bytes, sha256_file};
-
-/// RFC 3339 UTC text of a time, e.g. `2026-11-30T01:02:03.456Z`.
-pub fn rfc3339(t: SystemTime) -> String {
-    jiff::Timestamp::try_from(t)
-        .map(|ts| ts.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
-        .unwrap_or_default()
-}
 
 /// Chooses a new bundle folder path `<results>/<experiment>/<YYYYMMDDTHHMMSSZ>-<4 hex>` (not created).
 pub fn bundle_path(results_dir: &Path, experiment: &str, now: SystemTime) -> PathBuf {
@@ -82,10 +120,13 @@ pub fn bundle_path(results_dir: &Path, experiment: &str, now: SystemTime) -> Pat
 /// # Errors
 /// I/O errors creating, writing or renaming the files.
 pub fn write_provenance(dir: &Path, before: &Snapshot) -> io::Result<()> {
-    write_atomic_synced(dir, files::REVISION, before.revision_text().as_bytes())?;
-    write_atomic_synced(dir, files::WORKING_TREE, before.working_tree_text().as_bytes())?;
-    write_atomic_synced(dir, files::PATCH, before.patch())?;
-    write_json_synced(dir, files::PROVENANCE, &ProvenanceDoc::before_run(before))
+    write_atomic(&dir.join(files::REVISION), before.revision_text().as_bytes())?;
+    write_atomic(
+        &dir.join(files::WORKING_TREE),
+        before.working_tree_text().as_bytes(),
+    )?;
+    write_atomic(&dir.join(files::PATCH), before.patch())?;
+    write_json_atomic(&dir.join(files::PROVENANCE), &ProvenanceDoc::before_run(before))
 }
 
 /// Rewrites `provenance.json` in the bundle folder `dir` with `before`, the after-run check from
@@ -95,7 +136,7 @@ pub fn write_provenance(dir: &Path, before: &Snapshot) -> io::Result<()> {
 /// I/O errors writing the file.
 pub fn write_provenance_after(dir: &Path, before: &Snapshot, after: &Snapshot) -> io::Result<bool> {
     let doc = ProvenanceDoc::after_run(before, after);
-    write_json_synced(dir, files::PROVENANCE, &doc)?;
+    write_json_atomic(&dir.join(files::PROVENANCE), &doc)?;
     Ok(doc.drift == Some(true))
 }
 
@@ -104,26 +145,7 @@ pub fn write_provenance_after(dir: &Path, before: &Snapshot, after: &Snapshot) -
 /// # Errors
 /// I/O errors creating, writing or renaming the file.
 pub fn write_host(dir: &Path, host: &HostFacts) -> io::Result<()> {
-    write_json_synced(dir, files::HOST, host)
-}
-
-fn write_json_synced<T: Serialize>(dir: &Path, name: &str, value: &T) -> io::Result<()> {
-    let mut json = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
-    json.push(b'\n');
-    write_atomic_synced(dir, name, &json)
-}
-
-/// Writes `dir/name` atomically: a temporary file in `dir` is written, flushed, made readable
-/// (mode 0644) and renamed over the target.
-fn write_atomic_synced(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(0o644))?;
-    tmp.persist(dir.join(name)).map_err(|e| e.error)?;
-    Ok(())
+    write_json_atomic(&dir.join(files::HOST), host)
 }
 
 /// Checks a run's stdout file: for JSON, exactly one JSON document (streamed, never loaded whole);
@@ -220,8 +242,8 @@ impl BundleWriter {
         if let Some(parent) = dir.parent() {
             fs::create_dir_all(parent)?;
         }
-        fs::create_dir(dir)?;
-        fs::create_dir(dir.join(files::RUNS))?;
+        create_dir(dir)?;
+        create_dir(&dir.join(files::RUNS))?;
         BundleWriter::start(dir, info)
     }
 
@@ -243,7 +265,7 @@ impl BundleWriter {
             saved_at: std::time::Instant::now(),
         };
         writer.lock()?;
-        writer.save_info()?;
+        writer.save_info(Durability::Synced)?;
         Ok(writer)
     }
 
@@ -306,7 +328,7 @@ impl BundleWriter {
         if dir.exists() {
             fs::remove_dir_all(&dir)?;
         }
-        fs::create_dir(&dir)?;
+        create_dir(&dir)?;
         Ok(dir)
     }
 
@@ -332,6 +354,8 @@ impl BundleWriter {
         for name in [run.output.as_str(), files::STDERR, files::MEMORY] {
             let path = dir.join(name);
             if path.exists() {
+                // The executor created these under the runner's umask; a bundle's files are FILE_MODE.
+                fs::set_permissions(&path, fs::Permissions::from_mode(FILE_MODE))?;
                 sha256.insert(name.to_string(), sha256_file(&path)?);
             }
         }
@@ -365,10 +389,10 @@ impl BundleWriter {
             memory_samples: outcome.memory_samples,
             sha256,
         };
-        write_json_atomic(&dir.join(files::RUN), &record)?;
+        write_json(&dir.join(files::RUN), Durability::Unsynced, &record)?;
         *self.info.counts.entry(record.outcome).or_default() += 1;
         if self.saved_at.elapsed() >= std::time::Duration::from_secs(1) {
-            self.save_info()?;
+            self.save_info(Durability::Unsynced)?;
         }
         Ok(record)
     }
@@ -380,16 +404,16 @@ impl BundleWriter {
     pub fn finish(&mut self, status: BundleStatus, at: SystemTime) -> io::Result<()> {
         self.info.status = status;
         self.info.finished = Some(rfc3339(at));
-        self.save_info()?;
+        self.save_info(Durability::Synced)?;
         match fs::remove_file(self.dir.join(files::LOCK)) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
         }
     }
 
-    fn save_info(&mut self) -> io::Result<()> {
+    fn save_info(&mut self, durability: Durability) -> io::Result<()> {
         self.saved_at = std::time::Instant::now();
-        write_json_atomic(&self.dir.join(files::BUNDLE), &self.info)
+        write_json(&self.dir.join(files::BUNDLE), durability, &self.info)
     }
 }
 
@@ -443,10 +467,6 @@ mod tests {
         );
         use std::os::unix::fs::PermissionsExt;
         let mode = fs::metadata(&p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode & 0o444, 0o444, "readable by everyone, not 0600: {mode:o}");
-        assert_eq!(
-            sha256_bytes(b"abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
+        assert_eq!(mode, FILE_MODE, "{mode:o}");
     }
 }

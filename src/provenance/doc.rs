@@ -41,7 +41,7 @@ pub struct Snapshot {
     pub(super) submodules: Vec<SubmoduleState>,
     /// SHA-256 (hex) of `working-tree.patch`.
     pub(super) patch_sha256: String,
-    /// RFC 3339 UTC time of the capture.
+    /// RFC 3339 UTC time of the capture ([`crate::timestamp::rfc3339`]).
     pub(super) captured_at: String,
     /// Directories (relative to the repository root) whose untracked files were left out on
     /// request ([`super::capture_excluding`]), e.g. the results directory the runner writes into.
@@ -108,7 +108,7 @@ pub struct AfterCheck {
     pub dirty: bool,
     /// SHA-256 of the patch the after-run capture would write.
     pub patch_sha256: String,
-    /// RFC 3339 UTC time of the after-run capture.
+    /// RFC 3339 UTC time of the after-run capture ([`crate::timestamp::rfc3339`]).
     pub captured_at: String,
     /// What differs between the captures: `HEAD`, paths whose status or content changed, and
     /// submodule paths whose checkout changed. Empty when there is no drift.
@@ -200,7 +200,7 @@ impl Snapshot {
         &self.errors
     }
 
-    /// RFC 3339 UTC time of the capture.
+    /// RFC 3339 UTC time of the capture ([`crate::timestamp::rfc3339`]).
     pub fn captured_at(&self) -> &str {
         &self.captured_at
     }

@@ -36,7 +36,7 @@ pub fn capture_excluding(start: &Path, exclude: &[&Path]) -> Snapshot {
         untracked: Vec::new(),
         submodules: Vec::new(),
         patch_sha256: sha256_bytes(b""),
-        captured_at: jiff::Timestamp::now().to_string(),
+        captured_at: crate::timestamp::now(),
         excluded: Vec::new(),
         errors: Vec::new(),
         patch: Vec::new(),

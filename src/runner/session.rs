@@ -7,12 +7,14 @@ use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
-use crate::bundle::write::{bundle_path, rfc3339, sha256_bytes};
+use crate::bundle::write::bundle_path;
 use crate::bundle::{BundleInfo, BundleStatus, BundleWriter, Outcome, files};
+use crate::digest::sha256_bytes;
 use crate::exec::{CancelFlag, Executor};
 use crate::exit_codes;
 use crate::manifest::{Diagnostics, Manifest};
 use crate::plan::{self, Plan, PlanContext};
+use crate::timestamp::rfc3339;
 
 use super::{SessionEnd, SessionSettings, progress};
 
