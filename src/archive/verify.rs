@@ -98,10 +98,8 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
     let patch = bundle.path(files::PATCH);
     if let (Some(prov), Ok(sha)) = (&provenance, sha256_file(&patch)) {
         hashed += 1;
-        let recorded = serde_json::to_value(&prov.before)
-            .ok()
-            .and_then(|v| v.get("patch-sha256").and_then(|s| s.as_str().map(String::from)));
-        if let Some(recorded) = recorded.filter(|r| *r != sha) {
+        let recorded = prov.before.patch_sha256();
+        if recorded != sha {
             problem(
                 patch.clone(),
                 format!("sha256 {sha} differs from patch-sha256 {recorded} recorded in provenance.json"),

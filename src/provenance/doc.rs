@@ -195,6 +195,12 @@ impl Snapshot {
         &self.patch
     }
 
+    /// SHA-256 (64 lowercase hex digits) of the `working-tree.patch` bytes of this capture
+    /// (`patch-sha256` in provenance.json).
+    pub fn patch_sha256(&self) -> &str {
+        &self.patch_sha256
+    }
+
     /// Non-fatal errors met while capturing.
     pub fn errors(&self) -> &[String] {
         &self.errors
