@@ -39,7 +39,8 @@ pub mod files {
     pub const STDERR: &str = "stderr.log";
     /// Per-run external memory samples.
     pub const MEMORY: &str = "memory.jsonl";
-    /// Lock file holding the live runner's pid.
+    /// Lock file: the writing process holds an exclusive `flock` on it for its whole life
+    /// ([`crate::bundle::lock`]); its content, that process's pid, is information only.
     pub const LOCK: &str = ".lock";
 }
 
@@ -106,7 +107,8 @@ pub struct BundleInfo {
     /// Bundle folder this one reruns or resumes from, when any.
     #[serde(default)]
     pub parent: Option<String>,
-    /// Pid of the runner that writes (or wrote) the bundle.
+    /// Pid of the runner that writes (or wrote) the bundle; information only (liveness is the
+    /// lock, [`crate::bundle::lock`]).
     pub runner_pid: u32,
     /// Shuffle seed used for `order = "shuffled"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

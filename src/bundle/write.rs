@@ -10,6 +10,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use super::format::*;
+use super::lock::{BundleLock, LockError};
 use crate::exec::{RunOutcome, Termination};
 use crate::manifest::OutputFormat;
 use crate::plan::PlannedRun;
@@ -222,58 +223,62 @@ pub fn classify(outcome: &RunOutcome, check: OutputCheck, format: OutputFormat) 
     }
 }
 
-/// A bundle being written by one runner. Not shared between processes: the folder is created with
-/// `create_dir` (fails when it exists) and holds a lock file with the runner's pid.
+/// A bundle being written by one process. The folder is created with `create_dir` (fails when it
+/// exists), and the writer holds the bundle's exclusive lock ([`BundleLock`]) from creation (or
+/// reopening) until [`BundleWriter::finish`]; dropping the writer without finishing releases the
+/// lock and leaves bundle.json `running`, which readers then show as abandoned.
 #[derive(Debug)]
 pub struct BundleWriter {
     dir: PathBuf,
     info: BundleInfo,
+    /// The bundle's lock, `None` once released by [`BundleWriter::finish`].
+    lock: Option<BundleLock>,
     /// When bundle.json was last written; per-run count updates are written at most once a second
     /// (each rewrite is a new inode, which costs more than a short run on ext4).
     saved_at: std::time::Instant,
 }
 
 impl BundleWriter {
-    /// Creates the bundle folder (and `runs/`), the lock file, and bundle.json with status `running`.
+    /// Creates the bundle folder (and `runs/`), takes its lock, and writes bundle.json with status
+    /// `running`.
     ///
     /// # Errors
-    /// `AlreadyExists` when the folder exists (another runner took the name); other I/O errors.
+    /// `AlreadyExists` when the folder exists (another runner took the name); other I/O errors
+    /// (a lock that cannot be taken in the new folder is reported as an I/O error too).
     pub fn create(dir: &Path, info: BundleInfo) -> io::Result<BundleWriter> {
         if let Some(parent) = dir.parent() {
             fs::create_dir_all(parent)?;
         }
         create_dir(dir)?;
         create_dir(&dir.join(files::RUNS))?;
-        BundleWriter::start(dir, info)
+        let lock = BundleLock::acquire(dir).map_err(|e| match e {
+            LockError::Io { source, .. } => source,
+            held => io::Error::new(io::ErrorKind::WouldBlock, held.to_string()),
+        })?;
+        BundleWriter::start(dir, info, lock)
     }
 
-    /// Opens an existing bundle for more runs (resume): takes the lock and sets status `running`.
+    /// Opens an existing bundle for more runs (resume) under `lock`, taken by the caller before it
+    /// read anything it relies on: sets status `running` and `runner-pid` and writes bundle.json.
     ///
     /// # Errors
-    /// I/O errors writing the lock or bundle.json.
-    pub fn reopen(dir: &Path, mut info: BundleInfo) -> io::Result<BundleWriter> {
+    /// I/O errors writing bundle.json.
+    pub fn reopen(dir: &Path, mut info: BundleInfo, lock: BundleLock) -> io::Result<BundleWriter> {
         info.status = BundleStatus::Running;
         info.runner_pid = std::process::id();
-        BundleWriter::start(dir, info)
+        BundleWriter::start(dir, info, lock)
     }
 
-    /// Takes the lock of the existing folder `dir` and writes bundle.json from `info`.
-    fn start(dir: &Path, info: BundleInfo) -> io::Result<BundleWriter> {
+    /// Writes bundle.json from `info` into the existing folder `dir`, whose lock is `lock`.
+    fn start(dir: &Path, info: BundleInfo, lock: BundleLock) -> io::Result<BundleWriter> {
         let mut writer = BundleWriter {
             dir: dir.to_path_buf(),
             info,
+            lock: Some(lock),
             saved_at: std::time::Instant::now(),
         };
-        writer.lock()?;
         writer.save_info(Durability::Synced)?;
         Ok(writer)
-    }
-
-    fn lock(&self) -> io::Result<()> {
-        write_atomic(
-            &self.dir.join(files::LOCK),
-            format!("{}\n", std::process::id()).as_bytes(),
-        )
     }
 
     /// The bundle folder.
@@ -397,17 +402,19 @@ impl BundleWriter {
         Ok(record)
     }
 
-    /// Sets the final status and `finished` time, writes bundle.json and removes the lock.
+    /// Sets the final status and `finished` time, writes bundle.json, then removes the lock file
+    /// and releases the lock ([`BundleLock::release`]).
     ///
     /// # Errors
-    /// I/O errors writing bundle.json.
+    /// I/O errors writing bundle.json (the lock is then kept until the writer is dropped) or
+    /// removing the lock file.
     pub fn finish(&mut self, status: BundleStatus, at: SystemTime) -> io::Result<()> {
         self.info.status = status;
         self.info.finished = Some(rfc3339(at));
         self.save_info(Durability::Synced)?;
-        match fs::remove_file(self.dir.join(files::LOCK)) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
+        match self.lock.take() {
+            Some(lock) => lock.release(),
+            None => Ok(()),
         }
     }
 

@@ -12,8 +12,9 @@ use serde::Serialize;
 use serde_json::Value as Json;
 
 use super::retention::{self, Parsed, PlotPoint, Retention};
+use crate::bundle::lock::{EffectiveStatus, effective_status};
 use crate::bundle::read::{Bundle, ReadError};
-use crate::bundle::{BundleStatus, Outcome, OutputCheck, PlannedRunRecord, RunRecord};
+use crate::bundle::{Outcome, OutputCheck, PlannedRunRecord, RunRecord};
 use crate::exec::{MemorySample, Termination};
 use crate::manifest::{OutputFormat, Value};
 
@@ -286,8 +287,9 @@ pub struct Report {
     pub bundle: String,
     /// `experiment` from bundle.json.
     pub experiment: String,
-    /// `status` from bundle.json.
-    pub status: BundleStatus,
+    /// `status` from bundle.json, `running` split by the bundle's lock into `running` (a live
+    /// process holds it) and `abandoned`.
+    pub status: EffectiveStatus,
     /// hwr-exp version that wrote the bundle.
     pub hwr_exp_version: String,
     /// revision.txt (HEAD or why there is none); `None` when the file is missing.
@@ -575,7 +577,7 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
     Ok(Report {
         bundle: dir.display().to_string(),
         experiment: info.experiment,
-        status: info.status,
+        status: effective_status(bundle.dir(), bundle.info()),
         hwr_exp_version: info.hwr_exp_version,
         revision,
         dirty: provenance.as_ref().and_then(|p| find_bool(p, "dirty")),
