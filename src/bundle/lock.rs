@@ -74,7 +74,7 @@ impl BundleLock {
     /// and writes this process's pid into it (mode [`FILE_MODE`] whatever the umask). Never blocks
     /// on a writer: when another process holds the exclusive lock the answer is
     /// [`LockError::Held`] at once. Shared locks of readers probing liveness, and a lock file a
-    /// finishing writer is removing, are waited out ([`RETRIES`] attempts, [`RETRY_PAUSE`] apart).
+    /// finishing writer is removing, are waited out (up to 100 attempts, 10 ms apart).
     ///
     /// # Errors
     /// [`LockError::Held`] when a live process holds the bundle; [`LockError::Io`] when the lock
