@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `hwr-exp list` over many bundles (issue 5: 1,000 bundles in under 1 second).
 # Makes one real bundle (3 runs) with `hwr-exp run`, copies it to N bundles in one results folder
-# (every 10th marked `running` with a dead runner pid, so the liveness check through /proc runs
-# too), then times `hwr-exp list` (table and --format json), best and median of 5, cold cache not
+# (every 10th marked `running` with a left-over, unlocked `.lock`, so the liveness check, a
+# non-blocking flock on it, runs too), then times `hwr-exp list` (table and --format json), best and median of 5, cold cache not
 # forced. Prints figures; never asserts timings.
 # Usage: benches/list.sh [bundles=1000]   (HWR_EXP=/path/to/hwr-exp skips the release build)
 set -euo pipefail
@@ -32,6 +32,7 @@ for ((i = 1; i < n; i++)); do
   cp -r "$src" "$dst"
   if ((i % 10 == 0)); then
     sed -i -e 's/"status": "complete"/"status": "running"/' -e 's/"runner-pid": [0-9]*/"runner-pid": 4194300/' "$dst/bundle.json"
+    echo 4194300 > "$dst/.lock"
   fi
 done
 echo "bundles: $(find "$exp" -name bundle.json | wc -l), $(du -sh "$exp" | cut -f1) on disk"

@@ -2,8 +2,8 @@
 //!
 //! Bundles are found at `DIR/<experiment>/<bundle>/bundle.json` (also `DIR/<bundle>/bundle.json`,
 //! or `DIR` itself when it is a bundle). Per bundle it reads bundle.json, the first line of
-//! revision.txt and `dirty` of provenance.json, and for `running` bundles the `.lock` file and
-//! `/proc/<pid>/cmdline` of its runner.
+//! revision.txt and `dirty` of provenance.json, and for `running` bundles probes the bundle's lock
+//! (a non-blocking shared `flock` on `.lock`, [`crate::bundle::lock`]).
 
 use std::fs;
 use std::io::{self, Write};
@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::ArchiveError;
-use super::liveness::{EffectiveStatus, effective_status};
+use crate::bundle::lock::{EffectiveStatus, effective_status};
 use crate::bundle::read::read_versioned;
 use crate::bundle::{Outcome, files};
 use crate::table;
@@ -27,7 +27,7 @@ pub struct ListEntry {
     pub experiment: String,
     /// RFC 3339 UTC creation time.
     pub created: String,
-    /// Effective status (`abandoned` when the runner is gone).
+    /// Effective status (`abandoned` when no process holds the bundle's lock).
     pub status: EffectiveStatus,
     /// Recorded HEAD commit id (full), `None` when revision.txt names none.
     pub revision: Option<String>,

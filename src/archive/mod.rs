@@ -2,7 +2,8 @@
 //! checked into a repository and read again months later.
 //!
 //! - [`list`]: one line (or JSON object) per bundle under a results folder, with the bundle's
-//!   effective status (`abandoned` when bundle.json says `running` but no runner is alive).
+//!   effective status (`abandoned` when bundle.json says `running` but no process holds the
+//!   bundle's lock, [`crate::bundle::lock`]).
 //! - [`verify`]: every recorded sha256, the manifest bytes, and whether `working-tree.patch`
 //!   still applies to `revision.txt` (`git apply --check` on a temporary index).
 //! - [`rerun`]: the archived manifest bytes into a new bundle naming the old one as `parent`,
@@ -13,7 +14,6 @@
 //! format major version is checked there.
 
 pub mod list;
-pub mod liveness;
 pub mod rerun;
 pub mod resume;
 pub mod verify;

@@ -19,7 +19,7 @@ use super::ArchiveError;
 use super::verify::{find_repository, patch_applies, run_git};
 use crate::bundle::files;
 use crate::bundle::read::Bundle;
-use crate::bundle::write::sha256_bytes;
+use crate::digest::sha256_bytes;
 use crate::exec::{CancelFlag, Executor};
 use crate::manifest::{self, Manifest};
 use crate::provenance::host::HostFacts;
@@ -242,14 +242,6 @@ pub fn base_dir_now(bundle: &Bundle, provenance: Option<&ProvenanceDoc>) -> (Pat
     }
 }
 
-fn patch_sha(s: &Snapshot) -> Option<String> {
-    serde_json::to_value(s)
-        .ok()?
-        .get("patch-sha256")?
-        .as_str()
-        .map(String::from)
-}
-
 /// What differs between the archived bundle and now, one line each: `revision`, `dirty`,
 /// `working-tree.patch` (with the changed paths), `cpu-model`, `kernel`, `glibc`, `hwr-exp`.
 /// Empty when nothing differs. A missing record is reported as such.
@@ -281,7 +273,7 @@ pub fn differences(
                     word(now.dirty())
                 ));
             }
-            let (a, b) = (patch_sha(before), patch_sha(now));
+            let (a, b) = (before.patch_sha256(), now.patch_sha256());
             if a != b {
                 let mut paths: Vec<String> = crate::provenance::differences(before, now)
                     .into_iter()
@@ -289,11 +281,7 @@ pub fn differences(
                     .collect();
                 let more = paths.len().saturating_sub(10);
                 paths.truncate(10);
-                let mut line = format!(
-                    "working-tree.patch: sha256 {} -> {}",
-                    short(a.as_deref()),
-                    short(b.as_deref())
-                );
+                let mut line = format!("working-tree.patch: sha256 {} -> {}", short(a), short(b));
                 if !paths.is_empty() {
                     line.push_str(&format!("; changed: {}", paths.join(", ")));
                     if more > 0 {
@@ -341,8 +329,8 @@ pub fn differences(
     lines
 }
 
-fn short(sha: Option<&str>) -> String {
-    sha.map_or_else(|| "none".into(), |s| s[..s.len().min(12)].to_string())
+fn short(sha: &str) -> String {
+    sha.chars().take(12).collect()
 }
 
 /// A rerun ready to start: the archived manifest checked and validated, the recorded tree built when

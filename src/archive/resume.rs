@@ -1,7 +1,9 @@
 //! `hwr-exp resume BUNDLE [--allow-drift]`: finishes an interrupted or abandoned bundle in place.
 //!
-//! 1. The bundle folder is locked with `flock` (so two resumes exclude each other) and its runner
-//!    must be gone: `.lock`'s pid is not a live hwr-exp (see [`super::liveness`]).
+//! 1. Before anything else the bundle's lock is taken ([`BundleLock::acquire`], an exclusive
+//!    `flock` on `.lock`, held until the resume ends): when a live process (a runner, another
+//!    resume) holds it, the resume is refused. Holding the lock, a bundle.json that says
+//!    `running` is abandoned.
 //! 2. The archived manifest.toml (its sha256 checked) is expanded again with the bundle's own folder
 //!    and recorded seed; the run ids must equal plan.json's, in order.
 //! 3. The working tree is captured (the results folder excluded) and compared with
@@ -17,12 +19,12 @@ use std::path::Path;
 use std::time::SystemTime;
 
 use super::ArchiveError;
-use super::liveness::{EffectiveStatus, effective_status, holder_pid};
 use super::rerun::{archived_manifest, base_dir_now};
-use crate::bundle::write::rfc3339;
-use crate::bundle::{BundleWriter, Outcome};
+use crate::bundle::lock::{BundleLock, EffectiveStatus, LockError};
+use crate::bundle::{BundleStatus, BundleWriter, Outcome};
 use crate::exec::{CancelFlag, Executor, Termination};
 use crate::runner::session::{self, Finish, SessionError, SessionReport, execute_and_finish};
+use crate::timestamp::rfc3339;
 
 /// Choices of one resume.
 #[derive(Debug, Clone, Copy, Default)]
@@ -48,29 +50,74 @@ pub fn resume(
     cancel: &CancelFlag,
 ) -> Result<SessionReport, ArchiveError> {
     let bundle = super::open(dir)?;
-    let folder = fs::File::open(bundle.dir()).map_err(|e| ArchiveError::BadPath {
-        path: dir.to_path_buf(),
-        message: format!("cannot open: {e}"),
+    let lock = BundleLock::acquire(bundle.dir()).map_err(|e| match e {
+        LockError::Held { .. } => ArchiveError::Environment(format!(
+            "{e}; resume only an interrupted or abandoned bundle (see `hwr-exp list`)"
+        )),
+        LockError::Io { .. } => ArchiveError::Environment(e.to_string()),
     })?;
-    // Held until this function returns (the fd is closed on drop).
-    if let Err(e) = rustix::fs::flock(&folder, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-        return Err(ArchiveError::Environment(format!(
-            "{}: another hwr-exp resume holds this bundle ({e})",
-            bundle.dir().display()
-        )));
+    match prepare(&bundle, opts) {
+        Ok(prepared) => {
+            let Prepared {
+                manifest,
+                plan,
+                todo,
+                info,
+                repo_start,
+                results_dir,
+                before,
+            } = prepared;
+            let writer =
+                BundleWriter::reopen(bundle.dir(), info, lock).map_err(|source| ArchiveError::Write {
+                    bundle: bundle.dir().to_path_buf(),
+                    source,
+                })?;
+            let finish = Finish {
+                repo_start: &repo_start,
+                results_dir: &results_dir,
+                before: &before,
+                quiet: opts.quiet,
+            };
+            Ok(execute_and_finish(
+                &manifest, &plan, &todo, writer, executor, cancel, &finish,
+            )?)
+        }
+        Err(e) => {
+            // Refused or failed before the bundle was reopened: leave no lock file behind.
+            let _ = lock.release();
+            Err(e)
+        }
     }
-    // Re-read under the lock: a concurrent resume may have finished it meanwhile.
+}
+
+/// What [`prepare`] hands to the execution of a resume.
+struct Prepared {
+    manifest: crate::manifest::Manifest,
+    plan: crate::plan::Plan,
+    /// Plan indices of the runs to redo.
+    todo: Vec<usize>,
+    /// bundle.json to write when reopening.
+    info: crate::bundle::BundleInfo,
+    repo_start: std::path::PathBuf,
+    results_dir: std::path::PathBuf,
+    /// The capture recorded when the bundle was created.
+    before: crate::provenance::Snapshot,
+}
+
+/// Steps 2 to 4 of the module docs, under the bundle's lock: checks the status, the manifest, the
+/// plan and the working tree, deletes the folders of the runs to redo and computes the new
+/// bundle.json.
+fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result<Prepared, ArchiveError> {
+    // Re-read under the lock: a runner or another resume may have finished it meanwhile.
     let bundle = super::open(bundle.dir())?;
     let info = bundle.info().clone();
-    match effective_status(bundle.dir(), &info) {
+    // This process holds the lock, so no other process writes the bundle: `running` is abandoned.
+    let previous = match info.status {
+        BundleStatus::Running => EffectiveStatus::Abandoned,
+        other => EffectiveStatus::recorded(other),
+    };
+    match previous {
         EffectiveStatus::Interrupted | EffectiveStatus::Abandoned => {}
-        EffectiveStatus::Running => {
-            return Err(ArchiveError::Environment(format!(
-                "{}: a live runner (pid {}) holds this bundle (.lock)",
-                bundle.dir().display(),
-                holder_pid(bundle.dir(), &info)
-            )));
-        }
         other => {
             return Err(ArchiveError::Refused(format!(
                 "{}: status is {}; only an interrupted or abandoned bundle can be resumed (use `hwr-exp rerun` for a new bundle)",
@@ -159,16 +206,15 @@ pub fn resume(
         std::process::id(),
         todo.len(),
         recorded.len(),
-        effective_status(bundle.dir(), &info).as_str()
+        previous.as_str()
     ));
-    let writer = BundleWriter::reopen(bundle.dir(), new_info).map_err(write_err)?;
-    let finish = Finish {
-        repo_start: &repo_start,
-        results_dir: &results_dir,
-        before: &provenance.before,
-        quiet: opts.quiet,
-    };
-    Ok(execute_and_finish(
-        &manifest, &plan, &todo, writer, executor, cancel, &finish,
-    )?)
+    Ok(Prepared {
+        manifest,
+        plan,
+        todo,
+        info: new_info,
+        repo_start,
+        results_dir,
+        before: provenance.before,
+    })
 }

@@ -8,6 +8,8 @@
 //! - every run of plan.json: run.json present when the bundle is `complete`; every file listed in
 //!   run.json `sha256` exists with that sha256; no other file in the run folder;
 //! - bundle.json `counts` equal the outcomes of the run.json files (unless still `running`);
+//! - when a live process holds the bundle's lock ([`crate::bundle::lock`]), a note says the bundle
+//!   is still being written.
 //! - the patch applies to the recorded revision (`git read-tree` into a temporary index, then
 //!   `git apply --check --cached`) when the repository has that commit; when it does not, a note
 //!   says so and the check is skipped.
@@ -19,9 +21,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::ArchiveError;
+use crate::bundle::lock::{EffectiveStatus, effective_status, recorded_pid};
 use crate::bundle::read::Bundle;
-use crate::bundle::write::sha256_file;
 use crate::bundle::{BundleStatus, Outcome, files};
+use crate::digest::sha256_file;
 
 /// One thing that does not match the record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +60,14 @@ pub struct Verification {
 pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
     let bundle = super::open(dir)?;
     let mut v = Verification::default();
+    if effective_status(bundle.dir(), bundle.info()) == EffectiveStatus::Running {
+        v.notes.push(format!(
+            "a live process{} holds this bundle's lock and is still writing it: unfinished runs are not checked, and files may change after this check",
+            recorded_pid(bundle.dir())
+                .map(|p| format!(" (pid {p})"))
+                .unwrap_or_default()
+        ));
+    }
     let mut problem = |path: PathBuf, message: String| v.problems.push(Problem { path, message });
 
     for name in [
@@ -98,10 +109,8 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
     let patch = bundle.path(files::PATCH);
     if let (Some(prov), Ok(sha)) = (&provenance, sha256_file(&patch)) {
         hashed += 1;
-        let recorded = serde_json::to_value(&prov.before)
-            .ok()
-            .and_then(|v| v.get("patch-sha256").and_then(|s| s.as_str().map(String::from)));
-        if let Some(recorded) = recorded.filter(|r| *r != sha) {
+        let recorded = prov.before.patch_sha256();
+        if recorded != sha {
             problem(
                 patch.clone(),
                 format!("sha256 {sha} differs from patch-sha256 {recorded} recorded in provenance.json"),

@@ -39,7 +39,8 @@ pub mod files {
     pub const STDERR: &str = "stderr.log";
     /// Per-run external memory samples.
     pub const MEMORY: &str = "memory.jsonl";
-    /// Lock file holding the live runner's pid.
+    /// Lock file: the writing process holds an exclusive `flock` on it for its whole life
+    /// ([`crate::bundle::lock`]); its content, that process's pid, is information only.
     pub const LOCK: &str = ".lock";
 }
 
@@ -90,9 +91,9 @@ pub struct BundleInfo {
     pub description: Option<String>,
     /// Lifecycle state.
     pub status: BundleStatus,
-    /// RFC 3339 UTC time the bundle was created.
+    /// Time the bundle was created ([`crate::timestamp::rfc3339`]: RFC 3339 UTC, milliseconds).
     pub created: String,
-    /// RFC 3339 UTC time the last run finished or the runner stopped.
+    /// Time the last run finished or the runner stopped ([`crate::timestamp::rfc3339`]).
     #[serde(default)]
     pub finished: Option<String>,
     /// Number of planned runs.
@@ -106,7 +107,8 @@ pub struct BundleInfo {
     /// Bundle folder this one reruns or resumes from, when any.
     #[serde(default)]
     pub parent: Option<String>,
-    /// Pid of the runner that writes (or wrote) the bundle.
+    /// Pid of the runner that writes (or wrote) the bundle; information only (liveness is the
+    /// lock, [`crate::bundle::lock`]).
     pub runner_pid: u32,
     /// Shuffle seed used for `order = "shuffled"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -217,9 +219,9 @@ pub struct RunRecord {
     pub cpus_effective: Option<Vec<usize>>,
     /// Child pid.
     pub pid: Option<u32>,
-    /// RFC 3339 UTC start.
+    /// Start time ([`crate::timestamp::rfc3339`]).
     pub start: String,
-    /// RFC 3339 UTC end.
+    /// End time ([`crate::timestamp::rfc3339`]).
     pub end: String,
     /// Wall time, seconds.
     pub wall_seconds: f64,

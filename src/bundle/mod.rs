@@ -1,6 +1,9 @@
-//! The result bundle: versioned on-disk format, writer and reader (DESIGN 5).
+//! The result bundle: versioned on-disk format ([`mod@format`]), the only writer of bundle files
+//! ([`mod@write`]: one atomic write, one file mode, one timestamp format), the reader ([`read`]) and
+//! ownership by an OS lock with the effective status derived from it ([`lock`]) (DESIGN 5).
 
 pub mod format;
+pub mod lock;
 pub mod read;
 pub mod write;
 

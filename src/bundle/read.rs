@@ -292,6 +292,15 @@ impl Bundle {
         read_versioned(&self.path(files::PROVENANCE), "format", PROVENANCE_FORMAT)
     }
 
+    /// The SHA-256 of `working-tree.patch` recorded in provenance.json (`patch-sha256` of the
+    /// capture before the first run), read through [`Bundle::provenance_doc`].
+    ///
+    /// # Errors
+    /// As [`Bundle::provenance_doc`].
+    pub fn recorded_patch_sha256(&self) -> Result<String, ReadError> {
+        Ok(self.provenance_doc()?.before.patch_sha256().to_owned())
+    }
+
     /// Reads host.json typed, its `format` checked against [`HOST_FORMAT`].
     ///
     /// # Errors

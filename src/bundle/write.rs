@@ -3,22 +3,47 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 use super::format::*;
+use super::lock::{BundleLock, LockError};
 use crate::exec::{RunOutcome, Termination};
 use crate::manifest::OutputFormat;
 use crate::plan::PlannedRun;
+use crate::provenance::host::HostFacts;
+use crate::provenance::{ProvenanceDoc, Snapshot};
+use crate::timestamp::rfc3339;
 
-/// Writes `bytes` to `path` atomically: a temporary file in the same folder, then a rename.
-/// A reader sees the old file or the new one, never a partial one.
+/// Mode of every file and (with the execute bits) folder of a bundle, whatever the umask: bundles
+/// are shared and checked in.
+pub const FILE_MODE: u32 = 0o644;
+
+/// Mode of the bundle folder, `runs/` and each run folder, whatever the umask.
+pub const DIR_MODE: u32 = 0o755;
+
+/// Whether an atomic write waits for the bytes to reach the disk before the rename.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Durability {
+    /// `fsync` the temporary file before the rename: after a crash the file is the old one or the
+    /// complete new one. For the documents written once or at the end (manifest.toml, plan.json,
+    /// host.json, provenance files, bundle.json at creation and at the end).
+    Synced,
+    /// No `fsync` (one per run would cost more than a short run): after a crash the file may be
+    /// empty. For run.json and the interim count updates of bundle.json, which `resume`
+    /// recomputes (a run.json that does not parse is redone).
+    Unsynced,
+}
+
+/// Writes `bytes` to `path` atomically and durably: a temporary file `.tmp-*` in the same folder
+/// is written, `fsync`ed, given mode [`FILE_MODE`] with `fchmod` (so the umask plays no part) and
+/// renamed over `path`. A reader sees the old file or the new one, never a partial one.
 ///
 /// # Errors
-/// I/O errors creating, writing or renaming the temporary file.
+/// I/O errors creating, writing, syncing, chmodding or renaming the temporary file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     write_atomic_with(path, |out| out.write_all(bytes))
 }
@@ -28,21 +53,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// # Errors
 /// As [`write_atomic`], and errors returned by `fill`.
 pub fn write_atomic_with(path: &Path, fill: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    // Mode 0644 (less the umask) like any other file, not the temporary file's 0600: bundles are
-    // shared and checked in.
-    let tmp = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
-        .tempfile_in(dir)?;
-    let mut out = io::BufWriter::new(tmp);
-    fill(&mut out)?;
-    let tmp = out.into_inner().map_err(|e| e.into_error())?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    replace_file(path, Durability::Synced, fill)
 }
 
 /// Serializes `value` as pretty JSON (with a trailing newline) and writes it with [`write_atomic`].
@@ -50,44 +61,48 @@ pub fn write_atomic_with(path: &Path, fill: impl FnOnce(&mut dyn Write) -> io::R
 /// # Errors
 /// As [`write_atomic`]; serialization errors as `InvalidData`.
 pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
-    let mut bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
-    bytes.push(b'\n');
-    write_atomic(path, &bytes)
+    write_json(path, Durability::Synced, value)
 }
 
-/// sha256 of a file's bytes as lowercase hex, read in 64 KiB blocks.
-///
-/// # Errors
-/// I/O errors opening or reading the file.
-pub fn sha256_file(path: &Path) -> io::Result<String> {
-    let mut file = fs::File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
+fn write_json<T: Serialize>(path: &Path, durability: Durability, value: &T) -> io::Result<()> {
+    replace_file(path, durability, |out| {
+        serde_json::to_writer_pretty(&mut *out, value).map_err(io::Error::other)?;
+        out.write_all(b"\n")
+    })
+}
+
+/// The one atomic-write helper of the bundle (see [`write_atomic`]).
+fn replace_file(
+    path: &Path,
+    durability: Durability,
+    fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+    let mut out = io::BufWriter::new(tmp);
+    fill(&mut out)?;
+    let tmp = out.into_inner().map_err(|e| e.into_error())?;
+    // File::set_permissions is fchmod(2) on the open file: exact mode, no umask.
+    tmp.as_file()
+        .set_permissions(fs::Permissions::from_mode(FILE_MODE))?;
+    if durability == Durability::Synced {
+        tmp.as_file().sync_all()?;
     }
-    Ok(hex(&hasher.finalize()))
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
-/// sha256 of bytes as lowercase hex.
-pub fn sha256_bytes(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
+/// Creates the folder `path` (failing when it exists) with mode [`DIR_MODE`] whatever the umask.
+fn create_dir(path: &Path) -> io::Result<()> {
+    fs::create_dir(path)?;
+    fs::set_permissions(path, fs::Permissions::from_mode(DIR_MODE))
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// RFC 3339 UTC text of a time, e.g. `2026-11-30T01:02:03.456Z`.
-pub fn rfc3339(t: SystemTime) -> String {
-    jiff::Timestamp::try_from(t)
-        .map(|ts| ts.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
-        .unwrap_or_default()
-}
+/// The SHA-256 helpers run.json and bundle.json record with (defined in [`crate::digest`]).
+pub use crate::digest::{sha256_bytes, sha256_file};
 
 /// Chooses a new bundle folder path `<results>/<experiment>/<YYYYMMDDTHHMMSSZ>-<4 hex>` (not created).
 pub fn bundle_path(results_dir: &Path, experiment: &str, now: SystemTime) -> PathBuf {
@@ -97,6 +112,41 @@ pub fn bundle_path(results_dir: &Path, experiment: &str, now: SystemTime) -> Pat
     results_dir
         .join(experiment)
         .join(format!("{stamp}-{:04x}", fastrand::u16(..)))
+}
+
+/// Writes the provenance files of a capture into the bundle folder `dir`: `revision.txt`,
+/// `working-tree.txt`, `working-tree.patch` and `provenance.json` (without the after-run check),
+/// each atomically.
+///
+/// # Errors
+/// I/O errors creating, writing or renaming the files.
+pub fn write_provenance(dir: &Path, before: &Snapshot) -> io::Result<()> {
+    write_atomic(&dir.join(files::REVISION), before.revision_text().as_bytes())?;
+    write_atomic(
+        &dir.join(files::WORKING_TREE),
+        before.working_tree_text().as_bytes(),
+    )?;
+    write_atomic(&dir.join(files::PATCH), before.patch())?;
+    write_json_atomic(&dir.join(files::PROVENANCE), &ProvenanceDoc::before_run(before))
+}
+
+/// Rewrites `provenance.json` in the bundle folder `dir` with `before`, the after-run check from
+/// `after` and `drift` ([`ProvenanceDoc::after_run`]). Returns `drift`.
+///
+/// # Errors
+/// I/O errors writing the file.
+pub fn write_provenance_after(dir: &Path, before: &Snapshot, after: &Snapshot) -> io::Result<bool> {
+    let doc = ProvenanceDoc::after_run(before, after);
+    write_json_atomic(&dir.join(files::PROVENANCE), &doc)?;
+    Ok(doc.drift == Some(true))
+}
+
+/// Writes `host.json` (pretty JSON, trailing newline) into the bundle folder `dir` atomically.
+///
+/// # Errors
+/// I/O errors creating, writing or renaming the file.
+pub fn write_host(dir: &Path, host: &HostFacts) -> io::Result<()> {
+    write_json_atomic(&dir.join(files::HOST), host)
 }
 
 /// Checks a run's stdout file: for JSON, exactly one JSON document (streamed, never loaded whole);
@@ -173,58 +223,62 @@ pub fn classify(outcome: &RunOutcome, check: OutputCheck, format: OutputFormat) 
     }
 }
 
-/// A bundle being written by one runner. Not shared between processes: the folder is created with
-/// `create_dir` (fails when it exists) and holds a lock file with the runner's pid.
+/// A bundle being written by one process. The folder is created with `create_dir` (fails when it
+/// exists), and the writer holds the bundle's exclusive lock ([`BundleLock`]) from creation (or
+/// reopening) until [`BundleWriter::finish`]; dropping the writer without finishing releases the
+/// lock and leaves bundle.json `running`, which readers then show as abandoned.
 #[derive(Debug)]
 pub struct BundleWriter {
     dir: PathBuf,
     info: BundleInfo,
+    /// The bundle's lock, `None` once released by [`BundleWriter::finish`].
+    lock: Option<BundleLock>,
     /// When bundle.json was last written; per-run count updates are written at most once a second
     /// (each rewrite is a new inode, which costs more than a short run on ext4).
     saved_at: std::time::Instant,
 }
 
 impl BundleWriter {
-    /// Creates the bundle folder (and `runs/`), the lock file, and bundle.json with status `running`.
+    /// Creates the bundle folder (and `runs/`), takes its lock, and writes bundle.json with status
+    /// `running`.
     ///
     /// # Errors
-    /// `AlreadyExists` when the folder exists (another runner took the name); other I/O errors.
+    /// `AlreadyExists` when the folder exists (another runner took the name); other I/O errors
+    /// (a lock that cannot be taken in the new folder is reported as an I/O error too).
     pub fn create(dir: &Path, info: BundleInfo) -> io::Result<BundleWriter> {
         if let Some(parent) = dir.parent() {
             fs::create_dir_all(parent)?;
         }
-        fs::create_dir(dir)?;
-        fs::create_dir(dir.join(files::RUNS))?;
-        BundleWriter::start(dir, info)
+        create_dir(dir)?;
+        create_dir(&dir.join(files::RUNS))?;
+        let lock = BundleLock::acquire(dir).map_err(|e| match e {
+            LockError::Io { source, .. } => source,
+            held => io::Error::new(io::ErrorKind::WouldBlock, held.to_string()),
+        })?;
+        BundleWriter::start(dir, info, lock)
     }
 
-    /// Opens an existing bundle for more runs (resume): takes the lock and sets status `running`.
+    /// Opens an existing bundle for more runs (resume) under `lock`, taken by the caller before it
+    /// read anything it relies on: sets status `running` and `runner-pid` and writes bundle.json.
     ///
     /// # Errors
-    /// I/O errors writing the lock or bundle.json.
-    pub fn reopen(dir: &Path, mut info: BundleInfo) -> io::Result<BundleWriter> {
+    /// I/O errors writing bundle.json.
+    pub fn reopen(dir: &Path, mut info: BundleInfo, lock: BundleLock) -> io::Result<BundleWriter> {
         info.status = BundleStatus::Running;
         info.runner_pid = std::process::id();
-        BundleWriter::start(dir, info)
+        BundleWriter::start(dir, info, lock)
     }
 
-    /// Takes the lock of the existing folder `dir` and writes bundle.json from `info`.
-    fn start(dir: &Path, info: BundleInfo) -> io::Result<BundleWriter> {
+    /// Writes bundle.json from `info` into the existing folder `dir`, whose lock is `lock`.
+    fn start(dir: &Path, info: BundleInfo, lock: BundleLock) -> io::Result<BundleWriter> {
         let mut writer = BundleWriter {
             dir: dir.to_path_buf(),
             info,
+            lock: Some(lock),
             saved_at: std::time::Instant::now(),
         };
-        writer.lock()?;
-        writer.save_info()?;
+        writer.save_info(Durability::Synced)?;
         Ok(writer)
-    }
-
-    fn lock(&self) -> io::Result<()> {
-        write_atomic(
-            &self.dir.join(files::LOCK),
-            format!("{}\n", std::process::id()).as_bytes(),
-        )
     }
 
     /// The bundle folder.
@@ -279,7 +333,7 @@ impl BundleWriter {
         if dir.exists() {
             fs::remove_dir_all(&dir)?;
         }
-        fs::create_dir(&dir)?;
+        create_dir(&dir)?;
         Ok(dir)
     }
 
@@ -305,6 +359,8 @@ impl BundleWriter {
         for name in [run.output.as_str(), files::STDERR, files::MEMORY] {
             let path = dir.join(name);
             if path.exists() {
+                // The executor created these under the runner's umask; a bundle's files are FILE_MODE.
+                fs::set_permissions(&path, fs::Permissions::from_mode(FILE_MODE))?;
                 sha256.insert(name.to_string(), sha256_file(&path)?);
             }
         }
@@ -338,31 +394,33 @@ impl BundleWriter {
             memory_samples: outcome.memory_samples,
             sha256,
         };
-        write_json_atomic(&dir.join(files::RUN), &record)?;
+        write_json(&dir.join(files::RUN), Durability::Unsynced, &record)?;
         *self.info.counts.entry(record.outcome).or_default() += 1;
         if self.saved_at.elapsed() >= std::time::Duration::from_secs(1) {
-            self.save_info()?;
+            self.save_info(Durability::Unsynced)?;
         }
         Ok(record)
     }
 
-    /// Sets the final status and `finished` time, writes bundle.json and removes the lock.
+    /// Sets the final status and `finished` time, writes bundle.json, then removes the lock file
+    /// and releases the lock ([`BundleLock::release`]).
     ///
     /// # Errors
-    /// I/O errors writing bundle.json.
+    /// I/O errors writing bundle.json (the lock is then kept until the writer is dropped) or
+    /// removing the lock file.
     pub fn finish(&mut self, status: BundleStatus, at: SystemTime) -> io::Result<()> {
         self.info.status = status;
         self.info.finished = Some(rfc3339(at));
-        self.save_info()?;
-        match fs::remove_file(self.dir.join(files::LOCK)) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
+        self.save_info(Durability::Synced)?;
+        match self.lock.take() {
+            Some(lock) => lock.release(),
+            None => Ok(()),
         }
     }
 
-    fn save_info(&mut self) -> io::Result<()> {
+    fn save_info(&mut self, durability: Durability) -> io::Result<()> {
         self.saved_at = std::time::Instant::now();
-        write_json_atomic(&self.dir.join(files::BUNDLE), &self.info)
+        write_json(&self.dir.join(files::BUNDLE), durability, &self.info)
     }
 }
 
@@ -416,10 +474,6 @@ mod tests {
         );
         use std::os::unix::fs::PermissionsExt;
         let mode = fs::metadata(&p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode & 0o444, 0o444, "readable by everyone, not 0600: {mode:o}");
-        assert_eq!(
-            sha256_bytes(b"abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
+        assert_eq!(mode, FILE_MODE, "{mode:o}");
     }
 }

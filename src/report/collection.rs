@@ -14,6 +14,7 @@ use serde_json::Value as Json;
 use super::aggregation;
 use super::model::{MetricValue, Report, RunSummary, cell_label};
 use super::retention::{self, Parsed};
+use crate::bundle::lock::effective_status;
 use crate::bundle::read::{Bundle, ReadError};
 use crate::bundle::{Outcome, OutputCheck, PlannedRunRecord, RunRecord};
 use crate::exec::MemorySample;
@@ -276,7 +277,7 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
     Ok(Report {
         bundle: dir.display().to_string(),
         experiment: info.experiment,
-        status: info.status,
+        status: effective_status(bundle.dir(), bundle.info()),
         hwr_exp_version: info.hwr_exp_version,
         revision,
         dirty: provenance.as_ref().and_then(|p| find_bool(p, "dirty")),

@@ -97,12 +97,8 @@ fn host_of(dir: &Path) -> Result<Option<Json>, ReadError> {
         Err(e) => return Err(e),
     };
     if let Json::Object(map) = &mut host {
-        if let Some(patch) = bundle
-            .provenance()
-            .ok()
-            .and_then(|p| p.get("patch-sha256").cloned())
-        {
-            map.insert("patch-sha256".into(), patch);
+        if let Ok(patch) = bundle.recorded_patch_sha256() {
+            map.insert("patch-sha256".into(), Json::String(patch));
         }
         map.insert(
             "experiment".into(),

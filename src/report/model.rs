@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::retention::{PlotPoint, Retention};
-use crate::bundle::{BundleStatus, Outcome, OutputCheck};
+use crate::bundle::lock::EffectiveStatus;
+use crate::bundle::{Outcome, OutputCheck};
 use crate::exec::Termination;
 use crate::manifest::Value;
 
@@ -227,8 +228,9 @@ pub struct Report {
     pub bundle: String,
     /// `experiment` from bundle.json.
     pub experiment: String,
-    /// `status` from bundle.json.
-    pub status: BundleStatus,
+    /// `status` from bundle.json, `running` split by the bundle's lock into `running` (a live
+    /// process holds it) and `abandoned`.
+    pub status: EffectiveStatus,
     /// hwr-exp version that wrote the bundle.
     pub hwr_exp_version: String,
     /// revision.txt (HEAD or why there is none); `None` when the file is missing.
