@@ -170,12 +170,9 @@ fn unreadable_file_is_one_diagnostic() {
 
 #[test]
 fn cpus_error_names_the_allowed_set() {
-    let allowed = hwr_exp::exec::affinity::allowed_cpus().unwrap();
+    let allowed = hwr_exp::cpus::allowed_cpus().unwrap();
     let diags = load_err(&bad_dir().join("cpus-outside-allowed.toml"));
-    let want = format!(
-        "allowed CPU set ({})",
-        hwr_exp::exec::affinity::format_cpu_list(&allowed)
-    );
+    let want = format!("allowed CPU set ({})", hwr_exp::cpus::format_cpu_list(&allowed));
     assert!(diags.to_string().contains(&want), "{diags}");
 }
 

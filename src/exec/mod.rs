@@ -44,7 +44,6 @@
 //! - The runner must not set `SIGCHLD` to `SIG_IGN` (children would be auto-reaped and `wait4`
 //!   would have no status to report).
 
-pub mod affinity;
 mod environment;
 mod group;
 pub mod guardian;

@@ -195,7 +195,7 @@ pub(super) fn spawn(spec: &RunSpec) -> Result<Child, String> {
         if e.raw_os_error() == Some(libc::EINVAL) && !spec.cpus.is_empty() {
             msg.push_str(&format!(
                 " (setting CPU affinity to {} may have failed: CPUs not allowed or offline)",
-                super::affinity::format_cpu_list(&spec.cpus)
+                crate::cpus::format_cpu_list(&spec.cpus)
             ));
         }
         msg

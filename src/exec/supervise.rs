@@ -231,5 +231,5 @@ fn read_cpus_allowed(pid: i32) -> Option<Vec<usize>> {
     let line = status
         .lines()
         .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
-    super::affinity::parse_cpu_list(line).ok()
+    crate::cpus::parse_cpu_list(line).ok()
 }

@@ -13,7 +13,7 @@ use toml::de::{DeString, DeTable, DeValue};
 use super::diagnostic::{Diagnostic, Diagnostics};
 use super::model::*;
 use super::template::{self, BUILTINS, Segment};
-use crate::exec::affinity;
+use crate::cpus;
 
 type Val<'i> = Spanned<DeValue<'i>>;
 type Key<'i> = Spanned<DeString<'i>>;
@@ -819,7 +819,7 @@ impl<'s> Validator<'s> {
                 None => cpus_per_run_ok = false,
             }
         }
-        let allowed = affinity::allowed_cpus();
+        let allowed = cpus::allowed_cpus();
         let cpus_v = self.field(t, "isolation", "cpus");
         let mut pool_ok = true;
         if let Some(v) = cpus_v {
@@ -827,7 +827,7 @@ impl<'s> Validator<'s> {
             let mut listed: Vec<(usize, Range<usize>)> = Vec::new();
             match v.get_ref() {
                 DeValue::String(s) if s.as_ref() == "auto" => {}
-                DeValue::String(s) => match affinity::parse_cpu_list(s) {
+                DeValue::String(s) => match cpus::parse_cpu_list(s) {
                     Ok(list) if list.is_empty() => {
                         pool_ok = false;
                         self.err(
@@ -898,7 +898,7 @@ impl<'s> Validator<'s> {
                         span,
                         format!(
                             "CPU {cpu} is not in this process's allowed CPU set ({})",
-                            affinity::format_cpu_list(allowed)
+                            cpus::format_cpu_list(allowed)
                         ),
                         Some("the allowed set comes from sched_getaffinity (see `taskset -cp $$`); pick CPUs from it or write cpus = \"auto\"".into()),
                     );
@@ -922,9 +922,9 @@ impl<'s> Validator<'s> {
                 let (pool_len, pool_desc) = match &iso.cpus {
                     CpuSelection::Auto => (
                         allowed.len(),
-                        format!("the allowed CPU set ({})", affinity::format_cpu_list(allowed)),
+                        format!("the allowed CPU set ({})", cpus::format_cpu_list(allowed)),
                     ),
-                    CpuSelection::List(l) => (l.len(), format!("`cpus` ({})", affinity::format_cpu_list(l))),
+                    CpuSelection::List(l) => (l.len(), format!("`cpus` ({})", cpus::format_cpu_list(l))),
                 };
                 let need = (jobs as usize).saturating_mul(iso.cpus_per_run);
                 if need > pool_len {

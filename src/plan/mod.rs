@@ -291,7 +291,7 @@ fn cpu_slots(manifest: &Manifest, ctx: &PlanContext, errors: &mut Vec<PlanError>
                 "{jobs} job(s) x {per} CPU(s) per run need {} CPUs, but only {} are available ({})",
                 jobs * per,
                 pool.len(),
-                crate::exec::affinity::format_cpu_list(&pool)
+                crate::cpus::format_cpu_list(&pool)
             ),
             Some("lower `jobs` or `cpus-per-run`, or list more CPUs".into()),
         ));

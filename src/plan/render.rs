@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 
 use super::{Plan, PlannedRun, describe_cell};
-use crate::exec::affinity::format_cpu_list;
+use crate::cpus::format_cpu_list;
 use crate::exec::{CLEAN_KEPT, CLEAN_KEPT_PREFIX};
 
 /// Quotes a word for POSIX sh (`''` for the empty string).

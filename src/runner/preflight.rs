@@ -54,7 +54,7 @@ pub fn check(
             if !allowed_cpus.contains(cpu) {
                 problems.push(format!(
                     "CPU {cpu} is not in this process's allowed set ({})",
-                    crate::exec::affinity::format_cpu_list(allowed_cpus)
+                    crate::cpus::format_cpu_list(allowed_cpus)
                 ));
             }
         }

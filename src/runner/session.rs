@@ -86,7 +86,7 @@ pub struct SessionReport {
 pub fn plan_context(bundle: &Path) -> Result<PlanContext, SessionError> {
     let hwr_exp = std::env::current_exe()
         .map_err(|e| SessionError::Environment(format!("cannot find the hwr-exp binary's path: {e}")))?;
-    let allowed_cpus = crate::exec::affinity::allowed_cpus()
+    let allowed_cpus = crate::cpus::allowed_cpus()
         .map_err(|e| SessionError::Environment(format!("sched_getaffinity: {e}")))?;
     Ok(PlanContext {
         hwr_exp: hwr_exp.display().to_string(),
