@@ -103,7 +103,9 @@ fn plan(args: &PlanArgs) -> i32 {
     let mut out = std::io::BufWriter::new(stdout.lock());
     let written = match args.format {
         PlanFormat::Table => render::table(&plan, &mut out),
-        PlanFormat::Json => plan.write_json(&manifest, &mut out).and_then(|()| writeln!(out)),
+        PlanFormat::Json => {
+            hwr_exp::bundle::plan_file::write_plan_json(&plan, &mut out).and_then(|()| writeln!(out))
+        }
         PlanFormat::Shell => plan
             .runs()
             .try_for_each(|r| writeln!(out, "{}", render::shell_line(&plan, &r))),

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use hwr_exp::exec::EnvPolicy;
 use hwr_exp::exec::{
     CancelFlag, Executor, MemorySample, ProcessExecutor, RunOutcome, RunSpec, Termination, build_env,
     resolve_program,
 };
-use hwr_exp::manifest::EnvPolicy;
 
 /// A spec running `argv` in `dir` with the test's PATH, output into `dir`.
 fn spec(dir: &Path, argv: &[&str]) -> RunSpec {

@@ -104,14 +104,9 @@ pub fn resume(
     }
 
     let results_dir = bundle.results_dir();
-    crate::runner::preflight::check(&manifest, &plan, &results_dir, &ctx.allowed_cpus)
+    crate::runner::preflight::check(&plan, &results_dir)
         .map_err(|p| ArchiveError::Session(SessionError::Preflight(p)))?;
-    let repo_start = manifest
-        .provenance
-        .repo
-        .clone()
-        .unwrap_or_else(|| manifest.base_dir.clone());
-    let now = crate::provenance::capture_excluding(&repo_start, &[&results_dir]);
+    let now = crate::provenance::capture_excluding(&plan.repo_start, &[&results_dir]);
     let changed = crate::provenance::differences(&provenance.before, &now);
     let mut notes: Vec<String> = moved.into_iter().collect();
     if !changed.is_empty() {
@@ -163,12 +158,11 @@ pub fn resume(
     ));
     let writer = BundleWriter::reopen(bundle.dir(), new_info).map_err(write_err)?;
     let finish = Finish {
-        repo_start: &repo_start,
         results_dir: &results_dir,
         before: &provenance.before,
         quiet: opts.quiet,
     };
     Ok(execute_and_finish(
-        &manifest, &plan, &todo, writer, executor, cancel, &finish,
+        &plan, &todo, writer, executor, cancel, &finish,
     )?)
 }

@@ -1,6 +1,7 @@
 //! The result bundle: versioned on-disk format, writer and reader (DESIGN 5).
 
 pub mod format;
+pub mod plan_file;
 pub mod read;
 pub mod write;
 

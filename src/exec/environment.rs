@@ -4,7 +4,15 @@
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 
-use crate::manifest::EnvPolicy;
+/// What a run's environment starts from (the manifest's `[isolation] env-policy`, mapped by the
+/// runner).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnvPolicy {
+    /// The runner's whole environment.
+    Inherit,
+    /// Only the runner's variables that [`clean_keeps`] accepts.
+    Clean,
+}
 
 /// Variables the clean policy keeps from the runner's environment (when set), besides every
 /// name starting with [`CLEAN_KEPT_PREFIX`].

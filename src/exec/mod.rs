@@ -61,7 +61,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-pub use environment::{CLEAN_KEPT, CLEAN_KEPT_PREFIX, build_env, clean_keeps};
+pub use environment::{CLEAN_KEPT, CLEAN_KEPT_PREFIX, EnvPolicy, build_env, clean_keeps};
 pub use spawn::resolve_program;
 
 /// Everything needed to start one run; paths are absolute.
@@ -71,7 +71,8 @@ pub struct RunSpec {
     pub argv: Vec<String>,
     /// Working directory of the child.
     pub workdir: PathBuf,
-    /// The child's complete environment (already built from policy, `env`, `env-unset`, `HWR_*`).
+    /// The child's complete environment (already built from policy, `env`, `env-unset`, `HWR_*`
+    /// with [`build_env`]).
     pub env: Vec<(OsString, OsString)>,
     /// CPUs to pin the child to (sched_setaffinity in the child before exec). Empty = no pinning.
     pub cpus: Vec<usize>,

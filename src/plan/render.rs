@@ -5,6 +5,7 @@ use std::io::{self, Write};
 use super::{Plan, PlannedRun, describe_cell};
 use crate::cpus::format_cpu_list;
 use crate::exec::{CLEAN_KEPT, CLEAN_KEPT_PREFIX};
+use crate::manifest::EnvPolicy;
 
 /// Quotes a word for POSIX sh (`''` for the empty string).
 pub fn sh_quote(word: &str) -> String {
@@ -91,7 +92,7 @@ pub fn shell_line(plan: &Plan, run: &PlannedRun) -> String {
         sh_quote(&run.workdir.display().to_string()),
         "&&".into(),
     ];
-    let clean = run.env.policy == "clean";
+    let clean = run.env.policy == EnvPolicy::Clean;
     let identifier = |k: &str| {
         !k.is_empty()
             && !k.starts_with(|c: char| c.is_ascii_digit())
