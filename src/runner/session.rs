@@ -107,21 +107,20 @@ pub fn plan_context(bundle: &Path) -> Result<PlanContext, SessionError> {
 /// allowed set first, then the expansion's problems.
 pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, SessionError> {
     let mut errors = super::preflight::cpus_outside_allowed_set(manifest, &ctx.allowed_cpus);
-    let plan = plan::expand(manifest, ctx).map_err(|e| errors.extend(e));
-    match plan {
-        Ok(plan) if errors.is_empty() => Ok(plan),
-        _ => {
-            let mut all: Option<Diagnostics> = None;
-            for e in errors {
-                let d = manifest.diagnostic(&e.key, e.message, e.help);
-                match &mut all {
-                    Some(a) => a.items.extend(d.items),
-                    None => all = Some(d),
-                }
-            }
-            Err(SessionError::Plan(all.expect("a failed expansion has problems")))
+    match plan::expand(manifest, ctx) {
+        Ok(plan) if errors.is_empty() => return Ok(plan),
+        Ok(_) => {}
+        Err(e) => errors.extend(e),
+    }
+    let mut all: Option<Diagnostics> = None;
+    for e in errors {
+        let d = manifest.diagnostic(&e.key, e.message, e.help);
+        match &mut all {
+            Some(a) => a.items.extend(d.items),
+            None => all = Some(d),
         }
     }
+    Err(SessionError::Plan(all.expect("a failed expansion has problems")))
 }
 
 /// Runs a validated manifest into a new bundle under `opts.results_dir`.
