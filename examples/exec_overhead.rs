@@ -71,7 +71,7 @@ fn main() {
     time("ProcessExecutor, no pinning, no sampling", n, || {
         ex.execute(&base, &cancel);
     });
-    let cpu0 = hwr_exp::exec::affinity::allowed_cpus().expect("cpus")[0];
+    let cpu0 = hwr_exp::cpus::allowed_cpus().expect("cpus")[0];
     let mut pinned = base.clone();
     pinned.cpus = vec![cpu0];
     time("ProcessExecutor, pinned", n, || {

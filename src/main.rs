@@ -120,7 +120,9 @@ fn plan(args: &PlanArgs) -> Result<i32, Failure> {
         .map_err(session_failure)?;
     to_stdout(|out| match args.format {
         PlanFormat::Table => render::table(&plan, out),
-        PlanFormat::Json => plan.write_json(&manifest, &mut *out).and_then(|()| writeln!(out)),
+        PlanFormat::Json => {
+            hwr_exp::bundle::plan_file::write_plan_json(&plan, &mut *out).and_then(|()| writeln!(out))
+        }
         PlanFormat::Shell => plan
             .runs()
             .try_for_each(|r| writeln!(out, "{}", render::shell_line(&plan, &r))),

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use hwr_exp::exec::EnvPolicy;
 use hwr_exp::exec::{
     CancelFlag, Executor, MemorySample, ProcessExecutor, RunOutcome, RunSpec, Termination, build_env,
     resolve_program,
 };
-use hwr_exp::manifest::EnvPolicy;
 
 /// A spec running `argv` in `dir` with the test's PATH, output into `dir`.
 fn spec(dir: &Path, argv: &[&str]) -> RunSpec {
@@ -278,7 +278,7 @@ fn only_fds_0_1_2_are_inherited() {
 #[test]
 fn cpu_affinity_is_applied_and_reported() {
     let dir = tempfile::tempdir().unwrap();
-    let allowed = hwr_exp::exec::affinity::allowed_cpus().unwrap();
+    let allowed = hwr_exp::cpus::allowed_cpus().unwrap();
     let cpu = *allowed.last().unwrap();
     let mut s = sh(dir.path(), "grep Cpus_allowed_list /proc/self/status");
     s.cpus = vec![cpu];
@@ -287,7 +287,7 @@ fn cpu_affinity_is_applied_and_reported() {
     assert_eq!(o.cpus_effective, Some(vec![cpu]));
     let out = stdout(dir.path());
     let list = out.trim().strip_prefix("Cpus_allowed_list:").unwrap().trim();
-    assert_eq!(hwr_exp::exec::affinity::parse_cpu_list(list).unwrap(), vec![cpu]);
+    assert_eq!(hwr_exp::cpus::parse_cpu_list(list).unwrap(), vec![cpu]);
 
     // unpinned: the runner's own set
     let o = run(&spec(dir.path(), &["true"]));
@@ -393,7 +393,7 @@ fn overhead_of_bin_true() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = spec(dir.path(), &["/bin/true"]);
     s.memory_path = Some(dir.path().join("m.jsonl"));
-    s.cpus = vec![hwr_exp::exec::affinity::allowed_cpus().unwrap()[0]];
+    s.cpus = vec![hwr_exp::cpus::allowed_cpus().unwrap()[0]];
     let ex = ProcessExecutor::new();
     let n = 500;
     let t = Instant::now();

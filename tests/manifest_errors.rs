@@ -168,15 +168,33 @@ fn unreadable_file_is_one_diagnostic() {
     assert!(diags.items[0].message.starts_with("cannot read"), "{diags}");
 }
 
+/// Problems that depend on the host (CPUs outside the allowed set, more jobs than allowed CPUs
+/// for `cpus = "auto"`) are not manifest errors: every file in tests/manifests/host/ loads, and
+/// `hwr-exp check` (which plans it against this host) reports the problem where it is written
+/// and exits 2.
 #[test]
-fn cpus_error_names_the_allowed_set() {
-    let allowed = hwr_exp::exec::affinity::allowed_cpus().unwrap();
-    let diags = load_err(&bad_dir().join("cpus-outside-allowed.toml"));
-    let want = format!(
-        "allowed CPU set ({})",
-        hwr_exp::exec::affinity::format_cpu_list(&allowed)
-    );
-    assert!(diags.to_string().contains(&want), "{diags}");
+fn host_dependent_problems_are_reported_by_check_where_announced() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/manifests/host");
+    let allowed = hwr_exp::cpus::allowed_cpus().unwrap();
+    let allowed_text = format!("allowed CPU set ({})", hwr_exp::cpus::format_cpu_list(&allowed));
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        n += 1;
+        let (line, col, substring) = expectation(&path);
+        manifest::load(&path).expect("the document itself is valid");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hwr-exp"))
+            .arg("check")
+            .arg(&path)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(&allowed_text), "{err}");
+        assert!(err.contains(&substring), "{err}");
+        assert!(err.contains(&format!("{}:{line}:{col}", path.display())), "{err}");
+    }
+    assert_eq!(n, 2);
 }
 
 const GOOD: &str = "format = 1\n[experiment]\nname = \"p\"\n[command]\nargv = [\"echo\", \"{mode}\"]\n[matrix]\nmode = [\"a\", 1]\n[isolation]\ntimeout = \"5s\"\nenv = { A = \"{mode}\" }\n";

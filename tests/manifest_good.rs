@@ -257,14 +257,14 @@ fn output_defaults_follow_output_format() {
 
 #[test]
 fn cpu_lists_from_the_allowed_set() {
-    let allowed = hwr_exp::exec::affinity::allowed_cpus().unwrap();
+    let allowed = hwr_exp::cpus::allowed_cpus().unwrap();
     let first = allowed[0];
     let m = parse(&format!(
         "{BASE}[command]\nargv = [\"true\"]\n[isolation]\ncpus = [{first}]\n"
     ))
     .unwrap();
     assert_eq!(m.isolation.cpus, CpuSelection::List(vec![first]));
-    let list = hwr_exp::exec::affinity::format_cpu_list(&allowed);
+    let list = hwr_exp::cpus::format_cpu_list(&allowed);
     let m = parse(&format!(
         "{BASE}[command]\nargv = [\"true\"]\n[schedule]\njobs = {}\n[isolation]\ncpus = \"{list}\"\n",
         allowed.len()

@@ -385,7 +385,7 @@ repetitions = 5
 
 #[test]
 fn jobs_run_at_once_on_disjoint_cpus() {
-    let allowed = hwr_exp::exec::affinity::allowed_cpus().unwrap();
+    let allowed = hwr_exp::cpus::allowed_cpus().unwrap();
     if allowed.len() < 2 {
         eprintln!("skipped: needs 2 allowed CPUs");
         return;

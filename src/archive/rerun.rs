@@ -410,13 +410,8 @@ pub fn prepare(dir: &Path, opts: &RerunOptions) -> Result<PreparedRerun, Archive
     // Paths inside the manifest resolve against base_dir already; keep the recorded path.
     manifest.path = PathBuf::from(&bundle.info().manifest_path);
 
-    let repo_start = manifest
-        .provenance
-        .repo
-        .clone()
-        .unwrap_or_else(|| manifest.base_dir.clone());
     let abs_results = std::path::absolute(&results_dir).unwrap_or_else(|_| results_dir.clone());
-    let now = crate::provenance::capture_excluding(&repo_start, &[&abs_results]);
+    let now = crate::provenance::capture_excluding(manifest.repo_start(), &[&abs_results]);
     let now_host = crate::provenance::host::collect();
     let differences = differences(
         &bundle,

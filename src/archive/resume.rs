@@ -59,11 +59,9 @@ pub fn resume(
     match prepare(&bundle, opts) {
         Ok(prepared) => {
             let Prepared {
-                manifest,
                 plan,
                 todo,
                 info,
-                repo_start,
                 results_dir,
                 before,
             } = prepared;
@@ -73,13 +71,12 @@ pub fn resume(
                     source,
                 })?;
             let finish = Finish {
-                repo_start: &repo_start,
                 results_dir: &results_dir,
                 before: &before,
                 quiet: opts.quiet,
             };
             Ok(execute_and_finish(
-                &manifest, &plan, &todo, writer, executor, cancel, &finish,
+                &plan, &todo, writer, executor, cancel, &finish,
             )?)
         }
         Err(e) => {
@@ -92,13 +89,11 @@ pub fn resume(
 
 /// What [`prepare`] hands to the execution of a resume.
 struct Prepared {
-    manifest: crate::manifest::Manifest,
     plan: crate::plan::Plan,
     /// Plan indices of the runs to redo.
     todo: Vec<usize>,
     /// bundle.json to write when reopening.
     info: crate::bundle::BundleInfo,
-    repo_start: std::path::PathBuf,
     results_dir: std::path::PathBuf,
     /// The capture recorded when the bundle was created.
     before: crate::provenance::Snapshot,
@@ -151,14 +146,9 @@ fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result
     }
 
     let results_dir = bundle.results_dir();
-    crate::runner::preflight::check(&manifest, &plan, &results_dir, &ctx.allowed_cpus)
+    crate::runner::preflight::check(&plan, &results_dir)
         .map_err(|p| ArchiveError::Session(SessionError::Preflight(p)))?;
-    let repo_start = manifest
-        .provenance
-        .repo
-        .clone()
-        .unwrap_or_else(|| manifest.base_dir.clone());
-    let now = crate::provenance::capture_excluding(&repo_start, &[&results_dir]);
+    let now = crate::provenance::capture_excluding(&plan.repo_start, &[&results_dir]);
     let changed = crate::provenance::differences(&provenance.before, &now);
     let mut notes: Vec<String> = moved.into_iter().collect();
     if !changed.is_empty() {
@@ -209,11 +199,9 @@ fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result
         previous.as_str()
     ));
     Ok(Prepared {
-        manifest,
         plan,
         todo,
         info: new_info,
-        repo_start,
         results_dir,
         before: provenance.before,
     })

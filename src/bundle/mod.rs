@@ -4,6 +4,7 @@
 
 pub mod format;
 pub mod lock;
+pub mod plan_file;
 pub mod read;
 pub mod write;
 

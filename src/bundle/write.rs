@@ -372,7 +372,7 @@ impl BundleWriter {
             repetition: run.repetition,
             argv: run.argv.clone(),
             workdir: run.workdir.display().to_string(),
-            env: run.env.clone(),
+            env: (&run.env).into(),
             cpus_requested: run.cpus.clone(),
             cpus_effective: outcome.cpus_effective.clone(),
             pid: outcome.pid,

@@ -2,20 +2,67 @@
 //!
 //! The scheduler only sees the [`Executor`] trait, so scheduling tests need no processes.
 //! [`ProcessExecutor`] is the real implementation.
+//!
+//! # What one run looks like
+//!
+//! 1. The environment is built from the policy, `env` and `env-unset` ([`build_env`], in
+//!    `environment.rs`).
+//! 2. The program is resolved against the run's own `PATH` (relative to its workdir) with
+//!    [`resolve_program`]; the workdir must exist. Failures become [`Termination::SpawnFailed`].
+//!    The child is forked with [`std::process::Command`] (`spawn.rs`); between fork and exec it
+//!    - moves into its own process group (`Command::process_group(0)`), whose id is its pid,
+//!    - pins itself to `spec.cpus` (`sched_setaffinity`),
+//!    - asks for `SIGKILL` when its parent dies (`PR_SET_PDEATHSIG`) and exits at once if the
+//!      parent already died,
+//!    - marks every fd >= 3 close-on-exec (`close_range(3, ~0, CLOSE_RANGE_CLOEXEC)`), so only
+//!      fds 0/1/2 survive exec,
+//!    - resets every signal disposition to the default and empties the signal mask.
+//!
+//!    stdin is `/dev/null`; stdout and stderr are files the kernel writes to directly.
+//! 3. The parent waits on a pidfd with `poll` (`supervise.rs`), waking for external smaps_rollup
+//!    samples (`sampling.rs`), the timeout, the SIGTERM grace period and (every 50 ms) the cancel
+//!    flag. No thread is started.
+//! 4. The leader is reaped with `wait4`, which gives the exit status and its rusage (user and
+//!    system CPU seconds, peak RSS). `ended` and `wall_seconds` are taken here, so the stray
+//!    cleanup below is not counted as run time. A run stopped on timeout or interrupt keeps
+//!    its real status: `signal` is the signal that ended it (SIGTERM or SIGKILL), or
+//!    `exit_code` is set when it caught SIGTERM and exited by itself.
+//! 5. Any process left in the run's group (a background grandchild, say) gets SIGTERM, then
+//!    SIGKILL after the grace period, and is reaped (`group.rs`); these are
+//!    `stray_processes_killed`.
+//!
+//! # Limits
+//!
+//! - `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits, not the process.
+//!   [`Executor::execute`] blocks its calling thread until the run is over, so that thread always
+//!   outlives the run.
+//! - A process of the run that calls `setsid` (or `setpgid` into another group) leaves the run's
+//!   process group and is not seen or killed by the group-wide signals; daemons that detach
+//!   this way can outlive the run. Because the runner is a child subreaper
+//!   (`PR_SET_CHILD_SUBREAPER`), such a process is reparented to the runner when its parent dies,
+//!   but it is only reaped if it is still in the run's group.
+//! - The runner must not set `SIGCHLD` to `SIG_IGN` (children would be auto-reaped and `wait4`
+//!   would have no status to report).
 
-pub mod affinity;
+mod environment;
+mod group;
 pub mod guardian;
-mod process;
+mod sampling;
+mod spawn;
+mod supervise;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::Once;
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, SystemTime};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-pub use process::{ProcessExecutor, build_env, resolve_program};
+pub use environment::{CLEAN_KEPT, CLEAN_KEPT_PREFIX, EnvPolicy, build_env, clean_keeps};
+pub use spawn::resolve_program;
 
 /// Everything needed to start one run; paths are absolute.
 #[derive(Debug, Clone)]
@@ -24,7 +71,8 @@ pub struct RunSpec {
     pub argv: Vec<String>,
     /// Working directory of the child.
     pub workdir: PathBuf,
-    /// The child's complete environment (already built from policy, `env`, `env-unset`, `HWR_*`).
+    /// The child's complete environment (already built from policy, `env`, `env-unset`, `HWR_*`
+    /// with [`build_env`]).
     pub env: Vec<(OsString, OsString)>,
     /// CPUs to pin the child to (sched_setaffinity in the child before exec). Empty = no pinning.
     pub cpus: Vec<usize>,
@@ -120,4 +168,87 @@ pub trait Executor: Send + Sync {
     /// become [`Termination::SpawnFailed`]. When `cancel` becomes true the run is stopped as on
     /// timeout and reported as [`Termination::Interrupted`].
     fn execute(&self, spec: &RunSpec, cancel: &CancelFlag) -> RunOutcome;
+}
+
+/// Runs each [`RunSpec`] as a child process in its own process group.
+///
+/// Stateless; share one instance between threads. Create it with [`ProcessExecutor::new`],
+/// which makes the runner a child subreaper; `ProcessExecutor` built by `Default` or as a
+/// literal does that on its first [`Executor::execute`] call instead.
+#[derive(Debug, Default, Clone)]
+pub struct ProcessExecutor;
+
+impl ProcessExecutor {
+    /// Creates the executor and makes the calling process a child subreaper
+    /// (`prctl(PR_SET_CHILD_SUBREAPER, 1)`, once per process), so that orphaned grandchildren of a
+    /// run are reparented to the runner, where they can be reaped.
+    ///
+    /// It also starts the [`guardian`], once per process, which kills the runs'
+    /// process groups if the runner dies (SIGKILL included).
+    pub fn new() -> Self {
+        become_subreaper();
+        guardian::ensure_started();
+        ProcessExecutor
+    }
+}
+
+/// Makes this process a child subreaper, once. Failure (very old kernel) only weakens the
+/// zombie reaping of strays, so it is ignored.
+fn become_subreaper() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
+    });
+}
+
+impl Executor for ProcessExecutor {
+    fn execute(&self, spec: &RunSpec, cancel: &CancelFlag) -> RunOutcome {
+        become_subreaper();
+        guardian::ensure_started();
+        let started = SystemTime::now();
+        let start = Instant::now();
+        if cancel.load(Ordering::Relaxed) {
+            let mut outcome = RunOutcome::empty(started, start);
+            outcome.termination = Termination::Interrupted;
+            outcome.error = Some("the runner was interrupted before this run started".into());
+            return outcome;
+        }
+        match spawn::spawn(spec) {
+            Ok(child) => {
+                let pgid = child.pid;
+                guardian::group_started(pgid);
+                let outcome = supervise::supervise(spec, cancel, child, started, start);
+                guardian::group_ended(pgid);
+                outcome
+            }
+            Err(error) => {
+                let mut outcome = RunOutcome::empty(started, start);
+                outcome.termination = Termination::SpawnFailed;
+                outcome.error = Some(error);
+                outcome
+            }
+        }
+    }
+}
+
+impl RunOutcome {
+    /// An outcome with nothing measured yet, ended now.
+    fn empty(started: SystemTime, start: Instant) -> RunOutcome {
+        RunOutcome {
+            termination: Termination::SpawnFailed,
+            exit_code: None,
+            signal: None,
+            error: None,
+            cpus_effective: None,
+            pid: None,
+            started,
+            ended: SystemTime::now(),
+            wall_seconds: start.elapsed().as_secs_f64(),
+            user_seconds: None,
+            sys_seconds: None,
+            peak_rss_bytes: None,
+            stray_processes_killed: 0,
+            memory_samples: 0,
+        }
+    }
 }

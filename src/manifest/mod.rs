@@ -1,4 +1,5 @@
-//! The manifest: raw TOML with spans, validation, diagnostics (DESIGN 3).
+//! The manifest: raw TOML with spans, validation, diagnostics (DESIGN 3). Reads the manifest file
+//! and nothing else: no host facts, no processes.
 //!
 //! [`load`] / [`parse`] read a manifest, check it completely (every problem is collected, each
 //! located by a byte span and rendered as `file:line:col` with the source line and a caret) and
@@ -38,8 +39,9 @@ pub fn load(path: &Path) -> Result<Manifest, Diagnostics> {
 /// paths resolve against (the manifest's folder); a relative `base_dir` is made absolute against
 /// the current directory (lexically, without resolving symlinks).
 ///
-/// Besides the document's own rules, `isolation.cpus` is checked against this process's allowed
-/// CPU set (`sched_getaffinity`), so the result depends on where it runs.
+/// Only the document is checked: host facts (whether listed CPUs are in the allowed set, how many
+/// CPUs `"auto"` has) are checked when the plan is made (`runner::session::expand`), so the result
+/// does not depend on where it runs.
 ///
 /// # Errors
 /// [`Diagnostics`] with every problem found, in source order. A TOML syntax error is a single
@@ -91,6 +93,12 @@ fn drop_null(node: &mut serde_json::Value) {
 }
 
 impl Manifest {
+    /// Where the repository whose provenance is recorded is discovered from: `[provenance] repo`
+    /// when set, else the manifest's folder ([`Manifest::base_dir`]). Both are absolute.
+    pub fn repo_start(&self) -> &Path {
+        self.provenance.repo.as_deref().unwrap_or(&self.base_dir)
+    }
+
     /// A one-problem [`Diagnostics`] located at the value of `key`, a dotted path as recorded in
     /// [`Manifest::spans`] (`"command.output"`, `"matrix.exclude"`, `"matrix.exclude.0"`,
     /// `"isolation.env.NAME"`). An unknown or absent key points at the start of the file (0..0).

@@ -55,7 +55,7 @@ pub struct RawExperiment {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct RawCommand {
-    /// Program and arguments, exec'd directly (argv[0] looked up in PATH when it has no `/`);
+    /// Program and arguments, exec'd directly (`argv[0]` looked up in PATH when it has no `/`);
     /// templates. Exactly one of `argv` / `shell`.
     #[schemars(length(min = 1))]
     pub argv: Option<Vec<String>>,

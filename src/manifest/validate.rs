@@ -13,7 +13,7 @@ use toml::de::{DeString, DeTable, DeValue};
 use super::diagnostic::{Diagnostic, Diagnostics};
 use super::model::*;
 use super::template::{self, BUILTINS, Segment};
-use crate::exec::affinity;
+use crate::cpus;
 
 mod executor;
 
@@ -823,7 +823,6 @@ impl<'s> Validator<'s> {
                 None => cpus_per_run_ok = false,
             }
         }
-        let allowed = affinity::allowed_cpus();
         let cpus_v = self.field(t, "isolation", "cpus");
         let mut pool_ok = true;
         if let Some(v) = cpus_v {
@@ -831,7 +830,7 @@ impl<'s> Validator<'s> {
             let mut listed: Vec<(usize, Range<usize>)> = Vec::new();
             match v.get_ref() {
                 DeValue::String(s) if s.as_ref() == "auto" => {}
-                DeValue::String(s) => match affinity::parse_cpu_list(s) {
+                DeValue::String(s) => match cpus::parse_cpu_list(s) {
                     Ok(list) if list.is_empty() => {
                         pool_ok = false;
                         self.err(
@@ -859,7 +858,9 @@ impl<'s> Validator<'s> {
                     );
                 }
                 DeValue::Array(items) => {
-                    for item in items.iter() {
+                    for (i, item) in items.iter().enumerate() {
+                        // Later stages point at one CPU of the list (the allowed-set check).
+                        self.spans.insert(format!("isolation.cpus.{i}"), item.span());
                         match self.integer(item) {
                             Some(n) if n >= 0 => listed.push((n as usize, item.span())),
                             Some(n) => {
@@ -894,60 +895,36 @@ impl<'s> Validator<'s> {
                     self.err(span, format!("CPU {cpu} is listed more than once"), None);
                     continue;
                 }
-                if let Ok(allowed) = &allowed
-                    && !allowed.contains(&cpu)
-                {
-                    pool_ok = false;
-                    self.err(
-                        span,
-                        format!(
-                            "CPU {cpu} is not in this process's allowed CPU set ({})",
-                            affinity::format_cpu_list(allowed)
-                        ),
-                        Some("the allowed set comes from sched_getaffinity (see `taskset -cp $$`); pick CPUs from it or write cpus = \"auto\"".into()),
-                    );
-                }
                 pool.push(cpu);
             }
             if !matches!(v.get_ref(), DeValue::String(s) if s.as_ref() == "auto") {
                 iso.cpus = CpuSelection::List(pool);
             }
         }
-        match &allowed {
-            Err(e) => {
-                let span = cpus_v.map_or(self.section_span("isolation"), |v| v.span());
+        // Only a listed pool is checked here: the size of "auto" (the allowed CPU set) and
+        // whether listed CPUs are allowed are host facts, checked when the plan is made.
+        if let CpuSelection::List(pool) = &iso.cpus
+            && pool_ok
+            && cpus_per_run_ok
+        {
+            let need = (jobs as usize).saturating_mul(iso.cpus_per_run);
+            if need > pool.len() {
+                let span = cpus_per_run_v
+                    .map(|v| v.span())
+                    .or_else(|| self.spans.get("schedule.jobs").cloned())
+                    .or_else(|| cpus_v.map(|v| v.span()))
+                    .unwrap_or_else(|| self.section_span("isolation"));
                 self.err(
                     span,
-                    format!("cannot read the allowed CPU set (sched_getaffinity): {e}"),
-                    None,
+                    format!(
+                        "jobs ({jobs}) x cpus-per-run ({}) needs {need} CPUs, but `cpus` ({}) has {}",
+                        iso.cpus_per_run,
+                        cpus::format_cpu_list(pool),
+                        pool.len()
+                    ),
+                    Some("each concurrent run gets its own CPUs; lower `jobs` or `cpus-per-run`, or list more CPUs".into()),
                 );
             }
-            Ok(allowed) if pool_ok && cpus_per_run_ok => {
-                let (pool_len, pool_desc) = match &iso.cpus {
-                    CpuSelection::Auto => (
-                        allowed.len(),
-                        format!("the allowed CPU set ({})", affinity::format_cpu_list(allowed)),
-                    ),
-                    CpuSelection::List(l) => (l.len(), format!("`cpus` ({})", affinity::format_cpu_list(l))),
-                };
-                let need = (jobs as usize).saturating_mul(iso.cpus_per_run);
-                if need > pool_len {
-                    let span = cpus_per_run_v
-                        .map(|v| v.span())
-                        .or_else(|| self.spans.get("schedule.jobs").cloned())
-                        .or_else(|| cpus_v.map(|v| v.span()))
-                        .unwrap_or_else(|| self.section_span("isolation"));
-                    self.err(
-                        span,
-                        format!(
-                            "jobs ({jobs}) x cpus-per-run ({}) needs {need} CPUs, but {pool_desc} has {pool_len}",
-                            iso.cpus_per_run
-                        ),
-                        Some("each concurrent run gets its own CPUs; lower `jobs` or `cpus-per-run`, or list more CPUs".into()),
-                    );
-                }
-            }
-            Ok(_) => {}
         }
         if let Some(v) = self.field(t, "isolation", "timeout") {
             iso.timeout = self.positive_duration(v, "timeout");

@@ -1,5 +1,9 @@
 //! Plan expansion: manifest -> ordered list of runs. Pure: no I/O, no clock, no environment reads
 //! (everything host-dependent comes in through [`PlanContext`]).
+//!
+//! The [`Plan`] carries everything later stages need from the manifest (output format, sample
+//! interval, environment policy, timeouts, where provenance starts), so they take the plan alone.
+//! plan.json is written by the bundle (`bundle::plan_file`), which owns the on-disk format.
 
 pub mod render;
 
@@ -7,11 +11,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-#[cfg(doc)]
-use crate::bundle::PlanFile;
-use crate::bundle::{EnvChanges, PlannedRunRecord};
+use serde::{Deserialize, Serialize};
+
 use crate::manifest::template::Template;
-use crate::manifest::{Cell, CpuSelection, EnvPolicy, Manifest, Order, Program, Value};
+use crate::manifest::{Cell, CpuSelection, EnvPolicy, Manifest, Order, OutputFormat, Program, Value};
 
 /// Host facts and paths the plan depends on.
 #[derive(Debug, Clone)]
@@ -24,6 +27,31 @@ pub struct PlanContext {
     pub allowed_cpus: Vec<usize>,
     /// Seed to use for `order = "shuffled"` when the manifest gives none.
     pub fallback_seed: u64,
+    /// Where run folders live inside the bundle and which file names the runner writes there.
+    pub layout: RunFolderLayout,
+}
+
+/// The part of the bundle's on-disk layout the plan needs, given by the bundle
+/// (`bundle::plan_file::RUN_FOLDER_LAYOUT`) so that planning does not depend on the bundle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunFolderLayout {
+    /// Folder of the bundle holding one folder per run: `{run-dir}` is `<bundle>/<runs>/<run-id>`.
+    pub runs: &'static str,
+    /// File names the runner writes into each run folder; `output` may not take them.
+    pub reserved: &'static [&'static str],
+}
+
+/// Environment changes a run gets relative to its policy's base environment (only these are
+/// recorded, never the whole environment).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct RunEnv {
+    /// The base environment: the runner's whole one or the clean policy's few variables.
+    pub policy: EnvPolicy,
+    /// Variables set (manifest `env`, `CUDA_VISIBLE_DEVICES`, `HWR_*`), in the order applied.
+    pub set: Vec<(String, String)>,
+    /// Variables removed (`env-unset`).
+    pub unset: Vec<String>,
 }
 
 /// One run of the plan.
@@ -44,7 +72,7 @@ pub struct PlannedRun {
     /// Output file name inside the run folder (no `/`, never `..`).
     pub output: String,
     /// Environment changes: policy, variables set (in order applied), variables removed.
-    pub env: EnvChanges,
+    pub env: RunEnv,
     /// CPUs the run is pinned to.
     pub cpus: Vec<usize>,
 }
@@ -65,8 +93,16 @@ pub struct Plan {
     pub timeout: Option<Duration>,
     /// SIGTERM-to-SIGKILL grace period.
     pub grace: Duration,
-    /// Environment policy.
+    /// Environment policy (`[isolation] env-policy`).
     pub env_policy: EnvPolicy,
+    /// How each run's stdout is checked (`[command] output-format`).
+    pub output_format: OutputFormat,
+    /// External smaps_rollup sampling period (`[measure] sample-interval`); `None` = off.
+    pub sample_interval: Option<Duration>,
+    /// `[experiment] name`: the bundle goes into `<results>/<experiment>/`.
+    pub experiment: String,
+    /// Absolute folder the recorded repository is discovered from ([`Manifest::repo_start`]).
+    pub repo_start: PathBuf,
     /// Matrix keys in manifest order.
     pub matrix_keys: Vec<String>,
     /// Every cell, in product order then includes.
@@ -104,9 +140,6 @@ pub const MAX_RUNS: u64 = 10_000_000;
 
 /// Longest output file name, in bytes (the usual file-system limit).
 const MAX_NAME_BYTES: usize = 255;
-
-/// File names a run folder already uses; `output` may not take them.
-const RESERVED_NAMES: &[&str] = &["run.json", "stderr.log", "memory.jsonl"];
 
 /// Expands a validated manifest into its runs.
 ///
@@ -170,6 +203,10 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, Vec<PlanEr
         timeout: manifest.isolation.timeout,
         grace: manifest.isolation.grace,
         env_policy: manifest.isolation.env_policy,
+        output_format: manifest.command.output_format,
+        sample_interval: manifest.measure.sample_interval,
+        experiment: manifest.experiment.name.clone(),
+        repo_start: manifest.repo_start().to_path_buf(),
         matrix_keys: manifest.matrix.axes.iter().map(|(k, _)| k.clone()).collect(),
         width: order.len().saturating_sub(1).to_string().len().max(3),
         schedule: order.into_iter().map(|(c, r)| (c as u32, r)).collect(),
@@ -191,7 +228,7 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, Vec<PlanEr
         }
         match plan.output_of(&plan.vars(index)) {
             Ok(output) => {
-                if RESERVED_NAMES.contains(&output.as_str()) {
+                if ctx.layout.reserved.contains(&output.as_str()) {
                     errors.push(PlanError::new(
                         "command.output",
                         format!(
@@ -277,23 +314,39 @@ fn cells(manifest: &Manifest, errors: &mut Vec<PlanError>) -> Vec<Cell> {
 }
 
 /// Splits the CPU pool into `jobs` disjoint slots of `cpus-per-run` CPUs.
+///
+/// A listed pool too small is already a manifest error; here it is found for `"auto"`, whose
+/// pool is the allowed CPU set. The problem is located at the first of `cpus-per-run`, `jobs`,
+/// `cpus` and `[isolation]` the manifest has.
 fn cpu_slots(manifest: &Manifest, ctx: &PlanContext, errors: &mut Vec<PlanError>) -> Vec<Vec<usize>> {
     let jobs = manifest.schedule.jobs.max(1) as usize;
     let per = manifest.isolation.cpus_per_run.max(1);
-    let pool: Vec<usize> = match &manifest.isolation.cpus {
-        CpuSelection::Auto => ctx.allowed_cpus.clone(),
-        CpuSelection::List(list) => list.clone(),
+    let (pool, pool_desc): (&[usize], &str) = match &manifest.isolation.cpus {
+        CpuSelection::Auto => (&ctx.allowed_cpus, "the allowed CPU set"),
+        CpuSelection::List(list) => (list, "`cpus`"),
     };
-    if pool.len() < jobs * per {
-        errors.push(PlanError::new(
+    let need = jobs * per;
+    if pool.len() < need {
+        let key = [
+            "isolation.cpus-per-run",
+            "schedule.jobs",
             "isolation.cpus",
+            "isolation",
+        ]
+        .into_iter()
+        .find(|k| manifest.spans.contains_key(*k))
+        .unwrap_or("isolation.cpus");
+        errors.push(PlanError::new(
+            key,
             format!(
-                "{jobs} job(s) x {per} CPU(s) per run need {} CPUs, but only {} are available ({})",
-                jobs * per,
-                pool.len(),
-                crate::exec::affinity::format_cpu_list(&pool)
+                "jobs ({jobs}) x cpus-per-run ({per}) needs {need} CPUs, but {pool_desc} ({}) has {}",
+                crate::cpus::format_cpu_list(pool),
+                pool.len()
             ),
-            Some("lower `jobs` or `cpus-per-run`, or list more CPUs".into()),
+            Some(
+                "each concurrent run gets its own CPUs; lower `jobs` or `cpus-per-run`, or list more CPUs"
+                    .into(),
+            ),
         ));
         return Vec::new();
     }
@@ -359,6 +412,8 @@ struct Templates {
     hwr_exp: String,
     bundle: PathBuf,
     bundle_text: String,
+    /// `{run-dir}` is this folder joined with the run id.
+    runs_dir: PathBuf,
     /// The workdir when its template has no placeholders.
     fixed_workdir: Option<PathBuf>,
 }
@@ -394,6 +449,7 @@ impl Templates {
             hwr_exp: ctx.hwr_exp.clone(),
             bundle: ctx.bundle.clone(),
             bundle_text: ctx.bundle.display().to_string(),
+            runs_dir: ctx.bundle.join(ctx.layout.runs),
             fixed_workdir: None,
         }
         .with_fixed_workdir())
@@ -425,14 +481,7 @@ impl Vars<'_> {
             "run-id" => Some(self.run_id.clone()),
             "hwr-exp" => Some(self.t.hwr_exp.clone()),
             "bundle" => Some(self.t.bundle_text.clone()),
-            "run-dir" => Some(
-                self.t
-                    .bundle
-                    .join(crate::bundle::files::RUNS)
-                    .join(&self.run_id)
-                    .display()
-                    .to_string(),
-            ),
+            "run-dir" => Some(self.t.runs_dir.join(&self.run_id).display().to_string()),
             _ => self.cell.iter().find(|(k, _)| k == name).map(|(_, v)| {
                 if sanitize_values {
                     sanitize(&v.to_string())
@@ -556,11 +605,8 @@ impl Plan {
         set.push(("HWR_RUN_ID".to_string(), vars.run_id.clone()));
         set.push(("HWR_REPETITION".to_string(), rep));
         set.push(("HWR_BUNDLE".to_string(), t.bundle_text.clone()));
-        let env = EnvChanges {
-            policy: match self.env_policy {
-                EnvPolicy::Inherit => "inherit".into(),
-                EnvPolicy::Clean => "clean".into(),
-            },
+        let env = RunEnv {
+            policy: self.env_policy,
             set,
             unset: t.env_unset.clone(),
         };
@@ -592,61 +638,6 @@ fn normalize(path: &Path) -> PathBuf {
         }
     }
     out
-}
-
-impl Plan {
-    /// Writes plan.json (the shape of [`PlanFile`]) to `out`, one run at a time, so writing does not
-    /// hold every run in memory.
-    ///
-    /// # Errors
-    /// Errors of `out`.
-    pub fn write_json(&self, manifest: &Manifest, out: impl std::io::Write) -> std::io::Result<()> {
-        use serde::ser::{SerializeStruct, Serializer};
-        struct Runs<'a>(&'a Plan);
-        impl serde::Serialize for Runs<'_> {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.collect_seq(self.0.runs().map(|r| r.to_record(self.0)))
-            }
-        }
-        let mut ser = serde_json::Serializer::pretty(out);
-        let mut st = (&mut ser)
-            .serialize_struct("PlanFile", 8)
-            .map_err(std::io::Error::other)?;
-        let fields = (|| {
-            st.serialize_field("format", &crate::bundle::BUNDLE_FORMAT)?;
-            st.serialize_field("order", &self.order)?;
-            st.serialize_field("seed", &self.seed)?;
-            st.serialize_field("jobs", &self.jobs)?;
-            st.serialize_field("matrix-keys", &self.matrix_keys)?;
-            st.serialize_field("output-format", &manifest.command.output_format)?;
-            st.serialize_field(
-                "sample-interval-seconds",
-                &manifest.measure.sample_interval.map(|d| d.as_secs_f64()),
-            )?;
-            st.serialize_field("runs", &Runs(self))?;
-            st.end()
-        })();
-        fields.map_err(std::io::Error::other)
-    }
-}
-
-impl PlannedRun {
-    /// The plan.json entry of this run.
-    pub fn to_record(&self, plan: &Plan) -> PlannedRunRecord {
-        PlannedRunRecord {
-            run_id: self.run_id.clone(),
-            index: self.index,
-            cell: self.cell.iter().cloned().collect(),
-            repetition: self.repetition,
-            argv: self.argv.clone(),
-            workdir: self.workdir.display().to_string(),
-            output: self.output.clone(),
-            env: self.env.clone(),
-            cpus: self.cpus.clone(),
-            timeout_seconds: plan.timeout.map(|d| d.as_secs_f64()),
-            grace_seconds: plan.grace.as_secs_f64(),
-        }
-    }
 }
 
 #[cfg(test)]

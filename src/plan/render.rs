@@ -3,7 +3,9 @@
 use std::io::{self, Write};
 
 use super::{Plan, PlannedRun, describe_cell};
-use crate::exec::affinity::format_cpu_list;
+use crate::cpus::format_cpu_list;
+use crate::exec::{CLEAN_KEPT, CLEAN_KEPT_PREFIX};
+use crate::manifest::EnvPolicy;
 
 /// Quotes a word for POSIX sh (`''` for the empty string).
 pub fn sh_quote(word: &str) -> String {
@@ -90,7 +92,7 @@ pub fn shell_line(plan: &Plan, run: &PlannedRun) -> String {
         sh_quote(&run.workdir.display().to_string()),
         "&&".into(),
     ];
-    let clean = run.env.policy == "clean";
+    let clean = run.env.policy == EnvPolicy::Clean;
     let identifier = |k: &str| {
         !k.is_empty()
             && !k.starts_with(|c: char| c.is_ascii_digit())
@@ -101,10 +103,7 @@ pub fn shell_line(plan: &Plan, run: &PlannedRun) -> String {
         words.push("env".into());
         if clean {
             words.push("-i".into());
-            for k in CLEAN_KEEP
-                .iter()
-                .filter(|k| !run.env.unset.iter().any(|u| u == *k))
-            {
+            for k in clean_keep().filter(|k| !run.env.unset.iter().any(|u| u == k)) {
                 words.push(format!("${{{k}+\"{k}=${k}\"}}"));
             }
         } else {
@@ -138,22 +137,21 @@ pub fn shell_line(plan: &Plan, run: &PlannedRun) -> String {
     words.join(" ")
 }
 
-/// Variables the clean policy keeps from the runner's environment (and the common `LC_*` ones).
-const CLEAN_KEEP: &[&str] = &[
-    "PATH",
-    "HOME",
-    "LANG",
-    "TERM",
-    "USER",
-    "TMPDIR",
-    "LC_ALL",
-    "LC_CTYPE",
-    "LC_NUMERIC",
-    "LC_TIME",
-    "LC_COLLATE",
-    "LC_MONETARY",
-    "LC_MESSAGES",
+/// Locale categories whose `LC_*` variable a shell line passes through under the clean policy
+/// (a shell cannot enumerate the variables with a prefix, so the common ones are listed).
+const LOCALE_CATEGORIES: &[&str] = &[
+    "ALL", "CTYPE", "NUMERIC", "TIME", "COLLATE", "MONETARY", "MESSAGES",
 ];
+
+/// Variables a shell line keeps under the clean policy: the executor's [`CLEAN_KEPT`] names,
+/// then the [`CLEAN_KEPT_PREFIX`] variables of [`LOCALE_CATEGORIES`].
+fn clean_keep() -> impl Iterator<Item = String> {
+    CLEAN_KEPT.iter().map(|k| k.to_string()).chain(
+        LOCALE_CATEGORIES
+            .iter()
+            .map(|c| format!("{CLEAN_KEPT_PREFIX}{c}")),
+    )
+}
 
 fn secs(s: f64) -> String {
     let t = format!("{s:.3}");

@@ -326,7 +326,7 @@ pub fn measure(
         kernel: uname.release().to_string_lossy().into_owned(),
         hostname: uname.nodename().to_string_lossy().into_owned(),
         pid: std::process::id(),
-        cpu_affinity: crate::exec::affinity::allowed_cpus().unwrap_or_default(),
+        cpu_affinity: crate::cpus::allowed_cpus().unwrap_or_default(),
         runtime: RuntimeFacts::collect(),
         file_bytes: 0,
         first_read_ok: false,

@@ -75,9 +75,7 @@ pub fn collect() -> HostFacts {
         os: os_pretty_name(),
         cpu_model: cpu_model(),
         logical_cpus: logical_cpus(),
-        allowed_cpus: crate::exec::affinity::allowed_cpus()
-            .ok()
-            .filter(|c| !c.is_empty()),
+        allowed_cpus: crate::cpus::allowed_cpus().ok().filter(|c| !c.is_empty()),
         memory_total_bytes: memory_total_bytes(),
         glibc_version: glibc_version(),
         env: runner_env(std::env::vars_os()),

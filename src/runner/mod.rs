@@ -7,14 +7,15 @@ pub mod preflight;
 pub mod progress;
 pub mod session;
 
+use std::ffi::OsString;
 use std::io;
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::bundle::{BundleWriter, RunRecord, files};
-use crate::exec::{CancelFlag, Executor, RunSpec};
-use crate::manifest::{EnvPolicy, OutputFormat};
+use crate::exec::{self, CancelFlag, Executor, RunSpec};
+use crate::manifest::EnvPolicy;
 use crate::plan::{Plan, PlannedRun};
 
 pub use progress::Progress;
@@ -28,35 +29,31 @@ pub enum SessionEnd {
     Interrupted,
 }
 
-/// Settings that apply to every run of a session.
-#[derive(Debug, Clone, Copy)]
-pub struct SessionSettings {
-    /// How outputs are checked.
-    pub output_format: OutputFormat,
-    /// External smaps_rollup sampling period; `None` = off.
-    pub sample_interval: Option<Duration>,
-    /// Environment policy.
-    pub env_policy: EnvPolicy,
+/// The child environment of `run`: its policy mapped to the executor's [`exec::EnvPolicy`], then
+/// its `set` and `unset` applied ([`exec::build_env`]). Used for running and for the preflight's
+/// program lookup, so both see the same `PATH`.
+pub fn run_env(run: &PlannedRun) -> Vec<(OsString, OsString)> {
+    let policy = match run.env.policy {
+        EnvPolicy::Inherit => exec::EnvPolicy::Inherit,
+        EnvPolicy::Clean => exec::EnvPolicy::Clean,
+    };
+    exec::build_env(policy, &run.env.set, &run.env.unset)
 }
 
-/// The [`RunSpec`] of one planned run, with files inside `run_dir`.
-pub fn run_spec(
-    plan: &Plan,
-    run: &PlannedRun,
-    run_dir: &std::path::Path,
-    settings: &SessionSettings,
-) -> RunSpec {
+/// The [`RunSpec`] of one planned run of `plan`, with its files inside `run_dir` (the output,
+/// `stderr.log`, and `memory.jsonl` when the plan samples memory).
+pub fn run_spec(plan: &Plan, run: &PlannedRun, run_dir: &std::path::Path) -> RunSpec {
     RunSpec {
         argv: run.argv.clone(),
         workdir: run.workdir.clone(),
-        env: crate::exec::build_env(settings.env_policy, &run.env.set, &run.env.unset),
+        env: run_env(run),
         cpus: run.cpus.clone(),
         timeout: plan.timeout,
         grace: plan.grace,
         stdout_path: run_dir.join(&run.output),
         stderr_path: run_dir.join(files::STDERR),
-        memory_path: settings.sample_interval.map(|_| run_dir.join(files::MEMORY)),
-        sample_interval: settings.sample_interval.unwrap_or(Duration::from_millis(100)),
+        memory_path: plan.sample_interval.map(|_| run_dir.join(files::MEMORY)),
+        sample_interval: plan.sample_interval.unwrap_or(Duration::from_millis(100)),
     }
 }
 
@@ -71,7 +68,6 @@ pub fn execute(
     writer: &Mutex<BundleWriter>,
     executor: &dyn Executor,
     cancel: &CancelFlag,
-    settings: &SessionSettings,
     progress: &dyn Progress,
 ) -> io::Result<SessionEnd> {
     let total = indices.len();
@@ -91,13 +87,13 @@ pub fn execute(
                     .lock()
                     .map_err(|_| io::Error::other("bundle writer poisoned"))?
                     .prepare_run_dir(run)?;
-                let spec = run_spec(plan, run, &run_dir, settings);
+                let spec = run_spec(plan, run, &run_dir);
                 progress.run_started(run);
                 let outcome = executor.execute(&spec, cancel);
                 writer
                     .lock()
                     .map_err(|_| io::Error::other("bundle writer poisoned"))?
-                    .record_run(run, &outcome, settings.output_format)
+                    .record_run(run, &outcome, plan.output_format)
             })();
             match result {
                 Ok(record) => {

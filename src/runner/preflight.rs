@@ -4,23 +4,52 @@ use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-use crate::manifest::Manifest;
-use crate::plan::Plan;
+use crate::manifest::{CpuSelection, Manifest};
+use crate::plan::{Plan, PlanError};
+
+/// The CPU-in-allowed-set check (DESIGN 3): every CPU `[isolation] cpus` lists must be in the
+/// runner's allowed set `allowed` (`sched_getaffinity`, ascending). `"auto"` takes its CPUs from
+/// that set and always passes.
+///
+/// Run by `runner::session::expand`, so `check`, `plan`, `run`, `rerun` and `resume` all apply
+/// it. Returns one problem per CPU outside the set, located at that CPU in an array
+/// (`isolation.cpus.N`) or at the whole `cpus` value for a list string.
+pub fn cpus_outside_allowed_set(manifest: &Manifest, allowed: &[usize]) -> Vec<PlanError> {
+    let CpuSelection::List(list) = &manifest.isolation.cpus else {
+        return Vec::new();
+    };
+    list.iter()
+        .enumerate()
+        .filter(|(_, cpu)| !allowed.contains(cpu))
+        .map(|(i, cpu)| {
+            let item = format!("isolation.cpus.{i}");
+            PlanError {
+                key: if manifest.spans.contains_key(&item) {
+                    item
+                } else {
+                    "isolation.cpus".into()
+                },
+                message: format!(
+                    "CPU {cpu} is not in this process's allowed CPU set ({})",
+                    crate::cpus::format_cpu_list(allowed)
+                ),
+                help: Some("the allowed set comes from sched_getaffinity (see `taskset -cp $$`); pick CPUs from it or write cpus = \"auto\"".into()),
+            }
+        })
+        .collect()
+}
 
 /// Runs every preflight check and returns every problem found, one message each.
 ///
 /// Checks: each distinct `argv[0]` is found (in the run's `PATH` when it has no `/`), each distinct
-/// workdir exists, the plan's CPUs are in the runner's allowed set (`sched_getaffinity`),
-/// `/proc/self/smaps_rollup` is readable when sampling is on, and the results folder can be created.
+/// workdir exists, `/proc/self/smaps_rollup` is readable when sampling is on, the folder the
+/// repository is discovered from exists, and `<results_dir>/<experiment>` can be created. (The
+/// plan's CPUs were checked against the allowed set when it was made:
+/// [`cpus_outside_allowed_set`].)
 ///
 /// # Errors
 /// The list of problems, when there is any.
-pub fn check(
-    manifest: &Manifest,
-    plan: &Plan,
-    results_dir: &Path,
-    allowed_cpus: &[usize],
-) -> Result<(), Vec<String>> {
+pub fn check(plan: &Plan, results_dir: &Path) -> Result<(), Vec<String>> {
     let mut problems = Vec::new();
     let mut seen_programs = HashSet::new();
     let mut seen_dirs = HashSet::new();
@@ -40,7 +69,7 @@ pub fn check(
         if !seen_programs.insert((program.clone(), run.workdir.clone())) {
             continue;
         }
-        let env = crate::exec::build_env(plan.env_policy, &run.env.set, &run.env.unset);
+        let env = super::run_env(&run);
         let path_var = env
             .iter()
             .find(|(k, _)| k == OsStr::new("PATH"))
@@ -49,32 +78,20 @@ pub fn check(
             problems.push(format!("run {}: {e}", run.run_id));
         }
     }
-    for slot in &plan.slots {
-        for cpu in slot {
-            if !allowed_cpus.contains(cpu) {
-                problems.push(format!(
-                    "CPU {cpu} is not in this process's allowed set ({})",
-                    crate::exec::affinity::format_cpu_list(allowed_cpus)
-                ));
-            }
-        }
-    }
-    if manifest.measure.sample_interval.is_some()
+    if plan.sample_interval.is_some()
         && let Err(e) = crate::memory::Rollup::read_self()
     {
         problems.push(format!(
             "{e}; set [measure] sample-interval = \"off\" to run without memory sampling"
         ));
     }
-    if let Some(repo) = &manifest.provenance.repo
-        && !repo.is_dir()
-    {
+    if !plan.repo_start.is_dir() {
         problems.push(format!(
-            "[provenance] repo {} does not exist or is not a folder",
-            repo.display()
+            "repository folder {} (`[provenance] repo`, else the manifest's folder) does not exist or is not a folder",
+            plan.repo_start.display()
         ));
     }
-    if let Err(e) = writable(&results_dir.join(&manifest.experiment.name)) {
+    if let Err(e) = writable(&results_dir.join(&plan.experiment)) {
         problems.push(e);
     }
     if problems.is_empty() {

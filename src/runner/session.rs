@@ -16,7 +16,7 @@ use crate::manifest::{Diagnostics, Manifest};
 use crate::plan::{self, Plan, PlanContext};
 use crate::timestamp::rfc3339;
 
-use super::{SessionEnd, SessionSettings, progress};
+use super::{SessionEnd, progress};
 
 /// Choices of one session that do not come from the manifest.
 #[derive(Debug, Clone, Default)]
@@ -81,39 +81,48 @@ pub struct SessionReport {
     pub exit_code: i32,
 }
 
-/// Plan context for a bundle folder: the running binary, the allowed CPUs, a fresh fallback seed.
+/// Plan context for a bundle folder: the running binary, the allowed CPUs, a fresh fallback seed,
+/// the bundle's run-folder layout.
 ///
 /// # Errors
 /// When the binary's path or the allowed CPU set cannot be read.
 pub fn plan_context(bundle: &Path) -> Result<PlanContext, SessionError> {
     let hwr_exp = std::env::current_exe()
         .map_err(|e| SessionError::Environment(format!("cannot find the hwr-exp binary's path: {e}")))?;
-    let allowed_cpus = crate::exec::affinity::allowed_cpus()
+    let allowed_cpus = crate::cpus::allowed_cpus()
         .map_err(|e| SessionError::Environment(format!("sched_getaffinity: {e}")))?;
     Ok(PlanContext {
         hwr_exp: hwr_exp.display().to_string(),
         bundle: bundle.to_path_buf(),
         allowed_cpus,
         fallback_seed: fastrand::u64(..1 << 53),
+        layout: crate::bundle::plan_file::RUN_FOLDER_LAYOUT,
     })
 }
 
-/// Expands the manifest, turning plan errors into located diagnostics.
+/// Expands the manifest and checks its CPUs against the allowed set `ctx.allowed_cpus`
+/// ([`super::preflight::cpus_outside_allowed_set`]), turning every problem into a located
+/// diagnostic.
 ///
 /// # Errors
-/// [`SessionError::Plan`] with every problem located at its manifest key.
+/// [`SessionError::Plan`] with every problem located at its manifest key: CPUs outside the
+/// allowed set first, then the expansion's problems.
 pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, SessionError> {
-    plan::expand(manifest, ctx).map_err(|errors| {
-        let mut all: Option<Diagnostics> = None;
-        for e in errors {
-            let d = manifest.diagnostic(&e.key, e.message, e.help);
-            match &mut all {
-                Some(a) => a.items.extend(d.items),
-                None => all = Some(d),
-            }
+    let mut errors = super::preflight::cpus_outside_allowed_set(manifest, &ctx.allowed_cpus);
+    match plan::expand(manifest, ctx) {
+        Ok(plan) if errors.is_empty() => return Ok(plan),
+        Ok(_) => {}
+        Err(e) => errors.extend(e),
+    }
+    let mut all: Option<Diagnostics> = None;
+    for e in errors {
+        let d = manifest.diagnostic(&e.key, e.message, e.help);
+        match &mut all {
+            Some(a) => a.items.extend(d.items),
+            None => all = Some(d),
         }
-        SessionError::Plan(all.expect("plan errors are never empty"))
-    })
+    }
+    Err(SessionError::Plan(all.expect("a failed expansion has problems")))
 }
 
 /// Runs a validated manifest into a new bundle under `opts.results_dir`.
@@ -131,17 +140,11 @@ pub fn run_manifest(
     let mut dir = bundle_path(&results_dir, &manifest.experiment.name, created);
     let ctx = plan_context(&dir)?;
     let mut plan = expand(manifest, &ctx)?;
-    super::preflight::check(manifest, &plan, &results_dir, &ctx.allowed_cpus)
-        .map_err(SessionError::Preflight)?;
+    super::preflight::check(&plan, &results_dir).map_err(SessionError::Preflight)?;
 
-    let repo_start = manifest
-        .provenance
-        .repo
-        .clone()
-        .unwrap_or_else(|| manifest.base_dir.clone());
     // Earlier bundles and the one being written live under results/: leave them out of the
     // working-tree record, or every run would record its own output as drift.
-    let before = crate::provenance::capture_excluding(&repo_start, &[&results_dir]);
+    let before = crate::provenance::capture_excluding(&plan.repo_start, &[&results_dir]);
     let host = crate::provenance::host::collect();
 
     let info = BundleInfo {
@@ -186,7 +189,9 @@ pub fn run_manifest(
     };
     let files = (|| -> std::io::Result<()> {
         writer.write_file(files::MANIFEST, manifest.source.as_bytes())?;
-        writer.write_streamed(files::PLAN, |out| plan.write_json(manifest, out))?;
+        writer.write_streamed(files::PLAN, |out| {
+            crate::bundle::plan_file::write_plan_json(&plan, out)
+        })?;
         crate::bundle::write::write_host(writer.dir(), &host)?;
         crate::bundle::write::write_provenance(writer.dir(), &before)
     })();
@@ -197,20 +202,17 @@ pub fn run_manifest(
     }
     let all: Vec<usize> = (0..plan.len()).collect();
     let finish = Finish {
-        repo_start: &repo_start,
         results_dir: &results_dir,
         before: &before,
         quiet: opts.quiet,
     };
-    execute_and_finish(manifest, &plan, &all, writer, executor, cancel, &finish)
+    execute_and_finish(&plan, &all, writer, executor, cancel, &finish)
 }
 
-/// What [`execute_and_finish`] needs besides the plan: where to check the repository after the
-/// runs, which folder to leave out of that check, the capture to compare with, and whether to be quiet.
+/// What [`execute_and_finish`] needs besides the plan: which folder to leave out of the
+/// repository check after the runs, the capture to compare with, and whether to be quiet.
 #[derive(Debug, Clone, Copy)]
 pub struct Finish<'a> {
-    /// Where the repository is discovered from.
-    pub repo_start: &'a Path,
     /// The results folder, left out of the working-tree record.
     pub results_dir: &'a Path,
     /// The capture recorded when the bundle was created.
@@ -220,12 +222,12 @@ pub struct Finish<'a> {
 }
 
 /// Executes the runs `indices` of `plan` into the bundle `writer` holds, then records the after-run
-/// provenance check (drift) and the final status. Shared by `run`, `rerun` and `resume`.
+/// provenance check (drift, from `plan.repo_start`) and the final status. Shared by `run`, `rerun`
+/// and `resume`.
 ///
 /// # Errors
 /// [`SessionError::Bundle`] when the bundle cannot be written; it is then marked `failed`.
 pub fn execute_and_finish(
-    manifest: &Manifest,
     plan: &Plan,
     indices: &[usize],
     writer: BundleWriter,
@@ -234,29 +236,16 @@ pub fn execute_and_finish(
     finish: &Finish<'_>,
 ) -> Result<SessionReport, SessionError> {
     let dir = writer.dir().to_path_buf();
-    let settings = SessionSettings {
-        output_format: manifest.command.output_format,
-        sample_interval: manifest.measure.sample_interval,
-        env_policy: manifest.isolation.env_policy,
-    };
     if !finish.quiet {
         // Said at the start too, so the bundle can be found even if the runner is killed.
         eprintln!("writing {} runs into {}", indices.len(), dir.display());
     }
     let writer = Mutex::new(writer);
     let progress = progress::for_terminal(finish.quiet, indices.len());
-    let end = super::execute(
-        plan,
-        indices,
-        &writer,
-        executor,
-        cancel,
-        &settings,
-        progress.as_ref(),
-    );
+    let end = super::execute(plan, indices, &writer, executor, cancel, progress.as_ref());
     progress.finish();
     let result = end.and_then(|end| {
-        let after = crate::provenance::capture_excluding(finish.repo_start, &[finish.results_dir]);
+        let after = crate::provenance::capture_excluding(&plan.repo_start, &[finish.results_dir]);
         let drift = crate::bundle::write::write_provenance_after(&dir, finish.before, &after)?;
         Ok((end, drift))
     });

@@ -71,6 +71,7 @@ fn setup(jobs: u32) -> (Plan, tempfile::TempDir, Mutex<BundleWriter>) {
         bundle: bundle.clone(),
         allowed_cpus: vec![0, 1],
         fallback_seed: 1,
+        layout: crate::bundle::plan_file::RUN_FOLDER_LAYOUT,
     };
     let plan = expand(&m, &ctx).unwrap();
     let info = BundleInfo {
@@ -94,12 +95,6 @@ fn setup(jobs: u32) -> (Plan, tempfile::TempDir, Mutex<BundleWriter>) {
     (plan, dir, writer)
 }
 
-const SETTINGS: SessionSettings = SessionSettings {
-    output_format: OutputFormat::Json,
-    sample_interval: None,
-    env_policy: EnvPolicy::Inherit,
-};
-
 #[test]
 fn every_run_once_in_order_and_recorded() {
     let (plan, _dir, writer) = setup(1);
@@ -110,7 +105,7 @@ fn every_run_once_in_order_and_recorded() {
     };
     let cancel = Arc::new(AtomicBool::new(false));
     let all: Vec<usize> = (0..plan.len()).collect();
-    let end = execute(&plan, &all, &writer, &fake, &cancel, &SETTINGS, &progress::Quiet).unwrap();
+    let end = execute(&plan, &all, &writer, &fake, &cancel, &progress::Quiet).unwrap();
     assert_eq!(end, SessionEnd::Complete);
     let calls = fake.calls.lock().unwrap();
     assert_eq!(calls.len(), 6);
@@ -135,7 +130,7 @@ fn jobs_use_disjoint_cpu_slots() {
     };
     let cancel = Arc::new(AtomicBool::new(false));
     let all: Vec<usize> = (0..plan.len()).collect();
-    execute(&plan, &all, &writer, &fake, &cancel, &SETTINGS, &progress::Quiet).unwrap();
+    execute(&plan, &all, &writer, &fake, &cancel, &progress::Quiet).unwrap();
     let calls = fake.calls.lock().unwrap();
     assert_eq!(calls.len(), 6);
     for (path, cpus) in calls.iter() {
@@ -154,7 +149,7 @@ fn cancel_stops_scheduling_and_reports_interrupted() {
     };
     let cancel = Arc::new(AtomicBool::new(false));
     let all: Vec<usize> = (0..plan.len()).collect();
-    let end = execute(&plan, &all, &writer, &fake, &cancel, &SETTINGS, &progress::Quiet).unwrap();
+    let end = execute(&plan, &all, &writer, &fake, &cancel, &progress::Quiet).unwrap();
     assert_eq!(end, SessionEnd::Interrupted);
     assert_eq!(fake.calls.lock().unwrap().len(), 2);
     let w = writer.lock().unwrap();
@@ -174,15 +169,6 @@ fn subset_of_indices_only() {
         count: AtomicUsize::new(0),
     };
     let cancel = Arc::new(AtomicBool::new(false));
-    execute(
-        &plan,
-        &[1, 4],
-        &writer,
-        &fake,
-        &cancel,
-        &SETTINGS,
-        &progress::Quiet,
-    )
-    .unwrap();
+    execute(&plan, &[1, 4], &writer, &fake, &cancel, &progress::Quiet).unwrap();
     assert_eq!(fake.calls.lock().unwrap().len(), 2);
 }

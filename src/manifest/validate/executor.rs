@@ -326,7 +326,7 @@ mod tests {
         let m = parse("[isolation]\ncpus = \"auto\"\n[executor]\nkind = \"slurm\"\n").unwrap();
         assert_eq!(m.executor.kind, ExecutorKind::Slurm);
         // The local executor (stated or by default) keeps fixed lists.
-        let first = crate::exec::affinity::allowed_cpus().unwrap()[0];
+        let first = crate::cpus::allowed_cpus().unwrap()[0];
         for tail in ["", "[executor]\nkind = \"local\"\n"] {
             let m = parse(&format!("[isolation]\ncpus = [{first}]\n{tail}")).unwrap();
             assert_eq!(m.isolation.cpus, crate::manifest::CpuSelection::List(vec![first]));

@@ -1,4 +1,5 @@
-//! CPU sets: the runner's allowed CPUs (`sched_getaffinity`) and CPU list syntax (`0-3,5`).
+//! CPU sets: CPU list syntax (`0-3,5`, as in `taskset -c` and `Cpus_allowed_list`) and the
+//! runner's allowed CPUs (`sched_getaffinity`). A leaf: imports no other module of the crate.
 
 /// The CPUs this process may run on, ascending (`sched_getaffinity(0)`).
 ///

@@ -1,0 +1,235 @@
+//! Supervising a started child: waiting on its pidfd with `poll`, sampling, the timeout, the
+//! SIGTERM grace period and the cancel flag; reaping the leader with `wait4` (exit status and
+//! rusage); then cleaning the rest of its process group.
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime};
+
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::process::{Pid, Signal, WaitId, WaitIdOptions};
+
+use super::group::{clean_group, signal_group};
+use super::sampling::Sampler;
+use super::spawn::Child;
+use super::{CancelFlag, RunOutcome, RunSpec, Termination};
+
+/// How often the wait loop wakes up to look at the cancel flag.
+const CANCEL_POLL: Duration = Duration::from_millis(50);
+
+/// Why the runner is stopping the run.
+#[derive(Clone, Copy)]
+enum StopReason {
+    Timeout,
+    Interrupted,
+}
+
+/// What `wait4` reported for the leader.
+struct Reaped {
+    /// Raw wait status.
+    status: libc::c_int,
+    /// Resource usage of the leader and its waited-for descendants.
+    usage: libc::rusage,
+}
+
+/// Waits for the child, samples, enforces timeout and cancellation, reaps, cleans the group.
+/// `started`/`start` are the run's wall-clock and monotonic start.
+pub(super) fn supervise(
+    spec: &RunSpec,
+    cancel: &CancelFlag,
+    child: Child,
+    started: SystemTime,
+    start: Instant,
+) -> RunOutcome {
+    let pid = child.pid;
+    let mut outcome = RunOutcome::empty(started, start);
+    outcome.pid = Some(pid as u32);
+    outcome.cpus_effective = read_cpus_allowed(pid);
+
+    let mut sampler = match &spec.memory_path {
+        Some(path) => match Sampler::create(path, spec.sample_interval, start) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                outcome.error = Some(format!(
+                    "cannot create memory sample file {}: {e}",
+                    path.display()
+                ));
+                None
+            }
+        },
+        None => None,
+    };
+    let deadline = spec.timeout.map(|t| start + t);
+    let mut stop: Option<(StopReason, Instant)> = None; // reason, SIGKILL time
+    let mut killed = false;
+    loop {
+        let now = Instant::now();
+        if stop.is_none() {
+            let reason = if cancel.load(Ordering::Relaxed) {
+                Some(StopReason::Interrupted)
+            } else if deadline.is_some_and(|d| now >= d) {
+                Some(StopReason::Timeout)
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                signal_group(pid, Signal::TERM);
+                stop = Some((reason, now + spec.grace));
+            }
+        }
+        if let Some((_, kill_at)) = stop
+            && !killed
+            && now >= kill_at
+        {
+            signal_group(pid, Signal::KILL);
+            killed = true;
+        }
+        if let Some(s) = sampler.as_mut()
+            && s.next_due().is_some_and(|next| now >= next)
+        {
+            s.sample(pid, start);
+        }
+        // Sleep until the next thing to do, the child's exit, or the cancel check.
+        let mut wake = now + CANCEL_POLL;
+        match stop {
+            None => {
+                if let Some(d) = deadline {
+                    wake = wake.min(d);
+                }
+            }
+            Some((_, kill_at)) if !killed => wake = wake.min(kill_at),
+            Some(_) => {}
+        }
+        if let Some(next) = sampler.as_ref().and_then(Sampler::next_due) {
+            wake = wake.min(next);
+        }
+        if wait_exit(pid, child.pidfd.as_ref(), wake.saturating_duration_since(now)) {
+            break;
+        }
+    }
+
+    let reaped = reap_leader(pid);
+    outcome.ended = SystemTime::now();
+    outcome.wall_seconds = start.elapsed().as_secs_f64();
+    match reaped {
+        Ok(Reaped { status, usage }) => {
+            if libc::WIFEXITED(status) {
+                outcome.exit_code = Some(libc::WEXITSTATUS(status));
+            } else if libc::WIFSIGNALED(status) {
+                outcome.signal = Some(libc::WTERMSIG(status));
+            }
+            let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+            outcome.user_seconds = Some(secs(usage.ru_utime));
+            outcome.sys_seconds = Some(secs(usage.ru_stime));
+            outcome.peak_rss_bytes = Some(usage.ru_maxrss.max(0) as u64 * 1024);
+        }
+        Err(e) => outcome.error = Some(format!("wait4({pid}) failed: {e}")),
+    }
+    outcome.termination = match stop {
+        Some((StopReason::Timeout, _)) => Termination::Timeout,
+        Some((StopReason::Interrupted, _)) => Termination::Interrupted,
+        None if outcome.signal.is_some() => Termination::Signaled,
+        None => Termination::Exited,
+    };
+
+    // The group id is the leader's pid, now free for reuse once the group is empty. The kernel
+    // hands out pids cyclically, so another group with this id cannot appear in the few
+    // microseconds before the emptiness check; while the group has members its id stays
+    // reserved.
+    let kill_at = stop.map(|(_, k)| k);
+    outcome.stray_processes_killed = clean_group(pid, spec.grace, kill_at);
+
+    if let Some(s) = sampler {
+        outcome.memory_samples = s.finish();
+    }
+    outcome
+}
+
+/// Reaps the exited leader `pid` with `wait4`, retrying on EINTR.
+///
+/// libc because rustix's `waitpid` does not return the rusage.
+///
+/// # Errors
+/// The OS error of `wait4`.
+fn reap_leader(pid: i32) -> io::Result<Reaped> {
+    let mut status: libc::c_int = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to overwrite.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: valid pointers to local variables.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if r == pid {
+            return Ok(Reaped { status, usage });
+        }
+        let e = io::Error::last_os_error();
+        if r < 0 && e.raw_os_error() == Some(libc::EINTR) {
+            continue;
+        }
+        return Err(e);
+    }
+}
+
+/// Blocks until the child has exited (`true`) or `timeout` has passed (`false`).
+fn wait_exit(pid: i32, pidfd: Option<&OwnedFd>, timeout: Duration) -> bool {
+    match pidfd {
+        Some(fd) => {
+            let mut fds = [PollFd::new(fd, PollFlags::IN)];
+            let ts = Timespec::try_from(timeout).unwrap_or(Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            });
+            match rustix::event::poll(&mut fds, Some(&ts)) {
+                Ok(n) => n > 0,
+                Err(rustix::io::Errno::INTR) => false, // the caller's loop re-evaluates
+                // Should not happen; never spin on a broken pidfd.
+                Err(_) => wait_exit(pid, None, timeout),
+            }
+        }
+        None => {
+            // No pidfd (kernel < 5.3): check with waitid(WNOWAIT) and nap briefly.
+            let until = Instant::now() + timeout;
+            let mut nap = Duration::from_micros(100);
+            loop {
+                if exited_nowait(pid) {
+                    return true;
+                }
+                let now = Instant::now();
+                if now >= until {
+                    return false;
+                }
+                std::thread::sleep(nap.min(until - now));
+                nap = (nap * 2).min(Duration::from_millis(5));
+            }
+        }
+    }
+}
+
+/// `true` when `pid` has exited and is waiting to be reaped (it is not reaped here:
+/// `waitid(P_PID, pid, WEXITED | WNOHANG | WNOWAIT)`).
+fn exited_nowait(pid: i32) -> bool {
+    let Some(pid) = Pid::from_raw(pid) else {
+        return false;
+    };
+    matches!(
+        rustix::process::waitid(
+            WaitId::Pid(pid),
+            WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT,
+        ),
+        Ok(Some(_))
+    )
+}
+
+/// `Cpus_allowed_list` of `/proc/<pid>/status`, or `None` when unreadable.
+fn read_cpus_allowed(pid: i32) -> Option<Vec<usize>> {
+    use std::io::Read;
+    // procfs files report size 0; a buffer of the right size avoids many small reads.
+    let mut status = String::with_capacity(2048);
+    std::fs::File::open(format!("/proc/{pid}/status"))
+        .and_then(|mut f| f.read_to_string(&mut status))
+        .ok()?;
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
+    crate::cpus::parse_cpu_list(line).ok()
+}
