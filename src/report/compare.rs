@@ -312,8 +312,9 @@ fn csv(c: &Comparison) -> anyhow::Result<String> {
 /// # Errors
 /// Either bundle cannot be read (the message names the file).
 pub fn compare_to_string(args: &CompareArgs) -> anyhow::Result<String> {
-    let a = collect(&args.a, false)?;
-    let b = collect(&args.b, false)?;
+    let html = args.format == Format::Html;
+    let a = collect(&args.a, html)?;
+    let b = collect(&args.b, html)?;
     let host_a = host_of(&args.a)?;
     let host_b = host_of(&args.b)?;
     let c = compare(&a, host_a.as_ref(), &b, host_b.as_ref());
@@ -322,6 +323,7 @@ pub fn compare_to_string(args: &CompareArgs) -> anyhow::Result<String> {
         Format::Md => text(&c, true),
         Format::Csv => csv(&c)?,
         Format::Json => serde_json::to_string_pretty(&c)? + "\n",
+        Format::Html => super::html::compare_page(&c, &a, &b)?,
     })
 }
 

@@ -11,10 +11,11 @@
 //! - `[report] metrics = { name = "/json/pointer" }` of the bundle's manifest.toml, per run and
 //!   aggregated per cell.
 //!
-//! Formats: terminal tables (default), Markdown, CSV (one row per run), JSON; `--plot FILE.svg`
-//! draws private bytes against iterations (see [`plot`]).
+//! Formats: terminal tables (default), Markdown, CSV (one row per run), JSON, one self-contained
+//! HTML page ([`html`]); `--plot FILE.svg` draws private bytes against iterations (see [`plot`]).
 
 pub mod compare;
+pub mod html;
 pub mod plot;
 pub mod render;
 pub mod retention;
@@ -46,7 +47,7 @@ pub struct ReportArgs {
 /// # Errors
 /// The bundle cannot be read (the message names the file), or the plot cannot be written.
 pub fn report_to_string(args: &ReportArgs) -> anyhow::Result<String> {
-    let report = collect(&args.bundle, args.plot.is_some())?;
+    let report = collect(&args.bundle, args.plot.is_some() || args.format == Format::Html)?;
     if let Some(path) = &args.plot {
         plot::write_svg(&report, path)?;
     }
@@ -55,6 +56,7 @@ pub fn report_to_string(args: &ReportArgs) -> anyhow::Result<String> {
         Format::Md => render::report_text(&report, true),
         Format::Csv => render::report_csv(&report)?,
         Format::Json => render::report_json(&report)?,
+        Format::Html => html::report_page(&report, &args.bundle)?,
     })
 }
 
