@@ -29,6 +29,8 @@ fn main() -> ExitCode {
         Command::Verify(args) => archive_cmd::verify(&args),
         Command::Rerun(args) => archive_cmd::rerun(&args),
         Command::Resume(args) => archive_cmd::resume(&args),
+        Command::Completions(args) => cli_docs(|out| hwr_exp::cli_docs::completions(args.shell, out)),
+        Command::Man(args) => cli_docs(|out| hwr_exp::cli_docs::man_page(&args.command, out)),
     };
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
@@ -302,6 +304,21 @@ mod archive_cmd {
             other => eprintln!("error: {other}"),
         }
         e.exit_code()
+    }
+}
+
+/// `hwr-exp completions SHELL` and `hwr-exp man [COMMAND]...`: writes the generated text to
+/// stdout (a reader closing the pipe early is fine); an unknown subcommand is a usage error.
+fn cli_docs(write: impl FnOnce(&mut dyn Write) -> Result<(), hwr_exp::cli_docs::CliDocsError>) -> i32 {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    match write(&mut out) {
+        Ok(()) => written_exit_code(out.flush()),
+        Err(hwr_exp::cli_docs::CliDocsError::Io(e)) => written_exit_code(Err(e)),
+        Err(e) => {
+            eprintln!("error: {e}");
+            exit_codes::USAGE
+        }
     }
 }
 
