@@ -51,6 +51,8 @@ td.num { text-align: right; white-space: nowrap; }
 tbody td:first-child { white-space: nowrap; }
 tr.not-ok td { background: #fff1f0; }
 tr.not-run td { background: #f6f8fa; color: #57606a; }
+tr.differs td { background: #fff8c5; }
+td.nowrap { white-space: nowrap; }
 td.reason { color: #a40e26; }
 dl.facts { display: grid; grid-template-columns: max-content auto; gap: .15rem 1rem; }
 dl.facts dt { font-weight: 600; }
@@ -500,11 +502,11 @@ pub fn render_compare(c: &Comparison, a: (&Report, &BundleFacts), b: (&Report, &
             thead { tr { th { "" } th { "A" } th { "B" } } }
             tbody {
                 @for ((name, x), (_, y)) in side(ra).into_iter().zip(side(rb)) {
-                    tr class=[(x != y).then_some("not-ok")] { th { (name) } td { (x) } td { (y) } }
+                    tr class=[(x != y).then_some("differs")] { th { (name) } td { (x) } td { (y) } }
                 }
                 @for k in ["hostname", "cpu-model", "kernel", "os"] {
                     @let (x, y) = (host_of(fa, k), host_of(fb, k));
-                    tr class=[(x != y).then_some("not-ok")] { th { (k) } td { (x) } td { (y) } }
+                    tr class=[(x != y).then_some("differs")] { th { (k) } td { (x) } td { (y) } }
                 }
             }
         } }
@@ -524,9 +526,9 @@ pub fn render_compare(c: &Comparison, a: (&Report, &BundleFacts), b: (&Report, &
             tbody {
                 @for row in &c.rows {
                     @let differs = row.ranges_overlap == Some(false);
-                    tr class=[differs.then_some("not-ok")] {
+                    tr class=[differs.then_some("differs")] {
                         td { (row.cell) }
-                        td { (row.metric) }
+                        td.nowrap { (row.metric) }
                         td.num { (stats_cell(row.a)) }
                         td.num { (stats_cell(row.b)) }
                         td.num {
@@ -536,7 +538,7 @@ pub fn render_compare(c: &Comparison, a: (&Report, &BundleFacts), b: (&Report, &
                                 None => "-",
                             }
                         }
-                        td {
+                        td.nowrap {
                             @match row.ranges_overlap {
                                 Some(true) => "ranges overlap (noise)",
                                 Some(false) => "ranges apart",
