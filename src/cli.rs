@@ -42,6 +42,27 @@ pub enum Command {
     Rerun(RerunArgs),
     /// Finish an interrupted or abandoned bundle: run only its unfinished runs, into it.
     Resume(ResumeArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
+    Completions(CompletionsArgs),
+    /// Print the man page (roff) of hwr-exp or of one subcommand on stdout: `hwr-exp man | man -l -`.
+    Man(ManArgs),
+}
+
+/// `hwr-exp completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// `hwr-exp man`.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// The subcommand whose page to print, e.g. `run` or `probe safetensors-retention`; none: the
+    /// page of hwr-exp itself, listing every subcommand.
+    #[arg(value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 /// `hwr-exp run`.
@@ -178,6 +199,8 @@ pub enum ReportFormat {
     Csv,
     /// One JSON document.
     Json,
+    /// One self-contained HTML page (inline CSS and SVG plots, no scripts).
+    Html,
 }
 
 /// `hwr-exp report`.

@@ -22,6 +22,7 @@
 pub mod archive;
 pub mod bundle;
 pub mod cli;
+pub mod cli_docs;
 pub mod cpus;
 pub mod digest;
 pub mod exec;

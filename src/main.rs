@@ -68,6 +68,8 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
         Command::Verify(args) => verify(&args)?,
         Command::Rerun(args) => rerun(&args)?,
         Command::Resume(args) => resume(&args)?,
+        Command::Completions(args) => cli_docs(|out| hwr_exp::cli_docs::completions(args.shell, out))?,
+        Command::Man(args) => cli_docs(|out| hwr_exp::cli_docs::man_page(&args.command, out))?,
     };
     Ok(exit_codes::status(code))
 }
@@ -340,6 +342,27 @@ fn report_format(format: hwr_exp::cli::ReportFormat) -> report::Format {
         F::Md => report::Format::Md,
         F::Csv => report::Format::Csv,
         F::Json => report::Format::Json,
+        F::Html => report::Format::Html,
+    }
+}
+
+/// `hwr-exp completions` and `hwr-exp man`: the generated text on stdout; an unknown subcommand
+/// name is a usage error (exit 2), a closed stdout is success.
+fn cli_docs(
+    write: impl FnOnce(&mut dyn Write) -> Result<(), hwr_exp::cli_docs::CliDocsError>,
+) -> Result<i32, Failure> {
+    let mut refused = None;
+    let code = to_stdout(|out| match write(out) {
+        Ok(()) => Ok(()),
+        Err(hwr_exp::cli_docs::CliDocsError::Io(e)) => Err(e),
+        Err(e) => {
+            refused = Some(e);
+            Ok(())
+        }
+    })?;
+    match refused {
+        Some(e) => Err(Failure::usage(e)),
+        None => Ok(code),
     }
 }
 

@@ -54,6 +54,7 @@ pub struct RawExperiment {
 /// `[command]`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[schemars(extend("oneOf" = [{ "required": ["argv"] }, { "required": ["shell"] }]))]
 pub struct RawCommand {
     /// Program and arguments, exec'd directly (`argv[0]` looked up in PATH when it has no `/`);
     /// templates. Exactly one of `argv` / `shell`.
@@ -65,6 +66,7 @@ pub struct RawCommand {
     pub workdir: Option<String>,
     /// File name (no `/`) the run's stdout is saved under, inside the run's folder; a template.
     /// Default "{run-id}.json" for json output, "{run-id}.txt" for text.
+    #[schemars(regex(pattern = r"^[^/]+$"))]
     pub output: Option<String>,
     /// How stdout is checked. Default: json when `output` ends in ".json", else text.
     pub output_format: Option<RawOutputFormat>,
@@ -98,6 +100,15 @@ pub enum RawValue {
 /// booleans; mixed allowed) whose name is usable as a `{placeholder}`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
+// The axes' schema (from the flattened map) is replaced to require at least one value; key names
+// follow the placeholder rule and avoid the built-ins (`template::BUILTINS`).
+#[schemars(extend(
+    "additionalProperties" = { "type": "array", "items": { "$ref": "#/$defs/RawValue" }, "minItems": 1 },
+    "propertyNames" = {
+        "pattern": "^[A-Za-z0-9_-]+$",
+        "not": { "enum": ["repetition", "run-id", "hwr-exp", "bundle", "run-dir"] }
+    }
+))]
 pub struct RawMatrix {
     /// Cells to drop: a cell is dropped when it matches every key of any entry; keys are matrix keys.
     pub exclude: Option<Vec<BTreeMap<String, RawValue>>>,
@@ -141,8 +152,10 @@ pub enum RawOrder {
 #[serde(untagged)]
 pub enum RawCpus {
     /// CPU numbers, each in the runner's allowed set, no duplicates.
+    #[schemars(extend("uniqueItems" = true))]
     List(Vec<u64>),
     /// "auto" (the first allowed CPUs) or a CPU list like "2-3,5".
+    #[schemars(extend("pattern" = r"^(auto|[0-9 ,\t-]*[0-9][0-9 ,\t-]*)$"))]
     Text(String),
 }
 
@@ -163,6 +176,7 @@ pub struct RawIsolation {
     pub env_policy: Option<RawEnvPolicy>,
     /// Variables to set (values are templates; "" stays ""). CUDA_VISIBLE_DEVICES is set to ""
     /// unless given here.
+    #[schemars(extend("propertyNames" = { "pattern": "^[^=]+$" }))]
     pub env: Option<BTreeMap<String, String>>,
     /// Variables to remove.
     pub env_unset: Option<Vec<String>>,
@@ -201,6 +215,7 @@ pub struct RawProvenance {
 pub struct RawReport {
     /// Named values to extract: name = RFC 6901 JSON pointer into each run's output ("/a/b", or
     /// "" for the whole document).
+    #[schemars(extend("additionalProperties" = { "type": "string", "pattern": "^$|^/" }))]
     pub metrics: Option<BTreeMap<String, String>>,
 }
 

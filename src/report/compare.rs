@@ -309,8 +309,9 @@ fn csv(c: &Comparison) -> anyhow::Result<String> {
 /// # Errors
 /// Either bundle cannot be read (the message names the file).
 pub fn compare_to_string(opts: &CompareOptions) -> anyhow::Result<String> {
-    let a = collect(&opts.a, false)?;
-    let b = collect(&opts.b, false)?;
+    let html = opts.format == Format::Html;
+    let a = collect(&opts.a, html)?;
+    let b = collect(&opts.b, html)?;
     let host_a = host_of(&opts.a)?;
     let host_b = host_of(&opts.b)?;
     let c = compare(&a, host_a.as_ref(), &b, host_b.as_ref());
@@ -319,5 +320,6 @@ pub fn compare_to_string(opts: &CompareOptions) -> anyhow::Result<String> {
         Format::Md => text(&c, true),
         Format::Csv => csv(&c)?,
         Format::Json => serde_json::to_string_pretty(&c)? + "\n",
+        Format::Html => super::html::compare_page(&c, &a, &b)?,
     })
 }

@@ -11,12 +11,13 @@
 //! - `[report] metrics = { name = "/json/pointer" }` of the bundle's manifest.toml, per run and
 //!   aggregated per cell.
 //!
-//! Formats: terminal tables (default), Markdown, CSV (one row per run), JSON; `--plot FILE.svg`
-//! draws private bytes against iterations (see [`plot`]).
+//! Formats: terminal tables (default), Markdown, CSV (one row per run), JSON, one self-contained
+//! HTML page ([`html`]); `--plot FILE.svg` draws private bytes against iterations (see [`plot`]).
 
 pub mod aggregation;
 pub mod collection;
 pub mod compare;
+pub mod html;
 pub mod model;
 pub mod plot;
 pub mod render;
@@ -47,7 +48,7 @@ pub struct ReportOptions {
 /// The bundle cannot be read (newer format, missing bundle.json or plan.json, truncated run.json:
 /// the message names the file), or the plot cannot be written.
 pub fn report_to_string(opts: &ReportOptions) -> anyhow::Result<String> {
-    let report = collect(&opts.bundle, opts.plot.is_some())?;
+    let report = collect(&opts.bundle, opts.plot.is_some() || opts.format == Format::Html)?;
     if let Some(path) = &opts.plot {
         plot::write_svg(&report, path)?;
     }
@@ -56,5 +57,6 @@ pub fn report_to_string(opts: &ReportOptions) -> anyhow::Result<String> {
         Format::Md => render::report_text(&report, true),
         Format::Csv => render::report_csv(&report)?,
         Format::Json => render::report_json(&report)?,
+        Format::Html => html::report_page(&report, &opts.bundle)?,
     })
 }

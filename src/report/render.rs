@@ -16,6 +16,8 @@ pub enum Format {
     Csv,
     /// One JSON document.
     Json,
+    /// One self-contained HTML page (inline CSS and SVG plots, no scripts; see [`super::html`]).
+    Html,
 }
 
 /// A titled table: header, rows, and which columns are numeric (right-aligned).
@@ -441,6 +443,12 @@ const SECTIONS: [SectionBuilder; 5] = [
 /// All sections of a bundle report, in order.
 pub fn report_sections(r: &Report) -> Vec<Section> {
     SECTIONS.iter().flat_map(|build| build(r)).collect()
+}
+
+/// The sections after the run table (retention per run, per cell, against the control, metrics),
+/// in order; the HTML page draws its own run table and renders these as they are.
+pub fn analysis_sections(r: &Report) -> Vec<Section> {
+    SECTIONS[1..].iter().flat_map(|build| build(r)).collect()
 }
 
 /// The whole report as terminal tables or Markdown. Sections are built and rendered one at a

@@ -1,0 +1,672 @@
+//! `report --format html` and `compare --format html` (DESIGN 9): one self-contained page.
+//!
+//! The page is built with maud's `html!` macro, which escapes every spliced value (`&`, `<`, `>`,
+//! `"`; attribute values are always double-quoted): matrix values, run ids, output-check reasons,
+//! stderr lines, paths and host facts are user data and never reach the page unescaped. The only
+//! text spliced as is is the stylesheet below (a constant) and the SVG plot from [`super::plot`],
+//! whose text and attribute values plotters' SVG backend escapes itself.
+//!
+//! Self-contained: inline CSS, inline SVG, no scripts, no fonts, no images, no links to load. A
+//! `Content-Security-Policy` meta element (`default-src 'none'`) makes the browser refuse any load
+//! or script should one ever slip in.
+//!
+//! Contents of a report page: summary (bundle, experiment, status, counts), the run table with a
+//! reason column for runs that are not ok, the analysis tables of [`super::render::analysis_sections`]
+//! (retention per run / per cell / against the control, metrics), the plot, provenance
+//! (revision.txt, branch, dirty files from working-tree.txt, drift from provenance.json) and host
+//! facts (host.json). A compare page: both bundles' facts side by side, the provenance
+//! differences, the cells side by side with the difference of medians, and both plots.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use maud::{DOCTYPE, Markup, PreEscaped, html};
+use serde_json::Value as Json;
+
+use super::compare::Comparison;
+use super::model::{Report, RunSummary, Stats, fmt_num};
+use super::plot::{self, PlotError};
+use super::render::{Section, analysis_sections};
+use crate::bundle::read::{Bundle, ReadError};
+use crate::bundle::{BundleInfo, Outcome, OutputCheck, files};
+use crate::exec::Termination;
+
+/// The page's stylesheet (inline; no web fonts: system font stacks only).
+const CSS: &str = r#"
+:root { color-scheme: light; }
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif;
+  margin: 1.5rem auto; max-width: 1400px; padding: 0 1rem; color: #1b1f24; background: #fff;
+  line-height: 1.4; }
+h1 { font-size: 1.5rem; margin-bottom: .25rem; }
+h2 { font-size: 1.2rem; margin-top: 2rem; border-bottom: 1px solid #d0d7de; padding-bottom: .2rem; }
+h3 { font-size: 1rem; margin-top: 1.2rem; }
+code, .mono, td { font-family: ui-monospace, "SFMono-Regular", "DejaVu Sans Mono", Menlo, monospace;
+  font-size: .85rem; }
+.subtitle { color: #57606a; margin-top: 0; }
+.wrap { overflow-x: auto; }
+table { border-collapse: collapse; margin: .5rem 0; }
+th, td { border: 1px solid #d0d7de; padding: .2rem .5rem; vertical-align: top; }
+th { background: #f6f8fa; text-align: left; font-size: .85rem; }
+td.num { text-align: right; white-space: nowrap; }
+tbody td:first-child { white-space: nowrap; }
+tr.not-ok td { background: #fff1f0; }
+tr.not-run td { background: #f6f8fa; color: #57606a; }
+tr.differs td { background: #fff8c5; }
+td.nowrap { white-space: nowrap; }
+td.reason { color: #a40e26; }
+dl.facts { display: grid; grid-template-columns: max-content auto; gap: .15rem 1rem; }
+dl.facts dt { font-weight: 600; }
+dl.facts dd { margin: 0; font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: .85rem;
+  overflow-wrap: anywhere; }
+.badge { display: inline-block; padding: 0 .45rem; border-radius: .6rem; font-size: .8rem;
+  font-weight: 600; border: 1px solid; }
+.badge.ok { color: #1a7f37; border-color: #1a7f37; }
+.badge.bad { color: #a40e26; border-color: #a40e26; }
+.badge.warn { color: #9a6700; border-color: #9a6700; }
+.note { color: #57606a; font-size: .9rem; margin: .2rem 0; }
+figure { margin: .5rem 0; }
+figure svg { max-width: 100%; height: auto; border: 1px solid #d0d7de; }
+figcaption { color: #57606a; font-size: .9rem; }
+footer { margin-top: 2rem; color: #57606a; font-size: .8rem; }
+"#;
+
+/// Content-Security-Policy of the page: nothing may be loaded or run; inline styles only.
+const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:";
+
+/// What a page shows of a bundle besides its [`Report`]: bundle.json, host.json, provenance.json
+/// and working-tree.txt, each `None` when the file is missing.
+#[derive(Debug, Clone, Default)]
+pub struct BundleFacts {
+    /// bundle.json (description, created / finished times, parent, notes).
+    pub info: Option<BundleInfo>,
+    /// host.json as untyped JSON (every top-level key but `format` is shown).
+    pub host: Option<Json>,
+    /// provenance.json as untyped JSON (repo, branch, head, dirty, drift, after.changed, ...).
+    pub provenance: Option<Json>,
+    /// working-tree.txt lines (`XY path`, one per status entry; empty for a clean tree).
+    pub working_tree: Option<Vec<String>>,
+    /// The last line of each failed run's stderr.log, by run-id; shown at the end of the run's
+    /// reason. DESIGN 9 makes it part of every not-ok run's reason; the report model does not
+    /// read stderr.log yet, so [`BundleFacts::read`] leaves this empty. It is the one place to
+    /// fill when the model carries the line.
+    pub last_stderr_line: BTreeMap<String, String>,
+}
+
+impl BundleFacts {
+    /// Reads the facts of the bundle folder `dir`. Missing files give `None`.
+    ///
+    /// # Errors
+    /// bundle.json cannot be read (as [`Bundle::open`]), or host.json / provenance.json /
+    /// working-tree.txt exist but cannot be read or parsed (the error names the file).
+    pub fn read(dir: &Path) -> Result<BundleFacts, ReadError> {
+        let bundle = Bundle::open(dir)?;
+        let optional = |r: Result<Json, ReadError>| match r {
+            Ok(v) => Ok(Some(v)),
+            Err(ReadError::Missing { .. }) => Ok(None),
+            Err(e) => Err(e),
+        };
+        let tree_path = bundle.path(files::WORKING_TREE);
+        let working_tree = match std::fs::read(&tree_path) {
+            Ok(bytes) => Some(
+                String::from_utf8_lossy(&bytes)
+                    .lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .map(str::to_string)
+                    .collect(),
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(source) => {
+                return Err(ReadError::Io {
+                    path: tree_path,
+                    source,
+                });
+            }
+        };
+        Ok(BundleFacts {
+            info: Some(bundle.info().clone()),
+            host: optional(bundle.host())?,
+            provenance: optional(bundle.provenance())?,
+            working_tree,
+            last_stderr_line: BTreeMap::new(),
+        })
+    }
+}
+
+/// The one-line reason a run is not ok: how it ended (timeout, signal with its name, exit code,
+/// spawn failure, interruption), the output check when the output is not valid, and the last
+/// stderr line when given. `None` for a run whose outcome is ok; `not run` for a planned run
+/// without run.json.
+pub fn run_reason(run: &RunSummary, last_stderr_line: Option<&str>) -> Option<String> {
+    if !run.finished {
+        return Some("not run".into());
+    }
+    if run.outcome == Some(Outcome::Ok) {
+        return None;
+    }
+    let signal = |s: i32| match signal_hook::low_level::signal_name(s) {
+        Some(name) => format!("signal {s} ({name})"),
+        None => format!("signal {s}"),
+    };
+    let mut parts: Vec<String> = Vec::new();
+    match run.termination {
+        Some(Termination::Timeout) => parts.push(match (run.signal, run.exit_code) {
+            (Some(s), _) => format!("timed out, ended by {}", signal(s)),
+            (None, Some(c)) => format!("timed out, exit {c}"),
+            (None, None) => "timed out".into(),
+        }),
+        Some(Termination::Signaled) => parts.push(match run.signal {
+            Some(s) => format!("killed by {}", signal(s)),
+            None => "killed by a signal".into(),
+        }),
+        Some(Termination::SpawnFailed) => parts.push("could not be started".into()),
+        Some(Termination::Interrupted) => parts.push("interrupted".into()),
+        Some(Termination::Exited) => match run.exit_code {
+            Some(0) | None => {}
+            Some(c) => parts.push(format!("exit {c}")),
+        },
+        None => {}
+    }
+    match run.output_check {
+        Some(OutputCheck::Empty) => parts.push("output empty".into()),
+        Some(OutputCheck::Invalid) => parts.push(format!("output {}", run.output_text())),
+        Some(OutputCheck::Valid) | None => {}
+    }
+    if let Some(line) = last_stderr_line.map(str::trim).filter(|l| !l.is_empty()) {
+        parts.push(format!("stderr: {line}"));
+    }
+    if parts.is_empty() {
+        parts.push(run.excluded.clone().unwrap_or_else(|| "not ok".into()));
+    }
+    Some(parts.join("; "))
+}
+
+/// The report page of the bundle folder `dir`, whose report is `report` (collected with plot
+/// series for the plot to have lines).
+///
+/// # Errors
+/// The bundle's files cannot be read (see [`BundleFacts::read`]).
+pub fn report_page(report: &Report, dir: &Path) -> anyhow::Result<String> {
+    let facts = BundleFacts::read(dir)?;
+    Ok(render_report(report, &facts).into_string())
+}
+
+/// The compare page of `c`, made from the reports `a` and `b` (collected with plot series); both
+/// bundles' facts are read from the folders the reports name.
+///
+/// # Errors
+/// Either bundle's files cannot be read (see [`BundleFacts::read`]).
+pub fn compare_page(c: &Comparison, a: &Report, b: &Report) -> anyhow::Result<String> {
+    let fa = BundleFacts::read(Path::new(&a.bundle))?;
+    let fb = BundleFacts::read(Path::new(&b.bundle))?;
+    Ok(render_compare(c, (a, &fa), (b, &fb)).into_string())
+}
+
+fn status_text(r: &Report) -> String {
+    serde_json::to_value(r.status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn outcome_text(o: Outcome) -> String {
+    serde_json::to_value(o)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| format!("{o:?}"))
+}
+
+fn yes_no(b: Option<bool>) -> &'static str {
+    match b {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "unknown",
+    }
+}
+
+fn page(title: &str, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta http-equiv="Content-Security-Policy" content=(CSP);
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="generator" content={ "hwr-exp " (env!("CARGO_PKG_VERSION")) };
+                title { (title) }
+                style { (PreEscaped(CSS)) }
+            }
+            body {
+                (body)
+                footer { "Written by hwr-exp " (env!("CARGO_PKG_VERSION")) ". Self-contained: no scripts, no network." }
+            }
+        }
+    }
+}
+
+/// The summary counts: planned, finished by outcome, not run.
+fn counts_text(r: &Report) -> String {
+    let finished: usize = r.counts.values().sum();
+    let by_outcome: Vec<String> = r
+        .counts
+        .iter()
+        .map(|(o, n)| format!("{n} {}", outcome_text(*o)))
+        .collect();
+    format!(
+        "{} planned, {finished} finished ({}), {} not run",
+        r.planned_runs,
+        if by_outcome.is_empty() {
+            "none".into()
+        } else {
+            by_outcome.join(", ")
+        },
+        r.not_run
+    )
+}
+
+fn status_badge(r: &Report) -> Markup {
+    let failed = r.counts.iter().any(|(o, n)| *o != Outcome::Ok && *n > 0);
+    let class = if failed || r.not_run > 0 {
+        "badge bad"
+    } else if r.drift == Some(true) || r.dirty == Some(true) {
+        "badge warn"
+    } else {
+        "badge ok"
+    };
+    html! { span class=(class) { (status_text(r)) } }
+}
+
+fn summary(r: &Report, f: &BundleFacts) -> Markup {
+    html! {
+        dl.facts {
+            dt { "experiment" } dd { (r.experiment) }
+            @if let Some(d) = f.info.as_ref().and_then(|i| i.description.as_deref()) {
+                dt { "description" } dd { (d) }
+            }
+            dt { "bundle" } dd { (r.bundle) }
+            dt { "status" } dd { (status_badge(r)) }
+            dt { "runs" } dd { (counts_text(r)) }
+            @if let Some(info) = &f.info {
+                dt { "created" } dd { (info.created) }
+                dt { "finished" } dd { (info.finished.as_deref().unwrap_or("-")) }
+                @if let Some(p) = &info.parent {
+                    dt { "parent" } dd { (p) }
+                }
+                @for n in &info.notes {
+                    dt { "note" } dd { (n) }
+                }
+            }
+            dt { "revision" } dd { (r.revision.as_deref().unwrap_or("unknown")) }
+            dt { "dirty tree" } dd { (yes_no(r.dirty)) }
+            dt { "drift" } dd { (yes_no(r.drift)) }
+            dt { "hwr-exp" } dd { (r.hwr_exp_version) }
+            dt { "manifest sha256" } dd { (r.manifest_sha256) }
+        }
+    }
+}
+
+fn run_table(r: &Report, f: &BundleFacts) -> Markup {
+    html! {
+        div.wrap {
+            table #runs {
+                thead { tr {
+                    th { "run-id" } th { "cell" } th { "rep" } th { "outcome" } th { "termination" }
+                    th { "exit" } th { "wall s" } th { "peak RSS (B)" } th { "output" } th { "reason" }
+                } }
+                tbody {
+                    @for run in &r.runs {
+                        @let reason = run_reason(run, f.last_stderr_line.get(&run.run_id).map(String::as_str));
+                        @let class = if !run.finished { Some("not-run") } else if reason.is_some() { Some("not-ok") } else { None };
+                        tr data-run-id=(run.run_id) class=[class] {
+                            td { (run.run_id) }
+                            td { (run.cell_label) }
+                            td.num { (run.repetition) }
+                            td { (run.outcome.map_or_else(|| "not run".into(), outcome_text)) }
+                            td { (run.termination_text()) }
+                            td.num { (run.exit_code.map_or_else(|| "-".into(), |c| c.to_string())) }
+                            td.num { (run.wall_seconds.map_or_else(|| "-".into(), |w| format!("{w:.3}"))) }
+                            td.num { (run.peak_rss_bytes.map_or_else(|| "-".into(), |b| b.to_string())) }
+                            td { (run.output_text()) }
+                            td.reason { (reason.unwrap_or_default()) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn section(s: &Section) -> Markup {
+    html! {
+        h3 { (s.title) }
+        @if !s.rows.is_empty() {
+            div.wrap { table {
+                thead { tr { @for h in &s.header { th { (h) } } } }
+                tbody {
+                    @for row in &s.rows {
+                        tr {
+                            @for (i, cell) in row.iter().enumerate() {
+                                @if s.numeric.get(i).copied().unwrap_or(false) {
+                                    td.num { (cell) }
+                                } @else {
+                                    td { (cell) }
+                                }
+                            }
+                        }
+                    }
+                }
+            } }
+        }
+        @for n in &s.notes { p.note { (n) } }
+    }
+}
+
+/// The plot inline, or a note saying why there is none.
+fn plot_figure(r: &Report, id: &str) -> Markup {
+    match plot::render_svg(r) {
+        Ok(svg) => html! {
+            figure id=(id) {
+                // plotters escapes the SVG's text and attribute values itself.
+                (PreEscaped(svg))
+                figcaption { "Private bytes per run, one line per run, colour = mode (top: the output's loop samples against iterations; below: memory.jsonl samples against seconds)." }
+            }
+        },
+        Err(PlotError::Empty) => {
+            html! { p.note { "No plot: no run output has retention samples and no run has memory.jsonl samples." } }
+        }
+        Err(e) => html! { p.note { "No plot: " (e.to_string()) } },
+    }
+}
+
+/// A JSON value as one line of text: strings as they are, arrays joined by `, `, objects as
+/// `key=value` pairs, `-` for null and empty arrays or objects.
+fn json_line(v: &Json) -> String {
+    match v {
+        Json::Null => "-".into(),
+        Json::Array(a) if a.is_empty() => "-".into(),
+        Json::Object(o) if o.is_empty() => "-".into(),
+        Json::String(s) => s.clone(),
+        Json::Array(a) => a.iter().map(json_line).collect::<Vec<_>>().join(", "),
+        Json::Object(o) => o
+            .iter()
+            .map(|(k, v)| format!("{k}={}", json_line(v)))
+            .collect::<Vec<_>>()
+            .join(" "),
+        other => other.to_string(),
+    }
+}
+
+fn provenance(r: &Report, f: &BundleFacts) -> Markup {
+    let p = f.provenance.as_ref();
+    let s = |k: &str| p.and_then(|p| p.get(k)).map(json_line);
+    let changed: Vec<String> = p
+        .and_then(|p| p.pointer("/after/changed"))
+        .and_then(Json::as_array)
+        .map(|a| a.iter().map(json_line).collect())
+        .unwrap_or_default();
+    html! {
+        dl.facts {
+            dt { "revision" } dd { (r.revision.as_deref().unwrap_or("unknown (no revision.txt)")) }
+            @if let Some(branch) = s("branch") { dt { "branch" } dd { (branch) } }
+            @if let Some(repo) = s("repo") { dt { "repository" } dd { (repo) } }
+            @if let Some(reason) = s("reason") { dt { "no revision because" } dd { (reason) } }
+            dt { "dirty tree" } dd { (yes_no(r.dirty)) }
+            @if let Some(sha) = s("patch-sha256") { dt { "working-tree.patch sha256" } dd { (sha) } }
+            @if let Some(at) = s("captured-at") { dt { "captured at" } dd { (at) } }
+            dt { "drift" } dd {
+                (yes_no(r.drift))
+                @if !changed.is_empty() { " (changed during the experiment: " (changed.join(", ")) ")" }
+            }
+        }
+        h3 { "Dirty files (working-tree.txt)" }
+        @match &f.working_tree {
+            None => p.note { "No working-tree.txt in the bundle." },
+            Some(lines) if lines.is_empty() => p.note { "None: the working tree was clean." },
+            Some(lines) => ul.mono { @for l in lines { li { code { (l) } } } },
+        }
+    }
+}
+
+fn host(f: &BundleFacts) -> Markup {
+    let Some(Json::Object(h)) = &f.host else {
+        return html! { p.note { "No host.json in the bundle." } };
+    };
+    html! {
+        dl.facts #host {
+            @for (k, v) in h.iter().filter(|(k, _)| k.as_str() != "format") {
+                dt { (k) }
+                dd {
+                    (json_line(v))
+                    @if let Some(b) = v.as_u64().filter(|_| k.ends_with("-bytes")) {
+                        " (" (fmt_num(b as f64 / (1024.0 * 1024.0 * 1024.0))) " GiB)"
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The report page of `r` (collected with plot series) with the bundle's `facts`.
+pub fn render_report(r: &Report, facts: &BundleFacts) -> Markup {
+    let body = html! {
+        h1 { "hwr-exp report: " (r.experiment) }
+        p.subtitle { (r.bundle) }
+        h2 #summary { "Summary" }
+        (summary(r, facts))
+        h2 #run-table { "Runs" }
+        (run_table(r, facts))
+        @let sections = analysis_sections(r);
+        @if !sections.is_empty() {
+            h2 #analysis { "Retention and metrics" }
+            @for s in &sections { (section(s)) }
+        }
+        h2 #plot-heading { "Plot" }
+        (plot_figure(r, "plot"))
+        h2 #provenance { "Provenance" }
+        (provenance(r, facts))
+        h2 #host-facts { "Host" }
+        (host(facts))
+    };
+    page(&format!("hwr-exp report: {}", r.experiment), body)
+}
+
+fn stats_cell(s: Option<Stats>) -> String {
+    s.map_or_else(|| "-".into(), |s| format!("{} (n={})", s.text(), s.n))
+}
+
+/// The compare page: `(report, facts)` of bundle A and of bundle B.
+pub fn render_compare(c: &Comparison, a: (&Report, &BundleFacts), b: (&Report, &BundleFacts)) -> Markup {
+    let (ra, fa) = a;
+    let (rb, fb) = b;
+    let side = |r: &Report| {
+        [
+            ("experiment", r.experiment.clone()),
+            ("status", status_text(r)),
+            ("runs", counts_text(r)),
+            ("revision", r.revision.clone().unwrap_or_else(|| "unknown".into())),
+            ("dirty tree", yes_no(r.dirty).into()),
+            ("drift", yes_no(r.drift).into()),
+            ("hwr-exp", r.hwr_exp_version.clone()),
+        ]
+    };
+    let host_of = |f: &BundleFacts, k: &str| {
+        f.host
+            .as_ref()
+            .and_then(|h| h.get(k))
+            .map_or_else(|| "unknown".into(), json_line)
+    };
+    let body = html! {
+        h1 { "hwr-exp compare" }
+        p.subtitle { "A: " (c.a) br; "B: " (c.b) }
+        h2 #bundles { "Bundles" }
+        div.wrap { table #bundle-facts {
+            thead { tr { th { "" } th { "A" } th { "B" } } }
+            tbody {
+                @for ((name, x), (_, y)) in side(ra).into_iter().zip(side(rb)) {
+                    tr class=[(x != y).then_some("differs")] { th { (name) } td { (x) } td { (y) } }
+                }
+                @for k in ["hostname", "cpu-model", "kernel", "os"] {
+                    @let (x, y) = (host_of(fa, k), host_of(fb, k));
+                    tr class=[(x != y).then_some("differs")] { th { (k) } td { (x) } td { (y) } }
+                }
+            }
+        } }
+        h2 #differences { "Provenance differences" }
+        @if c.differences.is_empty() {
+            p { "Same experiment, revision, working tree, host, hwr-exp version and manifest." }
+        } @else {
+            div.wrap { table {
+                thead { tr { th { "fact" } th { "A" } th { "B" } } }
+                tbody { @for d in &c.differences { tr { td { (d.fact) } td { (d.a) } td { (d.b) } } } }
+            } }
+        }
+        h2 #cells { "Cells side by side" }
+        p.note { "min / median / max over the aggregated runs; B - A is the difference of medians. Rows whose ranges do not overlap are marked." }
+        div.wrap { table #cells-table {
+            thead { tr { th { "cell" } th { "metric" } th { "A" } th { "B" } th { "B - A" } th { "note" } } }
+            tbody {
+                @for row in &c.rows {
+                    @let differs = row.ranges_overlap == Some(false);
+                    tr class=[differs.then_some("differs")] {
+                        td { (row.cell) }
+                        td.nowrap { (row.metric) }
+                        td.num { (stats_cell(row.a)) }
+                        td.num { (stats_cell(row.b)) }
+                        td.num {
+                            @match row.median_difference {
+                                Some(d) if d > 0.0 => { "+" (fmt_num(d)) }
+                                Some(d) => (fmt_num(d)),
+                                None => "-",
+                            }
+                        }
+                        td.nowrap {
+                            @match row.ranges_overlap {
+                                Some(true) => "ranges overlap (noise)",
+                                Some(false) => "ranges apart",
+                                None => "only one side has it",
+                            }
+                        }
+                    }
+                }
+            }
+        } }
+        @if !c.only_in_a.is_empty() { p { "Cells only in A: " (c.only_in_a.join(", ")) } }
+        @if !c.only_in_b.is_empty() { p { "Cells only in B: " (c.only_in_b.join(", ")) } }
+        h2 #runs-a { "Runs of A" }
+        (run_table(ra, fa))
+        h2 #runs-b { "Runs of B" }
+        (run_table(rb, fb))
+        h2 #plot-a-heading { "Plot of A" }
+        (plot_figure(ra, "plot-a"))
+        h2 #plot-b-heading { "Plot of B" }
+        (plot_figure(rb, "plot-b"))
+    };
+    page("hwr-exp compare", body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::Value;
+
+    const HOSTILE: &str = "<script>alert(1)</script>\"&'";
+
+    fn run(id: &str, outcome: Option<Outcome>) -> RunSummary {
+        RunSummary {
+            run_id: id.into(),
+            index: 0,
+            cell: BTreeMap::from([("mode".to_string(), Value::Str(HOSTILE.into()))]),
+            cell_label: format!("mode={HOSTILE}"),
+            repetition: 1,
+            finished: outcome.is_some(),
+            termination: outcome.map(|_| Termination::Exited),
+            exit_code: outcome.map(|o| if o == Outcome::Ok { 0 } else { 1 }),
+            signal: None,
+            wall_seconds: outcome.map(|_| 0.5),
+            peak_rss_bytes: None,
+            output_check: outcome.map(|o| {
+                if o == Outcome::Ok {
+                    OutputCheck::Valid
+                } else {
+                    OutputCheck::Empty
+                }
+            }),
+            output_check_reason: None,
+            outcome,
+            retention: None,
+            excluded: None,
+            metrics: BTreeMap::new(),
+            points: Vec::new(),
+            memory: Vec::new(),
+        }
+    }
+
+    fn report(runs: Vec<RunSummary>) -> Report {
+        Report {
+            bundle: format!("results/{HOSTILE}"),
+            experiment: HOSTILE.into(),
+            status: crate::bundle::lock::EffectiveStatus::Complete,
+            hwr_exp_version: "0.1.0".into(),
+            revision: Some(HOSTILE.into()),
+            dirty: Some(true),
+            drift: Some(false),
+            manifest_sha256: "00".into(),
+            planned_runs: runs.len(),
+            counts: BTreeMap::new(),
+            not_run: 0,
+            matrix_keys: vec!["mode".into()],
+            mode_key: Some("mode".into()),
+            metric_pointers: Vec::new(),
+            has_retention: false,
+            runs,
+            cells: Vec::new(),
+            controls: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn reasons_name_how_the_run_ended() {
+        let ok = run("r0", Some(Outcome::Ok));
+        assert_eq!(run_reason(&ok, Some("ignored for ok runs")), None);
+        let failed = run("r1", Some(Outcome::Failed));
+        assert_eq!(run_reason(&failed, None).as_deref(), Some("exit 1; output empty"));
+        assert_eq!(
+            run_reason(&failed, Some("ModuleNotFoundError: No module named 'numpy'\n")).as_deref(),
+            Some("exit 1; output empty; stderr: ModuleNotFoundError: No module named 'numpy'")
+        );
+        let mut timeout = run("r2", Some(Outcome::Timeout));
+        timeout.termination = Some(Termination::Timeout);
+        timeout.exit_code = None;
+        timeout.signal = Some(15);
+        timeout.output_check = Some(OutputCheck::Invalid);
+        timeout.output_check_reason = Some("not JSON".into());
+        assert_eq!(
+            run_reason(&timeout, None).as_deref(),
+            Some("timed out, ended by signal 15 (SIGTERM); output invalid: not JSON")
+        );
+        assert_eq!(run_reason(&run("r3", None), None).as_deref(), Some("not run"));
+    }
+
+    #[test]
+    fn every_user_value_is_escaped() {
+        let mut facts = BundleFacts {
+            working_tree: Some(vec![format!(" M {HOSTILE}")]),
+            host: Some(serde_json::json!({ "format": 1, "hostname": HOSTILE })),
+            ..BundleFacts::default()
+        };
+        facts.last_stderr_line.insert("r1".into(), HOSTILE.into());
+        let r = report(vec![
+            run("r0", Some(Outcome::Ok)),
+            run("r1", Some(Outcome::Failed)),
+        ]);
+        let page = render_report(&r, &facts).into_string();
+        assert!(!page.to_ascii_lowercase().contains("<script"), "{page}");
+        assert!(!page.contains(HOSTILE));
+        let escaped = "&lt;script&gt;alert(1)&lt;/script&gt;&quot;&amp;'";
+        // Experiment (title and heading), bundle, revision (twice), cell labels, the stderr
+        // line in the reason, the dirty file and the hostname.
+        assert!(page.matches(escaped).count() >= 9, "{page}");
+        assert!(page.contains(&format!("stderr: {escaped}")));
+        assert!(page.contains("data-run-id=\"r1\" class=\"not-ok\""));
+        assert!(page.contains("No plot: no run output"));
+    }
+}
