@@ -2,6 +2,7 @@
 
 pub mod format;
 pub mod read;
+pub mod reason;
 pub mod write;
 
 pub use format::*;

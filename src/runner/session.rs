@@ -14,7 +14,8 @@ use crate::exit_codes;
 use crate::manifest::{Diagnostics, Manifest};
 use crate::plan::{self, Plan, PlanContext};
 
-use super::{SessionEnd, SessionSettings, progress};
+use super::progress::{self, Progress};
+use super::{SessionEnd, SessionSettings};
 
 /// Choices of one session that do not come from the manifest.
 #[derive(Debug, Clone, Default)]
@@ -77,6 +78,8 @@ pub struct SessionReport {
     pub drift: bool,
     /// Exit code: 0 all ok, 1 some run not ok, 130 interrupted.
     pub exit_code: i32,
+    /// The runs of this session that are not ok (the first few with reason and stderr tail).
+    pub failures: progress::Failures,
 }
 
 /// Plan context for a bundle folder: the running binary, the allowed CPUs, a fresh fallback seed.
@@ -242,17 +245,10 @@ pub fn execute_and_finish(
         eprintln!("writing {} runs into {}", indices.len(), dir.display());
     }
     let writer = Mutex::new(writer);
-    let progress = progress::for_terminal(finish.quiet, indices.len());
-    let end = super::execute(
-        plan,
-        indices,
-        &writer,
-        executor,
-        cancel,
-        &settings,
-        progress.as_ref(),
-    );
+    let progress = progress::Collect::new(progress::for_terminal(finish.quiet, indices.len()));
+    let end = super::execute(plan, indices, &writer, executor, cancel, &settings, &progress);
     progress.finish();
+    let failures = progress.into_failures();
     let result = end.and_then(|end| {
         let after = crate::provenance::capture_excluding(finish.repo_start, &[finish.results_dir]);
         let drift = crate::provenance::record_after(&dir, finish.before, &after)?;
@@ -292,6 +288,7 @@ pub fn execute_and_finish(
         planned: plan.len(),
         drift,
         exit_code,
+        failures,
     })
 }
 
