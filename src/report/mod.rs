@@ -27,10 +27,11 @@ use std::path::PathBuf;
 pub use collection::{ReportError, collect};
 pub use compare::{CompareOptions, compare_to_string};
 pub use model::Report;
-pub use render::Format;
+pub use render::{Format, TextStyle};
 
-/// What `hwr-exp report` is asked for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What `hwr-exp report` is asked for. The default is a table of no bundle (`""`), no plot, one
+/// line per row, no stderr.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ReportOptions {
     /// The bundle folder (`results/<experiment>/<timestamp>-<hex>`).
     pub bundle: PathBuf,
@@ -38,6 +39,12 @@ pub struct ReportOptions {
     pub format: Format,
     /// Where to also write an SVG plot (see [`plot`]); `None` for no plot.
     pub plot: Option<PathBuf>,
+    /// Widest line of terminal tables, in columns; `None` for one line per row (`--wide`).
+    /// Markdown, CSV and JSON ignore it.
+    pub width: Option<usize>,
+    /// Append the last lines of stderr.log of each run that is not ok (table and md; JSON always
+    /// carries them as `stderr-tail`; CSV refuses it).
+    pub stderr: bool,
 }
 
 /// Renders the report of `opts.bundle` in `opts.format` to a string, writing the plot when asked.
@@ -45,15 +52,27 @@ pub struct ReportOptions {
 ///
 /// # Errors
 /// The bundle cannot be read (newer format, missing bundle.json or plan.json, truncated run.json:
-/// the message names the file), or the plot cannot be written.
+/// the message names the file), the plot cannot be written, or `stderr` is asked of CSV.
 pub fn report_to_string(opts: &ReportOptions) -> anyhow::Result<String> {
+    if opts.stderr && opts.format == Format::Csv {
+        anyhow::bail!(
+            "--stderr applies to table and md output (csv has the reason column; json carries stderr-tail)"
+        );
+    }
     let report = collect(&opts.bundle, opts.plot.is_some())?;
     if let Some(path) = &opts.plot {
         plot::write_svg(&report, path)?;
     }
+    let text = |style| {
+        let mut text = render::report_text(&report, style);
+        if opts.stderr {
+            text.push_str(&render::stderr_text(&report, style));
+        }
+        text
+    };
     Ok(match opts.format {
-        Format::Table => render::report_text(&report, false),
-        Format::Md => render::report_text(&report, true),
+        Format::Table => text(TextStyle::Terminal(opts.width)),
+        Format::Md => text(TextStyle::Markdown),
         Format::Csv => render::report_csv(&report)?,
         Format::Json => render::report_json(&report)?,
     })
