@@ -92,28 +92,34 @@ pub fn render_fit(
         }
     }
     let groups = split(high);
-    let tables: Vec<String> = groups
-        .iter()
-        .map(|cols| {
-            let pick = |row: &[String]| -> Vec<String> {
-                cols.iter()
-                    .map(|&i| row.get(i).cloned().unwrap_or_default())
-                    .collect()
-            };
-            let align: Vec<bool> = cols
-                .iter()
-                .map(|&i| right_aligned.get(i).copied().unwrap_or(false))
-                .collect();
-            let too_wide = line_width(style, &widths, cols) > fit.max_width;
-            draw(
-                style,
-                pick(&header),
-                rows.iter().map(|r| pick(r)).collect(),
-                &align,
-                too_wide.then_some((fit.max_width, keys)),
-            )
-        })
-        .collect();
+    // Each cell moves into the one part that shows it; only the key columns are copied.
+    let mut rows = rows;
+    let mut tables = Vec::with_capacity(groups.len());
+    for cols in &groups {
+        let mut pick = |row: &mut Vec<String>| -> Vec<String> {
+            cols.iter()
+                .map(|&i| match row.get_mut(i) {
+                    Some(cell) if i < keys => cell.clone(),
+                    Some(cell) => std::mem::take(cell),
+                    None => String::new(),
+                })
+                .collect()
+        };
+        let part_header = pick(&mut header.clone());
+        let part_rows: Vec<Vec<String>> = rows.iter_mut().map(&mut pick).collect();
+        let align: Vec<bool> = cols
+            .iter()
+            .map(|&i| right_aligned.get(i).copied().unwrap_or(false))
+            .collect();
+        let too_wide = line_width(style, &widths, cols) > fit.max_width;
+        tables.push(draw(
+            style,
+            part_header,
+            part_rows,
+            &align,
+            too_wide.then_some((fit.max_width, keys)),
+        ));
+    }
     tables.join("\n\n")
 }
 

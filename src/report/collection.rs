@@ -2,8 +2,10 @@
 //!
 //! Runs are read one at a time ([`Bundle::runs`]); of each run's output only the summary numbers
 //! ([`Retention`](super::retention::Retention), metric values) are kept, so memory grows with the number of runs, not with the
-//! size of their outputs. Plot series are kept only when a plot is asked for. The aggregates come
-//! from [`super::aggregation`].
+//! size of their outputs. Of a run that is not ok, the reason and the last
+//! [`STDERR_TAIL_LINES`] lines of its stderr.log are kept (read from the end of the file, at most
+//! [`crate::bundle::reason::TAIL_BYTES`]). Plot series are kept only when a plot is asked for. The
+//! aggregates come from [`super::aggregation`].
 
 use std::collections::BTreeMap;
 use std::io::BufRead;

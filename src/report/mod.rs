@@ -2,7 +2,8 @@
 //!
 //! A report reads a bundle with [`crate::bundle::read::Bundle`], one run at a time, and shows:
 //! - a run table (run-id, cell, repetition, termination, exit code, wall seconds, peak RSS, output
-//!   check) and a summary line (counts by outcome, runs not run, drift, dirty tree);
+//!   check, and the one-line reason of a run that is not ok, from [`crate::bundle::reason`]) and a
+//!   summary line (counts by outcome, runs not run, drift, dirty tree);
 //! - for outputs in the retention schema: growth (final `loop` sample minus `baseline`) and
 //!   after-close (`closed` minus `baseline`) of private, anonymous and RSS bytes per run, then per cell
 //!   min / median / max across repetitions, then per size each mode's median growth minus the
@@ -11,8 +12,9 @@
 //! - `[report] metrics = { name = "/json/pointer" }` of the bundle's manifest.toml, per run and
 //!   aggregated per cell.
 //!
-//! Formats: terminal tables (default), Markdown, CSV (one row per run), JSON; `--plot FILE.svg`
-//! draws private bytes against iterations (see [`plot`]).
+//! Formats: terminal tables (default; fitted to [`ReportOptions::width`], see [`render`]), Markdown,
+//! CSV (one row per run), JSON; `--stderr` appends the stderr tails of the runs that are not ok;
+//! `--plot FILE.svg` draws private bytes against iterations (see [`plot`]).
 
 pub mod aggregation;
 pub mod collection;
