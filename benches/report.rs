@@ -47,6 +47,7 @@ fn child(dir: &Path, format: &str, plot: Option<PathBuf>) {
         bundle: dir.to_path_buf(),
         format: format_of(format),
         plot,
+        ..Default::default()
     })
     .expect("report");
     let secs = start.elapsed().as_secs_f64();

@@ -215,6 +215,14 @@ pub struct ReportArgs {
     /// plus the external memory.jsonl samples over time where present.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    /// After the tables, print the last lines of stderr.log of every run that is not ok (table
+    /// and md; json always has them as `stderr-tail`).
+    #[arg(long)]
+    pub stderr: bool,
+    /// Terminal tables one line per row, every column side by side, however wide. Default: fit
+    /// the width of the terminal ($COLUMNS, else the terminal's, else 100 columns).
+    #[arg(long)]
+    pub wide: bool,
 }
 
 /// `hwr-exp compare`.
@@ -227,6 +235,9 @@ pub struct CompareArgs {
     /// Output format (`csv`: one row per cell and metric).
     #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
     pub format: ReportFormat,
+    /// Terminal tables one line per row, however wide (default: fit the terminal's width).
+    #[arg(long)]
+    pub wide: bool,
 }
 
 /// Output format of `hwr-exp list`.

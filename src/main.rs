@@ -51,15 +51,18 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
                 bundle: args.bundle,
                 format: report_format(args.format),
                 plot: args.plot,
+                width: table_width(args.wide),
+                stderr: args.stderr,
             };
             let text = report::report_to_string(&options).map_err(Failure::usage)?;
             to_stdout(|out| out.write_all(text.as_bytes()))?
         }
-        Command::Compare(CompareArgs { a, b, format }) => {
+        Command::Compare(CompareArgs { a, b, format, wide }) => {
             let options = report::CompareOptions {
                 a,
                 b,
                 format: report_format(format),
+                width: table_width(wide),
             };
             let text = report::compare_to_string(&options).map_err(Failure::usage)?;
             to_stdout(|out| out.write_all(text.as_bytes()))?
@@ -269,6 +272,7 @@ fn finished(report: &SessionReport, quiet: bool) -> i32 {
                 "warning: the working tree changed while the experiment ran, or differs from the recorded one (drift recorded in provenance.json)"
             );
         }
+        print_failures(report);
         let status = serde_json::to_value(report.status)
             .ok()
             .and_then(|v| v.as_str().map(String::from));
@@ -280,6 +284,33 @@ fn finished(report: &SessionReport, quiet: bool) -> i32 {
     }
     println!("{}", display_path(&report.bundle).display());
     report.exit_code
+}
+
+/// The closing list of a session's runs that are not ok, on stderr: each run's reason and the last
+/// lines of its stderr.log (left out when they are just the line the reason already quotes), then
+/// how many more failed runs there are and the command that shows all of them.
+fn print_failures(report: &SessionReport) {
+    let failures = &report.failures;
+    if failures.listed.is_empty() {
+        return;
+    }
+    eprintln!("runs that are not ok (reason, then the last lines of stderr.log):");
+    for f in &failures.listed {
+        eprintln!("  {}: {}", f.run_id, f.reason);
+        let only_the_quoted_line = f.stderr_tail.len() == 1 && f.reason.ends_with(f.stderr_tail[0].as_str());
+        if !only_the_quoted_line {
+            for line in &f.stderr_tail {
+                eprintln!("    | {line}");
+            }
+        }
+    }
+    if failures.unlisted > 0 {
+        eprintln!(
+            "  ... and {} more; all of them: hwr-exp report {} --stderr",
+            failures.unlisted,
+            display_path(&report.bundle).display()
+        );
+    }
 }
 
 /// Writes a command's stdout through one buffered lock and flushes it. A reader that closed the
@@ -332,6 +363,24 @@ fn archive_failure(error: ArchiveError) -> Failure {
         ArchiveError::Session(e) => session_failure(e),
         other => Failure::new(other.exit_code(), other),
     }
+}
+
+/// Columns assumed when stdout is not a terminal and `COLUMNS` is unset.
+const DEFAULT_WIDTH: usize = 100;
+
+/// The width terminal tables must fit, in columns: `None` with `--wide`; else `COLUMNS` when it
+/// is a positive number (as clap and most tools read it), else the width of the terminal on
+/// stdout (`terminal_size`, TIOCGWINSZ), else [`DEFAULT_WIDTH`].
+fn table_width(wide: bool) -> Option<usize> {
+    if wide {
+        return None;
+    }
+    let columns = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|c| *c > 0);
+    let terminal = || terminal_size::terminal_size().map(|(terminal_size::Width(w), _)| usize::from(w));
+    Some(columns.or_else(terminal).unwrap_or(DEFAULT_WIDTH))
 }
 
 /// The library's report format for the command line's.

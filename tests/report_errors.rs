@@ -9,6 +9,7 @@ fn report(bundle: &str, format: Format) -> anyhow::Result<String> {
         bundle: PathBuf::from(bundle),
         format,
         plot: None,
+        ..Default::default()
     })
 }
 

@@ -338,13 +338,13 @@ fn report_page_gives_reasons_for_runs_that_are_not_ok() {
     let page = hwr_stdout(&["report", FIXTURES[0], "--format", "html"]);
     // The `mode = "bogus"` cell: the probe rejects the mode with exit 2 and writes nothing.
     assert!(
-        page.contains("<td class=\"reason\">exit 2; output empty</td>"),
+        page.contains("<td class=\"reason\">exit 2: For more information, try '--help'."),
         "{page}"
     );
     let page = hwr_stdout(&["report", FIXTURES[1], "--format", "html"]);
     // The `hang` runs hit the 3 s timeout; the script exits 0 on SIGTERM.
     assert_eq!(
-        page.matches("<td class=\"reason\">timed out, exit 0</td>")
+        page.matches("<td class=\"reason\">timeout, exit 0 after SIGTERM</td>")
             .count(),
         2,
         "{page}"

@@ -10,8 +10,11 @@ const B: &str = "tests/fixtures/bundles/synthetic-b";
 fn report(bundle: &str, format: Format) -> String {
     report_to_string(&ReportOptions {
         bundle: PathBuf::from(bundle),
+        // The table as `report` writes it when stdout is not a terminal and COLUMNS is unset.
+        width: (format == Format::Table).then_some(100),
         format,
         plot: None,
+        ..Default::default()
     })
     .unwrap()
 }
@@ -37,6 +40,7 @@ fn compare_table() {
         a: A.into(),
         b: B.into(),
         format: Format::Table,
+        width: Some(100),
     })
     .unwrap();
     insta::assert_snapshot!(out);
@@ -65,6 +69,7 @@ fn compare_names_the_changed_revision_and_one_sided_cells() {
         a: A.into(),
         b: B.into(),
         format: Format::Json,
+        width: None,
     })
     .unwrap();
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -92,6 +97,7 @@ fn compare_names_the_changed_revision_and_one_sided_cells() {
         a: A.into(),
         b: A.into(),
         format: Format::Table,
+        width: Some(100),
     })
     .unwrap();
     assert!(same.contains("same experiment, revision, working tree, host, hwr-exp version and manifest"));

@@ -37,6 +37,7 @@ fn one_polyline_per_run_and_per_memory_series() {
         bundle: PathBuf::from(A),
         format: Format::Table,
         plot: Some(svg_path.clone()),
+        ..Default::default()
     })
     .unwrap();
     let svg = std::fs::read_to_string(&svg_path).unwrap();

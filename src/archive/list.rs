@@ -157,7 +157,8 @@ fn entry(dir: &Path, base: &Path) -> Result<ListEntry, ArchiveError> {
 }
 
 /// Writes the entries as a plain table ([`crate::table::Style::Plain`]) with a header line;
-/// revisions are shortened to 10 hex digits, `runs` is `ok/failed of planned`.
+/// revisions are shortened to 10 hex digits; `OK`, `FAILED` and `PLANNED` count runs (`FAILED`:
+/// finished runs with any outcome but `ok`).
 ///
 /// # Errors
 /// Write errors.
@@ -169,7 +170,9 @@ pub fn write_table(entries: &[ListEntry], out: &mut impl Write) -> io::Result<()
         "STATUS",
         "REVISION",
         "DIRTY",
-        "OK/FAILED",
+        "OK",
+        "FAILED",
+        "PLANNED",
         "PARENT",
     ];
     let rows: Vec<Vec<String>> = entries
@@ -188,13 +191,20 @@ pub fn write_table(entries: &[ListEntry], out: &mut impl Write) -> io::Result<()
                     Some(false) => "clean".into(),
                     None => "-".into(),
                 },
-                format!("{}/{} of {}", e.runs_ok, e.runs_failed, e.planned_runs),
+                e.runs_ok.to_string(),
+                e.runs_failed.to_string(),
+                e.planned_runs.to_string(),
                 e.parent.clone().unwrap_or_else(|| "-".into()),
             ]
         })
         .collect();
     let header = header.map(String::from).to_vec();
-    writeln!(out, "{}", table::render(table::Style::Plain, header, rows, &[]))
+    let numeric = [false, false, false, false, false, false, true, true, true, false];
+    writeln!(
+        out,
+        "{}",
+        table::render(table::Style::Plain, header, rows, &numeric)
+    )
 }
 
 /// Writes the entries as one pretty JSON array.
@@ -240,7 +250,11 @@ mod tests {
         assert_eq!(col(lines[0], "STATUS"), col(lines[1], "complete"));
         assert_eq!(col(lines[0], "STATUS"), col(lines[2], "abandoned"));
         assert!(lines[1].contains("0123456789 ") && !lines[1].contains("0123456789a"));
-        assert!(lines[2].contains("7/1 of 8") && lines[2].ends_with("exp/a"));
+        assert!(lines[2].ends_with("exp/a"));
+        let counts =
+            |l: &str| -> Vec<String> { l.split_whitespace().skip(6).take(3).map(String::from).collect() };
+        assert_eq!(counts(lines[0]), ["OK", "FAILED", "PLANNED"]);
+        assert_eq!(counts(lines[2]), ["7", "1", "8"]);
         let mut json = Vec::new();
         write_json(&rows, &mut json).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&json).unwrap();

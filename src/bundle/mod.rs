@@ -6,6 +6,7 @@ pub mod format;
 pub mod lock;
 pub mod plan_file;
 pub mod read;
+pub mod reason;
 pub mod write;
 
 pub use format::*;

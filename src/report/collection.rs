@@ -2,8 +2,10 @@
 //!
 //! Runs are read one at a time ([`Bundle::runs`]); of each run's output only the summary numbers
 //! ([`Retention`](super::retention::Retention), metric values) are kept, so memory grows with the number of runs, not with the
-//! size of their outputs. Plot series are kept only when a plot is asked for. The aggregates come
-//! from [`super::aggregation`].
+//! size of their outputs. Of a run that is not ok, the reason and the last
+//! [`STDERR_TAIL_LINES`] lines of its stderr.log are kept (read from the end of the file, at most
+//! [`crate::bundle::reason::TAIL_BYTES`]). Plot series are kept only when a plot is asked for. The
+//! aggregates come from [`super::aggregation`].
 
 use std::collections::BTreeMap;
 use std::io::BufRead;
@@ -12,10 +14,11 @@ use std::path::Path;
 use serde_json::Value as Json;
 
 use super::aggregation;
-use super::model::{MetricValue, Report, RunSummary, cell_label};
+use super::model::{MetricValue, Report, RunSummary, STDERR_TAIL_LINES, cell_label};
 use super::retention::{self, Parsed};
 use crate::bundle::lock::effective_status;
 use crate::bundle::read::{Bundle, ReadError};
+use crate::bundle::reason::RunFailure;
 use crate::bundle::{Outcome, OutputCheck, PlannedRunRecord, RunRecord};
 use crate::exec::MemorySample;
 use crate::manifest::OutputFormat;
@@ -101,6 +104,8 @@ fn not_run(p: PlannedRunRecord, keys: &[String]) -> RunSummary {
         output_check: None,
         output_check_reason: None,
         outcome: None,
+        reason: Some("not run".into()),
+        stderr_tail: Vec::new(),
         retention: None,
         excluded: Some("not run".into()),
         metrics: BTreeMap::new(),
@@ -145,6 +150,8 @@ struct RunContext<'a> {
 }
 
 fn run_summary(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
+    let failure = RunFailure::read(&rec, &ctx.bundle.run_dir(&rec.run_id), STDERR_TAIL_LINES);
+    let (reason, stderr_tail) = failure.map_or((None, Vec::new()), |f| (Some(f.reason), f.stderr_tail));
     let mut s = RunSummary {
         cell_label: cell_label(&rec.cell, ctx.keys, None),
         run_id: rec.run_id.clone(),
@@ -160,6 +167,8 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
         output_check: Some(rec.output_check),
         output_check_reason: rec.output_check_reason.clone(),
         outcome: Some(rec.outcome),
+        reason,
+        stderr_tail,
         retention: None,
         excluded: None,
         metrics: BTreeMap::new(),

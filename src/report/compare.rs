@@ -11,11 +11,11 @@ use serde_json::Value as Json;
 
 use super::collection::collect;
 use super::model::{CellStats, Report, Stats, fmt_num};
-use super::render::{Format, Section, render_sections};
+use super::render::{Format, Section, TextStyle, render_sections};
 use crate::bundle::read::{Bundle, ReadError};
 
-/// What `hwr-exp compare` is asked for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What `hwr-exp compare` is asked for (the default: two empty paths, a table, one line per row).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CompareOptions {
     /// The first (baseline) bundle folder.
     pub a: PathBuf,
@@ -23,6 +23,8 @@ pub struct CompareOptions {
     pub b: PathBuf,
     /// Output format (`csv`: one row per cell and metric).
     pub format: Format,
+    /// Widest line of terminal tables, in columns; `None` for one line per row (`--wide`).
+    pub width: Option<usize>,
 }
 
 /// One metric of one cell in both bundles.
@@ -207,64 +209,135 @@ fn stats_text(s: Option<Stats>) -> String {
     s.map_or_else(|| "-".into(), |s| format!("{} (n={})", s.text(), s.n))
 }
 
-fn text(c: &Comparison, md: bool) -> String {
+fn difference_text(d: Option<f64>) -> String {
+    match d {
+        Some(d) if d > 0.0 => format!("+{}", fmt_num(d)),
+        Some(d) => fmt_num(d),
+        None => "-".into(),
+    }
+}
+
+/// The comparison as text. Markdown and `--wide` terminal output have one line per row, A and B in
+/// columns of their own. Terminal output that must fit a width puts B's value on a line of its own
+/// under A's (labelled `A` and `B`), shows the side-by-side rows in one table per cell, and shortens
+/// the notes to `noise` and `one side` with a legend.
+fn text(c: &Comparison, style: TextStyle) -> String {
+    let narrow = matches!(style, TextStyle::Terminal(Some(_)));
     let mut pre = vec![format!("A: {}", c.a), format!("B: {}", c.b)];
     if c.differences.is_empty() {
         pre.push("same experiment, revision, working tree, host, hwr-exp version and manifest".into());
     }
-    if md {
+    if style == TextStyle::Markdown {
         pre.insert(0, "## hwr-exp compare".into());
     }
     let mut sections = Vec::new();
     if !c.differences.is_empty() {
-        let mut s = Section::new(
-            "The bundles differ in",
-            &[("fact", false), ("A", false), ("B", false)],
-        );
+        let title = "The bundles differ in";
+        let mut s = if narrow {
+            let mut s = Section::new(title, &[("fact", false), ("", false), ("value", false)]);
+            s.key_columns = 2;
+            s
+        } else {
+            Section::new(title, &[("fact", false), ("A", false), ("B", false)])
+        };
         for d in &c.differences {
-            s.rows.push(vec![d.fact.clone(), d.a.clone(), d.b.clone()]);
+            if narrow {
+                s.rows.push(vec![d.fact.clone(), "A".into(), d.a.clone()]);
+                s.rows.push(vec![String::new(), "B".into(), d.b.clone()]);
+            } else {
+                s.rows.push(vec![d.fact.clone(), d.a.clone(), d.b.clone()]);
+            }
         }
         sections.push(s);
     }
-    let mut s = Section::new(
-        "Cells side by side (min / median / max over aggregated runs; difference = median B - median A)",
-        &[
-            ("cell", false),
-            ("metric", false),
-            ("A", true),
-            ("B", true),
-            ("B - A", true),
-            ("note", false),
-        ],
-    );
-    for r in &c.rows {
-        s.rows.push(vec![
-            r.cell.clone(),
-            r.metric.clone(),
-            stats_text(r.a),
-            stats_text(r.b),
-            match r.median_difference {
-                Some(d) if d > 0.0 => format!("+{}", fmt_num(d)),
-                Some(d) => fmt_num(d),
-                None => "-".into(),
-            },
-            match r.ranges_overlap {
-                Some(true) => "ranges overlap (noise)".into(),
-                Some(false) => String::new(),
-                None => "only one side has it".into(),
-            },
-        ]);
-    }
+    let title =
+        "Cells side by side (min / median / max over aggregated runs; difference = median B - median A)";
+    let mut notes = Vec::new();
     if !c.only_in_a.is_empty() {
-        s.notes
-            .push(format!("cells only in A: {}", c.only_in_a.join(", ")));
+        notes.push(format!("cells only in A: {}", c.only_in_a.join(", ")));
     }
     if !c.only_in_b.is_empty() {
-        s.notes
-            .push(format!("cells only in B: {}", c.only_in_b.join(", ")));
+        notes.push(format!("cells only in B: {}", c.only_in_b.join(", ")));
     }
-    sections.push(s);
-    render_sections(&pre, sections, md)
+    if narrow {
+        let mut cells: Vec<&str> = Vec::new();
+        for r in &c.rows {
+            if !cells.contains(&r.cell.as_str()) {
+                cells.push(&r.cell);
+            }
+        }
+        sections.push(Section::new(title, &[]));
+        for cell in cells {
+            let mut s = Section::new(
+                format!("cell {cell}"),
+                &[
+                    ("metric", false),
+                    ("", false),
+                    ("min / median / max", true),
+                    ("B - A", true),
+                    ("note", false),
+                ],
+            );
+            s.key_columns = 2;
+            for r in c.rows.iter().filter(|r| r.cell == cell) {
+                s.rows.push(vec![
+                    r.metric.clone(),
+                    "A".into(),
+                    stats_text(r.a),
+                    difference_text(r.median_difference),
+                    match r.ranges_overlap {
+                        Some(true) => "noise".into(),
+                        Some(false) => String::new(),
+                        None => "one side".into(),
+                    },
+                ]);
+                s.rows.push(vec![
+                    String::new(),
+                    "B".into(),
+                    stats_text(r.b),
+                    String::new(),
+                    String::new(),
+                ]);
+            }
+            sections.push(s);
+        }
+        if let Some(last) = sections.last_mut() {
+            last.notes.push(
+                "noise: the ranges of A and B overlap; one side: only one bundle has the metric".into(),
+            );
+            last.notes.extend(notes);
+        }
+    } else {
+        let mut s = Section::new(
+            title,
+            &[
+                ("cell", false),
+                ("metric", false),
+                ("A", true),
+                ("B", true),
+                ("B - A", true),
+                ("note", false),
+            ],
+        );
+        s.key_columns = 2;
+        for r in &c.rows {
+            s.rows.push(vec![
+                r.cell.clone(),
+                r.metric.clone(),
+                stats_text(r.a),
+                stats_text(r.b),
+                difference_text(r.median_difference),
+                match r.ranges_overlap {
+                    Some(true) => "ranges overlap (noise)".into(),
+                    Some(false) => String::new(),
+                    None => "only one side has it".into(),
+                },
+            ]);
+        }
+        s.notes = notes;
+        sections.push(s);
+    }
+    render_sections(&pre, sections, style)
 }
 
 fn csv(c: &Comparison) -> anyhow::Result<String> {
@@ -316,8 +389,8 @@ pub fn compare_to_string(opts: &CompareOptions) -> anyhow::Result<String> {
     let host_b = host_of(&opts.b)?;
     let c = compare(&a, host_a.as_ref(), &b, host_b.as_ref());
     Ok(match opts.format {
-        Format::Table => text(&c, false),
-        Format::Md => text(&c, true),
+        Format::Table => text(&c, TextStyle::Terminal(opts.width)),
+        Format::Md => text(&c, TextStyle::Markdown),
         Format::Csv => csv(&c)?,
         Format::Json => serde_json::to_string_pretty(&c)? + "\n",
         Format::Html => super::html::compare_page(&c, &a, &b)?,

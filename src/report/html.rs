@@ -17,19 +17,17 @@
 //! facts (host.json). A compare page: both bundles' facts side by side, the provenance
 //! differences, the cells side by side with the difference of medians, and both plots.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use serde_json::Value as Json;
 
 use super::compare::Comparison;
-use super::model::{Report, RunSummary, Stats, fmt_num};
+use super::model::{Report, Stats, fmt_num};
 use super::plot::{self, PlotError};
 use super::render::{Section, analysis_sections};
 use crate::bundle::read::{Bundle, ReadError};
-use crate::bundle::{BundleInfo, Outcome, OutputCheck, files};
-use crate::exec::Termination;
+use crate::bundle::{BundleInfo, Outcome, files};
 
 /// The page's stylesheet (inline; no web fonts: system font stacks only).
 const CSS: &str = r#"
@@ -85,11 +83,6 @@ pub struct BundleFacts {
     pub provenance: Option<Json>,
     /// working-tree.txt lines (`XY path`, one per status entry; empty for a clean tree).
     pub working_tree: Option<Vec<String>>,
-    /// The last line of each failed run's stderr.log, by run-id; shown at the end of the run's
-    /// reason. DESIGN 9 makes it part of every not-ok run's reason; the report model does not
-    /// read stderr.log yet, so [`BundleFacts::read`] leaves this empty. It is the one place to
-    /// fill when the model carries the line.
-    pub last_stderr_line: BTreeMap<String, String>,
 }
 
 impl BundleFacts {
@@ -127,57 +120,8 @@ impl BundleFacts {
             host: optional(bundle.host())?,
             provenance: optional(bundle.provenance())?,
             working_tree,
-            last_stderr_line: BTreeMap::new(),
         })
     }
-}
-
-/// The one-line reason a run is not ok: how it ended (timeout, signal with its name, exit code,
-/// spawn failure, interruption), the output check when the output is not valid, and the last
-/// stderr line when given. `None` for a run whose outcome is ok; `not run` for a planned run
-/// without run.json.
-pub fn run_reason(run: &RunSummary, last_stderr_line: Option<&str>) -> Option<String> {
-    if !run.finished {
-        return Some("not run".into());
-    }
-    if run.outcome == Some(Outcome::Ok) {
-        return None;
-    }
-    let signal = |s: i32| match signal_hook::low_level::signal_name(s) {
-        Some(name) => format!("signal {s} ({name})"),
-        None => format!("signal {s}"),
-    };
-    let mut parts: Vec<String> = Vec::new();
-    match run.termination {
-        Some(Termination::Timeout) => parts.push(match (run.signal, run.exit_code) {
-            (Some(s), _) => format!("timed out, ended by {}", signal(s)),
-            (None, Some(c)) => format!("timed out, exit {c}"),
-            (None, None) => "timed out".into(),
-        }),
-        Some(Termination::Signaled) => parts.push(match run.signal {
-            Some(s) => format!("killed by {}", signal(s)),
-            None => "killed by a signal".into(),
-        }),
-        Some(Termination::SpawnFailed) => parts.push("could not be started".into()),
-        Some(Termination::Interrupted) => parts.push("interrupted".into()),
-        Some(Termination::Exited) => match run.exit_code {
-            Some(0) | None => {}
-            Some(c) => parts.push(format!("exit {c}")),
-        },
-        None => {}
-    }
-    match run.output_check {
-        Some(OutputCheck::Empty) => parts.push("output empty".into()),
-        Some(OutputCheck::Invalid) => parts.push(format!("output {}", run.output_text())),
-        Some(OutputCheck::Valid) | None => {}
-    }
-    if let Some(line) = last_stderr_line.map(str::trim).filter(|l| !l.is_empty()) {
-        parts.push(format!("stderr: {line}"));
-    }
-    if parts.is_empty() {
-        parts.push(run.excluded.clone().unwrap_or_else(|| "not ok".into()));
-    }
-    Some(parts.join("; "))
 }
 
 /// The report page of the bundle folder `dir`, whose report is `report` (collected with plot
@@ -304,7 +248,7 @@ fn summary(r: &Report, f: &BundleFacts) -> Markup {
     }
 }
 
-fn run_table(r: &Report, f: &BundleFacts) -> Markup {
+fn run_table(r: &Report) -> Markup {
     html! {
         div.wrap {
             table #runs {
@@ -314,7 +258,7 @@ fn run_table(r: &Report, f: &BundleFacts) -> Markup {
                 } }
                 tbody {
                     @for run in &r.runs {
-                        @let reason = run_reason(run, f.last_stderr_line.get(&run.run_id).map(String::as_str));
+                        @let reason = run.reason.as_deref();
                         @let class = if !run.finished { Some("not-run") } else if reason.is_some() { Some("not-ok") } else { None };
                         tr data-run-id=(run.run_id) class=[class] {
                             td { (run.run_id) }
@@ -326,7 +270,12 @@ fn run_table(r: &Report, f: &BundleFacts) -> Markup {
                             td.num { (run.wall_seconds.map_or_else(|| "-".into(), |w| format!("{w:.3}"))) }
                             td.num { (run.peak_rss_bytes.map_or_else(|| "-".into(), |b| b.to_string())) }
                             td { (run.output_text()) }
-                            td.reason { (reason.unwrap_or_default()) }
+                            td.reason {
+                                (reason.unwrap_or_default())
+                                @if !run.stderr_tail().is_empty() {
+                                    details { summary { "stderr" } pre { (run.stderr_tail().join("\n")) } }
+                                }
+                            }
                         }
                     }
                 }
@@ -453,7 +402,7 @@ pub fn render_report(r: &Report, facts: &BundleFacts) -> Markup {
         h2 #summary { "Summary" }
         (summary(r, facts))
         h2 #run-table { "Runs" }
-        (run_table(r, facts))
+        (run_table(r))
         @let sections = analysis_sections(r);
         @if !sections.is_empty() {
             h2 #analysis { "Retention and metrics" }
@@ -552,9 +501,9 @@ pub fn render_compare(c: &Comparison, a: (&Report, &BundleFacts), b: (&Report, &
         @if !c.only_in_a.is_empty() { p { "Cells only in A: " (c.only_in_a.join(", ")) } }
         @if !c.only_in_b.is_empty() { p { "Cells only in B: " (c.only_in_b.join(", ")) } }
         h2 #runs-a { "Runs of A" }
-        (run_table(ra, fa))
+        (run_table(ra))
         h2 #runs-b { "Runs of B" }
-        (run_table(rb, fb))
+        (run_table(rb))
         h2 #plot-a-heading { "Plot of A" }
         (plot_figure(ra, "plot-a"))
         h2 #plot-b-heading { "Plot of B" }
@@ -565,8 +514,13 @@ pub fn render_compare(c: &Comparison, a: (&Report, &BundleFacts), b: (&Report, &
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
+    use crate::bundle::OutputCheck;
+    use crate::exec::Termination;
     use crate::manifest::Value;
+    use crate::report::model::RunSummary;
 
     const HOSTILE: &str = "<script>alert(1)</script>\"&'";
 
@@ -597,6 +551,11 @@ mod tests {
             metrics: BTreeMap::new(),
             points: Vec::new(),
             memory: Vec::new(),
+            reason: outcome
+                .filter(|o| *o != Outcome::Ok)
+                .map(|_| "exit 1".into())
+                .or_else(|| outcome.is_none().then(|| "not run".into())),
+            stderr_tail: Vec::new(),
         }
     }
 
@@ -624,40 +583,16 @@ mod tests {
     }
 
     #[test]
-    fn reasons_name_how_the_run_ended() {
-        let ok = run("r0", Some(Outcome::Ok));
-        assert_eq!(run_reason(&ok, Some("ignored for ok runs")), None);
-        let failed = run("r1", Some(Outcome::Failed));
-        assert_eq!(run_reason(&failed, None).as_deref(), Some("exit 1; output empty"));
-        assert_eq!(
-            run_reason(&failed, Some("ModuleNotFoundError: No module named 'numpy'\n")).as_deref(),
-            Some("exit 1; output empty; stderr: ModuleNotFoundError: No module named 'numpy'")
-        );
-        let mut timeout = run("r2", Some(Outcome::Timeout));
-        timeout.termination = Some(Termination::Timeout);
-        timeout.exit_code = None;
-        timeout.signal = Some(15);
-        timeout.output_check = Some(OutputCheck::Invalid);
-        timeout.output_check_reason = Some("not JSON".into());
-        assert_eq!(
-            run_reason(&timeout, None).as_deref(),
-            Some("timed out, ended by signal 15 (SIGTERM); output invalid: not JSON")
-        );
-        assert_eq!(run_reason(&run("r3", None), None).as_deref(), Some("not run"));
-    }
-
-    #[test]
     fn every_user_value_is_escaped() {
-        let mut facts = BundleFacts {
+        let facts = BundleFacts {
             working_tree: Some(vec![format!(" M {HOSTILE}")]),
             host: Some(serde_json::json!({ "format": 1, "hostname": HOSTILE })),
             ..BundleFacts::default()
         };
-        facts.last_stderr_line.insert("r1".into(), HOSTILE.into());
-        let r = report(vec![
-            run("r0", Some(Outcome::Ok)),
-            run("r1", Some(Outcome::Failed)),
-        ]);
+        let mut failed = run("r1", Some(Outcome::Failed));
+        failed.reason = Some(format!("exit 1: {HOSTILE}"));
+        failed.stderr_tail = vec!["Traceback".into(), HOSTILE.into()];
+        let r = report(vec![run("r0", Some(Outcome::Ok)), failed]);
         let page = render_report(&r, &facts).into_string();
         assert!(!page.to_ascii_lowercase().contains("<script"), "{page}");
         assert!(!page.contains(HOSTILE));
@@ -665,7 +600,8 @@ mod tests {
         // Experiment (title and heading), bundle, revision (twice), cell labels, the stderr
         // line in the reason, the dirty file and the hostname.
         assert!(page.matches(escaped).count() >= 9, "{page}");
-        assert!(page.contains(&format!("stderr: {escaped}")));
+        assert!(page.contains(&format!("exit 1: {escaped}")));
+        assert!(page.contains(&format!("Traceback\n{escaped}")));
         assert!(page.contains("data-run-id=\"r1\" class=\"not-ok\""));
         assert!(page.contains("No plot: no run output"));
     }

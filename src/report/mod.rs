@@ -2,7 +2,8 @@
 //!
 //! A report reads a bundle with [`crate::bundle::read::Bundle`], one run at a time, and shows:
 //! - a run table (run-id, cell, repetition, termination, exit code, wall seconds, peak RSS, output
-//!   check) and a summary line (counts by outcome, runs not run, drift, dirty tree);
+//!   check, and the one-line reason of a run that is not ok, from [`crate::bundle::reason`]) and a
+//!   summary line (counts by outcome, runs not run, drift, dirty tree);
 //! - for outputs in the retention schema: growth (final `loop` sample minus `baseline`) and
 //!   after-close (`closed` minus `baseline`) of private, anonymous and RSS bytes per run, then per cell
 //!   min / median / max across repetitions, then per size each mode's median growth minus the
@@ -11,8 +12,10 @@
 //! - `[report] metrics = { name = "/json/pointer" }` of the bundle's manifest.toml, per run and
 //!   aggregated per cell.
 //!
-//! Formats: terminal tables (default), Markdown, CSV (one row per run), JSON, one self-contained
-//! HTML page ([`html`]); `--plot FILE.svg` draws private bytes against iterations (see [`plot`]).
+//! Formats: terminal tables (default; fitted to [`ReportOptions::width`], see [`render`]), Markdown,
+//! CSV (one row per run), JSON, one self-contained HTML page ([`html`]); `--stderr` appends the
+//! stderr tails of the runs that are not ok; `--plot FILE.svg` draws private bytes against
+//! iterations (see [`plot`]).
 
 pub mod aggregation;
 pub mod collection;
@@ -28,10 +31,11 @@ use std::path::PathBuf;
 pub use collection::{ReportError, collect};
 pub use compare::{CompareOptions, compare_to_string};
 pub use model::Report;
-pub use render::Format;
+pub use render::{Format, TextStyle};
 
-/// What `hwr-exp report` is asked for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What `hwr-exp report` is asked for. The default is a table of no bundle (`""`), no plot, one
+/// line per row, no stderr.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ReportOptions {
     /// The bundle folder (`results/<experiment>/<timestamp>-<hex>`).
     pub bundle: PathBuf,
@@ -39,6 +43,12 @@ pub struct ReportOptions {
     pub format: Format,
     /// Where to also write an SVG plot (see [`plot`]); `None` for no plot.
     pub plot: Option<PathBuf>,
+    /// Widest line of terminal tables, in columns; `None` for one line per row (`--wide`).
+    /// Markdown, CSV and JSON ignore it.
+    pub width: Option<usize>,
+    /// Append the last lines of stderr.log of each run that is not ok (table and md; JSON always
+    /// carries them as `stderr-tail`; CSV refuses it).
+    pub stderr: bool,
 }
 
 /// Renders the report of `opts.bundle` in `opts.format` to a string, writing the plot when asked.
@@ -46,15 +56,27 @@ pub struct ReportOptions {
 ///
 /// # Errors
 /// The bundle cannot be read (newer format, missing bundle.json or plan.json, truncated run.json:
-/// the message names the file), or the plot cannot be written.
+/// the message names the file), the plot cannot be written, or `stderr` is asked of CSV.
 pub fn report_to_string(opts: &ReportOptions) -> anyhow::Result<String> {
+    if opts.stderr && opts.format == Format::Csv {
+        anyhow::bail!(
+            "--stderr applies to table and md output (csv has the reason column; json carries stderr-tail)"
+        );
+    }
     let report = collect(&opts.bundle, opts.plot.is_some() || opts.format == Format::Html)?;
     if let Some(path) = &opts.plot {
         plot::write_svg(&report, path)?;
     }
+    let text = |style| {
+        let mut text = render::report_text(&report, style);
+        if opts.stderr {
+            text.push_str(&render::stderr_text(&report, style));
+        }
+        text
+    };
     Ok(match opts.format {
-        Format::Table => render::report_text(&report, false),
-        Format::Md => render::report_text(&report, true),
+        Format::Table => text(TextStyle::Terminal(opts.width)),
+        Format::Md => text(TextStyle::Markdown),
         Format::Csv => render::report_csv(&report)?,
         Format::Json => render::report_json(&report)?,
         Format::Html => html::report_page(&report, &opts.bundle)?,

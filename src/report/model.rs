@@ -87,6 +87,14 @@ pub struct RunSummary {
     pub output_check_reason: Option<String>,
     /// How the run counts.
     pub outcome: Option<Outcome>,
+    /// Why the run is not ok, in one line ([`crate::bundle::reason`]): how it ended, the output
+    /// check, the last line of its stderr.log; `not run` for a planned run without run.json; `None`
+    /// (JSON `null`) for an ok run.
+    pub reason: Option<String>,
+    /// The last non-blank lines of stderr.log of a run that is not ok (at most
+    /// [`STDERR_TAIL_LINES`], oldest first, made printable and cut to a width); empty for an ok run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stderr_tail: Vec<String>,
     /// Retention numbers, when the output follows the retention schema.
     pub retention: Option<Retention>,
     /// Why this run is left out of the aggregates; `None` = included.
@@ -101,7 +109,20 @@ pub struct RunSummary {
     pub memory: Vec<(f64, u64)>,
 }
 
+/// Most stderr lines a report keeps per run that is not ok (`report --stderr`, JSON `stderr-tail`).
+pub const STDERR_TAIL_LINES: usize = 20;
+
 impl RunSummary {
+    /// The last lines of the run's stderr.log when it is not ok (see [`RunSummary::stderr_tail`]).
+    pub fn stderr_tail(&self) -> &[String] {
+        &self.stderr_tail
+    }
+
+    /// The reason the run is not ok, `""` when it is ok (for table cells).
+    pub fn reason_text(&self) -> &str {
+        self.reason.as_deref().unwrap_or("")
+    }
+
     /// Text of the output check: `valid`, `empty`, `invalid: reason`, `-` when not run.
     pub fn output_text(&self) -> String {
         match self.output_check {

@@ -1,5 +1,10 @@
 //! Rendering a [`Report`] as terminal tables ([`crate::table`]), Markdown, CSV (one row per run) or
 //! JSON.
+//!
+//! Terminal tables fit a width when one is given ([`TextStyle::Terminal`]): wide tables are split
+//! into parts that repeat the row's key columns, headers break over lines, and titles and notes
+//! wrap; with no width (`--wide`) every table is one line per row. Markdown, CSV and JSON always
+//! keep every column on one line.
 
 use super::model::{Report, RunSummary, fmt_num};
 use crate::bundle::Outcome;
@@ -20,6 +25,42 @@ pub enum Format {
     Html,
 }
 
+/// How [`render_sections`] writes text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextStyle {
+    /// Terminal tables. `Some(width)`: every line within `width` columns where the words allow
+    /// (tables split and headers broken, text wrapped); `None`: one line per row (`--wide`).
+    Terminal(Option<usize>),
+    /// Markdown tables, every column, one line per row.
+    Markdown,
+}
+
+impl TextStyle {
+    fn is_md(self) -> bool {
+        self == TextStyle::Markdown
+    }
+
+    /// The line break after a preamble line or note.
+    fn line_end(self) -> &'static str {
+        if self.is_md() { "  \n" } else { "\n" }
+    }
+
+    /// `text` as lines within the terminal width (continuation lines indented by two spaces);
+    /// words longer than the width are kept whole. Unchanged for Markdown and `--wide`.
+    fn wrap(self, text: &str) -> String {
+        match self {
+            TextStyle::Terminal(Some(width)) => {
+                let options = textwrap::Options::new(width.max(10))
+                    .subsequent_indent("  ")
+                    .break_words(false)
+                    .word_splitter(textwrap::WordSplitter::NoHyphenation);
+                textwrap::fill(text, options)
+            }
+            _ => text.to_owned(),
+        }
+    }
+}
+
 /// A titled table: header, rows, and which columns are numeric (right-aligned).
 #[derive(Debug, Clone, Default)]
 pub struct Section {
@@ -33,6 +74,9 @@ pub struct Section {
     pub rows: Vec<Vec<String>>,
     /// Lines printed under the table.
     pub notes: Vec<String>,
+    /// Leading columns that name a row (run-id, cell), repeated in each part of a terminal table
+    /// split to fit the width. [`Section::new`] makes it 1.
+    pub key_columns: usize,
 }
 
 impl Section {
@@ -44,45 +88,53 @@ impl Section {
             numeric: columns.iter().map(|c| c.1).collect(),
             rows: Vec::new(),
             notes: Vec::new(),
+            key_columns: 1,
         }
     }
 }
 
-/// Renders sections as terminal tables (`md = false`) or Markdown (`md = true`), after `preamble` lines.
-pub fn render_sections(preamble: &[String], sections: Vec<Section>, md: bool) -> String {
+/// Renders sections in `style` after `preamble` lines.
+pub fn render_sections(preamble: &[String], sections: Vec<Section>, style: TextStyle) -> String {
     let mut out = String::new();
     for line in preamble {
-        out.push_str(line);
-        out.push_str(if md { "  \n" } else { "\n" });
+        out.push_str(&style.wrap(line));
+        out.push_str(style.line_end());
     }
     for s in sections {
-        render_section(&mut out, s, md);
+        render_section(&mut out, s, style);
     }
     out
 }
 
 /// Appends one section to `out`; the section's rows are moved into the table, not copied.
-pub fn render_section(out: &mut String, s: Section, md: bool) {
+pub fn render_section(out: &mut String, s: Section, style: TextStyle) {
     out.push('\n');
     let notes = s.notes.clone();
-    if md {
-        out.push_str(&format!("### {}\n\n", s.title));
-        out.push_str(&markdown_table(&s));
-    } else {
-        out.push_str(&format!("{}\n", s.title));
-        if !s.rows.is_empty() {
-            out.push_str(&terminal_table(s));
-            out.push('\n');
+    match style {
+        TextStyle::Markdown => {
+            out.push_str(&format!("### {}\n\n", s.title));
+            out.push_str(&markdown_table(&s));
+        }
+        TextStyle::Terminal(width) => {
+            out.push_str(&format!("{}\n", style.wrap(&s.title)));
+            if !s.rows.is_empty() {
+                out.push_str(&terminal_table(s, width));
+                out.push('\n');
+            }
         }
     }
     for n in &notes {
-        out.push_str(n);
-        out.push_str(if md { "  \n" } else { "\n" });
+        out.push_str(&style.wrap(n));
+        out.push_str(style.line_end());
     }
 }
 
-fn terminal_table(s: Section) -> String {
-    crate::table::render(crate::table::Style::Boxed, s.header, s.rows, &s.numeric)
+fn terminal_table(s: Section, width: Option<usize>) -> String {
+    let fit = width.map(|max_width| crate::table::Fit {
+        max_width,
+        key_columns: s.key_columns,
+    });
+    crate::table::render_fit(crate::table::Style::Boxed, s.header, s.rows, &s.numeric, fit)
 }
 
 fn md_escape(s: &str) -> String {
@@ -200,6 +252,7 @@ fn run_table(r: &Report) -> Section {
             ("wall s", true),
             ("peak RSS (B)", true),
             ("output", false),
+            ("reason", false),
         ],
     );
     for run in &r.runs {
@@ -212,6 +265,7 @@ fn run_table(r: &Report) -> Section {
             run.wall_seconds.map_or_else(|| "-".into(), |w| format!("{w:.3}")),
             opt(run.peak_rss_bytes),
             run.output_text(),
+            run.reason_text().to_owned(),
         ]);
     }
     s
@@ -333,6 +387,7 @@ fn control_table(r: &Report) -> Section {
             ("RSS /1k it", true),
         ],
     );
+    s.key_columns = 2;
     for d in &r.controls {
         let g = |k: &str| signed_f(d.minus_control.get(k).copied());
         s.rows.push(vec![
@@ -453,16 +508,84 @@ pub fn analysis_sections(r: &Report) -> Vec<Section> {
 
 /// The whole report as terminal tables or Markdown. Sections are built and rendered one at a
 /// time, so only one table's cells are held at once besides the output text.
-pub fn report_text(r: &Report, md: bool) -> String {
+pub fn report_text(r: &Report, style: TextStyle) -> String {
     let mut pre = preamble(r);
-    if md {
+    if style.is_md() {
         pre = pre.into_iter().map(|l| md_escape(&l)).collect();
         pre.insert(0, format!("## hwr-exp report: {}", r.experiment));
     }
-    let mut out = render_sections(&pre, Vec::new(), md);
+    let mut out = render_sections(&pre, Vec::new(), style);
     for build in SECTIONS {
         for s in build(r) {
-            render_section(&mut out, s, md);
+            render_section(&mut out, s, style);
+        }
+    }
+    out
+}
+
+/// The `report --stderr` section: for each run that is not ok, its id and reason, then the last
+/// lines of its stderr.log (the report keeps at most [`super::model::STDERR_TAIL_LINES`]). In
+/// Markdown each tail is a fenced code block; on a terminal the lines are prefixed `| ` and wrapped
+/// to the width.
+pub fn stderr_text(r: &Report, style: TextStyle) -> String {
+    let title = "stderr of the runs that are not ok (last lines of stderr.log)";
+    let mut out = String::from("\n");
+    if style.is_md() {
+        out.push_str(&format!("### {title}\n\n"));
+    } else {
+        out.push_str(&style.wrap(title));
+        out.push('\n');
+    }
+    let failed: Vec<&RunSummary> = r.runs.iter().filter(|run| run.reason.is_some()).collect();
+    if failed.is_empty() {
+        out.push_str("every run is ok\n");
+        return out;
+    }
+    for run in failed {
+        let tail = run.stderr_tail();
+        if style.is_md() {
+            out.push_str(&format!(
+                "**{}**: {}\n\n",
+                md_escape(&run.run_id),
+                md_escape(run.reason_text())
+            ));
+            if tail.is_empty() {
+                out.push_str("(stderr.log is empty)\n\n");
+                continue;
+            }
+            // A fence longer than any run of backticks in the lines cannot be closed by them.
+            let ticks = tail
+                .iter()
+                .flat_map(|l| l.split(|c| c != '`').map(str::len))
+                .max()
+                .unwrap_or(0);
+            let fence = "`".repeat(ticks.max(2) + 1);
+            out.push_str(&format!("{fence}text\n"));
+            for line in tail {
+                out.push_str(line);
+                out.push('\n');
+            }
+            out.push_str(&format!("{fence}\n\n"));
+        } else {
+            out.push_str(&style.wrap(&format!("{}: {}", run.run_id, run.reason_text())));
+            out.push('\n');
+            if tail.is_empty() {
+                out.push_str("  (stderr.log is empty)\n");
+            }
+            for line in tail {
+                let text = match style {
+                    TextStyle::Terminal(Some(width)) => {
+                        let options = textwrap::Options::new(width.saturating_sub(4).max(10))
+                            .initial_indent("  | ")
+                            .subsequent_indent("  |   ")
+                            .word_splitter(textwrap::WordSplitter::NoHyphenation);
+                        textwrap::fill(line, options)
+                    }
+                    _ => format!("  | {line}"),
+                };
+                out.push_str(&text);
+                out.push('\n');
+            }
         }
     }
     out
@@ -489,6 +612,7 @@ pub fn report_csv(r: &Report) -> anyhow::Result<String> {
             "outcome",
             "aggregated",
             "excluded_reason",
+            "reason",
         ]
         .map(String::from),
     );
@@ -540,6 +664,7 @@ pub fn report_csv(r: &Report) -> anyhow::Result<String> {
             o(run.outcome.map(|v| outcome_name(v).to_string())),
             run.excluded.is_none().to_string(),
             o(run.excluded.clone()),
+            o(run.reason.clone()),
         ]);
         if r.has_retention {
             match &run.retention {

@@ -9,10 +9,12 @@ pub mod session;
 
 use std::ffi::OsString;
 use std::io;
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::bundle::reason::RunFailure;
 use crate::bundle::{BundleWriter, RunRecord, files};
 use crate::exec::{self, CancelFlag, Executor, RunSpec};
 use crate::manifest::EnvPolicy;
@@ -82,7 +84,7 @@ pub fn execute(
                 return;
             }
             let run = &plan.run(i);
-            let result = (|| -> io::Result<RunRecord> {
+            let result = (|| -> io::Result<(RunRecord, PathBuf)> {
                 let run_dir = writer
                     .lock()
                     .map_err(|_| io::Error::other("bundle writer poisoned"))?
@@ -90,15 +92,17 @@ pub fn execute(
                 let spec = run_spec(plan, run, &run_dir);
                 progress.run_started(run);
                 let outcome = executor.execute(&spec, cancel);
-                writer
+                let record = writer
                     .lock()
                     .map_err(|_| io::Error::other("bundle writer poisoned"))?
-                    .record_run(run, &outcome, plan.output_format)
+                    .record_run(run, &outcome, plan.output_format)?;
+                Ok((record, run_dir))
             })();
             match result {
-                Ok(record) => {
+                Ok((record, run_dir)) => {
                     let n = done.fetch_add(1, Ordering::SeqCst) + 1;
-                    progress.run_finished(run, &record, n, total);
+                    let failure = RunFailure::read(&record, &run_dir, progress::FAILURE_TAIL_LINES);
+                    progress.run_finished(run, &record, failure.as_ref(), n, total);
                 }
                 Err(e) => {
                     if let Ok(mut f) = failed.lock() {

@@ -1,11 +1,13 @@
 //! Progress output on stderr: a bar with ETA on a terminal (indicatif), one line per finished run
-//! otherwise, nothing with `--quiet`.
+//! otherwise, nothing with `--quiet`. A run that is not ok is named with its one-line reason
+//! ([`crate::bundle::reason`]); [`Collect`] keeps the first failures for the list `run` ends with.
 
 use std::io::IsTerminal;
 use std::sync::Mutex;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::bundle::reason::RunFailure;
 use crate::bundle::{Outcome, RunRecord};
 use crate::plan::PlannedRun;
 
@@ -13,8 +15,16 @@ use crate::plan::PlannedRun;
 pub trait Progress: Sync {
     /// A run is about to start.
     fn run_started(&self, _run: &PlannedRun) {}
-    /// A run finished and was recorded; `done` of `total` runs are finished.
-    fn run_finished(&self, run: &PlannedRun, record: &RunRecord, done: usize, total: usize);
+    /// A run finished and was recorded; `done` of `total` runs are finished. `failure` is the
+    /// run's reason and stderr tail when it is not ok.
+    fn run_finished(
+        &self,
+        run: &PlannedRun,
+        record: &RunRecord,
+        failure: Option<&RunFailure>,
+        done: usize,
+        total: usize,
+    );
     /// The session ended.
     fn finish(&self) {}
 }
@@ -24,7 +34,80 @@ pub trait Progress: Sync {
 pub struct Quiet;
 
 impl Progress for Quiet {
-    fn run_finished(&self, _: &PlannedRun, _: &RunRecord, _: usize, _: usize) {}
+    fn run_finished(&self, _: &PlannedRun, _: &RunRecord, _: Option<&RunFailure>, _: usize, _: usize) {}
+}
+
+/// Most failed runs listed at the end of `run`; the others are counted.
+pub const LISTED_FAILURES: usize = 10;
+
+/// Lines of stderr shown per failed run at the end of `run`.
+pub const FAILURE_TAIL_LINES: usize = 5;
+
+/// The runs of a session that are not ok: the first [`LISTED_FAILURES`] in plan order, and how
+/// many more there are.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Failures {
+    /// Failed runs with their reason and stderr tail, in plan order.
+    pub listed: Vec<RunFailure>,
+    /// Failed runs not in `listed`.
+    pub unlisted: usize,
+}
+
+impl Failures {
+    /// Adds one failure, keeping the [`LISTED_FAILURES`] with the lowest plan index.
+    pub fn add(&mut self, failure: RunFailure) {
+        let at = self.listed.partition_point(|f| f.index < failure.index);
+        self.listed.insert(at, failure);
+        if self.listed.len() > LISTED_FAILURES {
+            self.listed.pop();
+            self.unlisted += 1;
+        }
+    }
+}
+
+/// Forwards every event to `inner` and keeps the session's [`Failures`].
+pub struct Collect {
+    inner: Box<dyn Progress>,
+    failures: Mutex<Failures>,
+}
+
+impl Collect {
+    /// Wraps `inner`.
+    pub fn new(inner: Box<dyn Progress>) -> Collect {
+        Collect {
+            inner,
+            failures: Mutex::new(Failures::default()),
+        }
+    }
+
+    /// The failures seen so far.
+    pub fn into_failures(self) -> Failures {
+        self.failures.into_inner().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Progress for Collect {
+    fn run_started(&self, run: &PlannedRun) {
+        self.inner.run_started(run);
+    }
+    fn run_finished(
+        &self,
+        run: &PlannedRun,
+        record: &RunRecord,
+        failure: Option<&RunFailure>,
+        done: usize,
+        total: usize,
+    ) {
+        if let Some(f) = failure
+            && let Ok(mut failures) = self.failures.lock()
+        {
+            failures.add(f.clone());
+        }
+        self.inner.run_finished(run, record, failure, done, total);
+    }
+    fn finish(&self) {
+        self.inner.finish();
+    }
 }
 
 /// One line per finished run on stderr, for logs and pipes.
@@ -33,9 +116,19 @@ pub struct Lines {
     lock: Mutex<()>,
 }
 
-/// One line describing a finished run: `[ 3/8] 002-reuse-16-r1  ok  exit 0  0.52s`.
-pub fn describe(record: &RunRecord, done: usize, total: usize) -> String {
+/// One line describing a finished run: `[ 3/8] 002-reuse-16-r1  ok  exit 0  0.52s`; a run that is
+/// not ok ends with its reason instead of the exit code:
+/// `[ 4/8] 003-reuse-64-r1  failed  0.05s  exit 1: ModuleNotFoundError: No module named 'numpy'`.
+pub fn describe(record: &RunRecord, failure: Option<&RunFailure>, done: usize, total: usize) -> String {
     let width = total.to_string().len();
+    let outcome = serde_json::to_value(record.outcome)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let head = format!("[{done:>width$}/{total}] {}  {outcome}", record.run_id);
+    if let Some(f) = failure {
+        return format!("{head}  {:.2}s  {}", record.wall_seconds, f.reason);
+    }
     let how = match (record.exit_code, record.signal) {
         (Some(c), _) => format!("exit {c}"),
         (None, Some(s)) => format!("signal {s}"),
@@ -44,24 +137,20 @@ pub fn describe(record: &RunRecord, done: usize, total: usize) -> String {
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default(),
     };
-    let outcome = serde_json::to_value(record.outcome)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default();
-    let mut line = format!(
-        "[{done:>width$}/{total}] {}  {outcome}  {how}  {:.2}s",
-        record.run_id, record.wall_seconds
-    );
-    if let Some(reason) = record.output_check_reason.as_ref().or(record.error.as_ref()) {
-        line.push_str(&format!("  ({reason})"));
-    }
-    line
+    format!("{head}  {how}  {:.2}s", record.wall_seconds)
 }
 
 impl Progress for Lines {
-    fn run_finished(&self, _: &PlannedRun, record: &RunRecord, done: usize, total: usize) {
+    fn run_finished(
+        &self,
+        _: &PlannedRun,
+        record: &RunRecord,
+        failure: Option<&RunFailure>,
+        done: usize,
+        total: usize,
+    ) {
         let _guard = self.lock.lock();
-        eprintln!("{}", describe(record, done, total));
+        eprintln!("{}", describe(record, failure, done, total));
     }
 }
 
@@ -90,9 +179,16 @@ impl Progress for Bar {
     fn run_started(&self, run: &PlannedRun) {
         self.bar.set_message(run.run_id.clone());
     }
-    fn run_finished(&self, _: &PlannedRun, record: &RunRecord, done: usize, total: usize) {
+    fn run_finished(
+        &self,
+        _: &PlannedRun,
+        record: &RunRecord,
+        failure: Option<&RunFailure>,
+        done: usize,
+        total: usize,
+    ) {
         if record.outcome != Outcome::Ok {
-            self.bar.println(describe(record, done, total));
+            self.bar.println(describe(record, failure, done, total));
         }
         self.bar.set_position(done as u64);
     }
@@ -109,5 +205,31 @@ pub fn for_terminal(quiet: bool, total: usize) -> Box<dyn Progress> {
         Box::new(Bar::new(total))
     } else {
         Box::new(Lines::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(index: usize) -> RunFailure {
+        RunFailure {
+            run_id: format!("{index:03}-x-r1"),
+            index,
+            outcome: Outcome::Failed,
+            reason: "exit 1".into(),
+            stderr_tail: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn failures_keep_the_first_in_plan_order_and_count_the_rest() {
+        let mut f = Failures::default();
+        for i in (0..25).rev() {
+            f.add(failure(i));
+        }
+        let listed: Vec<usize> = f.listed.iter().map(|f| f.index).collect();
+        assert_eq!(listed, (0..LISTED_FAILURES).collect::<Vec<_>>());
+        assert_eq!(f.unlisted, 25 - LISTED_FAILURES);
     }
 }

@@ -16,7 +16,8 @@ use crate::manifest::{Diagnostics, Manifest};
 use crate::plan::{self, Plan, PlanContext};
 use crate::timestamp::rfc3339;
 
-use super::{SessionEnd, progress};
+use super::SessionEnd;
+use super::progress::{self, Progress};
 
 /// Choices of one session that do not come from the manifest.
 #[derive(Debug, Clone, Default)]
@@ -79,6 +80,8 @@ pub struct SessionReport {
     pub drift: bool,
     /// Exit code: 0 all ok, 1 some run not ok, 130 interrupted.
     pub exit_code: i32,
+    /// The runs of this session that are not ok (the first few with reason and stderr tail).
+    pub failures: progress::Failures,
 }
 
 /// Plan context for a bundle folder: the running binary, the allowed CPUs, a fresh fallback seed,
@@ -241,9 +244,10 @@ pub fn execute_and_finish(
         eprintln!("writing {} runs into {}", indices.len(), dir.display());
     }
     let writer = Mutex::new(writer);
-    let progress = progress::for_terminal(finish.quiet, indices.len());
-    let end = super::execute(plan, indices, &writer, executor, cancel, progress.as_ref());
+    let progress = progress::Collect::new(progress::for_terminal(finish.quiet, indices.len()));
+    let end = super::execute(plan, indices, &writer, executor, cancel, &progress);
     progress.finish();
+    let failures = progress.into_failures();
     let result = end.and_then(|end| {
         let after = crate::provenance::capture_excluding(&plan.repo_start, &[finish.results_dir]);
         let drift = crate::bundle::write::write_provenance_after(&dir, finish.before, &after)?;
@@ -283,6 +287,7 @@ pub fn execute_and_finish(
         planned: plan.len(),
         drift,
         exit_code,
+        failures,
     })
 }
 

@@ -1,0 +1,362 @@
+//! Why a run is not ok, in one line (docs/DESIGN.md 9): made here, once, from a run's run.json and
+//! the tail of its stderr.log, for the progress line and closing list of `run`, and for every
+//! format of `report`.
+//!
+//! A reason reads `<how it ended>[, <output check>][: <last stderr line>]`, for example
+//! `exit 1: ModuleNotFoundError: No module named 'numpy'`, `killed by SIGSEGV`,
+//! `timeout, ended by SIGKILL: step 3 of 10`, `timeout, exit 0 after SIGTERM`, `output invalid (trailing characters at line 1 column
+//! 9)` or `spawn failed: No such file or directory (os error 2)`.
+//!
+//! stderr.log is read from its end only ([`TAIL_BYTES`] at most), whatever its size. Bytes that are
+//! not UTF-8 become U+FFFD; control characters (and the Unicode bidirectional controls) are escaped
+//! as `\u{1b}`, so a line never moves the cursor or recolours a terminal; a carriage return keeps what
+//! a terminal would show last (progress bars). Lines are cut to a width with an ellipsis.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::Path;
+
+use serde::Serialize;
+use unicode_width::UnicodeWidthChar;
+
+use super::Outcome;
+use super::format::{OutputCheck, RunRecord, files};
+use crate::exec::Termination;
+
+/// Most bytes read from the end of a stderr.log.
+pub const TAIL_BYTES: u64 = 64 * 1024;
+
+/// Widest reason, in terminal columns (the ellipsis included).
+pub const REASON_WIDTH: usize = 100;
+
+/// Widest stderr line kept, in terminal columns (the ellipsis included).
+pub const LINE_WIDTH: usize = 160;
+
+/// Why one run is not ok, with the last lines of its stderr.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct RunFailure {
+    /// `run-id`.
+    pub run_id: String,
+    /// 0-based plan index.
+    pub index: usize,
+    /// How the run counts (never `ok`).
+    pub outcome: Outcome,
+    /// The one-line reason ([`reason`]), at most [`REASON_WIDTH`] columns.
+    pub reason: String,
+    /// The last non-blank lines of stderr.log, oldest first, each made safe by [`printable`] and cut
+    /// to [`LINE_WIDTH`] columns; empty when stderr.log is empty, missing or unreadable.
+    pub stderr_tail: Vec<String>,
+}
+
+impl RunFailure {
+    /// The failure of the run recorded in `record`, whose folder is `run_dir`: its reason and the
+    /// last `lines` non-blank lines of `run_dir/stderr.log`. `None` when the run is ok.
+    ///
+    /// An unreadable stderr.log is not an error here: the reason then says so instead of quoting it.
+    pub fn read(record: &RunRecord, run_dir: &Path, lines: usize) -> Option<RunFailure> {
+        if record.outcome == Outcome::Ok {
+            return None;
+        }
+        let (tail, unreadable) = match read_tail(&run_dir.join(files::STDERR), lines.max(1)) {
+            Ok(tail) => (tail, None),
+            Err(e) => (Vec::new(), Some(format!("(stderr.log unreadable: {e})"))),
+        };
+        let last = unreadable.as_deref().or(tail.last().map(String::as_str));
+        let reason = reason(record, last)?;
+        let skip = tail.len().saturating_sub(lines);
+        Some(RunFailure {
+            run_id: record.run_id.clone(),
+            index: record.index,
+            outcome: record.outcome,
+            reason,
+            stderr_tail: tail.into_iter().skip(skip).collect(),
+        })
+    }
+}
+
+/// The one-line reason of a run that is not ok, given the last non-blank line of its stderr (already
+/// made [`printable`]); `None` for an ok run. Cut to [`REASON_WIDTH`] columns with an ellipsis.
+pub fn reason(record: &RunRecord, last_stderr_line: Option<&str>) -> Option<String> {
+    if record.outcome == Outcome::Ok {
+        return None;
+    }
+    let mut parts = Vec::new();
+    let ended = |word: &str| match (record.signal, record.exit_code) {
+        (Some(s), _) => format!("{word}, ended by {}", signal_name(s)),
+        (None, Some(c)) => format!("{word}, exit {c} after SIGTERM"),
+        (None, None) => word.to_owned(),
+    };
+    match record.termination {
+        Termination::Exited => match record.exit_code {
+            Some(0) | None => {}
+            Some(c) => parts.push(format!("exit {c}")),
+        },
+        Termination::Signaled => parts.push(match record.signal {
+            Some(s) => format!("killed by {}", signal_name(s)),
+            None => "killed by a signal".to_owned(),
+        }),
+        Termination::Timeout => parts.push(ended("timeout")),
+        Termination::Interrupted => parts.push(ended("interrupted")),
+        Termination::SpawnFailed => parts.push(match &record.error {
+            Some(e) => format!("spawn failed: {}", printable(e.as_bytes())),
+            None => "spawn failed".to_owned(),
+        }),
+    }
+    match record.output_check {
+        OutputCheck::Invalid => parts.push(match &record.output_check_reason {
+            Some(r) => format!("output invalid ({})", printable(r.as_bytes())),
+            None => "output invalid".to_owned(),
+        }),
+        // An empty output is the cause only when the run exited 0; after a failure it is noise.
+        OutputCheck::Empty if record.outcome == Outcome::InvalidOutput => parts.push("output empty".into()),
+        OutputCheck::Empty | OutputCheck::Valid => {}
+    }
+    let mut text = parts.join(", ");
+    if let Some(line) = last_stderr_line.filter(|l| !l.trim().is_empty()) {
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(line);
+    }
+    if text.is_empty() {
+        text = "not ok".to_owned();
+    }
+    Some(truncate(&text, REASON_WIDTH))
+}
+
+/// `SIGKILL` for 9; `signal 77` for a number without a name.
+pub fn signal_name(signal: i32) -> String {
+    signal_hook::low_level::signal_name(signal).map_or_else(|| format!("signal {signal}"), str::to_owned)
+}
+
+/// The last `lines` non-blank lines of the file at `path`, oldest first, each made [`printable`]
+/// and cut to [`LINE_WIDTH`] columns. Reads at most [`TAIL_BYTES`] from the end of the file; when
+/// the file is longer, the first (partial) line of that window is dropped unless it is the only one.
+///
+/// # Errors
+/// Opening, seeking or reading the file; a missing file is an empty tail, not an error.
+pub fn read_tail(path: &Path, lines: usize) -> io::Result<Vec<String>> {
+    let mut file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let len = file.metadata()?.len();
+    let start = len.saturating_sub(TAIL_BYTES);
+    file.seek(SeekFrom::Start(start))?;
+    let mut window = Vec::new();
+    file.take(TAIL_BYTES).read_to_end(&mut window)?;
+    let mut raw: Vec<&[u8]> = window.split(|b| *b == b'\n').collect();
+    if start > 0 && raw.len() > 1 {
+        raw.remove(0);
+    }
+    let mut tail: Vec<String> = raw
+        .iter()
+        .rev()
+        .map(|l| printable(l))
+        .filter(|l| !l.trim().is_empty())
+        .take(lines)
+        .map(|l| truncate(&l, LINE_WIDTH))
+        .collect();
+    tail.reverse();
+    Ok(tail)
+}
+
+/// One line of output as safe, printable text: invalid UTF-8 replaced (U+FFFD), only the text after
+/// the last carriage return that has any (what a terminal shows), tabs as spaces, other control
+/// characters and bidirectional controls escaped (`\u{1b}`), trailing whitespace removed.
+pub fn printable(line: &[u8]) -> String {
+    let text = String::from_utf8_lossy(line);
+    let shown = text
+        .rsplit('\r')
+        .find(|s| !s.trim().is_empty())
+        .unwrap_or_default();
+    let mut out = String::with_capacity(shown.len());
+    for c in shown.chars() {
+        match c {
+            '\t' => out.push(' '),
+            c if c.is_control() || is_bidi_control(c) => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+    }
+    out.truncate(out.trim_end().len());
+    out
+}
+
+/// Unicode's explicit bidirectional formatting characters, which reorder the text around them.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` cut to at most `width` terminal columns, ending in `…` when cut.
+pub fn truncate(text: &str, width: usize) -> String {
+    let columns = |c: char| c.width().unwrap_or(0);
+    if text.chars().map(columns).sum::<usize>() <= width {
+        return text.to_owned();
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        if used + columns(c) + 1 > width {
+            break;
+        }
+        used += columns(c);
+        out.push(c);
+    }
+    out.truncate(out.trim_end().len());
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::bundle::EnvChanges;
+
+    fn record(termination: Termination, exit_code: Option<i32>, signal: Option<i32>) -> RunRecord {
+        RunRecord {
+            format: 1,
+            run_id: "000-a-r1".into(),
+            index: 0,
+            cell: BTreeMap::new(),
+            repetition: 1,
+            argv: vec!["x".into()],
+            workdir: "/".into(),
+            env: EnvChanges::default(),
+            cpus_requested: vec![0],
+            cpus_effective: None,
+            pid: None,
+            start: String::new(),
+            end: String::new(),
+            wall_seconds: 0.1,
+            user_seconds: None,
+            sys_seconds: None,
+            peak_rss_bytes: None,
+            exit_code,
+            signal,
+            termination,
+            error: None,
+            output: "out.json".into(),
+            output_check: OutputCheck::Empty,
+            output_check_reason: None,
+            outcome: Outcome::Failed,
+            stray_processes_killed: 0,
+            memory_samples: 0,
+            sha256: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn reasons_name_how_the_run_ended_and_the_last_stderr_line() {
+        let failed = record(Termination::Exited, Some(1), None);
+        assert_eq!(
+            reason(&failed, Some("ModuleNotFoundError: No module named 'numpy'")).as_deref(),
+            Some("exit 1: ModuleNotFoundError: No module named 'numpy'")
+        );
+        assert_eq!(reason(&failed, None).as_deref(), Some("exit 1"));
+        let segv = record(Termination::Signaled, None, Some(11));
+        assert_eq!(reason(&segv, None).as_deref(), Some("killed by SIGSEGV"));
+        let mut timeout = record(Termination::Timeout, None, Some(9));
+        timeout.outcome = Outcome::Timeout;
+        assert_eq!(
+            reason(&timeout, Some("step 3")).as_deref(),
+            Some("timeout, ended by SIGKILL: step 3")
+        );
+        (timeout.signal, timeout.exit_code) = (None, Some(0));
+        assert_eq!(
+            reason(&timeout, None).as_deref(),
+            Some("timeout, exit 0 after SIGTERM")
+        );
+        let mut invalid = record(Termination::Exited, Some(0), None);
+        invalid.outcome = Outcome::InvalidOutput;
+        assert_eq!(reason(&invalid, None).as_deref(), Some("output empty"));
+        invalid.output_check = OutputCheck::Invalid;
+        invalid.output_check_reason = Some("EOF while parsing".into());
+        assert_eq!(
+            reason(&invalid, Some("warn")).as_deref(),
+            Some("output invalid (EOF while parsing): warn")
+        );
+        let mut spawn = record(Termination::SpawnFailed, None, None);
+        spawn.outcome = Outcome::SpawnFailed;
+        spawn.error = Some("No such file or directory (os error 2)".into());
+        assert_eq!(
+            reason(&spawn, None).as_deref(),
+            Some("spawn failed: No such file or directory (os error 2)")
+        );
+        let mut ok = record(Termination::Exited, Some(0), None);
+        ok.outcome = Outcome::Ok;
+        assert_eq!(reason(&ok, Some("x")), None);
+        assert_eq!(signal_name(77), "signal 77");
+    }
+
+    #[test]
+    fn long_reasons_are_cut_with_an_ellipsis() {
+        let failed = record(Termination::Exited, Some(1), None);
+        let long = "x".repeat(300);
+        let r = reason(&failed, Some(&long)).unwrap();
+        assert_eq!(r.chars().count(), REASON_WIDTH);
+        assert!(r.starts_with("exit 1: xxx") && r.ends_with('…'));
+        // Wide characters count two columns.
+        assert_eq!(truncate("日本語です", 6), "日本…");
+        assert_eq!(truncate("short", 6), "short");
+    }
+
+    #[test]
+    fn printable_escapes_control_characters_and_replaces_bad_utf8() {
+        assert_eq!(printable(b"\x1b[31mred\x1b[0m\tx"), "\\u{1b}[31mred\\u{1b}[0m x");
+        assert_eq!(printable(b"bad \xff\xfe end"), "bad \u{fffd}\u{fffd} end");
+        assert_eq!(printable(b" 10%\r 50%\r100%\r"), "100%");
+        assert_eq!(printable("a\u{202e}b".as_bytes()), "a\\u{202e}b");
+        assert_eq!(printable(b"trailing   "), "trailing");
+    }
+
+    #[test]
+    fn the_tail_is_read_from_the_end_of_a_large_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stderr.log");
+        let mut text = String::new();
+        for i in 0..100_000 {
+            text.push_str(&format!("line {i}\n"));
+        }
+        text.push_str("\n\nlast words\n\n");
+        std::fs::write(&path, &text).unwrap();
+        assert!(text.len() as u64 > 10 * TAIL_BYTES);
+        let tail = read_tail(&path, 3).unwrap();
+        assert_eq!(tail, ["line 99998", "line 99999", "last words"]);
+        // A single line longer than the window: its end, cut to the line width.
+        std::fs::write(&path, "y".repeat(200_000)).unwrap();
+        let tail = read_tail(&path, 5).unwrap();
+        assert_eq!(tail.len(), 1);
+        assert_eq!(tail[0].chars().count(), LINE_WIDTH);
+        assert_eq!(
+            read_tail(&dir.path().join("missing"), 5).unwrap(),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn a_failure_reads_its_reason_and_tail_from_the_run_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(files::STDERR),
+            b"Traceback (most recent call last):\n  File \"x.py\", line 1\nModuleNotFoundError: No module named 'numpy'\n",
+        )
+        .unwrap();
+        let failed = record(Termination::Exited, Some(1), None);
+        let f = RunFailure::read(&failed, dir.path(), 2).unwrap();
+        assert_eq!(f.reason, "exit 1: ModuleNotFoundError: No module named 'numpy'");
+        assert_eq!(
+            f.stderr_tail,
+            [
+                "  File \"x.py\", line 1",
+                "ModuleNotFoundError: No module named 'numpy'"
+            ]
+        );
+        let mut ok = failed.clone();
+        ok.outcome = Outcome::Ok;
+        assert!(RunFailure::read(&ok, dir.path(), 2).is_none());
+    }
+}
