@@ -11,7 +11,9 @@
 //!    in bundle.json `notes` and, after the runs, in provenance.json (`drift`).
 //! 4. Runs with a run.json whose termination is not `interrupted` are kept untouched; every other
 //!    run folder is deleted and the run redone, in plan order. bundle.json `counts` are recomputed
-//!    from the run.json files kept.
+//!    from the run.json files kept. A run.json that exists but cannot be read (malformed, truncated,
+//!    written in a newer format) refuses the resume with the reader's reason before anything is
+//!    deleted.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -164,7 +166,9 @@ fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result
         ));
     }
 
-    // Finished runs are kept untouched; the rest are redone from an empty folder.
+    // Finished runs are kept untouched; the rest are redone from an empty folder. A run.json that
+    // exists but cannot be read (malformed, truncated, a newer format) refuses the resume before
+    // anything is deleted: it may record a finished run this build does not understand.
     let mut counts: BTreeMap<Outcome, usize> = BTreeMap::new();
     let mut todo = Vec::new();
     for (i, entry) in recorded.iter().enumerate() {
@@ -172,7 +176,13 @@ fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result
             Ok(Some(r)) if r.termination != Termination::Interrupted => {
                 *counts.entry(r.outcome).or_default() += 1;
             }
-            _ => todo.push(i),
+            Ok(_) => todo.push(i),
+            Err(e) => {
+                return Err(ArchiveError::Refused(format!(
+                    "{e}; resume keeps every finished run and deletes nothing it cannot read: use a hwr-exp that reads it, or move the run folder {} away to have the run redone",
+                    bundle.run_dir(&entry.run_id).display()
+                )));
+            }
         }
     }
     let write_err = |source| ArchiveError::Write {

@@ -32,9 +32,10 @@ enum Durability {
     /// complete new one. For the documents written once or at the end (manifest.toml, plan.json,
     /// host.json, provenance files, bundle.json at creation and at the end).
     Synced,
-    /// No `fsync` (one per run would cost more than a short run): after a crash the file may be
-    /// empty. For run.json and the interim count updates of bundle.json, which `resume`
-    /// recomputes (a run.json that does not parse is redone).
+    /// No `fsync` (one per run would cost more than a short run): after a crash of the machine the
+    /// file may be empty. For run.json and the interim count updates of bundle.json, which `resume`
+    /// recomputes. `resume` refuses a run.json that does not parse, naming it, and deletes nothing
+    /// (moving that run's folder away has the run redone).
     Unsynced,
 }
 

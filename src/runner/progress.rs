@@ -1,13 +1,21 @@
 //! Progress output on stderr: a bar with ETA on a terminal (indicatif), one line per finished run
 //! otherwise, nothing with `--quiet`.
+//!
+//! Progress never stops an experiment: a stderr that fails or was closed by its reader
+//! (`hwr-exp run M 2>&1 | head -1`) is ignored ([`say`]), the runs go on and the bundle is written.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::bundle::{Outcome, RunRecord};
 use crate::plan::PlannedRun;
+
+/// Writes one line to stderr, ignoring every write error (`EPIPE` from a closed pipe included).
+pub fn say(line: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
 
 /// Receives run events; implementations must be callable from several job threads.
 pub trait Progress: Sync {
@@ -61,7 +69,7 @@ pub fn describe(record: &RunRecord, done: usize, total: usize) -> String {
 impl Progress for Lines {
     fn run_finished(&self, _: &PlannedRun, record: &RunRecord, done: usize, total: usize) {
         let _guard = self.lock.lock();
-        eprintln!("{}", describe(record, done, total));
+        say(format_args!("{}", describe(record, done, total)));
     }
 }
 

@@ -238,7 +238,11 @@ pub fn execute_and_finish(
     let dir = writer.dir().to_path_buf();
     if !finish.quiet {
         // Said at the start too, so the bundle can be found even if the runner is killed.
-        eprintln!("writing {} runs into {}", indices.len(), dir.display());
+        progress::say(format_args!(
+            "writing {} runs into {}",
+            indices.len(),
+            dir.display()
+        ));
     }
     let writer = Mutex::new(writer);
     let progress = progress::for_terminal(finish.quiet, indices.len());
