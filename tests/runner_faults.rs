@@ -340,3 +340,296 @@ fn resume_refuses_unreadable_or_newer_run_json_and_deletes_nothing() {
         assert!(!bundle.join(".lock").exists(), "{case}: no lock left");
     }
 }
+
+// ---- Limits and full disks ---------------------------------------------------------------------
+
+/// `hwr-exp ARGS` started through `prlimit LIMIT` (util-linux): the limit applies to the runner.
+fn hwr_limited(dir: &Path, limit: &str, args: &[&str]) -> Output {
+    let plain = hwr(dir, args);
+    let mut cmd = Command::new("prlimit");
+    cmd.arg(limit)
+        .arg("--")
+        .arg(bin())
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null());
+    for (k, v) in plain.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    cmd.output().expect("prlimit runs")
+}
+
+fn assert_clean_exit_3(out: &Output, names: &str) {
+    let err = stderr(out);
+    assert_eq!(code(out), 3, "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(err.matches("error:").count(), 1, "one error: {err}");
+    assert!(err.contains(names), "names {names}: {err}");
+}
+
+/// `ulimit -f 1` (1 KiB): plan.json cannot be written during the setup. The runner is not killed
+/// by SIGXFSZ: one error naming the file, exit 3, no bundle (not even a half one for `list`).
+#[test]
+fn a_file_size_limit_during_the_setup_is_one_clear_error_and_leaves_no_bundle() {
+    let repo = repo();
+    let results = repo.path().join("results");
+    manifest(repo.path(), "fsize", "echo {repetition}", 8);
+    let out = hwr_limited(
+        repo.path(),
+        "--fsize=1024",
+        &["run", "experiment.toml", "--results-dir", "results", "--quiet"],
+    );
+    assert_clean_exit_3(&out, "plan.json: cannot write: File too large");
+    assert!(stderr(&out).contains("no bundle was created"), "{}", stderr(&out));
+    assert!(bundles(&results, "fsize").is_empty());
+    let list = hwr(repo.path(), &["list", "results"]).output().unwrap();
+    assert_eq!(code(&list), 0);
+    assert_eq!(stderr(&list), "");
+    assert_eq!(
+        String::from_utf8_lossy(&list.stdout).lines().count(),
+        1,
+        "header only"
+    );
+    let out = hwr(
+        repo.path(),
+        &["run", "experiment.toml", "--results-dir", "results", "--quiet"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_complete(&the_bundle(&results, "fsize"), 8);
+}
+
+/// A file-size limit set on the runner while it runs (by its second run, through `prlimit
+/// --pid`): run.json cannot be written, nor the `failed` mark; the error names run.json and says
+/// the bundle is abandoned, `list` shows it so, and resume completes it.
+#[test]
+fn a_file_size_limit_after_the_setup_leaves_a_bundle_that_resume_completes() {
+    for (limit, left) in [("200", "shows as abandoned"), ("1000", "is marked failed")] {
+        let repo = repo();
+        let results = repo.path().join("results");
+        let shell = format!(
+            "if [ {{repetition}} -eq 2 ] && [ ! -e $HWR_BUNDLE/../../lifted ]; then prlimit --pid $(cat $HWR_BUNDLE/.lock) --fsize={limit}; fi; echo {{repetition}}"
+        );
+        manifest(repo.path(), "late", &shell, 3);
+        let out = hwr(
+            repo.path(),
+            &["run", "experiment.toml", "--results-dir", "results", "--quiet"],
+        )
+        .output()
+        .unwrap();
+        assert_clean_exit_3(&out, "runs/001-r2/run.json: cannot write: File too large");
+        assert!(stderr(&out).contains(left), "{limit}: {}", stderr(&out));
+        let bundle = the_bundle(&results, "late");
+        let list = hwr(repo.path(), &["list", "results"]).output().unwrap();
+        let listed = String::from_utf8_lossy(&list.stdout).into_owned();
+        let expected = if limit == "200" { "abandoned" } else { "failed" };
+        assert!(listed.contains(expected), "{limit}: {listed}");
+        assert!(!listed.contains("running"), "{limit}: {listed}");
+
+        std::fs::write(results.join("lifted"), "").unwrap();
+        let out = hwr(repo.path(), &["resume", bundle.to_str().unwrap(), "--quiet"])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{limit}: {}", stderr(&out));
+        assert_complete(&bundle, 3);
+    }
+}
+
+/// Too many open files: the runner cannot start a run. That is not the run's fault: it is not
+/// recorded as spawn-failed; one error naming the file, exit 3, the bundle marked failed, and
+/// resume with the limit lifted completes it.
+#[test]
+fn too_many_open_files_stop_the_session_and_resume_completes_it() {
+    for nofile in ["--nofile=6", "--nofile=8"] {
+        let repo = repo();
+        let results = repo.path().join("results");
+        manifest(repo.path(), "emfile", "echo {repetition}", 3);
+        let out = hwr_limited(
+            repo.path(),
+            nofile,
+            &["run", "experiment.toml", "--results-dir", "results", "--quiet"],
+        );
+        assert_clean_exit_3(&out, "Too many open files");
+        let bundle = the_bundle(&results, "emfile");
+        assert!(
+            stderr(&out).contains(&format!("{}", bundle.join("runs/000-r1").display()))
+                || stderr(&out).contains("/bin/sh"),
+            "{nofile}: names the file: {}",
+            stderr(&out)
+        );
+        assert_eq!(status(&bundle), "failed", "{nofile}");
+        assert!(
+            common::run_records(&bundle).is_empty(),
+            "{nofile}: no run recorded as spawn-failed"
+        );
+        let out = hwr(repo.path(), &["resume", bundle.to_str().unwrap(), "--quiet"])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{nofile}: {}", stderr(&out));
+        assert_complete(&bundle, 3);
+    }
+}
+
+/// A tmpfs of `size` mounted at `path` for the life of the guard; `None` (with a message) where
+/// the test may not mount one, a failure when `HWR_REQUIRE_TMPFS=1`.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(path: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(path).unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(path)
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(Tmpfs(path.to_path_buf())),
+            other => {
+                let why = match other {
+                    Ok(o) => String::from_utf8_lossy(&o.stderr).into_owned(),
+                    Err(e) => e.to_string(),
+                };
+                assert!(
+                    std::env::var_os("HWR_REQUIRE_TMPFS").is_none_or(|v| v != "1"),
+                    "HWR_REQUIRE_TMPFS=1 but mounting a tmpfs failed: {why}"
+                );
+                eprintln!("skipped: cannot mount a tmpfs ({why}); run as root to test a full disk");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// A full disk: the results folder is a 2 MiB tmpfs, a filler file takes half, and each run
+/// writes 400 KB. When it is full: one error naming the file, exit 3, the bundle not left
+/// `running`; once the filler is removed, resume completes it.
+#[test]
+fn a_full_disk_stops_the_session_and_resume_completes_it_once_there_is_space() {
+    let repo = repo();
+    let results = repo.path().join("results");
+    let Some(_tmpfs) = Tmpfs::mount(&results, "2m") else {
+        return;
+    };
+    let filler = results.join("filler");
+    std::fs::write(&filler, vec![b'x'; 1024 * 1024]).unwrap();
+    manifest(repo.path(), "full", "head -c 400000 /dev/zero | tr '\\0' x", 4);
+    let out = hwr(
+        repo.path(),
+        &["run", "experiment.toml", "--results-dir", "results", "--quiet"],
+    )
+    .output()
+    .unwrap();
+    assert_clean_exit_3(&out, "No space left on device");
+    let bundle = the_bundle(&results, "full");
+    assert!(
+        stderr(&out).contains(&format!("{}", bundle.display())),
+        "{}",
+        stderr(&out)
+    );
+    let list = hwr(repo.path(), &["list", "results"]).output().unwrap();
+    let listed = String::from_utf8_lossy(&list.stdout).into_owned();
+    assert!(
+        listed.contains("abandoned") || listed.contains("failed"),
+        "{listed}"
+    );
+
+    std::fs::remove_file(&filler).unwrap();
+    let out = hwr(repo.path(), &["resume", bundle.to_str().unwrap(), "--quiet"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_complete(&bundle, 4);
+}
+
+// ---- The setup window --------------------------------------------------------------------------
+
+/// The runner is killed (SIGKILL) at every step of the bundle's setup (`HWR_TEST_PAUSE_AT`, a
+/// test-only hook). Before the bundle is published nothing shows (`list` is empty and quiet);
+/// after, the bundle is complete enough for resume, which finishes it.
+#[test]
+fn sigkill_at_every_setup_step_leaves_nothing_or_a_resumable_bundle() {
+    for step in ["staged", "manifest", "plan", "host", "provenance", "published"] {
+        let repo = repo();
+        let results = repo.path().join("results");
+        manifest(repo.path(), "setup", "echo {repetition}", 2);
+        let mut child = hwr(
+            repo.path(),
+            &["run", "experiment.toml", "--results-dir", "results", "--quiet"],
+        )
+        .env("HWR_TEST_PAUSE_AT", step)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stderr.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), format!("paused at {step}"));
+        child.kill().unwrap();
+        child.wait().unwrap();
+
+        let list = hwr(repo.path(), &["list", "results"]).output().unwrap();
+        assert_eq!(code(&list), 0, "{step}: {}", stderr(&list));
+        assert_eq!(stderr(&list), "", "{step}: list skips nothing it cannot read");
+        let listed = String::from_utf8_lossy(&list.stdout).into_owned();
+        if step == "published" {
+            let bundle = the_bundle(&results, "setup");
+            assert!(listed.contains("abandoned"), "{step}: {listed}");
+            let out = hwr(repo.path(), &["resume", bundle.to_str().unwrap(), "--quiet"])
+                .output()
+                .unwrap();
+            assert_eq!(code(&out), 0, "{step}: {}", stderr(&out));
+            assert_complete(&bundle, 2);
+        } else {
+            assert!(
+                bundles(&results, "setup").is_empty(),
+                "{step}: no bundle folder yet"
+            );
+            assert_eq!(listed.lines().count(), 1, "{step}: header only: {listed}");
+        }
+    }
+}
+
+/// The runner is killed the moment its bundle folder appears, found by polling: whatever the
+/// moment, the folder is a bundle resume can finish (never "provenance.json: missing").
+#[test]
+fn sigkill_at_the_first_appearance_of_the_bundle_folder_leaves_a_resumable_bundle() {
+    for attempt in 0..5 {
+        let repo = repo();
+        let results = repo.path().join("results");
+        manifest(repo.path(), "appear", "sleep 0.2; echo {repetition}", 2);
+        let mut child = hwr(
+            repo.path(),
+            &["run", "experiment.toml", "--results-dir", "results", "--quiet"],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+        let t = Instant::now();
+        let bundle = loop {
+            if let Some(b) = bundles(&results, "appear").pop() {
+                break b;
+            }
+            assert!(t.elapsed() < Duration::from_secs(30), "no bundle appeared");
+            std::hint::spin_loop();
+        };
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let out = hwr(repo.path(), &["resume", bundle.to_str().unwrap(), "--quiet"])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "attempt {attempt}: {}", stderr(&out));
+        assert_complete(&bundle, 2);
+    }
+}

@@ -1,4 +1,5 @@
-//! `hwr-exp resume BUNDLE [--allow-drift]`: finishes an interrupted or abandoned bundle in place.
+//! `hwr-exp resume BUNDLE [--allow-drift]`: finishes an interrupted, failed (the runner could not
+//! write it: a full disk, a file-size limit) or abandoned bundle in place.
 //!
 //! 1. Before anything else the bundle's lock is taken ([`BundleLock::acquire`], an exclusive
 //!    `flock` on `.lock`, held until the resume ends): when a live process (a runner, another
@@ -42,8 +43,8 @@ pub struct ResumeOptions {
 ///
 /// # Errors
 /// [`ArchiveError::Environment`] when a live runner or another resume holds the bundle or the tree
-/// drifted without `allow_drift`; [`ArchiveError::Refused`] when the bundle is not interrupted or
-/// abandoned, its manifest.toml was modified, or the manifest expands to other run ids;
+/// drifted without `allow_drift`; [`ArchiveError::Refused`] when the bundle is complete or
+/// running, a run.json cannot be read, its manifest.toml was modified, or the manifest expands to other run ids;
 /// [`ArchiveError::Write`] when writing the bundle fails (it is then marked `failed`).
 pub fn resume(
     dir: &Path,
@@ -54,7 +55,7 @@ pub fn resume(
     let bundle = super::open(dir)?;
     let lock = BundleLock::acquire(bundle.dir()).map_err(|e| match e {
         LockError::Held { .. } => ArchiveError::Environment(format!(
-            "{e}; resume only an interrupted or abandoned bundle (see `hwr-exp list`)"
+            "{e}; resume only an interrupted, failed or abandoned bundle (see `hwr-exp list`)"
         )),
         LockError::Io { .. } => ArchiveError::Environment(e.to_string()),
     })?;
@@ -114,10 +115,11 @@ fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result
         other => EffectiveStatus::recorded(other),
     };
     match previous {
-        EffectiveStatus::Interrupted | EffectiveStatus::Abandoned => {}
+        // `failed`: the runner could not write the bundle (full disk, a limit) and marked it so.
+        EffectiveStatus::Interrupted | EffectiveStatus::Abandoned | EffectiveStatus::Failed => {}
         other => {
             return Err(ArchiveError::Refused(format!(
-                "{}: status is {}; only an interrupted or abandoned bundle can be resumed (use `hwr-exp rerun` for a new bundle)",
+                "{}: status is {}; only an interrupted, failed or abandoned bundle can be resumed (use `hwr-exp rerun` for a new bundle)",
                 bundle.dir().display(),
                 other.as_str()
             )));
