@@ -40,7 +40,7 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Run an archived bundle's manifest again into a new bundle naming it as parent.
     Rerun(RerunArgs),
-    /// Finish an interrupted or abandoned bundle: run only its unfinished runs, into it.
+    /// Finish an interrupted, failed or abandoned bundle: run only its unfinished runs, into it.
     Resume(ResumeArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
     Completions(CompletionsArgs),
@@ -287,7 +287,7 @@ pub struct RerunArgs {
 /// `hwr-exp resume`.
 #[derive(Debug, Args)]
 pub struct ResumeArgs {
-    /// The interrupted or abandoned bundle folder.
+    /// The interrupted, failed or abandoned bundle folder.
     pub bundle: PathBuf,
     /// Resume even when the working tree differs from the recorded provenance; the drift is recorded.
     #[arg(long)]

@@ -6,7 +6,8 @@ pub const SUCCESS: i32 = 0;
 pub const RUN_FAILED: i32 = 1;
 /// Usage or manifest error; nothing was written.
 pub const USAGE: i32 = 2;
-/// Environment or preflight error; nothing was written.
+/// Environment or preflight error: nothing was written, or the bundle could not be written (a full
+/// disk, a limit; it is then marked `failed` or shows as abandoned, and `resume` finishes it).
 pub const ENVIRONMENT: i32 = 3;
 /// Interrupted by SIGINT/SIGTERM; the bundle is kept with status `interrupted`.
 pub const INTERRUPTED: i32 = 130;

@@ -25,6 +25,12 @@ use hwr_exp::{probe, report};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Before any file is written: a file-size limit makes writes fail with a named error (exit 3)
+    // instead of SIGXFSZ killing the process mid-bundle.
+    if let Err(e) = signal::catch_file_size_limit() {
+        print_error(&anyhow::Error::new(e));
+        return exit_codes::status(exit_codes::ENVIRONMENT);
+    }
     match run(cli.command) {
         Ok(code) => code,
         Err(failure) => {
@@ -106,7 +112,9 @@ fn check(args: &CheckArgs) -> Result<i32, Failure> {
         };
         let ctx = session::plan_context(Path::new("<bundle>")).map_err(session_failure)?;
         match session::expand(&manifest, &ctx) {
-            Ok(plan) => println!("ok: {} ({} runs)", path.display(), plan.len()),
+            Ok(plan) => {
+                to_stdout(|out| writeln!(out, "ok: {} ({} runs)", path.display(), plan.len()))?;
+            }
             Err(e) => {
                 let failure = session_failure(e);
                 print_error(failure.error());
@@ -173,7 +181,11 @@ fn probe_retention(args: &RetentionArgs) -> Result<i32, Failure> {
 fn list(args: &ListArgs) -> Result<i32, Failure> {
     let (entries, problems) = archive::list::scan(&args.dir).map_err(archive_failure)?;
     for p in &problems {
-        eprintln!("warning: skipped {}: {}", p.bundle.display(), p.message);
+        to_stderr(format_args!(
+            "warning: skipped {}: {}",
+            p.bundle.display(),
+            p.message
+        ));
     }
     to_stdout(|out| match args.format {
         ListFormat::Table => archive::list::write_table(&entries, out),
@@ -185,20 +197,23 @@ fn list(args: &ListArgs) -> Result<i32, Failure> {
 fn verify(args: &VerifyArgs) -> Result<i32, Failure> {
     let v = archive::verify::verify(&args.bundle).map_err(archive_failure)?;
     for note in &v.notes {
-        eprintln!("note: {note}");
+        to_stderr(format_args!("note: {note}"));
     }
     if v.problems.is_empty() {
-        println!(
-            "ok: {} ({} files match their recorded sha256)",
-            args.bundle.display(),
-            v.files_hashed
-        );
+        to_stdout(|out| {
+            writeln!(
+                out,
+                "ok: {} ({} files match their recorded sha256)",
+                args.bundle.display(),
+                v.files_hashed
+            )
+        })?;
         Ok(exit_codes::SUCCESS)
     } else {
-        println!("{}: {} problem(s):", args.bundle.display(), v.problems.len());
-        for p in &v.problems {
-            println!("  {p}");
-        }
+        to_stdout(|out| {
+            writeln!(out, "{}: {} problem(s):", args.bundle.display(), v.problems.len())?;
+            v.problems.iter().try_for_each(|p| writeln!(out, "  {p}"))
+        })?;
         Ok(exit_codes::RUN_FAILED)
     }
 }
@@ -219,19 +234,21 @@ fn rerun(args: &RerunArgs) -> Result<i32, Failure> {
     };
     let rerun = archive::rerun::prepare(&args.bundle, &opts).map_err(archive_failure)?;
     for note in &rerun.notes {
-        eprintln!("note: {note}");
+        to_stderr(format_args!("note: {note}"));
     }
-    eprintln!(
+    to_stderr(format_args!(
         "rerun of {} (archived {})",
         rerun.archived.display(),
         rerun.archived_created
-    );
+    ));
     if rerun.differences.is_empty() {
-        eprintln!("  same revision, working tree, host and hwr-exp version as the archived bundle");
+        to_stderr(format_args!(
+            "  same revision, working tree, host and hwr-exp version as the archived bundle"
+        ));
     } else {
-        eprintln!("  differs from the archived bundle:");
+        to_stderr(format_args!("  differs from the archived bundle:"));
         for d in &rerun.differences {
-            eprintln!("    {d}");
+            to_stderr(format_args!("    {d}"));
         }
     }
     let report = rerun
@@ -257,32 +274,34 @@ fn resume(args: &ResumeArgs) -> Result<i32, Failure> {
     Ok(finished(&report, args.quiet))
 }
 
-/// SIGINT and SIGTERM set the cancel flag: the run in flight is stopped as on timeout and the
+/// SIGINT, SIGTERM, SIGHUP and SIGQUIT set the cancel flag: the run in flight is stopped as on timeout and the
 /// bundle is marked interrupted; `second` says what a signal does once the flag is set.
 fn interrupt_handlers(second: SecondSignal) -> Result<Signals, Failure> {
     signal::install(second).map_err(Failure::environment)
 }
 
 /// Prints a finished session: a drift warning and the summary line on stderr (unless `quiet`),
-/// the bundle path on stdout; returns the session's exit code.
+/// the bundle path on stdout; returns the session's exit code. The bundle is written by now: a
+/// closed stdout or stderr (`| head`, `| true`) changes nothing, the exit code is the session's.
 fn finished(report: &SessionReport, quiet: bool) -> i32 {
     if !quiet {
         if report.drift {
-            eprintln!(
+            to_stderr(format_args!(
                 "warning: the working tree changed while the experiment ran, or differs from the recorded one (drift recorded in provenance.json)"
-            );
+            ));
         }
         print_failures(report);
         let status = serde_json::to_value(report.status)
             .ok()
             .and_then(|v| v.as_str().map(String::from));
-        eprintln!(
+        to_stderr(format_args!(
             "{}; bundle {}:",
             session::summarize(report),
             status.unwrap_or_default()
-        );
+        ));
     }
-    println!("{}", display_path(&report.bundle).display());
+    let mut out = io::stdout().lock();
+    let _ = writeln!(out, "{}", display_path(&report.bundle).display()).and_then(|()| out.flush());
     report.exit_code
 }
 
@@ -294,23 +313,31 @@ fn print_failures(report: &SessionReport) {
     if failures.listed.is_empty() {
         return;
     }
-    eprintln!("runs that are not ok (reason, then the last lines of stderr.log):");
+    to_stderr(format_args!(
+        "runs that are not ok (reason, then the last lines of stderr.log):"
+    ));
     for f in &failures.listed {
-        eprintln!("  {}: {}", f.run_id, f.reason);
+        to_stderr(format_args!("  {}: {}", f.run_id, f.reason));
         let only_the_quoted_line = f.stderr_tail.len() == 1 && f.reason.ends_with(f.stderr_tail[0].as_str());
         if !only_the_quoted_line {
             for line in &f.stderr_tail {
-                eprintln!("    | {line}");
+                to_stderr(format_args!("    | {line}"));
             }
         }
     }
     if failures.unlisted > 0 {
-        eprintln!(
+        to_stderr(format_args!(
             "  ... and {} more; all of them: hwr-exp report {} --stderr",
             failures.unlisted,
             display_path(&report.bundle).display()
-        );
+        ));
     }
+}
+
+/// Writes one line to stderr. Errors are ignored: a closed stderr (`2>&1 | head -1`) has no
+/// reader left to tell, and the work it reports on goes on (unlike `eprintln!`, which panics).
+fn to_stderr(line: std::fmt::Arguments<'_>) {
+    let _ = writeln!(io::stderr().lock(), "{line}");
 }
 
 /// Writes a command's stdout through one buffered lock and flushes it. A reader that closed the
@@ -334,7 +361,8 @@ fn to_stdout(
 /// source in their message).
 fn print_error(error: &anyhow::Error) {
     if let Some(diagnostics) = error.downcast_ref::<Diagnostics>() {
-        eprint!("{diagnostics}");
+        // A closed stderr is ignored: the exit code still tells.
+        let _ = write!(io::stderr().lock(), "{diagnostics}");
         return;
     }
     let mut text = error.to_string();
@@ -345,7 +373,7 @@ fn print_error(error: &anyhow::Error) {
             text.push_str(&cause);
         }
     }
-    eprintln!("error: {text}");
+    to_stderr(format_args!("error: {text}"));
 }
 
 /// A session error with its documented code; plan problems keep their located diagnostics.

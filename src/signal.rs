@@ -1,6 +1,10 @@
-//! The process's one SIGINT/SIGTERM setup and the [`CancelFlag`] it sets (docs/DESIGN.md 4: Ctrl-C or
-//! SIGTERM to the runner stops the run in flight, the bundle is marked `interrupted`; DESIGN 7: the probe
-//! prints what it has).
+//! The process's one setup of the stopping signals and the [`CancelFlag`] they set (docs/DESIGN.md 4:
+//! Ctrl-C or SIGTERM to the runner stops the run in flight, the bundle is marked `interrupted`;
+//! DESIGN 7: the probe prints what it has). SIGHUP (the terminal was closed) and SIGQUIT (Ctrl-\\)
+//! are handled exactly like SIGTERM: [`STOP_SIGNALS`].
+//!
+//! [`catch_file_size_limit`] makes a write beyond `RLIMIT_FSIZE` fail with `EFBIG` instead of
+//! killing the process with SIGXFSZ, so the runner can report the file and mark its bundle.
 //!
 //! The handlers only store into atomics (signal-hook's `flag` registrations, async-signal-safe);
 //! the code that was interrupted polls them between steps and does the rest from normal context.
@@ -10,9 +14,13 @@ use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGXFSZ};
 
-/// Shared cancellation flag: `true` once SIGINT or SIGTERM arrived. The executor polls it while a
+/// The signals that stop the work in progress: SIGINT (Ctrl-C), SIGTERM, SIGHUP (terminal closed),
+/// SIGQUIT (Ctrl-\\). All four are handled the same way by [`install`].
+pub const STOP_SIGNALS: [i32; 4] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT];
+
+/// Shared cancellation flag: `true` once one of [`STOP_SIGNALS`] arrived. The executor polls it while a
 /// run is in flight (`exec::CancelFlag` names the same type).
 pub type CancelFlag = Arc<AtomicBool>;
 
@@ -28,7 +36,7 @@ pub enum SecondSignal {
     SetFlag,
 }
 
-/// The installed SIGINT/SIGTERM handlers: the cancel flag and the number of the last signal received.
+/// The installed handlers of [`STOP_SIGNALS`]: the cancel flag and the number of the last signal received.
 #[derive(Debug, Clone)]
 pub struct Signals {
     flag: CancelFlag,
@@ -41,8 +49,8 @@ impl Signals {
         &self.flag
     }
 
-    /// The number of the last signal received (`libc::SIGTERM` = 15, `SIGINT` = 2); `None` before
-    /// any.
+    /// The number of the last signal received (`SIGTERM` = 15, `SIGINT` = 2, `SIGHUP` = 1,
+    /// `SIGQUIT` = 3); `None` before any.
     pub fn received(&self) -> Option<i32> {
         match self.last.load(Ordering::SeqCst) {
             0 => None,
@@ -58,10 +66,10 @@ impl Signals {
 
 /// The handlers could not be installed (`sigaction` failed); exit 3 at the command line.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot install the SIGINT/SIGTERM handlers")]
+#[error("cannot install the signal handlers (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGXFSZ)")]
 pub struct SignalError(#[source] io::Error);
 
-/// Installs handlers for SIGINT and SIGTERM that set the returned flag and record the signal's
+/// Installs handlers for [`STOP_SIGNALS`] that set the returned flag and record the signal's
 /// number; `second` says what a signal does once the flag is set. Process-wide: call it once per
 /// process, before the work it guards.
 ///
@@ -72,7 +80,7 @@ pub fn install(second: SecondSignal) -> Result<Signals, SignalError> {
         flag: Arc::new(AtomicBool::new(false)),
         last: Arc::new(AtomicUsize::new(0)),
     };
-    for sig in [SIGINT, SIGTERM] {
+    for sig in STOP_SIGNALS {
         // Order matters: the conditional exit checks the flag before this signal sets it, so only
         // a signal arriving while the flag is already set exits.
         if let SecondSignal::Exit(code) = second {
@@ -86,11 +94,28 @@ pub fn install(second: SecondSignal) -> Result<Signals, SignalError> {
     Ok(signals)
 }
 
-/// The name of a signal this module handles (`"SIGTERM"`, `"SIGINT"`), `"signal N"` for others.
+/// Catches SIGXFSZ with a handler that does nothing, so that a write beyond the file-size limit
+/// (`RLIMIT_FSIZE`, `ulimit -f`) fails with `EFBIG` ("File too large") and the caller reports it,
+/// instead of the signal's default action killing the process. A caught signal (unlike an ignored
+/// one) is reset to its default action by `execve`, so the runs see SIGXFSZ as usual. Process-wide;
+/// call it once at start-up.
+///
+/// # Errors
+/// [`SignalError`] when signal-hook cannot register the handler.
+pub fn catch_file_size_limit() -> Result<(), SignalError> {
+    let seen = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(SIGXFSZ, seen).map_err(SignalError)?;
+    Ok(())
+}
+
+/// The name of a signal this module handles (`"SIGTERM"`, `"SIGINT"`, `"SIGHUP"`, `"SIGQUIT"`),
+/// `"signal N"` for others.
 pub fn name(signal: i32) -> String {
     match signal {
         SIGTERM => "SIGTERM".to_owned(),
         SIGINT => "SIGINT".to_owned(),
+        SIGHUP => "SIGHUP".to_owned(),
+        SIGQUIT => "SIGQUIT".to_owned(),
         other => format!("signal {other}"),
     }
 }
@@ -103,6 +128,8 @@ mod tests {
     fn names_of_the_handled_signals() {
         assert_eq!(name(SIGTERM), "SIGTERM");
         assert_eq!(name(SIGINT), "SIGINT");
+        assert_eq!(name(SIGHUP), "SIGHUP");
+        assert_eq!(name(SIGQUIT), "SIGQUIT");
         assert_eq!(name(9), "signal 9");
     }
 

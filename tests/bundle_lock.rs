@@ -50,6 +50,11 @@ fn the_bundle(results: &Path, experiment: &str) -> PathBuf {
             .map(|rd| {
                 rd.flatten()
                     .map(|e| e.path())
+                    // A hidden `.tmp-*` folder is a bundle still being set up (staging).
+                    .filter(|p| {
+                        !p.file_name()
+                            .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+                    })
                     .filter(|p| p.join("bundle.json").is_file())
                     .collect()
             })

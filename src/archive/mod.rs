@@ -8,7 +8,7 @@
 //!   still applies to `revision.txt` (`git apply --check` on a temporary index).
 //! - [`rerun`]: the archived manifest bytes into a new bundle naming the old one as `parent`,
 //!   optionally inside a temporary git worktree rebuilt at the recorded revision.
-//! - [`resume`]: the unfinished runs of an interrupted or abandoned bundle, into the same bundle.
+//! - [`resume`]: the unfinished runs of an interrupted, failed or abandoned bundle, into the same bundle.
 //!
 //! Bundles are read with [`crate::bundle::read::Bundle`] (opened by [`open`]); every document's
 //! format major version is checked there.
@@ -53,7 +53,7 @@ pub enum ArchiveError {
     /// The run session itself failed (its own exit code).
     #[error(transparent)]
     Session(#[from] SessionError),
-    /// Writing into the bundle failed (exit 1; the bundle is marked `failed` when possible).
+    /// Writing into the bundle failed (exit 3; the message names the file).
     #[error("writing bundle {bundle}: {source}")]
     Write {
         /// The bundle folder.
@@ -70,9 +70,8 @@ impl ArchiveError {
             ArchiveError::BadPath { .. } | ArchiveError::Read(_) | ArchiveError::Refused(_) => {
                 exit_codes::USAGE
             }
-            ArchiveError::Environment(_) => exit_codes::ENVIRONMENT,
+            ArchiveError::Environment(_) | ArchiveError::Write { .. } => exit_codes::ENVIRONMENT,
             ArchiveError::Session(e) => e.exit_code(),
-            ArchiveError::Write { .. } => exit_codes::RUN_FAILED,
         }
     }
 }

@@ -1,4 +1,5 @@
-//! `hwr-exp resume BUNDLE [--allow-drift]`: finishes an interrupted or abandoned bundle in place.
+//! `hwr-exp resume BUNDLE [--allow-drift]`: finishes an interrupted, failed (the runner could not
+//! write it: a full disk, a file-size limit) or abandoned bundle in place.
 //!
 //! 1. Before anything else the bundle's lock is taken ([`BundleLock::acquire`], an exclusive
 //!    `flock` on `.lock`, held until the resume ends): when a live process (a runner, another
@@ -11,7 +12,9 @@
 //!    in bundle.json `notes` and, after the runs, in provenance.json (`drift`).
 //! 4. Runs with a run.json whose termination is not `interrupted` are kept untouched; every other
 //!    run folder is deleted and the run redone, in plan order. bundle.json `counts` are recomputed
-//!    from the run.json files kept.
+//!    from the run.json files kept. A run.json that exists but cannot be read (malformed, truncated,
+//!    written in a newer format) refuses the resume with the reader's reason before anything is
+//!    deleted.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -40,8 +43,8 @@ pub struct ResumeOptions {
 ///
 /// # Errors
 /// [`ArchiveError::Environment`] when a live runner or another resume holds the bundle or the tree
-/// drifted without `allow_drift`; [`ArchiveError::Refused`] when the bundle is not interrupted or
-/// abandoned, its manifest.toml was modified, or the manifest expands to other run ids;
+/// drifted without `allow_drift`; [`ArchiveError::Refused`] when the bundle is complete or
+/// running, a run.json cannot be read, its manifest.toml was modified, or the manifest expands to other run ids;
 /// [`ArchiveError::Write`] when writing the bundle fails (it is then marked `failed`).
 pub fn resume(
     dir: &Path,
@@ -52,7 +55,7 @@ pub fn resume(
     let bundle = super::open(dir)?;
     let lock = BundleLock::acquire(bundle.dir()).map_err(|e| match e {
         LockError::Held { .. } => ArchiveError::Environment(format!(
-            "{e}; resume only an interrupted or abandoned bundle (see `hwr-exp list`)"
+            "{e}; resume only an interrupted, failed or abandoned bundle (see `hwr-exp list`)"
         )),
         LockError::Io { .. } => ArchiveError::Environment(e.to_string()),
     })?;
@@ -112,10 +115,11 @@ fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result
         other => EffectiveStatus::recorded(other),
     };
     match previous {
-        EffectiveStatus::Interrupted | EffectiveStatus::Abandoned => {}
+        // `failed`: the runner could not write the bundle (full disk, a limit) and marked it so.
+        EffectiveStatus::Interrupted | EffectiveStatus::Abandoned | EffectiveStatus::Failed => {}
         other => {
             return Err(ArchiveError::Refused(format!(
-                "{}: status is {}; only an interrupted or abandoned bundle can be resumed (use `hwr-exp rerun` for a new bundle)",
+                "{}: status is {}; only an interrupted, failed or abandoned bundle can be resumed (use `hwr-exp rerun` for a new bundle)",
                 bundle.dir().display(),
                 other.as_str()
             )));
@@ -164,7 +168,9 @@ fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result
         ));
     }
 
-    // Finished runs are kept untouched; the rest are redone from an empty folder.
+    // Finished runs are kept untouched; the rest are redone from an empty folder. A run.json that
+    // exists but cannot be read (malformed, truncated, a newer format) refuses the resume before
+    // anything is deleted: it may record a finished run this build does not understand.
     let mut counts: BTreeMap<Outcome, usize> = BTreeMap::new();
     let mut todo = Vec::new();
     for (i, entry) in recorded.iter().enumerate() {
@@ -172,7 +178,13 @@ fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result
             Ok(Some(r)) if r.termination != Termination::Interrupted => {
                 *counts.entry(r.outcome).or_default() += 1;
             }
-            _ => todo.push(i),
+            Ok(_) => todo.push(i),
+            Err(e) => {
+                return Err(ArchiveError::Refused(format!(
+                    "{e}; resume keeps every finished run and deletes nothing it cannot read: use a hwr-exp that reads it, or move the run folder {} away to have the run redone",
+                    bundle.run_dir(&entry.run_id).display()
+                )));
+            }
         }
     }
     let write_err = |source| ArchiveError::Write {

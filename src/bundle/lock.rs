@@ -148,6 +148,13 @@ impl BundleLock {
         self.file.flush()
     }
 
+    /// Records that the bundle folder holding the lock file was renamed to `dir` (a staged bundle
+    /// published, [`super::write::BundleWriter::publish`]): the open file and its `flock` moved
+    /// with it; [`BundleLock::release`] now removes `<dir>/.lock`.
+    pub fn moved_to(&mut self, dir: &Path) {
+        self.path = dir.join(files::LOCK);
+    }
+
     /// The lock file, `<bundle>/.lock`.
     pub fn path(&self) -> &Path {
         &self.path
@@ -206,7 +213,8 @@ pub enum EffectiveStatus {
     Complete,
     /// Stopped by SIGINT/SIGTERM; `resume` can finish it.
     Interrupted,
-    /// The runner hit an error it could not record per run.
+    /// The runner hit an error it could not record per run (it could not write the bundle: a full
+    /// disk, a file-size limit); `resume` can finish it once the cause is gone.
     Failed,
     /// bundle.json says `running` but no process holds the lock (the runner was killed, the machine
     /// rebooted); `resume` can finish it.

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, BufReader, Read, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -25,6 +25,39 @@ pub const FILE_MODE: u32 = 0o644;
 /// Mode of the bundle folder, `runs/` and each run folder, whatever the umask.
 pub const DIR_MODE: u32 = 0o755;
 
+/// An I/O error on one bundle file or folder, naming it. Carried inside an [`io::Error`] of the
+/// same [`io::ErrorKind`] as the underlying error (so callers can still tell `AlreadyExists`,
+/// `StorageFull`, `FileTooLarge` ... apart); its message reads `<path>: cannot <action>: <cause>`.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: cannot {action}: {source}", .path.display())]
+pub struct FileError {
+    /// The file or folder the operation was on (the final name, not a temporary one).
+    pub path: PathBuf,
+    /// What was being done: `"write"`, `"create folder"`, `"hash"` ...
+    pub action: &'static str,
+    /// The operating system's error.
+    #[source]
+    pub source: io::Error,
+}
+
+/// A closure wrapping an [`io::Error`] into a [`FileError`] naming `path`, keeping its kind.
+fn on<'a>(path: &'a Path, action: &'static str) -> impl FnOnce(io::Error) -> io::Error + 'a {
+    move |source| {
+        // Already named by a lower layer (a fill callback writing another bundle file): keep it.
+        if source.get_ref().is_some_and(|inner| inner.is::<FileError>()) {
+            return source;
+        }
+        io::Error::new(
+            source.kind(),
+            FileError {
+                path: path.to_path_buf(),
+                action,
+                source,
+            },
+        )
+    }
+}
+
 /// Whether an atomic write waits for the bytes to reach the disk before the rename.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Durability {
@@ -32,9 +65,10 @@ enum Durability {
     /// complete new one. For the documents written once or at the end (manifest.toml, plan.json,
     /// host.json, provenance files, bundle.json at creation and at the end).
     Synced,
-    /// No `fsync` (one per run would cost more than a short run): after a crash the file may be
-    /// empty. For run.json and the interim count updates of bundle.json, which `resume`
-    /// recomputes (a run.json that does not parse is redone).
+    /// No `fsync` (one per run would cost more than a short run): after a crash of the machine the
+    /// file may be empty. For run.json and the interim count updates of bundle.json, which `resume`
+    /// recomputes. `resume` refuses a run.json that does not parse, naming it, and deletes nothing
+    /// (moving that run's folder away has the run redone).
     Unsynced,
 }
 
@@ -81,24 +115,94 @@ fn replace_file(
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
-    let mut out = io::BufWriter::new(tmp);
-    fill(&mut out)?;
-    let tmp = out.into_inner().map_err(|e| e.into_error())?;
-    // File::set_permissions is fchmod(2) on the open file: exact mode, no umask.
-    tmp.as_file()
-        .set_permissions(fs::Permissions::from_mode(FILE_MODE))?;
-    if durability == Durability::Synced {
-        tmp.as_file().sync_all()?;
+    // The temporary file is made here rather than with tempfile, whose errors name the temporary
+    // path: the error names `path`, and carries the OS error as is.
+    let (tmp_path, file) = loop {
+        let candidate = dir.join(format!("{TEMPORARY_PREFIX}{:016x}", fastrand::u64(..)));
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&candidate)
+        {
+            Ok(f) => break (candidate, f),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(on(path, "write")(e)),
+        }
+    };
+    let written = (|| -> io::Result<()> {
+        let mut out = io::BufWriter::new(file);
+        fill(&mut out)?;
+        let file = out.into_inner().map_err(|e| e.into_error())?;
+        // File::set_permissions is fchmod(2) on the open file: exact mode, no umask.
+        file.set_permissions(fs::Permissions::from_mode(FILE_MODE))?;
+        if durability == Durability::Synced {
+            file.sync_all()?;
+        }
+        drop(file);
+        fs::rename(&tmp_path, path)
+    })();
+    written.map_err(|e| {
+        let _ = fs::remove_file(&tmp_path);
+        on(path, "write")(e)
+    })
+}
+
+/// Name prefix of the temporary files of atomic writes and of a bundle folder being set up
+/// ([`BundleWriter::stage`]). A process killed mid-write leaves such a file behind; `list` skips
+/// hidden folders, and [`BundleWriter::reopen`] removes stale temporary files.
+pub const TEMPORARY_PREFIX: &str = ".tmp-";
+
+/// Removes the temporary files ([`TEMPORARY_PREFIX`]) a killed writer left at the top level of the
+/// bundle folder `dir` and in its run folders. Only for a bundle whose lock this process holds.
+///
+/// # Errors
+/// I/O errors reading the folders or removing a file, naming the path.
+pub fn remove_stale_temporaries(dir: &Path) -> io::Result<()> {
+    let mut folders = vec![dir.to_path_buf()];
+    let runs = dir.join(files::RUNS);
+    if runs.is_dir() {
+        for entry in fs::read_dir(&runs).map_err(on(&runs, "read folder"))? {
+            let entry = entry.map_err(on(&runs, "read folder"))?;
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                folders.push(entry.path());
+            }
+        }
     }
-    tmp.persist(path).map_err(|e| e.error)?;
+    for folder in folders {
+        for entry in fs::read_dir(&folder).map_err(on(&folder, "read folder"))? {
+            let entry = entry.map_err(on(&folder, "read folder"))?;
+            let temporary = entry
+                .file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with(TEMPORARY_PREFIX));
+            if temporary && entry.file_type().is_ok_and(|t| t.is_file()) {
+                let path = entry.path();
+                fs::remove_file(&path).map_err(on(&path, "remove stale temporary file"))?;
+            }
+        }
+    }
     Ok(())
+}
+
+/// Test hook, for the test suite only (not a user setting): when the environment variable
+/// `HWR_TEST_PAUSE_AT` equals `step`, prints `paused at <step>` on stderr and sleeps until the
+/// process is killed, so a test can kill the runner at an exact point of the bundle's setup.
+/// Steps: `staged`, `manifest`, `plan`, `host`, `provenance`, `published`.
+pub fn test_pause(step: &str) {
+    if std::env::var_os("HWR_TEST_PAUSE_AT").is_some_and(|v| v == step) {
+        let _ = writeln!(io::stderr().lock(), "paused at {step}");
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        }
+    }
 }
 
 /// Creates the folder `path` (failing when it exists) with mode [`DIR_MODE`] whatever the umask.
 fn create_dir(path: &Path) -> io::Result<()> {
-    fs::create_dir(path)?;
-    fs::set_permissions(path, fs::Permissions::from_mode(DIR_MODE))
+    fs::create_dir(path)
+        .and_then(|()| fs::set_permissions(path, fs::Permissions::from_mode(DIR_MODE)))
+        .map_err(on(path, "create folder"))
 }
 
 /// The SHA-256 helpers run.json and bundle.json record with (defined in [`crate::digest`]).
@@ -223,10 +327,14 @@ pub fn classify(outcome: &RunOutcome, check: OutputCheck, format: OutputFormat) 
     }
 }
 
-/// A bundle being written by one process. The folder is created with `create_dir` (fails when it
-/// exists), and the writer holds the bundle's exclusive lock ([`BundleLock`]) from creation (or
-/// reopening) until [`BundleWriter::finish`]; dropping the writer without finishing releases the
-/// lock and leaves bundle.json `running`, which readers then show as abandoned.
+/// A bundle being written by one process. A new bundle is set up in a hidden staging folder next
+/// to its final place ([`BundleWriter::stage`]) and renamed into place once its first files are
+/// complete ([`BundleWriter::publish`]), so a bundle folder that can be seen always holds
+/// bundle.json, manifest.toml, plan.json, host.json and the provenance files. The writer holds the
+/// bundle's exclusive lock ([`BundleLock`], taken in the staging folder before anything else) from
+/// creation (or reopening) until [`BundleWriter::finish`]; dropping the writer without finishing
+/// releases the lock and leaves bundle.json `running`, which readers then show as abandoned.
+/// Dropping a writer that was never published removes its staging folder.
 #[derive(Debug)]
 pub struct BundleWriter {
     dir: PathBuf,
@@ -236,34 +344,100 @@ pub struct BundleWriter {
     /// When bundle.json was last written; per-run count updates are written at most once a second
     /// (each rewrite is a new inode, which costs more than a short run on ext4).
     saved_at: std::time::Instant,
+    /// `true` while `dir` is the staging folder of a bundle not yet published.
+    staged: bool,
 }
 
 impl BundleWriter {
-    /// Creates the bundle folder (and `runs/`), takes its lock, and writes bundle.json with status
-    /// `running`.
+    /// Creates and publishes a bundle at once ([`BundleWriter::stage`] then
+    /// [`BundleWriter::publish`]): for callers with no first files to write.
     ///
     /// # Errors
-    /// `AlreadyExists` when the folder exists (another runner took the name); other I/O errors
-    /// (a lock that cannot be taken in the new folder is reported as an I/O error too).
+    /// As [`BundleWriter::stage`] and [`BundleWriter::publish`].
     pub fn create(dir: &Path, info: BundleInfo) -> io::Result<BundleWriter> {
-        if let Some(parent) = dir.parent() {
-            fs::create_dir_all(parent)?;
-        }
-        create_dir(dir)?;
-        create_dir(&dir.join(files::RUNS))?;
-        let lock = BundleLock::acquire(dir).map_err(|e| match e {
-            LockError::Io { source, .. } => source,
+        let mut writer = BundleWriter::stage(dir, info)?;
+        writer.publish(dir)?;
+        Ok(writer)
+    }
+
+    /// Starts a new bundle whose final folder will be `dir`: creates a hidden staging folder
+    /// `.tmp-<name>-<random>` beside it (same filesystem, so the later rename is atomic) with
+    /// `runs/`, takes the bundle's lock inside it, and writes bundle.json with status `running`.
+    /// [`BundleWriter::dir`] is the staging folder until [`BundleWriter::publish`].
+    ///
+    /// # Errors
+    /// I/O errors naming the folder or file (a lock that cannot be taken in the new folder is
+    /// reported as an I/O error too).
+    pub fn stage(dir: &Path, info: BundleInfo) -> io::Result<BundleWriter> {
+        let parent = dir
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        fs::create_dir_all(parent).map_err(on(parent, "create folder"))?;
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let staging = tempfile::Builder::new()
+            .prefix(&format!("{TEMPORARY_PREFIX}{name}-"))
+            .tempdir_in(parent)
+            .map_err(on(parent, "create a staging folder in"))?
+            .keep();
+        let mut writer = BundleWriter {
+            dir: staging.clone(),
+            info,
+            lock: None,
+            saved_at: std::time::Instant::now(),
+            staged: true,
+        };
+        // From here on, dropping `writer` removes the staging folder.
+        fs::set_permissions(&staging, fs::Permissions::from_mode(DIR_MODE))
+            .map_err(on(&staging, "set the mode of"))?;
+        create_dir(&staging.join(files::RUNS))?;
+        let lock = BundleLock::acquire(&staging).map_err(|e| match e {
+            LockError::Io { path, source } => on(&path, "lock")(source),
             held => io::Error::new(io::ErrorKind::WouldBlock, held.to_string()),
         })?;
-        BundleWriter::start(dir, info, lock)
+        writer.lock = Some(lock);
+        writer.save_info(Durability::Synced)?;
+        Ok(writer)
+    }
+
+    /// Moves a staged bundle to its final folder `dir` with one rename that never replaces an
+    /// existing folder (`renameat2(RENAME_NOREPLACE)`), then syncs the parent folder. The lock
+    /// file moves with the folder and stays locked. Does nothing for a published writer.
+    ///
+    /// # Errors
+    /// `AlreadyExists` when `dir` exists (another runner took the name: choose another and call
+    /// again); other I/O errors naming the folder.
+    pub fn publish(&mut self, dir: &Path) -> io::Result<()> {
+        if !self.staged {
+            return Ok(());
+        }
+        rename_no_replace(&self.dir, dir).map_err(on(dir, "create bundle folder"))?;
+        self.dir = dir.to_path_buf();
+        self.staged = false;
+        if let Some(lock) = &mut self.lock {
+            lock.moved_to(dir);
+        }
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            // The rename itself is durable only once the folder holding it is synced.
+            fs::File::open(parent)
+                .and_then(|f| f.sync_all())
+                .map_err(on(parent, "sync folder"))?;
+        }
+        Ok(())
     }
 
     /// Opens an existing bundle for more runs (resume) under `lock`, taken by the caller before it
-    /// read anything it relies on: sets status `running` and `runner-pid` and writes bundle.json.
+    /// read anything it relies on: removes the temporary files a killed writer left
+    /// ([`remove_stale_temporaries`]), sets status `running` and `runner-pid` and writes
+    /// bundle.json.
     ///
     /// # Errors
-    /// I/O errors writing bundle.json.
+    /// I/O errors removing stale files or writing bundle.json, naming the file.
     pub fn reopen(dir: &Path, mut info: BundleInfo, lock: BundleLock) -> io::Result<BundleWriter> {
+        remove_stale_temporaries(dir)?;
         info.status = BundleStatus::Running;
         info.runner_pid = std::process::id();
         BundleWriter::start(dir, info, lock)
@@ -276,12 +450,13 @@ impl BundleWriter {
             info,
             lock: Some(lock),
             saved_at: std::time::Instant::now(),
+            staged: false,
         };
         writer.save_info(Durability::Synced)?;
         Ok(writer)
     }
 
-    /// The bundle folder.
+    /// The bundle folder (the staging folder until [`BundleWriter::publish`]).
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -331,7 +506,7 @@ impl BundleWriter {
     pub fn prepare_run_dir(&self, run: &PlannedRun) -> io::Result<PathBuf> {
         let dir = self.run_dir(run);
         if dir.exists() {
-            fs::remove_dir_all(&dir)?;
+            fs::remove_dir_all(&dir).map_err(on(&dir, "empty folder"))?;
         }
         create_dir(&dir)?;
         Ok(dir)
@@ -360,8 +535,9 @@ impl BundleWriter {
             let path = dir.join(name);
             if path.exists() {
                 // The executor created these under the runner's umask; a bundle's files are FILE_MODE.
-                fs::set_permissions(&path, fs::Permissions::from_mode(FILE_MODE))?;
-                sha256.insert(name.to_string(), sha256_file(&path)?);
+                fs::set_permissions(&path, fs::Permissions::from_mode(FILE_MODE))
+                    .map_err(on(&path, "set the mode of"))?;
+                sha256.insert(name.to_string(), sha256_file(&path).map_err(on(&path, "hash"))?);
             }
         }
         let record = RunRecord {
@@ -421,6 +597,34 @@ impl BundleWriter {
     fn save_info(&mut self, durability: Durability) -> io::Result<()> {
         self.saved_at = std::time::Instant::now();
         write_json(&self.dir.join(files::BUNDLE), durability, &self.info)
+    }
+}
+
+impl Drop for BundleWriter {
+    /// A bundle never published is removed with its staging folder (best effort; `list` skips
+    /// hidden folders either way).
+    fn drop(&mut self) {
+        if self.staged {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// `rename(from, to)` for a folder, failing with `AlreadyExists` when `to` exists (a plain rename
+/// would replace an empty folder). Uses `renameat2(RENAME_NOREPLACE)`; on filesystems without it,
+/// checks for `to` first (a race with another runner choosing the same random name is then
+/// possible, and harmless but for a lost empty folder).
+fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(()),
+        Err(e) if e == rustix::io::Errno::INVAL || e == rustix::io::Errno::NOSYS => {
+            if fs::symlink_metadata(to).is_ok() {
+                return Err(io::Error::from(io::ErrorKind::AlreadyExists));
+            }
+            fs::rename(from, to)
+        }
+        Err(e) => Err(e.into()),
     }
 }
 

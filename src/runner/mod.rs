@@ -59,11 +59,44 @@ pub fn run_spec(plan: &Plan, run: &PlannedRun, run_dir: &std::path::Path) -> Run
     }
 }
 
+/// OS errors that, when a run cannot be started, come from the runner's own situation rather
+/// than from the run: too many open files (process or system), a full disk or quota, a file-size
+/// limit.
+const RUNNER_RESOURCE_ERRORS: [rustix::io::Errno; 5] = [
+    rustix::io::Errno::MFILE,
+    rustix::io::Errno::NFILE,
+    rustix::io::Errno::NOSPC,
+    rustix::io::Errno::DQUOT,
+    rustix::io::Errno::FBIG,
+];
+
+/// The error of a run that could not be started because the runner ran out of a resource
+/// ([`RUNNER_RESOURCE_ERRORS`], read from the `(os error N)` of the executor's spawn error text):
+/// such a run is not recorded as `spawn-failed` but ends the session like a bundle write error, so
+/// that `resume` redoes it once the cause is gone. `None` for every other outcome.
+fn runner_resource_error(outcome: &exec::RunOutcome) -> Option<io::Error> {
+    if outcome.termination != exec::Termination::SpawnFailed {
+        return None;
+    }
+    let text = outcome.error.as_deref()?;
+    let code: i32 = text
+        .rsplit_once("(os error ")
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .and_then(|(digits, _)| digits.parse().ok())?;
+    RUNNER_RESOURCE_ERRORS
+        .iter()
+        .any(|e| e.raw_os_error() == code)
+        .then(|| io::Error::from_raw_os_error(code))
+        .map(|os| io::Error::new(os.kind(), format!("cannot start the run: {text}")))
+}
+
 /// Executes the runs of `plan` whose indices are in `indices` (ascending plan order) and records
 /// each into `writer` as soon as it finishes.
 ///
 /// # Errors
-/// The first I/O error writing the bundle; runs in flight in other job slots are finished first.
+/// The first I/O error writing the bundle, or the first run that could not be started for lack of
+/// a resource of the runner (see [`RUNNER_RESOURCE_ERRORS`]); runs in flight in other job slots are
+/// finished first.
 pub fn execute(
     plan: &Plan,
     indices: &[usize],
@@ -92,6 +125,10 @@ pub fn execute(
                 let spec = run_spec(plan, run, &run_dir);
                 progress.run_started(run);
                 let outcome = executor.execute(&spec, cancel);
+                if let Some(e) = runner_resource_error(&outcome) {
+                    // Not the run's fault: leave it unrecorded (resume redoes it) and stop.
+                    return Err(e);
+                }
                 let record = writer
                     .lock()
                     .map_err(|_| io::Error::other("bundle writer poisoned"))?

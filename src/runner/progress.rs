@@ -1,8 +1,11 @@
 //! Progress output on stderr: a bar with ETA on a terminal (indicatif), one line per finished run
 //! otherwise, nothing with `--quiet`. A run that is not ok is named with its one-line reason
 //! ([`crate::bundle::reason`]); [`Collect`] keeps the first failures for the list `run` ends with.
+//!
+//! Progress never stops an experiment: a stderr that fails or was closed by its reader
+//! (`hwr-exp run M 2>&1 | head -1`) is ignored ([`say`]), the runs go on and the bundle is written.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -10,6 +13,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::bundle::reason::RunFailure;
 use crate::bundle::{Outcome, RunRecord};
 use crate::plan::PlannedRun;
+
+/// Writes one line to stderr, ignoring every write error (`EPIPE` from a closed pipe included).
+pub fn say(line: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
 
 /// Receives run events; implementations must be callable from several job threads.
 pub trait Progress: Sync {
@@ -150,7 +158,7 @@ impl Progress for Lines {
         total: usize,
     ) {
         let _guard = self.lock.lock();
-        eprintln!("{}", describe(record, failure, done, total));
+        say(format_args!("{}", describe(record, failure, done, total)));
     }
 }
 

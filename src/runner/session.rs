@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
-use crate::bundle::write::bundle_path;
+use crate::bundle::write::{bundle_path, test_pause};
 use crate::bundle::{BundleInfo, BundleStatus, BundleWriter, Outcome, files};
 use crate::digest::sha256_bytes;
 use crate::exec::{CancelFlag, Executor};
@@ -44,14 +44,56 @@ pub enum SessionError {
     /// The environment could not be read (exit 3; nothing written).
     #[error("{0}")]
     Environment(String),
-    /// Writing the bundle failed after it was created; the bundle is marked `failed` (exit 1).
-    #[error("writing bundle {bundle}: {source}")]
+    /// Writing the bundle failed (a full disk, a file-size limit, too many open files ...): exit 3.
+    /// The source names the file; `left` says in what state the bundle was left.
+    #[error("bundle {}: {source}; {left}", .bundle.display())]
     Bundle {
+        /// The bundle folder (its final name).
+        bundle: PathBuf,
+        /// The I/O error, naming the file ([`crate::bundle::write::FileError`]).
+        source: std::io::Error,
+        /// What became of the bundle.
+        left: BundleLeft,
+    },
+}
+
+/// The state a bundle is left in when writing it failed ([`SessionError::Bundle`]).
+#[derive(Debug)]
+pub enum BundleLeft {
+    /// The failure came while the bundle was being set up in its staging folder: no bundle folder
+    /// was created (the staging folder is removed).
+    NotCreated,
+    /// bundle.json was marked `failed`; `hwr-exp resume` finishes the bundle once the cause is gone.
+    MarkedFailed {
         /// The bundle folder.
         bundle: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
     },
+    /// Marking bundle.json `failed` failed too: the lock is released (the process ends) so the
+    /// bundle shows as `abandoned`; `hwr-exp resume` finishes it once the cause is gone.
+    Abandoned {
+        /// The bundle folder.
+        bundle: PathBuf,
+        /// Why bundle.json could not be written.
+        reason: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for BundleLeft {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BundleLeft::NotCreated => write!(f, "no bundle was created"),
+            BundleLeft::MarkedFailed { bundle } => write!(
+                f,
+                "the bundle is marked failed; `hwr-exp resume {}` finishes it once the cause is gone",
+                bundle.display()
+            ),
+            BundleLeft::Abandoned { bundle, reason } => write!(
+                f,
+                "marking it failed did not work either ({reason}): it shows as abandoned; `hwr-exp resume {}` finishes it once the cause is gone",
+                bundle.display()
+            ),
+        }
+    }
 }
 
 impl SessionError {
@@ -59,10 +101,29 @@ impl SessionError {
     pub fn exit_code(&self) -> i32 {
         match self {
             SessionError::Plan(_) => exit_codes::USAGE,
-            SessionError::Preflight(_) | SessionError::Environment(_) => exit_codes::ENVIRONMENT,
-            SessionError::Bundle { .. } => exit_codes::RUN_FAILED,
+            SessionError::Preflight(_) | SessionError::Environment(_) | SessionError::Bundle { .. } => {
+                exit_codes::ENVIRONMENT
+            }
         }
     }
+}
+
+/// Marks the bundle of `writer` `failed` after the write error `source` and builds the error
+/// saying so; when even that write fails, the writer is dropped (its lock released, so the bundle
+/// shows as abandoned) and the error says that instead.
+fn failed_bundle(mut writer: BundleWriter, source: std::io::Error) -> SessionError {
+    let bundle = writer.dir().to_path_buf();
+    let left = match writer.finish(BundleStatus::Failed, SystemTime::now()) {
+        Ok(()) => BundleLeft::MarkedFailed {
+            bundle: bundle.clone(),
+        },
+        Err(reason) => BundleLeft::Abandoned {
+            bundle: bundle.clone(),
+            reason,
+        },
+    };
+    drop(writer);
+    SessionError::Bundle { bundle, source, left }
 }
 
 /// What a finished session produced.
@@ -131,7 +192,8 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, SessionErr
 /// Runs a validated manifest into a new bundle under `opts.results_dir`.
 ///
 /// # Errors
-/// See [`SessionError`]: nothing is written unless the error is [`SessionError::Bundle`].
+/// See [`SessionError`]: nothing is written unless the error is [`SessionError::Bundle`] with a
+/// bundle left behind ([`BundleLeft`]).
 pub fn run_manifest(
     manifest: &Manifest,
     opts: &RunOptions,
@@ -170,12 +232,35 @@ pub fn run_manifest(
         seed: plan.seed,
         notes: opts.notes.clone(),
     };
-    // Two runners started in the same second may pick the same name: create_dir fails for the second,
-    // which re-plans with a new name.
+    // The first files are written into a hidden staging folder that is renamed into place when
+    // complete: a runner killed during the setup leaves no bundle that cannot be read. Two runners
+    // started in the same second may pick the same name: the rename fails for the second, which
+    // re-plans with a new name.
+    let mut writer = BundleWriter::stage(&dir, info).map_err(|source| SessionError::Bundle {
+        bundle: dir.clone(),
+        source,
+        left: BundleLeft::NotCreated,
+    })?;
+    let manifest_bytes = manifest.source.as_bytes();
+    let first_files = |writer: &BundleWriter, plan: &Plan| -> std::io::Result<()> {
+        test_pause("staged");
+        writer.write_file(files::MANIFEST, manifest_bytes)?;
+        test_pause("manifest");
+        writer.write_streamed(files::PLAN, |out| {
+            crate::bundle::plan_file::write_plan_json(plan, out)
+        })?;
+        test_pause("plan");
+        crate::bundle::write::write_host(writer.dir(), &host)?;
+        test_pause("host");
+        crate::bundle::write::write_provenance(writer.dir(), &before)?;
+        test_pause("provenance");
+        Ok(())
+    };
     let mut attempts = 0;
-    let writer = loop {
-        match BundleWriter::create(&dir, info.clone()) {
-            Ok(w) => break w,
+    loop {
+        let staged = first_files(&writer, &plan).and_then(|()| writer.publish(&dir));
+        match staged {
+            Ok(()) => break,
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempts < 20 => {
                 attempts += 1;
                 dir = bundle_path(&results_dir, &manifest.experiment.name, created);
@@ -187,22 +272,18 @@ pub fn run_manifest(
                     },
                 )?;
             }
-            Err(source) => return Err(SessionError::Bundle { bundle: dir, source }),
+            Err(source) => {
+                // Dropping the unpublished writer removes its staging folder.
+                drop(writer);
+                return Err(SessionError::Bundle {
+                    bundle: dir,
+                    source,
+                    left: BundleLeft::NotCreated,
+                });
+            }
         }
-    };
-    let files = (|| -> std::io::Result<()> {
-        writer.write_file(files::MANIFEST, manifest.source.as_bytes())?;
-        writer.write_streamed(files::PLAN, |out| {
-            crate::bundle::plan_file::write_plan_json(&plan, out)
-        })?;
-        crate::bundle::write::write_host(writer.dir(), &host)?;
-        crate::bundle::write::write_provenance(writer.dir(), &before)
-    })();
-    if let Err(source) = files {
-        let mut writer = writer;
-        let _ = writer.finish(BundleStatus::Failed, SystemTime::now());
-        return Err(SessionError::Bundle { bundle: dir, source });
     }
+    test_pause("published");
     let all: Vec<usize> = (0..plan.len()).collect();
     let finish = Finish {
         results_dir: &results_dir,
@@ -229,7 +310,8 @@ pub struct Finish<'a> {
 /// and `resume`.
 ///
 /// # Errors
-/// [`SessionError::Bundle`] when the bundle cannot be written; it is then marked `failed`.
+/// [`SessionError::Bundle`] when the bundle cannot be written; it is then marked `failed` (or,
+/// when that write fails too, left for `list` to show as abandoned).
 pub fn execute_and_finish(
     plan: &Plan,
     indices: &[usize],
@@ -241,7 +323,11 @@ pub fn execute_and_finish(
     let dir = writer.dir().to_path_buf();
     if !finish.quiet {
         // Said at the start too, so the bundle can be found even if the runner is killed.
-        eprintln!("writing {} runs into {}", indices.len(), dir.display());
+        progress::say(format_args!(
+            "writing {} runs into {}",
+            indices.len(),
+            dir.display()
+        ));
     }
     let writer = Mutex::new(writer);
     let progress = progress::Collect::new(progress::for_terminal(finish.quiet, indices.len()));
@@ -253,25 +339,27 @@ pub fn execute_and_finish(
         let drift = crate::bundle::write::write_provenance_after(&dir, finish.before, &after)?;
         Ok((end, drift))
     });
-    let bundle_err = |source| SessionError::Bundle {
-        bundle: dir.clone(),
-        source,
+    let mut writer = match writer.into_inner() {
+        Ok(w) => w,
+        // A job thread panicked while holding the writer: its lock goes with the process.
+        Err(poisoned) => {
+            return Err(failed_bundle(
+                poisoned.into_inner(),
+                std::io::Error::other("bundle writer poisoned"),
+            ));
+        }
     };
-    let mut writer = writer
-        .into_inner()
-        .map_err(|_| bundle_err(std::io::Error::other("bundle writer poisoned")))?;
     let (end, drift) = match result {
         Ok(r) => r,
-        Err(source) => {
-            let _ = writer.finish(BundleStatus::Failed, SystemTime::now());
-            return Err(bundle_err(source));
-        }
+        Err(source) => return Err(failed_bundle(writer, source)),
     };
     let status = match end {
         SessionEnd::Complete => BundleStatus::Complete,
         SessionEnd::Interrupted => BundleStatus::Interrupted,
     };
-    writer.finish(status, SystemTime::now()).map_err(bundle_err)?;
+    if let Err(source) = writer.finish(status, SystemTime::now()) {
+        return Err(failed_bundle(writer, source));
+    }
     let counts = writer.info().counts.clone();
     let exit_code = if status == BundleStatus::Interrupted || cancel.load(Ordering::SeqCst) {
         exit_codes::INTERRUPTED
