@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `hwr-exp list` over many bundles (issue 5: 1,000 bundles in under 1 second).
+# `hwr-exp list` over many bundles (target: 1,000 bundles in under 1 second).
 # Makes one real bundle (3 runs) with `hwr-exp run`, copies it to N bundles in one results folder
 # (every 10th marked `running` with a left-over, unlocked `.lock`, so the liveness check, a
 # non-blocking flock on it, runs too), then times `hwr-exp list` (table and --format json), best and median of 5, cold cache not

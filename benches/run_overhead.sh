@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runner overhead benchmarks (issue 2). Prints figures and ratios against the named baselines;
+# Runner overhead benchmarks. Prints figures and ratios against the named baselines;
 # never asserts timings. Usage: benches/run_overhead.sh [runs=500]
 set -euo pipefail
 cd "$(dirname "$0")/.."

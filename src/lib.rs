@@ -6,18 +6,22 @@
 //! # Layering (DESIGN 10)
 //!
 //! Dependencies point one way; no module imports a module that imports it back
-//! (`tests/architecture.rs` fails on any cycle between the top-level modules):
+//! (`tests/integration/architecture.rs` fails on any cycle between the top-level modules). The
+//! whole map, each module's job and where the on-disk format and its versions live:
+//! `docs/architecture.md`.
 //!
-//! - leaves, importing no other module: [`exit_codes`], [`memory`], [`cpus`];
+//! - leaves, importing no other module: [`exit_codes`], [`signal`], [`cpus`], [`memory`],
+//!   [`digest`], [`timestamp`], [`table`], [`cli`], [`slurm`];
 //! - [`manifest`] -> `cpus` (CPU list syntax only; it reads no host facts);
 //! - [`exec`] -> `memory`, `cpus` (takes an [`exec::RunSpec`], nothing from manifest or plan);
 //! - [`plan`] -> `manifest`, `cpus`, and `exec` for one constant: `plan::render` writes the clean
 //!   policy's kept variables ([`exec::CLEAN_KEPT`]) into shell lines;
-//! - [`bundle`] -> `manifest`, `plan`, `exec`, `provenance` (value types; it builds plan.json
-//!   from the plan, `bundle::plan_file`);
+//! - [`provenance`] -> `cpus`, `digest`, `timestamp` (data producers: it writes no file);
+//! - [`bundle`] -> `manifest`, `plan`, `exec`, `provenance` (value types; it alone writes bundle
+//!   files, and builds plan.json from the plan, `bundle::plan_file`);
 //! - [`runner`] -> `manifest`, `plan`, `exec`, `provenance`, `bundle` (one session: plan,
 //!   preflight, execute, record);
-//! - [`report`], [`archive`], [`probe`] and [`cli`] sit on top.
+//! - [`report`], [`archive`], [`probe`] and [`cli_docs`] sit on top.
 
 pub mod archive;
 pub mod bundle;
