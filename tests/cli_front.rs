@@ -1,5 +1,5 @@
 //! The front door: where `hwr-exp run` puts a bundle by default, and that `run --help` says the same
-//! (`results/` in the current directory, as the README and docs/DESIGN.md).
+//! (`results/` in the current directory, as the README says).
 
 mod common;
 
