@@ -302,8 +302,8 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, Vec<PlanEr
     if errors.is_empty() { Ok(plan) } else { Err(errors) }
 }
 
-/// Checks every run's output name (a plain file name, not reserved, unique) without keeping the
-/// names: templates cannot fail differently from one run to the next except through the output
+/// Checks every run's program (argv[0] not empty) and output name (a plain file name, not
+/// reserved, unique) without keeping the names: templates cannot fail differently from one run to the next except through the output
 /// name (a value can turn it into `..`).
 ///
 /// Uniqueness is structural when `output` has `{run-id}` as its only placeholder (run ids start
@@ -321,8 +321,25 @@ fn check_outputs(plan: &Plan, reserved: &[&str], errors: &mut Vec<PlanError>) {
     let unique = plan.templates.output.placeholders().all(|p| p == "run-id")
         && plan.templates.output.placeholders().any(|p| p == "run-id");
     let mut hashes: Vec<u64> = Vec::with_capacity(if unique { 0 } else { plan.len() });
+    // A program taken from a matrix value may be empty for some runs only.
+    let program = (!plan.templates.shell)
+        .then(|| &plan.templates.argv[0])
+        .filter(|t| !t.is_constant());
     for index in 0..plan.len() {
-        match plan.output_of(&plan.vars(index)) {
+        let vars = plan.vars(index);
+        if let Some(t) = program
+            && vars
+                .render("command.argv", t, Spell::Plain)
+                .is_ok_and(|p| p.is_empty())
+        {
+            errors.push(PlanError::new(
+                "command.argv",
+                format!("run {index} ({}) has an empty program, argv[0]", vars.run_id),
+                Some("argv[0] is the program to run; give every matrix value it uses a program name".into()),
+            ));
+            return;
+        }
+        match plan.output_of(&vars) {
             Ok(output) if reserved.contains(&output.as_str()) => {
                 errors.push(PlanError::new(
                     "command.output",
