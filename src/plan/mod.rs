@@ -77,8 +77,10 @@ pub struct PlannedRun {
     pub cpus: Vec<usize>,
 }
 
-/// The expanded manifest. Runs are kept compactly (cell index and repetition, 8 bytes a run) and
-/// rendered on demand by [`Plan::run`], so the runner's memory does not grow with the plan's size.
+/// The expanded manifest. Runs are not stored: a run's cell and repetition follow from its index
+/// (mixed-radix product indices, plus 4 bytes a kept cell when `exclude` drops some and 4 bytes a
+/// run for `order = "shuffled"`), and runs are rendered on demand by [`Plan::run`], so memory does
+/// not grow with the plan's size beyond those.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     /// Order used.
