@@ -147,7 +147,10 @@ fn shell_manifest_keeps_manifest_order_and_mixed_values() {
         m.matrix.axes,
         vec![
             ("allocator".to_string(), vec![s("malloc"), s("pymalloc")]),
-            ("scale".to_string(), vec![Value::Float(Float::from_value(0.5)), Value::Int(2)]),
+            (
+                "scale".to_string(),
+                vec![Value::Float(Float::from_value(0.5)), Value::Int(2)]
+            ),
             ("fast".to_string(), vec![Value::Bool(true)]),
         ]
     );
