@@ -305,8 +305,8 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, Vec<PlanEr
 }
 
 /// Checks every run's program (argv[0] not empty) and output name (a plain file name, not
-/// reserved, unique) without keeping the names: templates cannot fail differently from one run to the next except through the output
-/// name (a value can turn it into `..`).
+/// reserved, unique) without keeping the names. Other templates cannot fail differently from one
+/// run to the next (the first run was rendered whole).
 ///
 /// Uniqueness is structural when `output` has `{run-id}` as its only placeholder (run ids start
 /// with the unique zero-padded index and a `-`); otherwise a 64-bit hash of each name is kept
@@ -385,7 +385,6 @@ fn check_outputs(plan: &Plan, reserved: &[&str], errors: &mut Vec<PlanError>) {
         }
         seen.insert(output, index);
     }
-    twice.clear();
 }
 
 /// A 64-bit hash of an output name (std's SipHash with fixed keys: the same in every process).
