@@ -365,7 +365,7 @@ fn check_outputs(plan: &Plan, reserved: &[&str], errors: &mut Vec<PlanError>) {
         return;
     }
     hashes.sort_unstable();
-    let mut twice: std::collections::HashSet<u64> =
+    let twice: std::collections::HashSet<u64> =
         hashes.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect();
     drop(hashes);
     if twice.is_empty() {
