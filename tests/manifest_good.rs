@@ -147,12 +147,15 @@ fn shell_manifest_keeps_manifest_order_and_mixed_values() {
         m.matrix.axes,
         vec![
             ("allocator".to_string(), vec![s("malloc"), s("pymalloc")]),
-            ("scale".to_string(), vec![Value::Float(0.5), Value::Int(2)]),
+            (
+                "scale".to_string(),
+                vec![Value::Float(Float::from_value(0.5)), Value::Int(2)]
+            ),
             ("fast".to_string(), vec![Value::Bool(true)]),
         ]
     );
     assert_eq!(m.matrix.exclude.len(), 1);
-    assert_eq!(m.matrix.exclude[0]["scale"], Value::Float(0.5));
+    assert_eq!(m.matrix.exclude[0]["scale"], Value::Float(Float::from_value(0.5)));
     assert!(m.matrix.include.is_empty());
     assert_eq!(m.schedule.order, Order::Shuffled);
     assert_eq!(m.schedule.seed, Some(0));

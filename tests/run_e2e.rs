@@ -201,7 +201,7 @@ fn own_timeout_exit_124_and_signals_are_told_apart() {
 [experiment]
 name = "codes"
 [command]
-shell = "{cmd}"
+argv = ["sh", "-c", "{cmd}"]
 output-format = "text"
 [matrix]
 cmd = ["timeout 0.2 sleep 5", "kill -TERM $$", "exit 3"]

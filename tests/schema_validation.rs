@@ -112,6 +112,16 @@ const NOT_CAUGHT: &[(&str, &str)] = &[
     ("bad-duration-unit.toml", "humantime duration"),
     ("bad-sample-interval.toml", "humantime duration"),
     ("zero-timeout.toml", "humantime duration above zero"),
+    // Limits and characters the validator enforces where the value is used: durations above one
+    // year, NUL in any string, path placeholders in `output`.
+    ("timeout-overflow.toml", "duration above the one-year cap"),
+    ("grace-overflow.toml", "duration above the one-year cap"),
+    ("sample-interval-overflow.toml", "duration above the one-year cap"),
+    ("nul-matrix-value.toml", "NUL inside a string"),
+    ("nul-env-value.toml", "NUL inside a string"),
+    ("nul-exclude-value.toml", "NUL inside a string"),
+    ("output-bundle.toml", "path placeholder inside output"),
+    ("output-run-dir.toml", "path placeholder inside output"),
     // [executor]: rules across keys and sections, and sbatch's own option grammar.
     ("executor-bad-time-margin.toml", "humantime duration"),
     (

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 pub use diagnostic::{Diagnostic, Diagnostics};
 pub use model::*;
-pub use validate::known_keys;
+pub use validate::{MAX_DURATION, known_keys};
 
 /// Reads and validates a manifest file. Relative paths in it (`workdir`, `provenance.repo`) are
 /// resolved against the file's folder, made absolute against the current directory.

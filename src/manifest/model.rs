@@ -98,21 +98,104 @@ pub enum Value {
     Bool(bool),
     /// A TOML integer.
     Int(i64),
-    /// A TOML float.
-    Float(f64),
+    /// A TOML float, with its text as written in the manifest.
+    Float(Float),
     /// A TOML string.
     Str(String),
 }
 
 impl std::fmt::Display for Value {
-    /// The text substituted for a placeholder: strings as is, numbers and booleans as TOML writes them.
+    /// The text substituted for a placeholder: strings as is, floats as written in the manifest,
+    /// integers in decimal, booleans as TOML writes them.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Value::Bool(b) => write!(f, "{b}"),
             Value::Int(i) => write!(f, "{i}"),
-            Value::Float(x) => write!(f, "{x}"),
+            Value::Float(x) => f.write_str(&x.text),
             Value::Str(s) => f.write_str(s),
         }
+    }
+}
+
+/// A float matrix value: its number and its text exactly as the manifest spells it (`1.0`,
+/// `1e-5`, `3e20`), which is what reaches commands, environment, file names and run ids.
+///
+/// Equality compares the numbers only (`1.0` in `exclude` matches `1.00` on an axis). In JSON
+/// (plan.json) the value is written with the manifest's text when that text is a JSON number,
+/// else as the number; read back from JSON, the text is the number's shortest JSON spelling.
+#[derive(Debug, Clone)]
+pub struct Float {
+    /// The number.
+    pub value: f64,
+    /// The manifest's spelling (TOML float syntax: may hold `_`, `+`, `inf`, `nan`).
+    pub text: String,
+}
+
+impl Float {
+    /// A float whose text is the number's shortest round-trip spelling (`1.0`, `1e-5`).
+    pub fn from_value(value: f64) -> Float {
+        let text = serde_json::Number::from_f64(value).map_or_else(|| value.to_string(), |n| n.to_string());
+        Float { value, text }
+    }
+}
+
+impl PartialEq for Float {
+    fn eq(&self, other: &Float) -> bool {
+        self.value == other.value
+    }
+}
+
+/// Whether `text` is a number in JSON's grammar (RFC 8259 section 6).
+fn is_json_number(text: &str) -> bool {
+    let b = text.as_bytes();
+    let mut i = 0;
+    let digits = |i: &mut usize| {
+        let start = *i;
+        while *i < b.len() && b[*i].is_ascii_digit() {
+            *i += 1;
+        }
+        *i > start
+    };
+    if b.first() == Some(&b'-') {
+        i += 1;
+    }
+    if b.get(i) == Some(&b'0') {
+        i += 1;
+    } else if !digits(&mut i) {
+        return false;
+    }
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        if !digits(&mut i) {
+            return false;
+        }
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(b.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        if !digits(&mut i) {
+            return false;
+        }
+    }
+    i == b.len()
+}
+
+impl Serialize for Float {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if is_json_number(&self.text)
+            && let Ok(raw) = serde_json::value::RawValue::from_string(self.text.clone())
+        {
+            return raw.serialize(s);
+        }
+        self.value.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Float {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Float, D::Error> {
+        f64::deserialize(d).map(Float::from_value)
     }
 }
 

@@ -176,6 +176,14 @@ impl Template {
         self.parts.iter().all(|p| matches!(p, Part::Text(_)))
     }
 
+    /// The names of the template's placeholders, in order (repeats included).
+    pub fn placeholders(&self) -> impl Iterator<Item = &str> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::Placeholder(name, _) => Some(name.as_str()),
+            Part::Text(_) => None,
+        })
+    }
+
     /// Substitutes every placeholder using `lookup`.
     ///
     /// # Errors

@@ -70,8 +70,15 @@ pub fn known_keys() -> Vec<String> {
     keys
 }
 
+/// Built-in placeholders whose values are paths (they hold `/`).
+const PATH_BUILTINS: &[&str] = &["hwr-exp", "bundle", "run-dir"];
+
 /// Default `grace`: 5 s between SIGTERM and SIGKILL.
 const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+/// Longest duration any key accepts (`timeout`, `grace`, `sample-interval`, `time-margin`):
+/// 1 year as humantime counts it (365.25 days, `"1y"`), so that adding it to a clock reading or
+/// to another duration cannot overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(31_557_600);
 /// Default `sample-interval`: 100 ms.
 const DEFAULT_SAMPLE_INTERVAL: Duration = Duration::from_millis(100);
 
@@ -221,8 +228,21 @@ impl<'s> Validator<'s> {
         Some(v)
     }
 
+    /// A string value. Strings holding NUL are refused everywhere: NUL cannot reach argv, the
+    /// environment or a file name, so a run could never start.
     fn string<'a>(&mut self, v: &'a Val<'_>) -> Option<&'a str> {
         match v.get_ref() {
+            DeValue::String(s) if s.contains('\0') => {
+                self.err(
+                    v.span(),
+                    "strings cannot contain NUL (U+0000)",
+                    Some(
+                        "NUL cannot be passed in a command line, an environment variable or a file name"
+                            .into(),
+                    ),
+                );
+                None
+            }
             DeValue::String(s) => Some(s),
             _ => {
                 self.type_err(v, "a string");
@@ -266,11 +286,16 @@ impl<'s> Validator<'s> {
     /// A matrix value (string, integer, float, boolean).
     fn scalar(&mut self, v: &Val<'_>) -> Option<Value> {
         match v.get_ref() {
-            DeValue::String(s) => Some(Value::Str(s.to_string())),
+            DeValue::String(_) => self.string(v).map(|s| Value::Str(s.to_string())),
             DeValue::Boolean(b) => Some(Value::Bool(*b)),
             DeValue::Integer(_) => self.integer(v).map(Value::Int),
             DeValue::Float(x) => match x.as_str().parse::<f64>() {
-                Ok(f) => Some(Value::Float(f)),
+                Ok(f) => Some(Value::Float(Float {
+                    value: f,
+                    // The source text, not the parser's normalised form: values reach commands
+                    // and file names as the manifest spells them.
+                    text: self.src.get(v.span()).unwrap_or(x.as_str()).to_string(),
+                })),
                 Err(_) => {
                     self.err(v.span(), format!("invalid float `{}`", x.as_str()), None);
                     None
@@ -286,6 +311,14 @@ impl<'s> Validator<'s> {
     fn duration(&mut self, v: &Val<'_>, key: &str) -> Option<Duration> {
         let s = self.string(v)?;
         match humantime::parse_duration(s) {
+            Ok(d) if d > MAX_DURATION => {
+                self.err(
+                    v.span(),
+                    format!("duration \"{s}\" for `{key}` is longer than the limit of 1 year"),
+                    Some("durations are at most \"1y\" (365.25 days)".into()),
+                );
+                None
+            }
             Ok(d) => Some(d),
             Err(e) => {
                 self.err(
@@ -717,18 +750,19 @@ impl<'s> Validator<'s> {
                             "`output` is empty",
                             Some("default: \"{run-id}.json\"".into()),
                         );
-                    } else if self.template(v, s, known, "command.output").is_some()
-                        && let Some(i) = s.find('/')
-                    {
-                        let span = match self.string_content_start(v, s) {
-                            Some(b) => b + i..b + i + 1,
-                            None => v.span(),
-                        };
-                        self.err(
+                    } else if let Some(segments) = self.template(v, s, known, "command.output") {
+                        self.output_placeholders(v, s, &segments);
+                        if let Some(i) = s.find('/') {
+                            let span = match self.string_content_start(v, s) {
+                                Some(b) => b + i..b + i + 1,
+                                None => v.span(),
+                            };
+                            self.err(
                             span,
                             "`output` must be a file name, not a path: `/` is not allowed",
                             Some("the output is saved inside the run's own folder runs/<run-id>/; use a name like \"{mode}-{repetition}.json\"".into()),
                         );
+                        }
                     }
                     Some(s.to_string())
                 }
@@ -753,6 +787,27 @@ impl<'s> Validator<'s> {
             output,
             output_format,
         })
+    }
+
+    /// `output` is a file name: the path-valued built-ins (`{bundle}`, `{run-dir}`, `{hwr-exp}`)
+    /// would put a `/` into it when the run starts, whatever `check` and `plan` saw.
+    fn output_placeholders(&mut self, v: &Val<'_>, text: &str, segments: &[Segment<'_>]) {
+        let base = self.string_content_start(v, text);
+        for seg in segments {
+            if let Segment::Placeholder { name, span } = seg
+                && PATH_BUILTINS.contains(name)
+            {
+                let at = match base {
+                    Some(b) => b + span.start..b + span.end,
+                    None => v.span(),
+                };
+                self.err(
+                    at,
+                    format!("`{{{name}}}` is a path and cannot be part of `output`, a file name"),
+                    Some("the output is saved inside the run's own folder runs/<run-id>/; use {run-id}, {repetition} and matrix keys".into()),
+                );
+            }
+        }
     }
 
     fn schedule(&mut self, root: &DeTable<'_>) -> Schedule {

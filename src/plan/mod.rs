@@ -77,8 +77,10 @@ pub struct PlannedRun {
     pub cpus: Vec<usize>,
 }
 
-/// The expanded manifest. Runs are kept compactly (cell index and repetition, 8 bytes a run) and
-/// rendered on demand by [`Plan::run`], so the runner's memory does not grow with the plan's size.
+/// The expanded manifest. Runs are not stored: a run's cell and repetition follow from its index
+/// (mixed-radix product indices, plus 4 bytes a kept cell when `exclude` drops some and 4 bytes a
+/// run for `order = "shuffled"`), and runs are rendered on demand by [`Plan::run`], so memory does
+/// not grow with the plan's size beyond those.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     /// Order used.
@@ -105,13 +107,100 @@ pub struct Plan {
     pub repo_start: PathBuf,
     /// Matrix keys in manifest order.
     pub matrix_keys: Vec<String>,
-    /// Every cell, in product order then includes.
-    pub cells: Vec<Cell>,
-    /// Execution order: (index into `cells`, repetition).
-    schedule: Vec<(u32, u32)>,
+    /// The cells, kept compactly (see [`Cells`]).
+    cells: Cells,
+    /// Repetitions of each cell.
+    repetitions: u32,
+    /// For `order = "shuffled"`: position in execution order -> position in interleaved order.
+    shuffled: Option<Vec<u32>>,
     /// Width of the zero-padded index in run ids.
     width: usize,
     templates: Templates,
+}
+
+/// The plan's cells without one `Vec` per cell: the axes (values and their file-name spellings),
+/// which product cells survive `exclude` (all of them, or a list of mixed-radix product indices,
+/// last key fastest), then the `include` cells, which are few.
+#[derive(Debug, Clone, PartialEq)]
+struct Cells {
+    /// Values of each axis, manifest order.
+    axes: Vec<(String, Vec<Value>)>,
+    /// [`sanitize`]d text of each axis value (for run ids and output names).
+    sanitized: Vec<Vec<String>>,
+    /// Product cells one step of each axis spans: `strides[k]` = product of the later axes' lengths.
+    strides: Vec<usize>,
+    /// Product cells kept: `None` = every one of them, in product order.
+    kept: Option<Vec<u32>>,
+    /// Number of product cells kept.
+    kept_len: usize,
+    /// `include` cells, after the product cells.
+    include: Vec<Cell>,
+}
+
+/// One cell of a plan, borrowed: a product cell by index or an include cell.
+#[derive(Debug, Clone, Copy)]
+enum CellRef<'p> {
+    Product(&'p Cells, u32),
+    Include(&'p Cell),
+}
+
+impl<'p> CellRef<'p> {
+    /// The value of axis `k` (manifest order) and its [`sanitize`]d text when precomputed.
+    fn get(&self, k: usize) -> (&'p Value, Option<&'p str>) {
+        match *self {
+            CellRef::Product(cells, p) => {
+                let j = cells.digit(p, k);
+                (&cells.axes[k].1[j], Some(cells.sanitized[k][j].as_str()))
+            }
+            CellRef::Include(cell) => (&cell[k].1, None),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            CellRef::Product(cells, _) => cells.axes.len(),
+            CellRef::Include(cell) => cell.len(),
+        }
+    }
+
+    fn key(&self, k: usize) -> &'p str {
+        match *self {
+            CellRef::Product(cells, _) => &cells.axes[k].0,
+            CellRef::Include(cell) => &cell[k].0,
+        }
+    }
+
+    fn value_of(&self, name: &str) -> Option<(&'p Value, Option<&'p str>)> {
+        (0..self.len())
+            .find(|&k| self.key(k) == name)
+            .map(|k| self.get(k))
+    }
+
+    fn to_cell(self) -> Cell {
+        (0..self.len())
+            .map(|k| (self.key(k).to_string(), self.get(k).0.clone()))
+            .collect()
+    }
+}
+
+impl Cells {
+    fn len(&self) -> usize {
+        self.kept_len + self.include.len()
+    }
+
+    /// Index into axis `k`'s values of product cell `p` (mixed radix, last key fastest).
+    fn digit(&self, p: u32, k: usize) -> usize {
+        (p as usize / self.strides[k]) % self.axes[k].1.len()
+    }
+
+    fn get(&self, c: usize) -> CellRef<'_> {
+        if c < self.kept_len {
+            let p = self.kept.as_ref().map_or(c as u32, |k| k[c]);
+            CellRef::Product(self, p)
+        } else {
+            CellRef::Include(&self.include[c - self.kept_len])
+        }
+    }
 }
 
 /// A problem found only by expansion, located by dotted manifest key (see [`Manifest::spans`]).
@@ -172,27 +261,18 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, Vec<PlanEr
     }
 
     let reps = manifest.schedule.repetitions;
-    let mut order: Vec<(usize, u32)> = Vec::with_capacity(cells.len() * reps as usize);
-    match manifest.schedule.order {
-        Order::Grouped => {
-            for c in 0..cells.len() {
-                order.extend((1..=reps).map(|r| (c, r)));
-            }
-        }
-        Order::Interleaved | Order::Shuffled => {
-            for r in 1..=reps {
-                order.extend((0..cells.len()).map(|c| (c, r)));
-            }
-        }
-    }
+    let total = cells.len() * reps as usize;
     let seed = match manifest.schedule.order {
-        Order::Shuffled => {
-            let seed = manifest.schedule.seed.unwrap_or(ctx.fallback_seed);
-            fastrand::Rng::with_seed(seed).shuffle(&mut order);
-            Some(seed)
-        }
+        Order::Shuffled => Some(manifest.schedule.seed.unwrap_or(ctx.fallback_seed)),
         _ => None,
     };
+    // The interleaved positions, shuffled: the same permutation the rng gives any list of this
+    // length, so a recorded seed reproduces the recorded order.
+    let shuffled = seed.map(|seed| {
+        let mut order: Vec<u32> = (0..total as u32).collect();
+        fastrand::Rng::with_seed(seed).shuffle(&mut order);
+        order
+    });
 
     let templates = Templates::new(manifest, ctx).map_err(|e| vec![e])?;
     let plan = Plan {
@@ -208,73 +288,209 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, Vec<PlanEr
         experiment: manifest.experiment.name.clone(),
         repo_start: manifest.repo_start().to_path_buf(),
         matrix_keys: manifest.matrix.axes.iter().map(|(k, _)| k.clone()).collect(),
-        width: order.len().saturating_sub(1).to_string().len().max(3),
-        schedule: order.into_iter().map(|(c, r)| (c as u32, r)).collect(),
+        width: total.saturating_sub(1).to_string().len().max(3),
         cells,
+        repetitions: reps,
+        shuffled,
         templates,
     };
     // Render every run once: template errors and duplicate or reserved output names surface here,
     // so that `Plan::run` cannot fail later.
-    let mut outputs: HashMap<String, usize> = HashMap::with_capacity(plan.len());
-    // Templates cannot fail differently from one run to the next except through the output name
-    // (a value can turn it into `..`), so the first run is rendered whole and the rest only as far
-    // as their output names.
     if let Err(e) = plan.try_run(0) {
         errors.push(e);
+        return Err(errors);
     }
+    check_outputs(&plan, ctx.layout.reserved, &mut errors);
+    if errors.is_empty() { Ok(plan) } else { Err(errors) }
+}
+
+/// Checks every run's program (argv[0] not empty) and output name (a plain file name, not
+/// reserved, unique) without keeping the names. Other templates cannot fail differently from one
+/// run to the next (the first run was rendered whole).
+///
+/// Uniqueness is structural when `output` has `{run-id}` as its only placeholder (run ids start
+/// with the unique zero-padded index and a `-`); otherwise a 64-bit hash of each name is kept
+/// (8 bytes a run), sorted, and the names of equal hashes are rendered again and compared, so a
+/// hash collision is never reported as a duplicate.
+fn check_outputs(plan: &Plan, reserved: &[&str], errors: &mut Vec<PlanError>) {
+    let duplicate = |first: usize, index: usize, output: &str| {
+        PlanError::new(
+            "command.output",
+            format!("runs {first} and {index} both save their output as `{output}`"),
+            Some("use every matrix key that varies and {repetition} in `output`, or {run-id}".into()),
+        )
+    };
+    let unique = plan.templates.output.placeholders().all(|p| p == "run-id")
+        && plan.templates.output.placeholders().any(|p| p == "run-id");
+    let mut hashes: Vec<u64> = Vec::with_capacity(if unique { 0 } else { plan.len() });
+    // A program taken from a matrix value may be empty for some runs only.
+    let program = (!plan.templates.shell)
+        .then(|| &plan.templates.argv[0])
+        .filter(|t| !t.is_constant());
     for index in 0..plan.len() {
-        if !errors.is_empty() {
-            break;
+        let vars = plan.vars(index);
+        if let Some(t) = program
+            && vars
+                .render("command.argv", t, Spell::Plain)
+                .is_ok_and(|p| p.is_empty())
+        {
+            errors.push(PlanError::new(
+                "command.argv",
+                format!("run {index} ({}) has an empty program, argv[0]", vars.run_id),
+                Some("argv[0] is the program to run; give every matrix value it uses a program name".into()),
+            ));
+            return;
         }
-        match plan.output_of(&plan.vars(index)) {
+        match plan.output_of(&vars) {
+            Ok(output) if reserved.contains(&output.as_str()) => {
+                errors.push(PlanError::new(
+                    "command.output",
+                    format!("output name `{output}` is reserved for the runner's own file in the run folder"),
+                    None,
+                ));
+                return;
+            }
             Ok(output) => {
-                if ctx.layout.reserved.contains(&output.as_str()) {
-                    errors.push(PlanError::new(
-                        "command.output",
-                        format!(
-                            "output name `{output}` is reserved for the runner's own file in the run folder"
-                        ),
-                        None,
-                    ));
-                } else if let Some(first) = outputs.insert(output.clone(), index) {
-                    errors.push(PlanError::new(
-                        "command.output",
-                        format!("runs {first} and {index} both save their output as `{output}`"),
-                        Some(
-                            "use every matrix key that varies and {repetition} in `output`, or {run-id}"
-                                .into(),
-                        ),
-                    ));
+                if !unique {
+                    hashes.push(hash_name(&output));
                 }
             }
-            Err(e) => errors.push(e),
+            Err(e) => {
+                errors.push(e);
+                return;
+            }
         }
     }
-    if errors.is_empty() { Ok(plan) } else { Err(errors) }
+    if unique {
+        return;
+    }
+    hashes.sort_unstable();
+    let twice: std::collections::HashSet<u64> =
+        hashes.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect();
+    drop(hashes);
+    if twice.is_empty() {
+        return;
+    }
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for index in 0..plan.len() {
+        let Ok(output) = plan.output_of(&plan.vars(index)) else {
+            continue;
+        };
+        if !twice.contains(&hash_name(&output)) {
+            continue;
+        }
+        if let Some(&first) = seen.get(&output) {
+            errors.push(duplicate(first, index, &output));
+            return;
+        }
+        seen.insert(output, index);
+    }
+}
+
+/// A 64-bit hash of an output name (std's SipHash with fixed keys: the same in every process).
+fn hash_name(name: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    name.hash(&mut h);
+    h.finish()
+}
+
+/// A matrix value as a hashable key: equal values (by `PartialEq`) give equal keys (floats by
+/// their bits, with `-0.0` as `0.0`); a NaN equals nothing, so lookups confirm with `==`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum ValueKey<'a> {
+    Bool(bool),
+    Int(i64),
+    Float(u64),
+    Str(&'a str),
+}
+
+fn value_key(v: &Value) -> ValueKey<'_> {
+    match v {
+        Value::Bool(b) => ValueKey::Bool(*b),
+        Value::Int(i) => ValueKey::Int(*i),
+        Value::Float(f) => ValueKey::Float(if f.value == 0.0 { 0 } else { f.value.to_bits() }),
+        Value::Str(s) => ValueKey::Str(s),
+    }
 }
 
 /// The cells: the cartesian product of the axes in manifest order (last key varies fastest), minus
 /// `exclude` matches, plus `include` entries.
-fn cells(manifest: &Manifest, errors: &mut Vec<PlanError>) -> Vec<Cell> {
+///
+/// Matching is indexed: each axis value gets a canonical index (the first equal value on its axis);
+/// `exclude` entries are grouped by the set of keys they name, each group a hash set of canonical
+/// index tuples, so each product cell costs one lookup per group, not one comparison per entry.
+fn cells(manifest: &Manifest, errors: &mut Vec<PlanError>) -> Cells {
     let axes = &manifest.matrix.axes;
-    let mut out: Vec<Cell> = vec![Vec::new()];
-    for (key, values) in axes {
-        let mut next = Vec::with_capacity(out.len() * values.len());
-        for prefix in &out {
-            for v in values {
-                let mut cell = prefix.clone();
-                cell.push((key.clone(), v.clone()));
-                next.push(cell);
+    let mut strides = vec![1usize; axes.len()];
+    for k in (0..axes.len().saturating_sub(1)).rev() {
+        strides[k] = strides[k + 1] * axes[k + 1].1.len();
+    }
+    let product: usize = axes.iter().map(|(_, v)| v.len()).product();
+    // value key -> canonical index, per axis.
+    let index: Vec<HashMap<ValueKey<'_>, u32>> = axes
+        .iter()
+        .map(|(_, values)| {
+            let mut m = HashMap::new();
+            for (j, v) in values.iter().enumerate() {
+                m.entry(value_key(v)).or_insert(j as u32);
+            }
+            m
+        })
+        .collect();
+    let canonical = |k: usize, v: &Value| -> Option<u32> {
+        index[k]
+            .get(&value_key(v))
+            .copied()
+            .filter(|&j| axes[k].1[j as usize] == *v)
+    };
+    let canon_digit: Vec<Vec<u32>> = axes
+        .iter()
+        .enumerate()
+        .map(|(k, (_, values))| values.iter().map(|v| canonical(k, v).unwrap_or(0)).collect())
+        .collect();
+    // Exclude entries by the axes they name; entries naming a value no axis has never match.
+    let mut groups: BTreeMap<Vec<usize>, std::collections::HashSet<Vec<u32>>> = BTreeMap::new();
+    for entry in &manifest.matrix.exclude {
+        let mut keys = Vec::with_capacity(entry.len());
+        let mut digits = Vec::with_capacity(entry.len());
+        let mut possible = true;
+        for (k, (key, _)) in axes.iter().enumerate() {
+            if let Some(v) = entry.get(key) {
+                match canonical(k, v) {
+                    Some(j) => {
+                        keys.push(k);
+                        digits.push(j);
+                    }
+                    None => possible = false,
+                }
             }
         }
-        out = next;
+        if possible && keys.len() == entry.len() {
+            groups.entry(keys).or_default().insert(digits);
+        }
     }
-    let matches = |cell: &Cell, entry: &BTreeMap<String, Value>| {
-        entry
-            .iter()
-            .all(|(k, v)| cell.iter().any(|(ck, cv)| ck == k && cv == v))
+    let excluded = |p: usize, buf: &mut Vec<u32>| {
+        groups.iter().any(|(keys, set)| {
+            buf.clear();
+            buf.extend(
+                keys.iter()
+                    .map(|&k| canon_digit[k][(p / strides[k]) % axes[k].1.len()]),
+            );
+            set.contains(buf.as_slice())
+        })
     };
-    out.retain(|cell| !manifest.matrix.exclude.iter().any(|e| matches(cell, e)));
+    let mut buf = Vec::new();
+    let kept: Option<Vec<u32>> = (!groups.is_empty()).then(|| {
+        (0..product)
+            .filter(|&p| !excluded(p, &mut buf))
+            .map(|p| p as u32)
+            .collect()
+    });
+    let kept_len = kept.as_ref().map_or(product, Vec::len);
+
+    let mut include: Vec<Cell> = Vec::new();
+    let mut included: HashMap<Vec<ValueKey<'_>>, Vec<usize>> = HashMap::new();
     for entry in &manifest.matrix.include {
         let mut cell = Vec::with_capacity(axes.len());
         for (key, _) in axes {
@@ -286,11 +502,32 @@ fn cells(manifest: &Manifest, errors: &mut Vec<PlanError>) -> Vec<Cell> {
                         format!("an include entry gives no value for `{key}`"),
                         None,
                     ));
-                    return out;
+                    return Cells {
+                        axes: axes.clone(),
+                        sanitized: Vec::new(),
+                        strides,
+                        kept,
+                        kept_len,
+                        include,
+                    };
                 }
             }
         }
-        if out.contains(&cell) {
+        // In the product and not excluded?
+        let digits: Option<Vec<u32>> = cell
+            .iter()
+            .enumerate()
+            .map(|(k, (_, v))| canonical(k, v))
+            .collect();
+        let in_product = digits.is_some_and(|d| {
+            let p: usize = d.iter().zip(&strides).map(|(&j, &s)| j as usize * s).sum();
+            !excluded(p, &mut buf)
+        });
+        let key: Vec<ValueKey<'_>> = entry.values().map(value_key).collect();
+        let earlier = included
+            .get(&key)
+            .is_some_and(|c| c.iter().any(|&i| include[i] == cell));
+        if in_product || earlier {
             errors.push(PlanError::new(
                 "matrix.include",
                 format!(
@@ -300,17 +537,29 @@ fn cells(manifest: &Manifest, errors: &mut Vec<PlanError>) -> Vec<Cell> {
                 Some("remove it, or exclude the cell first".into()),
             ));
         } else {
-            out.push(cell);
+            included.entry(key).or_default().push(include.len());
+            include.push(cell);
         }
     }
-    if out.is_empty() {
+    if kept_len + include.len() == 0 {
         errors.push(PlanError::new(
             "matrix.exclude",
             "every cell is excluded: the matrix is empty".into(),
             Some("loosen `exclude` or add `include` entries".into()),
         ));
     }
-    out
+    let sanitized = axes
+        .iter()
+        .map(|(_, values)| values.iter().map(|v| sanitize(&v.to_string())).collect())
+        .collect();
+    Cells {
+        axes: axes.clone(),
+        sanitized,
+        strides,
+        kept,
+        kept_len,
+        include,
+    }
 }
 
 /// Splits the CPU pool into `jobs` disjoint slots of `cpus-per-run` CPUs.
@@ -384,17 +633,22 @@ pub fn sanitize(text: &str) -> String {
 }
 
 /// `007-get_tensor-64-r2`: zero-padded index, sanitized cell values (at most ~120 bytes), repetition.
-fn run_id(index: usize, width: usize, cell: &Cell, repetition: u32) -> String {
-    let mut id = format!("{index:0width$}");
-    for (_, v) in cell {
+fn run_id(index: usize, width: usize, cell: CellRef<'_>, repetition: u32) -> String {
+    use std::fmt::Write as _;
+    let mut id = String::with_capacity(48);
+    let _ = write!(id, "{index:0width$}");
+    for k in 0..cell.len() {
         if id.len() > 120 {
             break;
         }
         id.push('-');
-        id.push_str(&sanitize(&v.to_string()));
+        match cell.get(k) {
+            (_, Some(text)) => id.push_str(text),
+            (v, None) => id.push_str(&sanitize(&v.to_string())),
+        }
     }
     id.truncate(id.char_indices().nth(130).map_or(id.len(), |(i, _)| i));
-    id.push_str(&format!("-r{repetition}"));
+    let _ = write!(id, "-r{repetition}");
     id
 }
 
@@ -469,31 +723,45 @@ impl Templates {
 /// Placeholder values of one run.
 struct Vars<'p> {
     t: &'p Templates,
-    cell: &'p Cell,
+    cell: CellRef<'p>,
     repetition: u32,
     run_id: String,
 }
 
+/// How placeholder values are spelled in a rendered template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Spell {
+    /// As written (argv, workdir, env values).
+    Plain,
+    /// Matrix values through [`sanitize`] (file names).
+    FileName,
+    /// Every value quoted for POSIX sh when it needs it ([`render::sh_quote`]), so that each
+    /// placeholder stays one word of the `shell` command whatever it holds.
+    Shell,
+}
+
 impl Vars<'_> {
-    fn get(&self, name: &str, sanitize_values: bool) -> Option<String> {
-        match name {
+    fn get(&self, name: &str, spell: Spell) -> Option<String> {
+        let value = match name {
             "repetition" => Some(self.repetition.to_string()),
             "run-id" => Some(self.run_id.clone()),
             "hwr-exp" => Some(self.t.hwr_exp.clone()),
             "bundle" => Some(self.t.bundle_text.clone()),
             "run-dir" => Some(self.t.runs_dir.join(&self.run_id).display().to_string()),
-            _ => self.cell.iter().find(|(k, _)| k == name).map(|(_, v)| {
-                if sanitize_values {
-                    sanitize(&v.to_string())
-                } else {
-                    v.to_string()
-                }
+            _ => self.cell.value_of(name).map(|(v, text)| match (spell, text) {
+                (Spell::FileName, Some(text)) => text.to_string(),
+                (Spell::FileName, None) => sanitize(&v.to_string()),
+                _ => v.to_string(),
             }),
-        }
+        }?;
+        Some(match spell {
+            Spell::Shell => render::sh_quote(&value),
+            _ => value,
+        })
     }
 
-    fn render(&self, key: &str, tpl: &Template, sanitize_values: bool) -> Result<String, PlanError> {
-        tpl.render(|n| self.get(n, sanitize_values))
+    fn render(&self, key: &str, tpl: &Template, spell: Spell) -> Result<String, PlanError> {
+        tpl.render(|n| self.get(n, spell))
             .map_err(|e| PlanError::new(key, e.message, None))
     }
 }
@@ -501,12 +769,12 @@ impl Vars<'_> {
 impl Plan {
     /// Number of runs.
     pub fn len(&self) -> usize {
-        self.schedule.len()
+        self.cells.len() * self.repetitions as usize
     }
 
     /// Whether the plan has no runs (never true for a plan returned by [`expand`]).
     pub fn is_empty(&self) -> bool {
-        self.schedule.is_empty()
+        self.len() == 0
     }
 
     /// The bundle folder the plan was expanded for (`{bundle}`).
@@ -533,10 +801,24 @@ impl Plan {
         (0..self.len()).map(|i| self.run(i))
     }
 
+    /// (cell, repetition) of run `index`.
+    fn position(&self, index: usize) -> (usize, u32) {
+        let n = self.cells.len();
+        let reps = self.repetitions as usize;
+        match (&self.shuffled, self.order) {
+            (_, Order::Grouped) => (index / reps, (index % reps) as u32 + 1),
+            (Some(order), _) => {
+                let i = order[index] as usize;
+                (i % n, (i / n) as u32 + 1)
+            }
+            (None, _) => (index % n, (index / n) as u32 + 1),
+        }
+    }
+
     /// Placeholder values of run `index`.
     fn vars(&self, index: usize) -> Vars<'_> {
-        let (c, repetition) = self.schedule[index];
-        let cell = &self.cells[c as usize];
+        let (c, repetition) = self.position(index);
+        let cell = self.cells.get(c);
         Vars {
             t: &self.templates,
             cell,
@@ -547,7 +829,7 @@ impl Plan {
 
     /// The output file name of run `index`, checked to be a plain file name.
     fn output_of(&self, vars: &Vars<'_>) -> Result<String, PlanError> {
-        let output = vars.render("command.output", &self.templates.output, true)?;
+        let output = vars.render("command.output", &self.templates.output, Spell::FileName)?;
         if output.len() > MAX_NAME_BYTES {
             let mut cut = 40;
             while !output.is_char_boundary(cut) {
@@ -576,23 +858,25 @@ impl Plan {
     fn try_run(&self, index: usize) -> Result<PlannedRun, PlanError> {
         let vars = self.vars(index);
         let t = &self.templates;
-        let render =
-            |key: &str, tpl: &Template, sanitize_values: bool| vars.render(key, tpl, sanitize_values);
+        let render = |key: &str, tpl: &Template, spell: Spell| vars.render(key, tpl, spell);
         let (cell, repetition) = (vars.cell, vars.repetition);
         let rep = repetition.to_string();
         let mut argv = Vec::with_capacity(t.argv.len() + 2);
         if t.shell {
             argv.push("/bin/sh".to_string());
             argv.push("-c".to_string());
-            argv.push(render("command.shell", &t.argv[0], false)?);
+            argv.push(render("command.shell", &t.argv[0], Spell::Shell)?);
         } else {
             for a in &t.argv {
-                argv.push(render("command.argv", a, false)?);
+                argv.push(render("command.argv", a, Spell::Plain)?);
             }
         }
         let workdir = match &t.fixed_workdir {
             Some(w) => w.clone(),
-            None => normalize(&t.base_dir.join(render("command.workdir", &t.workdir, false)?)),
+            None => normalize(
+                &t.base_dir
+                    .join(render("command.workdir", &t.workdir, Spell::Plain)?),
+            ),
         };
         let output = self.output_of(&vars)?;
         let mut set = Vec::with_capacity(t.env.len() + 4);
@@ -600,7 +884,7 @@ impl Plan {
             set.push(("CUDA_VISIBLE_DEVICES".to_string(), String::new()));
         }
         for (k, v) in &t.env {
-            set.push((k.clone(), render(&format!("isolation.env.{k}"), v, false)?));
+            set.push((k.clone(), render(&format!("isolation.env.{k}"), v, Spell::Plain)?));
         }
         set.push(("HWR_RUN_ID".to_string(), vars.run_id.clone()));
         set.push(("HWR_REPETITION".to_string(), rep));
@@ -614,7 +898,7 @@ impl Plan {
         Ok(PlannedRun {
             index,
             run_id: vars.run_id.clone(),
-            cell: cell.clone(),
+            cell: cell.to_cell(),
             repetition,
             argv,
             workdir,

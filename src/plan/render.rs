@@ -19,30 +19,28 @@ pub fn sh_quote(word: &str) -> String {
 
 /// Writes the plan as an aligned text table: index, run-id, cell, repetition, CPUs, command.
 ///
+/// Two passes over the runs (widths, then rows), so memory does not grow with the plan.
+///
 /// # Errors
 /// Errors of `out`.
 pub fn table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
-    let rows: Vec<[String; 5]> = plan
-        .runs()
-        .map(|r| {
-            [
-                r.run_id.clone(),
-                describe_cell(&r.cell),
-                r.repetition.to_string(),
-                format_cpu_list(&r.cpus),
-                r.argv.iter().map(|a| sh_quote(a)).collect::<Vec<_>>().join(" "),
-            ]
-        })
-        .collect();
+    let columns = |r: &PlannedRun| {
+        [
+            r.run_id.clone(),
+            describe_cell(&r.cell),
+            r.repetition.to_string(),
+            format_cpu_list(&r.cpus),
+        ]
+    };
     let header = ["run-id", "cell", "rep", "cpus", "command"];
     let mut widths: [usize; 4] = [0; 4];
-    for (i, w) in widths.iter_mut().enumerate() {
-        *w = rows
-            .iter()
-            .map(|r| r[i].chars().count())
-            .max()
-            .unwrap_or(0)
-            .max(header[i].len());
+    for (w, h) in widths.iter_mut().zip(header) {
+        *w = h.len();
+    }
+    for r in plan.runs() {
+        for (w, c) in widths.iter_mut().zip(columns(&r)) {
+            *w = (*w).max(c.chars().count());
+        }
     }
     let line = |out: &mut dyn Write, c: [&str; 5]| {
         writeln!(
@@ -60,8 +58,10 @@ pub fn table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
         )
     };
     line(out, header)?;
-    for r in &rows {
-        line(out, [&r[0], &r[1], &r[2], &r[3], &r[4]])?;
+    for r in plan.runs() {
+        let [a, b, c, d] = columns(&r);
+        let command = r.argv.iter().map(|a| sh_quote(a)).collect::<Vec<_>>().join(" ");
+        line(out, [&a, &b, &c, &d, &command])?;
     }
     let timeout = plan
         .timeout

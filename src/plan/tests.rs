@@ -277,3 +277,177 @@ fn no_matrix_is_one_cell() {
     assert_eq!(plan.run(0).run_id, "000-r1");
     assert_eq!(plan.run(1).argv, ["/bin/sh", "-c", "echo {} 2"]);
 }
+
+#[test]
+fn an_empty_program_from_a_matrix_value_is_an_error() {
+    let mut m = manifest(vec![("prog", vec![s("true"), s("")])]);
+    m.command.program = Program::Argv(vec!["{prog}".into()]);
+    m.command.output = "{run-id}.json".into();
+    let err = expand(&m, &ctx()).unwrap_err();
+    assert_eq!(err[0].key, "command.argv");
+    assert!(err[0].message.contains("empty program"), "{err:?}");
+}
+
+fn float(text: &str) -> Value {
+    Value::Float(Float {
+        value: text.replace('_', "").parse().unwrap(),
+        text: text.into(),
+    })
+}
+
+#[test]
+fn float_values_are_spelled_as_written() {
+    let mut m = manifest(vec![("x", vec![float("1.0"), float("1e-5"), float("3e20")])]);
+    m.command.program = Program::Shell("echo {x}".into());
+    m.command.output = "{x}-{repetition}.json".into();
+    m.isolation.env = vec![("X".into(), "{x}".into())];
+    m.schedule.repetitions = 1;
+    let plan = expand(&m, &ctx()).unwrap();
+    let run = plan.run(1);
+    assert_eq!(run.run_id, "001-1e-5-r1");
+    assert_eq!(run.argv[2], "echo 1e-5");
+    assert_eq!(run.output, "1e-5-1.json");
+    assert!(run.env.set.contains(&("X".into(), "1e-5".into())));
+    assert_eq!(plan.run(2).argv[2], "echo 3e20");
+    assert_eq!(plan.run(0).argv[2], "echo 1.0");
+}
+
+#[test]
+fn shell_placeholders_are_quoted_argv_ones_are_not() {
+    let mut m = manifest(vec![("v", vec![s("a b"), s("it's"), s("plain")])]);
+    m.command.program = Program::Shell("printf %s {v} {run-dir}".into());
+    m.command.output = "{run-id}.json".into();
+    m.schedule.repetitions = 1;
+    let c = PlanContext {
+        bundle: PathBuf::from("/my results/b"),
+        ..ctx()
+    };
+    let plan = expand(&m, &c).unwrap();
+    assert_eq!(
+        plan.run(0).argv[2],
+        "printf %s 'a b' '/my results/b/runs/000-a_b-r1'"
+    );
+    assert_eq!(
+        plan.run(1).argv[2],
+        "printf %s \"it's\" '/my results/b/runs/001-it_s-r1'"
+    );
+    assert_eq!(
+        plan.run(2).argv[2],
+        "printf %s plain '/my results/b/runs/002-plain-r1'"
+    );
+    m.command.program = Program::Argv(vec!["printf".into(), "{v}".into()]);
+    assert_eq!(expand(&m, &c).unwrap().run(0).argv[1], "a b");
+}
+
+/// The cells and their order, as (cell description, repetition) per run.
+fn described(plan: &Plan) -> Vec<(String, u32)> {
+    plan.runs()
+        .map(|r| (describe_cell(&r.cell), r.repetition))
+        .collect()
+}
+
+#[test]
+fn indexed_exclude_matches_the_naive_definition() {
+    // Three axes with a repeated value and mixed types; excludes naming one, two or three keys,
+    // a value no axis has, and a float spelled differently from the axis (equal by value).
+    let mut m = manifest(vec![
+        ("a", vec![Value::Int(1), Value::Int(2), Value::Int(1), s("x")]),
+        ("b", vec![float("1.0"), float("2.5"), Value::Bool(true)]),
+        ("c", vec![s("p"), s("q")]),
+    ]);
+    m.command.program = Program::Argv(vec!["true".into()]);
+    m.command.output = "{run-id}.json".into();
+    m.matrix.exclude = vec![
+        BTreeMap::from([("a".to_string(), Value::Int(1)), ("c".to_string(), s("q"))]),
+        BTreeMap::from([("b".to_string(), float("1.00"))]),
+        BTreeMap::from([("a".to_string(), s("nope"))]),
+        BTreeMap::from([
+            ("a".to_string(), s("x")),
+            ("b".to_string(), Value::Bool(true)),
+            ("c".to_string(), s("p")),
+        ]),
+    ];
+    let plan = expand(&m, &ctx()).unwrap();
+    let mut expected = Vec::new();
+    for r in 1..=2 {
+        for a in &m.matrix.axes[0].1 {
+            for b in &m.matrix.axes[1].1 {
+                for c in &m.matrix.axes[2].1 {
+                    let cell: Cell = vec![
+                        ("a".into(), a.clone()),
+                        ("b".into(), b.clone()),
+                        ("c".into(), c.clone()),
+                    ];
+                    let dropped = m.matrix.exclude.iter().any(|e| {
+                        e.iter()
+                            .all(|(k, v)| cell.iter().any(|(ck, cv)| ck == k && cv == v))
+                    });
+                    if !dropped {
+                        expected.push((describe_cell(&cell), r));
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(described(&plan), expected);
+    // An include equal to an excluded cell is allowed, one equal to a kept cell (by value) is not.
+    m.matrix.include = vec![BTreeMap::from([
+        ("a".to_string(), Value::Int(1)),
+        ("b".to_string(), float("2.5")),
+        ("c".to_string(), s("q")),
+    ])];
+    assert!(expand(&m, &ctx()).is_ok());
+    m.matrix.include.push(BTreeMap::from([
+        ("a".to_string(), Value::Int(2)),
+        ("b".to_string(), float("2.50")),
+        ("c".to_string(), s("p")),
+    ]));
+    let err = expand(&m, &ctx()).unwrap_err();
+    assert!(err[0].message.contains("duplicates"), "{err:?}");
+    // Two equal includes.
+    m.matrix.include.pop();
+    m.matrix.include.push(m.matrix.include[0].clone());
+    let err = expand(&m, &ctx()).unwrap_err();
+    assert!(err[0].message.contains("duplicates"), "{err:?}");
+}
+
+#[test]
+fn duplicate_outputs_are_found_by_hash_and_confirmed() {
+    // Many runs, one late pair sharing a name through sanitizing ("a b" and "a_b").
+    let values: Vec<Value> = (0..500)
+        .map(|i| s(&format!("v{i}")))
+        .chain([s("a b"), s("a_b")])
+        .collect();
+    let mut m = manifest(vec![("v", values)]);
+    m.command.program = Program::Argv(vec!["true".into()]);
+    m.command.output = "{v}-{repetition}.json".into();
+    let err = expand(&m, &ctx()).unwrap_err();
+    assert_eq!(
+        err[0].message,
+        "runs 500 and 501 both save their output as `a_b-1.json`"
+    );
+    m.matrix.axes[0].1.pop();
+    assert!(expand(&m, &ctx()).is_ok(), "distinct names pass");
+}
+
+#[test]
+fn shuffled_order_is_the_same_permutation_as_before() {
+    // The order a seed gives must not change between versions: resume re-expands with it.
+    let mut m = size_compare();
+    m.schedule.order = Order::Shuffled;
+    m.schedule.seed = Some(7);
+    let plan = expand(&m, &ctx()).unwrap();
+    let mut old: Vec<(usize, u32)> = Vec::new();
+    for r in 1..=2 {
+        old.extend((0..4).map(|c| (c, r)));
+    }
+    fastrand::Rng::with_seed(7).shuffle(&mut old);
+    let cells = ["get_tensor-16", "get_tensor-64", "reuse-16", "reuse-64"];
+    let ids: Vec<String> = plan.runs().map(|r| r.run_id).collect();
+    let expected: Vec<String> = old
+        .iter()
+        .enumerate()
+        .map(|(i, (c, r))| format!("{i:03}-{}-r{r}", cells[*c]))
+        .collect();
+    assert_eq!(ids, expected);
+}
