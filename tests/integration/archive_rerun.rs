@@ -1,10 +1,13 @@
 //! `hwr-exp rerun` end to end: archived bytes, parent, differences, recorded revision in a worktree.
 
-mod common;
-
 use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
 
-use common::*;
+use crate::support::{
+    ManifestBuilder, code, git, hwr, hwr_command, json, printed_path, repo, run, run_records, stderr,
+    wait_for, write_manifest,
+};
 
 fn out_path(bundle: &Path) -> String {
     let records = run_records(bundle);
@@ -19,9 +22,17 @@ fn out_path(bundle: &Path) -> String {
     .unwrap()
 }
 
-/// The bundle path printed by a command run in `cwd` (printed relative to it when inside).
-fn stdout_path(cwd: &Path, out: &std::process::Output) -> PathBuf {
-    cwd.join(String::from_utf8_lossy(&out.stdout).trim())
+/// `hwr-exp rerun BUNDLE --at-recorded-revision --quiet` in `repo`.
+fn rerun_at_recorded_revision(repo: &Path, bundle: &Path) -> Output {
+    hwr(
+        repo,
+        &[
+            "rerun",
+            bundle.to_str().unwrap(),
+            "--at-recorded-revision",
+            "--quiet",
+        ],
+    )
 }
 
 fn worktrees(repo: &Path) -> usize {
@@ -31,26 +42,25 @@ fn worktrees(repo: &Path) -> usize {
         .count()
 }
 
-const ECHO: &str = r#"format = 1
-[experiment]
-name = "echo"
-[command]
-shell = "echo archived-bytes"
-output-format = "text"
-"#;
+/// Prints `WORDS`: which manifest bytes a run used.
+fn echo(words: &str) -> String {
+    ManifestBuilder::shell("echo", &format!("echo {words}"))
+        .text_output()
+        .text()
+}
 
 #[test]
 fn rerun_runs_the_archived_bytes_after_the_manifest_was_edited_or_deleted() {
     let repo = repo();
-    let m = manifest(repo.path(), ECHO);
+    let m = write_manifest(repo.path(), &echo("archived-bytes"));
     let (out, old) = run(repo.path(), &m);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let old = old.unwrap();
 
-    std::fs::write(&m, ECHO.replace("archived-bytes", "edited-bytes")).unwrap();
+    std::fs::write(&m, echo("edited-bytes")).unwrap();
     let out = hwr(repo.path(), &["rerun", old.to_str().unwrap(), "--quiet"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let new = stdout_path(repo.path(), &out);
+    let new = printed_path(repo.path(), &out);
     assert_ne!(new, old);
     assert_eq!(new.parent(), old.parent(), "same results folder by default");
     assert_eq!(out_path(&new), "archived-bytes\n");
@@ -74,7 +84,7 @@ fn rerun_runs_the_archived_bytes_after_the_manifest_was_edited_or_deleted() {
     std::fs::remove_file(&m).unwrap();
     let out = hwr(repo.path(), &["rerun", old.to_str().unwrap(), "--quiet"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let third = stdout_path(repo.path(), &out);
+    let third = printed_path(repo.path(), &out);
     assert_eq!(out_path(&third), "archived-bytes\n");
 
     // list shows the lineage.
@@ -92,30 +102,24 @@ fn rerun_runs_the_archived_bytes_after_the_manifest_was_edited_or_deleted() {
     assert_eq!(rows[2]["parent"], old_rel);
 
     // A modified archived manifest is refused.
-    std::fs::write(old.join("manifest.toml"), ECHO.replace("archived", "tampered")).unwrap();
+    std::fs::write(old.join("manifest.toml"), echo("tampered-bytes")).unwrap();
     let out = hwr(repo.path(), &["rerun", old.to_str().unwrap(), "--quiet"]);
     assert_eq!(code(&out), 2);
     assert!(stderr(&out).contains("manifest.toml"), "{}", stderr(&out));
 }
 
-const PROBE: &str = r#"format = 1
-[experiment]
-name = "probe"
-[command]
-shell = "sha256sum data.txt"
-output-format = "text"
-"#;
+/// Hashes `FILE`: what the run saw in the working tree.
+fn hash_of(file: &str) -> ManifestBuilder {
+    ManifestBuilder::shell("probe", &format!("sha256sum {file}")).text_output()
+}
 
 #[test]
 fn rerun_at_recorded_revision_sees_the_old_untracked_file() {
     let repo = repo();
-    std::fs::write(repo.path().join(".gitignore"), "results/\n").unwrap();
-    git(repo.path(), &["add", ".gitignore"]);
-    git(repo.path(), &["commit", "-q", "-m", "ignore results"]);
-    let recorded_head = git(repo.path(), &["rev-parse", "HEAD"]).trim().to_string();
+    let recorded_head = repo.write(".gitignore", "results/\n").commit("ignore results");
     // data.txt and the manifest are untracked when the experiment runs.
     std::fs::write(repo.path().join("data.txt"), "old contents\n").unwrap();
-    let m = manifest(repo.path(), PROBE);
+    let m = hash_of("data.txt").write(repo.path());
     let (out, old) = run(repo.path(), &m);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let old = old.unwrap();
@@ -123,13 +127,12 @@ fn rerun_at_recorded_revision_sees_the_old_untracked_file() {
 
     // HEAD moves on with other contents; the tree is clean.
     std::fs::write(repo.path().join("data.txt"), "new contents\n").unwrap();
-    git(repo.path(), &["add", "data.txt", "experiment.toml"]);
-    git(repo.path(), &["commit", "-q", "-m", "moved on"]);
+    repo.commit("moved on");
 
     let out = hwr(repo.path(), &["rerun", old.to_str().unwrap(), "--quiet"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_ne!(
-        out_path(&stdout_path(repo.path(), &out)),
+        out_path(&printed_path(repo.path(), &out)),
         old_hash,
         "today's tree has the new file"
     );
@@ -140,17 +143,9 @@ fn rerun_at_recorded_revision_sees_the_old_untracked_file() {
     );
     assert!(stderr(&out).contains("dirty: dirty -> clean"), "{}", stderr(&out));
 
-    let out = hwr(
-        repo.path(),
-        &[
-            "rerun",
-            old.to_str().unwrap(),
-            "--at-recorded-revision",
-            "--quiet",
-        ],
-    );
+    let out = rerun_at_recorded_revision(repo.path(), &old);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let new = stdout_path(repo.path(), &out);
+    let new = printed_path(repo.path(), &out);
     assert_eq!(out_path(&new), old_hash, "the run saw the recorded file");
     assert!(
         stderr(&out).contains("same revision, working tree, host and hwr-exp version"),
@@ -182,7 +177,7 @@ fn rerun_at_recorded_revision_sees_the_old_untracked_file() {
 fn missing_revision_or_bad_patch_is_an_error_before_any_run() {
     let repo = repo();
     std::fs::write(repo.path().join("data.txt"), "x\n").unwrap();
-    let m = manifest(repo.path(), PROBE);
+    let m = hash_of("data.txt").write(repo.path());
     let (out, old) = run(repo.path(), &m);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let old = old.unwrap();
@@ -191,15 +186,7 @@ fn missing_revision_or_bad_patch_is_an_error_before_any_run() {
 
     let revision = std::fs::read_to_string(old.join("revision.txt")).unwrap();
     std::fs::write(old.join("revision.txt"), format!("{}\n", "ab".repeat(20))).unwrap();
-    let out = hwr(
-        repo.path(),
-        &[
-            "rerun",
-            old.to_str().unwrap(),
-            "--at-recorded-revision",
-            "--quiet",
-        ],
-    );
+    let out = rerun_at_recorded_revision(repo.path(), &old);
     assert_eq!(code(&out), 3, "{}", stderr(&out));
     assert!(
         stderr(&out).contains("does not have the recorded commit"),
@@ -213,15 +200,7 @@ fn missing_revision_or_bad_patch_is_an_error_before_any_run() {
         "diff --git a/README b/README\n--- a/README\n+++ b/README\n@@ -1 +1 @@\n-not what is there\n+x\n",
     )
     .unwrap();
-    let out = hwr(
-        repo.path(),
-        &[
-            "rerun",
-            old.to_str().unwrap(),
-            "--at-recorded-revision",
-            "--quiet",
-        ],
-    );
+    let out = rerun_at_recorded_revision(repo.path(), &old);
     assert_eq!(code(&out), 3, "{}", stderr(&out));
     assert!(stderr(&out).contains("does not apply"), "{}", stderr(&out));
     assert_eq!(bundles(), count, "no bundle written");
@@ -239,16 +218,17 @@ fn missing_revision_or_bad_patch_is_an_error_before_any_run() {
 #[test]
 fn interrupted_rerun_at_recorded_revision_removes_its_worktree() {
     let repo = repo();
-    let m = manifest(
-        repo.path(),
-        "format = 1\n[experiment]\nname = \"sleeper\"\n[command]\nshell = \"test -e $HWR_BUNDLE/../../slow && exec sleep 30; echo ok\"\noutput-format = \"text\"\n",
-    );
+    let m = ManifestBuilder::shell(
+        "sleeper",
+        "test -e $HWR_BUNDLE/../../slow && exec sleep 30; echo ok",
+    )
+    .text_output()
+    .write(repo.path());
     let (out, old) = run(repo.path(), &m);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let old = old.unwrap();
     std::fs::write(repo.path().join("results/slow"), "").unwrap();
-    let child = std::process::Command::new(bin())
-        .current_dir(repo.path())
+    let child = hwr_command(repo.path())
         .args([
             "rerun",
             old.to_str().unwrap(),
@@ -259,29 +239,25 @@ fn interrupted_rerun_at_recorded_revision_removes_its_worktree() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let t = std::time::Instant::now();
-    while worktrees(repo.path()) < 2 || std::fs::read_dir(old.parent().unwrap()).unwrap().count() < 2 {
-        assert!(t.elapsed().as_secs() < 20, "rerun did not start");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    wait_for("the rerun to start", Duration::from_secs(20), || {
+        worktrees(repo.path()) >= 2 && std::fs::read_dir(old.parent().unwrap()).unwrap().count() >= 2
+    });
+    std::thread::sleep(Duration::from_millis(300));
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
     assert_eq!(code(&out), 130, "{}", stderr(&out));
     assert_eq!(worktrees(repo.path()), 1, "worktree removed after Ctrl-C");
-    let new = stdout_path(repo.path(), &out);
+    let new = printed_path(repo.path(), &out);
     assert_eq!(json(&new.join("bundle.json"))["status"], "interrupted");
 }
 
 #[test]
 fn rerun_and_verify_in_a_moved_repository() {
     let repo = repo();
-    std::fs::create_dir(repo.path().join("exp")).unwrap();
-    std::fs::write(repo.path().join("exp/input.txt"), "input\n").unwrap();
+    repo.write("exp/input.txt", "input\n")
+        .write("exp/experiment.toml", hash_of("input.txt").text())
+        .commit("experiment");
     let m = repo.path().join("exp/experiment.toml");
-    std::fs::write(&m, PROBE.replace("data.txt", "input.txt")).unwrap();
-    git(repo.path(), &["add", "exp"]);
-    git(repo.path(), &["commit", "-q", "-m", "experiment"]);
     let (out, old) = run(repo.path(), &m);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let old = old.unwrap();
@@ -310,5 +286,5 @@ fn rerun_and_verify_in_a_moved_repository() {
     let out = hwr(moved.path(), &["rerun", old.to_str().unwrap(), "--quiet"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(stderr(&out).contains("does not exist; used"), "{}", stderr(&out));
-    assert_eq!(out_path(&stdout_path(moved.path(), &out)), hash);
+    assert_eq!(out_path(&printed_path(moved.path(), &out)), hash);
 }

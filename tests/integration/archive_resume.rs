@@ -1,44 +1,32 @@
 //! `hwr-exp resume` end to end: a real runner interrupted (SIGINT) or killed (SIGKILL), then resumed.
 
-mod common;
-
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Child;
+use std::time::Duration;
 
-use common::*;
+use crate::support::{
+    ManifestBuilder, Repo, code, group_members, hwr, json, process_state, repo, run_records, spawn_run,
+    stderr, wait_for,
+};
 
 /// Five runs; the third sleeps 30 s while `results/slow` exists. Each run writes its shell's pid to
 /// `results/pid-<repetition>` and prints a fresh timestamp, so a redone run has other bytes.
-const MANIFEST: &str = r#"format = 1
-[experiment]
-name = "resumable"
-[command]
-shell = "echo $$ > $HWR_BUNDLE/../../pid-{repetition}; if [ {repetition} -eq 3 ] && [ -e $HWR_BUNDLE/../../slow ]; then exec sleep 30; fi; sleep 0.1; date +%s%N"
-output-format = "text"
-[schedule]
-repetitions = 5
-"#;
-
-fn start(dir: &Path) -> Child {
-    Command::new(bin())
-        .current_dir(dir)
-        .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+fn resumable() -> ManifestBuilder {
+    ManifestBuilder::shell(
+        "resumable",
+        "echo $$ > $HWR_BUNDLE/../../pid-{repetition}; if [ {repetition} -eq 3 ] && [ -e $HWR_BUNDLE/../../slow ]; then exec sleep 30; fi; sleep 0.1; date +%s%N",
+    )
+    .text_output()
+    .repetitions(5)
 }
 
-fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !ok() {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// Starts the runner and waits until the third run is in flight.
+fn start_until_the_third_run(dir: &Path) -> Child {
+    let child = spawn_run(dir);
+    wait_for("the third run", Duration::from_secs(20), || {
+        pid_of_run(dir, 3).is_some()
+    });
+    child
 }
 
 /// The one bundle folder under results/resumable.
@@ -90,22 +78,18 @@ fn assert_complete_with_five_ok(bundle: &Path) {
 }
 
 /// A repository with experiment.toml committed, `results/` ignored, and the `results/slow` marker.
-fn setup() -> tempfile::TempDir {
+fn setup() -> Repo {
     let repo = repo();
-    manifest(repo.path(), MANIFEST);
-    std::fs::write(repo.path().join(".gitignore"), "results/\n").unwrap();
-    git(repo.path(), &["add", "experiment.toml", ".gitignore"]);
-    git(repo.path(), &["commit", "-q", "-m", "experiment"]);
-    std::fs::create_dir(repo.path().join("results")).unwrap();
-    std::fs::write(repo.path().join("results/slow"), "").unwrap();
+    resumable().write(repo.path());
+    repo.write(".gitignore", "results/\n").commit("experiment");
+    repo.write("results/slow", "");
     repo
 }
 
 #[test]
 fn sigint_after_the_second_run_then_resume_keeps_the_first_two() {
     let repo = setup();
-    let child = start(repo.path());
-    wait_for("the third run", || pid_of_run(repo.path(), 3).is_some());
+    let child = start_until_the_third_run(repo.path());
     let bundle = the_bundle(repo.path());
     assert_eq!(
         run_records(&bundle).len(),
@@ -143,7 +127,7 @@ fn sigint_after_the_second_run_then_resume_keeps_the_first_two() {
         stderr(&out)
     );
     assert_eq!(json(&bundle.join("bundle.json"))["status"], "interrupted");
-    git(repo.path(), &["checkout", "README"]);
+    repo.git(&["checkout", "README"]);
 
     // The third run no longer sleeps once the marker is gone.
     std::fs::remove_file(repo.path().join("results/slow")).unwrap();
@@ -175,8 +159,7 @@ fn sigint_after_the_second_run_then_resume_keeps_the_first_two() {
 #[test]
 fn sigkill_leaves_an_abandoned_bundle_that_resume_completes() {
     let repo = setup();
-    let mut child = start(repo.path());
-    wait_for("the third run", || pid_of_run(repo.path(), 3).is_some());
+    let mut child = start_until_the_third_run(repo.path());
     let bundle = the_bundle(repo.path());
     let run_pid = pid_of_run(repo.path(), 3).unwrap();
 
@@ -194,14 +177,8 @@ fn sigkill_leaves_an_abandoned_bundle_that_resume_completes() {
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     child.wait().unwrap();
     // The run in flight dies with its runner (parent-death signal) and no process of its group is left.
-    wait_for("the run to die", || {
-        std::fs::read_to_string(format!("/proc/{run_pid}/stat"))
-            .map(|s| {
-                s.rsplit_once(')')
-                    .map(|(_, r)| r.trim_start().starts_with('Z'))
-                    .unwrap_or(true)
-            })
-            .unwrap_or(true)
+    wait_for("the run to die", Duration::from_secs(20), || {
+        matches!(process_state(i64::from(run_pid)), None | Some('Z'))
     });
     assert!(group_members(i64::from(run_pid)).is_empty());
     assert_eq!(json(&bundle.join("bundle.json"))["status"], "running");

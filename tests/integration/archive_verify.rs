@@ -1,24 +1,16 @@
 //! `hwr-exp verify` and `hwr-exp list` end to end, and two runners sharing a results folder.
 
-mod common;
+use crate::support::{ManifestBuilder, code, hwr, printed_path, repo, run, run_records, spawn_run, stderr};
 
-use std::process::{Command, Stdio};
-
-use common::*;
-
-const THREE: &str = r#"format = 1
-[experiment]
-name = "three"
-[command]
-shell = "echo '{{\"rep\": {repetition}}}'"
-[schedule]
-repetitions = 3
-"#;
+/// Three runs, each printing `{"rep": N}`.
+fn three() -> ManifestBuilder {
+    ManifestBuilder::shell("three", r#"echo '{{"rep": {repetition}}}'"#).repetitions(3)
+}
 
 #[test]
 fn verify_catches_a_modified_and_a_deleted_output_file() {
     let repo = repo();
-    let m = manifest(repo.path(), THREE);
+    let m = three().write(repo.path());
     let (out, bundle) = run(repo.path(), &m);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let bundle = bundle.unwrap();
@@ -69,7 +61,7 @@ fn verify_catches_a_modified_and_a_deleted_output_file() {
 #[test]
 fn unreadable_bundles_are_usage_errors_naming_the_file() {
     let repo = repo();
-    let m = manifest(repo.path(), THREE);
+    let m = three().write(repo.path());
     let (_, bundle) = run(repo.path(), &m);
     let bundle = bundle.unwrap();
 
@@ -112,25 +104,11 @@ fn unreadable_bundles_are_usage_errors_naming_the_file() {
 #[test]
 fn two_runs_at_once_write_two_bundles() {
     let repo = repo();
-    manifest(repo.path(), THREE);
-    let spawn = || {
-        Command::new(bin())
-            .current_dir(repo.path())
-            .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let (a, b) = (spawn(), spawn());
+    three().write(repo.path());
+    let (a, b) = (spawn_run(repo.path()), spawn_run(repo.path()));
     let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
     assert_eq!((code(&a), code(&b)), (0, 0), "{}{}", stderr(&a), stderr(&b));
-    let printed = |o: &std::process::Output| {
-        repo.path()
-            .join(String::from_utf8_lossy(&o.stdout).trim())
-            .display()
-            .to_string()
-    };
+    let printed = |o: &std::process::Output| printed_path(repo.path(), o).display().to_string();
     let (pa, pb) = (printed(&a), printed(&b));
     assert_ne!(pa, pb);
     for p in [&pa, &pb] {
@@ -146,10 +124,6 @@ fn two_runs_at_once_write_two_bundles() {
         assert_eq!(row["runs-ok"], 3);
         assert_eq!(row["runs-failed"], 0);
         assert_eq!(row["dirty"], true, "experiment.toml is untracked");
-        assert_eq!(
-            row["revision"],
-            git(repo.path(), &["rev-parse", "HEAD"]).trim(),
-            "{row}"
-        );
+        assert_eq!(row["revision"], repo.head(), "{row}");
     }
 }

@@ -1,12 +1,10 @@
 //! `hwr-exp check` and `hwr-exp schema` through the binary.
 
-mod common;
-
-use common::*;
+use crate::support::{ManifestBuilder, code, hwr, repo, source_path, stderr};
 
 #[test]
 fn every_malformed_manifest_gives_a_located_error_and_exit_2() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/manifests/bad");
+    let dir = source_path("tests/manifests/bad");
     let mut n = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
@@ -39,10 +37,10 @@ fn every_malformed_manifest_gives_a_located_error_and_exit_2() {
 #[test]
 fn check_reports_every_file_and_plan_level_errors() {
     let repo = repo();
-    let good = manifest(
-        repo.path(),
-        "format = 1\n[experiment]\nname = \"g\"\n[command]\nargv = [\"true\"]\n[matrix]\nx = [1, 2]\n",
-    );
+    let good = ManifestBuilder::argv("g", &["true"])
+        .matrix("x", [1, 2])
+        .write(repo.path());
+    // Literal text: the error's line and column are part of what is checked.
     let dup = repo.path().join("dup.toml");
     std::fs::write(
         &dup,

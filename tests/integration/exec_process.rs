@@ -12,6 +12,8 @@ use hwr_exp::exec::{
 };
 use hwr_exp::manifest::EnvPolicy;
 
+use crate::support::{group_members, process_state, rerun_this_test, wait_for};
+
 /// A spec running `argv` in `dir` with the test's PATH, output into `dir`.
 fn spec(dir: &Path, argv: &[&str]) -> RunSpec {
     RunSpec {
@@ -47,25 +49,6 @@ fn stdout(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("stdout")).unwrap()
 }
 
-/// Live (non-zombie) processes whose process group is `pgid`, from `/proc/*/stat`.
-fn group_alive(pgid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let rest = &stat[stat.rfind(')').unwrap() + 1..];
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        if f[2] == pgid.to_string() && f[0] != "Z" {
-            out.push(pid);
-        }
-    }
-    out
-}
-
 /// The group is gone for the kernel too: kill(-pgid, 0) fails with ESRCH.
 fn assert_group_gone(pgid: u32) {
     let r = unsafe { libc::kill(-(pgid as i32), 0) };
@@ -73,9 +56,9 @@ fn assert_group_gone(pgid: u32) {
     assert!(
         r == -1 && err.raw_os_error() == Some(libc::ESRCH),
         "group {pgid} still exists: {:?}",
-        group_alive(pgid)
+        group_members(i64::from(pgid))
     );
-    assert!(group_alive(pgid).is_empty());
+    assert!(group_members(i64::from(pgid)).is_empty());
 }
 
 #[test]
@@ -433,66 +416,45 @@ fn pdeathsig_helper() {
 fn run_dies_with_its_runner() {
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("pid");
-    let mut helper = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["pdeathsig_helper", "--exact", "--ignored", "--quiet"])
+    let mut helper = rerun_this_test(module_path!(), "pdeathsig_helper")
         .env("HWR_TEST_PDEATH_PIDFILE", &pidfile)
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let t = Instant::now();
-    let pid: i32 = loop {
-        if let Some(pid) = std::fs::read_to_string(&pidfile)
+    let read_pid = || -> Option<i32> {
+        std::fs::read_to_string(&pidfile)
             .ok()
             .and_then(|s| s.trim().parse().ok())
-        {
-            break pid;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "helper never started its run"
-        );
-        std::thread::sleep(Duration::from_millis(10));
     };
+    wait_for("the helper to start its run", Duration::from_secs(10), || {
+        read_pid().is_some()
+    });
+    let pid = read_pid().unwrap();
     // The run is alive while its runner is.
     assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
     helper.kill().unwrap(); // SIGKILL: no cleanup code runs in the runner
     helper.wait().unwrap();
-    let t = Instant::now();
-    loop {
-        // Gone, or a zombie (reparented to this test process, a subreaper) that we reap.
-        let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| {
-                s[s.rfind(')').unwrap() + 1..]
-                    .split_whitespace()
-                    .next()
-                    .map(String::from)
-            });
-        match state.as_deref() {
-            None => break,
-            Some("Z") => {
-                unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
-                break;
-            }
-            Some(_) => {}
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(3),
-            "run {pid} outlived its runner"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    // Gone, or a zombie (reparented to this test process, a subreaper) that we reap.
+    wait_for("the run to die with its runner", Duration::from_secs(3), || {
+        matches!(process_state(i64::from(pid)), None | Some('Z'))
+    });
+    // SAFETY: waitpid with a null status pointer only reaps `pid` if it is our zombie child.
+    unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
 }
 
 #[test]
 fn signal_dispositions_and_mask_are_reset() {
     let dir = tempfile::tempdir().unwrap();
-    // An ignored signal in the runner would survive exec without the reset.
-    unsafe { libc::signal(libc::SIGUSR1, libc::SIG_IGN) };
+    // An ignored signal in the runner would survive exec without the reset. Restored at once:
+    // the other tests of this binary start processes too.
+    // SAFETY: SIG_IGN installs no handler code; nothing in this binary handles SIGUSR1.
+    let previous = unsafe { libc::signal(libc::SIGUSR1, libc::SIG_IGN) };
     let o = run(&spec(
         dir.path(),
         &["grep", "-E", "^Sig(Ign|Blk)", "/proc/self/status"],
     ));
+    // SAFETY: puts back the disposition signal() returned above.
+    unsafe { libc::signal(libc::SIGUSR1, previous) };
     assert_eq!(o.exit_code, Some(0), "{o:?}");
     assert_eq!(
         stdout(dir.path()),

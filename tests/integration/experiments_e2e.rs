@@ -1,23 +1,21 @@
 //! The checked-in experiments run end to end through `hwr-exp run` (iterations cut down).
 
-mod common;
+use std::path::PathBuf;
 
-use common::*;
+use crate::support::probe::phases;
+use crate::support::{Repo, code, hwr, json, repo, run, run_records, source_path, stderr};
 
 /// Copies `experiments/<name>` into a temporary git repository with the iteration counts cut down.
-fn small_copy(name: &str, replacements: &[(&str, &str)]) -> (tempfile::TempDir, std::path::PathBuf) {
+fn small_copy(name: &str, replacements: &[(&str, &str)]) -> (Repo, PathBuf) {
     let repo = repo();
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("experiments")
-        .join(name);
-    let mut text = std::fs::read_to_string(&src).unwrap();
+    let mut text = std::fs::read_to_string(source_path("experiments").join(name)).unwrap();
     for (from, to) in replacements {
         assert!(text.contains(from), "{name} no longer contains {from}");
         text = text.replace(from, to);
     }
-    std::fs::create_dir(repo.path().join("experiments")).unwrap();
-    let path = repo.path().join("experiments").join(name);
-    std::fs::write(&path, text).unwrap();
+    let rel = format!("experiments/{name}");
+    repo.write(&rel, text);
+    let path = repo.path().join(rel);
     (repo, path)
 }
 
@@ -55,14 +53,8 @@ fn size_compare_writes_eight_probe_outputs_named_by_cell() {
         );
         assert_eq!(probe["completed"], true);
         assert_eq!(probe["arguments"]["tensor_elements"], cell["elements"]);
-        let phases: Vec<&str> = probe["samples"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["phase"].as_str().unwrap())
-            .collect();
         assert_eq!(
-            phases,
+            phases(&probe),
             [
                 "before_file",
                 "baseline",
@@ -107,7 +99,7 @@ fn feasibility_runs() {
 
 #[test]
 fn every_checked_in_experiment_passes_check() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments");
+    let dir = source_path("experiments");
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
         let out = hwr(&dir, &["check", path.to_str().unwrap()]);

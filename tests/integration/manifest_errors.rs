@@ -6,8 +6,10 @@ use std::path::{Path, PathBuf};
 use hwr_exp::manifest::{self, Diagnostics};
 use proptest::prelude::*;
 
+use crate::support::source_path;
+
 fn bad_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/manifests/bad")
+    source_path("tests/manifests/bad")
 }
 
 fn bad_files() -> Vec<PathBuf> {

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use hwr_exp::manifest::{self, *};
 
+use crate::support::source_path;
+
 fn good(name: &str) -> Manifest {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/manifests/good")
-        .join(name);
+    let path = source_path("tests/manifests/good").join(name);
     manifest::load(&path).unwrap_or_else(|d| panic!("{name} should parse:\n{d}"))
 }
 
@@ -25,7 +25,7 @@ fn span_text<'a>(m: &'a Manifest, key: &str) -> &'a str {
 #[test]
 fn design_example() {
     let m = good("size-compare.toml");
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/manifests/good");
+    let dir = source_path("tests/manifests/good");
     assert_eq!(m.format, 1);
     assert_eq!(m.base_dir, dir);
     assert_eq!(m.experiment.name, "size-compare");
@@ -171,7 +171,7 @@ fn shell_manifest_keeps_manifest_order_and_mixed_values() {
     );
     assert_eq!(m.isolation.env_unset, vec!["LD_PRELOAD", "MALLOC_ARENA_MAX"]);
     assert_eq!(m.measure.sample_interval, None);
-    let tests_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/manifests");
+    let tests_dir = source_path("tests/manifests");
     assert_eq!(m.provenance.repo, Some(tests_dir.join("repo")));
     assert_eq!(
         m.report.metrics,

@@ -7,6 +7,8 @@ use std::path::Path;
 use hwr_exp::manifest::{self, raw::RawManifest};
 use serde_json::Value;
 
+use crate::support::source_path;
+
 /// Keys DESIGN section 3 names (plus `[report] metrics`).
 const DESIGN_KEYS: &[&str] = &[
     "format",
@@ -116,7 +118,7 @@ fn schema_carries_the_accepted_values() {
 
 #[test]
 fn every_valid_example_also_deserializes_into_the_raw_types() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/manifests/good");
+    let dir = source_path("tests/manifests/good");
     let mut count = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();

@@ -3,51 +3,9 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use assert_cmd::Command;
 use serde_json::Value;
 
-/// Top-level keys every probe document has (the original diagnostic's, plus the port's own).
-const TOP_KEYS: &[&str] = &[
-    "schema_version",
-    "probe",
-    "arguments",
-    "kernel",
-    "hostname",
-    "pid",
-    "cpu_affinity",
-    "probe_version",
-    "safetensors_version",
-    "rust_version",
-    "allocator",
-    "build_profile",
-    "file_bytes",
-    "first_read_ok",
-    "preparation_seconds",
-    "warmup_seconds",
-    "samples",
-    "iterations_completed",
-    "checksum",
-    "last_tensor_alive",
-    "completed",
-];
-
-/// Keys every sample has.
-const SAMPLE_KEYS: &[&str] = &[
-    "phase",
-    "iterations",
-    "loop_seconds",
-    "rss_bytes",
-    "private_bytes",
-    "anonymous_bytes",
-    "fd_count",
-];
-
-fn probe() -> Command {
-    let mut cmd = Command::cargo_bin("hwr-exp").unwrap();
-    cmd.args(["probe", "safetensors-retention"]);
-    cmd.env_remove("HWR_PROBE_SMAPS_PATH");
-    cmd
-}
+use crate::support::probe::{BUILTIN_ONLY_KEYS, DOCUMENT_KEYS, SAMPLE_KEYS, phases, probe};
 
 fn run_ok(args: &[&str]) -> Value {
     let out = probe().args(args).output().unwrap();
@@ -63,15 +21,6 @@ fn run_ok(args: &[&str]) -> Value {
 /// Sum over iterations k in 0..total of (k mod n): the checksum the probe must report.
 fn expected_checksum(total: u64, n: u64) -> u64 {
     (0..total).map(|k| k % n).sum()
-}
-
-fn phases(doc: &Value) -> Vec<&str> {
-    doc["samples"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["phase"].as_str().unwrap())
-        .collect()
 }
 
 #[test]
@@ -90,7 +39,7 @@ fn every_mode_prints_all_keys_phases_in_order_and_exact_iterations() {
             "50",
         ]);
         let obj = doc.as_object().unwrap();
-        for key in TOP_KEYS {
+        for key in DOCUMENT_KEYS.iter().chain(BUILTIN_ONLY_KEYS) {
             assert!(obj.contains_key(*key), "{mode}: missing `{key}` in {doc:#}");
         }
         assert_eq!(doc["schema_version"], 1);
@@ -260,11 +209,10 @@ fn unreadable_smaps_rollup_exits_2_naming_the_file() {
 
 #[test]
 fn sigterm_mid_loop_prints_what_it_has_and_exits_143() {
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("hwr-exp"))
-        .args(["probe", "safetensors-retention", "--mode", "get_tensor"])
+    let child = probe()
+        .args(["--mode", "get_tensor"])
         .args(["--iterations", "1000000000", "--sample-every", "500"])
         .args(["--warmup", "10"])
-        .env_remove("HWR_PROBE_SMAPS_PATH")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -8,8 +8,11 @@ use std::process::Command;
 use serde_json::Value;
 use toml::Table;
 
+use crate::support::probe::python_ready;
+use crate::support::{bin, source_path};
+
 fn experiments() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("experiments")
+    source_path("experiments")
 }
 
 fn load(name: &str) -> (String, Table) {
@@ -43,9 +46,8 @@ fn cells(table: &Table) -> Vec<Vec<(String, String)>> {
 }
 
 fn render(template: &str, cell: &[(String, String)]) -> String {
-    let hwr_exp = assert_cmd::cargo::cargo_bin("hwr-exp");
     hwr_exp::manifest::template::render(template, |name| match name {
-        "hwr-exp" => Some(hwr_exp.display().to_string()),
+        "hwr-exp" => Some(bin().display().to_string()),
         "repetition" => Some("1".to_owned()),
         _ => cell.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()),
     })
@@ -175,12 +177,7 @@ fn python_diagnostic_points_at_the_python_probe_with_the_same_flags() {
         "{} relative to the workdir",
         first[1]
     );
-    let ready = Command::new("python3")
-        .args(["-c", "import safetensors, numpy"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ready {
-        eprintln!("note: not running the Python probe: `import safetensors, numpy` failed");
+    if !python_ready() {
         return;
     }
     let doc = run(&table, &argv(&table, &cells[0], Some(("2000", "1000"))));

@@ -2,58 +2,11 @@
 //! as `hwr-exp probe safetensors-retention`. Skipped (with a note) when python3 with safetensors
 //! and numpy is not installed.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::Value;
 
-/// Keys both probes write.
-const COMMON_KEYS: &[&str] = &[
-    "schema_version",
-    "probe",
-    "arguments",
-    "kernel",
-    "hostname",
-    "pid",
-    "cpu_affinity",
-    "probe_version",
-    "safetensors_version",
-    "allocator",
-    "file_bytes",
-    "first_read_ok",
-    "preparation_seconds",
-    "warmup_seconds",
-    "samples",
-    "iterations_completed",
-    "checksum",
-    "last_tensor_alive",
-    "completed",
-];
-
-const SAMPLE_KEYS: &[&str] = &[
-    "phase",
-    "iterations",
-    "loop_seconds",
-    "rss_bytes",
-    "private_bytes",
-    "anonymous_bytes",
-    "fd_count",
-];
-
-fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/retention_probe.py")
-}
-
-fn python_ready() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import safetensors, numpy"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("note: skipping: `python3 -c 'import safetensors, numpy'` failed");
-    }
-    ok
-}
+use crate::support::probe::{DOCUMENT_KEYS, SAMPLE_KEYS, phases, probe, python_ready, python_script};
 
 fn keys(doc: &Value) -> Vec<&str> {
     doc.as_object().unwrap().keys().map(String::as_str).collect()
@@ -91,7 +44,7 @@ fn same_keys_and_phases(mode: &str) {
     ];
     {
         let py = Command::new("python3")
-            .arg(script())
+            .arg(python_script())
             .args(["--mode", mode])
             .args(args)
             .env_remove("HWR_PROBE_SMAPS_PATH")
@@ -104,17 +57,11 @@ fn same_keys_and_phases(mode: &str) {
             String::from_utf8_lossy(&py.stderr)
         );
         let py: Value = serde_json::from_slice(&py.stdout).unwrap();
-        let rs = assert_cmd::Command::cargo_bin("hwr-exp")
-            .unwrap()
-            .args(["probe", "safetensors-retention", "--mode", mode])
-            .args(args)
-            .env_remove("HWR_PROBE_SMAPS_PATH")
-            .output()
-            .unwrap();
+        let rs = probe().args(["--mode", mode]).args(args).output().unwrap();
         assert!(rs.status.success());
         let rs: Value = serde_json::from_slice(&rs.stdout).unwrap();
 
-        for key in COMMON_KEYS {
+        for key in DOCUMENT_KEYS {
             assert!(
                 py.get(*key).is_some(),
                 "python {mode}: missing `{key}`: {:?}",
@@ -133,9 +80,8 @@ fn same_keys_and_phases(mode: &str) {
         assert_eq!(py["kernel"], rs["kernel"]);
 
         let samples = py["samples"].as_array().unwrap();
-        let phases: Vec<&str> = samples.iter().map(|s| s["phase"].as_str().unwrap()).collect();
         assert_eq!(
-            phases,
+            phases(&py),
             ["before_file", "baseline", "loop", "loop", "loop", "closed"]
         );
         let iterations: Vec<u64> = samples
@@ -166,12 +112,16 @@ fn python_probe_refuses_bad_flags_and_unreadable_smaps_with_exit_2() {
         &["--mode", "view", "--sample-every", "x"],
         &["--mode", "copy"],
     ] {
-        let out = Command::new("python3").arg(script()).args(args).output().unwrap();
+        let out = Command::new("python3")
+            .arg(python_script())
+            .args(args)
+            .output()
+            .unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(out.stdout.is_empty());
     }
     let out = Command::new("python3")
-        .arg(script())
+        .arg(python_script())
         .args(["--mode", "view", "--iterations", "10"])
         .env("HWR_PROBE_SMAPS_PATH", "/nonexistent/smaps_rollup")
         .output()
@@ -186,7 +136,7 @@ fn python_probe_prints_what_it_has_on_sigterm() {
         return;
     }
     let child = Command::new("python3")
-        .arg(script())
+        .arg(python_script())
         .args(["--mode", "get_tensor", "--iterations", "1000000000"])
         .args(["--sample-every", "1000", "--warmup", "10"])
         .env_remove("HWR_PROBE_SMAPS_PATH")

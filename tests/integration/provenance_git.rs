@@ -7,47 +7,8 @@ use std::process::Command;
 
 use hwr_exp::provenance::{self, host};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
-/// Runs `git` in `dir` isolated from the user's and system configuration; panics on failure.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("LC_ALL", "C")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?} in {} failed: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn init_repo(dir: &Path) {
-    git(dir, &["init", "-q", "-b", "main"]);
-    git(dir, &["config", "user.name", "Provenance Test"]);
-    git(dir, &["config", "user.email", "provenance@example.invalid"]);
-    git(dir, &["config", "commit.gpgsign", "false"]);
-}
-
-fn write(root: &Path, rel: &str, bytes: &[u8]) {
-    let path = root.join(rel);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, bytes).unwrap();
-}
-
-fn read_json(path: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
-}
-
-fn sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
-}
+use crate::support::{commit_all, git, init_repo, json, rerun_this_test, sha256_hex, write_file as write};
 
 /// Pseudo-random bytes with NULs, deterministic.
 fn binary_bytes(len: usize, seed: u64) -> Vec<u8> {
@@ -93,8 +54,34 @@ fn lines_set(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// Clones `origin` at `rev` into `dest` and applies `patch` with `git apply` (no `--index`).
-fn replay(origin: &Path, rev: &str, patch: &Path, dest: &Path) {
+/// A temporary folder with an empty repository at `TMP/repo`, room beside it for a bundle and a
+/// clone.
+fn scratch_repo() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    init_repo(&repo);
+    (tmp, repo)
+}
+
+/// The trees under `a` and `b` hold the same files ([`tree_files`]): names, bytes, executable bits.
+fn assert_same_tree(a: &Path, b: &Path) {
+    let (a, b) = (tree_files(a), tree_files(b));
+    assert_eq!(
+        a.keys().collect::<Vec<_>>(),
+        b.keys().collect::<Vec<_>>(),
+        "file sets differ"
+    );
+    for (path, (content, exec)) in &a {
+        let (c2, e2) = &b[path];
+        assert!(content == c2, "content of {} differs", path.display());
+        assert_eq!(exec, e2, "executable bit of {} differs", path.display());
+    }
+}
+
+/// Clones `origin` at `rev` into the new folder `dest`, applies `patch` with `git apply` (no
+/// `--index`), and asserts that the clone's tree is then `origin`'s ([`assert_same_tree`]).
+fn assert_replay_rebuilds(origin: &Path, rev: &str, patch: &Path, dest: &Path) {
     git(
         dest.parent().unwrap(),
         &["clone", "-q", origin.to_str().unwrap(), dest.to_str().unwrap()],
@@ -103,14 +90,21 @@ fn replay(origin: &Path, rev: &str, patch: &Path, dest: &Path) {
     if std::fs::metadata(patch).unwrap().len() > 0 {
         git(dest, &["apply", "--whitespace=nowarn", patch.to_str().unwrap()]);
     }
+    assert_same_tree(origin, dest);
+}
+
+/// [`assert_replay_rebuilds`] with the snapshot's patch (saved as `TMP/working-tree.patch`) on a
+/// clone at the snapshot's HEAD in `TMP/clone`.
+fn assert_snapshot_patch_rebuilds(tmp: &Path, repo: &Path, snap: &provenance::Snapshot) {
+    let patch = tmp.join("working-tree.patch");
+    std::fs::write(&patch, snap.patch()).unwrap();
+    let head = snap.head().expect("the snapshot has a HEAD");
+    assert_replay_rebuilds(repo, head, &patch, &tmp.join("clone"));
 }
 
 #[test]
 fn dirty_tree_is_listed_and_patch_rebuilds_it_byte_for_byte() {
-    let tmp = tempfile::tempdir().unwrap();
-    let repo = tmp.path().join("repo");
-    std::fs::create_dir(&repo).unwrap();
-    init_repo(&repo);
+    let (tmp, repo) = scratch_repo();
 
     let lines: String = (0..40).map(|i| format!("line {i}\n")).collect();
     write(&repo, "a.txt", lines.as_bytes());
@@ -123,8 +117,7 @@ fn dirty_tree_is_listed_and_patch_rebuilds_it_byte_for_byte() {
     write(&repo, ".gitignore", b"*.log\n");
     write(&repo, "becomes-link.txt", b"a regular file first\n");
     write(&repo, "with space.txt", b"spaced\n");
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "initial"]);
+    commit_all(&repo, "initial");
 
     // Staged edit.
     write(
@@ -213,13 +206,13 @@ fn dirty_tree_is_listed_and_patch_rebuilds_it_byte_for_byte() {
     assert!(!patch_text.contains("Binary files"), "{patch_text}");
     assert!(!patch_text.contains(".log"), "ignored file in patch");
 
-    let doc = read_json(&bundle.join("provenance.json"));
+    let doc = json(&bundle.join("provenance.json"));
     assert_eq!(doc["format"], 1);
     assert_eq!(doc["head"], head.as_str());
     assert_eq!(doc["branch"], "main");
     assert_eq!(doc["detached"], false);
     assert_eq!(doc["dirty"], true);
-    assert_eq!(doc["patch-sha256"], sha256(&patch).as_str());
+    assert_eq!(doc["patch-sha256"], sha256_hex(&patch).as_str());
     assert!(doc["captured-at"].as_str().unwrap().ends_with('Z'));
     let at = doc["captured-at"].as_str().unwrap();
     at.parse::<jiff::Timestamp>()
@@ -231,25 +224,14 @@ fn dirty_tree_is_listed_and_patch_rebuilds_it_byte_for_byte() {
         .map(|u| (u["path"].as_str().unwrap(), u["sha256"].as_str().unwrap()))
         .collect();
     assert_eq!(untracked.len(), 5, "{untracked:?}");
-    assert_eq!(untracked["newdir/link"], sha256(b"../a.txt"));
-    assert_eq!(untracked["newdir/sub/new.txt"], sha256(b"fresh file\n"));
-    assert_eq!(untracked["newdir/empty.txt"], sha256(b""));
-    assert_eq!(untracked["newdir/blob.bin"], sha256(&binary_bytes(300, 2)));
+    assert_eq!(untracked["newdir/link"], sha256_hex(b"../a.txt"));
+    assert_eq!(untracked["newdir/sub/new.txt"], sha256_hex(b"fresh file\n"));
+    assert_eq!(untracked["newdir/empty.txt"], sha256_hex(b""));
+    assert_eq!(untracked["newdir/blob.bin"], sha256_hex(&binary_bytes(300, 2)));
 
     // Replay on a clean clone at revision.txt: the trees must be identical.
     let clone = tmp.path().join("clone");
-    replay(&repo, revision.trim(), &bundle.join("working-tree.patch"), &clone);
-    let (a, b) = (tree_files(&repo), tree_files(&clone));
-    assert_eq!(
-        a.keys().collect::<Vec<_>>(),
-        b.keys().collect::<Vec<_>>(),
-        "file sets differ"
-    );
-    for (path, (content, exec)) in &a {
-        let (c2, e2) = &b[path];
-        assert!(content == c2, "content of {} differs", path.display());
-        assert_eq!(exec, e2, "executable bit of {} differs", path.display());
-    }
+    assert_replay_rebuilds(&repo, revision.trim(), &bundle.join("working-tree.patch"), &clone);
 }
 
 #[test]
@@ -257,8 +239,7 @@ fn clean_repository_has_empty_patch() {
     let tmp = tempfile::tempdir().unwrap();
     init_repo(tmp.path());
     write(tmp.path(), "f.txt", b"content\n");
-    git(tmp.path(), &["add", "f.txt"]);
-    git(tmp.path(), &["commit", "-q", "-m", "one"]);
+    commit_all(tmp.path(), "one");
 
     let snap = provenance::capture(tmp.path());
     assert!(!snap.dirty());
@@ -275,9 +256,9 @@ fn clean_repository_has_empty_patch() {
         std::fs::read(bundle.path().join("working-tree.txt")).unwrap(),
         b""
     );
-    let doc = read_json(&bundle.path().join("provenance.json"));
+    let doc = json(&bundle.path().join("provenance.json"));
     assert_eq!(doc["dirty"], false);
-    assert_eq!(doc["patch-sha256"], sha256(b"").as_str());
+    assert_eq!(doc["patch-sha256"], sha256_hex(b"").as_str());
     assert!(doc.get("reason").is_none());
 }
 
@@ -304,7 +285,7 @@ fn no_repository_is_recorded_not_fatal() {
         revision,
         format!("no git repository at {}\n", tmp.path().display())
     );
-    let doc = read_json(&bundle.path().join("provenance.json"));
+    let doc = json(&bundle.path().join("provenance.json"));
     assert_eq!(doc["reason"], revision.trim());
     assert_eq!(doc["head"], Value::Null);
     assert_eq!(doc["repo"], Value::Null);
@@ -316,10 +297,7 @@ fn no_repository_is_recorded_not_fatal() {
 
 #[test]
 fn unborn_head_records_branch_and_patch_adds_files() {
-    let tmp = tempfile::tempdir().unwrap();
-    let repo = tmp.path().join("repo");
-    std::fs::create_dir(&repo).unwrap();
-    init_repo(&repo);
+    let (tmp, repo) = scratch_repo();
     write(&repo, "first.txt", b"before any commit\n");
 
     let snap = provenance::capture(&repo);
@@ -352,7 +330,7 @@ fn unborn_head_records_branch_and_patch_adds_files() {
         &fresh,
         &["apply", bundle.join("working-tree.patch").to_str().unwrap()],
     );
-    assert_eq!(tree_files(&repo), tree_files(&fresh));
+    assert_same_tree(&repo, &fresh);
 }
 
 #[test]
@@ -360,8 +338,7 @@ fn detached_head_has_no_branch() {
     let tmp = tempfile::tempdir().unwrap();
     init_repo(tmp.path());
     write(tmp.path(), "f.txt", b"1\n");
-    git(tmp.path(), &["add", "f.txt"]);
-    git(tmp.path(), &["commit", "-q", "-m", "one"]);
+    commit_all(tmp.path(), "one");
     write(tmp.path(), "f.txt", b"2\n");
     git(tmp.path(), &["commit", "-q", "-am", "two"]);
     git(tmp.path(), &["checkout", "-q", "--detach", "HEAD~1"]);
@@ -374,7 +351,7 @@ fn detached_head_has_no_branch() {
     assert!(!snap.dirty());
     let bundle = tempfile::tempdir().unwrap();
     snap.write_files(bundle.path()).unwrap();
-    let doc = read_json(&bundle.path().join("provenance.json"));
+    let doc = json(&bundle.path().join("provenance.json"));
     assert_eq!(doc["branch"], Value::Null);
     assert_eq!(doc["detached"], true);
     assert_eq!(doc["head"], head.as_str());
@@ -382,13 +359,9 @@ fn detached_head_has_no_branch() {
 
 #[test]
 fn drift_is_detected_between_captures() {
-    let tmp = tempfile::tempdir().unwrap();
-    let repo = tmp.path().join("repo");
-    std::fs::create_dir(&repo).unwrap();
-    init_repo(&repo);
+    let (tmp, repo) = scratch_repo();
     write(&repo, "f.txt", b"1\n");
-    git(&repo, &["add", "f.txt"]);
-    git(&repo, &["commit", "-q", "-m", "one"]);
+    commit_all(&repo, "one");
     write(&repo, "f.txt", b"dirty\n");
     write(&repo, "notes.txt", b"untracked\n");
     let bundle = tmp.path().join("bundle");
@@ -399,7 +372,7 @@ fn drift_is_detected_between_captures() {
     before.write_files(&bundle).unwrap();
     let again = provenance::capture(&repo);
     assert!(!provenance::record_after(&bundle, &before, &again).unwrap());
-    let doc = read_json(&bundle.join("provenance.json"));
+    let doc = json(&bundle.join("provenance.json"));
     assert_eq!(doc["drift"], false);
     assert_eq!(doc["after"]["patch-sha256"], doc["patch-sha256"]);
     assert_eq!(doc["after"]["dirty"], true);
@@ -408,19 +381,18 @@ fn drift_is_detected_between_captures() {
     write(&repo, "notes.txt", b"edited during the run\n");
     let after = provenance::capture(&repo);
     assert!(provenance::record_after(&bundle, &before, &after).unwrap());
-    let doc = read_json(&bundle.join("provenance.json"));
+    let doc = json(&bundle.join("provenance.json"));
     assert_eq!(doc["drift"], true);
     assert_eq!(doc["after"]["changed"], serde_json::json!(["notes.txt"]));
     assert_ne!(doc["after"]["patch-sha256"], doc["patch-sha256"]);
     // The before-capture is kept as it was.
-    assert_eq!(doc["patch-sha256"], sha256(before.patch()).as_str());
+    assert_eq!(doc["patch-sha256"], sha256_hex(before.patch()).as_str());
 
     // A commit moves HEAD: drift, HEAD named.
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "two"]);
+    commit_all(&repo, "two");
     let after = provenance::capture(&repo);
     assert!(provenance::record_after(&bundle, &before, &after).unwrap());
-    let doc = read_json(&bundle.join("provenance.json"));
+    let doc = json(&bundle.join("provenance.json"));
     let new_head = git(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
     assert_eq!(doc["after"]["head"], new_head.as_str());
     assert_eq!(doc["after"]["dirty"], false);
@@ -434,9 +406,7 @@ fn submodules_are_listed_with_recorded_and_checked_out_commits() {
     std::fs::create_dir(&sub_origin).unwrap();
     init_repo(&sub_origin);
     write(&sub_origin, "lib.txt", b"library v1\n");
-    git(&sub_origin, &["add", "lib.txt"]);
-    git(&sub_origin, &["commit", "-q", "-m", "lib one"]);
-    let sub_head = git(&sub_origin, &["rev-parse", "HEAD"]).trim().to_owned();
+    let sub_head = commit_all(&sub_origin, "lib one");
 
     let repo = tmp.path().join("super");
     std::fs::create_dir(&repo).unwrap();
@@ -454,8 +424,7 @@ fn submodules_are_listed_with_recorded_and_checked_out_commits() {
             "libs/lib",
         ],
     );
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "with submodule"]);
+    commit_all(&repo, "with submodule");
 
     let snap = provenance::capture(&repo);
     assert!(!snap.dirty(), "{:?}", snap.status());
@@ -468,8 +437,6 @@ fn submodules_are_listed_with_recorded_and_checked_out_commits() {
 
     // A new commit checked out inside the submodule: recorded and checked-out commits differ.
     let sub = repo.join("libs/lib");
-    git(&sub, &["config", "user.name", "Provenance Test"]);
-    git(&sub, &["config", "user.email", "provenance@example.invalid"]);
     write(&sub, "lib.txt", b"library v2\n");
     git(&sub, &["commit", "-q", "-am", "lib two"]);
     let new_sub_head = git(&sub, &["rev-parse", "HEAD"]).trim().to_owned();
@@ -486,7 +453,7 @@ fn submodules_are_listed_with_recorded_and_checked_out_commits() {
 
     let bundle = tempfile::tempdir().unwrap();
     snap.write_files(bundle.path()).unwrap();
-    let doc = read_json(&bundle.path().join("provenance.json"));
+    let doc = json(&bundle.path().join("provenance.json"));
     assert_eq!(doc["submodules"][0]["path"], "libs/lib");
     assert_eq!(doc["submodules"][0]["recorded-commit"], sub_head.as_str());
     assert_eq!(doc["submodules"][0]["checked-out-commit"], new_sub_head.as_str());
@@ -513,7 +480,7 @@ fn host_facts_are_collected() {
 
     let dir = tempfile::tempdir().unwrap();
     facts.write(dir.path()).unwrap();
-    let doc = read_json(&dir.path().join("host.json"));
+    let doc = json(&dir.path().join("host.json"));
     assert_eq!(doc["format"], 1);
     assert!(doc["logical-cpus"].as_u64().unwrap() > 0);
     assert!(doc["memory-total-bytes"].as_u64().unwrap() > 0);
@@ -532,9 +499,8 @@ fn host_env_child() {
 #[test]
 fn host_env_reflects_the_runner_environment() {
     let run = |set_preload: bool| -> Value {
-        let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args(["--exact", "host_env_child", "--nocapture", "--test-threads=1"])
-            .env("HWR_HOST_CHILD", "1")
+        let mut cmd = rerun_this_test(module_path!(), "host_env_child");
+        cmd.env("HWR_HOST_CHILD", "1")
             .env("MALLOC_ARENA_MAX", "2")
             .env("PYTHONMALLOC", "malloc")
             .env("HWR_TEST_SECRET_TOKEN", "hunter2")
@@ -564,10 +530,7 @@ fn host_env_reflects_the_runner_environment() {
 
 #[test]
 fn awkward_changes_replay_too() {
-    let tmp = tempfile::tempdir().unwrap();
-    let repo = tmp.path().join("repo");
-    std::fs::create_dir(&repo).unwrap();
-    init_repo(&repo);
+    let (tmp, repo) = scratch_repo();
     write(
         &repo,
         "unstaged-from-index.txt",
@@ -578,8 +541,7 @@ fn awkward_changes_replay_too() {
     write(&repo, "exec.sh", b"#!/bin/sh\n");
     std::fs::set_permissions(repo.join("exec.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
     write(&repo, "to-empty.txt", b"will be emptied\n");
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "initial"]);
+    commit_all(&repo, "initial");
 
     // `git rm --cached`: staged deletion while the file stays on disk (D  + ??).
     git(&repo, &["rm", "-q", "--cached", "unstaged-from-index.txt"]);
@@ -601,28 +563,14 @@ fn awkward_changes_replay_too() {
     let theirs = lines_set(&git(&repo, &["status", "--short", "--untracked-files=all"]));
     assert_eq!(lines_set(&snap.working_tree_text()), theirs);
 
-    let bundle = tmp.path().join("bundle");
-    std::fs::create_dir(&bundle).unwrap();
-    snap.write_files(&bundle).unwrap();
-    let clone = tmp.path().join("clone");
-    replay(
-        &repo,
-        snap.head().unwrap(),
-        &bundle.join("working-tree.patch"),
-        &clone,
-    );
-    assert_eq!(tree_files(&repo), tree_files(&clone));
+    assert_snapshot_patch_rebuilds(tmp.path(), &repo, &snap);
 }
 
 #[test]
 fn excluded_results_directory_is_left_out_and_causes_no_drift() {
-    let tmp = tempfile::tempdir().unwrap();
-    let repo = tmp.path().join("repo");
-    std::fs::create_dir(&repo).unwrap();
-    init_repo(&repo);
+    let (_tmp, repo) = scratch_repo();
     write(&repo, "exp.toml", b"[experiment]\n");
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "one"]);
+    commit_all(&repo, "one");
     write(&repo, "results/exp/old-bundle/bundle.json", b"{}\n");
     write(&repo, "notes.txt", b"untracked, recorded\n");
     let results = repo.join("results");
@@ -642,7 +590,7 @@ fn excluded_results_directory_is_left_out_and_causes_no_drift() {
     before.write_files(&bundle).unwrap();
     let after = provenance::capture_excluding(&repo, &[&results]);
     assert!(!provenance::record_after(&bundle, &before, &after).unwrap());
-    let doc = read_json(&bundle.join("provenance.json"));
+    let doc = json(&bundle.join("provenance.json"));
     assert_eq!(doc["excluded"], serde_json::json!(["results"]));
     assert_eq!(doc["drift"], false);
 
@@ -663,29 +611,15 @@ fn snapshot_lines(snap: &provenance::Snapshot) -> Vec<String> {
 
 #[test]
 fn eol_conversion_round_trips_through_git_apply() {
-    let tmp = tempfile::tempdir().unwrap();
-    let repo = tmp.path().join("repo");
-    std::fs::create_dir(&repo).unwrap();
-    init_repo(&repo);
+    let (tmp, repo) = scratch_repo();
     write(&repo, ".gitattributes", b"*.crlf text eol=crlf\n");
     write(&repo, "win.crlf", b"one\r\ntwo\r\nthree\r\n");
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "one"]);
+    commit_all(&repo, "one");
     write(&repo, "win.crlf", b"one\r\n2\r\nthree\r\nfour\r\n");
     write(&repo, "new.crlf", b"fresh\r\n");
 
     let snap = provenance::capture(&repo);
-    let bundle = tmp.path().join("bundle");
-    std::fs::create_dir(&bundle).unwrap();
-    snap.write_files(&bundle).unwrap();
-    let clone = tmp.path().join("clone");
-    replay(
-        &repo,
-        snap.head().unwrap(),
-        &bundle.join("working-tree.patch"),
-        &clone,
-    );
-    assert_eq!(tree_files(&repo), tree_files(&clone));
+    assert_snapshot_patch_rebuilds(tmp.path(), &repo, &snap);
 }
 
 #[test]

@@ -1,24 +1,20 @@
 //! Unreadable bundles give a clear error naming the file; interrupted bundles still report.
 
-use std::path::PathBuf;
+use hwr_exp::report::Format;
 
-use hwr_exp::report::{Format, ReportArgs, report_to_string};
+use crate::support::{bundle_fixture, copy_dir, report_text};
 
-fn report(bundle: &str, format: Format) -> anyhow::Result<String> {
-    report_to_string(&ReportArgs {
-        bundle: PathBuf::from(bundle),
-        format,
-        plot: None,
-    })
-}
-
-fn error(bundle: &str) -> String {
-    format!("{:#}", report(bundle, Format::Table).unwrap_err())
+/// The error of `report` on the fixture bundle `NAME`, with its causes.
+fn error(name: &str) -> String {
+    format!(
+        "{:#}",
+        report_text(bundle_fixture(name), Format::Table).unwrap_err()
+    )
 }
 
 #[test]
 fn newer_format_names_bundle_json() {
-    let e = error("tests/fixtures/bundles/newer-format");
+    let e = error("newer-format");
     assert_eq!(
         e,
         format!(
@@ -31,7 +27,7 @@ fn newer_format_names_bundle_json() {
 
 #[test]
 fn truncated_run_json_names_the_file() {
-    let e = error("tests/fixtures/bundles/truncated-run");
+    let e = error("truncated-run");
     assert!(
         e.starts_with(
             "tests/fixtures/bundles/truncated-run/runs/0001-reuse-16-r1/run.json: truncated JSON: EOF while parsing"
@@ -42,7 +38,7 @@ fn truncated_run_json_names_the_file() {
 
 #[test]
 fn missing_bundle_json_names_the_file() {
-    let e = error("tests/fixtures/bundles/missing-bundle-json");
+    let e = error("missing-bundle-json");
     assert_eq!(
         e,
         "tests/fixtures/bundles/missing-bundle-json/bundle.json: missing (every bundle has this file; is this a bundle folder?)"
@@ -51,7 +47,7 @@ fn missing_bundle_json_names_the_file() {
 
 #[test]
 fn not_a_folder() {
-    let e = error("tests/fixtures/bundles/no-such-bundle");
+    let e = error("no-such-bundle");
     assert!(
         e.starts_with("tests/fixtures/bundles/no-such-bundle: not a bundle folder"),
         "{e}"
@@ -60,7 +56,7 @@ fn not_a_folder() {
 
 #[test]
 fn interrupted_bundle_reports_what_it_has() {
-    let out = report("tests/fixtures/bundles/interrupted", Format::Table).unwrap();
+    let out = report_text(bundle_fixture("interrupted"), Format::Table).unwrap();
     assert!(
         out.contains("summary: 8 planned, 5 finished (5 ok), 3 not run;"),
         "{out}"
@@ -71,7 +67,7 @@ fn interrupted_bundle_reports_what_it_has() {
     // The cells still aggregate the repetitions that finished.
     assert!(out.contains("mode=get_tensor elements=16 ┆ 2/2"), "{out}");
     assert!(out.contains("mode=get_tensor elements=64 ┆ 1/1"), "{out}");
-    let csv = report("tests/fixtures/bundles/interrupted", Format::Csv).unwrap();
+    let csv = report_text(bundle_fixture("interrupted"), Format::Csv).unwrap();
     let mut rdr = csv::Reader::from_reader(csv.as_bytes());
     let rows: Vec<csv::StringRecord> = rdr.records().map(Result::unwrap).collect();
     assert_eq!(rows.len(), 8);
@@ -82,27 +78,13 @@ fn interrupted_bundle_reports_what_it_has() {
 fn corrupted_bundle_in_a_temp_dir_mid_report() {
     // A run output that is not JSON although run.json says valid: listed, left out, not fatal.
     let dir = tempfile::tempdir().unwrap();
-    let src = std::path::Path::new("tests/fixtures/bundles/synthetic-a");
-    copy_dir(src, dir.path());
+    copy_dir(&bundle_fixture("synthetic-a"), dir.path());
     let out = dir.path().join("runs/0000-get_tensor-16-r1/get_tensor-16-1.json");
     std::fs::write(&out, "{\"samples\": [").unwrap();
-    let text = report(dir.path().to_str().unwrap(), Format::Table).unwrap();
+    let text = report_text(dir.path(), Format::Table).unwrap();
     assert!(
         text.contains("0000-get_tensor-16-r1 (cannot read output"),
         "{text}"
     );
     assert!(text.contains("mode=get_tensor elements=16 ┆ 1/2"), "{text}");
-}
-
-fn copy_dir(src: &std::path::Path, dst: &std::path::Path) {
-    std::fs::create_dir_all(dst).unwrap();
-    for e in std::fs::read_dir(src).unwrap() {
-        let e = e.unwrap();
-        let to = dst.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &to);
-        } else {
-            std::fs::copy(e.path(), to).unwrap();
-        }
-    }
 }

@@ -1,15 +1,17 @@
 //! Writes the synthetic fixture bundles under tests/fixtures/bundles/ (checked in).
 //!
-//! Run `HWR_REGENERATE_FIXTURES=1 cargo test --test report_fixtures -- --ignored` after changing
-//! benches/report/synth.rs; the snapshot tests then show what changed.
+//! Run `HWR_REGENERATE_FIXTURES=1 cargo test --test integration report_fixtures -- --ignored`
+//! after changing benches/report/synth.rs; the snapshot tests then show what changed.
 
-#[path = "../benches/report/synth.rs"]
+#[path = "../../benches/report/synth.rs"]
 mod synth;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+use crate::support::source_path;
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bundles")
+    source_path("tests/fixtures/bundles")
 }
 
 fn fresh(name: &str) -> PathBuf {

@@ -1,17 +1,25 @@
 //! Snapshot tests of `hwr-exp report` / `compare` output on the checked-in fixture bundles.
 
-use std::path::PathBuf;
+use hwr_exp::report::{CompareArgs, Format, compare::compare_to_string};
 
-use hwr_exp::report::{CompareArgs, Format, ReportArgs, compare::compare_to_string, report_to_string};
+use crate::support::{bundle_fixture, report_text};
 
-const A: &str = "tests/fixtures/bundles/synthetic-a";
-const B: &str = "tests/fixtures/bundles/synthetic-b";
+const A: &str = "synthetic-a";
+const B: &str = "synthetic-b";
+const REAL: &str = "python-retention";
+const PROBE: &str = "probe-size-compare";
 
-fn report(bundle: &str, format: Format) -> String {
-    report_to_string(&ReportArgs {
-        bundle: PathBuf::from(bundle),
+/// `report` of the fixture bundle `NAME`.
+fn report(name: &str, format: Format) -> String {
+    report_text(bundle_fixture(name), format).unwrap()
+}
+
+/// `compare` of the fixture bundles `A` and `B`.
+fn compare(a: &str, b: &str, format: Format) -> String {
+    compare_to_string(&CompareArgs {
+        a: bundle_fixture(a),
+        b: bundle_fixture(b),
         format,
-        plot: None,
     })
     .unwrap()
 }
@@ -33,16 +41,8 @@ fn csv() {
 
 #[test]
 fn compare_table() {
-    let out = compare_to_string(&CompareArgs {
-        a: A.into(),
-        b: B.into(),
-        format: Format::Table,
-    })
-    .unwrap();
-    insta::assert_snapshot!(out);
+    insta::assert_snapshot!(compare(A, B, Format::Table));
 }
-
-const REAL: &str = "tests/fixtures/bundles/python-retention";
 
 #[test]
 fn real_bundle_table() {
@@ -61,12 +61,7 @@ fn real_bundle_csv() {
 
 #[test]
 fn compare_names_the_changed_revision_and_one_sided_cells() {
-    let out = compare_to_string(&CompareArgs {
-        a: A.into(),
-        b: B.into(),
-        format: Format::Json,
-    })
-    .unwrap();
+    let out = compare(A, B, Format::Json);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let diffs = v["differences"].as_array().unwrap();
     let facts: Vec<&str> = diffs.iter().map(|d| d["fact"].as_str().unwrap()).collect();
@@ -88,12 +83,7 @@ fn compare_names_the_changed_revision_and_one_sided_cells() {
     assert_eq!(row["median-difference"], 40960.0);
     assert_eq!(row["ranges-overlap"], false);
     // Comparing a bundle with itself: no differences, every range overlaps.
-    let same = compare_to_string(&CompareArgs {
-        a: A.into(),
-        b: A.into(),
-        format: Format::Table,
-    })
-    .unwrap();
+    let same = compare(A, A, Format::Table);
     assert!(same.contains("same experiment, revision, working tree, host, hwr-exp version and manifest"));
     assert!(!same.contains("only in"));
 }
@@ -125,8 +115,6 @@ fn csv_has_one_row_per_run_and_unique_columns() {
         assert_eq!(rows, planned);
     }
 }
-
-const PROBE: &str = "tests/fixtures/bundles/probe-size-compare";
 
 #[test]
 fn probe_bundle_table() {

@@ -1,11 +1,8 @@
 //! `report --plot`: the SVG parses as XML and has one `<polyline>` per plotted series.
 
-use std::path::PathBuf;
-
 use hwr_exp::report::{Format, ReportArgs, collect, plot, report_to_string};
 
-const A: &str = "tests/fixtures/bundles/synthetic-a";
-const INTERRUPTED: &str = "tests/fixtures/bundles/interrupted";
+use crate::support::bundle_fixture;
 
 /// The data series: `<polyline>`s drawn 2 px wide (axes and ticks are 1 px polylines).
 fn polylines(svg: &str) -> Vec<(String, usize)> {
@@ -34,7 +31,7 @@ fn one_polyline_per_run_and_per_memory_series() {
     let dir = tempfile::tempdir().unwrap();
     let svg_path = dir.path().join("plot.svg");
     report_to_string(&ReportArgs {
-        bundle: PathBuf::from(A),
+        bundle: bundle_fixture("synthetic-a"),
         format: Format::Table,
         plot: Some(svg_path.clone()),
     })
@@ -71,7 +68,7 @@ fn one_polyline_per_run_and_per_memory_series() {
 
 #[test]
 fn interrupted_bundle_plots_the_runs_it_has() {
-    let report = collect(std::path::Path::new(INTERRUPTED), true).unwrap();
+    let report = collect(&bundle_fixture("interrupted"), true).unwrap();
     let svg = plot::render_svg(&report).unwrap();
     assert_eq!(polylines(&svg).len(), 5);
 }
@@ -83,18 +80,14 @@ fn regenerate_example_plot() {
     if std::env::var_os("HWR_REGENERATE_FIXTURES").is_none() {
         return;
     }
-    let report = collect(
-        std::path::Path::new("tests/fixtures/bundles/probe-size-compare"),
-        true,
-    )
-    .unwrap();
+    let report = collect(&bundle_fixture("probe-size-compare"), true).unwrap();
     plot::write_svg(&report, std::path::Path::new("docs/example-report.svg")).unwrap();
 }
 
 #[test]
 fn real_probe_bundle_one_line_per_run() {
-    let dir = std::path::Path::new("tests/fixtures/bundles/probe-size-compare");
-    let report = collect(dir, true).unwrap();
+    let dir = bundle_fixture("probe-size-compare");
+    let report = collect(&dir, true).unwrap();
     let svg = plot::render_svg(&report).unwrap();
     // Every run with a retention output (8 ok runs; the 2 failed runs printed nothing) plus every
     // run whose memory.jsonl has at least one sample with private bytes.

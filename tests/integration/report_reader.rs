@@ -3,9 +3,11 @@
 use hwr_exp::bundle::read::{Bundle, ReadError};
 use hwr_exp::bundle::{BundleStatus, Outcome};
 
+use crate::support::bundle_fixture;
+
 #[test]
 fn runs_stream_in_plan_order_and_missing_runs_are_marked() {
-    let b = Bundle::open("tests/fixtures/bundles/interrupted").unwrap();
+    let b = Bundle::open(bundle_fixture("interrupted")).unwrap();
     assert_eq!(b.info().status, BundleStatus::Interrupted);
     assert_eq!(b.plan().unwrap().runs.len(), 8);
     let mut runs = b.runs().unwrap();
@@ -31,7 +33,7 @@ fn runs_stream_in_plan_order_and_missing_runs_are_marked() {
 
 #[test]
 fn real_bundle_files() {
-    let b = Bundle::open("tests/fixtures/bundles/python-retention").unwrap();
+    let b = Bundle::open(bundle_fixture("python-retention")).unwrap();
     assert_eq!(b.revision().unwrap(), "e8a71c82b1c5f9433752ec3053ec22dbd40c483e");
     assert_eq!(b.provenance().unwrap()["dirty"], false);
     assert!(b.host().unwrap()["hostname"].is_string());
@@ -47,7 +49,7 @@ fn real_bundle_files() {
 
 #[test]
 fn truncated_run_json_is_an_error_naming_the_file() {
-    let b = Bundle::open("tests/fixtures/bundles/truncated-run").unwrap();
+    let b = Bundle::open(bundle_fixture("truncated-run")).unwrap();
     let errors: Vec<ReadError> = b.runs().unwrap().filter_map(Result::err).collect();
     assert_eq!(errors.len(), 1);
     assert!(matches!(
@@ -63,7 +65,7 @@ fn truncated_run_json_is_an_error_naming_the_file() {
 #[test]
 fn newer_plan_format_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let src = std::path::Path::new("tests/fixtures/bundles/newer-format");
+    let src = bundle_fixture("newer-format");
     for f in ["bundle.json", "plan.json"] {
         std::fs::copy(src.join(f), dir.path().join(f)).unwrap();
     }

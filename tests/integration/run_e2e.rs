@@ -1,40 +1,35 @@
 //! `hwr-exp run` end to end: real processes, temporary git repositories, the bundle on disk.
 
-mod common;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::support::manifest::table;
+use crate::support::{
+    ManifestBuilder, code, group_members, hwr, hwr_command, json, printed_path, repo, run, run_records,
+    sha256_hex, spawn_run, stderr, wait_for,
+};
 
+/// SHA-256 of the file at `path`, in hex.
 fn sha256(path: &Path) -> String {
-    hwr_exp::bundle::write::sha256_file(path).unwrap()
+    sha256_hex(&std::fs::read(path).unwrap())
 }
 
 #[test]
 fn complete_bundle_with_every_file() {
     let repo = repo();
     std::fs::write(repo.path().join("untracked.txt"), "new\n").unwrap();
-    let m = manifest(
-        repo.path(),
-        r#"format = 1
-[experiment]
-name = "echo-json"
-description = "prints its cell as JSON"
-[command]
-shell = """printf '{{"mode": "%s", "n": %s, "rep": %s}}\n' {mode} {n} {repetition}"""
-output = "{mode}-{n}-{repetition}.json"
-[matrix]
-mode = ["a", "b"]
-n = [1, 2]
-[schedule]
-repetitions = 2
-[isolation]
-timeout = "30s"
-[measure]
-sample-interval = "10ms"
-"#,
-    );
+    let m = ManifestBuilder::shell(
+        "echo-json",
+        r#"printf '{{"mode": "%s", "n": %s, "rep": %s}}\n' {mode} {n} {repetition}"#,
+    )
+    .set("experiment", "description", "prints its cell as JSON")
+    .output("{mode}-{n}-{repetition}.json")
+    .matrix("mode", ["a", "b"])
+    .matrix("n", [1, 2])
+    .repetitions(2)
+    .isolation("timeout", "30s")
+    .set("measure", "sample-interval", "10ms")
+    .write(repo.path());
     let (out, bundle) = run(repo.path(), &m);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let bundle = bundle.expect("bundle path on stdout");
@@ -61,12 +56,11 @@ sample-interval = "10ms"
         std::fs::read(&m).unwrap()
     );
     assert_eq!(info["manifest-sha256"], sha256(&m));
-    let head = git(repo.path(), &["rev-parse", "HEAD"]);
     assert_eq!(
         std::fs::read_to_string(bundle.join("revision.txt"))
             .unwrap()
             .trim(),
-        head.trim()
+        repo.head()
     );
     let tree = std::fs::read_to_string(bundle.join("working-tree.txt")).unwrap();
     assert!(tree.contains("?? untracked.txt"), "{tree}");
@@ -107,23 +101,16 @@ sample-interval = "10ms"
 fn environment_reaches_the_run_exactly() {
     let repo = repo();
     for policy in ["inherit", "clean"] {
-        let m = manifest(
-            repo.path(),
-            &r#"format = 1
-[experiment]
-name = "env-POLICY"
-[command]
-shell = 'echo "cuda=${{CUDA_VISIBLE_DEVICES-unset}} empty=${{EMPTY-unset}} gone=${{GONE-unset}} path=${{PATH:+yes}} secret=${{SECRET-unset}} value=$VALUE run=$HWR_RUN_ID rep=$HWR_REPETITION"'
-output = "env.txt"
-[isolation]
-env-policy = "POLICY"
-env = { EMPTY = "", VALUE = "{repetition}-x" }
-env-unset = ["GONE"]
-"#
-            .replace("POLICY", policy),
-        );
-        let out = std::process::Command::new(bin())
-            .current_dir(repo.path())
+        let m = ManifestBuilder::shell(
+            &format!("env-{policy}"),
+            r#"echo "cuda=${{CUDA_VISIBLE_DEVICES-unset}} empty=${{EMPTY-unset}} gone=${{GONE-unset}} path=${{PATH:+yes}} secret=${{SECRET-unset}} value=$VALUE run=$HWR_RUN_ID rep=$HWR_REPETITION""#,
+        )
+        .output("env.txt")
+        .isolation("env-policy", policy)
+        .isolation("env", table([("EMPTY", ""), ("VALUE", "{repetition}-x")]))
+        .isolation("env-unset", vec!["GONE"])
+        .write(repo.path());
+        let out = hwr_command(repo.path())
             .env("GONE", "here")
             .env("SECRET", "s3cret")
             .arg("run")
@@ -132,7 +119,7 @@ env-unset = ["GONE"]
             .output()
             .unwrap();
         assert_eq!(code(&out), 0, "{}", stderr(&out));
-        let bundle = repo.path().join(String::from_utf8_lossy(&out.stdout).trim());
+        let bundle = printed_path(repo.path(), &out);
         let r = &run_records(&bundle)[0];
         let dir = bundle.join("runs").join(r["run-id"].as_str().unwrap());
         let text = std::fs::read_to_string(dir.join("env.txt")).unwrap();
@@ -163,19 +150,11 @@ env-unset = ["GONE"]
 #[test]
 fn timeout_kills_the_whole_group_including_a_grandchild_holding_stdout() {
     let repo = repo();
-    let m = manifest(
-        repo.path(),
-        r#"format = 1
-[experiment]
-name = "hang"
-[command]
-shell = "sleep 60 & echo started; sleep 60"
-output-format = "text"
-[isolation]
-timeout = "2s"
-grace = "1s"
-"#,
-    );
+    let m = ManifestBuilder::shell("hang", "sleep 60 & echo started; sleep 60")
+        .text_output()
+        .isolation("timeout", "2s")
+        .isolation("grace", "1s")
+        .write(repo.path());
     let start = Instant::now();
     let (out, bundle) = run(repo.path(), &m);
     let took = start.elapsed();
@@ -195,20 +174,11 @@ grace = "1s"
 #[test]
 fn own_timeout_exit_124_and_signals_are_told_apart() {
     let repo = repo();
-    let m = manifest(
-        repo.path(),
-        r#"format = 1
-[experiment]
-name = "codes"
-[command]
-shell = "{cmd}"
-output-format = "text"
-[matrix]
-cmd = ["timeout 0.2 sleep 5", "kill -TERM $$", "exit 3"]
-[isolation]
-timeout = "20s"
-"#,
-    );
+    let m = ManifestBuilder::shell("codes", "{cmd}")
+        .text_output()
+        .matrix("cmd", ["timeout 0.2 sleep 5", "kill -TERM $$", "exit 3"])
+        .isolation("timeout", "20s")
+        .write(repo.path());
     let (out, bundle) = run(repo.path(), &m);
     assert_eq!(code(&out), 1);
     let records = run_records(&bundle.unwrap());
@@ -223,16 +193,12 @@ timeout = "20s"
 #[test]
 fn garbage_output_is_recorded_as_invalid_and_kept() {
     let repo = repo();
-    let m = manifest(
-        repo.path(),
-        r#"format = 1
-[experiment]
-name = "garbage"
-[command]
-shell = """echo "UserWarning: something"; echo '{{"a": 1}}'; echo "Traceback (most recent call last):" >&2"""
-output = "out.json"
-"#,
-    );
+    let m = ManifestBuilder::shell(
+        "garbage",
+        r#"echo "UserWarning: something"; echo '{{"a": 1}}'; echo "Traceback (most recent call last):" >&2"#,
+    )
+    .output("out.json")
+    .write(repo.path());
     let (out, bundle) = run(repo.path(), &m);
     assert_eq!(code(&out), 1);
     let bundle = bundle.unwrap();
@@ -256,18 +222,10 @@ output = "out.json"
 #[test]
 fn hostile_matrix_values_stay_inside_the_bundle() {
     let repo = repo();
-    let m = manifest(
-        repo.path(),
-        r#"format = 1
-[experiment]
-name = "hostile"
-[command]
-argv = ["echo", "{v}"]
-output = "{v}.txt"
-[matrix]
-v = ["../../escape", "a/b", ".."]
-"#,
-    );
+    let m = ManifestBuilder::argv("hostile", &["echo", "{v}"])
+        .output("{v}.txt")
+        .matrix("v", ["../../escape", "a/b", ".."])
+        .write(repo.path());
     let (out, bundle) = run(repo.path(), &m);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let bundle = bundle.unwrap();
@@ -287,17 +245,9 @@ v = ["../../escape", "a/b", ".."]
 #[test]
 fn cpu_outside_the_allowed_set_fails_before_anything_is_written() {
     let repo = repo();
-    let m = manifest(
-        repo.path(),
-        r#"format = 1
-[experiment]
-name = "cpus"
-[command]
-argv = ["true"]
-[isolation]
-cpus = [4095]
-"#,
-    );
+    let m = ManifestBuilder::argv("cpus", &["true"])
+        .isolation("cpus", vec![4095])
+        .write(repo.path());
     let (out, _) = run(repo.path(), &m);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     assert!(stderr(&out).contains("4095"), "{}", stderr(&out));
@@ -307,15 +257,7 @@ cpus = [4095]
 #[test]
 fn missing_program_is_a_preflight_error_naming_path() {
     let repo = repo();
-    let m = manifest(
-        repo.path(),
-        r#"format = 1
-[experiment]
-name = "missing"
-[command]
-argv = ["hwr-exp-no-such-program", "x"]
-"#,
-    );
+    let m = ManifestBuilder::argv("missing", &["hwr-exp-no-such-program", "x"]).write(repo.path());
     let (out, _) = run(repo.path(), &m);
     assert_eq!(code(&out), 3, "{}", stderr(&out));
     assert!(stderr(&out).contains("PATH"), "{}", stderr(&out));
@@ -325,18 +267,10 @@ argv = ["hwr-exp-no-such-program", "x"]
 #[test]
 fn tree_changed_during_the_run_sets_drift() {
     let repo = repo();
-    let m = manifest(
-        repo.path(),
-        r#"format = 1
-[experiment]
-name = "drift"
-[command]
-shell = "echo changed >> README"
-output-format = "text"
-"#,
-    );
-    git(repo.path(), &["add", "experiment.toml"]);
-    git(repo.path(), &["commit", "-q", "-m", "manifest"]);
+    let m = ManifestBuilder::shell("drift", "echo changed >> README")
+        .text_output()
+        .write(repo.path());
+    repo.commit("manifest");
     let (out, bundle) = run(repo.path(), &m);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let prov = json(&bundle.unwrap().join("provenance.json"));
@@ -346,29 +280,16 @@ output-format = "text"
 #[test]
 fn sigint_stops_the_run_in_flight_and_marks_the_bundle_interrupted() {
     let repo = repo();
-    manifest(
-        repo.path(),
-        r#"format = 1
-[experiment]
-name = "interrupt"
-[command]
-shell = "sleep 1; echo done"
-output-format = "text"
-[schedule]
-repetitions = 5
-"#,
-    );
-    let child = std::process::Command::new(bin())
-        .current_dir(repo.path())
-        .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    ManifestBuilder::shell("interrupt", "sleep 1; echo done")
+        .text_output()
+        .repetitions(5)
+        .write(repo.path());
+    let child = spawn_run(repo.path());
     std::thread::sleep(Duration::from_millis(2500));
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
     assert_eq!(code(&out), 130);
-    let bundle = repo.path().join(String::from_utf8_lossy(&out.stdout).trim());
+    let bundle = printed_path(repo.path(), &out);
     let info = json(&bundle.join("bundle.json"));
     assert_eq!(info["status"], "interrupted");
     let records = run_records(&bundle);
@@ -391,19 +312,11 @@ fn jobs_run_at_once_on_disjoint_cpus() {
         return;
     }
     let repo = repo();
-    let m = manifest(
-        repo.path(),
-        r#"format = 1
-[experiment]
-name = "jobs"
-[command]
-shell = "grep Cpus_allowed_list /proc/self/status; sleep 0.5"
-output-format = "text"
-[schedule]
-repetitions = 4
-jobs = 2
-"#,
-    );
+    let m = ManifestBuilder::shell("jobs", "grep Cpus_allowed_list /proc/self/status; sleep 0.5")
+        .text_output()
+        .repetitions(4)
+        .set("schedule", "jobs", 2)
+        .write(repo.path());
     let start = Instant::now();
     let (out, bundle) = run(repo.path(), &m);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -420,20 +333,11 @@ jobs = 2
 #[test]
 fn plan_formats() {
     let repo = repo();
-    manifest(
-        repo.path(),
-        r#"format = 1
-[experiment]
-name = "p"
-[command]
-argv = ["echo", "{mode}"]
-[matrix]
-mode = ["x y", "z"]
-[isolation]
-timeout = "120s"
-cpus = "auto"
-"#,
-    );
+    ManifestBuilder::argv("p", &["echo", "{mode}"])
+        .matrix("mode", ["x y", "z"])
+        .isolation("timeout", "120s")
+        .isolation("cpus", "auto")
+        .write(repo.path());
     let out = hwr(repo.path(), &["plan", "experiment.toml", "--format", "shell"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
@@ -450,21 +354,19 @@ cpus = "auto"
     assert_eq!(String::from_utf8_lossy(&sh.stdout), "x y\n");
 
     // Clean policy, a removed variable and an odd name: the line still runs as the run would.
-    let clean = repo.path().join("clean.toml");
-    std::fs::write(
-        &clean,
-        r#"format = 1
-[experiment]
-name = "c"
-[command]
-argv = ["sh", "-c", "echo ${{FOO-unset}} ${{SECRET-unset}} ${{GONE-unset}} ${{PATH:+path}}"]
-[isolation]
-env-policy = "clean"
-env = { FOO = "bar baz", "ODD NAME" = "x" }
-env-unset = ["GONE"]
-"#,
+    let clean = ManifestBuilder::argv(
+        "c",
+        &[
+            "sh",
+            "-c",
+            "echo ${{FOO-unset}} ${{SECRET-unset}} ${{GONE-unset}} ${{PATH:+path}}",
+        ],
     )
-    .unwrap();
+    .isolation("env-policy", "clean")
+    .isolation("env", table([("FOO", "bar baz"), ("ODD NAME", "x")]))
+    .isolation("env-unset", vec!["GONE"])
+    .text();
+    std::fs::write(repo.path().join("clean.toml"), clean).unwrap();
     let out = hwr(repo.path(), &["plan", "clean.toml", "--format", "shell"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let line = String::from_utf8_lossy(&out.stdout)
@@ -496,27 +398,17 @@ env-unset = ["GONE"]
 #[test]
 fn sigkill_of_the_runner_leaves_no_process_of_the_run() {
     let repo = repo();
-    manifest(
-        repo.path(),
-        r#"format = 1
-[experiment]
-name = "killed"
-[command]
-shell = "echo $$ > leader.pid; sh -c 'sleep 31; :' & sleep 32; :"
-output-format = "text"
-"#,
-    );
-    let mut child = std::process::Command::new(bin())
-        .current_dir(repo.path())
-        .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
-        .spawn()
-        .unwrap();
+    ManifestBuilder::shell(
+        "killed",
+        "echo $$ > leader.pid; sh -c 'sleep 31; :' & sleep 32; :",
+    )
+    .text_output()
+    .write(repo.path());
+    let mut child = spawn_run(repo.path());
     let pid_file = repo.path().join("leader.pid");
-    let start = Instant::now();
-    while !pid_file.exists() || std::fs::read_to_string(&pid_file).unwrap().trim().is_empty() {
-        assert!(start.elapsed() < Duration::from_secs(10), "the run never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for("the run to start", Duration::from_secs(10), || {
+        std::fs::read_to_string(&pid_file).is_ok_and(|t| !t.trim().is_empty())
+    });
     std::thread::sleep(Duration::from_millis(300));
     let leader: i64 = std::fs::read_to_string(&pid_file)
         .unwrap()
@@ -529,33 +421,25 @@ output-format = "text"
     );
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    let start = Instant::now();
-    while !group_members(leader).is_empty() {
-        assert!(
-            start.elapsed() < Duration::from_secs(3),
-            "survivors: {:?}",
-            group_members(leader)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(
+        &format!("the processes of group {leader} to die"),
+        Duration::from_secs(3),
+        || group_members(leader).is_empty(),
+    );
 }
 
 #[test]
 fn preflight_catches_a_missing_provenance_repo_and_an_unwritable_results_folder() {
     let repo = repo();
-    let m = manifest(
-        repo.path(),
-        "format = 1\n[experiment]\nname = \"p\"\n[command]\nargv = [\"true\"]\n[provenance]\nrepo = \"no-such-folder\"\n",
-    );
+    let m = ManifestBuilder::argv("p", &["true"])
+        .set("provenance", "repo", "no-such-folder")
+        .write(repo.path());
     let (out, _) = run(repo.path(), &m);
     assert_eq!(code(&out), 3, "{}", stderr(&out));
     assert!(stderr(&out).contains("no-such-folder"), "{}", stderr(&out));
     assert!(!repo.path().join("results").exists());
 
-    let m = manifest(
-        repo.path(),
-        "format = 1\n[experiment]\nname = \"p\"\n[command]\nargv = [\"true\"]\n",
-    );
+    let m = ManifestBuilder::argv("p", &["true"]).write(repo.path());
     let file = repo.path().join("a-file");
     std::fs::write(&file, "").unwrap();
     let out = hwr(
@@ -575,10 +459,10 @@ fn preflight_catches_a_missing_provenance_repo_and_an_unwritable_results_folder(
 #[test]
 fn workdir_inside_the_run_folder() {
     let repo = repo();
-    let m = manifest(
-        repo.path(),
-        "format = 1\n[experiment]\nname = \"w\"\n[command]\nshell = \"pwd; echo x > here.txt\"\nworkdir = \"{run-dir}\"\noutput = \"pwd.txt\"\n",
-    );
+    let m = ManifestBuilder::shell("w", "pwd; echo x > here.txt")
+        .set("command", "workdir", "{run-dir}")
+        .output("pwd.txt")
+        .write(repo.path());
     let (out, bundle) = run(repo.path(), &m);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let r = &run_records(bundle.as_ref().unwrap())[0];
@@ -593,18 +477,13 @@ fn workdir_inside_the_run_folder() {
 #[test]
 fn memory_samples_cover_the_program_behind_a_shell() {
     let repo = repo();
-    let m = manifest(
-        repo.path(),
-        r#"format = 1
-[experiment]
-name = "shellmem"
-[command]
-shell = "python3 -c 'import time; x = bytearray(64 << 20); time.sleep(0.6)'; true"
-output-format = "text"
-[measure]
-sample-interval = "100ms"
-"#,
-    );
+    let m = ManifestBuilder::shell(
+        "shellmem",
+        "python3 -c 'import time; x = bytearray(64 << 20); time.sleep(0.6)'; true",
+    )
+    .text_output()
+    .set("measure", "sample-interval", "100ms")
+    .write(repo.path());
     let (out, bundle) = run(repo.path(), &m);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let bundle = bundle.unwrap();

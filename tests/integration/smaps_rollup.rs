@@ -3,17 +3,17 @@
 
 use std::path::PathBuf;
 
-use assert_cmd::Command;
 use hwr_exp::memory::Rollup;
 use hwr_exp::probe::{Phase, Sample, Sampler};
 use serde_json::Value;
 
+use crate::support::probe::probe;
+use crate::support::source_path;
+
 const KB: u64 = 1024;
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
+    source_path("tests/fixtures").join(name)
 }
 
 #[test]
@@ -79,10 +79,9 @@ fn probe_sample_leaves_missing_fields_out_of_its_json() {
 
 #[test]
 fn probe_run_on_old_kernel_text_has_no_pss_anon_in_any_sample() {
-    let out = Command::cargo_bin("hwr-exp")
-        .unwrap()
+    let out = probe()
         .env("HWR_PROBE_SMAPS_PATH", fixture("smaps_rollup_old.txt"))
-        .args(["probe", "safetensors-retention", "--mode", "view"])
+        .args(["--mode", "view"])
         .args(["--iterations", "300", "--sample-every", "100", "--warmup", "10"])
         .output()
         .unwrap();
@@ -101,17 +100,9 @@ fn probe_run_on_old_kernel_text_has_no_pss_anon_in_any_sample() {
 #[test]
 fn probe_refuses_text_without_anonymous_naming_file_and_field() {
     let path = fixture("smaps_rollup_no_anonymous.txt");
-    let out = Command::cargo_bin("hwr-exp")
-        .unwrap()
+    let out = probe()
         .env("HWR_PROBE_SMAPS_PATH", &path)
-        .args([
-            "probe",
-            "safetensors-retention",
-            "--mode",
-            "view",
-            "--iterations",
-            "10",
-        ])
+        .args(["--mode", "view", "--iterations", "10"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
