@@ -1,12 +1,12 @@
 //! `hwr-exp resume` end to end: a real runner interrupted (SIGINT) or killed (SIGKILL), then resumed.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Child;
 use std::time::Duration;
 
 use crate::support::{
     ManifestBuilder, Repo, code, group_members, hwr, json, process_state, repo, run_records, spawn_run,
-    stderr, wait_for,
+    stderr, the_bundle, wait_for,
 };
 
 /// Five runs; the third sleeps 30 s while `results/slow` exists. Each run writes its shell's pid to
@@ -27,16 +27,6 @@ fn start_until_the_third_run(dir: &Path) -> Child {
         pid_of_run(dir, 3).is_some()
     });
     child
-}
-
-/// The one bundle folder under results/resumable.
-fn the_bundle(dir: &Path) -> PathBuf {
-    let mut found: Vec<PathBuf> = std::fs::read_dir(dir.join("results/resumable"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(found.len(), 1, "{found:?}");
-    found.pop().unwrap()
 }
 
 fn pid_of_run(dir: &Path, repetition: u32) -> Option<i32> {
@@ -90,7 +80,7 @@ fn setup() -> Repo {
 fn sigint_after_the_second_run_then_resume_keeps_the_first_two() {
     let repo = setup();
     let child = start_until_the_third_run(repo.path());
-    let bundle = the_bundle(repo.path());
+    let bundle = the_bundle(&repo.path().join("results"), "resumable");
     assert_eq!(
         run_records(&bundle).len(),
         2,
@@ -160,7 +150,7 @@ fn sigint_after_the_second_run_then_resume_keeps_the_first_two() {
 fn sigkill_leaves_an_abandoned_bundle_that_resume_completes() {
     let repo = setup();
     let mut child = start_until_the_third_run(repo.path());
-    let bundle = the_bundle(repo.path());
+    let bundle = the_bundle(&repo.path().join("results"), "resumable");
     let run_pid = pid_of_run(repo.path(), 3).unwrap();
 
     // While the runner lives, resume is refused and list says running.

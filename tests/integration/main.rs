@@ -26,13 +26,22 @@
 //!    user's configuration.
 //! 4. A test that re-runs this binary to get a second process uses `support::rerun_this_test`
 //!    with `module_path!()` (test names carry the module).
+//! 5. One process runs every test of every module, many at once: a test never changes the
+//!    process's umask, working directory, environment variables or signal dispositions. It sets
+//!    them in a child process instead: a shell that then `exec`s (`umask 077; exec hwr-exp ...`,
+//!    `trap '' USR1; exec ...`), or `rerun_this_test` with `Command::env`.
 
 mod support;
 
+mod architecture;
 mod archive_rerun;
 mod archive_resume;
 mod archive_verify;
+mod bundle_files;
+mod bundle_lock;
 mod check_cli;
+mod cli_docs;
+mod cli_front;
 mod exec_process;
 mod experiments_e2e;
 mod manifest_errors;
@@ -44,10 +53,16 @@ mod probe_python;
 mod provenance_git;
 mod report_errors;
 mod report_fixtures;
+mod report_html;
 mod report_output;
 mod report_plot;
 mod report_reader;
+mod report_reasons;
+mod report_width;
 mod run_e2e;
+mod runner_faults;
+mod schema_validation;
+mod slurm_cluster;
 mod smaps_rollup;
 
 /// `tests/` holds one test crate (this one) and data; a stray `tests/*.rs` would be a second

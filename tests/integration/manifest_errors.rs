@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use hwr_exp::manifest::{self, Diagnostics};
 use proptest::prelude::*;
 
-use crate::support::source_path;
+use crate::support::{code, hwr, package_root, source_path, stderr};
 
 fn bad_dir() -> PathBuf {
     source_path("tests/manifests/bad")
@@ -176,7 +176,7 @@ fn unreadable_file_is_one_diagnostic() {
 /// and exits 2.
 #[test]
 fn host_dependent_problems_are_reported_by_check_where_announced() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/manifests/host");
+    let dir = source_path("tests/manifests/host");
     let allowed = hwr_exp::cpus::allowed_cpus().unwrap();
     let allowed_text = format!("allowed CPU set ({})", hwr_exp::cpus::format_cpu_list(&allowed));
     let mut n = 0;
@@ -185,13 +185,9 @@ fn host_dependent_problems_are_reported_by_check_where_announced() {
         n += 1;
         let (line, col, substring) = expectation(&path);
         manifest::load(&path).expect("the document itself is valid");
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hwr-exp"))
-            .arg("check")
-            .arg(&path)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{err}");
+        let out = hwr(package_root(), &["check", path.to_str().unwrap()]);
+        let err = stderr(&out);
+        assert_eq!(code(&out), 2, "{err}");
         assert!(err.contains(&allowed_text), "{err}");
         assert!(err.contains(&substring), "{err}");
         assert!(err.contains(&format!("{}:{line}:{col}", path.display())), "{err}");

@@ -22,6 +22,18 @@ pub fn hwr(cwd: &Path, args: &[&str]) -> Output {
     hwr_command(cwd).args(args).output().expect("hwr-exp runs")
 }
 
+/// [`hwr`] with `COLUMNS` set to `columns`, or removed when `None` (stdout is a pipe, so tables
+/// then fit 100 columns: docs/DESIGN.md 9).
+pub fn hwr_columns(cwd: &Path, args: &[&str], columns: Option<&str>) -> Output {
+    let mut cmd = hwr_command(cwd);
+    cmd.args(args);
+    match columns {
+        Some(c) => cmd.env("COLUMNS", c),
+        None => cmd.env_remove("COLUMNS"),
+    };
+    cmd.output().expect("hwr-exp runs")
+}
+
 /// `hwr-exp run MANIFEST --results-dir DIR/results --quiet` in `dir`; returns the output and the
 /// bundle folder it printed (when the last stdout line names a folder under `dir`).
 pub fn run(dir: &Path, manifest: &Path) -> (Output, Option<PathBuf>) {
@@ -59,6 +71,11 @@ pub fn printed_path(cwd: &Path, out: &Output) -> PathBuf {
 /// Exit code of an output, -1 when killed by a signal.
 pub fn code(out: &Output) -> i32 {
     out.status.code().unwrap_or(-1)
+}
+
+/// stdout as text (bytes that are not UTF-8 replaced).
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// stderr as text.

@@ -5,9 +5,15 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-/// `REL` under the package root (`CARGO_MANIFEST_DIR`), e.g. `tests/manifests/bad` or `experiments`.
+/// The package root (`CARGO_MANIFEST_DIR`): the folder of `Cargo.toml`, `src/`, `tests/`, and the
+/// working directory of commands given paths such as `tests/fixtures/bundles/NAME`.
+pub fn package_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `REL` under the package root ([`package_root`]), e.g. `tests/manifests/bad` or `experiments`.
 pub fn source_path(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+    package_root().join(rel)
 }
 
 /// The checked-in fixture bundle `NAME` as the relative path `tests/fixtures/bundles/NAME`
@@ -37,6 +43,35 @@ pub fn run_records(bundle: &Path) -> Vec<serde_json::Value> {
             p.exists().then(|| json(&p))
         })
         .collect()
+}
+
+/// The bundle folders under `RESULTS/EXPERIMENT`, sorted; hidden entries (a `.tmp-*` staging
+/// folder of a bundle still being set up) are left out. Empty when the folder does not exist.
+pub fn bundles(results: &Path, experiment: &str) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(results.join(experiment)) else {
+        return Vec::new();
+    };
+    let mut found: Vec<PathBuf> = entries
+        .map(|e| e.expect("a readable folder entry").path())
+        .filter(|p| {
+            !p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// The one bundle folder under `RESULTS/EXPERIMENT` ([`bundles`]); panics unless there is exactly one.
+pub fn the_bundle(results: &Path, experiment: &str) -> PathBuf {
+    let mut found = bundles(results, experiment);
+    assert_eq!(
+        found.len(),
+        1,
+        "bundles under {}: {found:?}",
+        results.join(experiment).display()
+    );
+    found.pop().expect("exactly one")
 }
 
 /// SHA-256 of `bytes` as 64 lowercase hex digits (the form bundle files record).

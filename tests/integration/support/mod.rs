@@ -13,9 +13,12 @@ pub mod manifest;
 pub mod probe;
 pub mod process;
 
-pub use cli::{bin, code, hwr, hwr_command, printed_path, rerun_this_test, run, spawn_run, stderr};
+pub use cli::{
+    bin, code, hwr, hwr_columns, hwr_command, printed_path, rerun_this_test, run, spawn_run, stderr, stdout,
+};
 pub use files::{
-    bundle_fixture, copy_dir, json, report_text, run_records, sha256_hex, source_path, write_file,
+    bundle_fixture, bundles, copy_dir, json, package_root, report_text, run_records, sha256_hex, source_path,
+    the_bundle, write_file,
 };
 pub use git::{Repo, commit_all, git, init_repo, isolate_git, repo};
 pub use manifest::{ManifestBuilder, write_manifest};

@@ -5,11 +5,11 @@
 //! rejected. Each bad manifest is listed below with the reason it is or is not schema-catchable,
 //! so a new one forces a decision.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
+
+use crate::support::{code, hwr, package_root, stderr};
 
 /// Bad manifests the schema rejects, with the schema rule that catches each.
 const CAUGHT: &[(&str, &str)] = &[
@@ -136,14 +136,10 @@ const NOT_CAUGHT: &[(&str, &str)] = &[
     ("wrong-type-name-datetime.toml", "datetime seen as a string"),
 ];
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
 /// The schema as `hwr-exp schema` prints it.
 fn schema() -> Json {
-    let out = common::hwr(root(), &["schema"]);
-    assert_eq!(common::code(&out), 0, "{}", common::stderr(&out));
+    let out = hwr(package_root(), &["schema"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
     serde_json::from_slice(&out.stdout).expect("schema is JSON")
 }
 
@@ -194,9 +190,9 @@ fn good_manifests() -> Vec<PathBuf> {
         "tests/manifests/good",
         "tests/fixtures/bundles/sources",
     ] {
-        out.extend(tomls(&root().join(dir)));
+        out.extend(tomls(&package_root().join(dir)));
     }
-    for experiment in std::fs::read_dir(root().join("results")).unwrap() {
+    for experiment in std::fs::read_dir(package_root().join("results")).unwrap() {
         for bundle in std::fs::read_dir(experiment.unwrap().path()).unwrap() {
             out.push(bundle.unwrap().path().join("manifest.toml"));
         }
@@ -231,7 +227,7 @@ fn every_bad_manifest_is_classified() {
     let before = listed.len();
     listed.dedup();
     assert_eq!(before, listed.len(), "a file is listed twice");
-    let files: Vec<String> = tomls(&root().join("tests/manifests/bad"))
+    let files: Vec<String> = tomls(&package_root().join("tests/manifests/bad"))
         .iter()
         .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
@@ -241,7 +237,7 @@ fn every_bad_manifest_is_classified() {
 #[test]
 fn the_schema_rejects_what_a_schema_can_catch() {
     let v = validator();
-    let dir = root().join("tests/manifests/bad");
+    let dir = package_root().join("tests/manifests/bad");
     let passed: Vec<String> = CAUGHT
         .iter()
         .filter(|(file, _)| {
@@ -256,10 +252,10 @@ fn the_schema_rejects_what_a_schema_can_catch() {
 #[test]
 fn what_the_schema_cannot_catch_is_left_to_hwr_exp_check() {
     let v = validator();
-    let dir = root().join("tests/manifests/bad");
+    let dir = package_root().join("tests/manifests/bad");
     for (file, why) in NOT_CAUGHT {
         let path = dir.join(file);
-        // hwr-exp rejects it (tests/manifest_errors.rs checks the message and location) ...
+        // hwr-exp rejects it (tests/integration/manifest_errors.rs checks the message and location) ...
         assert!(hwr_exp::manifest::load(&path).is_err(), "{file}");
         // ... and the schema lets it through, as the reason says; a file the schema starts to
         // catch moves to CAUGHT.
@@ -277,7 +273,7 @@ fn what_the_schema_cannot_catch_is_left_to_hwr_exp_check() {
 #[test]
 fn schema_errors_point_at_the_key() {
     let v = validator();
-    let doc = read_toml(&root().join("tests/manifests/bad/unknown-isolation-key.toml")).unwrap();
+    let doc = read_toml(&package_root().join("tests/manifests/bad/unknown-isolation-key.toml")).unwrap();
     let problems = errors(&v, &doc);
     assert!(
         problems
@@ -285,7 +281,7 @@ fn schema_errors_point_at_the_key() {
             .any(|p| p.starts_with("/isolation: ") && p.contains("cpu")),
         "{problems:#?}"
     );
-    let doc = read_toml(&root().join("tests/manifests/bad/wrong-type-argv-item.toml")).unwrap();
+    let doc = read_toml(&package_root().join("tests/manifests/bad/wrong-type-argv-item.toml")).unwrap();
     let problems = errors(&v, &doc);
     assert!(
         problems.iter().any(|p| p.starts_with("/command/argv/1: ")),

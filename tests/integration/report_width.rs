@@ -2,12 +2,9 @@
 //! `COLUMNS` (100 when stdout is not a terminal and `COLUMNS` is unset), `--wide` prints one line per
 //! row, and Markdown, CSV and JSON keep every column whatever the width.
 
-mod common;
+use std::process::Output;
 
-use std::path::Path;
-use std::process::{Command, Output};
-
-use common::{bin, code, stderr};
+use crate::support::{code, hwr_columns, package_root, stderr};
 
 /// The bundle checked into the repository.
 const CHECKED_IN: &str = "results/size-compare/20261130T021245Z-18f8";
@@ -17,18 +14,14 @@ const B: &str = "tests/fixtures/bundles/synthetic-b";
 /// The 14 headers of the retention-per-run table, as one line of `--wide` output has them.
 const RETENTION_HEADER: &str = "run-id               ┆ loop it ┆ private growth ┆ private /1k it ┆ anon growth ┆ anon /1k it ┆ RSS growth ┆ RSS /1k it ┆ private after-close ┆ anon after-close ┆ RSS after-close ┆ fd delta ┆ last tensor alive ┆ aggregated";
 
+/// `hwr-exp ARGS` in the package root with `COLUMNS` as given ([`hwr_columns`]); asserts exit 0.
 fn hwr(args: &[&str], columns: Option<&str>) -> Output {
-    let mut cmd = Command::new(bin());
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR")).args(args);
-    match columns {
-        Some(c) => cmd.env("COLUMNS", c),
-        None => cmd.env_remove("COLUMNS"),
-    };
-    let out = cmd.output().expect("hwr-exp runs");
+    let out = hwr_columns(package_root(), args, columns);
     assert_eq!(code(&out), 0, "hwr-exp {args:?}: {}", stderr(&out));
     out
 }
 
+/// stdout, which must be UTF-8.
 fn text(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).expect("UTF-8 output")
 }
@@ -40,7 +33,7 @@ fn too_wide(text: &str, width: usize) -> Vec<&str> {
 
 #[test]
 fn the_checked_in_report_fits_100_and_80_columns() {
-    assert!(Path::new(env!("CARGO_MANIFEST_DIR")).join(CHECKED_IN).is_dir());
+    assert!(package_root().join(CHECKED_IN).is_dir());
     for width in ["100", "80"] {
         let out = text(&hwr(&["report", CHECKED_IN], Some(width)));
         let limit = width.parse().unwrap();

@@ -1,25 +1,9 @@
 //! The front door: where `hwr-exp run` puts a bundle by default, and that `run --help` says the same
 //! (`results/` in the current directory, as the README and docs/DESIGN.md).
 
-mod common;
-
 use std::path::Path;
-use std::process::{Command, Output};
 
-use common::{bin, code, repo, stderr};
-
-/// `hwr-exp <args>` in `cwd` with git and HOME isolated from the user's configuration.
-fn hwr_isolated(cwd: &Path, home: &Path, args: &[&str]) -> Output {
-    Command::new(bin())
-        .current_dir(cwd)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("HOME", home)
-        .env("XDG_CONFIG_HOME", home)
-        .output()
-        .expect("hwr-exp runs")
-}
+use crate::support::{code, hwr, repo, stderr};
 
 /// Folders directly inside `dir`, by name.
 fn subdirs(dir: &Path) -> Vec<String> {
@@ -38,8 +22,8 @@ fn subdirs(dir: &Path) -> Vec<String> {
 
 #[test]
 fn run_help_names_the_current_directory_as_the_default_results_folder() {
-    let home = tempfile::tempdir().unwrap();
-    let out = hwr_isolated(home.path(), home.path(), &["run", "--help"]);
+    let cwd = tempfile::tempdir().unwrap();
+    let out = hwr(cwd.path(), &["run", "--help"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     // clap wraps long help lines: compare with runs of whitespace folded to one space.
     let help = String::from_utf8_lossy(&out.stdout)
@@ -68,13 +52,8 @@ fn without_results_dir_the_bundle_lands_in_results_of_the_current_directory() {
     )
     .unwrap();
     let cwd = tempfile::tempdir().unwrap();
-    let home = tempfile::tempdir().unwrap();
 
-    let out = hwr_isolated(
-        cwd.path(),
-        home.path(),
-        &["run", manifest.to_str().unwrap(), "--quiet"],
-    );
+    let out = hwr(cwd.path(), &["run", manifest.to_str().unwrap(), "--quiet"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 
     let printed = String::from_utf8_lossy(&out.stdout).trim().to_owned();

@@ -3,105 +3,43 @@
 //! files, a SIGKILL at every step of the bundle's setup, and resume facing run.json files it cannot
 //! read.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{bin, code, json, stderr};
+use crate::support::{
+    ManifestBuilder, Repo, bin, bundles, code, hwr_command, json, run_records, stderr, the_bundle, wait_for,
+};
 
-/// A temporary git repository with one commit, git isolated from the user's configuration.
-fn repo() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().join(".home");
-    std::fs::create_dir(&home).unwrap();
-    let g = |args: &[&str]| {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(dir.path())
-            .args(args)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("HOME", &home)
-            .env("XDG_CONFIG_HOME", &home)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    g(&["init", "-q", "-b", "main"]);
-    std::fs::write(dir.path().join(".gitignore"), ".home/\nresults/\n").unwrap();
-    g(&["add", ".gitignore"]);
-    g(&[
-        "-c",
-        "user.name=t",
-        "-c",
-        "user.email=t@example.com",
-        "commit",
-        "-q",
-        "-m",
-        "init",
-    ]);
-    dir
+/// How long the runner may take to reach a state the test waits for (a hang guard, not a timing
+/// assertion).
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// A temporary git repository (git isolated from the user's configuration) with one commit that
+/// ignores `results/`.
+fn repo() -> Repo {
+    let repo = Repo::new();
+    repo.write(".gitignore", "results/\n").commit("init");
+    repo
 }
 
-/// `hwr-exp ARGS` in `dir`, git isolated from the user's configuration; stdin closed.
+/// `hwr-exp ARGS` in `dir`, git isolated from the user's configuration; stdin closed, no
+/// setup pause (`HWR_TEST_PAUSE_AT`) inherited.
 fn hwr(dir: &Path, args: &[&str]) -> Command {
-    let home = dir.join(".home");
-    let mut cmd = Command::new(bin());
-    cmd.current_dir(dir)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("HOME", &home)
-        .env("XDG_CONFIG_HOME", &home)
+    let mut cmd = hwr_command(dir);
+    cmd.args(args)
         .env_remove("HWR_TEST_PAUSE_AT")
         .stdin(Stdio::null());
     cmd
 }
 
-/// Writes `experiment.toml` with `[experiment] name = name`, a text output, `runs` repetitions of
-/// `shell`.
-fn manifest(dir: &Path, name: &str, shell: &str, runs: u32) {
-    let text = format!(
-        "format = 1\n[experiment]\nname = \"{name}\"\n[command]\nshell = '''{shell}'''\noutput-format = \"text\"\n[schedule]\nrepetitions = {runs}\n"
-    );
-    std::fs::write(dir.join("experiment.toml"), text).unwrap();
-}
-
-/// The bundle folders (not hidden) under `results/<name>`.
-fn bundles(results: &Path, name: &str) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(results.join(name)) else {
-        return Vec::new();
-    };
-    let mut found: Vec<PathBuf> = entries
-        .map(|e| e.unwrap().path())
-        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
-        .collect();
-    found.sort();
-    found
-}
-
-fn the_bundle(results: &Path, name: &str) -> PathBuf {
-    let mut found = bundles(results, name);
-    assert_eq!(found.len(), 1, "{found:?}");
-    found.pop().unwrap()
-}
-
-fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !ok() {
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+/// Writes `experiment.toml`: experiment `name`, `runs` repetitions of `shell`, text output.
+fn manifest(dir: &Path, name: &str, shell: &str, runs: i64) {
+    ManifestBuilder::shell(name, shell)
+        .text_output()
+        .repetitions(runs)
+        .write(dir);
 }
 
 fn finish(child: Child) -> Output {
@@ -121,7 +59,7 @@ fn assert_complete(bundle: &Path, runs: usize) {
     assert_eq!(status(bundle), "complete", "{}", bundle.display());
     let info = json(&bundle.join("bundle.json"));
     assert_eq!(info["counts"]["ok"], runs, "{info}");
-    assert_eq!(common::run_records(bundle).len(), runs);
+    assert_eq!(run_records(bundle).len(), runs);
     assert!(!bundle.join(".lock").exists());
     assert_no_temporaries(bundle);
 }
@@ -255,7 +193,7 @@ fn sighup_and_sigquit_interrupt_the_bundle() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-        wait_for("the second run", || {
+        wait_for("the second run", PATIENCE, || {
             bundles(&results, name)
                 .first()
                 .is_some_and(|b| b.join("runs/001-r2").is_dir())
@@ -267,7 +205,7 @@ fn sighup_and_sigquit_interrupt_the_bundle() {
         let bundle = the_bundle(&results, name);
         assert_eq!(status(&bundle), "interrupted", "{name}");
         assert_eq!(
-            common::run_records(&bundle).len(),
+            run_records(&bundle).len(),
             2,
             "{name}: run 1 and the interrupted run 2"
         );
@@ -463,7 +401,7 @@ fn too_many_open_files_stop_the_session_and_resume_completes_it() {
         );
         assert_eq!(status(&bundle), "failed", "{nofile}");
         assert!(
-            common::run_records(&bundle).is_empty(),
+            run_records(&bundle).is_empty(),
             "{nofile}: no run recorded as spawn-failed"
         );
         let out = hwr(repo.path(), &["resume", bundle.to_str().unwrap(), "--quiet"])
@@ -621,7 +559,7 @@ fn sigkill_at_the_first_appearance_of_the_bundle_folder_leaves_a_resumable_bundl
             if let Some(b) = bundles(&results, "appear").pop() {
                 break b;
             }
-            assert!(t.elapsed() < Duration::from_secs(30), "no bundle appeared");
+            assert!(t.elapsed() < PATIENCE, "no bundle appeared");
             std::hint::spin_loop();
         };
         child.kill().unwrap();

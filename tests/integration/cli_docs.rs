@@ -1,13 +1,12 @@
 //! `hwr-exp completions SHELL` and `hwr-exp man [COMMAND]...`: generated from the clap definitions,
 //! so every subcommand is in them; the bash script is valid bash, the pages valid roff.
 
-mod common;
-
 use std::io::Write;
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 use clap::CommandFactory;
+
+use crate::support::{code, hwr, package_root, stderr};
 
 /// The subcommands DESIGN.md names plus the two that print this documentation.
 const SUBCOMMANDS: [&str; 13] = [
@@ -35,13 +34,8 @@ fn clap_subcommands() -> Vec<String> {
 }
 
 fn hwr_ok(args: &[&str]) -> String {
-    let out = common::hwr(Path::new(env!("CARGO_MANIFEST_DIR")), args);
-    assert_eq!(
-        common::code(&out),
-        0,
-        "hwr-exp {args:?}: {}",
-        common::stderr(&out)
-    );
+    let out = hwr(package_root(), args);
+    assert_eq!(code(&out), 0, "hwr-exp {args:?}: {}", stderr(&out));
     String::from_utf8(out.stdout).expect("UTF-8")
 }
 
@@ -57,7 +51,7 @@ fn pipe(program: &str, args: &[&str], input: &str) -> (i32, String, String) {
     child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
     (
-        common::code(&out),
+        code(&out),
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
@@ -159,8 +153,8 @@ fn man_pages_are_valid_roff() {
 
 #[test]
 fn man_of_an_unknown_subcommand_is_a_usage_error() {
-    let out = common::hwr(Path::new(env!("CARGO_MANIFEST_DIR")), &["man", "probe", "nope"]);
-    assert_eq!(common::code(&out), 2);
-    assert!(common::stderr(&out).contains("subcommands of `hwr-exp probe`: safetensors-retention"));
+    let out = hwr(package_root(), &["man", "probe", "nope"]);
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("subcommands of `hwr-exp probe`: safetensors-retention"));
     assert!(out.stdout.is_empty());
 }

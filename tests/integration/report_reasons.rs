@@ -6,33 +6,10 @@
 //! module must be named without opening a file. It is simulated with a shell command that writes a
 //! Python-like traceback, so the test does not depend on what Python has installed.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{bin, code, json, stderr};
-
-/// `hwr-exp <args>` in `cwd`, git isolated from the user's configuration, stdout not a terminal,
-/// `COLUMNS` set to `columns` (unset when `None`).
-fn hwr(cwd: &Path, args: &[&str], columns: Option<&str>) -> Output {
-    let mut cmd = Command::new(bin());
-    cmd.current_dir(cwd)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("HOME", cwd)
-        .env("XDG_CONFIG_HOME", cwd);
-    match columns {
-        Some(c) => cmd.env("COLUMNS", c),
-        None => cmd.env_remove("COLUMNS"),
-    };
-    cmd.output().expect("hwr-exp runs")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use crate::support::{code, hwr_columns, json, stderr, stdout, write_manifest};
 
 const MISSING: &str = "ModuleNotFoundError: No module named 'numpy_missing_xyz'";
 
@@ -71,7 +48,7 @@ sample-interval = "off"
 
 /// Runs `manifest` (not quiet) and returns the output and the bundle folder printed on stdout.
 fn run(dir: &Path, manifest: &Path) -> (Output, PathBuf) {
-    let out = hwr(dir, &["run", manifest.to_str().unwrap()], None);
+    let out = hwr_columns(dir, &["run", manifest.to_str().unwrap()], None);
     let bundle = stdout(&out)
         .lines()
         .last()
@@ -120,21 +97,21 @@ fn run_and_report_name_the_missing_module_without_opening_a_file() {
     assert!(!list.contains("... and"), "six failures are all listed: {list}");
 
     // report, as a pipe sees it (100 columns): the reason is in the table.
-    let report = hwr(dir.path(), &["report", bundle.to_str().unwrap()], None);
+    let report = hwr_columns(dir.path(), &["report", bundle.to_str().unwrap()], None);
     assert_eq!(code(&report), 0, "{}", stderr(&report));
     let text = stdout(&report);
     assert_eq!(text.matches(MISSING).count(), 6, "{text}");
     assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
 
     // Markdown and CSV carry the reason column; JSON a "reason" key per run.
-    let md = stdout(&hwr(
+    let md = stdout(&hwr_columns(
         dir.path(),
         &["report", bundle.to_str().unwrap(), "--format", "md"],
         None,
     ));
     assert!(md.contains("| output | reason |"), "{md}");
     assert_eq!(md.matches(MISSING).count(), 6, "{md}");
-    let csv_text = stdout(&hwr(
+    let csv_text = stdout(&hwr_columns(
         dir.path(),
         &["report", bundle.to_str().unwrap(), "--format", "csv"],
         None,
@@ -148,7 +125,7 @@ fn run_and_report_name_the_missing_module_without_opening_a_file() {
         .expect("reason column");
     let reasons: Vec<String> = rdr.records().map(|r| r.unwrap()[at].to_owned()).collect();
     assert_eq!(reasons, vec![reason.clone(); 6]);
-    let doc: serde_json::Value = serde_json::from_str(&stdout(&hwr(
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&hwr_columns(
         dir.path(),
         &["report", bundle.to_str().unwrap(), "--format", "json"],
         None,
@@ -162,7 +139,7 @@ fn run_and_report_name_the_missing_module_without_opening_a_file() {
     }
 
     // report --stderr: each failed run's stderr tail after the tables.
-    let with_tails = stdout(&hwr(
+    let with_tails = stdout(&hwr_columns(
         dir.path(),
         &["report", bundle.to_str().unwrap(), "--stderr"],
         None,
@@ -177,7 +154,7 @@ fn run_and_report_name_the_missing_module_without_opening_a_file() {
     );
     assert_eq!(tails.matches(&format!("| {MISSING}")).count(), 6, "{tails}");
     assert!(!with_tails.contains('\u{1b}'));
-    let csv_tails = hwr(
+    let csv_tails = hwr_columns(
         dir.path(),
         &["report", bundle.to_str().unwrap(), "--format", "csv", "--stderr"],
         None,
@@ -185,7 +162,7 @@ fn run_and_report_name_the_missing_module_without_opening_a_file() {
     assert_eq!(code(&csv_tails), 2, "--stderr with csv is a usage error");
 
     // list: the failed runs counted in a column of their own.
-    let list = stdout(&hwr(dir.path(), &["list"], None));
+    let list = stdout(&hwr_columns(dir.path(), &["list"], None));
     let lines: Vec<&str> = list.lines().collect();
     let column = |line: &str, name: &str| -> String {
         let at = lines[0].find(name).unwrap();
@@ -204,9 +181,8 @@ fn a_real_python_without_the_module_is_named_too() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let m = dir.path().join("experiment.toml");
-    std::fs::write(
-        &m,
+    let m = write_manifest(
+        dir.path(),
         r#"format = 1
 [experiment]
 name = "python-import"
@@ -218,8 +194,7 @@ timeout = "60s"
 [measure]
 sample-interval = "off"
 "#,
-    )
-    .unwrap();
+    );
     let (out, bundle) = run(dir.path(), &m);
     assert_eq!(code(&out), 1);
     let err = stderr(&out);
@@ -227,7 +202,11 @@ sample-interval = "off"
         err.contains("exit 1: ModuleNotFoundError: No module named 'numpy_missing_xyz'"),
         "{err}"
     );
-    let report = stdout(&hwr(dir.path(), &["report", bundle.to_str().unwrap()], None));
+    let report = stdout(&hwr_columns(
+        dir.path(),
+        &["report", bundle.to_str().unwrap()],
+        None,
+    ));
     assert!(report.contains("No module named 'numpy_missing_xyz'"), "{report}");
 }
 
@@ -255,9 +234,8 @@ fn the_closing_list_shows_the_first_ten_failed_runs_and_counts_the_rest() {
 #[test]
 fn timeouts_and_invalid_outputs_have_reasons_with_the_last_stderr_line() {
     let dir = tempfile::tempdir().unwrap();
-    let m = dir.path().join("experiment.toml");
-    std::fs::write(
-        &m,
+    let m = write_manifest(
+        dir.path(),
         r#"format = 1
 [experiment]
 name = "reasons"
@@ -277,8 +255,7 @@ grace = "1s"
 [measure]
 sample-interval = "off"
 "#,
-    )
-    .unwrap();
+    );
     let (out, bundle) = run(dir.path(), &m);
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     let err = stderr(&out);
@@ -293,7 +270,7 @@ sample-interval = "off"
         "{err}"
     );
     assert!(err.contains("[3/3] 002-ok-r1  ok  exit 0  "), "{err}");
-    let doc: serde_json::Value = serde_json::from_str(&stdout(&hwr(
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&hwr_columns(
         dir.path(),
         &["report", bundle.to_str().unwrap(), "--format", "json"],
         None,

@@ -1,13 +1,11 @@
 //! Every bundle file is written the same way: mode 0644 (folders 0755) whatever the runner's umask,
 //! and one timestamp format (RFC 3339 UTC, milliseconds) in every document.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::*;
+use crate::support::{bin, code, isolate_git, json, repo, run_records, stderr, write_manifest};
 
 /// Every file and folder under `dir` with its permission bits, sorted by path.
 fn modes(dir: &Path) -> Vec<(PathBuf, u32, bool)> {
@@ -54,7 +52,7 @@ fn is_bundle_timestamp(text: &str) -> bool {
 fn files_are_0644_under_umask_077_and_timestamps_share_one_format() {
     let repo = repo();
     std::fs::write(repo.path().join("untracked.txt"), "new\n").unwrap();
-    let m = manifest(
+    let m = write_manifest(
         repo.path(),
         r#"format = 1
 [experiment]
@@ -69,20 +67,16 @@ timeout = "30s"
 sample-interval = "10ms"
 "#,
     );
-    let home = tempfile::tempdir().unwrap();
     let results = repo.path().join("results");
-    // The umask is set in the shell that then becomes hwr-exp.
-    let out = Command::new("/bin/sh")
+    // The umask is set in the shell that then becomes hwr-exp, never in this test process.
+    let mut sh = Command::new("/bin/sh");
+    let out = isolate_git(&mut sh)
         .arg("-c")
         .arg(r#"umask 077; exec "$0" run "$1" --results-dir "$2" --quiet"#)
         .arg(bin())
         .arg(&m)
         .arg(&results)
         .current_dir(repo.path())
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("HOME", home.path())
-        .env("XDG_CONFIG_HOME", home.path())
         .output()
         .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));

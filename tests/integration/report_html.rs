@@ -12,16 +12,16 @@
 //! so any such line is a failure. `console_detector_sees_injected_errors` is the negative control:
 //! the same detector on the same report page with an injected script must find it.
 //!
-//! `cargo test --test report_html -- --ignored docs_screenshot` rewrites docs/report-html.png from
+//! `cargo test --test integration -- --ignored report_html::docs_screenshot` rewrites docs/report-html.png from
 //! the checked-in bundle.
-
-mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hwr_exp::report::collect;
+
+use crate::support::{code, hwr, json, package_root, run, run_records, stderr, write_manifest};
 
 /// The checked-in bundle under results/ (the one shown in docs/).
 const CHECKED_IN: &str = "results/size-compare/20261130T021245Z-18f8";
@@ -156,13 +156,8 @@ fn shots_dir() -> PathBuf {
 
 /// `hwr-exp <args>` run from the crate root; its stdout, after asserting exit 0.
 fn hwr_stdout(args: &[&str]) -> String {
-    let out = common::hwr(Path::new(env!("CARGO_MANIFEST_DIR")), args);
-    assert_eq!(
-        common::code(&out),
-        0,
-        "hwr-exp {args:?}: {}",
-        common::stderr(&out)
-    );
+    let out = hwr(package_root(), args);
+    assert_eq!(code(&out), 0, "hwr-exp {args:?}: {}", stderr(&out));
     String::from_utf8(out.stdout).expect("UTF-8 page")
 }
 
@@ -254,7 +249,7 @@ fn run_lines(page: &str, id: &str) -> usize {
 /// Series the plot of `bundle` draws: one per run with retention samples, one per run with
 /// memory.jsonl samples.
 fn expected_series(bundle: &str) -> (usize, usize) {
-    let report = collect(Path::new(env!("CARGO_MANIFEST_DIR")).join(bundle).as_path(), true).unwrap();
+    let report = collect(package_root().join(bundle).as_path(), true).unwrap();
     let with_points = report.runs.iter().filter(|r| !r.points.is_empty()).count();
     let with_memory = report.runs.iter().filter(|r| !r.memory.is_empty()).count();
     (with_points, with_memory)
@@ -262,7 +257,7 @@ fn expected_series(bundle: &str) -> (usize, usize) {
 
 /// run-ids of a bundle's plan.json.
 fn run_ids(bundle: &Path) -> Vec<String> {
-    common::json(&bundle.join("plan.json"))["runs"]
+    json(&bundle.join("plan.json"))["runs"]
         .as_array()
         .unwrap()
         .iter()
@@ -278,7 +273,7 @@ fn check_report_dom(bundle: &str, r: &Rendered, window: (u32, u32)) {
         "console messages:\n{}",
         r.console.join("\n")
     );
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(bundle);
+    let root = package_root().join(bundle);
     let ids = run_ids(&root);
     assert!(!ids.is_empty());
     for id in &ids {
@@ -289,7 +284,7 @@ fn check_report_dom(bundle: &str, r: &Rendered, window: (u32, u32)) {
         assert!(r.dom.contains(&format!("<td>{id}</td>")), "run {id} not shown");
     }
     let (points, memory) = expected_series(bundle);
-    let ok_runs = common::run_records(&root)
+    let ok_runs = run_records(&root)
         .iter()
         .filter(|rec| rec["outcome"] == "ok")
         .count();
@@ -314,7 +309,7 @@ fn report_page_is_self_contained_and_complete() {
         let (points, memory) = expected_series(bundle);
         assert!(points > 0, "{bundle} has plotted runs");
         assert_eq!(run_lines(&page, "plot"), points + memory, "{bundle}");
-        for id in run_ids(&Path::new(env!("CARGO_MANIFEST_DIR")).join(bundle)) {
+        for id in run_ids(&package_root().join(bundle)) {
             assert!(page.contains(&format!("data-run-id=\"{id}\"")), "{bundle}: {id}");
         }
         for heading in [
@@ -369,7 +364,7 @@ fn compare_page_is_self_contained() {
 
 /// A bundle of a real run whose matrix values are markup and quote characters.
 fn hostile_bundle(dir: &Path) -> PathBuf {
-    let manifest = common::manifest(
+    let manifest = write_manifest(
         dir,
         r#"format = 1
 [experiment]
@@ -381,8 +376,8 @@ argv = ["sh", "-c", "echo \"$0\" >&2; exit 3", "{v}"]
 v = ["<script>console.error('xss')</script>", "\"&'", "</td></tr></table><img src=x>"]
 "#,
     );
-    let (out, bundle) = common::run(dir, &manifest);
-    assert_eq!(common::code(&out), 1, "{}", common::stderr(&out));
+    let (out, bundle) = run(dir, &manifest);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
     bundle.expect("bundle written")
 }
 
@@ -510,7 +505,7 @@ fn compare_page_renders_in_chromium() {
         r.console.join("\n")
     );
     for (bundle, figure) in [(a, "plot-a"), (b, "plot-b")] {
-        for id in run_ids(&Path::new(env!("CARGO_MANIFEST_DIR")).join(bundle)) {
+        for id in run_ids(&package_root().join(bundle)) {
             assert!(
                 r.dom.contains(&format!("<tr data-run-id=\"{id}\"")),
                 "{bundle}: {id}"
@@ -547,7 +542,7 @@ fn docs_screenshot() {
         .expect("measured height");
     let path = dir.path().join("report.html");
     std::fs::write(&path, &page).unwrap();
-    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/report-html.png");
+    let out = package_root().join("docs/report-html.png");
     let r = render(&chromium, &path, &out, (1280, height));
     check_report_dom(CHECKED_IN, &r, (1280, height));
 }

@@ -1,64 +1,32 @@
 //! Ownership of a bundle by an OS lock: a runner is alive exactly while it holds the bundle's
 //! `flock`, whatever its program name; `list`, `report` and `resume` ask the lock.
 
-mod common;
-
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
-use common::*;
+use crate::support::{
+    bin, bundles, code, hwr, isolate_git, json, repo, run_records, stderr, wait_for, write_manifest,
+};
 
-/// A command with git isolated from the user's and the system's configuration.
-fn isolated(program: &Path, home: &Path) -> Command {
-    let mut cmd = Command::new(program);
-    cmd.env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("HOME", home)
-        .env("XDG_CONFIG_HOME", home);
-    cmd
-}
-
-/// `hwr-exp <args>` in `cwd`, git isolated.
-fn hwr_isolated(cwd: &Path, home: &Path, args: &[&str]) -> Output {
-    isolated(Path::new(bin()), home)
-        .current_dir(cwd)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !ready() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+/// How long the runner may take to reach a state the test waits for (a hang guard, not a timing
+/// assertion).
+const PATIENCE: Duration = Duration::from_secs(60);
 
 /// Lines appended so far to `path` (0 when it does not exist yet).
 fn lines(path: &Path) -> usize {
     std::fs::read_to_string(path).map_or(0, |t| t.lines().count())
 }
 
-/// The one bundle folder under `results/<experiment>/`, once its bundle.json exists.
+/// The one bundle folder under `results/<experiment>/`, once its bundle.json exists (a hidden
+/// `.tmp-*` folder is a bundle still being set up: [`bundles`] leaves it out).
 fn the_bundle(results: &Path, experiment: &str) -> PathBuf {
-    let dir = results.join(experiment);
     let mut found = Vec::new();
-    wait_for("the bundle", || {
-        found = std::fs::read_dir(&dir)
-            .map(|rd| {
-                rd.flatten()
-                    .map(|e| e.path())
-                    // A hidden `.tmp-*` folder is a bundle still being set up (staging).
-                    .filter(|p| {
-                        !p.file_name()
-                            .is_some_and(|n| n.to_string_lossy().starts_with('.'))
-                    })
-                    .filter(|p| p.join("bundle.json").is_file())
-                    .collect()
-            })
-            .unwrap_or_default();
+    wait_for("the bundle", PATIENCE, || {
+        found = bundles(results, experiment)
+            .into_iter()
+            .filter(|p| p.join("bundle.json").is_file())
+            .collect();
         !found.is_empty()
     });
     assert_eq!(found.len(), 1, "{found:?}");
@@ -66,8 +34,8 @@ fn the_bundle(results: &Path, experiment: &str) -> PathBuf {
 }
 
 /// `list results --format json`: the status of its only bundle.
-fn listed_status(cwd: &Path, home: &Path) -> String {
-    let out = hwr_isolated(cwd, home, &["list", "results", "--format", "json"]);
+fn listed_status(cwd: &Path) -> String {
+    let out = hwr(cwd, &["list", "results", "--format", "json"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
@@ -75,8 +43,8 @@ fn listed_status(cwd: &Path, home: &Path) -> String {
 }
 
 /// The `status` word of `hwr-exp report BUNDLE`'s first line (`bundle: ... status <word>, ...`).
-fn reported_status(cwd: &Path, home: &Path, bundle: &Path) -> String {
-    let out = hwr_isolated(cwd, home, &["report", bundle.to_str().unwrap()]);
+fn reported_status(cwd: &Path, bundle: &Path) -> String {
+    let out = hwr(cwd, &["report", bundle.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let status = text
         .lines()
@@ -89,7 +57,7 @@ fn reported_status(cwd: &Path, home: &Path, bundle: &Path) -> String {
 /// A manifest of 10 runs that each append a line to `count` (outside the bundle), sleep 0.3 s and
 /// then wait while `gate` exists, so the test decides when the runner may finish.
 fn counting_manifest(dir: &Path, experiment: &str, count: &Path, gate: &Path) -> PathBuf {
-    manifest(
+    write_manifest(
         dir,
         &format!(
             r#"format = 1
@@ -109,15 +77,17 @@ timeout = "120s"
     )
 }
 
-/// Starts `program run MANIFEST --results-dir results --quiet` in `cwd`.
-fn start_runner(program: &Path, cwd: &Path, home: &Path, manifest: &Path) -> Child {
-    isolated(program, home)
+/// Starts `program run MANIFEST --results-dir results --quiet` in `cwd`, git isolated
+/// ([`isolate_git`]; `program` is hwr-exp under another name, so not [`crate::support::hwr_command`]).
+fn start_runner(program: &Path, cwd: &Path, manifest: &Path) -> Child {
+    let mut cmd = Command::new(program);
+    isolate_git(&mut cmd)
         .current_dir(cwd)
         .arg("run")
         .arg(manifest)
         .args(["--results-dir", "results", "--quiet"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap()
 }
@@ -125,7 +95,6 @@ fn start_runner(program: &Path, cwd: &Path, home: &Path, manifest: &Path) -> Chi
 #[test]
 fn a_runner_started_through_a_symlink_is_alive_and_resume_is_refused() {
     let repo = repo();
-    let home = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
     let count = outside.path().join("executions.txt");
     let gate = outside.path().join("gate");
@@ -134,18 +103,14 @@ fn a_runner_started_through_a_symlink_is_alive_and_resume_is_refused() {
     std::os::unix::fs::symlink(bin(), &runner).unwrap();
     let m = counting_manifest(repo.path(), "symlinked", &count, &gate);
 
-    let mut child = start_runner(&runner, repo.path(), home.path(), &m);
+    let mut child = start_runner(&runner, repo.path(), &m);
     let bundle = the_bundle(&repo.path().join("results"), "symlinked");
-    wait_for("the first run", || lines(&count) >= 1);
+    wait_for("the first run", PATIENCE, || lines(&count) >= 1);
 
     // The runner lives (held at the gate): every reader sees it alive.
-    assert_eq!(listed_status(repo.path(), home.path()), "running");
-    assert_eq!(reported_status(repo.path(), home.path(), &bundle), "running");
-    let out = hwr_isolated(
-        repo.path(),
-        home.path(),
-        &["resume", bundle.to_str().unwrap(), "--quiet"],
-    );
+    assert_eq!(listed_status(repo.path()), "running");
+    assert_eq!(reported_status(repo.path(), &bundle), "running");
+    let out = hwr(repo.path(), &["resume", bundle.to_str().unwrap(), "--quiet"]);
     assert_eq!(code(&out), 3, "resume of a live bundle: {}", stderr(&out));
     assert!(
         stderr(&out).contains(&format!("live runner (pid {})", child.id())),
@@ -168,23 +133,22 @@ fn a_runner_started_through_a_symlink_is_alive_and_resume_is_refused() {
     assert_eq!(info["status"], "complete");
     assert_eq!(info["counts"]["ok"], 10, "{info}");
     assert!(!bundle.join(".lock").exists(), "lock file removed at the end");
-    assert_eq!(listed_status(repo.path(), home.path()), "complete");
+    assert_eq!(listed_status(repo.path()), "complete");
 }
 
 #[test]
 fn a_sigkilled_runner_leaves_a_bundle_that_report_and_list_call_abandoned() {
     let repo = repo();
-    let home = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
     let count = outside.path().join("executions.txt");
     let gate = outside.path().join("gate");
     std::fs::write(&gate, "").unwrap();
     let m = counting_manifest(repo.path(), "killed", &count, &gate);
 
-    let mut child = start_runner(Path::new(bin()), repo.path(), home.path(), &m);
+    let mut child = start_runner(bin(), repo.path(), &m);
     let bundle = the_bundle(&repo.path().join("results"), "killed");
-    wait_for("the first run", || lines(&count) >= 1);
-    assert_eq!(reported_status(repo.path(), home.path(), &bundle), "running");
+    wait_for("the first run", PATIENCE, || lines(&count) >= 1);
+    assert_eq!(reported_status(repo.path(), &bundle), "running");
 
     // SAFETY: kill(2) on the pid of our own child, which has not been reaped yet.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
@@ -197,9 +161,9 @@ fn a_sigkilled_runner_leaves_a_bundle_that_report_and_list_call_abandoned() {
         "a killed runner leaves its lock file"
     );
 
-    assert_eq!(reported_status(repo.path(), home.path(), &bundle), "abandoned");
-    assert_eq!(listed_status(repo.path(), home.path()), "abandoned");
-    let text = hwr_isolated(repo.path(), home.path(), &["list", "results"]);
+    assert_eq!(reported_status(repo.path(), &bundle), "abandoned");
+    assert_eq!(listed_status(repo.path()), "abandoned");
+    let text = hwr(repo.path(), &["list", "results"]);
     assert!(
         String::from_utf8_lossy(&text.stdout).contains("abandoned"),
         "{}",

@@ -10,6 +10,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use crate::support::source_path;
+
 /// Cycles tolerated while they are being removed; each entry must still be a cycle (a pair
 /// importing each other) or the test asks for it to be deleted from here. Empty: none is allowed.
 const KNOWN_CYCLES: &[(&str, &str)] = &[];
@@ -22,8 +24,9 @@ struct Reference {
     line: usize,
 }
 
+/// The crate's `src/` (under the package root, wherever the test binary runs from).
 fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+    source_path("src")
 }
 
 /// Top-level module names: `src/x.rs` and `src/x/` give `x`.
@@ -458,7 +461,7 @@ fn no_module_imports_a_module_that_imports_it_back() {
         .collect();
     assert!(
         stale.is_empty(),
-        "no longer cycles, delete them from KNOWN_CYCLES in tests/architecture.rs: {}",
+        "no longer cycles, delete them from KNOWN_CYCLES in tests/integration/architecture.rs: {}",
         stale.join(", ")
     );
 
