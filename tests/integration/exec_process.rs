@@ -144,11 +144,39 @@ fn stdout_and_stderr_go_to_their_files_and_stdin_is_empty() {
     );
 }
 
+/// Runs the child half `name` of a test of this module in a process of its own (started by
+/// `cmd`, made from [`rerun_this_test`]) and asserts that it ran and passed: process-wide state a
+/// test needs (an environment variable, an ignored signal) is set there, never in this process,
+/// whose other tests run at the same time.
+fn run_child_half(name: &str, mut cmd: std::process::Command) {
+    let out = cmd.output().expect("the test binary runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("test result: ok. 1 passed"),
+        "{name}: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The runner's environment holds `HWR_TEST_CUSTOM`: the spec decides whether a run sees it.
+/// The variable is set for a child process running [`environment_child`].
 #[test]
 fn environment_is_exactly_the_spec() {
+    let mut cmd = rerun_this_test(module_path!(), "environment_child");
+    cmd.env("HWR_TEST_CUSTOM", "from-runner");
+    run_child_half("environment_child", cmd);
+}
+
+/// Not a test by itself: the body of `environment_is_exactly_the_spec`, in a process started
+/// with `HWR_TEST_CUSTOM=from-runner`.
+#[test]
+#[ignore = "child half of environment_is_exactly_the_spec"]
+fn environment_child() {
+    if std::env::var_os("HWR_TEST_CUSTOM").is_none() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
-    // SAFETY: only this test touches this variable.
-    unsafe { std::env::set_var("HWR_TEST_CUSTOM", "from-runner") };
     let env = build_env(
         EnvPolicy::Inherit,
         &[
@@ -442,19 +470,44 @@ fn run_dies_with_its_runner() {
     unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
 }
 
+/// An ignored signal in the runner would survive exec without the reset. The runner here is a
+/// child process running [`signal_dispositions_child`], started by a shell that ignores SIGUSR1
+/// (`trap '' USR1`; exec keeps ignored dispositions): this process's dispositions are never
+/// changed, its other tests start processes at the same time.
 #[test]
 fn signal_dispositions_and_mask_are_reset() {
+    let test = rerun_this_test(module_path!(), "signal_dispositions_child");
+    let mut cmd = std::process::Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg(r#"trap '' USR1; exec "$@""#)
+        .arg("sh")
+        .arg(test.get_program())
+        .args(test.get_args())
+        .env("HWR_TEST_SIGUSR1_IGNORED", "1");
+    run_child_half("signal_dispositions_child", cmd);
+}
+
+/// Not a test by itself: the body of `signal_dispositions_and_mask_are_reset`, in a process
+/// whose SIGUSR1 is ignored.
+#[test]
+#[ignore = "child half of signal_dispositions_and_mask_are_reset"]
+fn signal_dispositions_child() {
+    if std::env::var_os("HWR_TEST_SIGUSR1_IGNORED").is_none() {
+        return;
+    }
+    // The setup holds: this process ignores SIGUSR1 (signal 10, bit 9 of SigIgn).
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let ignored = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .map(|mask| u64::from_str_radix(mask.trim(), 16).unwrap())
+        .expect("SigIgn in /proc/self/status");
+    assert_ne!(ignored & (1 << 9), 0, "SIGUSR1 is not ignored: {ignored:x}");
     let dir = tempfile::tempdir().unwrap();
-    // An ignored signal in the runner would survive exec without the reset. Restored at once:
-    // the other tests of this binary start processes too.
-    // SAFETY: SIG_IGN installs no handler code; nothing in this binary handles SIGUSR1.
-    let previous = unsafe { libc::signal(libc::SIGUSR1, libc::SIG_IGN) };
     let o = run(&spec(
         dir.path(),
         &["grep", "-E", "^Sig(Ign|Blk)", "/proc/self/status"],
     ));
-    // SAFETY: puts back the disposition signal() returned above.
-    unsafe { libc::signal(libc::SIGUSR1, previous) };
     assert_eq!(o.exit_code, Some(0), "{o:?}");
     assert_eq!(
         stdout(dir.path()),

@@ -8,7 +8,9 @@ use std::process::Command;
 use hwr_exp::provenance::{self, host};
 use serde_json::Value;
 
-use crate::support::{commit_all, git, init_repo, json, rerun_this_test, sha256_hex, write_file as write};
+use crate::support::{
+    commit_all, git, init_repo, isolate_git, json, rerun_this_test, sha256_hex, write_file as write,
+};
 
 /// Pseudo-random bytes with NULs, deterministic.
 fn binary_bytes(len: usize, seed: u64) -> Vec<u8> {
@@ -265,13 +267,15 @@ fn clean_repository_has_empty_patch() {
 #[test]
 fn no_repository_is_recorded_not_fatal() {
     let tmp = tempfile::tempdir().unwrap();
-    let inside_repo = Command::new("git")
-        .args(["rev-parse", "--git-dir"])
-        .current_dir(tmp.path())
-        .output()
-        .unwrap()
-        .status
-        .success();
+    let inside_repo = isolate_git(
+        Command::new("git")
+            .args(["rev-parse", "--git-dir"])
+            .current_dir(tmp.path()),
+    )
+    .output()
+    .unwrap()
+    .status
+    .success();
     assert!(!inside_repo, "the temp dir must not be inside a repository");
 
     let snap = provenance::capture(tmp.path());
