@@ -1,0 +1,82 @@
+//! `hwr-exp check` and `hwr-exp schema` through the binary.
+
+use crate::support::{ManifestBuilder, code, hwr, repo, source_path, stderr};
+
+#[test]
+fn every_malformed_manifest_gives_a_located_error_and_exit_2() {
+    let dir = source_path("tests/manifests/bad");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        n += 1;
+        let out = hwr(&dir, &["check", path.file_name().unwrap().to_str().unwrap()]);
+        let err = stderr(&out);
+        assert_eq!(code(&out), 2, "{}: {err}", path.display());
+        assert!(!err.contains("panicked"), "{}: {err}", path.display());
+        let first = std::fs::read_to_string(&path).unwrap();
+        let expect = first
+            .lines()
+            .next()
+            .unwrap()
+            .trim_start_matches("# expect:")
+            .trim();
+        let location = expect.split_whitespace().next().unwrap();
+        let name = path.file_name().unwrap().to_str().unwrap();
+        assert!(
+            err.contains(&format!("{name}:{location}")),
+            "{name}: expected {location} in\n{err}"
+        );
+        assert!(err.contains('^'), "{name}: no caret in\n{err}");
+    }
+    assert!(n >= 30, "only {n} malformed manifests");
+}
+
+#[test]
+fn check_reports_every_file_and_plan_level_errors() {
+    let repo = repo();
+    let good = ManifestBuilder::argv("g", &["true"])
+        .matrix("x", [1, 2])
+        .write(repo.path());
+    // Literal text: the error's line and column are part of what is checked.
+    let dup = repo.path().join("dup.toml");
+    std::fs::write(
+        &dup,
+        "format = 1\n[experiment]\nname = \"d\"\n[command]\nargv = [\"true\"]\noutput = \"same.json\"\n[matrix]\nx = [1, 2]\n",
+    )
+    .unwrap();
+    let out = hwr(
+        repo.path(),
+        &["check", good.to_str().unwrap(), dup.to_str().unwrap()],
+    );
+    assert_eq!(code(&out), 2);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("ok: "),
+        "the good file is reported ok"
+    );
+    let err = stderr(&out);
+    assert!(err.contains("dup.toml:6:10"), "{err}");
+    assert!(err.contains("both save their output as `same.json`"), "{err}");
+    assert!(!repo.path().join("results").exists());
+}
+
+#[test]
+fn schema_is_json_schema_with_every_section() {
+    let out = hwr(std::path::Path::new("."), &["schema"]);
+    assert_eq!(code(&out), 0);
+    let schema: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for section in [
+        "format",
+        "experiment",
+        "command",
+        "matrix",
+        "schedule",
+        "isolation",
+        "measure",
+        "provenance",
+    ] {
+        assert!(schema["properties"].get(section).is_some(), "{section} missing");
+    }
+}

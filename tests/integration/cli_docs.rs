@@ -1,0 +1,160 @@
+//! `hwr-exp completions SHELL` and `hwr-exp man [COMMAND]...`: generated from the clap definitions,
+//! so every subcommand is in them; the bash script is valid bash, the pages valid roff.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use clap::CommandFactory;
+
+use crate::support::{code, hwr, package_root, stderr};
+
+/// The subcommands DESIGN.md names plus the two that print this documentation.
+const SUBCOMMANDS: [&str; 13] = [
+    "run",
+    "check",
+    "plan",
+    "schema",
+    "probe",
+    "report",
+    "compare",
+    "list",
+    "verify",
+    "rerun",
+    "resume",
+    "completions",
+    "man",
+];
+
+/// Every subcommand clap knows (the list above must be complete).
+fn clap_subcommands() -> Vec<String> {
+    hwr_exp::cli::Cli::command()
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .collect()
+}
+
+fn hwr_ok(args: &[&str]) -> String {
+    let out = hwr(package_root(), args);
+    assert_eq!(code(&out), 0, "hwr-exp {args:?}: {}", stderr(&out));
+    String::from_utf8(out.stdout).expect("UTF-8")
+}
+
+/// Runs `program args` with `input` on stdin; (exit code, stdout, stderr).
+fn pipe(program: &str, args: &[&str], input: &str) -> (i32, String, String) {
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        code(&out),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_subcommand_list_is_complete() {
+    let mut clap = clap_subcommands();
+    clap.sort();
+    let mut ours = SUBCOMMANDS.map(String::from).to_vec();
+    ours.sort();
+    assert_eq!(clap, ours);
+}
+
+#[test]
+fn bash_completion_is_valid_bash_and_names_every_subcommand() {
+    let script = hwr_ok(&["completions", "bash"]);
+    assert!(script.contains("complete -F _hwr__exp "), "registers for hwr-exp");
+    for sub in SUBCOMMANDS {
+        assert!(
+            script.contains(&format!("cmd=\"hwr__exp__subcmd__{sub}\"")),
+            "{sub}"
+        );
+    }
+    // Options of a subcommand and a value list are in it too.
+    assert!(script.contains("--results-dir") && script.contains("table md csv json html"));
+    let (code, _, stderr) = pipe("bash", &["-n"], &script);
+    assert_eq!(code, 0, "bash -n: {stderr}");
+    // Sourced in a real bash, the completion function answers `hwr-exp re<TAB>`.
+    let probe = format!(
+        "{script}\nCOMP_WORDS=(hwr-exp re); COMP_CWORD=1; COMP_LINE='hwr-exp re'; COMP_POINT=10\n_hwr__exp hwr-exp re hwr-exp\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n"
+    );
+    let (code, stdout, stderr) = pipe("bash", &["--norc", "--noprofile", "-s"], &probe);
+    assert_eq!(code, 0, "{stderr}");
+    let mut words: Vec<&str> = stdout.lines().collect();
+    words.sort();
+    assert_eq!(words, ["report", "rerun", "resume"], "{stderr}");
+}
+
+#[test]
+fn zsh_and_fish_completions_name_every_subcommand() {
+    let zsh = hwr_ok(&["completions", "zsh"]);
+    assert!(zsh.starts_with("#compdef hwr-exp"));
+    let fish = hwr_ok(&["completions", "fish"]);
+    assert!(fish.contains("complete -c hwr-exp"));
+    for sub in SUBCOMMANDS {
+        assert!(zsh.contains(&format!("'{sub}:")), "zsh: {sub}");
+        assert!(fish.contains(&format!("-a \"{sub}\"")), "fish: {sub}");
+    }
+}
+
+#[test]
+fn man_page_has_the_header_and_every_subcommand() {
+    let page = hwr_ok(&["man"]);
+    assert!(
+        page.contains(&format!(
+            ".TH hwr-exp 1  \"hwr-exp {}\"",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{page}"
+    );
+    assert!(page.contains(".SH SUBCOMMANDS"));
+    for sub in SUBCOMMANDS {
+        assert!(
+            page.contains(&format!("hwr\\-exp\\-{}(1)", sub.replace('-', "\\-"))),
+            "{sub}"
+        );
+    }
+    // Each subcommand's own page, with its options.
+    let run = hwr_ok(&["man", "run"]);
+    assert!(
+        run.contains(".TH hwr-exp-run 1") && run.contains("\\-\\-results\\-dir"),
+        "{run}"
+    );
+    let nested = hwr_ok(&["man", "probe", "safetensors-retention"]);
+    assert!(nested.contains(".TH hwr-exp-probe-safetensors-retention 1"));
+}
+
+#[test]
+fn man_pages_are_valid_roff() {
+    if Command::new("groff").arg("--version").output().is_err() {
+        eprintln!("skipping: groff not installed (apt-get install -y groff)");
+        return;
+    }
+    for sub in [
+        &[][..],
+        &["run"],
+        &["report"],
+        &["probe", "safetensors-retention"],
+    ] {
+        let mut args = vec!["man"];
+        args.extend(sub);
+        let page = hwr_ok(&args);
+        // -ww: every warning; -z: no output, parse only.
+        let (code, _, stderr) = pipe("groff", &["-man", "-ww", "-z"], &page);
+        assert!(code == 0 && stderr.is_empty(), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn man_of_an_unknown_subcommand_is_a_usage_error() {
+    let out = hwr(package_root(), &["man", "probe", "nope"]);
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("subcommands of `hwr-exp probe`: safetensors-retention"));
+    assert!(out.stdout.is_empty());
+}

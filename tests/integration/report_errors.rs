@@ -1,0 +1,90 @@
+//! Unreadable bundles give a clear error naming the file; interrupted bundles still report.
+
+use hwr_exp::report::Format;
+
+use crate::support::{bundle_fixture, copy_dir, report_text};
+
+/// The error of `report` on the fixture bundle `NAME`, with its causes.
+fn error(name: &str) -> String {
+    format!(
+        "{:#}",
+        report_text(bundle_fixture(name), Format::Table).unwrap_err()
+    )
+}
+
+#[test]
+fn newer_format_names_bundle_json() {
+    let e = error("newer-format");
+    assert_eq!(
+        e,
+        format!(
+            "tests/fixtures/bundles/newer-format/bundle.json: written in format 2, newer than the \
+             format 1 this hwr-exp {} reads; use a newer hwr-exp",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+}
+
+#[test]
+fn truncated_run_json_names_the_file() {
+    let e = error("truncated-run");
+    assert!(
+        e.starts_with(
+            "tests/fixtures/bundles/truncated-run/runs/0001-reuse-16-r1/run.json: truncated JSON: EOF while parsing"
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn missing_bundle_json_names_the_file() {
+    let e = error("missing-bundle-json");
+    assert_eq!(
+        e,
+        "tests/fixtures/bundles/missing-bundle-json/bundle.json: missing (every bundle has this file; is this a bundle folder?)"
+    );
+}
+
+#[test]
+fn not_a_folder() {
+    let e = error("no-such-bundle");
+    assert!(
+        e.starts_with("tests/fixtures/bundles/no-such-bundle: not a bundle folder"),
+        "{e}"
+    );
+}
+
+#[test]
+fn interrupted_bundle_reports_what_it_has() {
+    let out = report_text(bundle_fixture("interrupted"), Format::Table).unwrap();
+    assert!(
+        out.contains("summary: 8 planned, 5 finished (5 ok), 3 not run;"),
+        "{out}"
+    );
+    assert!(out.contains(
+        "not run (no run.json; bundle status interrupted): 0005-get_tensor-64-r2, 0006-reuse-16-r2, 0007-reuse-64-r2"
+    ));
+    // The cells still aggregate the repetitions that finished.
+    assert!(out.contains("mode=get_tensor elements=16 ┆ 2/2"), "{out}");
+    assert!(out.contains("mode=get_tensor elements=64 ┆ 1/1"), "{out}");
+    let csv = report_text(bundle_fixture("interrupted"), Format::Csv).unwrap();
+    let mut rdr = csv::Reader::from_reader(csv.as_bytes());
+    let rows: Vec<csv::StringRecord> = rdr.records().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), 8);
+    assert_eq!(&rows[7][5], "not-run");
+}
+
+#[test]
+fn corrupted_bundle_in_a_temp_dir_mid_report() {
+    // A run output that is not JSON although run.json says valid: listed, left out, not fatal.
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&bundle_fixture("synthetic-a"), dir.path());
+    let out = dir.path().join("runs/0000-get_tensor-16-r1/get_tensor-16-1.json");
+    std::fs::write(&out, "{\"samples\": [").unwrap();
+    let text = report_text(dir.path(), Format::Table).unwrap();
+    assert!(
+        text.contains("0000-get_tensor-16-r1 (cannot read output"),
+        "{text}"
+    );
+    assert!(text.contains("mode=get_tensor elements=16 ┆ 1/2"), "{text}");
+}

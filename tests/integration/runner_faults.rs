@@ -1,0 +1,573 @@
+//! The runner under faults, end to end with real processes: closed stdout/stderr pipes, the
+//! stopping signals (SIGHUP, SIGQUIT), file-size limits, a full disk (a small tmpfs), too many open
+//! files, a SIGKILL at every step of the bundle's setup, and resume facing run.json files it cannot
+//! read.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::{
+    ManifestBuilder, Repo, bin, bundles, code, hwr_command, json, run_records, stderr, the_bundle, wait_for,
+};
+
+/// How long the runner may take to reach a state the test waits for (a hang guard, not a timing
+/// assertion).
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// A temporary git repository (git isolated from the user's configuration) with one commit that
+/// ignores `results/`.
+fn repo() -> Repo {
+    let repo = Repo::new();
+    repo.write(".gitignore", "results/\n").commit("init");
+    repo
+}
+
+/// `hwr-exp ARGS` in `dir`, git isolated from the user's configuration; stdin closed, no
+/// setup pause (`HWR_TEST_PAUSE_AT`) inherited.
+fn hwr(dir: &Path, args: &[&str]) -> Command {
+    let mut cmd = hwr_command(dir);
+    cmd.args(args)
+        .env_remove("HWR_TEST_PAUSE_AT")
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// Writes `experiment.toml`: experiment `name`, `runs` repetitions of `shell`, text output.
+fn manifest(dir: &Path, name: &str, shell: &str, runs: i64) {
+    ManifestBuilder::shell(name, shell)
+        .text_output()
+        .repetitions(runs)
+        .write(dir);
+}
+
+fn finish(child: Child) -> Output {
+    child.wait_with_output().unwrap()
+}
+
+fn status(bundle: &Path) -> String {
+    json(&bundle.join("bundle.json"))["status"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Every run of the bundle has a run.json with outcome `ok`, bundle.json says complete, no lock
+/// file and no temporary file is left anywhere in it.
+fn assert_complete(bundle: &Path, runs: usize) {
+    assert_eq!(status(bundle), "complete", "{}", bundle.display());
+    let info = json(&bundle.join("bundle.json"));
+    assert_eq!(info["counts"]["ok"], runs, "{info}");
+    assert_eq!(run_records(bundle).len(), runs);
+    assert!(!bundle.join(".lock").exists());
+    assert_no_temporaries(bundle);
+}
+
+fn assert_no_temporaries(dir: &Path) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        assert!(
+            !name.starts_with(".tmp"),
+            "temporary file left: {}",
+            entry.path().display()
+        );
+        if entry.file_type().unwrap().is_dir() {
+            assert_no_temporaries(&entry.path());
+        }
+    }
+}
+
+// ---- The runner's own output -------------------------------------------------------------------
+
+/// `hwr-exp run M 2>&1 | head -1`: stdout and stderr are one pipe whose reader leaves after the
+/// first line; every later progress line and the summary meet a closed pipe.
+#[test]
+fn closed_stdout_and_stderr_after_the_first_line_do_not_stop_the_run() {
+    let repo = repo();
+    manifest(repo.path(), "piped", "sleep 0.3; echo {repetition}", 3);
+    let (reader, writer) = std::io::pipe().unwrap();
+    let mut cmd = hwr(
+        repo.path(),
+        &["run", "experiment.toml", "--results-dir", "results"],
+    );
+    cmd.stdout(writer.try_clone().unwrap()).stderr(writer);
+    let mut child = cmd.spawn().unwrap();
+    drop(cmd);
+    let mut first = String::new();
+    BufReader::new(reader).read_line(&mut first).unwrap();
+    assert!(first.contains("writing 3 runs"), "{first}");
+    // The reader is dropped here: `head -1` exits.
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert_complete(&the_bundle(&repo.path().join("results"), "piped"), 3);
+}
+
+/// `hwr-exp run M | true`: stdout is closed before the runner starts; the bundle path cannot be
+/// printed, and that changes nothing.
+#[test]
+fn closed_stdout_from_the_start_keeps_the_exit_code_of_the_runs() {
+    let repo = repo();
+    manifest(
+        repo.path(),
+        "true",
+        "echo {repetition}; exit $(( {repetition} == 2 ))",
+        2,
+    );
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = hwr(
+        repo.path(),
+        &["run", "experiment.toml", "--results-dir", "results"],
+    )
+    .stdout(writer)
+    .stderr(Stdio::piped())
+    .output()
+    .unwrap();
+    assert_eq!(code(&out), 1, "the second run failed: {}", stderr(&out));
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    let bundle = the_bundle(&repo.path().join("results"), "true");
+    assert_eq!(status(&bundle), "complete");
+}
+
+/// Reading commands whose reader left (`| head`) end quietly with success, like ripgrep.
+#[test]
+fn reading_commands_end_quietly_on_a_closed_stdout() {
+    let repo = repo();
+    manifest(repo.path(), "reader", "echo {repetition}", 2);
+    let out = hwr(
+        repo.path(),
+        &["run", "experiment.toml", "--results-dir", "results", "--quiet"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = the_bundle(&repo.path().join("results"), "reader");
+    let bundle = bundle.to_str().unwrap();
+    for args in [
+        vec!["report", bundle],
+        vec!["report", bundle, "--format", "json"],
+        vec!["list", "results"],
+        vec!["plan", "experiment.toml"],
+        vec!["plan", "experiment.toml", "--format", "shell"],
+        vec!["check", "experiment.toml"],
+        vec!["verify", bundle],
+        vec!["schema"],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = hwr(repo.path(), &args)
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{args:?}: {}", stderr(&out));
+        assert_eq!(stderr(&out), "", "{args:?} is quiet");
+    }
+}
+
+// ---- Signals -----------------------------------------------------------------------------------
+
+/// SIGHUP (terminal closed) and SIGQUIT stop the runner like SIGTERM: the run in flight is
+/// stopped, the bundle is `interrupted`, exit 130, and resume finishes it.
+#[test]
+fn sighup_and_sigquit_interrupt_the_bundle() {
+    for (signal, name) in [
+        (rustix::process::Signal::HUP, "hup"),
+        (rustix::process::Signal::QUIT, "quit"),
+    ] {
+        let repo = repo();
+        let results = repo.path().join("results");
+        manifest(
+            repo.path(),
+            name,
+            "if [ {repetition} -eq 2 ] && [ ! -e $HWR_BUNDLE/../../resumed ]; then exec sleep 30; fi; echo {repetition}",
+            3,
+        );
+        let child = hwr(
+            repo.path(),
+            &["run", "experiment.toml", "--results-dir", "results", "--quiet"],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+        wait_for("the second run", PATIENCE, || {
+            bundles(&results, name)
+                .first()
+                .is_some_and(|b| b.join("runs/001-r2").is_dir())
+        });
+        let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+        rustix::process::kill_process(pid, signal).unwrap();
+        let out = finish(child);
+        assert_eq!(code(&out), 130, "{name}: {out:?}");
+        let bundle = the_bundle(&results, name);
+        assert_eq!(status(&bundle), "interrupted", "{name}");
+        assert_eq!(
+            run_records(&bundle).len(),
+            2,
+            "{name}: run 1 and the interrupted run 2"
+        );
+
+        std::fs::write(results.join("resumed"), "").unwrap();
+        let out = hwr(repo.path(), &["resume", bundle.to_str().unwrap(), "--quiet"])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{name}: {}", stderr(&out));
+        assert_complete(&bundle, 3);
+    }
+}
+
+// ---- resume never deletes what it cannot read --------------------------------------------------
+
+/// A finished run whose run.json is corrupted or of a newer format is refused by resume with the
+/// reason; the run folder is left exactly as it was.
+#[test]
+fn resume_refuses_unreadable_or_newer_run_json_and_deletes_nothing() {
+    for (case, damage) in [
+        ("corrupted", "{\"format\": 1, \"run-id\": "),
+        ("newer", "{\"format\": 99, \"run-id\": \"000-r1\"}\n"),
+    ] {
+        let repo = repo();
+        let results = repo.path().join("results");
+        manifest(repo.path(), case, "echo {repetition}", 2);
+        let out = hwr(
+            repo.path(),
+            &["run", "experiment.toml", "--results-dir", "results", "--quiet"],
+        )
+        .output()
+        .unwrap();
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let bundle = the_bundle(&results, case);
+        // An interrupted bundle whose first run finished and whose second did not.
+        let info = std::fs::read_to_string(bundle.join("bundle.json")).unwrap();
+        std::fs::write(
+            bundle.join("bundle.json"),
+            info.replace("\"complete\"", "\"interrupted\""),
+        )
+        .unwrap();
+        std::fs::remove_file(bundle.join("runs/001-r2/run.json")).unwrap();
+        let run_json = bundle.join("runs/000-r1/run.json");
+        std::fs::write(&run_json, damage).unwrap();
+        let before = std::fs::read(bundle.join("runs/000-r1/000-r1.txt")).unwrap();
+
+        let out = hwr(repo.path(), &["resume", bundle.to_str().unwrap(), "--quiet"])
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(code(&out), 2, "{case}: {err}");
+        assert!(
+            err.contains("runs/000-r1/run.json"),
+            "{case}: names the file: {err}"
+        );
+        match case {
+            "newer" => assert!(err.contains("newer"), "{err}"),
+            _ => assert!(err.contains("JSON"), "{err}"),
+        }
+        assert_eq!(
+            std::fs::read_to_string(&run_json).unwrap(),
+            damage,
+            "{case}: run.json untouched"
+        );
+        assert_eq!(
+            std::fs::read(bundle.join("runs/000-r1/000-r1.txt")).unwrap(),
+            before
+        );
+        assert_eq!(status(&bundle), "interrupted", "{case}: nothing changed");
+        assert!(!bundle.join(".lock").exists(), "{case}: no lock left");
+    }
+}
+
+// ---- Limits and full disks ---------------------------------------------------------------------
+
+/// `hwr-exp ARGS` started through `prlimit LIMIT` (util-linux): the limit applies to the runner.
+fn hwr_limited(dir: &Path, limit: &str, args: &[&str]) -> Output {
+    let plain = hwr(dir, args);
+    let mut cmd = Command::new("prlimit");
+    cmd.arg(limit)
+        .arg("--")
+        .arg(bin())
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null());
+    for (k, v) in plain.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    cmd.output().expect("prlimit runs")
+}
+
+fn assert_clean_exit_3(out: &Output, names: &str) {
+    let err = stderr(out);
+    assert_eq!(code(out), 3, "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(err.matches("error:").count(), 1, "one error: {err}");
+    assert!(err.contains(names), "names {names}: {err}");
+}
+
+/// `ulimit -f 1` (1 KiB): plan.json cannot be written during the setup. The runner is not killed
+/// by SIGXFSZ: one error naming the file, exit 3, no bundle (not even a half one for `list`).
+#[test]
+fn a_file_size_limit_during_the_setup_is_one_clear_error_and_leaves_no_bundle() {
+    let repo = repo();
+    let results = repo.path().join("results");
+    manifest(repo.path(), "fsize", "echo {repetition}", 8);
+    let out = hwr_limited(
+        repo.path(),
+        "--fsize=1024",
+        &["run", "experiment.toml", "--results-dir", "results", "--quiet"],
+    );
+    assert_clean_exit_3(&out, "plan.json: cannot write: File too large");
+    assert!(stderr(&out).contains("no bundle was created"), "{}", stderr(&out));
+    assert!(bundles(&results, "fsize").is_empty());
+    let list = hwr(repo.path(), &["list", "results"]).output().unwrap();
+    assert_eq!(code(&list), 0);
+    assert_eq!(stderr(&list), "");
+    assert_eq!(
+        String::from_utf8_lossy(&list.stdout).lines().count(),
+        1,
+        "header only"
+    );
+    let out = hwr(
+        repo.path(),
+        &["run", "experiment.toml", "--results-dir", "results", "--quiet"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_complete(&the_bundle(&results, "fsize"), 8);
+}
+
+/// A file-size limit set on the runner while it runs (by its second run, through `prlimit
+/// --pid`): run.json cannot be written, nor the `failed` mark; the error names run.json and says
+/// the bundle is abandoned, `list` shows it so, and resume completes it.
+#[test]
+fn a_file_size_limit_after_the_setup_leaves_a_bundle_that_resume_completes() {
+    for (limit, left) in [("200", "shows as abandoned"), ("1000", "is marked failed")] {
+        let repo = repo();
+        let results = repo.path().join("results");
+        let shell = format!(
+            "if [ {{repetition}} -eq 2 ] && [ ! -e $HWR_BUNDLE/../../lifted ]; then prlimit --pid $(cat $HWR_BUNDLE/.lock) --fsize={limit}; fi; echo {{repetition}}"
+        );
+        manifest(repo.path(), "late", &shell, 3);
+        let out = hwr(
+            repo.path(),
+            &["run", "experiment.toml", "--results-dir", "results", "--quiet"],
+        )
+        .output()
+        .unwrap();
+        assert_clean_exit_3(&out, "runs/001-r2/run.json: cannot write: File too large");
+        assert!(stderr(&out).contains(left), "{limit}: {}", stderr(&out));
+        let bundle = the_bundle(&results, "late");
+        let list = hwr(repo.path(), &["list", "results"]).output().unwrap();
+        let listed = String::from_utf8_lossy(&list.stdout).into_owned();
+        let expected = if limit == "200" { "abandoned" } else { "failed" };
+        assert!(listed.contains(expected), "{limit}: {listed}");
+        assert!(!listed.contains("running"), "{limit}: {listed}");
+
+        std::fs::write(results.join("lifted"), "").unwrap();
+        let out = hwr(repo.path(), &["resume", bundle.to_str().unwrap(), "--quiet"])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{limit}: {}", stderr(&out));
+        assert_complete(&bundle, 3);
+    }
+}
+
+/// Too many open files: the runner cannot start a run. That is not the run's fault: it is not
+/// recorded as spawn-failed; one error naming the file, exit 3, the bundle marked failed, and
+/// resume with the limit lifted completes it.
+#[test]
+fn too_many_open_files_stop_the_session_and_resume_completes_it() {
+    for nofile in ["--nofile=6", "--nofile=8"] {
+        let repo = repo();
+        let results = repo.path().join("results");
+        manifest(repo.path(), "emfile", "echo {repetition}", 3);
+        let out = hwr_limited(
+            repo.path(),
+            nofile,
+            &["run", "experiment.toml", "--results-dir", "results", "--quiet"],
+        );
+        assert_clean_exit_3(&out, "Too many open files");
+        let bundle = the_bundle(&results, "emfile");
+        assert!(
+            stderr(&out).contains(&format!("{}", bundle.join("runs/000-r1").display()))
+                || stderr(&out).contains("/bin/sh"),
+            "{nofile}: names the file: {}",
+            stderr(&out)
+        );
+        assert_eq!(status(&bundle), "failed", "{nofile}");
+        assert!(
+            run_records(&bundle).is_empty(),
+            "{nofile}: no run recorded as spawn-failed"
+        );
+        let out = hwr(repo.path(), &["resume", bundle.to_str().unwrap(), "--quiet"])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{nofile}: {}", stderr(&out));
+        assert_complete(&bundle, 3);
+    }
+}
+
+/// A tmpfs of `size` mounted at `path` for the life of the guard; `None` (with a message) where
+/// the test may not mount one, a failure when `HWR_REQUIRE_TMPFS=1`.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(path: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(path).unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(path)
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(Tmpfs(path.to_path_buf())),
+            other => {
+                let why = match other {
+                    Ok(o) => String::from_utf8_lossy(&o.stderr).into_owned(),
+                    Err(e) => e.to_string(),
+                };
+                assert!(
+                    std::env::var_os("HWR_REQUIRE_TMPFS").is_none_or(|v| v != "1"),
+                    "HWR_REQUIRE_TMPFS=1 but mounting a tmpfs failed: {why}"
+                );
+                eprintln!("skipped: cannot mount a tmpfs ({why}); run as root to test a full disk");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// A full disk: the results folder is a 2 MiB tmpfs, a filler file takes half, and each run
+/// writes 400 KB. When it is full: one error naming the file, exit 3, the bundle not left
+/// `running`; once the filler is removed, resume completes it.
+#[test]
+fn a_full_disk_stops_the_session_and_resume_completes_it_once_there_is_space() {
+    let repo = repo();
+    let results = repo.path().join("results");
+    let Some(_tmpfs) = Tmpfs::mount(&results, "2m") else {
+        return;
+    };
+    let filler = results.join("filler");
+    std::fs::write(&filler, vec![b'x'; 1024 * 1024]).unwrap();
+    manifest(repo.path(), "full", "head -c 400000 /dev/zero | tr '\\0' x", 4);
+    let out = hwr(
+        repo.path(),
+        &["run", "experiment.toml", "--results-dir", "results", "--quiet"],
+    )
+    .output()
+    .unwrap();
+    assert_clean_exit_3(&out, "No space left on device");
+    let bundle = the_bundle(&results, "full");
+    assert!(
+        stderr(&out).contains(&format!("{}", bundle.display())),
+        "{}",
+        stderr(&out)
+    );
+    let list = hwr(repo.path(), &["list", "results"]).output().unwrap();
+    let listed = String::from_utf8_lossy(&list.stdout).into_owned();
+    assert!(
+        listed.contains("abandoned") || listed.contains("failed"),
+        "{listed}"
+    );
+
+    std::fs::remove_file(&filler).unwrap();
+    let out = hwr(repo.path(), &["resume", bundle.to_str().unwrap(), "--quiet"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_complete(&bundle, 4);
+}
+
+// ---- The setup window --------------------------------------------------------------------------
+
+/// The runner is killed (SIGKILL) at every step of the bundle's setup (`HWR_TEST_PAUSE_AT`, a
+/// test-only hook). Before the bundle is published nothing shows (`list` is empty and quiet);
+/// after, the bundle is complete enough for resume, which finishes it.
+#[test]
+fn sigkill_at_every_setup_step_leaves_nothing_or_a_resumable_bundle() {
+    for step in ["staged", "manifest", "plan", "host", "provenance", "published"] {
+        let repo = repo();
+        let results = repo.path().join("results");
+        manifest(repo.path(), "setup", "echo {repetition}", 2);
+        let mut child = hwr(
+            repo.path(),
+            &["run", "experiment.toml", "--results-dir", "results", "--quiet"],
+        )
+        .env("HWR_TEST_PAUSE_AT", step)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stderr.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), format!("paused at {step}"));
+        child.kill().unwrap();
+        child.wait().unwrap();
+
+        let list = hwr(repo.path(), &["list", "results"]).output().unwrap();
+        assert_eq!(code(&list), 0, "{step}: {}", stderr(&list));
+        assert_eq!(stderr(&list), "", "{step}: list skips nothing it cannot read");
+        let listed = String::from_utf8_lossy(&list.stdout).into_owned();
+        if step == "published" {
+            let bundle = the_bundle(&results, "setup");
+            assert!(listed.contains("abandoned"), "{step}: {listed}");
+            let out = hwr(repo.path(), &["resume", bundle.to_str().unwrap(), "--quiet"])
+                .output()
+                .unwrap();
+            assert_eq!(code(&out), 0, "{step}: {}", stderr(&out));
+            assert_complete(&bundle, 2);
+        } else {
+            assert!(
+                bundles(&results, "setup").is_empty(),
+                "{step}: no bundle folder yet"
+            );
+            assert_eq!(listed.lines().count(), 1, "{step}: header only: {listed}");
+        }
+    }
+}
+
+/// The runner is killed the moment its bundle folder appears, found by polling: whatever the
+/// moment, the folder is a bundle resume can finish (never "provenance.json: missing").
+#[test]
+fn sigkill_at_the_first_appearance_of_the_bundle_folder_leaves_a_resumable_bundle() {
+    for attempt in 0..5 {
+        let repo = repo();
+        let results = repo.path().join("results");
+        manifest(repo.path(), "appear", "sleep 0.2; echo {repetition}", 2);
+        let mut child = hwr(
+            repo.path(),
+            &["run", "experiment.toml", "--results-dir", "results", "--quiet"],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+        let t = Instant::now();
+        let bundle = loop {
+            if let Some(b) = bundles(&results, "appear").pop() {
+                break b;
+            }
+            assert!(t.elapsed() < PATIENCE, "no bundle appeared");
+            std::hint::spin_loop();
+        };
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let out = hwr(repo.path(), &["resume", bundle.to_str().unwrap(), "--quiet"])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "attempt {attempt}: {}", stderr(&out));
+        assert_complete(&bundle, 2);
+    }
+}
