@@ -29,7 +29,12 @@ fn bundle() -> (tempfile::TempDir, PathBuf) {
 /// A copy of `bundle` next to it, to tamper with.
 fn copy(bundle: &Path, name: &str) -> PathBuf {
     let to = bundle.with_file_name(name);
-    let status = Command::new("cp").arg("-a").arg(bundle).arg(&to).status().unwrap();
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(bundle)
+        .arg(&to)
+        .status()
+        .unwrap();
     assert!(status.success());
     to
 }
@@ -82,11 +87,17 @@ fn a_finished_bundle_lists_every_file_and_verifies() {
         "working-tree.patch",
         "provenance.json",
     ] {
-        assert!(list.contains(&format!("  {name}\n")), "{name} missing from\n{list}");
+        assert!(
+            list.contains(&format!("  {name}\n")),
+            "{name} missing from\n{list}"
+        );
     }
     assert_eq!(list.matches("/run.json\n").count(), 2, "{list}");
     assert_eq!(list.matches("/stderr.log\n").count(), 2, "{list}");
-    assert!(!list.contains("checksums.sha256") && !list.contains(".lock"), "{list}");
+    assert!(
+        !list.contains("checksums.sha256") && !list.contains(".lock"),
+        "{list}"
+    );
     // The format is sha256sum's.
     let out = Command::new("sha256sum")
         .args(["-c", "--quiet", "checksums.sha256"])
@@ -248,8 +259,8 @@ fn rerun_and_resume_finish_with_a_fresh_list() {
         .path()
         .join(String::from_utf8_lossy(&out.stdout).lines().last().unwrap());
     assert!(rerun.join("checksums.sha256").is_file());
-    let (code, text) = verify(repo.path(), &rerun);
-    assert_eq!(code, 0, "{text}");
+    let (status, text) = verify(repo.path(), &rerun);
+    assert_eq!(status, 0, "{text}");
 
     // An interrupted bundle (made so by hand) is finished by resume, which rewrites the list.
     let run_dir = first_run_dir(&bundle);
@@ -261,6 +272,6 @@ fn rerun_and_resume_finish_with_a_fresh_list() {
     let out = hwr(repo.path(), &["resume", bundle.to_str().unwrap(), "--quiet"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(run_dir.join("run.json").is_file());
-    let (code, text) = verify(repo.path(), &bundle);
-    assert_eq!(code, 0, "{text}");
+    let (status, text) = verify(repo.path(), &bundle);
+    assert_eq!(status, 0, "{text}");
 }

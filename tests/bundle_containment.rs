@@ -160,21 +160,31 @@ fn a_symlink_to_dev_zero_in_a_run_folder_is_named_not_read() {
         "{text}"
     );
     assert!(
-        text.contains(&format!("{}: a symbolic link (not followed)", dir.join("extra").display())),
+        text.contains(&format!(
+            "{}: a symbolic link (not followed)",
+            dir.join("extra").display()
+        )),
         "{text}"
     );
 
     let out = hwr_limited(repo.path(), &["report", b, "--format", "csv"], LIMIT);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(code(&out), 0, "{text}{}", stderr(&out));
-    assert!(text.contains("a symbolic link"), "the run is left out, saying why:\n{text}");
+    assert!(
+        text.contains("a symbolic link"),
+        "the run is left out, saying why:\n{text}"
+    );
 }
 
 #[test]
 fn a_fifo_as_run_file_or_top_level_file_does_not_hang_verify_or_report() {
     let (repo, bundle) = two_runs();
     let dir = run_dir(&bundle, 1);
-    for path in [output_path(&bundle, 1), dir.join("memory.jsonl"), bundle.join("host.json")] {
+    for path in [
+        output_path(&bundle, 1),
+        dir.join("memory.jsonl"),
+        bundle.join("host.json"),
+    ] {
         let _ = std::fs::remove_file(&path);
         let status = Command::new("mkfifo").arg(&path).status().unwrap();
         assert!(status.success());
@@ -232,5 +242,8 @@ fn a_run_replacing_its_output_with_a_link_to_dev_zero_does_not_hang_the_runner()
     let before = std::fs::metadata("/dev/zero").unwrap().permissions().mode();
     run_replacing_output("ln -s /dev/zero");
     let after = std::fs::metadata("/dev/zero").unwrap().permissions().mode();
-    assert_eq!(before, after, "the runner changed /dev/zero's mode through the link");
+    assert_eq!(
+        before, after,
+        "the runner changed /dev/zero's mode through the link"
+    );
 }

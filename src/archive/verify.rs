@@ -59,7 +59,7 @@ impl fmt::Display for Problem {
 #[derive(Debug, Clone, Default)]
 pub struct Verification {
     /// Files whose sha256 was compared with a record (run.json, bundle.json, provenance.json or
-    /// checksums.sha256; a file compared with several records counts once per record).
+    /// checksums.sha256), each counted once.
     pub files_hashed: usize,
     /// Mismatches, missing and unexpected files; empty when the bundle is intact.
     pub problems: Vec<Problem>,
@@ -122,10 +122,10 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
             Err(e) => problem(e.path().to_path_buf(), e.reason()),
         }
     }
-    let mut hashed = 0;
+    let mut hashed: HashSet<PathBuf> = HashSet::new();
     let manifest = bundle.path(files::MANIFEST);
     if let Ok(sha) = sha256_of(&bundle, Path::new(files::MANIFEST)) {
-        hashed += 1;
+        hashed.insert(manifest.clone());
         if sha != bundle.info().manifest_sha256 {
             problem(
                 manifest,
@@ -147,7 +147,7 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
     };
     let patch = bundle.path(files::PATCH);
     if let (Some(prov), Ok(sha)) = (&provenance, sha256_of(&bundle, Path::new(files::PATCH))) {
-        hashed += 1;
+        hashed.insert(patch.clone());
         let recorded = prov.before.patch_sha256();
         if recorded != sha {
             problem(
@@ -218,7 +218,7 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
                     });
                     match got {
                         Ok(got) => {
-                            hashed += 1;
+                            hashed.insert(path.clone());
                             if got != *want {
                                 problem(
                                     path,
@@ -272,9 +272,9 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
             }
         }
     }
-    v.files_hashed = hashed;
     v.problems = problems;
-    check_checksums(&bundle, &mut v);
+    check_checksums(&bundle, &mut v, &mut hashed);
+    v.files_hashed = hashed.len();
     if bundle.open_file(Path::new(files::PATCH)).is_ok() {
         check_patch(&bundle, provenance.as_ref(), &mut v);
     }
@@ -284,7 +284,7 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
 /// Checks every file against `checksums.sha256` when bundle.json has a final status, and names
 /// files the list does not have. A file that already has a problem (from its run.json or
 /// bundle.json record) gets no second one from the list.
-fn check_checksums(bundle: &Bundle, v: &mut Verification) {
+fn check_checksums(bundle: &Bundle, v: &mut Verification, hashed: &mut HashSet<PathBuf>) {
     let already: HashSet<PathBuf> = v.problems.iter().map(|p| p.path.clone()).collect();
     let list = bundle.path(files::CHECKSUMS);
     if bundle.info().status == BundleStatus::Running {
@@ -322,7 +322,11 @@ fn check_checksums(bundle: &Bundle, v: &mut Verification) {
                 "{} unusable line(s): {}{}",
                 checksums.bad_lines.len(),
                 shown.join("; "),
-                if more > 0 { format!("; and {more} more") } else { String::new() }
+                if more > 0 {
+                    format!("; and {more} more")
+                } else {
+                    String::new()
+                }
             ),
         );
     }
@@ -330,11 +334,14 @@ fn check_checksums(bundle: &Bundle, v: &mut Verification) {
         let path = bundle.dir().join(rel);
         match sha256_in(bundle.dir(), rel) {
             Ok(got) => {
-                v.files_hashed += 1;
+                hashed.insert(path.clone());
                 if got != *want {
                     problem(
                         path,
-                        format!("sha256 {got} differs from {want} recorded in {}", files::CHECKSUMS),
+                        format!(
+                            "sha256 {got} differs from {want} recorded in {}",
+                            files::CHECKSUMS
+                        ),
                     );
                 }
             }
@@ -359,7 +366,10 @@ fn check_checksums(bundle: &Bundle, v: &mut Verification) {
         Ok(())
     });
     if let Err(e) = walked {
-        problem(bundle.dir().to_path_buf(), format!("cannot list the bundle's files: {e}"));
+        problem(
+            bundle.dir().to_path_buf(),
+            format!("cannot list the bundle's files: {e}"),
+        );
     }
 }
 

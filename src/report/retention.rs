@@ -231,11 +231,15 @@ impl Accumulator {
             };
             if self.plotted.is_multiple_of(self.stride) {
                 self.points.push(point);
+                self.last_point = None;
                 if self.points.len() >= 2 * self.max_points {
+                    // points[j] is plotted sample j * stride: keep the even ones, double the stride.
                     self.points = self.points.iter().copied().step_by(2).collect();
                     self.stride *= 2;
+                    if self.points.last() != Some(&point) {
+                        self.last_point = Some(point);
+                    }
                 }
-                self.last_point = None;
             } else {
                 self.last_point = Some(point);
             }
@@ -363,5 +367,29 @@ mod tests {
         let doc = serde_json::json!({"samples": [sample("baseline", 0, 1, 1, 1, 1)]});
         assert_eq!(parse(&doc, false), Parsed::Unusable("no loop sample".into()));
         assert_eq!(parse(&serde_json::json!({"x": 1}), false), Parsed::NotRetention);
+    }
+
+    #[test]
+    fn streamed_points_are_thinned_keeping_first_and_last() {
+        let mut acc = Accumulator::new(100);
+        let sample = |phase: &str, it: u64| SampleFields {
+            phase: Some(phase.into()),
+            iterations: it,
+            private_bytes: Some(it as i64),
+            private_bytes_u64: Some(it),
+            ..SampleFields::default()
+        };
+        acc.push(0, Some(sample("baseline", 0)));
+        for i in 1..=10_000 {
+            acc.push(i as usize, Some(sample("loop", i)));
+        }
+        let Parsed::Retention(r, points) = acc.finish(DocFields::default()) else {
+            panic!()
+        };
+        assert_eq!(r.loop_iterations, 10_000);
+        assert!(points.len() <= 201 && points.len() >= 100, "{}", points.len());
+        assert_eq!(points.first().map(|p| p.iterations), Some(0));
+        assert_eq!(points.last().map(|p| p.iterations), Some(10_000));
+        assert!(points.windows(2).all(|w| w[0].iterations < w[1].iterations));
     }
 }
