@@ -293,18 +293,30 @@ impl<R: Read> Checked<R> {
 
     fn check_depth(&mut self, block: &[u8]) -> io::Result<()> {
         let (mut depth, mut in_string, mut escaped) = (self.depth, self.in_string, self.escaped);
-        for (i, &b) in block.iter().enumerate() {
-            if in_string {
-                if escaped {
-                    escaped = false;
-                } else if b == b'\\' {
-                    escaped = true;
-                } else if b == b'"' {
-                    in_string = false;
-                }
+        let mut i = 0;
+        while i < block.len() {
+            if escaped {
+                escaped = false;
+                i += 1;
                 continue;
             }
-            match b {
+            if in_string {
+                // Inside a string only `"` and `\` matter: jump to the next one.
+                match memchr::memchr2(b'"', b'\\', &block[i..]) {
+                    None => break,
+                    Some(at) => {
+                        i += at;
+                        if block[i] == b'\\' {
+                            escaped = true;
+                        } else {
+                            in_string = false;
+                        }
+                    }
+                }
+                i += 1;
+                continue;
+            }
+            match block[i] {
                 b'"' => in_string = true,
                 b'[' | b'{' => {
                     depth += 1;
@@ -317,6 +329,7 @@ impl<R: Read> Checked<R> {
                 b']' | b'}' => depth = depth.saturating_sub(1),
                 _ => {}
             }
+            i += 1;
         }
         (self.depth, self.in_string, self.escaped) = (depth, in_string, escaped);
         Ok(())
