@@ -16,11 +16,22 @@ pub fn sha256_bytes(bytes: &[u8]) -> String {
 /// # Errors
 /// I/O errors opening or reading the file.
 pub fn sha256_file(path: &Path) -> io::Result<String> {
-    let mut file = std::fs::File::open(path)?;
+    sha256_reader(std::fs::File::open(path)?)
+}
+
+/// SHA-256 of everything `reader` yields, as 64 lowercase hex digits, read in 64 KiB blocks.
+///
+/// # Errors
+/// Read errors.
+pub fn sha256_reader(mut reader: impl Read) -> io::Result<String> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
-        let n = file.read(&mut buf)?;
+        let n = match reader.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
         if n == 0 {
             break;
         }

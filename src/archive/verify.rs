@@ -1,30 +1,44 @@
 //! `hwr-exp verify BUNDLE`: is the archived bundle what was recorded?
 //!
 //! Checks, each failure a [`Problem`] naming the file:
-//! - the bundle's top-level files exist (bundle.json, manifest.toml, plan.json, host.json,
-//!   revision.txt, working-tree.txt, working-tree.patch, provenance.json) and their JSON reads;
+//! - the bundle's top-level files exist as regular files (bundle.json, manifest.toml, plan.json,
+//!   host.json, revision.txt, working-tree.txt, working-tree.patch, provenance.json) and their JSON
+//!   reads;
 //! - manifest.toml's sha256 equals bundle.json `manifest-sha256`;
 //! - working-tree.patch's sha256 equals provenance.json `patch-sha256`;
 //! - every run of plan.json: run.json present when the bundle is `complete`; every file listed in
-//!   run.json `sha256` exists with that sha256; no other file in the run folder;
+//!   run.json `sha256` exists with that sha256; no other file in the run folder; no folder in
+//!   `runs/` that plan.json does not plan;
 //! - bundle.json `counts` equal the outcomes of the run.json files (unless still `running`);
+//! - when bundle.json has a final status: every file listed in `checksums.sha256`
+//!   ([`crate::bundle::checksums`]) exists with that sha256, and no other file is in the bundle
+//!   (the list itself and `.lock` aside): edits to any file, bundle.json and run.json included,
+//!   are caught;
 //! - when a live process holds the bundle's lock ([`crate::bundle::lock`]), a note says the bundle
 //!   is still being written.
 //! - the patch applies to the recorded revision (`git read-tree` into a temporary index, then
 //!   `git apply --check --cached`) when the repository has that commit; when it does not, a note
 //!   says so and the check is skipped.
+//!
+//! Every file is read inside the bundle only: names from bundle files are checked to be plain names,
+//! nothing is opened through a symbolic link and only regular files are read
+//! ([`crate::bundle::contained`]); a link, FIFO or device where a file should be is a problem, never
+//! followed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
 use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::ArchiveError;
+use crate::bundle::checksums::{read_checksums, unlisted, walk};
+use crate::bundle::contained::{describe, sha256_in};
 use crate::bundle::lock::{EffectiveStatus, effective_status, recorded_pid};
-use crate::bundle::read::Bundle;
+use crate::bundle::read::{Bundle, ReadError};
 use crate::bundle::{BundleStatus, Outcome, files};
-use crate::digest::sha256_file;
+use crate::digest::sha256_reader;
 
 /// One thing that does not match the record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,12 +58,33 @@ impl fmt::Display for Problem {
 /// The result of [`verify`].
 #[derive(Debug, Clone, Default)]
 pub struct Verification {
-    /// Files whose sha256 was compared with the record.
+    /// Files whose sha256 was compared with a record (run.json, bundle.json, provenance.json or
+    /// checksums.sha256), each counted once.
     pub files_hashed: usize,
     /// Mismatches, missing and unexpected files; empty when the bundle is intact.
     pub problems: Vec<Problem>,
     /// Checks that could not be made and why (e.g. the repository lacks the recorded revision).
     pub notes: Vec<String>,
+}
+
+/// SHA-256 of the bundle file `rel` read through [`Bundle::open_file`] (no link followed, regular
+/// files only).
+fn sha256_of(bundle: &Bundle, rel: &Path) -> Result<String, ReadError> {
+    let file = bundle.open_file(rel)?;
+    sha256_reader(file).map_err(|source| ReadError::Io {
+        path: bundle.dir().join(rel),
+        source,
+    })
+}
+
+/// What `lstat` says `path` is, when it is not a folder (`None` for a folder or when absent).
+fn not_a_folder(path: &Path) -> Option<&'static str> {
+    let meta = fs::symlink_metadata(path).ok()?;
+    (!meta.is_dir()).then(|| {
+        describe(rustix::fs::FileType::from_raw_mode(
+            std::os::unix::fs::MetadataExt::mode(&meta),
+        ))
+    })
 }
 
 /// Verifies a bundle folder against its own records.
@@ -60,7 +95,8 @@ pub struct Verification {
 pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
     let bundle = super::open(dir)?;
     let mut v = Verification::default();
-    if effective_status(bundle.dir(), bundle.info()) == EffectiveStatus::Running {
+    let live = effective_status(bundle.dir(), bundle.info()) == EffectiveStatus::Running;
+    if live {
         v.notes.push(format!(
             "a live process{} holds this bundle's lock and is still writing it: unfinished runs are not checked, and files may change after this check",
             recorded_pid(bundle.dir())
@@ -68,7 +104,8 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
                 .unwrap_or_default()
         ));
     }
-    let mut problem = |path: PathBuf, message: String| v.problems.push(Problem { path, message });
+    let mut problems = Vec::new();
+    let mut problem = |path: PathBuf, message: String| problems.push(Problem { path, message });
 
     for name in [
         files::MANIFEST,
@@ -79,14 +116,16 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
         files::PATCH,
         files::PROVENANCE,
     ] {
-        if !bundle.path(name).is_file() {
-            problem(bundle.path(name), "missing".into());
+        match bundle.open_file(Path::new(name)) {
+            Ok(_) => {}
+            Err(ReadError::Missing { path }) => problem(path, "missing".into()),
+            Err(e) => problem(e.path().to_path_buf(), e.reason()),
         }
     }
-    let mut hashed = 0;
+    let mut hashed: HashSet<PathBuf> = HashSet::new();
     let manifest = bundle.path(files::MANIFEST);
-    if let Ok(sha) = sha256_file(&manifest) {
-        hashed += 1;
+    if let Ok(sha) = sha256_of(&bundle, Path::new(files::MANIFEST)) {
+        hashed.insert(manifest.clone());
         if sha != bundle.info().manifest_sha256 {
             problem(
                 manifest,
@@ -100,15 +139,15 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
     let provenance = match bundle.provenance_doc() {
         Ok(p) => Some(p),
         Err(e) => {
-            if bundle.path(files::PROVENANCE).exists() {
+            if !matches!(e, ReadError::Missing { .. }) {
                 problem(bundle.path(files::PROVENANCE), e.reason());
             }
             None
         }
     };
     let patch = bundle.path(files::PATCH);
-    if let (Some(prov), Ok(sha)) = (&provenance, sha256_file(&patch)) {
-        hashed += 1;
+    if let (Some(prov), Ok(sha)) = (&provenance, sha256_of(&bundle, Path::new(files::PATCH))) {
+        hashed.insert(patch.clone());
         let recorded = prov.before.patch_sha256();
         if recorded != sha {
             problem(
@@ -117,8 +156,8 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
             );
         }
     }
-    if bundle.path(files::HOST).exists()
-        && let Err(e) = bundle.host_facts()
+    if let Err(e) = bundle.host_facts()
+        && !matches!(e, ReadError::Missing { .. })
     {
         problem(bundle.path(files::HOST), e.reason());
     }
@@ -126,13 +165,32 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
     let mut counts: BTreeMap<Outcome, usize> = BTreeMap::new();
     match bundle.plan() {
         Err(e) => {
-            if bundle.path(files::PLAN).exists() {
+            if !matches!(e, ReadError::Missing { .. }) {
                 problem(bundle.path(files::PLAN), e.reason());
             }
         }
         Ok(plan) => {
+            let planned: HashSet<&str> = plan.runs.iter().map(|r| r.run_id.as_str()).collect();
+            let runs_dir = bundle.path(files::RUNS);
+            if let Some(what) = not_a_folder(&runs_dir) {
+                problem(runs_dir.clone(), format!("{what}, not a folder: not entered"));
+            } else if let Ok(entries) = fs::read_dir(&runs_dir) {
+                let mut extra: Vec<String> = entries
+                    .filter_map(Result::ok)
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| !planned.contains(n.as_str()))
+                    .collect();
+                extra.sort();
+                for name in extra {
+                    problem(runs_dir.join(name), "not a run of plan.json".into());
+                }
+            }
             for run in &plan.runs {
                 let run_dir = bundle.run_dir(&run.run_id);
+                if let Some(what) = not_a_folder(&run_dir) {
+                    problem(run_dir, format!("{what}, not a folder: not entered"));
+                    continue;
+                }
                 let record = match bundle.run_record(&run.run_id) {
                     Ok(Some(r)) => r,
                     Ok(None) => {
@@ -152,9 +210,15 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
                 *counts.entry(record.outcome).or_default() += 1;
                 for (name, want) in &record.sha256 {
                     let path = run_dir.join(name);
-                    match sha256_file(&path) {
+                    let got = bundle.open_run_file(&run.run_id, name).and_then(|f| {
+                        sha256_reader(f).map_err(|source| ReadError::Io {
+                            path: path.clone(),
+                            source,
+                        })
+                    });
+                    match got {
                         Ok(got) => {
-                            hashed += 1;
+                            hashed.insert(path.clone());
                             if got != *want {
                                 problem(
                                     path,
@@ -162,10 +226,10 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
                                 );
                             }
                         }
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        Err(ReadError::Missing { .. }) => {
                             problem(path, "listed in run.json but missing".into());
                         }
-                        Err(e) => problem(path, format!("cannot read: {e}")),
+                        Err(e) => problem(path, e.reason()),
                     }
                 }
                 if let Ok(entries) = fs::read_dir(&run_dir) {
@@ -176,7 +240,14 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
                         .collect();
                     extra.sort();
                     for name in extra {
-                        problem(run_dir.join(name), "not listed in run.json".into());
+                        let path = run_dir.join(&name);
+                        let message = match not_a_folder(&path) {
+                            Some(what) if what != "a regular file" => {
+                                format!("{what} (not followed), not listed in run.json")
+                            }
+                            _ => "not listed in run.json".into(),
+                        };
+                        problem(path, message);
                     }
                 }
             }
@@ -201,9 +272,105 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
             }
         }
     }
-    v.files_hashed = hashed;
-    check_patch(&bundle, provenance.as_ref(), &mut v);
+    v.problems = problems;
+    check_checksums(&bundle, &mut v, &mut hashed);
+    v.files_hashed = hashed.len();
+    if bundle.open_file(Path::new(files::PATCH)).is_ok() {
+        check_patch(&bundle, provenance.as_ref(), &mut v);
+    }
     Ok(v)
+}
+
+/// Checks every file against `checksums.sha256` when bundle.json has a final status, and names
+/// files the list does not have. A file that already has a problem (from its run.json or
+/// bundle.json record) gets no second one from the list.
+fn check_checksums(bundle: &Bundle, v: &mut Verification, hashed: &mut HashSet<PathBuf>) {
+    let already: HashSet<PathBuf> = v.problems.iter().map(|p| p.path.clone()).collect();
+    let list = bundle.path(files::CHECKSUMS);
+    if bundle.info().status == BundleStatus::Running {
+        v.notes.push(format!(
+            "{} not checked: bundle.json says the bundle is still running (the list is written when it is finished)",
+            files::CHECKSUMS
+        ));
+        return;
+    }
+    let mut problem = |path: PathBuf, message: String| {
+        if !already.contains(&path) {
+            v.problems.push(Problem { path, message });
+        }
+    };
+    let checksums = match read_checksums(bundle.dir()) {
+        Ok(c) => c,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            problem(
+                list,
+                "missing: a finished bundle records the sha256 of every file in it here".into(),
+            );
+            return;
+        }
+        Err(e) => {
+            problem(list, format!("cannot read: {e}"));
+            return;
+        }
+    };
+    if !checksums.bad_lines.is_empty() {
+        let shown: Vec<&str> = checksums.bad_lines.iter().take(5).map(String::as_str).collect();
+        let more = checksums.bad_lines.len() - shown.len();
+        problem(
+            list.clone(),
+            format!(
+                "{} unusable line(s): {}{}",
+                checksums.bad_lines.len(),
+                shown.join("; "),
+                if more > 0 {
+                    format!("; and {more} more")
+                } else {
+                    String::new()
+                }
+            ),
+        );
+    }
+    for (rel, want) in &checksums.entries {
+        let path = bundle.dir().join(rel);
+        match sha256_in(bundle.dir(), rel) {
+            Ok(got) => {
+                hashed.insert(path.clone());
+                if got != *want {
+                    problem(
+                        path,
+                        format!(
+                            "sha256 {got} differs from {want} recorded in {}",
+                            files::CHECKSUMS
+                        ),
+                    );
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                problem(path, format!("listed in {} but missing", files::CHECKSUMS));
+            }
+            Err(e) => problem(path, format!("cannot read: {e}")),
+        }
+    }
+    let listed: BTreeSet<&Path> = checksums.entries.keys().map(PathBuf::as_path).collect();
+    let walked = walk(bundle.dir(), &mut |rel, kind| {
+        if kind.is_dir() || unlisted(rel) || listed.contains(rel) {
+            return Ok(());
+        }
+        let message = if kind.is_file() {
+            format!("not listed in {}", files::CHECKSUMS)
+        } else {
+            let what = not_a_folder(&bundle.dir().join(rel)).unwrap_or("not a regular file");
+            format!("{what} (not followed), not listed in {}", files::CHECKSUMS)
+        };
+        problem(bundle.dir().join(rel), message);
+        Ok(())
+    });
+    if let Err(e) = walked {
+        problem(
+            bundle.dir().to_path_buf(),
+            format!("cannot list the bundle's files: {e}"),
+        );
+    }
 }
 
 fn describe_counts(counts: &BTreeMap<Outcome, usize>) -> String {

@@ -39,6 +39,9 @@ pub mod files {
     pub const STDERR: &str = "stderr.log";
     /// Per-run external memory samples.
     pub const MEMORY: &str = "memory.jsonl";
+    /// SHA-256 of every file of the finished bundle except itself and the lock file, in
+    /// `sha256sum` format ([`crate::bundle::checksums`]).
+    pub const CHECKSUMS: &str = "checksums.sha256";
     /// Lock file: the writing process holds an exclusive `flock` on it for its whole life
     /// ([`crate::bundle::lock`]); its content, that process's pid, is information only.
     pub const LOCK: &str = ".lock";

@@ -2,8 +2,11 @@
 //! ([`mod@write`]: one atomic write, one file mode, one timestamp format), the reader ([`read`]) and
 //! ownership by an OS lock with the effective status derived from it ([`lock`]) (DESIGN 5).
 
+pub mod checksums;
+pub mod contained;
 pub mod format;
 pub mod lock;
+pub mod output;
 pub mod plan_file;
 pub mod read;
 pub mod reason;

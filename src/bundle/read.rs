@@ -9,10 +9,20 @@
 //! commands ([`crate::archive`]: list, verify, rerun, resume) both read through [`Bundle`]. Every JSON
 //! document's format major version (`bundle-format` in bundle.json, `format` elsewhere) is checked
 //! before its content is parsed ([`read_versioned`]). The reader never writes.
+//!
+//! The reader stays inside the bundle ([`super::contained`]): every file is opened without following
+//! symbolic links and only regular files are read, JSON documents streamed and text files bounded
+//! ([`TEXT_LIMIT`]); every name taken from a bundle file (`run-id` and `output` of plan.json and
+//! run.json, the keys of run.json `sha256`) must be a plain file name, else the document is refused
+//! with [`ReadError::Unsafe`].
 
+use std::fs::File;
+use std::io::{BufReader, Seek};
 use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
+
+use super::contained::{UnsafeName, open_in, open_regular, plain_name, read_bounded};
 
 use super::format::{BUNDLE_FORMAT, BundleInfo, PlanFile, PlannedRunRecord, RunRecord, files};
 use crate::provenance::host::{HOST_FORMAT, HostFacts};
@@ -76,6 +86,17 @@ pub enum ReadError {
         /// This build's version.
         version: &'static str,
     },
+    /// A name read from the file would lead outside the bundle or is not a file name (a `../`
+    /// run-id, an `output` with `/`).
+    #[error("{path}: {what}: {source}")]
+    Unsafe {
+        /// The file holding the name.
+        path: PathBuf,
+        /// Where in the file (`runs[3].run-id`, `output`, `sha256` key).
+        what: String,
+        /// What is wrong with the name.
+        source: UnsafeName,
+    },
     /// The file has no format version key.
     #[error("{path}: no `{key}` format version key")]
     NoFormat {
@@ -96,6 +117,7 @@ impl ReadError {
             | ReadError::Io { path, .. }
             | ReadError::Json { path, .. }
             | ReadError::NewerFormat { path, .. }
+            | ReadError::Unsafe { path, .. }
             | ReadError::NoFormat { path, .. } => path,
         }
     }
@@ -119,20 +141,21 @@ pub struct Bundle {
     info: BundleInfo,
 }
 
-/// Reads a whole file, mapping "not found" to [`ReadError::Missing`].
-fn read_bytes(path: &Path) -> Result<Vec<u8>, ReadError> {
-    std::fs::read(path).map_err(|source| {
-        if source.kind() == std::io::ErrorKind::NotFound {
-            ReadError::Missing {
-                path: path.to_path_buf(),
-            }
-        } else {
-            ReadError::Io {
-                path: path.to_path_buf(),
-                source,
-            }
+/// Most bytes read from a bundle text file (revision.txt, manifest.toml), 64 MiB.
+pub const TEXT_LIMIT: u64 = 64 << 20;
+
+/// Maps an open or read error of `path`: "not found" is [`ReadError::Missing`].
+fn io_error(path: &Path, source: std::io::Error) -> ReadError {
+    if source.kind() == std::io::ErrorKind::NotFound {
+        ReadError::Missing {
+            path: path.to_path_buf(),
         }
-    })
+    } else {
+        ReadError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
 }
 
 /// Classifies a serde_json error for the message.
@@ -159,8 +182,11 @@ struct VersionProbe {
 }
 
 /// Reads only `version_key` (`bundle-format` or `format`) of a JSON document.
-fn version_of(bytes: &[u8], version_key: &'static str) -> Result<Option<u64>, serde_json::Error> {
-    let probe: VersionProbe = serde_json::from_slice(bytes)?;
+fn version_of(
+    reader: impl std::io::Read,
+    version_key: &'static str,
+) -> Result<Option<u64>, serde_json::Error> {
+    let probe: VersionProbe = serde_json::from_reader(reader)?;
     let value = if version_key == "bundle-format" {
         probe.bundle_format
     } else {
@@ -169,16 +195,17 @@ fn version_of(bytes: &[u8], version_key: &'static str) -> Result<Option<u64>, se
     Ok(value.and_then(|v| v.as_u64()))
 }
 
-/// Parses a versioned JSON document: checks the integer `version_key` (`bundle-format` or
-/// `format`) against `newest` before deserializing, so a newer format gives
-/// [`ReadError::NewerFormat`], not a shape error.
+/// Parses the versioned JSON document `file` (at `path`), streamed: checks the integer
+/// `version_key` (`bundle-format` or `format`) against `newest` in a first pass, so a newer format
+/// gives [`ReadError::NewerFormat`], not a shape error, then deserializes it in a second pass.
 fn parse_versioned<T: DeserializeOwned>(
     path: &Path,
-    bytes: &[u8],
+    file: File,
     version_key: &'static str,
     newest: u32,
 ) -> Result<T, ReadError> {
-    let found = version_of(bytes, version_key)
+    let mut reader = BufReader::with_capacity(256 * 1024, file);
+    let found = version_of(&mut reader, version_key)
         .map_err(|e| json_error(path, e))?
         .ok_or_else(|| ReadError::NoFormat {
             path: path.to_path_buf(),
@@ -192,23 +219,36 @@ fn parse_versioned<T: DeserializeOwned>(
             version: env!("CARGO_PKG_VERSION"),
         });
     }
-    serde_json::from_slice(bytes).map_err(|e| json_error(path, e))
+    reader.rewind().map_err(|e| io_error(path, e))?;
+    serde_json::from_reader(reader).map_err(|e| json_error(path, e))
 }
 
 /// Reads the JSON document at `path` (any file of a bundle), checking its integer `version_key`
 /// (`"bundle-format"` or `"format"`; any other key is treated as absent) against `newest` before
-/// deserializing it as `T`.
+/// deserializing it as `T`. The file is streamed; a symbolic link at its last part is not
+/// followed and only a regular file is read ([`super::contained::open_regular`]).
 ///
 /// # Errors
-/// [`ReadError::Missing`] when the file does not exist, [`ReadError::Io`] when it cannot be read,
-/// [`ReadError::Json`] when it is not JSON of the expected shape, [`ReadError::NoFormat`] without
-/// an integer version key, [`ReadError::NewerFormat`] when the version is above `newest`.
+/// [`ReadError::Missing`] when the file does not exist, [`ReadError::Io`] when it cannot be read
+/// or is not a regular file, [`ReadError::Json`] when it is not JSON of the expected shape,
+/// [`ReadError::NoFormat`] without an integer version key, [`ReadError::NewerFormat`] when the
+/// version is above `newest`.
 pub fn read_versioned<T: DeserializeOwned>(
     path: &Path,
     version_key: &'static str,
     newest: u32,
 ) -> Result<T, ReadError> {
-    parse_versioned(path, &read_bytes(path)?, version_key, newest)
+    let file = open_regular(path).map_err(|e| io_error(path, e))?;
+    parse_versioned(path, file, version_key, newest)
+}
+
+/// Checks a name read from the file `path` with [`super::contained::plain_name`].
+fn checked_name(path: &Path, name: &str, what: impl FnOnce() -> String) -> Result<(), ReadError> {
+    plain_name(name).map(|_| ()).map_err(|source| ReadError::Unsafe {
+        path: path.to_path_buf(),
+        what: what(),
+        source,
+    })
 }
 
 impl Bundle {
@@ -235,8 +275,36 @@ impl Bundle {
                 });
             }
         }
-        let info = read_versioned(&dir.join(files::BUNDLE), "bundle-format", BUNDLE_FORMAT)?;
+        let bundle_json = dir.join(files::BUNDLE);
+        let file = open_in(&dir, Path::new(files::BUNDLE)).map_err(|e| io_error(&bundle_json, e))?;
+        let info = parse_versioned(&bundle_json, file, "bundle-format", BUNDLE_FORMAT)?;
         Ok(Bundle { dir, info })
+    }
+
+    /// Opens the regular file `rel` (relative, plain names) of the bundle without following links
+    /// ([`super::contained::open_in`]).
+    ///
+    /// # Errors
+    /// [`ReadError::Missing`] when absent, [`ReadError::Io`] when it is a symbolic link, FIFO,
+    /// device or folder, or cannot be opened.
+    pub fn open_file(&self, rel: &Path) -> Result<File, ReadError> {
+        open_in(&self.dir, rel).map_err(|e| io_error(&self.dir.join(rel), e))
+    }
+
+    /// Reads the versioned JSON document `rel` of the bundle (see [`read_versioned`]).
+    fn versioned<T: DeserializeOwned>(
+        &self,
+        rel: &Path,
+        key: &'static str,
+        newest: u32,
+    ) -> Result<T, ReadError> {
+        parse_versioned(&self.dir.join(rel), self.open_file(rel)?, key, newest)
+    }
+
+    /// Reads the text file `rel` of the bundle, at most [`TEXT_LIMIT`] bytes.
+    fn text(&self, rel: &str) -> Result<Vec<u8>, ReadError> {
+        let path = self.path(rel);
+        read_bounded(self.open_file(Path::new(rel))?, TEXT_LIMIT).map_err(|e| io_error(&path, e))
     }
 
     /// The bundle folder as given to [`Bundle::open`].
@@ -254,18 +322,27 @@ impl Bundle {
         self.dir.join(name)
     }
 
-    /// Reads plan.json (every planned run in execution order).
+    /// Reads plan.json (every planned run in execution order), streamed; every `run-id` and
+    /// `output` must be a plain file name.
     ///
     /// # Errors
-    /// Missing, unreadable, malformed or newer-format plan.json.
+    /// Missing, unreadable, malformed or newer-format plan.json; [`ReadError::Unsafe`] for a
+    /// `run-id` or `output` that is not a plain file name.
     pub fn plan(&self) -> Result<PlanFile, ReadError> {
-        read_versioned(&self.path(files::PLAN), "format", BUNDLE_FORMAT)
+        let plan: PlanFile = self.versioned(Path::new(files::PLAN), "format", BUNDLE_FORMAT)?;
+        let path = self.path(files::PLAN);
+        for (i, run) in plan.runs.iter().enumerate() {
+            checked_name(&path, &run.run_id, || format!("runs[{i}].run-id"))?;
+            checked_name(&path, &run.output, || format!("runs[{i}].output"))?;
+        }
+        Ok(plan)
     }
 
-    /// Reads a top-level JSON file as an untyped value.
+    /// Reads a top-level JSON file as an untyped value, streamed.
     fn json_value(&self, name: &str) -> Result<serde_json::Value, ReadError> {
         let path = self.path(name);
-        serde_json::from_slice(&read_bytes(&path)?).map_err(|e| json_error(&path, e))
+        let reader = BufReader::new(self.open_file(Path::new(name))?);
+        serde_json::from_reader(reader).map_err(|e| json_error(&path, e))
     }
 
     /// Reads host.json (hostname, kernel, cpu-model, ...) as an untyped JSON value.
@@ -289,7 +366,7 @@ impl Bundle {
     /// # Errors
     /// As [`read_versioned`], naming provenance.json.
     pub fn provenance_doc(&self) -> Result<ProvenanceDoc, ReadError> {
-        read_versioned(&self.path(files::PROVENANCE), "format", PROVENANCE_FORMAT)
+        self.versioned(Path::new(files::PROVENANCE), "format", PROVENANCE_FORMAT)
     }
 
     /// The SHA-256 of `working-tree.patch` recorded in provenance.json (`patch-sha256` of the
@@ -306,7 +383,7 @@ impl Bundle {
     /// # Errors
     /// As [`read_versioned`], naming host.json.
     pub fn host_facts(&self) -> Result<HostFacts, ReadError> {
-        read_versioned(&self.path(files::HOST), "format", HOST_FORMAT)
+        self.versioned(Path::new(files::HOST), "format", HOST_FORMAT)
     }
 
     /// Reads revision.txt: the HEAD commit id, or the line saying why there is none; trimmed.
@@ -314,8 +391,7 @@ impl Bundle {
     /// # Errors
     /// Missing or unreadable revision.txt.
     pub fn revision(&self) -> Result<String, ReadError> {
-        let path = self.path(files::REVISION);
-        let bytes = read_bytes(&path)?;
+        let bytes = self.text(files::REVISION)?;
         Ok(String::from_utf8_lossy(&bytes).trim().to_string())
     }
 
@@ -332,8 +408,7 @@ impl Bundle {
     /// # Errors
     /// Missing or unreadable manifest.toml.
     pub fn manifest_text(&self) -> Result<String, ReadError> {
-        let path = self.path(files::MANIFEST);
-        let bytes = read_bytes(&path)?;
+        let bytes = self.text(files::MANIFEST)?;
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
@@ -367,31 +442,56 @@ impl Bundle {
         self.run_dir(&run.run_id).join(files::STDERR)
     }
 
-    /// Reads one run's `run.json`.
+    /// Opens the regular file `name` in the folder of `run` (`runs/<run-id>/<name>`) without
+    /// following links ([`Bundle::open_file`]); `run`'s names were checked when it was read.
     ///
     /// # Errors
-    /// [`ReadError::RunMissing`] when the run did not finish, otherwise as [`Bundle::plan`].
-    pub fn read_run(&self, planned: &PlannedRunRecord) -> Result<RunRecord, ReadError> {
-        let path = self.run_dir(&planned.run_id).join(files::RUN);
-        let bytes = match read_bytes(&path) {
-            Err(ReadError::Missing { path }) => {
-                return Err(ReadError::RunMissing {
-                    run_id: planned.run_id.clone(),
-                    path,
-                });
-            }
-            other => other?,
-        };
-        parse_versioned(&path, &bytes, "format", BUNDLE_FORMAT)
+    /// As [`Bundle::open_file`]; [`ReadError::Unsafe`] when `name` is not a plain file name.
+    pub fn open_run_file(&self, run_id: &str, name: &str) -> Result<File, ReadError> {
+        let rel = Path::new(files::RUNS).join(run_id).join(name);
+        checked_name(&self.dir.join(&rel), run_id, || "run-id".into())?;
+        checked_name(&self.dir.join(&rel), name, || "file name".into())?;
+        self.open_file(&rel)
     }
 
-    /// Reads `runs/<run-id>/run.json`, `None` when the run has none (it did not finish).
+    /// Reads and checks `runs/<run_id>/run.json`: its `run-id`, `output` and the keys of its
+    /// `sha256` must be plain file names.
+    fn run_json(&self, run_id: &str) -> Result<RunRecord, ReadError> {
+        let rel = Path::new(files::RUNS).join(run_id).join(files::RUN);
+        let path = self.dir.join(&rel);
+        checked_name(&path, run_id, || "run-id (from plan.json)".into())?;
+        let record: RunRecord = self.versioned(&rel, "format", BUNDLE_FORMAT)?;
+        checked_name(&path, &record.run_id, || "run-id".into())?;
+        checked_name(&path, &record.output, || "output".into())?;
+        for name in record.sha256.keys() {
+            checked_name(&path, name, || "a key of sha256".into())?;
+        }
+        Ok(record)
+    }
+
+    /// Reads one run's `run.json` (see [`Bundle::run_record`] for the checks).
     ///
     /// # Errors
-    /// As [`read_versioned`] when run.json exists but cannot be read, is malformed or newer.
+    /// [`ReadError::RunMissing`] when the run did not finish, otherwise as [`Bundle::run_record`].
+    pub fn read_run(&self, planned: &PlannedRunRecord) -> Result<RunRecord, ReadError> {
+        match self.run_json(&planned.run_id) {
+            Err(ReadError::Missing { path }) => Err(ReadError::RunMissing {
+                run_id: planned.run_id.clone(),
+                path,
+            }),
+            other => other,
+        }
+    }
+
+    /// Reads `runs/<run-id>/run.json`, `None` when the run has none (it did not finish). The file is
+    /// opened without following links and streamed; `run_id` and the run.json's `run-id`, `output`
+    /// and `sha256` keys must be plain file names.
+    ///
+    /// # Errors
+    /// As [`read_versioned`] when run.json exists but cannot be read, is malformed or newer;
+    /// [`ReadError::Unsafe`] for a name that is not a plain file name.
     pub fn run_record(&self, run_id: &str) -> Result<Option<RunRecord>, ReadError> {
-        let path = self.run_dir(run_id).join(files::RUN);
-        match read_versioned(&path, "format", BUNDLE_FORMAT) {
+        match self.run_json(run_id) {
             Ok(record) => Ok(Some(record)),
             Err(ReadError::Missing { .. }) => Ok(None),
             Err(e) => Err(e),

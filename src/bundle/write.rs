@@ -1,8 +1,7 @@
 //! Writing a bundle: folder creation, atomic files, per-run records, status updates.
 
-use std::collections::BTreeMap;
 use std::fs;
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -253,64 +252,7 @@ pub fn write_host(dir: &Path, host: &HostFacts) -> io::Result<()> {
     write_json_atomic(&dir.join(files::HOST), host)
 }
 
-/// Checks a run's stdout file: for JSON, exactly one JSON document (streamed, never loaded whole);
-/// for text, anything non-empty is valid.
-pub fn check_output(path: &Path, format: OutputFormat) -> (OutputCheck, Option<String>) {
-    let file = match fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) => return (OutputCheck::Invalid, Some(format!("cannot read output: {e}"))),
-    };
-    let empty = file.metadata().map(|m| m.len() == 0).unwrap_or(false);
-    if empty {
-        return (OutputCheck::Empty, None);
-    }
-    if format == OutputFormat::Text {
-        return (OutputCheck::Valid, None);
-    }
-    let mut de = serde_json::Deserializer::from_reader(Utf8Checked::new(BufReader::new(file)));
-    let result = serde::de::Deserialize::deserialize(&mut de).and_then(|serde::de::IgnoredAny| de.end());
-    match result {
-        Ok(()) => (OutputCheck::Valid, None),
-        Err(e) if e.is_eof() && e.line() == 1 && e.column() == 0 => (OutputCheck::Empty, None),
-        Err(e) => (OutputCheck::Invalid, Some(e.to_string())),
-    }
-}
-
-/// A reader that fails with `InvalidData` at the first byte sequence that is not UTF-8.
-/// (`serde_json` skips over string contents it ignores without checking them.)
-struct Utf8Checked<R> {
-    inner: R,
-    /// Bytes of an incomplete character at the end of the previous read.
-    carry: Vec<u8>,
-}
-
-impl<R: Read> Utf8Checked<R> {
-    fn new(inner: R) -> Self {
-        Utf8Checked {
-            inner,
-            carry: Vec::new(),
-        }
-    }
-}
-
-impl<R: Read> Read for Utf8Checked<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        let mut chunk = std::mem::take(&mut self.carry);
-        chunk.extend_from_slice(&buf[..n]);
-        match std::str::from_utf8(&chunk) {
-            Ok(_) => {}
-            Err(e) if e.error_len().is_none() && n > 0 => self.carry = chunk[e.valid_up_to()..].to_vec(),
-            Err(e) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("not UTF-8 (byte {} of the output)", e.valid_up_to()),
-                ));
-            }
-        }
-        Ok(n)
-    }
-}
+pub use super::output::check_output;
 
 /// How a run counts, from its termination and output check.
 pub fn classify(outcome: &RunOutcome, check: OutputCheck, format: OutputFormat) -> Outcome {
@@ -530,16 +472,8 @@ impl BundleWriter {
         } else {
             check_output(&dir.join(&run.output), format)
         };
-        let mut sha256 = BTreeMap::new();
-        for name in [run.output.as_str(), files::STDERR, files::MEMORY] {
-            let path = dir.join(name);
-            if path.exists() {
-                // The executor created these under the runner's umask; a bundle's files are FILE_MODE.
-                fs::set_permissions(&path, fs::Permissions::from_mode(FILE_MODE))
-                    .map_err(on(&path, "set the mode of"))?;
-                sha256.insert(name.to_string(), sha256_file(&path).map_err(on(&path, "hash"))?);
-            }
-        }
+        let sha256 =
+            super::checksums::hash_run_files(&dir, &[run.output.as_str(), files::STDERR, files::MEMORY])?;
         let record = RunRecord {
             format: BUNDLE_FORMAT,
             run_id: run.run_id.clone(),
@@ -578,16 +512,26 @@ impl BundleWriter {
         Ok(record)
     }
 
-    /// Sets the final status and `finished` time, writes bundle.json, then removes the lock file
-    /// and releases the lock ([`BundleLock::release`]).
+    /// Sets the final status and `finished` time, writes bundle.json, then `checksums.sha256`
+    /// ([`super::checksums::write_checksums`]), then removes the lock file and releases the lock
+    /// ([`BundleLock::release`]).
     ///
     /// # Errors
-    /// I/O errors writing bundle.json (the lock is then kept until the writer is dropped) or
+    /// I/O errors writing bundle.json or the checksum list (the lock is then kept until the writer is dropped;
+    /// a `failed` bundle is finished without the list when it cannot be written) or
     /// removing the lock file.
     pub fn finish(&mut self, status: BundleStatus, at: SystemTime) -> io::Result<()> {
         self.info.status = status;
         self.info.finished = Some(rfc3339(at));
         self.save_info(Durability::Synced)?;
+        match super::checksums::write_checksums(&self.dir) {
+            Ok(()) => {}
+            // A bundle marked `failed` because its files cannot be written (a full disk, a file-size
+            // limit) keeps that mark even when the list cannot be written either: `resume` finishes
+            // the bundle and writes the list then, and `verify` reports the list as missing until then.
+            Err(_) if status == BundleStatus::Failed => {}
+            Err(e) => return Err(e),
+        }
         match self.lock.take() {
             Some(lock) => lock.release(),
             None => Ok(()),
@@ -631,38 +575,6 @@ fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn output_checks() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("o");
-        let check = |text: &str, f| {
-            fs::write(&p, text).unwrap();
-            check_output(&p, f).0
-        };
-        assert_eq!(check("{\"a\": 1}\n", OutputFormat::Json), OutputCheck::Valid);
-        assert_eq!(check("", OutputFormat::Json), OutputCheck::Empty);
-        assert_eq!(
-            check("warning: x\n{\"a\": 1}", OutputFormat::Json),
-            OutputCheck::Invalid
-        );
-        assert_eq!(check("{\"a\": 1} {}", OutputFormat::Json), OutputCheck::Invalid);
-        assert_eq!(check("{\"a\": ", OutputFormat::Json), OutputCheck::Invalid);
-        assert_eq!(check("anything", OutputFormat::Text), OutputCheck::Valid);
-        fs::write(&p, b"{\"a\": \"\xff\"}").unwrap();
-        assert_eq!(
-            check_output(&p, OutputFormat::Json).0,
-            OutputCheck::Invalid,
-            "invalid UTF-8"
-        );
-        fs::write(&p, "{\"a\": \"\u{e9}\u{1f600}\"}".as_bytes()).unwrap();
-        assert_eq!(
-            check_output(&p, OutputFormat::Json).0,
-            OutputCheck::Valid,
-            "multi-byte characters"
-        );
-        assert_eq!(check("", OutputFormat::Text), OutputCheck::Empty);
-    }
 
     #[test]
     fn atomic_write_replaces() {

@@ -1,11 +1,15 @@
 //! Reading a bundle into a [`Report`]: one pass over the plan, one run at a time.
 //!
-//! Runs are read one at a time ([`Bundle::runs`]); of each run's output only the summary numbers
-//! ([`Retention`](super::retention::Retention), metric values) are kept, so memory grows with the number of runs, not with the
-//! size of their outputs. Of a run that is not ok, the reason and the last
+//! Runs are read one at a time ([`Bundle::runs`]); each run's output is streamed through the one
+//! output reader the output check uses ([`crate::bundle::output::read_output`], same limits), which
+//! keeps only the values asked for: the `[report] metrics` pointers and the retention fields, with
+//! the `samples` folded one at a time into a [`super::retention::Accumulator`]. Memory therefore grows
+//! with the number of runs, not with the size of their outputs. Plot series are kept only when a
+//! plot is asked for, thinned while read. Files are opened inside the bundle only, without
+//! following links ([`Bundle::open_run_file`]). A run left out of the aggregates has the reason in
+//! [`RunSummary::excluded`]. Of a run that is not ok, the reason and the last
 //! [`STDERR_TAIL_LINES`] lines of its stderr.log are kept (read from the end of the file, at most
-//! [`crate::bundle::reason::TAIL_BYTES`]). Plot series are kept only when a plot is asked for. The
-//! aggregates come from [`super::aggregation`].
+//! [`crate::bundle::reason::TAIL_BYTES`]). The aggregates come from [`super::aggregation`].
 
 use std::collections::BTreeMap;
 use std::io::BufRead;
@@ -15,8 +19,9 @@ use serde_json::Value as Json;
 
 use super::aggregation;
 use super::model::{MetricValue, Report, RunSummary, STDERR_TAIL_LINES, cell_label};
-use super::retention::{self, Parsed};
+use super::retention::{Accumulator, DocFields, Parsed, SAMPLE_FIELDS, SampleFields};
 use crate::bundle::lock::effective_status;
+use crate::bundle::output::{Interest, ListEvent, OutputError, Scalar, read_output};
 use crate::bundle::read::{Bundle, ReadError};
 use crate::bundle::reason::RunFailure;
 use crate::bundle::{Outcome, OutputCheck, PlannedRunRecord, RunRecord};
@@ -76,15 +81,17 @@ pub fn metric_pointers(manifest_text: &str) -> Result<Vec<(String, String)>, Str
         .collect()
 }
 
-fn metric_value(v: &Json) -> MetricValue {
+fn metric_value(v: &Scalar) -> MetricValue {
     match v {
-        Json::Number(n) => n
+        Scalar::Number(n) => n
             .as_f64()
             .map_or_else(|| MetricValue::Text(n.to_string()), MetricValue::Number),
-        Json::String(s) => MetricValue::Text(s.clone()),
-        Json::Array(a) => MetricValue::Text(format!("<array of {}>", a.len())),
-        Json::Object(_) => MetricValue::Text("<object>".into()),
-        other => MetricValue::Text(other.to_string()),
+        Scalar::String(s) => MetricValue::Text(s.clone()),
+        Scalar::LongString(n) => MetricValue::Text(format!("<string of {n} bytes>")),
+        Scalar::Array(n) => MetricValue::Text(format!("<array of {n}>")),
+        Scalar::Object => MetricValue::Text("<object>".into()),
+        Scalar::Bool(b) => MetricValue::Text(b.to_string()),
+        Scalar::Null => MetricValue::Text("null".into()),
     }
 }
 
@@ -128,8 +135,8 @@ pub fn decimate<T: Copy>(v: Vec<T>, max: usize) -> Vec<T> {
 }
 
 /// Reads memory.jsonl line by line: (t-seconds, private bytes) of samples that have private bytes.
-fn read_memory(path: &Path) -> Vec<(f64, u64)> {
-    let Ok(f) = std::fs::File::open(path) else {
+fn read_memory(bundle: &Bundle, run_id: &str) -> Vec<(f64, u64)> {
+    let Ok(f) = bundle.open_run_file(run_id, crate::bundle::files::MEMORY) else {
         return Vec::new();
     };
     let all = std::io::BufReader::new(f)
@@ -190,27 +197,27 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
         });
     }
     if ctx.keep_series {
-        s.memory = read_memory(&ctx.bundle.run_memory_path(&rec));
+        s.memory = read_memory(ctx.bundle, &rec.run_id);
     }
     if !ctx.json_output || rec.output_check != OutputCheck::Valid {
         return s;
     }
     let path = ctx.bundle.run_output_path(&rec);
-    let doc: Json = match std::fs::read(&path)
-        .map_err(|e| e.to_string())
-        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-    {
-        Ok(doc) => doc,
+    let read = ctx
+        .bundle
+        .open_run_file(&rec.run_id, &rec.output)
+        .map_err(|e| e.reason())
+        .and_then(|file| read_values(file, ctx.pointers, ctx.keep_series).map_err(|e| e.to_string()));
+    let (metrics, parsed) = match read {
+        Ok(found) => found,
         Err(e) => {
             s.excluded
                 .get_or_insert_with(|| format!("cannot read output {}: {e}", path.display()));
             return s;
         }
     };
-    for (name, ptr) in ctx.pointers {
-        s.metrics.insert(name.clone(), doc.pointer(ptr).map(metric_value));
-    }
-    match retention::parse(&doc, ctx.keep_series) {
+    s.metrics = metrics;
+    match parsed {
         Parsed::NotRetention => {}
         Parsed::Unusable(reason) => {
             s.excluded.get_or_insert(reason);
@@ -224,6 +231,73 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
         }
     }
     s
+}
+
+/// Pointers of the retention schema's document-level values, in [`DocFields`] order.
+const DOC_POINTERS: [&str; 4] = [
+    "/arguments/mode",
+    "/arguments/tensor_elements",
+    "/last_tensor_alive",
+    "/completed",
+];
+
+/// Streams one output document: the metric values at `pointers` (by name) and the retention
+/// summary, keeping plot points when `keep_series`.
+///
+/// # Errors
+/// As [`read_output`] (the output check's reader and limits).
+fn read_values(
+    file: std::fs::File,
+    pointers: &[(String, String)],
+    keep_series: bool,
+) -> Result<(BTreeMap<String, Option<MetricValue>>, Parsed), OutputError> {
+    let mut interest = Interest::default();
+    // Pointers were checked to start with `/` or be empty when the manifest was read.
+    let metric_slots: Vec<usize> = pointers
+        .iter()
+        .map(|(_, p)| interest.value(p).unwrap_or(usize::MAX))
+        .collect();
+    let doc_slots: Vec<usize> = DOC_POINTERS
+        .iter()
+        .map(|p| interest.value(p).unwrap_or(usize::MAX))
+        .collect();
+    let samples = interest.each("/samples", &SAMPLE_FIELDS).unwrap_or(usize::MAX);
+    let new_acc = || Accumulator::new(if keep_series { MAX_PLOT_POINTS } else { 0 });
+    let mut acc = new_acc();
+    let found = read_output(file, &interest, &mut |event| match event {
+        ListEvent::Start { .. } => acc = new_acc(),
+        ListEvent::Element { index, fields, .. } => {
+            let f = |i: usize| fields.get(i).and_then(Option::as_ref);
+            let sample = matches!(f(0), Some(Scalar::Object)).then(|| {
+                SampleFields::from_values(
+                    f(1).and_then(Scalar::as_str).map(str::to_string),
+                    f(2).and_then(Scalar::as_u64),
+                    (f(3).and_then(Scalar::as_i64), f(3).and_then(Scalar::as_u64)),
+                    f(4).and_then(Scalar::as_i64),
+                    f(5).and_then(Scalar::as_i64),
+                    f(6).and_then(Scalar::as_i64),
+                )
+            });
+            acc.push(index, sample);
+        }
+    })?;
+    let value = |slot: usize| found.values.get(slot).and_then(Option::as_ref);
+    let metrics = pointers
+        .iter()
+        .zip(&metric_slots)
+        .map(|((name, _), slot)| (name.clone(), value(*slot).map(metric_value)))
+        .collect();
+    let parsed = if found.lists.get(samples).copied().flatten() == Some(true) {
+        acc.finish(DocFields {
+            mode: value(doc_slots[0]).and_then(Scalar::as_str).map(str::to_string),
+            tensor_elements: value(doc_slots[1]).and_then(Scalar::as_u64),
+            last_tensor_alive: value(doc_slots[2]).and_then(Scalar::as_bool),
+            completed: value(doc_slots[3]).and_then(Scalar::as_bool),
+        })
+    } else {
+        Parsed::NotRetention
+    };
+    Ok((metrics, parsed))
 }
 
 /// Reads a bundle and computes its report. `keep_series` keeps each run's plot series.

@@ -73,31 +73,224 @@ pub enum Parsed {
     Retention(Retention, Vec<PlotPoint>),
 }
 
-struct Sample<'a> {
-    phase: &'a str,
-    iterations: u64,
-    obj: &'a serde_json::Map<String, Json>,
+/// The fields of a sample the retention numbers use, in the order [`SampleFields::from_values`]
+/// expects them (the order a streaming reader is asked for them).
+pub const SAMPLE_FIELDS: [&str; 6] = [
+    "phase",
+    "iterations",
+    "private_bytes",
+    "anonymous_bytes",
+    "rss_bytes",
+    "fd_count",
+];
+
+/// The numbers of one sample the retention summary uses (each as `serde_json::Value::as_i64`
+/// would read it: `None` unless an integer that fits).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SampleFields {
+    /// `phase`, when a string.
+    pub phase: Option<String>,
+    /// `iterations` as `u64` (0 when absent or not a non-negative integer).
+    pub iterations: u64,
+    /// `private_bytes`.
+    pub private_bytes: Option<i64>,
+    /// `private_bytes` as `u64`, for the plot.
+    pub private_bytes_u64: Option<u64>,
+    /// `anonymous_bytes`.
+    pub anonymous_bytes: Option<i64>,
+    /// `rss_bytes`.
+    pub rss_bytes: Option<i64>,
+    /// `fd_count`.
+    pub fd_count: Option<i64>,
 }
 
-impl Sample<'_> {
-    fn get(&self, key: &str) -> Option<i64> {
-        self.obj.get(key).and_then(Json::as_i64)
+impl SampleFields {
+    /// From the values of [`SAMPLE_FIELDS`] in order, read by `as_str`, `as_u64` and `as_i64`
+    /// accessors of any value type.
+    pub fn from_values(
+        phase: Option<String>,
+        iterations: Option<u64>,
+        private_bytes: (Option<i64>, Option<u64>),
+        anonymous_bytes: Option<i64>,
+        rss_bytes: Option<i64>,
+        fd_count: Option<i64>,
+    ) -> SampleFields {
+        SampleFields {
+            phase,
+            iterations: iterations.unwrap_or(0),
+            private_bytes: private_bytes.0,
+            private_bytes_u64: private_bytes.1,
+            anonymous_bytes,
+            rss_bytes,
+            fd_count,
+        }
+    }
+
+    fn of_object(obj: &serde_json::Map<String, Json>) -> SampleFields {
+        let int = |k: &str| obj.get(k).and_then(Json::as_i64);
+        SampleFields::from_values(
+            obj.get("phase").and_then(Json::as_str).map(str::to_string),
+            obj.get("iterations").and_then(Json::as_u64),
+            (
+                int("private_bytes"),
+                obj.get("private_bytes").and_then(Json::as_u64),
+            ),
+            int("anonymous_bytes"),
+            int("rss_bytes"),
+            int("fd_count"),
+        )
     }
 }
 
-fn delta(a: &Sample<'_>, b: &Sample<'_>, key: &str) -> Option<i64> {
-    Some(b.get(key)? - a.get(key)?)
+fn delta(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    Some(b? - a?)
 }
 
-fn deltas(a: &Sample<'_>, b: &Sample<'_>) -> Deltas {
+fn deltas(a: &SampleFields, b: &SampleFields) -> Deltas {
     Deltas {
-        private_bytes: delta(a, b, "private_bytes"),
-        anonymous_bytes: delta(a, b, "anonymous_bytes"),
-        rss_bytes: delta(a, b, "rss_bytes"),
+        private_bytes: delta(a.private_bytes, b.private_bytes),
+        anonymous_bytes: delta(a.anonymous_bytes, b.anonymous_bytes),
+        rss_bytes: delta(a.rss_bytes, b.rss_bytes),
     }
 }
 
-/// Reads the retention numbers out of one run's output document.
+/// The document-level values of the retention schema besides `samples`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DocFields {
+    /// `arguments.mode`, when a string.
+    pub mode: Option<String>,
+    /// `arguments.tensor_elements`, when a non-negative integer.
+    pub tensor_elements: Option<u64>,
+    /// `last_tensor_alive`, when a boolean.
+    pub last_tensor_alive: Option<bool>,
+    /// `completed`, when a boolean.
+    pub completed: Option<bool>,
+}
+
+/// The retention numbers computed one sample at a time, so a reader can stream `samples` without
+/// keeping them: the last `baseline`, the `loop` sample with the most `iterations` (the last one
+/// on ties), the last `closed`, and the plot points, kept to at most `2 * max_points` by dropping
+/// every other one when full (the caller thins them to `max_points` at the end).
+#[derive(Debug, Clone)]
+pub struct Accumulator {
+    seen: usize,
+    problem: Option<Parsed>,
+    baseline: Option<SampleFields>,
+    last_loop: Option<SampleFields>,
+    closed: Option<SampleFields>,
+    max_points: usize,
+    stride: usize,
+    points: Vec<PlotPoint>,
+    /// Baseline and loop samples with private bytes seen, for the stride.
+    plotted: usize,
+    last_point: Option<PlotPoint>,
+}
+
+impl Accumulator {
+    /// An accumulator keeping at most about `2 * max_points` plot points (0: none).
+    pub fn new(max_points: usize) -> Accumulator {
+        Accumulator {
+            seen: 0,
+            problem: None,
+            baseline: None,
+            last_loop: None,
+            closed: None,
+            max_points,
+            stride: 1,
+            points: Vec::new(),
+            plotted: 0,
+            last_point: None,
+        }
+    }
+
+    /// Adds sample number `index` (0-based): `None` when it is not an object.
+    pub fn push(&mut self, index: usize, sample: Option<SampleFields>) {
+        self.seen = index + 1;
+        if self.problem.is_some() {
+            return;
+        }
+        let Some(s) = sample else {
+            self.problem = Some(Parsed::Unusable(format!("samples[{index}] is not an object")));
+            return;
+        };
+        let Some(phase) = s.phase.as_deref() else {
+            self.problem = Some(if index == 0 {
+                Parsed::NotRetention
+            } else {
+                Parsed::Unusable(format!("samples[{index}] has no phase"))
+            });
+            return;
+        };
+        if self.max_points > 0
+            && (phase == "baseline" || phase == "loop")
+            && let Some(private_bytes) = s.private_bytes_u64
+        {
+            let point = PlotPoint {
+                iterations: s.iterations,
+                private_bytes,
+            };
+            if self.plotted.is_multiple_of(self.stride) {
+                self.points.push(point);
+                self.last_point = None;
+                if self.points.len() >= 2 * self.max_points {
+                    // points[j] is plotted sample j * stride: keep the even ones, double the stride.
+                    self.points = self.points.iter().copied().step_by(2).collect();
+                    self.stride *= 2;
+                    if self.points.last() != Some(&point) {
+                        self.last_point = Some(point);
+                    }
+                }
+            } else {
+                self.last_point = Some(point);
+            }
+            self.plotted += 1;
+        }
+        match phase {
+            "baseline" => self.baseline = Some(s),
+            "loop"
+                if self
+                    .last_loop
+                    .as_ref()
+                    .is_none_or(|l| s.iterations >= l.iterations) =>
+            {
+                self.last_loop = Some(s)
+            }
+            "closed" => self.closed = Some(s),
+            _ => {}
+        }
+    }
+
+    /// The summary, given the document's other values.
+    pub fn finish(mut self, doc: DocFields) -> Parsed {
+        if let Some(problem) = self.problem {
+            return problem;
+        }
+        if self.seen == 0 {
+            return Parsed::Unusable("no samples".into());
+        }
+        let Some(baseline) = self.baseline else {
+            return Parsed::Unusable("no baseline sample".into());
+        };
+        let Some(last_loop) = self.last_loop else {
+            return Parsed::Unusable("no loop sample".into());
+        };
+        let retention = Retention {
+            mode: doc.mode,
+            tensor_elements: doc.tensor_elements,
+            loop_iterations: last_loop.iterations.saturating_sub(baseline.iterations),
+            growth: deltas(&baseline, &last_loop),
+            after_close: self.closed.map(|c| deltas(&baseline, &c)).unwrap_or_default(),
+            fd_delta: delta(baseline.fd_count, last_loop.fd_count),
+            last_tensor_alive: doc.last_tensor_alive,
+            completed: doc.completed,
+        };
+        self.points.extend(self.last_point);
+        Parsed::Retention(retention, self.points)
+    }
+}
+
+/// Reads the retention numbers out of one run's output document (the same computation as a
+/// streaming reader feeding an [`Accumulator`]).
 ///
 /// The baseline is the last `baseline` sample, the final loop sample the `loop` sample with the most
 /// `iterations` (the last one on ties), the closed sample the last `closed` sample.
@@ -106,67 +299,20 @@ pub fn parse(doc: &Json, keep_points: bool) -> Parsed {
     let Some(samples) = doc.get("samples").and_then(Json::as_array) else {
         return Parsed::NotRetention;
     };
-    let mut parsed = Vec::with_capacity(samples.len());
+    let mut acc = Accumulator::new(if keep_points { usize::MAX / 2 } else { 0 });
     for (i, s) in samples.iter().enumerate() {
-        let Some(obj) = s.as_object() else {
-            return Parsed::Unusable(format!("samples[{i}] is not an object"));
-        };
-        let Some(phase) = obj.get("phase").and_then(Json::as_str) else {
-            if i == 0 {
-                return Parsed::NotRetention;
-            }
-            return Parsed::Unusable(format!("samples[{i}] has no phase"));
-        };
-        let iterations = obj.get("iterations").and_then(Json::as_u64).unwrap_or(0);
-        parsed.push(Sample {
-            phase,
-            iterations,
-            obj,
-        });
+        acc.push(i, s.as_object().map(SampleFields::of_object));
     }
-    if parsed.is_empty() {
-        return Parsed::Unusable("no samples".into());
-    }
-    let Some(baseline) = parsed.iter().rev().find(|s| s.phase == "baseline") else {
-        return Parsed::Unusable("no baseline sample".into());
-    };
-    let Some(last_loop) = parsed
-        .iter()
-        .filter(|s| s.phase == "loop")
-        .max_by_key(|s| s.iterations)
-    else {
-        return Parsed::Unusable("no loop sample".into());
-    };
-    let closed = parsed.iter().rev().find(|s| s.phase == "closed");
     let args = doc.get("arguments");
-    let retention = Retention {
+    acc.finish(DocFields {
         mode: args
             .and_then(|a| a.get("mode"))
             .and_then(Json::as_str)
             .map(str::to_string),
         tensor_elements: args.and_then(|a| a.get("tensor_elements")).and_then(Json::as_u64),
-        loop_iterations: last_loop.iterations.saturating_sub(baseline.iterations),
-        growth: deltas(baseline, last_loop),
-        after_close: closed.map(|c| deltas(baseline, c)).unwrap_or_default(),
-        fd_delta: delta(baseline, last_loop, "fd_count"),
         last_tensor_alive: doc.get("last_tensor_alive").and_then(Json::as_bool),
         completed: doc.get("completed").and_then(Json::as_bool),
-    };
-    let points = if keep_points {
-        parsed
-            .iter()
-            .filter(|s| s.phase == "baseline" || s.phase == "loop")
-            .filter_map(|s| {
-                Some(PlotPoint {
-                    iterations: s.iterations,
-                    private_bytes: s.obj.get("private_bytes")?.as_u64()?,
-                })
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
-    Parsed::Retention(retention, points)
+    })
 }
 
 #[cfg(test)]
@@ -221,5 +367,29 @@ mod tests {
         let doc = serde_json::json!({"samples": [sample("baseline", 0, 1, 1, 1, 1)]});
         assert_eq!(parse(&doc, false), Parsed::Unusable("no loop sample".into()));
         assert_eq!(parse(&serde_json::json!({"x": 1}), false), Parsed::NotRetention);
+    }
+
+    #[test]
+    fn streamed_points_are_thinned_keeping_first_and_last() {
+        let mut acc = Accumulator::new(100);
+        let sample = |phase: &str, it: u64| SampleFields {
+            phase: Some(phase.into()),
+            iterations: it,
+            private_bytes: Some(it as i64),
+            private_bytes_u64: Some(it),
+            ..SampleFields::default()
+        };
+        acc.push(0, Some(sample("baseline", 0)));
+        for i in 1..=10_000 {
+            acc.push(i as usize, Some(sample("loop", i)));
+        }
+        let Parsed::Retention(r, points) = acc.finish(DocFields::default()) else {
+            panic!()
+        };
+        assert_eq!(r.loop_iterations, 10_000);
+        assert!(points.len() <= 201 && points.len() >= 100, "{}", points.len());
+        assert_eq!(points.first().map(|p| p.iterations), Some(0));
+        assert_eq!(points.last().map(|p| p.iterations), Some(10_000));
+        assert!(points.windows(2).all(|w| w[0].iterations < w[1].iterations));
     }
 }

@@ -1,0 +1,287 @@
+//! Reading files of a bundle without leaving it and without hanging (DESIGN 5).
+//!
+//! A bundle is data someone else may have written or edited, so every path taken from a bundle file
+//! (a `run-id` of plan.json, the `output` and `sha256` names of run.json, a line of
+//! `checksums.sha256`) is checked with [`plain_name`] / [`relative_path`] before use: a plain file
+//! name, or `/`-joined plain names, never `..`, `.`, an absolute path or a NUL. Files are then opened
+//! with [`open_in`]: each folder on the way with `O_DIRECTORY | O_NOFOLLOW` by `openat(2)` from the
+//! bundle folder, the file itself with `O_NOFOLLOW | O_NONBLOCK`, and `fstat(2)` after the open must
+//! say "regular file". A symbolic link (to `/dev/zero`, to a file outside the bundle), a FIFO, a
+//! device or a folder where a file is expected is an error naming what was found; nothing is read from
+//! it. Readers then stream or bound what they read from the regular file they got.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::OwnedFd;
+use std::path::{Component, Path};
+
+use rustix::fs::{FileType, Mode, OFlags};
+
+/// Why a name taken from a bundle file is not used as a path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnsafeName {
+    /// The name is empty.
+    #[error("empty file name")]
+    Empty,
+    /// The name would leave its folder or is not a file name (`..`, `.`, contains `/`, absolute).
+    #[error("`{0}` is not a plain file name inside the bundle (no `/`, `.` or `..`)")]
+    NotPlain(String),
+    /// The name contains a NUL character.
+    #[error("file name contains a NUL character")]
+    Nul,
+}
+
+/// Checks that `name` (a `run-id`, an output name, a key of run.json `sha256`) is one plain file
+/// name: not empty, not `.` or `..`, no `/`, no NUL.
+///
+/// # Errors
+/// [`UnsafeName`] saying which rule it breaks.
+pub fn plain_name(name: &str) -> Result<&str, UnsafeName> {
+    if name.is_empty() {
+        Err(UnsafeName::Empty)
+    } else if name.contains('\0') {
+        Err(UnsafeName::Nul)
+    } else if name == "." || name == ".." || name.contains('/') {
+        Err(UnsafeName::NotPlain(name.to_string()))
+    } else {
+        Ok(name)
+    }
+}
+
+/// Checks that `path` (a line of `checksums.sha256`) is a relative path of plain names
+/// ([`plain_name`] for each `/`-separated part), so that joined to the bundle folder it stays inside.
+///
+/// # Errors
+/// [`UnsafeName`] for the first part that is not a plain name.
+pub fn relative_path(path: &str) -> Result<&str, UnsafeName> {
+    if path.is_empty() {
+        return Err(UnsafeName::Empty);
+    }
+    for part in path.split('/') {
+        plain_name(part).map_err(|e| match e {
+            UnsafeName::Empty => UnsafeName::NotPlain(path.to_string()),
+            UnsafeName::NotPlain(_) => UnsafeName::NotPlain(path.to_string()),
+            UnsafeName::Nul => UnsafeName::Nul,
+        })?;
+    }
+    Ok(path)
+}
+
+/// What `fstat`/`lstat` says a path is, for messages: `a symbolic link`, `a FIFO`, ...
+pub fn describe(file_type: FileType) -> &'static str {
+    match file_type {
+        FileType::RegularFile => "a regular file",
+        FileType::Directory => "a folder",
+        FileType::Symlink => "a symbolic link",
+        FileType::Fifo => "a FIFO",
+        FileType::Socket => "a socket",
+        FileType::CharacterDevice => "a character device",
+        FileType::BlockDevice => "a block device",
+        FileType::Unknown => "not a regular file",
+    }
+}
+
+fn not_regular(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "{what}, not a regular file: not read (bundle readers follow no links and read only regular files)"
+        ),
+    )
+}
+
+/// Opens the folder `dir` given by the user (symbolic links followed: the user chose it).
+fn open_root(dir: &Path) -> io::Result<OwnedFd> {
+    Ok(rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
+/// Opens `name` in the folder `at` for reading, following no link, and checks with `fstat` that
+/// it is a regular file.
+fn open_regular_at(at: &OwnedFd, name: &Path) -> io::Result<File> {
+    // O_NONBLOCK: opening a FIFO for reading does not wait for a writer; it is refused below.
+    let fd = match rustix::fs::openat(
+        at,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::LOOP) => return Err(not_regular("a symbolic link")),
+        Err(e) => return Err(e.into()),
+    };
+    let stat = rustix::fs::fstat(&fd)?;
+    let file_type = FileType::from_raw_mode(stat.st_mode);
+    if file_type != FileType::RegularFile {
+        return Err(not_regular(describe(file_type)));
+    }
+    // Regular files ignore O_NONBLOCK; clear it anyway so the descriptor is an ordinary one.
+    rustix::fs::fcntl_setfl(&fd, OFlags::empty())?;
+    Ok(File::from(fd))
+}
+
+/// Opens the regular file `rel` inside the folder `root` for reading: every folder on the way is
+/// opened with `O_NOFOLLOW`, the file with `O_NOFOLLOW | O_NONBLOCK`, then `fstat` must say regular
+/// file. `root` itself may be a symbolic link (the user named it).
+///
+/// # Errors
+/// `InvalidInput` when `rel` is not made of plain names ([`relative_path`]) or when a part of it is
+/// a symbolic link, FIFO, device, socket or (for the last part) folder, the message saying which;
+/// otherwise the `openat`/`fstat` error (`NotFound` when missing).
+pub fn open_in(root: &Path, rel: &Path) -> io::Result<File> {
+    let parts: Vec<&std::ffi::OsStr> = rel
+        .components()
+        .map(|c| match c {
+            Component::Normal(p) => Ok(p),
+            _ => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is not a path inside the bundle", rel.display()),
+            )),
+        })
+        .collect::<io::Result<_>>()?;
+    let Some((last, folders)) = parts.split_last() else {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty path"));
+    };
+    let mut at = open_root(root)?;
+    for folder in folders {
+        at = match rustix::fs::openat(
+            &at,
+            *folder,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
+                let what = rustix::fs::statat(&at, *folder, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                    .map(|s| describe(FileType::from_raw_mode(s.st_mode)))
+                    .unwrap_or("not a folder");
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{} is {what}, not a folder: not entered (bundle readers follow no links)",
+                        Path::new(folder).display()
+                    ),
+                ));
+            }
+            Err(e) => return Err(e.into()),
+        };
+    }
+    open_regular_at(&at, Path::new(last))
+}
+
+/// Opens the regular file at `path` for reading without following a symbolic link at its last
+/// part (for files named by the user, such as a document passed to [`crate::bundle::read::read_versioned`]).
+///
+/// # Errors
+/// As [`open_in`] for the last part.
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    let (dir, name) = match (path.parent(), path.file_name()) {
+        (Some(d), Some(n)) => (
+            if d.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                d
+            },
+            n,
+        ),
+        _ => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is not a file path", path.display()),
+            ));
+        }
+    };
+    open_regular_at(&open_root(dir)?, Path::new(name))
+}
+
+/// Reads at most `limit` bytes of `file`.
+///
+/// # Errors
+/// `InvalidData` when the file holds more than `limit` bytes; read errors.
+pub fn read_bounded(file: File, limit: u64) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("larger than {limit} bytes: not read"),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// SHA-256 (64 lowercase hex digits) of the regular file `rel` inside `root`, opened with
+/// [`open_in`] and streamed in 64 KiB blocks.
+///
+/// # Errors
+/// As [`open_in`]; read errors.
+pub fn sha256_in(root: &Path, rel: &Path) -> io::Result<String> {
+    crate::digest::sha256_reader(open_in(root, rel)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    #[test]
+    fn names() {
+        assert!(plain_name("0000-a-r1").is_ok());
+        assert!(plain_name("..").is_err());
+        assert!(plain_name(".").is_err());
+        assert!(plain_name("").is_err());
+        assert!(plain_name("a/b").is_err());
+        assert!(plain_name("/etc").is_err());
+        assert!(plain_name("a\0").is_err());
+        assert!(relative_path("runs/x/run.json").is_ok());
+        assert!(relative_path("runs/../x").is_err());
+        assert!(relative_path("/abs").is_err());
+        assert!(relative_path("a//b").is_err());
+    }
+
+    #[test]
+    fn links_fifos_and_devices_are_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir(root.join("runs")).unwrap();
+        std::fs::write(root.join("runs/f"), "x").unwrap();
+        assert_eq!(
+            sha256_in(root, Path::new("runs/f")).unwrap(),
+            crate::digest::sha256_bytes(b"x")
+        );
+        symlink("/dev/zero", root.join("runs/zero")).unwrap();
+        let e = open_in(root, Path::new("runs/zero")).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            root.join("runs/fifo"),
+            FileType::Fifo,
+            Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        let e = open_in(root, Path::new("runs/fifo")).unwrap_err();
+        assert!(e.to_string().contains("FIFO"), "{e}");
+        symlink("/etc", root.join("up")).unwrap();
+        let e = open_in(root, Path::new("up/hostname")).unwrap_err();
+        assert!(e.to_string().contains("symbolic link, not a folder"), "{e}");
+        assert!(open_in(root, Path::new("../x")).is_err());
+        assert!(
+            open_in(root, Path::new("runs"))
+                .unwrap_err()
+                .to_string()
+                .contains("a folder")
+        );
+        assert_eq!(
+            open_in(root, Path::new("runs/none")).unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+        assert!(open_regular(&root.join("runs/zero")).is_err());
+        assert!(open_regular(&root.join("runs/f")).is_ok());
+        let big = read_bounded(open_regular(&root.join("runs/f")).unwrap(), 0).unwrap_err();
+        assert_eq!(big.kind(), io::ErrorKind::InvalidData);
+    }
+}

@@ -1,0 +1,772 @@
+//! The one reader of run outputs (DESIGN 5, 7): the output check the writer makes when a run ends
+//! ([`check_output`]) and `hwr-exp report` ([`read_output`]) read a run's JSON output through the
+//! same code with the same limits, so a document the check calls valid is one the report reads.
+//!
+//! The document is streamed, never loaded whole: a [`Checked`] reader under a 1 MiB
+//! [`BufReader`] checks that the bytes are UTF-8 and that arrays and objects nest at most
+//! [`MAX_DEPTH`] deep, and `serde_json` parses what it passes on. Only the values an [`Interest`]
+//! asks for are kept ([`Scalar`]s at JSON Pointers, and the named fields of each element of an array,
+//! handed to a callback one element at a time); everything else is skipped with
+//! [`serde::de::IgnoredAny`]. Memory is therefore bounded by the buffer and the kept values, not by
+//! the size of the output (a kept string longer than [`MAX_KEPT_STRING`] bytes is kept as its
+//! length only, but is parsed whole before that).
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::path::Path;
+
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+use super::contained::open_regular;
+use super::format::OutputCheck;
+use crate::manifest::OutputFormat;
+
+/// Deepest nesting of arrays and objects an output may have (the outermost value counts as 1).
+/// `serde_json` refuses a 128th level (its recursion limit), so no output valid here fails there.
+pub const MAX_DEPTH: usize = 127;
+
+/// Longest string value kept, bytes; a longer one is kept as [`Scalar::LongString`] (its length).
+pub const MAX_KEPT_STRING: usize = 64 * 1024;
+
+/// Size of the read buffer, bytes.
+const BUFFER: usize = 1 << 20;
+
+/// A value read out of an output, containers summarized.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scalar {
+    /// `null`.
+    Null,
+    /// `true` / `false`.
+    Bool(bool),
+    /// A number, as `serde_json` reads it (`as_i64`, `as_u64`, `as_f64` behave as on a `Value`).
+    Number(serde_json::Number),
+    /// A string of at most [`MAX_KEPT_STRING`] bytes.
+    String(String),
+    /// A longer string: its length in bytes.
+    LongString(usize),
+    /// An array: its number of elements.
+    Array(usize),
+    /// An object.
+    Object,
+}
+
+impl Scalar {
+    /// The value as `i64` when it is an integer number that fits (as `serde_json::Value::as_i64`).
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            Scalar::Number(n) => n.as_i64(),
+            _ => None,
+        }
+    }
+
+    /// The value as `u64` when it is a non-negative integer number (as `Value::as_u64`).
+    pub fn as_u64(&self) -> Option<u64> {
+        match self {
+            Scalar::Number(n) => n.as_u64(),
+            _ => None,
+        }
+    }
+
+    /// The string, when the value is a kept string.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Scalar::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The boolean, when the value is one.
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            Scalar::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+}
+
+/// Where a kept value goes: a pointer's slot in [`Found::values`], or a field of the current list
+/// element (index 0 is the element itself).
+#[derive(Debug, Clone, Copy)]
+enum Slot {
+    Value(usize),
+    Field(usize),
+}
+
+#[derive(Debug, Default)]
+struct Node {
+    slots: Vec<Slot>,
+    /// This node is the array of list `n`.
+    list: Option<usize>,
+    children: Vec<(String, Node)>,
+}
+
+impl Node {
+    fn child(&mut self, token: String) -> &mut Node {
+        let at = match self.children.iter().position(|(k, _)| *k == token) {
+            Some(i) => i,
+            None => {
+                self.children.push((token, Node::default()));
+                self.children.len() - 1
+            }
+        };
+        &mut self.children[at].1
+    }
+
+    fn is_empty(&self) -> bool {
+        self.slots.is_empty() && self.list.is_none() && self.children.is_empty()
+    }
+}
+
+/// What to read out of an output: values at JSON Pointers ([`Interest::value`]) and, for arrays,
+/// named fields of every element ([`Interest::each`]). The default asks for nothing: the document is
+/// only checked.
+#[derive(Debug, Default)]
+pub struct Interest {
+    root: Node,
+    values: usize,
+    /// Element template of each list: children are the fields (slot `Field(1..)`).
+    lists: Vec<(Node, usize)>,
+}
+
+/// Splits an RFC 6901 JSON Pointer (`""` or `/a/b~1c`) into its unescaped tokens.
+fn tokens(pointer: &str) -> Result<Vec<String>, String> {
+    if pointer.is_empty() {
+        return Ok(Vec::new());
+    }
+    let Some(rest) = pointer.strip_prefix('/') else {
+        return Err(format!("JSON Pointer `{pointer}` does not start with `/`"));
+    };
+    Ok(rest
+        .split('/')
+        .map(|t| t.replace("~1", "/").replace("~0", "~"))
+        .collect())
+}
+
+impl Interest {
+    /// Asks for the value at `pointer` (RFC 6901, as `serde_json::Value::pointer`: array indexes
+    /// are decimal without leading zeros); returns its index in [`Found::values`].
+    ///
+    /// # Errors
+    /// When `pointer` is neither empty nor starts with `/`.
+    pub fn value(&mut self, pointer: &str) -> Result<usize, String> {
+        let mut node = &mut self.root;
+        for t in tokens(pointer)? {
+            node = node.child(t);
+        }
+        let slot = self.values;
+        node.slots.push(Slot::Value(slot));
+        self.values += 1;
+        Ok(slot)
+    }
+
+    /// Asks for the fields `fields` of every element of the array at `pointer`; returns the list's
+    /// number, given back in each [`ListEvent`]. Lists do not nest: `pointer` must not lead through
+    /// another list's elements.
+    ///
+    /// # Errors
+    /// As [`Interest::value`].
+    pub fn each(&mut self, pointer: &str, fields: &[&str]) -> Result<usize, String> {
+        let mut node = &mut self.root;
+        for t in tokens(pointer)? {
+            node = node.child(t);
+        }
+        let list = self.lists.len();
+        node.list = Some(list);
+        let mut template = Node {
+            slots: vec![Slot::Field(0)],
+            ..Node::default()
+        };
+        for (i, f) in fields.iter().enumerate() {
+            template.child((*f).to_string()).slots.push(Slot::Field(i + 1));
+        }
+        self.lists.push((template, fields.len() + 1));
+        Ok(list)
+    }
+}
+
+/// What [`read_output`] tells its callback about a list ([`Interest::each`]).
+#[derive(Debug)]
+pub enum ListEvent<'a> {
+    /// The array of list `list` begins (again, when the key repeats: the later array wins, as in
+    /// `serde_json::Value`).
+    Start {
+        /// The list's number.
+        list: usize,
+    },
+    /// One element, in order.
+    Element {
+        /// The list's number.
+        list: usize,
+        /// 0-based index in the array.
+        index: usize,
+        /// The element itself (`fields[0]`: [`Scalar::Object`] for an object) and then the asked
+        /// fields in the order given to [`Interest::each`], `None` where absent.
+        fields: &'a [Option<Scalar>],
+    },
+}
+
+/// What [`read_output`] found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Found {
+    /// One entry per [`Interest::value`], `None` when the pointer matches nothing.
+    pub values: Vec<Option<Scalar>>,
+    /// One entry per [`Interest::each`]: `Some(true)` when the pointer is an array (its elements
+    /// were given to the callback), `Some(false)` when it is another value, `None` when absent.
+    pub lists: Vec<Option<bool>>,
+}
+
+/// Why an output could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// The file could not be opened (missing, a symbolic link, a FIFO, ...).
+    #[error("cannot read output: {0}")]
+    Open(io::Error),
+    /// Nothing at all.
+    #[error("empty output")]
+    Empty,
+    /// Not one JSON document within the limits: the parser's message with line and column, or
+    /// `not UTF-8 (byte N of the output)`, or `nested deeper than 127 ... (byte N of the output)`.
+    #[error("{0}")]
+    Invalid(serde_json::Error),
+}
+
+/// A reader that fails with `InvalidData` at the first byte that is not UTF-8 or that opens an
+/// array or object deeper than [`MAX_DEPTH`]. It checks each block it reads (placed under a
+/// [`BufReader`], blocks are the buffer's size), so the parser above it sees only checked bytes.
+/// (`serde_json` skips the contents of strings it ignores without checking them, and skips ignored
+/// values without a depth limit.)
+pub struct Checked<R> {
+    inner: R,
+    /// Bytes of an incomplete character at the end of the previous block.
+    carry: Vec<u8>,
+    /// Bytes passed on so far.
+    offset: u64,
+    depth: usize,
+    in_string: bool,
+    escaped: bool,
+}
+
+impl<R: Read> Checked<R> {
+    /// Wraps `inner`.
+    pub fn new(inner: R) -> Self {
+        Checked {
+            inner,
+            carry: Vec::new(),
+            offset: 0,
+            depth: 0,
+            in_string: false,
+            escaped: false,
+        }
+    }
+
+    fn invalid(&self, at: usize, what: String) -> io::Error {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{what} (byte {} of the output)", self.offset + at as u64),
+        )
+    }
+
+    fn check_utf8(&mut self, block: &[u8]) -> io::Result<()> {
+        let mut start = 0;
+        while !self.carry.is_empty() {
+            let Some(&b) = block.get(start) else {
+                return Ok(());
+            };
+            self.carry.push(b);
+            start += 1;
+            match std::str::from_utf8(&self.carry) {
+                Ok(_) => self.carry.clear(),
+                Err(e) if e.error_len().is_none() => {}
+                Err(_) => return Err(self.invalid(0, "not UTF-8".into())),
+            }
+        }
+        match std::str::from_utf8(&block[start..]) {
+            Ok(_) => Ok(()),
+            Err(e) if e.error_len().is_none() => {
+                self.carry = block[start + e.valid_up_to()..].to_vec();
+                Ok(())
+            }
+            Err(e) => Err(self.invalid(start + e.valid_up_to(), "not UTF-8".into())),
+        }
+    }
+
+    fn check_depth(&mut self, block: &[u8]) -> io::Result<()> {
+        let (mut depth, mut in_string, mut escaped) = (self.depth, self.in_string, self.escaped);
+        let mut i = 0;
+        while i < block.len() {
+            if escaped {
+                escaped = false;
+                i += 1;
+                continue;
+            }
+            if in_string {
+                // Inside a string only `"` and `\` matter: jump to the next one.
+                match memchr::memchr2(b'"', b'\\', &block[i..]) {
+                    None => break,
+                    Some(at) => {
+                        i += at;
+                        if block[i] == b'\\' {
+                            escaped = true;
+                        } else {
+                            in_string = false;
+                        }
+                    }
+                }
+                i += 1;
+                continue;
+            }
+            match block[i] {
+                b'"' => in_string = true,
+                b'[' | b'{' => {
+                    depth += 1;
+                    if depth > MAX_DEPTH {
+                        return Err(
+                            self.invalid(i, format!("arrays and objects nested deeper than {MAX_DEPTH}"))
+                        );
+                    }
+                }
+                b']' | b'}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+            i += 1;
+        }
+        (self.depth, self.in_string, self.escaped) = (depth, in_string, escaped);
+        Ok(())
+    }
+}
+
+impl<R: Read> Read for Checked<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n == 0 {
+            if !self.carry.is_empty() {
+                return Err(self.invalid(0, "not UTF-8: the output ends inside a character".into()));
+            }
+            return Ok(0);
+        }
+        self.check_utf8(&buf[..n])?;
+        self.check_depth(&buf[..n])?;
+        self.offset += n as u64;
+        Ok(n)
+    }
+}
+
+/// Where [`Walk`] writes what it keeps.
+struct State<'c> {
+    found: Found,
+    fields: Vec<Option<Scalar>>,
+    on_list: &'c mut dyn FnMut(ListEvent<'_>),
+}
+
+/// Walks one value with the interest nodes active at its position.
+struct Walk<'i, 's, 'c> {
+    interest: &'i Interest,
+    active: Vec<&'i Node>,
+    state: &'s mut State<'c>,
+}
+
+impl<'i> Walk<'i, '_, '_> {
+    fn keep(&mut self, value: impl Fn() -> Scalar) {
+        for node in &self.active {
+            for slot in &node.slots {
+                match *slot {
+                    Slot::Value(i) => self.state.found.values[i] = Some(value()),
+                    Slot::Field(i) => self.state.fields[i] = Some(value()),
+                }
+            }
+        }
+    }
+
+    fn lists(&self) -> impl Iterator<Item = usize> + '_ {
+        self.active.iter().filter_map(|n| n.list)
+    }
+
+    fn children(&self, matches: impl Fn(&str) -> bool) -> Vec<&'i Node> {
+        children(&self.active, matches)
+    }
+}
+
+/// The children of the nodes `active` whose token `matches`.
+fn children<'i>(active: &[&'i Node], matches: impl Fn(&str) -> bool) -> Vec<&'i Node> {
+    active
+        .iter()
+        .flat_map(|n| n.children.iter())
+        .filter(|(k, _)| matches(k))
+        .map(|(_, n)| n)
+        .collect()
+}
+
+impl<'de> DeserializeSeed<'de> for Walk<'_, '_, '_> {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        if self.active.iter().all(|n| n.is_empty()) {
+            <IgnoredAny as de::Deserialize>::deserialize(d)?;
+            return Ok(());
+        }
+        d.deserialize_any(self)
+    }
+}
+
+/// Reads an object key and returns the interest nodes it leads to (without keeping the key).
+struct Key<'a, 'i> {
+    active: &'a [&'i Node],
+}
+
+impl<'de, 'i> DeserializeSeed<'de> for Key<'_, 'i> {
+    type Value = Vec<&'i Node>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de, 'i> Visitor<'de> for Key<'_, 'i> {
+    type Value = Vec<&'i Node>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object key")
+    }
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<Self::Value, E> {
+        Ok(children(self.active, |k| k == key))
+    }
+}
+
+impl<'de> Visitor<'de> for Walk<'_, '_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_unit<E: de::Error>(mut self) -> Result<(), E> {
+        self.not_a_list();
+        self.keep(|| Scalar::Null);
+        Ok(())
+    }
+
+    fn visit_bool<E: de::Error>(mut self, v: bool) -> Result<(), E> {
+        self.not_a_list();
+        self.keep(|| Scalar::Bool(v));
+        Ok(())
+    }
+
+    fn visit_i64<E: de::Error>(mut self, v: i64) -> Result<(), E> {
+        self.not_a_list();
+        self.keep(|| Scalar::Number(v.into()));
+        Ok(())
+    }
+
+    fn visit_u64<E: de::Error>(mut self, v: u64) -> Result<(), E> {
+        self.not_a_list();
+        self.keep(|| Scalar::Number(v.into()));
+        Ok(())
+    }
+
+    fn visit_f64<E: de::Error>(mut self, v: f64) -> Result<(), E> {
+        self.not_a_list();
+        self.keep(|| serde_json::Number::from_f64(v).map_or(Scalar::Null, Scalar::Number));
+        Ok(())
+    }
+
+    fn visit_str<E: de::Error>(mut self, v: &str) -> Result<(), E> {
+        self.not_a_list();
+        self.keep(|| {
+            if v.len() <= MAX_KEPT_STRING {
+                Scalar::String(v.to_string())
+            } else {
+                Scalar::LongString(v.len())
+            }
+        });
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
+        self.not_a_list();
+        self.keep(|| Scalar::Object);
+        loop {
+            let next = map.next_key_seed(Key { active: &self.active })?;
+            let Some(children) = next else { break };
+            if children.is_empty() {
+                map.next_value::<IgnoredAny>()?;
+            } else {
+                map.next_value_seed(Walk {
+                    interest: self.interest,
+                    active: children,
+                    state: self.state,
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+        let lists: Vec<usize> = self.lists().collect();
+        for &list in &lists {
+            self.state.found.lists[list] = Some(true);
+            (self.state.on_list)(ListEvent::Start { list });
+        }
+        let indexed = self.active.iter().any(|n| !n.children.is_empty());
+        let mut index = 0usize;
+        loop {
+            let mut active = if indexed {
+                let token = index.to_string();
+                self.children(|k| k == token)
+            } else {
+                Vec::new()
+            };
+            for &list in &lists {
+                let (template, width) = &self.interest.lists[list];
+                self.state.fields.clear();
+                self.state.fields.resize(*width, None);
+                active.push(template);
+            }
+            let more = if active.is_empty() {
+                seq.next_element::<IgnoredAny>()?.is_some()
+            } else {
+                seq.next_element_seed(Walk {
+                    interest: self.interest,
+                    active,
+                    state: self.state,
+                })?
+                .is_some()
+            };
+            if !more {
+                break;
+            }
+            for &list in &lists {
+                (self.state.on_list)(ListEvent::Element {
+                    list,
+                    index,
+                    fields: &self.state.fields,
+                });
+            }
+            index += 1;
+        }
+        self.keep(|| Scalar::Array(index));
+        Ok(())
+    }
+}
+
+impl Walk<'_, '_, '_> {
+    fn not_a_list(&mut self) {
+        let lists: Vec<usize> = self.lists().collect();
+        for list in lists {
+            self.state.found.lists[list] = Some(false);
+        }
+    }
+}
+
+/// Reads one JSON output document from `file`, keeping what `interest` asks for and handing the
+/// elements of its lists to `on_list` one at a time. The document must be exactly one JSON value
+/// (whitespace around it allowed), UTF-8, nested at most [`MAX_DEPTH`] deep.
+///
+/// # Errors
+/// [`OutputError::Empty`] when the file holds nothing,
+/// [`OutputError::Invalid`] otherwise (syntax, trailing data, UTF-8, depth, read errors).
+pub fn read_output(
+    file: File,
+    interest: &Interest,
+    on_list: &mut dyn FnMut(ListEvent<'_>),
+) -> Result<Found, OutputError> {
+    let reader = BufReader::with_capacity(BUFFER, Checked::new(file));
+    let mut de = serde_json::Deserializer::from_reader(reader);
+    let mut state = State {
+        found: Found {
+            values: vec![None; interest.values],
+            lists: vec![None; interest.lists.len()],
+        },
+        fields: Vec::new(),
+        on_list,
+    };
+    let walk = Walk {
+        interest,
+        active: vec![&interest.root],
+        state: &mut state,
+    };
+    let result = walk.deserialize(&mut de).and_then(|()| de.end());
+    match result {
+        Ok(()) => Ok(state.found),
+        Err(e) if e.is_eof() && e.line() == 1 && e.column() == 0 => Err(OutputError::Empty),
+        Err(e) => Err(OutputError::Invalid(e)),
+    }
+}
+
+/// Checks a run's stdout file at `path` (its last part not followed when a symbolic link; only a
+/// regular file is read): for JSON, exactly one document through [`read_output`] (streamed, never
+/// loaded whole); for text, anything non-empty is valid. Returns the check and, when invalid, why.
+pub fn check_output(path: &Path, format: OutputFormat) -> (OutputCheck, Option<String>) {
+    let file = match open_regular(path) {
+        Ok(f) => f,
+        Err(e) => return (OutputCheck::Invalid, Some(format!("cannot read output: {e}"))),
+    };
+    let empty = file.metadata().map(|m| m.len() == 0).unwrap_or(false);
+    if empty {
+        return (OutputCheck::Empty, None);
+    }
+    if format == OutputFormat::Text {
+        return (OutputCheck::Valid, None);
+    }
+    match read_output(file, &Interest::default(), &mut |_| {}) {
+        Ok(_) => (OutputCheck::Valid, None),
+        Err(OutputError::Empty) => (OutputCheck::Empty, None),
+        Err(e) => (OutputCheck::Invalid, Some(e.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn nested(depth: usize) -> String {
+        format!("{}1{}", "[".repeat(depth), "]".repeat(depth))
+    }
+
+    #[test]
+    fn output_checks() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("o");
+        let check = |bytes: &[u8], f| {
+            fs::write(&p, bytes).unwrap();
+            check_output(&p, f)
+        };
+        assert_eq!(check(b"{\"a\": 1}\n", OutputFormat::Json).0, OutputCheck::Valid);
+        assert_eq!(check(b"", OutputFormat::Json).0, OutputCheck::Empty);
+        assert_eq!(
+            check(b"warning: x\n{\"a\": 1}", OutputFormat::Json).0,
+            OutputCheck::Invalid
+        );
+        assert_eq!(
+            check(b"{\"a\": 1} {}", OutputFormat::Json).0,
+            OutputCheck::Invalid
+        );
+        assert_eq!(check(b"{\"a\": ", OutputFormat::Json).0, OutputCheck::Invalid);
+        assert_eq!(check(b"anything", OutputFormat::Text).0, OutputCheck::Valid);
+        assert_eq!(check(b"", OutputFormat::Text).0, OutputCheck::Empty);
+        let (c, why) = check(b"{\"a\": \"\xff\"}", OutputFormat::Json);
+        assert_eq!(c, OutputCheck::Invalid);
+        assert!(why.unwrap().contains("not UTF-8 (byte 7"), "invalid UTF-8");
+        let (c, why) = check(b"{\"a\": \"\xe2\x82\"}", OutputFormat::Json);
+        assert_eq!(
+            (c, why.is_some()),
+            (OutputCheck::Invalid, true),
+            "truncated character"
+        );
+        assert_eq!(
+            check("{\"a\": \"\u{e9}\u{1f600}\"}".as_bytes(), OutputFormat::Json).0,
+            OutputCheck::Valid,
+            "multi-byte characters"
+        );
+        assert_eq!(
+            check(nested(MAX_DEPTH).as_bytes(), OutputFormat::Json).0,
+            OutputCheck::Valid
+        );
+        let (c, why) = check(nested(MAX_DEPTH + 1).as_bytes(), OutputFormat::Json);
+        assert_eq!(c, OutputCheck::Invalid);
+        assert!(why.unwrap().contains("nested deeper than 127"));
+        // Brackets inside strings do not count.
+        let s = format!("[\"{}\\\"\"]", "[".repeat(500));
+        assert_eq!(check(s.as_bytes(), OutputFormat::Json).0, OutputCheck::Valid);
+    }
+
+    #[test]
+    fn utf8_split_across_blocks_is_accepted() {
+        let text = "\"\u{1f600}\u{e9}\"".repeat(3);
+        let mut r = Checked::new(text.as_bytes());
+        let mut out = Vec::new();
+        let mut buf = [0u8; 1];
+        loop {
+            let n = r.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(out, text.as_bytes());
+    }
+
+    #[test]
+    fn pointers_and_lists_are_read_as_serde_json_values_would() {
+        let doc = serde_json::json!({
+            "a": {"b": [10, {"c": "x"}], "n": null, "t": true, "f": 1.5, "neg": -3},
+            "samples": [{"phase": "baseline", "it": 1}, 7, {"phase": "loop", "it": 2, "deep": [[1]]}],
+            "k/ey": 5, "t~x": 6, "dup": 1, "dup": 2
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("o.json");
+        fs::write(&p, r#"{"dup": 1, "x": 0, "dup": 2}"#).unwrap();
+        let mut i = Interest::default();
+        let dup = i.value("/dup").unwrap();
+        let found = read_output(File::open(&p).unwrap(), &i, &mut |_| {}).unwrap();
+        assert_eq!(found.values[dup], Some(Scalar::Number(2.into())), "last key wins");
+
+        fs::write(&p, doc.to_string()).unwrap();
+        let pointers = [
+            "",
+            "/a",
+            "/a/b",
+            "/a/b/0",
+            "/a/b/1/c",
+            "/a/b/01",
+            "/a/n",
+            "/a/t",
+            "/a/f",
+            "/a/neg",
+            "/k~1ey",
+            "/t~0x",
+            "/samples/2/it",
+            "/missing",
+            "/a/b/x",
+        ];
+        let mut i = Interest::default();
+        let slots: Vec<usize> = pointers.iter().map(|p| i.value(p).unwrap()).collect();
+        let list = i.each("/samples", &["phase", "it"]).unwrap();
+        let mut events = Vec::new();
+        let found = read_output(File::open(&p).unwrap(), &i, &mut |e| {
+            events.push(match e {
+                ListEvent::Start { .. } => "start".to_string(),
+                ListEvent::Element { index, fields, .. } => format!("{index}:{fields:?}"),
+            })
+        })
+        .unwrap();
+        for (ptr, slot) in pointers.iter().zip(slots) {
+            let want = doc.pointer(ptr).map(|v| match v {
+                serde_json::Value::Null => Scalar::Null,
+                serde_json::Value::Bool(b) => Scalar::Bool(*b),
+                serde_json::Value::Number(n) => Scalar::Number(n.clone()),
+                serde_json::Value::String(s) => Scalar::String(s.clone()),
+                serde_json::Value::Array(a) => Scalar::Array(a.len()),
+                serde_json::Value::Object(_) => Scalar::Object,
+            });
+            assert_eq!(found.values[slot], want, "{ptr}");
+        }
+        assert_eq!(found.lists[list], Some(true));
+        assert_eq!(events.len(), 4, "{events:?}");
+        assert_eq!(events[0], "start");
+        assert!(
+            events[1].starts_with("0:[Some(Object), Some(String(\"baseline\"))"),
+            "{events:?}"
+        );
+        assert_eq!(events[2], "1:[Some(Number(Number(7))), None, None]");
+    }
+
+    #[test]
+    fn deep_documents_the_check_passes_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("o.json");
+        for depth in [64, 100, MAX_DEPTH] {
+            let text = format!("{}1{}", "{\"a\": ".repeat(depth), "}".repeat(depth));
+            fs::write(&p, &text).unwrap();
+            assert_eq!(
+                check_output(&p, OutputFormat::Json).0,
+                OutputCheck::Valid,
+                "{depth}"
+            );
+            let mut i = Interest::default();
+            let ptr = "/a".repeat(depth);
+            let slot = i.value(&ptr).unwrap();
+            let found = read_output(File::open(&p).unwrap(), &i, &mut |_| {}).unwrap();
+            assert_eq!(found.values[slot], Some(Scalar::Number(1.into())), "{depth}");
+        }
+    }
+}
