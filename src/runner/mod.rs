@@ -6,6 +6,7 @@
 pub mod preflight;
 pub mod progress;
 pub mod session;
+pub mod slurm;
 
 use std::ffi::OsString;
 use std::io;
@@ -13,9 +14,10 @@ use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::bundle::write::TaskRunWriter;
 use crate::bundle::{BundleWriter, RunRecord, files};
-use crate::exec::{self, CancelFlag, Executor, RunSpec};
-use crate::manifest::EnvPolicy;
+use crate::exec::{self, CancelFlag, Executor, RunOutcome, RunSpec, Termination};
+use crate::manifest::{EnvPolicy, OutputFormat};
 use crate::plan::{Plan, PlannedRun};
 
 pub use progress::Progress;
@@ -57,6 +59,85 @@ pub fn run_spec(plan: &Plan, run: &PlannedRun, run_dir: &std::path::Path) -> Run
     }
 }
 
+/// Where [`execute_one`] puts a run: its folder and its record. Implemented by the local
+/// runner's bundle writer (behind its mutex) and by a Slurm task's lock-free [`TaskRunWriter`].
+pub trait RunRecorder: Sync {
+    /// Creates the run's empty folder and returns its path.
+    ///
+    /// # Errors
+    /// I/O errors.
+    fn prepare_run_dir(&self, run: &PlannedRun) -> io::Result<std::path::PathBuf>;
+    /// Writes the finished run's run.json (and counts it).
+    ///
+    /// # Errors
+    /// I/O errors.
+    fn record_run(
+        &self,
+        run: &PlannedRun,
+        outcome: &RunOutcome,
+        format: OutputFormat,
+    ) -> io::Result<RunRecord>;
+}
+
+impl RunRecorder for Mutex<BundleWriter> {
+    fn prepare_run_dir(&self, run: &PlannedRun) -> io::Result<std::path::PathBuf> {
+        self.lock()
+            .map_err(|_| io::Error::other("bundle writer poisoned"))?
+            .prepare_run_dir(run)
+    }
+    fn record_run(
+        &self,
+        run: &PlannedRun,
+        outcome: &RunOutcome,
+        format: OutputFormat,
+    ) -> io::Result<RunRecord> {
+        self.lock()
+            .map_err(|_| io::Error::other("bundle writer poisoned"))?
+            .record_run(run, outcome, format)
+    }
+}
+
+impl RunRecorder for TaskRunWriter {
+    fn prepare_run_dir(&self, run: &PlannedRun) -> io::Result<std::path::PathBuf> {
+        TaskRunWriter::prepare_run_dir(self, run)
+    }
+    fn record_run(
+        &self,
+        run: &PlannedRun,
+        outcome: &RunOutcome,
+        format: OutputFormat,
+    ) -> io::Result<RunRecord> {
+        TaskRunWriter::record_run(self, run, outcome, format)
+    }
+}
+
+/// Executes one planned run of `plan` and records it: prepares its folder, runs it with
+/// `executor` ([`run_spec`]) and writes its run.json through `recorder`. A run stopped by the
+/// cancel flag is recorded (termination `interrupted`) only when `record_interrupted`; otherwise
+/// the answer is `Ok(None)` and the folder is left without run.json (a Slurm task stopped by
+/// `scancel`, which the waiting hwr-exp then records as `lost`).
+///
+/// # Errors
+/// I/O errors preparing the folder or writing run.json.
+pub fn execute_one(
+    plan: &Plan,
+    run: &PlannedRun,
+    recorder: &dyn RunRecorder,
+    executor: &dyn Executor,
+    cancel: &CancelFlag,
+    progress: &dyn Progress,
+    record_interrupted: bool,
+) -> io::Result<Option<RunRecord>> {
+    let run_dir = recorder.prepare_run_dir(run)?;
+    let spec = run_spec(plan, run, &run_dir);
+    progress.run_started(run);
+    let outcome = executor.execute(&spec, cancel);
+    if outcome.termination == Termination::Interrupted && !record_interrupted {
+        return Ok(None);
+    }
+    recorder.record_run(run, &outcome, plan.output_format).map(Some)
+}
+
 /// Executes the runs of `plan` whose indices are in `indices` (ascending plan order) and records
 /// each into `writer` as soon as it finishes.
 ///
@@ -82,21 +163,9 @@ pub fn execute(
                 return;
             }
             let run = &plan.run(i);
-            let result = (|| -> io::Result<RunRecord> {
-                let run_dir = writer
-                    .lock()
-                    .map_err(|_| io::Error::other("bundle writer poisoned"))?
-                    .prepare_run_dir(run)?;
-                let spec = run_spec(plan, run, &run_dir);
-                progress.run_started(run);
-                let outcome = executor.execute(&spec, cancel);
-                writer
-                    .lock()
-                    .map_err(|_| io::Error::other("bundle writer poisoned"))?
-                    .record_run(run, &outcome, plan.output_format)
-            })();
-            match result {
-                Ok(record) => {
+            match execute_one(plan, run, writer, executor, cancel, progress, true) {
+                Ok(None) => return,
+                Ok(Some(record)) => {
                     let n = done.fetch_add(1, Ordering::SeqCst) + 1;
                     progress.run_finished(run, &record, n, total);
                 }
