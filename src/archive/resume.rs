@@ -146,6 +146,9 @@ fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result
     };
     match previous {
         EffectiveStatus::Interrupted | EffectiveStatus::Abandoned => {}
+        // Slurm executor: a finished bundle with lost tasks (scancel, node failure) is resumed
+        // for those runs alone.
+        EffectiveStatus::Complete if info.counts.get(&Outcome::Lost).is_some_and(|&n| n > 0) => {}
         other => {
             return Err(ArchiveError::Refused(format!(
                 "{}: status is {}; only an interrupted or abandoned bundle can be resumed (use `hwr-exp rerun` for a new bundle)",
