@@ -391,6 +391,16 @@ fn detach_then_wait_gives_a_complete_bundle() {
     assert!(stderr(&out).contains(&ids[0].to_string()), "{}", stderr(&out));
     assert!(started.elapsed() < Duration::from_secs(30));
     assert_eq!(json(&bundle.join("bundle.json"))["status"], "running");
+    // No process holds the lock, but the tasks are queued: `list` says running, with counts.
+    let list = hwr(dir.path(), &["list", "--format", "json"]);
+    assert_eq!(code(&list), 0, "{}", stderr(&list));
+    let entries: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    let slurm = &entries[0]["slurm"];
+    assert_eq!(slurm["submitted"], 8, "{entries}");
+    assert!(slurm["finished"].as_u64().unwrap() <= 8);
+    if slurm["finished"].as_u64() != Some(8) {
+        assert_eq!(entries[0]["status"], "running", "{entries}");
+    }
 
     let out = hwr(dir.path(), &["wait", bundle.to_str().unwrap(), "--quiet"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -511,4 +521,39 @@ kind = "slurm"
     assert_eq!(records[0]["termination"], "timeout", "{}", records[0]);
     assert_eq!(records[0]["outcome"], "timeout");
     assert!(records[0].get("lost-reason").is_none());
+}
+
+#[test]
+fn cancel_of_a_detached_bundle_cancels_its_arrays_and_marks_it_interrupted() {
+    let _guard = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(client) = cluster() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let m = write_manifest(dir.path(), BLOCKING);
+    let out = hwr(dir.path(), &["run", m.to_str().unwrap(), "--detach", "--quiet"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = printed_bundle(dir.path(), &out);
+    let _cleanup = Cleanup(Some(bundle.clone()));
+    wait_running(&client, &bundle, 0);
+    let out = hwr(dir.path(), &["cancel", bundle.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let snapshot = client.queue(&job_ids(&bundle)).unwrap();
+    assert!(!snapshot.any_active(), "tasks left: {snapshot:?}");
+    let info = json(&bundle.join("bundle.json"));
+    assert_eq!(info["status"], "interrupted", "{info}");
+    // The cancelled run has no run.json: resume would submit it again.
+    assert!(
+        !bundle
+            .join("runs")
+            .join(run_id_of(&bundle, 0))
+            .join("run.json")
+            .exists()
+    );
+}
+
+/// The run id of plan index `index` of `bundle`.
+fn run_id_of(bundle: &Path, index: usize) -> String {
+    json(&bundle.join("plan.json"))["runs"][index]["run-id"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
