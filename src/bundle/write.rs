@@ -636,12 +636,12 @@ impl TaskRunWriter {
         write_run_record(&self.run_dir(run), run, outcome, format, self.node.clone())
     }
 
-    /// Writes `hosts/<hostname>.json` with `host` unless it exists (one file per node; tasks on
-    /// the same node race harmlessly, each file is written atomically).
+    /// Writes `hosts/<hostname>.json` with the facts `host` collects, unless the file exists (one
+    /// file per node; tasks on the same node race harmlessly, each file is written atomically).
     ///
     /// # Errors
     /// I/O errors creating the folder or writing the file.
-    pub fn write_node_host(&self, hostname: &str, host: &HostFacts) -> io::Result<()> {
+    pub fn write_node_host(&self, hostname: &str, host: impl FnOnce() -> HostFacts) -> io::Result<()> {
         let hosts = self.dir.join(files::HOSTS);
         match create_dir(&hosts) {
             Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
@@ -655,7 +655,7 @@ impl TaskRunWriter {
         if path.exists() {
             return Ok(());
         }
-        write_json_atomic(&path, host)
+        write_json_atomic(&path, &host())
     }
 }
 

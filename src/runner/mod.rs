@@ -113,9 +113,10 @@ impl RunRecorder for TaskRunWriter {
 
 /// Executes one planned run of `plan` and records it: prepares its folder, runs it with
 /// `executor` ([`run_spec`]) and writes its run.json through `recorder`. A run stopped by the
-/// cancel flag is recorded (termination `interrupted`) only when `record_interrupted`; otherwise
-/// the answer is `Ok(None)` and the folder is left without run.json (a Slurm task stopped by
-/// `scancel`, which the waiting hwr-exp then records as `lost`).
+/// cancel flag is recorded (termination `interrupted`) only when `record_interrupted`; otherwise,
+/// when the flag is set by the time the run ended, the answer is `Ok(None)` and the folder is left
+/// without run.json (a Slurm task stopped by `scancel`, which the waiting hwr-exp then records as
+/// `lost`).
 ///
 /// # Errors
 /// I/O errors preparing the folder or writing run.json.
@@ -132,8 +133,17 @@ pub fn execute_one(
     let spec = run_spec(plan, run, &run_dir);
     progress.run_started(run);
     let outcome = executor.execute(&spec, cancel);
-    if outcome.termination == Termination::Interrupted && !record_interrupted {
-        return Ok(None);
+    if !record_interrupted {
+        // A Slurm task stopped by scancel or its time limit: Slurm signals every process of the
+        // job, so the run may die of that SIGTERM before this process's own SIGTERM has set the
+        // cancel flag. Give the flag a moment in that case.
+        let stopped = || outcome.termination == Termination::Interrupted || cancel.load(Ordering::SeqCst);
+        if !stopped() && outcome.signal == Some(libc::SIGTERM) {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+        if stopped() {
+            return Ok(None);
+        }
     }
     recorder.record_run(run, &outcome, plan.output_format).map(Some)
 }

@@ -256,6 +256,14 @@ pub fn submit_and_wait(
     cancel: &CancelFlag,
     finish: &Finish<'_>,
 ) -> Result<SessionReport, SessionError> {
+    if !finish.quiet {
+        // Said before submitting, so the bundle can be found even if this process is killed.
+        eprintln!(
+            "submitting {} runs into {}",
+            indices.len(),
+            writer.dir().display()
+        );
+    }
     let arrays = match submit(plan, indices, &mut writer, params) {
         Ok(a) => a,
         Err(e) => {
@@ -372,7 +380,11 @@ pub fn wait(
     progress: &dyn Progress,
 ) -> io::Result<SessionEnd> {
     let total = indices.len();
-    let mut pending: BTreeSet<usize> = indices.iter().copied().collect();
+    // run.json path of each pending run, rendered once (a plan renders runs on demand).
+    let mut pending: BTreeMap<usize, PathBuf> = indices
+        .iter()
+        .map(|&i| (i, writer.run_dir(&plan.run(i)).join(files::RUN)))
+        .collect();
     let mut gone_since: BTreeMap<usize, Instant> = BTreeMap::new();
     let mut started: BTreeSet<usize> = BTreeSet::new();
     let mut done = 0usize;
@@ -395,15 +407,11 @@ pub fn wait(
         };
         let mut finished_now = Vec::new();
         let mut lost_now = Vec::new();
-        for &i in &pending {
-            let run = plan.run(i);
-            let path = writer.run_dir(&run).join(files::RUN);
-            if let Ok(record) = crate::bundle::read::read_versioned::<RunRecord>(
-                &path,
-                "format",
-                crate::bundle::BUNDLE_FORMAT,
-            ) {
-                finished_now.push((i, run, record));
+        for (&i, path) in &pending {
+            if let Ok(record) =
+                crate::bundle::read::read_versioned::<RunRecord>(path, "format", crate::bundle::BUNDLE_FORMAT)
+            {
+                finished_now.push((i, record));
                 continue;
             }
             let (Some(snapshot), Some(key)) = (&snapshot, map.task(i)) else {
@@ -411,7 +419,7 @@ pub fn wait(
             };
             let entry = snapshot.get(key);
             if entry.is_some_and(|e| e.state == crate::slurm::TaskState::Running) && started.insert(i) {
-                progress.run_started(&run);
+                progress.run_started(&plan.run(i));
             }
             if entry.is_some_and(|e| !e.state.is_finished()) {
                 gone_since.remove(&i);
@@ -449,6 +457,7 @@ pub fn wait(
                 continue;
             }
             // record_lost counts the run in bundle.json itself.
+            let run = plan.run(i);
             let record = writer.record_lost(&run, reason, node, ids, SystemTime::now())?;
             done += 1;
             progress.run_finished(&run, &record, done, total);
@@ -458,12 +467,12 @@ pub fn wait(
             pending.remove(&i);
             gone_since.remove(&i);
         }
-        for (i, run, record) in finished_now {
+        for (i, record) in finished_now {
             pending.remove(&i);
             gone_since.remove(&i);
             writer.count_run(&record)?;
             done += 1;
-            progress.run_finished(&run, &record, done, total);
+            progress.run_finished(&plan.run(i), &record, done, total);
         }
         if pending.is_empty() {
             return Ok(SessionEnd::Complete);
@@ -547,7 +556,7 @@ pub fn run_task(
     if writer.finished(&run) {
         return Ok(TaskEnd::AlreadyFinished);
     }
-    writer.write_node_host(&host, &crate::provenance::host::collect())?;
+    writer.write_node_host(&host, crate::provenance::host::collect)?;
     run.cpus =
         crate::cpus::allowed_cpus().map_err(|e| io::Error::other(format!("sched_getaffinity: {e}")))?;
     let quiet = super::progress::Quiet;
@@ -555,13 +564,6 @@ pub fn run_task(
         Some(record) => Ok(TaskEnd::Recorded(Box::new(record))),
         None => Ok(TaskEnd::Stopped),
     }
-}
-
-/// The path of run `index`'s run.json in bundle `dir` (for callers outside the runner).
-pub fn run_json_path(plan: &Plan, index: usize, dir: &Path) -> PathBuf {
-    dir.join(files::RUNS)
-        .join(plan.run(index).run_id)
-        .join(files::RUN)
 }
 
 /// `hwr-exp plan --format sbatch`: the batch scripts `run` would submit for `manifest` (whose
