@@ -557,3 +557,77 @@ fn run_id_of(bundle: &Path, index: usize) -> String {
         .unwrap()
         .to_string()
 }
+
+#[test]
+fn the_slurm_executor_assigns_no_cpus_on_the_submitter_and_refuses_fixed_lists() {
+    // No cluster needed: these are decided before anything is submitted.
+    let dir = tempfile::tempdir().unwrap();
+    let m = write_manifest(
+        dir.path(),
+        r#"
+format = 1
+[experiment]
+name = "wide"
+[command]
+argv = ["true"]
+output = "out-{n}.txt"
+output-format = "text"
+[matrix]
+n = [1, 2, 3]
+[schedule]
+jobs = 64
+[isolation]
+cpus-per-run = 4
+[executor]
+kind = "slurm"
+"#,
+    );
+    // 64 x 4 CPUs is far more than this machine has: a throttle and an allocation on Slurm, no error.
+    let out = hwr(dir.path(), &["plan", m.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for r in plan["runs"].as_array().unwrap() {
+        assert_eq!(r["cpus"], serde_json::json!([]), "{r}");
+    }
+    let out = hwr(dir.path(), &["check", m.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // The same manifest run locally: the allowed-CPU check applies again.
+    let out = hwr(
+        dir.path(),
+        &["run", m.to_str().unwrap(), "--executor", "local", "--quiet"],
+    );
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("cpus-per-run"), "{}", stderr(&out));
+
+    let local = write_manifest(
+        dir.path(),
+        r#"
+format = 1
+[experiment]
+name = "fixed"
+[command]
+argv = ["true"]
+output-format = "text"
+[isolation]
+cpus = [0]
+"#,
+    );
+    let out = hwr(
+        dir.path(),
+        &["run", local.to_str().unwrap(), "--executor", "slurm", "--quiet"],
+    );
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("m.toml:") && err.contains("slurm executor"), "{err}");
+    let out = hwr(
+        dir.path(),
+        &["run", local.to_str().unwrap(), "--detach", "--quiet"],
+    );
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--detach needs the slurm executor"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!dir.path().join("results").exists(), "nothing written");
+}
