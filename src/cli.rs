@@ -46,6 +46,13 @@ pub enum Command {
     Completions(CompletionsArgs),
     /// Print the man page (roff) of hwr-exp or of one subcommand on stdout: `hwr-exp man | man -l -`.
     Man(ManArgs),
+    /// Attach to a bundle submitted to Slurm (`run --detach`): wait for its runs and finish it.
+    Wait(WaitArgs),
+    /// Cancel the Slurm job arrays of a bundle and mark it interrupted.
+    Cancel(CancelArgs),
+    /// Run one planned run of a bundle on this node (what each Slurm array task executes).
+    #[command(name = "slurm-task", hide = true)]
+    SlurmTask(SlurmTaskArgs),
 }
 
 /// `hwr-exp completions`.
@@ -65,6 +72,15 @@ pub struct ManArgs {
     pub command: Vec<String>,
 }
 
+/// `--executor` of `hwr-exp run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExecutorChoice {
+    /// On this machine.
+    Local,
+    /// As Slurm job arrays (sbatch), one array task per run.
+    Slurm,
+}
+
 /// `hwr-exp run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -82,6 +98,39 @@ pub struct RunArgs {
     /// No progress output.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Where the runs execute; overrides the manifest's `[executor] kind`.
+    #[arg(long, value_enum, value_name = "KIND")]
+    pub executor: Option<ExecutorChoice>,
+    /// Slurm executor: submit, print the bundle path and the job ids, and return without waiting
+    /// (`hwr-exp wait BUNDLE` attaches later).
+    #[arg(long)]
+    pub detach: bool,
+}
+
+/// `hwr-exp wait`.
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    /// The bundle folder.
+    pub bundle: PathBuf,
+    /// No progress output.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// `hwr-exp cancel`.
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// The bundle folder.
+    pub bundle: PathBuf,
+}
+
+/// `hwr-exp slurm-task` (hidden).
+#[derive(Debug, Args)]
+pub struct SlurmTaskArgs {
+    /// The bundle folder (absolute, on a file system the node shares).
+    pub bundle: PathBuf,
+    /// Plan index of the run to execute.
+    pub index: usize,
 }
 
 /// `hwr-exp check`.
@@ -101,6 +150,8 @@ pub enum PlanFormat {
     Json,
     /// One equivalent shell line per run.
     Shell,
+    /// The Slurm batch script(s) `run --executor slurm` would submit (nothing is submitted).
+    Sbatch,
 }
 
 /// `hwr-exp plan`.
@@ -111,6 +162,14 @@ pub struct PlanArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = PlanFormat::Table)]
     pub format: PlanFormat,
+    /// `--format sbatch`: the results folder the bundle would go under. Default: `results/`.
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "results",
+        hide_default_value = true
+    )]
+    pub results_dir: PathBuf,
 }
 
 /// `hwr-exp probe ...`.

@@ -12,8 +12,9 @@ use std::process::ExitCode;
 use clap::Parser;
 use hwr_exp::archive::{self, ArchiveError};
 use hwr_exp::cli::{
-    CheckArgs, Cli, Command, CompareArgs, ListArgs, ListFormat, PlanArgs, PlanFormat, ProbeCommand,
-    ProbeMode, RerunArgs, ResumeArgs, RetentionArgs, RunArgs, VerifyArgs,
+    CancelArgs, CheckArgs, Cli, Command, CompareArgs, ExecutorChoice, ListArgs, ListFormat, PlanArgs,
+    PlanFormat, ProbeCommand, ProbeMode, RerunArgs, ResumeArgs, RetentionArgs, RunArgs, SlurmTaskArgs,
+    VerifyArgs, WaitArgs,
 };
 use hwr_exp::exec::ProcessExecutor;
 use hwr_exp::exit_codes::{self, Failure};
@@ -79,6 +80,9 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
         Command::Resume(args) => resume(&args)?,
         Command::Completions(args) => cli_docs(|out| hwr_exp::cli_docs::completions(args.shell, out))?,
         Command::Man(args) => cli_docs(|out| hwr_exp::cli_docs::man_page(&args.command, out))?,
+        Command::Wait(args) => wait(&args)?,
+        Command::Cancel(args) => cancel(&args)?,
+        Command::SlurmTask(args) => slurm_task(&args)?,
     };
     Ok(exit_codes::status(code))
 }
@@ -86,16 +90,81 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
 /// `hwr-exp run MANIFEST [--results-dir DIR]`: the bundle goes under `DIR` (default `results/` in
 /// the current directory).
 fn run_manifest(args: &RunArgs) -> Result<i32, Failure> {
-    let manifest = manifest::load(&args.manifest).map_err(Failure::usage)?;
+    let mut manifest = manifest::load(&args.manifest).map_err(Failure::usage)?;
+    if let Some(kind) = args.executor {
+        manifest.executor.kind = match kind {
+            ExecutorChoice::Local => manifest::ExecutorKind::Local,
+            ExecutorChoice::Slurm => manifest::ExecutorKind::Slurm,
+        };
+    }
+    if args.detach && manifest.executor.kind != manifest::ExecutorKind::Slurm {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--detach needs the slurm executor (`[executor] kind = \"slurm\"` or `--executor slurm`)"
+        )));
+    }
     let signals = interrupt_handlers(SecondSignal::Exit(exit_codes::INTERRUPTED))?;
     let opts = RunOptions {
         results_dir: args.results_dir.clone(),
         quiet: args.quiet,
+        detach: args.detach,
         ..RunOptions::default()
     };
     let report = session::run_manifest(&manifest, &opts, &ProcessExecutor::new(), signals.cancel_flag())
         .map_err(session_failure)?;
+    if args.detach {
+        return Ok(detached(&report));
+    }
     Ok(finished(&report, args.quiet))
+}
+
+/// `run --detach`: the bundle path on stdout, the job ids on stderr; exit 0.
+fn detached(report: &SessionReport) -> i32 {
+    let jobs: Vec<String> = report.slurm_jobs.iter().map(u64::to_string).collect();
+    eprintln!(
+        "submitted {} runs as slurm job(s) {}; `hwr-exp wait {}` to attach, `hwr-exp cancel` to stop",
+        report.planned,
+        jobs.join(", "),
+        display_path(&report.bundle).display()
+    );
+    println!("{}", display_path(&report.bundle).display());
+    exit_codes::SUCCESS
+}
+
+/// `hwr-exp wait BUNDLE`: attach to a detached Slurm bundle, then as `run`.
+fn wait(args: &WaitArgs) -> Result<i32, Failure> {
+    let signals = interrupt_handlers(SecondSignal::Exit(exit_codes::INTERRUPTED))?;
+    let report =
+        archive::slurm::wait(&args.bundle, args.quiet, signals.cancel_flag()).map_err(archive_failure)?;
+    Ok(finished(&report, args.quiet))
+}
+
+/// `hwr-exp cancel BUNDLE`: cancel its Slurm arrays; the bundle ends interrupted.
+fn cancel(args: &CancelArgs) -> Result<i32, Failure> {
+    use archive::slurm::Cancelled;
+    let text = match archive::slurm::cancel(&args.bundle).map_err(archive_failure)? {
+        Cancelled::ByWaiter => "cancelled; the waiting hwr-exp marks the bundle interrupted".to_string(),
+        Cancelled::Marked => "cancelled; bundle marked interrupted".to_string(),
+        Cancelled::AlreadyFinished(status) => format!("bundle already {status}; its arrays were cancelled"),
+    };
+    eprintln!("{}: {text}", args.bundle.display());
+    Ok(exit_codes::SUCCESS)
+}
+
+/// `hwr-exp slurm-task BUNDLE INDEX` (hidden; run by each array task): exit 0 when run.json was
+/// written or was already there, 130 when stopped (scancel, time limit) before the run finished.
+fn slurm_task(args: &SlurmTaskArgs) -> Result<i32, Failure> {
+    let signals = interrupt_handlers(SecondSignal::SetFlag)?;
+    let end = archive::slurm::task(
+        &args.bundle,
+        args.index,
+        &ProcessExecutor::new(),
+        signals.cancel_flag(),
+    )
+    .map_err(archive_failure)?;
+    Ok(match end {
+        hwr_exp::runner::slurm::TaskEnd::Stopped => exit_codes::INTERRUPTED,
+        _ => exit_codes::SUCCESS,
+    })
 }
 
 /// `hwr-exp check MANIFEST...`: every problem of every manifest, exit 2 when any.
@@ -127,7 +196,13 @@ fn check(args: &CheckArgs) -> Result<i32, Failure> {
 
 /// `hwr-exp plan MANIFEST [--format table|json|shell]`.
 fn plan(args: &PlanArgs) -> Result<i32, Failure> {
-    let manifest = manifest::load(&args.manifest).map_err(Failure::usage)?;
+    let mut manifest = manifest::load(&args.manifest).map_err(Failure::usage)?;
+    if args.format == PlanFormat::Sbatch {
+        manifest.executor.kind = manifest::ExecutorKind::Slurm;
+        let text =
+            hwr_exp::runner::slurm::plan_scripts(&manifest, &args.results_dir).map_err(session_failure)?;
+        return to_stdout(|out| out.write_all(text.as_bytes()));
+    }
     let plan = session::plan_context(Path::new("<bundle>"))
         .and_then(|ctx| session::expand(&manifest, &ctx))
         .map_err(session_failure)?;
@@ -139,6 +214,7 @@ fn plan(args: &PlanArgs) -> Result<i32, Failure> {
         PlanFormat::Shell => plan
             .runs()
             .try_for_each(|r| writeln!(out, "{}", render::shell_line(&plan, &r))),
+        PlanFormat::Sbatch => Ok(()),
     })
 }
 

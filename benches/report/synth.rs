@@ -266,6 +266,9 @@ pub fn write_bundle(dir: &Path, s: &Synth) -> std::io::Result<()> {
             stray_processes_killed: 0,
             memory_samples,
             sha256: BTreeMap::new(),
+            hostname: None,
+            slurm: None,
+            lost_reason: None,
         };
         write_json(&run_dir.join(files::RUN), &rec)?;
     }
@@ -290,6 +293,8 @@ pub fn write_bundle(dir: &Path, s: &Synth) -> std::io::Result<()> {
         runner_pid: 4000,
         seed: None,
         notes: vec![],
+        executor: None,
+        slurm: None,
     };
     write_json(&dir.join(files::BUNDLE), &info)?;
     std::fs::write(dir.join(files::REVISION), format!("{}\n", s.revision))?;

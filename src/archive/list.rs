@@ -42,6 +42,63 @@ pub struct ListEntry {
     pub planned_runs: usize,
     /// The bundle this one reruns, relative to the listed folder when inside it.
     pub parent: Option<String>,
+    /// Slurm executor: submitted, running and finished runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<SlurmCounts>,
+}
+
+/// `list`'s counts for a bundle submitted to Slurm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct SlurmCounts {
+    /// Runs submitted (the plan's size).
+    pub submitted: usize,
+    /// Tasks `squeue` shows RUNNING; `None` when the bundle is finished or Slurm did not answer.
+    pub running: Option<usize>,
+    /// Runs with a run.json.
+    pub finished: usize,
+}
+
+/// The [`SlurmCounts`] of a Slurm bundle, and whether some task of it is still active in `squeue`
+/// (a detached bundle has no lock holder but is alive while its tasks are queued or running).
+/// `squeue` is asked only while `ask_queue` and a cluster is configured (`SLURM_CONF`).
+fn slurm_counts(bundle: &crate::bundle::read::Bundle, ask_queue: bool) -> (SlurmCounts, bool) {
+    let info = bundle.info();
+    let finished = bundle
+        .plan()
+        .map(|p| {
+            p.runs
+                .iter()
+                .filter(|r| bundle.run_dir(&r.run_id).join(files::RUN).exists())
+                .count()
+        })
+        .unwrap_or(0);
+    let mut running = None;
+    let mut active = false;
+    if ask_queue && crate::slurm::cluster_configured() {
+        let arrays = info.slurm.as_ref().map(|s| s.arrays.clone()).unwrap_or_default();
+        if let Ok(map) = crate::slurm::TaskMap::new(&arrays)
+            && let Ok(snapshot) = crate::slurm::SlurmClient::new().queue(&map.job_ids())
+        {
+            let current = snapshot.tasks.iter().filter(|(k, _)| map.index(**k).is_some());
+            let states: Vec<_> = current.map(|(_, e)| e.state.clone()).collect();
+            running = Some(
+                states
+                    .iter()
+                    .filter(|s| **s == crate::slurm::TaskState::Running)
+                    .count(),
+            );
+            active = states.iter().any(|s| !s.is_finished());
+        }
+    }
+    (
+        SlurmCounts {
+            submitted: info.planned_runs,
+            running,
+            finished,
+        },
+        active,
+    )
 }
 
 /// A bundle that could not be listed.
@@ -142,17 +199,28 @@ fn entry(dir: &Path, base: &Path) -> Result<ListEntry, ArchiveError> {
         .filter(|(o, _)| **o != Outcome::Ok)
         .map(|(_, n)| n)
         .sum();
+    let mut status = effective_status(bundle.dir(), info);
+    let slurm = info.is_slurm().then(|| {
+        let unfinished = matches!(status, EffectiveStatus::Running | EffectiveStatus::Abandoned);
+        let (counts, active) = slurm_counts(&bundle, unfinished);
+        if status == EffectiveStatus::Abandoned && active {
+            // Detached: no waiter holds the lock, but Slurm still runs the bundle's tasks.
+            status = EffectiveStatus::Running;
+        }
+        counts
+    });
     Ok(ListEntry {
         bundle: relative_to(dir, base),
         experiment: info.experiment.clone(),
         created: info.created.clone(),
-        status: effective_status(bundle.dir(), info),
+        status,
         revision: bundle.recorded_commit(),
         dirty,
         runs_ok,
         runs_failed,
         planned_runs: info.planned_runs,
         parent: info.parent.as_deref().map(|p| relative_to(Path::new(p), base)),
+        slurm,
     })
 }
 
@@ -182,7 +250,17 @@ pub fn write_table(entries: &[ListEntry], out: &mut impl Write) -> io::Result<()
                 e.bundle.clone(),
                 e.experiment.clone(),
                 e.created.clone(),
-                e.status.as_str().to_string(),
+                match &e.slurm {
+                    // `running (slurm: 2 running, 3/8 finished)`; `?` when Slurm did not answer.
+                    Some(c) if e.status == EffectiveStatus::Running => format!(
+                        "{} (slurm: {} running, {}/{} finished)",
+                        e.status.as_str(),
+                        c.running.map_or_else(|| "?".to_string(), |n| n.to_string()),
+                        c.finished,
+                        c.submitted
+                    ),
+                    _ => e.status.as_str().to_string(),
+                },
                 e.revision
                     .as_deref()
                     .map_or_else(|| "-".to_string(), |r| r[..r.len().min(10)].to_string()),
@@ -232,6 +310,7 @@ mod tests {
             runs_failed: 1,
             planned_runs: 8,
             parent: parent.map(String::from),
+            slurm: None,
         }
     }
 

@@ -16,6 +16,7 @@
 pub mod list;
 pub mod rerun;
 pub mod resume;
+pub mod slurm;
 pub mod verify;
 
 use std::path::{Path, PathBuf};

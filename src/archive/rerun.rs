@@ -430,6 +430,7 @@ pub fn prepare(dir: &Path, opts: &RerunOptions) -> Result<PreparedRerun, Archive
             quiet: opts.quiet,
             parent: Some(bundle.dir().display().to_string()),
             notes: bundle_notes,
+            ..RunOptions::default()
         },
         manifest,
         tree,

@@ -67,7 +67,20 @@ pub fn resume(
                 info,
                 results_dir,
                 before,
+                executor: executor_config,
+                cpus_per_run,
             } = prepared;
+            let cluster = if executor_config.kind == crate::manifest::ExecutorKind::Slurm {
+                match crate::runner::slurm::preflight(&results_dir, opts.quiet) {
+                    Ok(c) => Some(c),
+                    Err(p) => {
+                        let _ = lock.release();
+                        return Err(ArchiveError::Session(SessionError::Preflight(p)));
+                    }
+                }
+            } else {
+                None
+            };
             let writer =
                 BundleWriter::reopen(bundle.dir(), info, lock).map_err(|source| ArchiveError::Write {
                     bundle: bundle.dir().to_path_buf(),
@@ -78,6 +91,23 @@ pub fn resume(
                 before: &before,
                 quiet: opts.quiet,
             };
+            if let Some(cluster) = &cluster {
+                crate::bundle::write::remove_cancel_marker(writer.dir()).map_err(|source| {
+                    ArchiveError::Write {
+                        bundle: writer.dir().to_path_buf(),
+                        source,
+                    }
+                })?;
+                let submit = crate::runner::slurm::Submit {
+                    cluster,
+                    config: &executor_config.slurm,
+                    cpus_per_task: cpus_per_run,
+                    detach: false,
+                };
+                return Ok(crate::runner::slurm::submit_and_wait(
+                    &plan, &todo, writer, &submit, cancel, &finish,
+                )?);
+            }
             Ok(execute_and_finish(
                 &plan, &todo, writer, executor, cancel, &finish,
             )?)
@@ -100,6 +130,9 @@ struct Prepared {
     results_dir: std::path::PathBuf,
     /// The capture recorded when the bundle was created.
     before: crate::provenance::Snapshot,
+    /// `[executor]` and `cpus-per-run` of the archived manifest (the Slurm executor submits with them).
+    executor: crate::manifest::ExecutorConfig,
+    cpus_per_run: usize,
 }
 
 /// Steps 2 to 4 of the module docs, under the bundle's lock: checks the status, the manifest, the
@@ -117,6 +150,9 @@ fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result
     match previous {
         // `failed`: the runner could not write the bundle (full disk, a limit) and marked it so.
         EffectiveStatus::Interrupted | EffectiveStatus::Abandoned | EffectiveStatus::Failed => {}
+        // Slurm executor: a finished bundle with lost tasks (scancel, node failure) is resumed
+        // for those runs alone.
+        EffectiveStatus::Complete if info.counts.get(&Outcome::Lost).is_some_and(|&n| n > 0) => {}
         other => {
             return Err(ArchiveError::Refused(format!(
                 "{}: status is {}; only an interrupted, failed or abandoned bundle can be resumed (use `hwr-exp rerun` for a new bundle)",
@@ -128,7 +164,10 @@ fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result
 
     let provenance = bundle.provenance_doc()?;
     let (base_dir, moved) = base_dir_now(&bundle, Some(&provenance));
-    let manifest = archived_manifest(&bundle, &base_dir)?;
+    let mut manifest = archived_manifest(&bundle, &base_dir)?;
+    if info.is_slurm() {
+        manifest.executor.kind = crate::manifest::ExecutorKind::Slurm;
+    }
     let mut ctx = session::plan_context(bundle.dir())?;
     if let Some(seed) = info.seed {
         ctx.fallback_seed = seed;
@@ -175,7 +214,7 @@ fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result
     let mut todo = Vec::new();
     for (i, entry) in recorded.iter().enumerate() {
         match bundle.run_record(&entry.run_id) {
-            Ok(Some(r)) if r.termination != Termination::Interrupted => {
+            Ok(Some(r)) if !matches!(r.termination, Termination::Interrupted | Termination::Lost) => {
                 *counts.entry(r.outcome).or_default() += 1;
             }
             Ok(_) => todo.push(i),
@@ -216,5 +255,7 @@ fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result
         info: new_info,
         results_dir,
         before: provenance.before,
+        executor: manifest.executor.clone(),
+        cpus_per_run: manifest.isolation.cpus_per_run,
     })
 }

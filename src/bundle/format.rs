@@ -42,6 +42,12 @@ pub mod files {
     /// SHA-256 of every file of the finished bundle except itself and the lock file, in
     /// `sha256sum` format ([`crate::bundle::checksums`]).
     pub const CHECKSUMS: &str = "checksums.sha256";
+    /// Folder with the Slurm batch scripts, Slurm's task logs and the cancel marker.
+    pub const SLURM: &str = "slurm";
+    /// Folder with one host-facts file per node that ran a Slurm task, `hosts/<hostname>.json`.
+    pub const HOSTS: &str = "hosts";
+    /// Marker written by `hwr-exp cancel` inside [`SLURM`]: a waiter that sees it finishes as on Ctrl-C.
+    pub const CANCEL_REQUESTED: &str = "cancel-requested";
     /// Lock file: the writing process holds an exclusive `flock` on it for its whole life
     /// ([`crate::bundle::lock`]); its content, that process's pid, is information only.
     pub const LOCK: &str = ".lock";
@@ -77,6 +83,8 @@ pub enum Outcome {
     SpawnFailed,
     /// Stopped because the runner was interrupted.
     Interrupted,
+    /// Slurm executor: the array task vanished without run.json (`lost-reason` says why).
+    Lost,
 }
 
 /// bundle.json.
@@ -119,6 +127,41 @@ pub struct BundleInfo {
     /// Free-form notes (`rerun --at-recorded-revision`, `resume --allow-drift` record here).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Where the runs execute: `"local"` or `"slurm"` (DESIGN 8); absent in bundles written before
+    /// executors existed, which are local.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<String>,
+    /// Slurm executor: the submitted job arrays, appended as each is submitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<SlurmSubmissions>,
+}
+
+/// bundle.json `slurm`: what was submitted to Slurm for this bundle.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct SlurmSubmissions {
+    /// Every submitted array in submission order (`resume` appends); the latest submission of a
+    /// plan index is the one that counts ([`crate::slurm::TaskMap`]).
+    pub arrays: Vec<crate::slurm::SubmittedArray>,
+}
+
+impl BundleInfo {
+    /// Whether the bundle's runs execute on Slurm (`executor = "slurm"`).
+    pub fn is_slurm(&self) -> bool {
+        self.executor.as_deref() == Some("slurm")
+    }
+}
+
+/// run.json `slurm`: the ids of the array task that ran the run, from the task's environment.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct SlurmTaskIds {
+    /// `SLURM_JOB_ID`: the task's own job id.
+    pub job_id: Option<u64>,
+    /// `SLURM_ARRAY_JOB_ID`: the array's job id.
+    pub array_job_id: Option<u64>,
+    /// `SLURM_ARRAY_TASK_ID`.
+    pub array_task_id: Option<u32>,
 }
 
 /// Environment changes a run gets relative to the policy's base environment; only these are
@@ -260,4 +303,14 @@ pub struct RunRecord {
     pub memory_samples: u32,
     /// sha256 (hex) of each file in the run folder except run.json, by file name.
     pub sha256: BTreeMap<String, String>,
+    /// Slurm executor: the node's hostname (`gethostname`) the run executed on, or the node Slurm
+    /// named for a `lost` run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    /// Slurm executor: the array task's ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<SlurmTaskIds>,
+    /// Termination `lost`: Slurm's account of the task (`CANCELLED (None, exit code 0:15)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_reason: Option<String>,
 }

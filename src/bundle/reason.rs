@@ -98,6 +98,10 @@ pub fn reason(record: &RunRecord, last_stderr_line: Option<&str>) -> Option<Stri
         }),
         Termination::Timeout => parts.push(ended("timeout")),
         Termination::Interrupted => parts.push(ended("interrupted")),
+        Termination::Lost => parts.push(match &record.lost_reason {
+            Some(r) => format!("lost ({})", printable(r.as_bytes())),
+            None => "lost".to_owned(),
+        }),
         Termination::SpawnFailed => parts.push(match &record.error {
             Some(e) => format!("spawn failed: {}", printable(e.as_bytes())),
             None => "spawn failed".to_owned(),
@@ -246,6 +250,9 @@ mod tests {
             stray_processes_killed: 0,
             memory_samples: 0,
             sha256: BTreeMap::new(),
+            hostname: None,
+            slurm: None,
+            lost_reason: None,
         }
     }
 

@@ -1,5 +1,6 @@
 //! Writing a bundle: folder creation, atomic files, per-run records, status updates.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -260,6 +261,7 @@ pub fn classify(outcome: &RunOutcome, check: OutputCheck, format: OutputFormat) 
         Termination::SpawnFailed => Outcome::SpawnFailed,
         Termination::Timeout => Outcome::Timeout,
         Termination::Interrupted => Outcome::Interrupted,
+        Termination::Lost => Outcome::Lost,
         Termination::Signaled => Outcome::Failed,
         Termination::Exited if outcome.exit_code != Some(0) => Outcome::Failed,
         Termination::Exited => match (format, check) {
@@ -455,8 +457,9 @@ impl BundleWriter {
     }
 
     /// Records one finished run: checks its output, hashes its files, writes run.json atomically
-    /// (its presence marks the run finished) and updates the counts in bundle.json (written at most
-    /// once a second while running, and always by [`BundleWriter::finish`]).
+    /// (its presence marks the run finished, [`write_run_record`]) and updates the counts in
+    /// bundle.json (written at most once a second while running, and always by
+    /// [`BundleWriter::finish`]).
     ///
     /// # Errors
     /// I/O errors writing run.json or bundle.json.
@@ -466,14 +469,43 @@ impl BundleWriter {
         outcome: &RunOutcome,
         format: OutputFormat,
     ) -> io::Result<RunRecord> {
+        let record = write_run_record(&self.run_dir(run), run, outcome, format, NodeIds::default())?;
+        self.count_run(&record)?;
+        Ok(record)
+    }
+
+    /// Adds a run recorded by another process (a Slurm array task) to bundle.json's counts
+    /// (written at most once a second, always by [`BundleWriter::finish`]).
+    ///
+    /// # Errors
+    /// I/O errors writing bundle.json.
+    pub fn count_run(&mut self, record: &RunRecord) -> io::Result<()> {
+        *self.info.counts.entry(record.outcome).or_default() += 1;
+        if self.saved_at.elapsed() >= std::time::Duration::from_secs(1) {
+            self.save_info(Durability::Unsynced)?;
+        }
+        Ok(())
+    }
+
+    /// Records a Slurm array task that left the queue without writing run.json: a run.json with
+    /// termination `lost`, no timings beyond `at`, `lost-reason` = `reason` (Slurm's account of the
+    /// task) and `hostname` = the node Slurm named, if any; counted as [`Outcome::Lost`]. The run
+    /// folder is created when the task never got to it.
+    ///
+    /// # Errors
+    /// I/O errors creating the folder or writing run.json / bundle.json.
+    pub fn record_lost(
+        &mut self,
+        run: &PlannedRun,
+        reason: String,
+        node: Option<String>,
+        task: SlurmTaskIds,
+        at: SystemTime,
+    ) -> io::Result<RunRecord> {
         let dir = self.run_dir(run);
-        let (output_check, output_check_reason) = if outcome.termination == Termination::SpawnFailed {
-            (OutputCheck::Empty, None)
-        } else {
-            check_output(&dir.join(&run.output), format)
-        };
-        let sha256 =
-            super::checksums::hash_run_files(&dir, &[run.output.as_str(), files::STDERR, files::MEMORY])?;
+        if !dir.exists() {
+            create_dir(&dir)?;
+        }
         let record = RunRecord {
             format: BUNDLE_FORMAT,
             run_id: run.run_id.clone(),
@@ -484,32 +516,66 @@ impl BundleWriter {
             workdir: run.workdir.display().to_string(),
             env: (&run.env).into(),
             cpus_requested: run.cpus.clone(),
-            cpus_effective: outcome.cpus_effective.clone(),
-            pid: outcome.pid,
-            start: rfc3339(outcome.started),
-            end: rfc3339(outcome.ended),
-            wall_seconds: outcome.wall_seconds,
-            user_seconds: outcome.user_seconds,
-            sys_seconds: outcome.sys_seconds,
-            peak_rss_bytes: outcome.peak_rss_bytes,
-            exit_code: outcome.exit_code,
-            signal: outcome.signal,
-            termination: outcome.termination,
-            error: outcome.error.clone(),
+            cpus_effective: None,
+            pid: None,
+            start: rfc3339(at),
+            end: rfc3339(at),
+            wall_seconds: 0.0,
+            user_seconds: None,
+            sys_seconds: None,
+            peak_rss_bytes: None,
+            exit_code: None,
+            signal: None,
+            termination: Termination::Lost,
+            error: None,
             output: run.output.clone(),
-            output_check,
-            output_check_reason,
-            outcome: classify(outcome, output_check, format),
-            stray_processes_killed: outcome.stray_processes_killed,
-            memory_samples: outcome.memory_samples,
-            sha256,
+            output_check: OutputCheck::Empty,
+            output_check_reason: None,
+            outcome: Outcome::Lost,
+            stray_processes_killed: 0,
+            memory_samples: 0,
+            sha256: BTreeMap::new(),
+            hostname: node,
+            slurm: Some(task),
+            lost_reason: Some(reason),
         };
         write_json(&dir.join(files::RUN), Durability::Unsynced, &record)?;
-        *self.info.counts.entry(record.outcome).or_default() += 1;
-        if self.saved_at.elapsed() >= std::time::Duration::from_secs(1) {
-            self.save_info(Durability::Unsynced)?;
-        }
+        self.count_run(&record)?;
         Ok(record)
+    }
+
+    /// Appends one submitted Slurm array to bundle.json `slurm.arrays` (and sets `executor =
+    /// "slurm"`) and writes bundle.json durably at once, so that a crash between two submissions
+    /// loses no job id.
+    ///
+    /// # Errors
+    /// I/O errors writing bundle.json.
+    pub fn add_slurm_array(&mut self, array: crate::slurm::SubmittedArray) -> io::Result<()> {
+        self.info.executor = Some("slurm".into());
+        self.info
+            .slurm
+            .get_or_insert_with(SlurmSubmissions::default)
+            .arrays
+            .push(array);
+        self.save_info(Durability::Synced)
+    }
+
+    /// Writes the batch script `slurm/<name>` atomically (mode [`FILE_MODE`]) and creates
+    /// `slurm/logs/` (Slurm does not create the folder of `--output`). Returns the script's path.
+    ///
+    /// # Errors
+    /// I/O errors creating the folders or writing the file.
+    pub fn write_slurm_script(&self, name: &str, text: &str) -> io::Result<PathBuf> {
+        let slurm = self.dir.join(files::SLURM);
+        for d in [slurm.clone(), slurm.join("logs")] {
+            match create_dir(&d) {
+                Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+                _ => {}
+            }
+        }
+        let path = slurm.join(name);
+        write_atomic(&path, text.as_bytes())?;
+        Ok(path)
     }
 
     /// Sets the final status and `finished` time, writes bundle.json, then `checksums.sha256`
@@ -569,6 +635,203 @@ fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
             fs::rename(from, to)
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// What a run.json records about where a run executed beyond the local executor's outcome: the
+/// node's hostname and the Slurm task ids (both `None` for the local executor).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeIds {
+    /// `hostname` in run.json.
+    pub hostname: Option<String>,
+    /// `slurm` in run.json.
+    pub slurm: Option<SlurmTaskIds>,
+}
+
+/// Checks a finished run's output in its folder `run_dir`, hashes its files (giving them mode
+/// [`FILE_MODE`]) and writes its run.json atomically; the one place a run.json of an executed
+/// run is made, for the local runner ([`BundleWriter::record_run`]) and a Slurm task
+/// ([`TaskRunWriter`]).
+///
+/// # Errors
+/// I/O errors hashing the files or writing run.json.
+pub fn write_run_record(
+    run_dir: &Path,
+    run: &PlannedRun,
+    outcome: &RunOutcome,
+    format: OutputFormat,
+    node: NodeIds,
+) -> io::Result<RunRecord> {
+    let dir = run_dir;
+    let (output_check, output_check_reason) = if outcome.termination == Termination::SpawnFailed {
+        (OutputCheck::Empty, None)
+    } else {
+        check_output(&dir.join(&run.output), format)
+    };
+    let sha256 = super::checksums::hash_run_files(dir, &[run.output.as_str(), files::STDERR, files::MEMORY])?;
+    let record = RunRecord {
+        format: BUNDLE_FORMAT,
+        run_id: run.run_id.clone(),
+        index: run.index,
+        cell: run.cell.iter().cloned().collect(),
+        repetition: run.repetition,
+        argv: run.argv.clone(),
+        workdir: run.workdir.display().to_string(),
+        env: (&run.env).into(),
+        cpus_requested: run.cpus.clone(),
+        cpus_effective: outcome.cpus_effective.clone(),
+        pid: outcome.pid,
+        start: rfc3339(outcome.started),
+        end: rfc3339(outcome.ended),
+        wall_seconds: outcome.wall_seconds,
+        user_seconds: outcome.user_seconds,
+        sys_seconds: outcome.sys_seconds,
+        peak_rss_bytes: outcome.peak_rss_bytes,
+        exit_code: outcome.exit_code,
+        signal: outcome.signal,
+        termination: outcome.termination,
+        error: outcome.error.clone(),
+        output: run.output.clone(),
+        output_check,
+        output_check_reason,
+        outcome: classify(outcome, output_check, format),
+        stray_processes_killed: outcome.stray_processes_killed,
+        memory_samples: outcome.memory_samples,
+        sha256,
+        hostname: node.hostname,
+        slurm: node.slurm,
+        lost_reason: None,
+    };
+    write_json(&dir.join(files::RUN), Durability::Unsynced, &record)?;
+    Ok(record)
+}
+
+/// The writer of a Slurm array task: one run folder of a bundle another process (the submitting
+/// or waiting hwr-exp) owns and locks. It takes no lock and writes only `runs/<run-id>/` (moving a
+/// previous attempt's folder without run.json aside first) and `hosts/<hostname>.json`.
+#[derive(Debug)]
+pub struct TaskRunWriter {
+    dir: PathBuf,
+    node: NodeIds,
+}
+
+impl TaskRunWriter {
+    /// A writer for the bundle folder `dir`; every run.json it writes carries `node`.
+    pub fn new(dir: &Path, node: NodeIds) -> TaskRunWriter {
+        TaskRunWriter {
+            dir: dir.to_path_buf(),
+            node,
+        }
+    }
+
+    /// The folder of one run, `runs/<run-id>`.
+    pub fn run_dir(&self, run: &PlannedRun) -> PathBuf {
+        self.dir.join(files::RUNS).join(&run.run_id)
+    }
+
+    /// Whether the run already has a run.json (a task started twice does nothing the second time).
+    pub fn finished(&self, run: &PlannedRun) -> bool {
+        self.run_dir(run).join(files::RUN).exists()
+    }
+
+    /// Creates the run folder. A folder left by an earlier attempt without run.json (a task that
+    /// was killed) is kept as `runs/<run-id>/attempts/<n>/` (DESIGN 5), the earlier attempts it
+    /// held first, numbered from 1.
+    ///
+    /// # Errors
+    /// I/O errors renaming or creating folders.
+    pub fn prepare_run_dir(&self, run: &PlannedRun) -> io::Result<PathBuf> {
+        let dir = self.run_dir(run);
+        if !dir.exists() {
+            create_dir(&dir)?;
+            return Ok(dir);
+        }
+        let aside =
+            self.dir
+                .join(files::RUNS)
+                .join(format!(".{}.attempt-{}", run.run_id, std::process::id()));
+        fs::rename(&dir, &aside)?;
+        create_dir(&dir)?;
+        let attempts = dir.join("attempts");
+        create_dir(&attempts)?;
+        let mut n = 0;
+        if let Ok(older) = fs::read_dir(aside.join("attempts")) {
+            let mut older: Vec<(u32, PathBuf)> = older
+                .filter_map(|e| e.ok())
+                .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path())))
+                .collect();
+            older.sort();
+            for (_, path) in older {
+                n += 1;
+                fs::rename(path, attempts.join(n.to_string()))?;
+            }
+            fs::remove_dir(aside.join("attempts"))?;
+        }
+        fs::rename(&aside, attempts.join((n + 1).to_string()))?;
+        Ok(dir)
+    }
+
+    /// Writes the run's run.json ([`write_run_record`]) with this task's node ids.
+    ///
+    /// # Errors
+    /// As [`write_run_record`].
+    pub fn record_run(
+        &self,
+        run: &PlannedRun,
+        outcome: &RunOutcome,
+        format: OutputFormat,
+    ) -> io::Result<RunRecord> {
+        write_run_record(&self.run_dir(run), run, outcome, format, self.node.clone())
+    }
+
+    /// Writes `hosts/<hostname>.json` with the facts `host` collects, unless the file exists (one
+    /// file per node; tasks on the same node race harmlessly, each file is written atomically).
+    ///
+    /// # Errors
+    /// I/O errors creating the folder or writing the file.
+    pub fn write_node_host(&self, hostname: &str, host: impl FnOnce() -> HostFacts) -> io::Result<()> {
+        let hosts = self.dir.join(files::HOSTS);
+        match create_dir(&hosts) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+        let name: String = hostname
+            .chars()
+            .map(|c| if c == '/' || c == '\0' { '_' } else { c })
+            .collect();
+        let path = hosts.join(format!("{name}.json"));
+        if path.exists() {
+            return Ok(());
+        }
+        write_json_atomic(&path, &host())
+    }
+}
+
+/// Writes the cancel marker `slurm/cancel-requested` of the bundle folder `dir` (`hwr-exp
+/// cancel`): a waiter that sees it cancels the arrays and finishes the bundle as interrupted.
+///
+/// # Errors
+/// I/O errors creating the folder or writing the file.
+pub fn write_cancel_marker(dir: &Path, at: SystemTime) -> io::Result<()> {
+    let slurm = dir.join(files::SLURM);
+    match create_dir(&slurm) {
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+        _ => {}
+    }
+    write_atomic(
+        &slurm.join(files::CANCEL_REQUESTED),
+        format!("{}\n", rfc3339(at)).as_bytes(),
+    )
+}
+
+/// Removes the cancel marker of the bundle folder `dir` (a `resume` submits again); absent is fine.
+///
+/// # Errors
+/// I/O errors other than the marker being absent.
+pub fn remove_cancel_marker(dir: &Path) -> io::Result<()> {
+    match fs::remove_file(dir.join(files::SLURM).join(files::CANCEL_REQUESTED)) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
     }
 }
 

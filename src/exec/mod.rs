@@ -104,6 +104,9 @@ pub enum Termination {
     SpawnFailed,
     /// The runner was interrupted (Ctrl-C / SIGTERM) and stopped this run.
     Interrupted,
+    /// Slurm executor only: the array task left the queue without writing run.json (scancel,
+    /// node failure, Slurm's time limit); recorded by the waiting hwr-exp, never by an executor.
+    Lost,
 }
 
 /// What one run did, as measured by the executor.

@@ -570,6 +570,11 @@ fn cells(manifest: &Manifest, errors: &mut Vec<PlanError>) -> Cells {
 fn cpu_slots(manifest: &Manifest, ctx: &PlanContext, errors: &mut Vec<PlanError>) -> Vec<Vec<usize>> {
     let jobs = manifest.schedule.jobs.max(1) as usize;
     let per = manifest.isolation.cpus_per_run.max(1);
+    if manifest.executor.kind == crate::manifest::ExecutorKind::Slurm {
+        // Slurm executor: `jobs` is the array throttle and each task's CPUs are its allocation on
+        // the node (DESIGN 8), so no run is given CPUs here.
+        return vec![Vec::new(); jobs];
+    }
     let (pool, pool_desc): (&[usize], &str) = match &manifest.isolation.cpus {
         CpuSelection::Auto => (&ctx.allowed_cpus, "the allowed CPU set"),
         CpuSelection::List(list) => (list, "`cpus`"),

@@ -188,6 +188,10 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
             Outcome::InvalidOutput => format!("output {}", s.output_text()),
             Outcome::SpawnFailed => "spawn failed".into(),
             Outcome::Interrupted => "interrupted".into(),
+            Outcome::Lost => match &rec.lost_reason {
+                Some(r) => format!("lost ({r})"),
+                None => "lost".into(),
+            },
             Outcome::Failed => match (rec.exit_code, rec.signal) {
                 (Some(c), _) => format!("failed (exit {c})"),
                 (None, Some(sig)) => format!("failed (signal {sig})"),

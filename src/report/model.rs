@@ -147,6 +147,7 @@ impl RunSummary {
             Termination::Timeout => "timeout",
             Termination::SpawnFailed => "spawn-failed",
             Termination::Interrupted => "interrupted",
+            Termination::Lost => "lost",
         };
         match self.signal {
             Some(s) if t != Termination::Exited => format!("{name} ({s})"),

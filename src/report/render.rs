@@ -198,6 +198,7 @@ fn outcome_name(o: Outcome) -> &'static str {
         Outcome::InvalidOutput => "invalid-output",
         Outcome::SpawnFailed => "spawn-failed",
         Outcome::Interrupted => "interrupted",
+        Outcome::Lost => "lost",
     }
 }
 

@@ -6,6 +6,7 @@
 pub mod preflight;
 pub mod progress;
 pub mod session;
+pub mod slurm;
 
 use std::ffi::OsString;
 use std::io;
@@ -15,9 +16,10 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::bundle::reason::RunFailure;
+use crate::bundle::write::TaskRunWriter;
 use crate::bundle::{BundleWriter, RunRecord, files};
-use crate::exec::{self, CancelFlag, Executor, RunSpec};
-use crate::manifest::EnvPolicy;
+use crate::exec::{self, CancelFlag, Executor, RunOutcome, RunSpec, Termination};
+use crate::manifest::{EnvPolicy, OutputFormat};
 use crate::plan::{Plan, PlannedRun};
 
 pub use progress::Progress;
@@ -90,6 +92,102 @@ fn runner_resource_error(outcome: &exec::RunOutcome) -> Option<io::Error> {
         .map(|os| io::Error::new(os.kind(), format!("cannot start the run: {text}")))
 }
 
+/// Where [`execute_one`] puts a run: its folder and its record. Implemented by the local
+/// runner's bundle writer (behind its mutex) and by a Slurm task's lock-free [`TaskRunWriter`].
+pub trait RunRecorder: Sync {
+    /// Creates the run's empty folder and returns its path.
+    ///
+    /// # Errors
+    /// I/O errors.
+    fn prepare_run_dir(&self, run: &PlannedRun) -> io::Result<std::path::PathBuf>;
+    /// Writes the finished run's run.json (and counts it).
+    ///
+    /// # Errors
+    /// I/O errors.
+    fn record_run(
+        &self,
+        run: &PlannedRun,
+        outcome: &RunOutcome,
+        format: OutputFormat,
+    ) -> io::Result<RunRecord>;
+}
+
+impl RunRecorder for Mutex<BundleWriter> {
+    fn prepare_run_dir(&self, run: &PlannedRun) -> io::Result<std::path::PathBuf> {
+        self.lock()
+            .map_err(|_| io::Error::other("bundle writer poisoned"))?
+            .prepare_run_dir(run)
+    }
+    fn record_run(
+        &self,
+        run: &PlannedRun,
+        outcome: &RunOutcome,
+        format: OutputFormat,
+    ) -> io::Result<RunRecord> {
+        self.lock()
+            .map_err(|_| io::Error::other("bundle writer poisoned"))?
+            .record_run(run, outcome, format)
+    }
+}
+
+impl RunRecorder for TaskRunWriter {
+    fn prepare_run_dir(&self, run: &PlannedRun) -> io::Result<std::path::PathBuf> {
+        TaskRunWriter::prepare_run_dir(self, run)
+    }
+    fn record_run(
+        &self,
+        run: &PlannedRun,
+        outcome: &RunOutcome,
+        format: OutputFormat,
+    ) -> io::Result<RunRecord> {
+        TaskRunWriter::record_run(self, run, outcome, format)
+    }
+}
+
+/// Executes one planned run of `plan` and records it: prepares its folder, runs it with
+/// `executor` ([`run_spec`]) and writes its run.json through `recorder`; returns the record and
+/// the run's folder. A run the runner could not start for want of its own resources
+/// ([`runner_resource_error`]) is an error, not a record. A run stopped by the
+/// cancel flag is recorded (termination `interrupted`) only when `record_interrupted`; otherwise,
+/// when the flag is set by the time the run ended, the answer is `Ok(None)` and the folder is left
+/// without run.json (a Slurm task stopped by `scancel`, which the waiting hwr-exp then records as
+/// `lost`).
+///
+/// # Errors
+/// I/O errors preparing the folder or writing run.json.
+pub fn execute_one(
+    plan: &Plan,
+    run: &PlannedRun,
+    recorder: &dyn RunRecorder,
+    executor: &dyn Executor,
+    cancel: &CancelFlag,
+    progress: &dyn Progress,
+    record_interrupted: bool,
+) -> io::Result<Option<(RunRecord, PathBuf)>> {
+    let run_dir = recorder.prepare_run_dir(run)?;
+    let spec = run_spec(plan, run, &run_dir);
+    progress.run_started(run);
+    let outcome = executor.execute(&spec, cancel);
+    if let Some(e) = runner_resource_error(&outcome) {
+        // Not the run's fault: leave it unrecorded (resume redoes it) and stop.
+        return Err(e);
+    }
+    if !record_interrupted {
+        // A Slurm task stopped by scancel or its time limit: Slurm signals every process of the
+        // job, so the run may die of that SIGTERM before this process's own SIGTERM has set the
+        // cancel flag. Give the flag a moment in that case.
+        let stopped = || outcome.termination == Termination::Interrupted || cancel.load(Ordering::SeqCst);
+        if !stopped() && outcome.signal == Some(libc::SIGTERM) {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+        if stopped() {
+            return Ok(None);
+        }
+    }
+    let record = recorder.record_run(run, &outcome, plan.output_format)?;
+    Ok(Some((record, run_dir)))
+}
+
 /// Executes the runs of `plan` whose indices are in `indices` (ascending plan order) and records
 /// each into `writer` as soon as it finishes.
 ///
@@ -117,26 +215,9 @@ pub fn execute(
                 return;
             }
             let run = &plan.run(i);
-            let result = (|| -> io::Result<(RunRecord, PathBuf)> {
-                let run_dir = writer
-                    .lock()
-                    .map_err(|_| io::Error::other("bundle writer poisoned"))?
-                    .prepare_run_dir(run)?;
-                let spec = run_spec(plan, run, &run_dir);
-                progress.run_started(run);
-                let outcome = executor.execute(&spec, cancel);
-                if let Some(e) = runner_resource_error(&outcome) {
-                    // Not the run's fault: leave it unrecorded (resume redoes it) and stop.
-                    return Err(e);
-                }
-                let record = writer
-                    .lock()
-                    .map_err(|_| io::Error::other("bundle writer poisoned"))?
-                    .record_run(run, &outcome, plan.output_format)?;
-                Ok((record, run_dir))
-            })();
-            match result {
-                Ok((record, run_dir)) => {
+            match execute_one(plan, run, writer, executor, cancel, progress, true) {
+                Ok(None) => return,
+                Ok(Some((record, run_dir))) => {
                     let n = done.fetch_add(1, Ordering::SeqCst) + 1;
                     let failure = RunFailure::read(&record, &run_dir, progress::FAILURE_TAIL_LINES);
                     progress.run_finished(run, &record, failure.as_ref(), n, total);

@@ -12,7 +12,7 @@ use crate::bundle::{BundleInfo, BundleStatus, BundleWriter, Outcome, files};
 use crate::digest::sha256_bytes;
 use crate::exec::{CancelFlag, Executor};
 use crate::exit_codes;
-use crate::manifest::{Diagnostics, Manifest};
+use crate::manifest::{Diagnostics, ExecutorKind, Manifest};
 use crate::plan::{self, Plan, PlanContext};
 use crate::timestamp::rfc3339;
 
@@ -30,6 +30,8 @@ pub struct RunOptions {
     pub parent: Option<String>,
     /// Notes recorded in bundle.json.
     pub notes: Vec<String>,
+    /// Slurm executor: submit and return at once, without waiting (`run --detach`).
+    pub detach: bool,
 }
 
 /// Why a session did not produce a bundle.
@@ -111,7 +113,7 @@ impl SessionError {
 /// Marks the bundle of `writer` `failed` after the write error `source` and builds the error
 /// saying so; when even that write fails, the writer is dropped (its lock released, so the bundle
 /// shows as abandoned) and the error says that instead.
-fn failed_bundle(mut writer: BundleWriter, source: std::io::Error) -> SessionError {
+pub(crate) fn failed_bundle(mut writer: BundleWriter, source: std::io::Error) -> SessionError {
     let bundle = writer.dir().to_path_buf();
     let left = match writer.finish(BundleStatus::Failed, SystemTime::now()) {
         Ok(()) => BundleLeft::MarkedFailed {
@@ -143,6 +145,8 @@ pub struct SessionReport {
     pub exit_code: i32,
     /// The runs of this session that are not ok (the first few with reason and stderr tail).
     pub failures: progress::Failures,
+    /// Slurm executor: the job ids of the arrays submitted by this session, in order.
+    pub slurm_jobs: Vec<u64>,
 }
 
 /// Plan context for a bundle folder: the running binary, the allowed CPUs, a fresh fallback seed,
@@ -172,7 +176,13 @@ pub fn plan_context(bundle: &Path) -> Result<PlanContext, SessionError> {
 /// [`SessionError::Plan`] with every problem located at its manifest key: CPUs outside the
 /// allowed set first, then the expansion's problems.
 pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, SessionError> {
-    let mut errors = super::preflight::cpus_outside_allowed_set(manifest, &ctx.allowed_cpus);
+    let mut errors = if manifest.executor.kind == ExecutorKind::Slurm {
+        // The CPUs are decided on the node (DESIGN 8): no host check here; a fixed list (possible
+        // when `run --executor slurm` overrides a local manifest) is an error.
+        super::slurm::fixed_cpus_problem(manifest).into_iter().collect()
+    } else {
+        super::preflight::cpus_outside_allowed_set(manifest, &ctx.allowed_cpus)
+    };
     match plan::expand(manifest, ctx) {
         Ok(plan) if errors.is_empty() => return Ok(plan),
         Ok(_) => {}
@@ -206,6 +216,12 @@ pub fn run_manifest(
     let ctx = plan_context(&dir)?;
     let mut plan = expand(manifest, &ctx)?;
     super::preflight::check(&plan, &results_dir).map_err(SessionError::Preflight)?;
+    let slurm = match manifest.executor.kind {
+        ExecutorKind::Slurm => {
+            Some(super::slurm::preflight(&results_dir, opts.quiet).map_err(SessionError::Preflight)?)
+        }
+        ExecutorKind::Local => None,
+    };
 
     // Earlier bundles and the one being written live under results/: leave them out of the
     // working-tree record, or every run would record its own output as drift.
@@ -231,6 +247,14 @@ pub fn run_manifest(
         runner_pid: std::process::id(),
         seed: plan.seed,
         notes: opts.notes.clone(),
+        executor: Some(
+            match manifest.executor.kind {
+                ExecutorKind::Local => "local",
+                ExecutorKind::Slurm => "slurm",
+            }
+            .to_string(),
+        ),
+        slurm: None,
     };
     // The first files are written into a hidden staging folder that is renamed into place when
     // complete: a runner killed during the setup leaves no bundle that cannot be read. Two runners
@@ -290,7 +314,18 @@ pub fn run_manifest(
         before: &before,
         quiet: opts.quiet,
     };
-    execute_and_finish(&plan, &all, writer, executor, cancel, &finish)
+    match slurm {
+        Some(cluster) => {
+            let submit = super::slurm::Submit {
+                cluster: &cluster,
+                config: &manifest.executor.slurm,
+                cpus_per_task: manifest.isolation.cpus_per_run,
+                detach: opts.detach,
+            };
+            super::slurm::submit_and_wait(&plan, &all, writer, &submit, cancel, &finish)
+        }
+        None => execute_and_finish(&plan, &all, writer, executor, cancel, &finish),
+    }
 }
 
 /// What [`execute_and_finish`] needs besides the plan: which folder to leave out of the
@@ -334,12 +369,7 @@ pub fn execute_and_finish(
     let end = super::execute(plan, indices, &writer, executor, cancel, &progress);
     progress.finish();
     let failures = progress.into_failures();
-    let result = end.and_then(|end| {
-        let after = crate::provenance::capture_excluding(&plan.repo_start, &[finish.results_dir]);
-        let drift = crate::bundle::write::write_provenance_after(&dir, finish.before, &after)?;
-        Ok((end, drift))
-    });
-    let mut writer = match writer.into_inner() {
+    let writer = match writer.into_inner() {
         Ok(w) => w,
         // A job thread panicked while holding the writer: its lock goes with the process.
         Err(poisoned) => {
@@ -349,6 +379,32 @@ pub fn execute_and_finish(
             ));
         }
     };
+    finish_session(plan, writer, end, cancel, finish, Vec::new(), failures)
+}
+
+/// Ends a session whose runs were executed (`end`) into the bundle `writer` holds: the after-run
+/// provenance check (drift, from `plan.repo_start`), the final status, the counts and the exit code
+/// (DESIGN 6). Shared by the local and the Slurm executor; `slurm_jobs` and `failures` (the runs that
+/// are not ok, for the closing list) go into the report.
+///
+/// # Errors
+/// [`SessionError::Bundle`] when `end` is an error or the bundle cannot be written; the bundle is
+/// then marked `failed`.
+pub fn finish_session(
+    plan: &Plan,
+    mut writer: BundleWriter,
+    end: std::io::Result<SessionEnd>,
+    cancel: &CancelFlag,
+    finish: &Finish<'_>,
+    slurm_jobs: Vec<u64>,
+    failures: progress::Failures,
+) -> Result<SessionReport, SessionError> {
+    let dir = writer.dir().to_path_buf();
+    let result = end.and_then(|end| {
+        let after = crate::provenance::capture_excluding(&plan.repo_start, &[finish.results_dir]);
+        let drift = crate::bundle::write::write_provenance_after(&dir, finish.before, &after)?;
+        Ok((end, drift))
+    });
     let (end, drift) = match result {
         Ok(r) => r,
         Err(source) => return Err(failed_bundle(writer, source)),
@@ -376,6 +432,7 @@ pub fn execute_and_finish(
         drift,
         exit_code,
         failures,
+        slurm_jobs,
     })
 }
 

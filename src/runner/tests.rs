@@ -90,6 +90,8 @@ fn setup(jobs: u32) -> (Plan, tempfile::TempDir, Mutex<BundleWriter>) {
         runner_pid: 0,
         seed: None,
         notes: vec![],
+        executor: None,
+        slurm: None,
     };
     let writer = Mutex::new(BundleWriter::create(&bundle, info).unwrap());
     (plan, dir, writer)

@@ -8,8 +8,9 @@ use clap::CommandFactory;
 
 use crate::support::{code, hwr, package_root, stderr};
 
-/// The subcommands DESIGN.md names plus the two that print this documentation.
-const SUBCOMMANDS: [&str; 13] = [
+/// The subcommands DESIGN.md names plus the two that print this documentation (hidden ones, such
+/// as the Slurm task's `slurm-task`, are left out of completions and man pages alike).
+const SUBCOMMANDS: [&str; 15] = [
     "run",
     "check",
     "plan",
@@ -21,6 +22,8 @@ const SUBCOMMANDS: [&str; 13] = [
     "verify",
     "rerun",
     "resume",
+    "wait",
+    "cancel",
     "completions",
     "man",
 ];
@@ -29,6 +32,7 @@ const SUBCOMMANDS: [&str; 13] = [
 fn clap_subcommands() -> Vec<String> {
     hwr_exp::cli::Cli::command()
         .get_subcommands()
+        .filter(|s| !s.is_hide_set())
         .map(|s| s.get_name().to_string())
         .collect()
 }

@@ -69,6 +69,7 @@ mod run_e2e;
 mod runner_faults;
 mod schema_validation;
 mod slurm_cluster;
+mod slurm_e2e;
 mod smaps_rollup;
 
 /// `tests/` holds one test crate (this one) and data; a stray `tests/*.rs` would be a second

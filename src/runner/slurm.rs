@@ -1,0 +1,629 @@
+//! The Slurm executor's session (DESIGN 8): preflight against the cluster, submission of the plan's
+//! runs as chained job arrays, waiting for their run.json files while watching `squeue`, and the
+//! one-run path an array task takes on its node.
+//!
+//! - [`preflight`]: `scontrol ping`, `MaxArraySize` from `scontrol show config`, and a warning when
+//!   the results folder or the binary is on a node-local file system (`statfs`).
+//! - [`submit_and_wait`]: after the bundle was created on the submitting host (by
+//!   [`super::session::run_manifest`], provenance included), [`submit`] writes one batch script per
+//!   array into `slurm/` and submits it, recording each job id in bundle.json at once; then
+//!   [`wait`] and [`super::session::finish_session`] as for the local executor.
+//! - [`run_task`]: what `hwr-exp slurm-task BUNDLE INDEX` does on the node: one planned run with
+//!   the local executor ([`super::execute_one`]) inside the task's CPU allocation
+//!   (`sched_getaffinity`), its folder and run.json written without the bundle's lock.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::bundle::reason::RunFailure;
+use crate::bundle::write::{NodeIds, TaskRunWriter};
+use crate::bundle::{BundleWriter, RunRecord, SlurmTaskIds, files};
+use crate::exec::{CancelFlag, Executor};
+use crate::manifest::{CpuSelection, Manifest, SlurmConfig};
+use crate::plan::{Plan, PlanError};
+use crate::slurm::{ArrayLimits, CancelTarget, ScriptSpec, SlurmClient, SubmittedArray, TaskMap, script};
+
+use super::progress::FAILURE_TAIL_LINES;
+use super::session::{Finish, SessionError, SessionReport, finish_session};
+use super::{Progress, SessionEnd};
+
+/// How often [`wait`] looks for run.json files and asks `squeue`.
+pub const POLL: Duration = Duration::from_millis(250);
+
+/// How long a task may be gone from the queue without a visible run.json before it is `lost`, on
+/// a shared file system: NFS caches attributes, so a fresh run.json may show up late on the
+/// submitting host. On a local file system the queue is read before the files, so a finished
+/// task's run.json is already visible and no grace is needed.
+pub const SHARED_FS_LOST_GRACE: Duration = Duration::from_secs(30);
+
+/// How long a cancelled waiter waits for `squeue` to show no active task of its arrays.
+pub const CANCEL_WAIT: Duration = Duration::from_secs(30);
+
+/// The cluster as the preflight found it.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    /// The client (Slurm's commands from `PATH`, the cluster from `SLURM_CONF`).
+    pub client: SlurmClient,
+    /// `MaxArraySize` and `max_array_tasks`.
+    pub limits: ArrayLimits,
+    /// Whether the results folder is on a file system the nodes may share (`statfs`).
+    pub shared_fs: bool,
+}
+
+/// The fixed-CPU-list problem of a manifest run with the Slurm executor (DESIGN 3: `cpus` must be
+/// `"auto"`, the task's allocation), located at `isolation.cpus`; `None` for `"auto"`.
+pub fn fixed_cpus_problem(manifest: &Manifest) -> Option<PlanError> {
+    match manifest.isolation.cpus {
+        CpuSelection::Auto => None,
+        CpuSelection::List(_) => Some(PlanError {
+            key: "isolation.cpus".into(),
+            message: "a fixed CPU list cannot be used with the slurm executor: each task runs on the CPUs Slurm allocates".into(),
+            help: Some("write cpus = \"auto\" and set cpus-per-run (it becomes --cpus-per-task)".into()),
+        }),
+    }
+}
+
+/// `statfs` magic numbers (`f_type`) of file systems that several hosts mount: NFS, Lustre, GPFS,
+/// BeeGFS, CephFS, CIFS, SMB2, AFS, GlusterFS/other FUSE.
+const SHARED_FS_MAGIC: &[u32] = &[
+    0x6969,
+    0x0BD0_0BD0,
+    0x4750_4653,
+    0x1983_0326,
+    0x00C3_6400,
+    0xFF53_4D42,
+    0xFE53_4D42,
+    0x5346_414F,
+    0x6573_5546,
+];
+
+/// Whether `path` (or its nearest existing ancestor) is on a file system other hosts may mount,
+/// judged by `statfs(2)` `f_type` against [`SHARED_FS_MAGIC`]; `None` when statfs fails.
+pub fn on_shared_fs(path: &Path) -> Option<bool> {
+    let mut probe = path.to_path_buf();
+    while !probe.exists() {
+        probe = probe.parent()?.to_path_buf();
+    }
+    let stat = rustix::fs::statfs(&probe).ok()?;
+    // f_type is a signed or unsigned word depending on the architecture; magics are 32-bit.
+    #[allow(clippy::unnecessary_cast)]
+    let magic = (stat.f_type as i64 as u64 & 0xFFFF_FFFF) as u32;
+    Some(SHARED_FS_MAGIC.contains(&magic))
+}
+
+/// The Slurm preflight (before a bundle exists): the controller answers `scontrol ping`, the array
+/// limits are read from `scontrol show config`. Prints a warning (unless `quiet`) when the results
+/// folder or the hwr-exp binary is on a node-local file system: tasks on other nodes could not
+/// reach them (one-node clusters are fine, so this is no error).
+///
+/// # Errors
+/// One message per problem (exit 3 through [`SessionError::Preflight`]).
+pub fn preflight(results_dir: &Path, quiet: bool) -> Result<Cluster, Vec<String>> {
+    let client = SlurmClient::new();
+    client
+        .ping()
+        .map_err(|e| vec![format!("slurm executor: the cluster does not answer: {e}")])?;
+    let limits = client
+        .array_limits()
+        .map_err(|e| vec![format!("slurm executor: {e}")])?;
+    let shared_fs = on_shared_fs(results_dir).unwrap_or(false);
+    if !quiet {
+        let exe = std::env::current_exe().ok();
+        for (what, path) in [
+            ("results folder", Some(results_dir.to_path_buf())),
+            ("hwr-exp binary", exe),
+        ] {
+            if let Some(p) = path
+                && on_shared_fs(&p) == Some(false)
+            {
+                super::progress::say(format_args!(
+                    "warning: the {what} {} is on a local file system; tasks on other nodes cannot reach it (fine on a one-node cluster)",
+                    p.display()
+                ));
+            }
+        }
+    }
+    Ok(Cluster {
+        client,
+        limits,
+        shared_fs,
+    })
+}
+
+/// What [`submit`] needs besides the plan.
+#[derive(Debug, Clone, Copy)]
+pub struct Submit<'a> {
+    /// The cluster from [`preflight`].
+    pub cluster: &'a Cluster,
+    /// `[executor]` slurm keys.
+    pub config: &'a SlurmConfig,
+    /// `cpus-per-run`, `--cpus-per-task`.
+    pub cpus_per_task: usize,
+    /// Return after submitting (`run --detach`).
+    pub detach: bool,
+}
+
+/// The batch scripts of runs `indices` of `plan` for the bundle folder `bundle`: one
+/// [`ScriptSpec`] per array of [`crate::slurm::split`] (throttle `jobs`), not yet chained
+/// (`after` is set at submission, when the previous array's id is known).
+///
+/// # Errors
+/// A message when the cluster's limits allow no array, or the binary's path is unknown.
+pub fn script_specs(
+    plan: &Plan,
+    indices: &[usize],
+    config: &SlurmConfig,
+    cpus_per_task: usize,
+    limits: ArrayLimits,
+    bundle: &Path,
+) -> Result<Vec<ScriptSpec>, String> {
+    let chunks = crate::slurm::split(indices, limits).map_err(|e| e.to_string())?;
+    let binary =
+        std::env::current_exe().map_err(|e| format!("cannot find the hwr-exp binary's path: {e}"))?;
+    Ok(chunks
+        .iter()
+        .map(|chunk| ScriptSpec {
+            job_name: script::job_name(&plan.experiment),
+            partition: config.partition.clone(),
+            account: config.account.clone(),
+            qos: config.qos.clone(),
+            time_limit: script::time_limit(plan.timeout, plan.grace, config.time_margin),
+            cpus_per_task: cpus_per_task.max(1),
+            array: chunk.spec(Some(plan.jobs.max(1))),
+            offset: chunk.offset,
+            after: None,
+            extra_args: config.sbatch_args.clone(),
+            binary: binary.clone(),
+            bundle: bundle.to_path_buf(),
+        })
+        .collect())
+}
+
+/// Submits runs `indices` of `plan` into the bundle `writer` holds: for each array, its script
+/// `slurm/array-<n>.sbatch` (numbered after the arrays already recorded), `sbatch`, and the job id
+/// appended to bundle.json at once. Arrays are chained (`--dependency=afterany:<previous>`) so
+/// that `jobs` bounds the running tasks across all of them. When a submission fails, the arrays
+/// already submitted are cancelled.
+///
+/// # Errors
+/// A message naming the failed step (script, sbatch with its stderr, bundle.json).
+pub fn submit(
+    plan: &Plan,
+    indices: &[usize],
+    writer: &mut BundleWriter,
+    submit: &Submit<'_>,
+) -> Result<Vec<SubmittedArray>, String> {
+    let specs = script_specs(
+        plan,
+        indices,
+        submit.config,
+        submit.cpus_per_task,
+        submit.cluster.limits,
+        writer.dir(),
+    )?;
+    let first = writer.info().slurm.as_ref().map_or(0, |s| s.arrays.len());
+    let mut done: Vec<SubmittedArray> = Vec::new();
+    let result = (|| -> Result<(), String> {
+        for (k, mut spec) in specs.into_iter().enumerate() {
+            spec.after = done.last().map(|a| a.job_id);
+            let text = spec.render().map_err(|e| e.to_string())?;
+            let name = format!("array-{}.sbatch", first + k);
+            let path = writer
+                .write_slurm_script(&name, &text)
+                .map_err(|e| format!("writing {}/{name}: {e}", files::SLURM))?;
+            let submission = submit
+                .cluster
+                .client
+                .submit_script(&path)
+                .map_err(|e| e.to_string())?;
+            let array = SubmittedArray {
+                job_id: submission.job_id,
+                offset: spec.offset,
+                array: spec.array.to_string(),
+                script: format!("{}/{name}", files::SLURM),
+            };
+            done.push(array.clone());
+            writer
+                .add_slurm_array(array)
+                .map_err(|e| format!("recording job {} in bundle.json: {e}", submission.job_id))?;
+        }
+        Ok(())
+    })();
+    match result {
+        Ok(()) => Ok(done),
+        Err(e) => {
+            let targets: Vec<CancelTarget> = done.iter().map(|a| CancelTarget::Job(a.job_id)).collect();
+            let _ = submit.cluster.client.cancel(&targets);
+            Err(e)
+        }
+    }
+}
+
+/// Submits runs `indices` (see [`submit`]), then, unless `submit.detach`, waits for them
+/// ([`wait`]) and finishes the session as the local executor does (provenance after, counts,
+/// status, exit code). Detached, the bundle stays `running` without a lock holder and the report
+/// says so (exit 0).
+///
+/// # Errors
+/// [`SessionError::Preflight`] when nothing could be submitted (exit 3; the bundle is marked
+/// `failed`); [`SessionError::Bundle`] when writing the bundle fails.
+pub fn submit_and_wait(
+    plan: &Plan,
+    indices: &[usize],
+    mut writer: BundleWriter,
+    params: &Submit<'_>,
+    cancel: &CancelFlag,
+    finish: &Finish<'_>,
+) -> Result<SessionReport, SessionError> {
+    if !finish.quiet {
+        // Said before submitting, so the bundle can be found even if this process is killed.
+        super::progress::say(format_args!(
+            "submitting {} runs into {}",
+            indices.len(),
+            writer.dir().display()
+        ));
+    }
+    let arrays = match submit(plan, indices, &mut writer, params) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = writer.finish(crate::bundle::BundleStatus::Failed, SystemTime::now());
+            return Err(SessionError::Preflight(vec![format!(
+                "submitting to slurm ({}): {e}",
+                writer.dir().display()
+            )]));
+        }
+    };
+    let jobs: Vec<u64> = arrays.iter().map(|a| a.job_id).collect();
+    if params.detach {
+        let report = SessionReport {
+            bundle: writer.dir().to_path_buf(),
+            status: crate::bundle::BundleStatus::Running,
+            counts: BTreeMap::new(),
+            planned: plan.len(),
+            drift: false,
+            exit_code: crate::exit_codes::SUCCESS,
+            failures: Default::default(),
+            slurm_jobs: jobs,
+        };
+        // Dropping the writer releases the lock; `hwr-exp wait` takes it later.
+        drop(writer);
+        return Ok(report);
+    }
+    let all = writer
+        .info()
+        .slurm
+        .as_ref()
+        .map(|s| s.arrays.clone())
+        .unwrap_or_default();
+    wait_and_finish(
+        plan,
+        indices,
+        writer,
+        &params.cluster.client,
+        &all,
+        params.cluster.shared_fs,
+        cancel,
+        finish,
+    )
+}
+
+/// Waits for runs `indices` of the bundle `writer` holds ([`wait`]) with the progress display,
+/// then finishes the session ([`finish_session`]). Shared by `run`, `wait` and `resume`.
+///
+/// # Errors
+/// As [`finish_session`]; a recorded array spec that does not parse is a bundle error.
+#[allow(clippy::too_many_arguments)]
+pub fn wait_and_finish(
+    plan: &Plan,
+    indices: &[usize],
+    mut writer: BundleWriter,
+    client: &SlurmClient,
+    arrays: &[SubmittedArray],
+    shared_fs: bool,
+    cancel: &CancelFlag,
+    finish: &Finish<'_>,
+) -> Result<SessionReport, SessionError> {
+    let jobs: Vec<u64> = arrays.iter().map(|a| a.job_id).collect();
+    let map = match TaskMap::new(arrays) {
+        Ok(map) => map,
+        Err(e) => {
+            let source = io::Error::new(io::ErrorKind::InvalidData, e);
+            return Err(super::session::failed_bundle(writer, source));
+        }
+    };
+    if !finish.quiet {
+        super::progress::say(format_args!(
+            "waiting for {} runs of slurm job(s) {} in {}",
+            indices.len(),
+            jobs.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
+            writer.dir().display()
+        ));
+    }
+    let progress = super::progress::Collect::new(super::progress::for_terminal(finish.quiet, indices.len()));
+    let grace = if shared_fs {
+        SHARED_FS_LOST_GRACE
+    } else {
+        Duration::ZERO
+    };
+    let end = wait(plan, indices, &mut writer, client, &map, grace, cancel, &progress);
+    progress.finish();
+    let failures = progress.into_failures();
+    finish_session(plan, writer, end, cancel, finish, jobs, failures)
+}
+
+/// Waits until every run of `indices` has a run.json, polling every [`POLL`]: first `squeue` for
+/// the tasks of `map` (one snapshot), then each unfinished run's run.json by opening its path (not
+/// by listing a folder: NFS caches listings). A run whose task is gone from the snapshot or in a
+/// finished state, still without run.json `lost_grace` later, is recorded as `lost` with Slurm's
+/// account of the task (`scontrol show job`). Each run.json found is counted in bundle.json.
+///
+/// The cancel flag (Ctrl-C) or the marker `slurm/cancel-requested` (`hwr-exp cancel`) cancels
+/// every array (`scancel`), waits up to [`CANCEL_WAIT`] until none of their tasks is active and
+/// ends [`SessionEnd::Interrupted`]; runs without run.json stay so (`resume` submits them again).
+///
+/// # Errors
+/// I/O errors writing bundle.json or a lost run's run.json.
+#[allow(clippy::too_many_arguments)]
+pub fn wait(
+    plan: &Plan,
+    indices: &[usize],
+    writer: &mut BundleWriter,
+    client: &SlurmClient,
+    map: &TaskMap,
+    lost_grace: Duration,
+    cancel: &CancelFlag,
+    progress: &dyn Progress,
+) -> io::Result<SessionEnd> {
+    let total = indices.len();
+    // run.json path of each pending run, rendered once (a plan renders runs on demand).
+    let mut pending: BTreeMap<usize, PathBuf> = indices
+        .iter()
+        .map(|&i| (i, writer.run_dir(&plan.run(i)).join(files::RUN)))
+        .collect();
+    let mut gone_since: BTreeMap<usize, Instant> = BTreeMap::new();
+    let mut started: BTreeSet<usize> = BTreeSet::new();
+    let mut done = 0usize;
+    let marker = writer.dir().join(files::SLURM).join(files::CANCEL_REQUESTED);
+    let mut warned = false;
+    loop {
+        if cancel.load(Ordering::SeqCst) || marker.exists() {
+            cancel_arrays(client, map);
+            return Ok(SessionEnd::Interrupted);
+        }
+        let snapshot = match client.queue(&map.job_ids()) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                if !warned {
+                    super::progress::say(format_args!("warning: squeue failed, retrying: {e}"));
+                    warned = true;
+                }
+                None
+            }
+        };
+        let mut finished_now = Vec::new();
+        let mut lost_now = Vec::new();
+        for (&i, path) in &pending {
+            if let Ok(record) =
+                crate::bundle::read::read_versioned::<RunRecord>(path, "format", crate::bundle::BUNDLE_FORMAT)
+            {
+                finished_now.push((i, record));
+                continue;
+            }
+            let (Some(snapshot), Some(key)) = (&snapshot, map.task(i)) else {
+                continue;
+            };
+            let entry = snapshot.get(key);
+            if entry.is_some_and(|e| e.state == crate::slurm::TaskState::Running) && started.insert(i) {
+                progress.run_started(&plan.run(i));
+            }
+            if entry.is_some_and(|e| !e.state.is_finished()) {
+                gone_since.remove(&i);
+                continue;
+            }
+            let since = *gone_since.entry(i).or_insert_with(Instant::now);
+            if since.elapsed() < lost_grace {
+                continue;
+            }
+            let job = client.show_task(key).ok().flatten();
+            let reason = match &job {
+                Some(j) => j.describe(),
+                None => match entry {
+                    Some(e) => format!(
+                        "{}{}",
+                        e.state,
+                        e.reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default()
+                    ),
+                    None => {
+                        "no longer known to Slurm (cancelled while pending, or purged after MinJobAge)".into()
+                    }
+                },
+            };
+            let node = job
+                .as_ref()
+                .and_then(|j| j.nodes.clone())
+                .or_else(|| entry.and_then(|e| e.nodes.clone()));
+            let ids = SlurmTaskIds {
+                job_id: job.as_ref().map(|j| j.job_id).or(entry.map(|e| e.job_id)),
+                array_job_id: Some(key.array_job_id),
+                array_task_id: Some(key.task_id),
+            };
+            // Read again: the task may have written run.json since the first look.
+            if path.exists() {
+                continue;
+            }
+            // record_lost counts the run in bundle.json itself.
+            let run = plan.run(i);
+            let record = writer.record_lost(&run, reason, node, ids, SystemTime::now())?;
+            done += 1;
+            let failure = RunFailure::read(&record, &writer.run_dir(&run), FAILURE_TAIL_LINES);
+            progress.run_finished(&run, &record, failure.as_ref(), done, total);
+            lost_now.push(i);
+        }
+        for i in lost_now {
+            pending.remove(&i);
+            gone_since.remove(&i);
+        }
+        for (i, record) in finished_now {
+            pending.remove(&i);
+            gone_since.remove(&i);
+            writer.count_run(&record)?;
+            done += 1;
+            let run = plan.run(i);
+            let failure = RunFailure::read(&record, &writer.run_dir(&run), FAILURE_TAIL_LINES);
+            progress.run_finished(&run, &record, failure.as_ref(), done, total);
+        }
+        if pending.is_empty() {
+            return Ok(SessionEnd::Complete);
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Cancels every array of `map` and waits up to [`CANCEL_WAIT`] until `squeue` shows none of their
+/// tasks active (a cancelled task is gone once its processes are).
+pub fn cancel_arrays(client: &SlurmClient, map: &TaskMap) {
+    let targets: Vec<CancelTarget> = map.job_ids().into_iter().map(CancelTarget::Job).collect();
+    if let Err(e) = client.cancel(&targets) {
+        super::progress::say(format_args!("warning: {e}"));
+    }
+    let until = Instant::now() + CANCEL_WAIT;
+    while Instant::now() < until {
+        match client.queue(&map.job_ids()) {
+            Ok(s) if !s.any_active() => return,
+            Err(_) => return,
+            Ok(_) => std::thread::sleep(POLL),
+        }
+    }
+}
+
+/// The node's hostname (`uname` nodename).
+pub fn hostname() -> String {
+    rustix::system::uname().nodename().to_string_lossy().into_owned()
+}
+
+/// The Slurm ids of the task this process runs in, from `SLURM_JOB_ID`, `SLURM_ARRAY_JOB_ID` and
+/// `SLURM_ARRAY_TASK_ID` (each `None` when unset or not a number).
+pub fn task_ids_from_env() -> SlurmTaskIds {
+    fn var<T: std::str::FromStr>(name: &str) -> Option<T> {
+        std::env::var(name).ok()?.trim().parse().ok()
+    }
+    SlurmTaskIds {
+        job_id: var("SLURM_JOB_ID"),
+        array_job_id: var("SLURM_ARRAY_JOB_ID"),
+        array_task_id: var("SLURM_ARRAY_TASK_ID"),
+    }
+}
+
+/// How a task ended ([`run_task`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskEnd {
+    /// The run executed and its run.json was written (whatever the run's own outcome).
+    Recorded(Box<RunRecord>),
+    /// run.json was already there (the task ran before): nothing was done.
+    AlreadyFinished,
+    /// The task was stopped (SIGTERM from `scancel` or Slurm's time limit) before the run finished:
+    /// no run.json, so the waiter records the run as `lost`.
+    Stopped,
+}
+
+/// One planned run of a bundle on the node, as `hwr-exp slurm-task BUNDLE INDEX` does: writes the
+/// node's host facts once (`hosts/<hostname>.json`), pins the run to the CPUs of the task's
+/// allocation (`sched_getaffinity` of this process: what Slurm gave the task), runs it with
+/// `executor` ([`super::execute_one`]: timeout, sampling as locally) and writes its folder and
+/// run.json with `hostname` and the Slurm ids. Takes no lock: the submitting or waiting hwr-exp
+/// holds it.
+///
+/// # Errors
+/// I/O errors writing the run's files, or a CPU set that cannot be read.
+pub fn run_task(
+    plan: &Plan,
+    index: usize,
+    bundle: &Path,
+    executor: &dyn Executor,
+    cancel: &CancelFlag,
+) -> io::Result<TaskEnd> {
+    let host = hostname();
+    let writer = TaskRunWriter::new(
+        bundle,
+        NodeIds {
+            hostname: Some(host.clone()),
+            slurm: Some(task_ids_from_env()),
+        },
+    );
+    let mut run = plan.run(index);
+    if writer.finished(&run) {
+        return Ok(TaskEnd::AlreadyFinished);
+    }
+    writer.write_node_host(&host, crate::provenance::host::collect)?;
+    run.cpus =
+        crate::cpus::allowed_cpus().map_err(|e| io::Error::other(format!("sched_getaffinity: {e}")))?;
+    let quiet = super::progress::Quiet;
+    match super::execute_one(plan, &run, &writer, executor, cancel, &quiet, false)? {
+        Some((record, _)) => Ok(TaskEnd::Recorded(Box::new(record))),
+        None => Ok(TaskEnd::Stopped),
+    }
+}
+
+/// `hwr-exp plan --format sbatch`: the batch scripts `run` would submit for `manifest` (whose
+/// executor the caller set to slurm) into a new bundle under `results_dir`, each headed by a
+/// comment line naming its file in the bundle. The cluster's array limits are used when it
+/// answers; otherwise one array is assumed and a comment says so. Nothing is submitted or written.
+///
+/// # Errors
+/// [`SessionError::Plan`] for manifest problems; [`SessionError::Environment`] when a script
+/// cannot be rendered.
+pub fn plan_scripts(manifest: &Manifest, results_dir: &Path) -> Result<String, SessionError> {
+    let results_dir = std::path::absolute(results_dir).unwrap_or_else(|_| results_dir.to_path_buf());
+    let dir = crate::bundle::write::bundle_path(&results_dir, &manifest.experiment.name, SystemTime::now());
+    let ctx = super::session::plan_context(&dir)?;
+    let plan = super::session::expand(manifest, &ctx)?;
+    let client = SlurmClient::new();
+    let (limits, note) = match client.ping().and_then(|()| client.array_limits()) {
+        Ok(l) => (l, None),
+        Err(e) => (
+            ArrayLimits {
+                max_array_size: u32::MAX,
+                max_array_tasks: None,
+            },
+            Some(format!(
+                "# note: no Slurm cluster answered ({}); one array assumed, `run` splits by the cluster's MaxArraySize",
+                e.to_string().lines().next().unwrap_or_default()
+            )),
+        ),
+    };
+    let all: Vec<usize> = (0..plan.len()).collect();
+    let specs = script_specs(
+        &plan,
+        &all,
+        &manifest.executor.slurm,
+        manifest.isolation.cpus_per_run,
+        limits,
+        &dir,
+    )
+    .map_err(SessionError::Environment)?;
+    let mut out = String::new();
+    if let Some(n) = note {
+        out.push_str(&n);
+        out.push('\n');
+    }
+    for (k, spec) in specs.iter().enumerate() {
+        let chained = if k == 0 {
+            String::new()
+        } else {
+            format!(
+                "; submitted with --dependency=afterany:<job id of array-{}>",
+                k - 1
+            )
+        };
+        out.push_str(&format!("# ---- {}/array-{k}.sbatch{chained}\n", files::SLURM));
+        out.push_str(
+            &spec
+                .render()
+                .map_err(|e| SessionError::Environment(e.to_string()))?,
+        );
+    }
+    Ok(out)
+}
