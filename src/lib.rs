@@ -6,6 +6,7 @@
 pub mod archive;
 pub mod bundle;
 pub mod cli;
+pub mod digest;
 pub mod exec;
 pub mod exit_codes;
 pub mod manifest;

@@ -179,7 +179,7 @@ fn dirty_tree_is_listed_and_patch_rebuilds_it_byte_for_byte() {
 
     let bundle = tmp.path().join("bundle");
     std::fs::create_dir(&bundle).unwrap();
-    snap.write_files(&bundle).unwrap();
+    hwr_exp::bundle::write::write_provenance(&bundle, &snap).unwrap();
 
     let revision = std::fs::read_to_string(bundle.join("revision.txt")).unwrap();
     assert_eq!(revision, format!("{head}\n"));
@@ -266,7 +266,7 @@ fn clean_repository_has_empty_patch() {
     assert!(snap.status().is_empty());
     assert!(snap.errors().is_empty(), "{:?}", snap.errors());
     let bundle = tempfile::tempdir().unwrap();
-    snap.write_files(bundle.path()).unwrap();
+    hwr_exp::bundle::write::write_provenance(bundle.path(), &snap).unwrap();
     assert_eq!(
         std::fs::read(bundle.path().join("working-tree.patch")).unwrap(),
         b""
@@ -298,7 +298,7 @@ fn no_repository_is_recorded_not_fatal() {
     assert_eq!(snap.repo_root(), None);
     assert!(!snap.dirty());
     let bundle = tempfile::tempdir().unwrap();
-    snap.write_files(bundle.path()).unwrap();
+    hwr_exp::bundle::write::write_provenance(bundle.path(), &snap).unwrap();
     let revision = std::fs::read_to_string(bundle.path().join("revision.txt")).unwrap();
     assert_eq!(
         revision,
@@ -331,7 +331,7 @@ fn unborn_head_records_branch_and_patch_adds_files() {
     assert_eq!(snap.status()[0].code, "??");
     let bundle = tmp.path().join("bundle");
     std::fs::create_dir(&bundle).unwrap();
-    snap.write_files(&bundle).unwrap();
+    hwr_exp::bundle::write::write_provenance(&bundle, &snap).unwrap();
     assert_eq!(
         std::fs::read_to_string(bundle.join("revision.txt")).unwrap(),
         "unborn HEAD: no commits yet on main\n"
@@ -373,7 +373,7 @@ fn detached_head_has_no_branch() {
     assert!(snap.detached());
     assert!(!snap.dirty());
     let bundle = tempfile::tempdir().unwrap();
-    snap.write_files(bundle.path()).unwrap();
+    hwr_exp::bundle::write::write_provenance(bundle.path(), &snap).unwrap();
     let doc = read_json(&bundle.path().join("provenance.json"));
     assert_eq!(doc["branch"], Value::Null);
     assert_eq!(doc["detached"], true);
@@ -396,9 +396,9 @@ fn drift_is_detected_between_captures() {
 
     // Unchanged: no drift.
     let before = provenance::capture(&repo);
-    before.write_files(&bundle).unwrap();
+    hwr_exp::bundle::write::write_provenance(&bundle, &before).unwrap();
     let again = provenance::capture(&repo);
-    assert!(!provenance::record_after(&bundle, &before, &again).unwrap());
+    assert!(!hwr_exp::bundle::write::write_provenance_after(&bundle, &before, &again).unwrap());
     let doc = read_json(&bundle.join("provenance.json"));
     assert_eq!(doc["drift"], false);
     assert_eq!(doc["after"]["patch-sha256"], doc["patch-sha256"]);
@@ -407,7 +407,7 @@ fn drift_is_detected_between_captures() {
     // An untracked file's content changes (same status letters): drift.
     write(&repo, "notes.txt", b"edited during the run\n");
     let after = provenance::capture(&repo);
-    assert!(provenance::record_after(&bundle, &before, &after).unwrap());
+    assert!(hwr_exp::bundle::write::write_provenance_after(&bundle, &before, &after).unwrap());
     let doc = read_json(&bundle.join("provenance.json"));
     assert_eq!(doc["drift"], true);
     assert_eq!(doc["after"]["changed"], serde_json::json!(["notes.txt"]));
@@ -419,7 +419,7 @@ fn drift_is_detected_between_captures() {
     git(&repo, &["add", "-A"]);
     git(&repo, &["commit", "-q", "-m", "two"]);
     let after = provenance::capture(&repo);
-    assert!(provenance::record_after(&bundle, &before, &after).unwrap());
+    assert!(hwr_exp::bundle::write::write_provenance_after(&bundle, &before, &after).unwrap());
     let doc = read_json(&bundle.join("provenance.json"));
     let new_head = git(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
     assert_eq!(doc["after"]["head"], new_head.as_str());
@@ -485,7 +485,7 @@ fn submodules_are_listed_with_recorded_and_checked_out_commits() {
     assert!(!String::from_utf8_lossy(snap.patch()).contains("Subproject commit"));
 
     let bundle = tempfile::tempdir().unwrap();
-    snap.write_files(bundle.path()).unwrap();
+    hwr_exp::bundle::write::write_provenance(bundle.path(), &snap).unwrap();
     let doc = read_json(&bundle.path().join("provenance.json"));
     assert_eq!(doc["submodules"][0]["path"], "libs/lib");
     assert_eq!(doc["submodules"][0]["recorded-commit"], sub_head.as_str());
@@ -512,7 +512,7 @@ fn host_facts_are_collected() {
     assert_eq!(facts.hwr_exp_version, env!("CARGO_PKG_VERSION"));
 
     let dir = tempfile::tempdir().unwrap();
-    facts.write(dir.path()).unwrap();
+    hwr_exp::bundle::write::write_host(dir.path(), &facts).unwrap();
     let doc = read_json(&dir.path().join("host.json"));
     assert_eq!(doc["format"], 1);
     assert!(doc["logical-cpus"].as_u64().unwrap() > 0);
@@ -603,7 +603,7 @@ fn awkward_changes_replay_too() {
 
     let bundle = tmp.path().join("bundle");
     std::fs::create_dir(&bundle).unwrap();
-    snap.write_files(&bundle).unwrap();
+    hwr_exp::bundle::write::write_provenance(&bundle, &snap).unwrap();
     let clone = tmp.path().join("clone");
     replay(
         &repo,
@@ -639,9 +639,9 @@ fn excluded_results_directory_is_left_out_and_causes_no_drift() {
     // The runner writes its bundle under results/: not drift.
     let bundle = results.join("exp/new-bundle");
     std::fs::create_dir_all(&bundle).unwrap();
-    before.write_files(&bundle).unwrap();
+    hwr_exp::bundle::write::write_provenance(&bundle, &before).unwrap();
     let after = provenance::capture_excluding(&repo, &[&results]);
-    assert!(!provenance::record_after(&bundle, &before, &after).unwrap());
+    assert!(!hwr_exp::bundle::write::write_provenance_after(&bundle, &before, &after).unwrap());
     let doc = read_json(&bundle.join("provenance.json"));
     assert_eq!(doc["excluded"], serde_json::json!(["results"]));
     assert_eq!(doc["drift"], false);
@@ -654,7 +654,7 @@ fn excluded_results_directory_is_left_out_and_causes_no_drift() {
             .iter()
             .any(|l| l.path.starts_with("results/exp/new-bundle/"))
     );
-    assert!(provenance::record_after(&bundle, &before, &plain).unwrap());
+    assert!(hwr_exp::bundle::write::write_provenance_after(&bundle, &before, &plain).unwrap());
 }
 
 fn snapshot_lines(snap: &provenance::Snapshot) -> Vec<String> {
@@ -677,7 +677,7 @@ fn eol_conversion_round_trips_through_git_apply() {
     let snap = provenance::capture(&repo);
     let bundle = tmp.path().join("bundle");
     std::fs::create_dir(&bundle).unwrap();
-    snap.write_files(&bundle).unwrap();
+    hwr_exp::bundle::write::write_provenance(&bundle, &snap).unwrap();
     let clone = tmp.path().join("clone");
     replay(
         &repo,
@@ -699,7 +699,7 @@ fn bare_and_broken_repositories_are_recorded_not_fatal() {
     assert_eq!(snap.reason(), Some("unborn HEAD: no commits yet on main"));
     assert!(snap.errors().iter().any(|e| e.starts_with("bare repository at ")));
     let bundle = tempfile::tempdir().unwrap();
-    snap.write_files(bundle.path()).unwrap();
+    hwr_exp::bundle::write::write_provenance(bundle.path(), &snap).unwrap();
 
     // HEAD pointing at a commit id that does not exist.
     let broken = tmp.path().join("broken");
@@ -721,7 +721,7 @@ fn bare_and_broken_repositories_are_recorded_not_fatal() {
     // No patch against an empty tree pretending every file is new.
     assert!(snap.patch().is_empty());
     assert!(snap.errors().iter().any(|e| e.contains("no working-tree.patch")));
-    snap.write_files(bundle.path()).unwrap();
+    hwr_exp::bundle::write::write_provenance(bundle.path(), &snap).unwrap();
     assert_eq!(
         std::fs::read_to_string(bundle.path().join("revision.txt")).unwrap(),
         format!("{reason}\n")

@@ -7,12 +7,13 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 use super::format::*;
 use crate::exec::{RunOutcome, Termination};
 use crate::manifest::OutputFormat;
 use crate::plan::PlannedRun;
+use crate::provenance::host::HostFacts;
+use crate::provenance::{ProvenanceDoc, Snapshot};
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same folder, then a rename.
 /// A reader sees the old file or the new one, never a partial one.
@@ -55,32 +56,7 @@ pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> io::Result<()>
     write_atomic(path, &bytes)
 }
 
-/// sha256 of a file's bytes as lowercase hex, read in 64 KiB blocks.
-///
-/// # Errors
-/// I/O errors opening or reading the file.
-pub fn sha256_file(path: &Path) -> io::Result<String> {
-    let mut file = fs::File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex(&hasher.finalize()))
-}
-
-/// sha256 of bytes as lowercase hex.
-pub fn sha256_bytes(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use crate::digest::{sha256_bytes, sha256_file};
 
 /// RFC 3339 UTC text of a time, e.g. `2026-11-30T01:02:03.456Z`.
 pub fn rfc3339(t: SystemTime) -> String {
@@ -97,6 +73,57 @@ pub fn bundle_path(results_dir: &Path, experiment: &str, now: SystemTime) -> Pat
     results_dir
         .join(experiment)
         .join(format!("{stamp}-{:04x}", fastrand::u16(..)))
+}
+
+/// Writes the provenance files of a capture into the bundle folder `dir`: `revision.txt`,
+/// `working-tree.txt`, `working-tree.patch` and `provenance.json` (without the after-run check),
+/// each atomically.
+///
+/// # Errors
+/// I/O errors creating, writing or renaming the files.
+pub fn write_provenance(dir: &Path, before: &Snapshot) -> io::Result<()> {
+    write_atomic_synced(dir, files::REVISION, before.revision_text().as_bytes())?;
+    write_atomic_synced(dir, files::WORKING_TREE, before.working_tree_text().as_bytes())?;
+    write_atomic_synced(dir, files::PATCH, before.patch())?;
+    write_json_synced(dir, files::PROVENANCE, &ProvenanceDoc::before_run(before))
+}
+
+/// Rewrites `provenance.json` in the bundle folder `dir` with `before`, the after-run check from
+/// `after` and `drift` ([`ProvenanceDoc::after_run`]). Returns `drift`.
+///
+/// # Errors
+/// I/O errors writing the file.
+pub fn write_provenance_after(dir: &Path, before: &Snapshot, after: &Snapshot) -> io::Result<bool> {
+    let doc = ProvenanceDoc::after_run(before, after);
+    write_json_synced(dir, files::PROVENANCE, &doc)?;
+    Ok(doc.drift == Some(true))
+}
+
+/// Writes `host.json` (pretty JSON, trailing newline) into the bundle folder `dir` atomically.
+///
+/// # Errors
+/// I/O errors creating, writing or renaming the file.
+pub fn write_host(dir: &Path, host: &HostFacts) -> io::Result<()> {
+    write_json_synced(dir, files::HOST, host)
+}
+
+fn write_json_synced<T: Serialize>(dir: &Path, name: &str, value: &T) -> io::Result<()> {
+    let mut json = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
+    json.push(b'\n');
+    write_atomic_synced(dir, name, &json)
+}
+
+/// Writes `dir/name` atomically: a temporary file in `dir` is written, flushed, made readable
+/// (mode 0644) and renamed over the target.
+fn write_atomic_synced(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    tmp.persist(dir.join(name)).map_err(|e| e.error)?;
+    Ok(())
 }
 
 /// Checks a run's stdout file: for JSON, exactly one JSON document (streamed, never loaded whole);

@@ -5,8 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::io;
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -84,19 +82,6 @@ pub fn collect() -> HostFacts {
         glibc_version: glibc_version(),
         env: runner_env(std::env::vars_os()),
         hwr_exp_version: env!("CARGO_PKG_VERSION").to_owned(),
-    }
-}
-
-impl HostFacts {
-    /// Writes `host.json` (pretty JSON, trailing newline) into `bundle_dir` atomically: a temporary
-    /// file in the same directory is written, then renamed over `host.json`.
-    ///
-    /// # Errors
-    /// I/O errors creating, writing or renaming the file.
-    pub fn write(&self, bundle_dir: &Path) -> io::Result<()> {
-        let mut json = serde_json::to_vec_pretty(self).map_err(io::Error::other)?;
-        json.push(b'\n');
-        super::write_atomic(bundle_dir, "host.json", &json)
     }
 }
 

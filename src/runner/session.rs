@@ -185,8 +185,8 @@ pub fn run_manifest(
     let files = (|| -> std::io::Result<()> {
         writer.write_file(files::MANIFEST, manifest.source.as_bytes())?;
         writer.write_streamed(files::PLAN, |out| plan.write_json(manifest, out))?;
-        host.write(writer.dir())?;
-        before.write_files(writer.dir())
+        crate::bundle::write::write_host(writer.dir(), &host)?;
+        crate::bundle::write::write_provenance(writer.dir(), &before)
     })();
     if let Err(source) = files {
         let mut writer = writer;
@@ -255,7 +255,7 @@ pub fn execute_and_finish(
     progress.finish();
     let result = end.and_then(|end| {
         let after = crate::provenance::capture_excluding(finish.repo_start, &[finish.results_dir]);
-        let drift = crate::provenance::record_after(&dir, finish.before, &after)?;
+        let drift = crate::bundle::write::write_provenance_after(&dir, finish.before, &after)?;
         Ok((end, drift))
     });
     let bundle_err = |source| SessionError::Bundle {
