@@ -45,6 +45,8 @@ struct Recorded {
     patch: PathBuf,
     prov: Value,
     stderr: String,
+    /// The same state recorded first without git on PATH (libgit2 alone), by [`World::record`].
+    libgit2: Option<Box<Recorded>>,
 }
 
 /// How to rebuild the recorded tree for the comparison.
@@ -170,14 +172,53 @@ impl World {
         dir
     }
 
-    /// Runs a one-run manifest (`/bin/true`) recording `repo` with the real binary, with `extra`
-    /// environment variables; asserts exit 0.
+    /// Runs a one-run manifest (`/bin/true`) recording `repo` with the real binary, twice: first
+    /// without git on PATH (kept in `libgit2`), then as usual; asserts exit 0.
     fn record(&self, repo: &Path) -> Recorded {
-        self.record_with(repo, &[], "/bin/true")
+        let path = path_without_git(self);
+        let lib = self.record_with(repo, &[("PATH", &path)], "true");
+        let mut rec = self.record_with(repo, &[], "/bin/true");
+        rec.libgit2 = Some(Box::new(lib));
+        rec
     }
 
     fn record_with(&self, repo: &Path, extra: &[(&str, &str)], shell: &str) -> Recorded {
-        let (out, dir) = self.run_hwr(repo, extra, shell);
+        let manifest = self.outside_manifest(repo, shell);
+        self.record_manifest(&manifest, extra)
+    }
+
+    /// A one-run manifest running `shell` and recording `repo`, in a folder outside the
+    /// repository.
+    fn outside_manifest(&self, repo: &Path, shell: &str) -> PathBuf {
+        let mdir = self.path("manifest");
+        std::fs::create_dir_all(&mdir).unwrap();
+        let manifest = mdir.join("experiment.toml");
+        let text = format!(
+            "format = 1\n[experiment]\nname = \"differential\"\n[command]\nshell = {}\noutput-format = \"text\"\n[measure]\nsample-interval = \"off\"\n[provenance]\nrepo = {}\n",
+            toml::Value::String(shell.to_owned()),
+            toml::Value::String(repo.display().to_string()),
+        );
+        std::fs::write(&manifest, text).unwrap();
+        manifest
+    }
+
+    /// Commits a one-run manifest (`true`) as `experiment.toml` at the root of `repo`, as a user
+    /// keeping the manifest in the repository would (what `rerun --at-recorded-revision` needs).
+    fn commit_manifest(&self, repo: &Path) -> PathBuf {
+        let manifest = repo.join("experiment.toml");
+        std::fs::write(
+            &manifest,
+            "format = 1\n[experiment]\nname = \"in-repo\"\n[command]\nshell = \"true\"\noutput-format = \"text\"\n[measure]\nsample-interval = \"off\"\n",
+        )
+        .unwrap();
+        self.git(repo, &["add", "experiment.toml"]);
+        self.git(repo, &["commit", "-q", "-m", "manifest"]);
+        manifest
+    }
+
+    /// `hwr-exp run MANIFEST` into the results folder outside the repositories; asserts exit 0.
+    fn record_manifest(&self, manifest: &Path, extra: &[(&str, &str)]) -> Recorded {
+        let (out, dir) = self.run_manifest(manifest, extra);
         assert_eq!(
             common::code(&out),
             0,
@@ -193,25 +234,16 @@ impl World {
             prov: common::json(&dir.join("provenance.json")),
             stderr: common::stderr(&out),
             dir,
+            libgit2: None,
         }
     }
 
-    /// `hwr-exp run` of a one-run manifest running `shell`, recording `repo`; the manifest and
-    /// the results folder lie outside the repository.
-    fn run_hwr(&self, repo: &Path, extra: &[(&str, &str)], shell: &str) -> (Output, Option<PathBuf>) {
-        let mdir = self.path("manifest");
-        std::fs::create_dir_all(&mdir).unwrap();
-        let manifest = mdir.join("experiment.toml");
-        let text = format!(
-            "format = 1\n[experiment]\nname = \"differential\"\n[command]\nshell = {}\noutput-format = \"text\"\n[measure]\nsample-interval = \"off\"\n[provenance]\nrepo = {}\n",
-            toml::Value::String(shell.to_owned()),
-            toml::Value::String(repo.display().to_string()),
-        );
-        std::fs::write(&manifest, text).unwrap();
+    fn run_manifest(&self, manifest: &Path, extra: &[(&str, &str)]) -> (Output, Option<PathBuf>) {
+        let mdir = manifest.parent().unwrap();
         let mut cmd = self.cmd(common::bin());
-        cmd.current_dir(&mdir)
+        cmd.current_dir(mdir)
             .arg("run")
-            .arg(&manifest)
+            .arg(manifest)
             .arg("--results-dir")
             .arg(self.path("results"))
             .arg("--quiet")
@@ -246,8 +278,8 @@ impl World {
 
     /// Clones `replay.source` (default `work`), runs the setup commands, checks out the recorded
     /// revision detached and applies the patch with `git apply`; returns the clone's root.
-    fn rebuild(&self, work: &Path, rec: &Recorded, replay: &Replay) -> PathBuf {
-        let clone = self.path("replayed");
+    fn rebuild(&self, work: &Path, rec: &Recorded, replay: &Replay, name: &str) -> PathBuf {
+        let clone = self.path(name);
         let source = replay.source.clone().unwrap_or_else(|| work.to_path_buf());
         self.git(
             self.tmp.path(),
@@ -311,17 +343,58 @@ impl World {
         all
     }
 
-    /// Every comparison of the module docs for `state`, with the working tree at `work`.
+    /// Every comparison of the module docs for `state`, with the working tree at `work`; then
+    /// the libgit2-only record, if any, must agree the same way or say `dirty: "unknown"`.
     fn assert_agrees(&self, state: &str, work: &Path, rec: &Recorded, replay: Replay) {
-        self.assert_status_and_revision(state, work, rec);
-        let clone = self.rebuild(work, rec, &replay);
+        self.assert_tree(state, work, rec, &replay, "replayed");
+        if let Some(lib) = &rec.libgit2 {
+            let state = format!("{state}, libgit2 only");
+            if self.libgit2_says_unknown(&state, lib) {
+                return;
+            }
+            self.assert_tree(&state, work, lib, &replay, "replayed-libgit2");
+        }
+    }
+
+    fn assert_tree(&self, state: &str, work: &Path, rec: &Recorded, replay: &Replay, name: &str) {
+        self.assert_one_status_and_revision(state, work, rec);
+        let clone = self.rebuild(work, rec, replay, name);
         let ours = self.tree(work, work, &replay.skip);
         let rebuilt = self.tree(&clone, &clone, &replay.skip);
         assert_trees_equal(state, &ours, &rebuilt);
     }
 
-    /// working-tree.txt, `dirty` and revision.txt against git.
+    /// A libgit2-only record that could not decide says so: `dirty: "unknown"`, a reason and a
+    /// warning. Returns whether it did.
+    fn libgit2_says_unknown(&self, state: &str, lib: &Recorded) -> bool {
+        assert_eq!(lib.prov["capture-method"], "libgit2", "[{state}] {:#}", lib.prov);
+        if lib.prov["dirty"] != "unknown" {
+            return false;
+        }
+        let reason = lib.prov["dirty-reason"].as_str().unwrap_or_default();
+        assert!(!reason.is_empty(), "[{state}] dirty unknown without a reason");
+        assert!(
+            lib.stderr
+                .contains("warning: the working tree's state is unknown"),
+            "[{state}] no warning: {}",
+            lib.stderr
+        );
+        true
+    }
+
+    /// working-tree.txt, `dirty` and revision.txt against git, for the record and for its
+    /// libgit2-only twin (which may instead say `dirty: "unknown"`).
     fn assert_status_and_revision(&self, state: &str, work: &Path, rec: &Recorded) {
+        self.assert_one_status_and_revision(state, work, rec);
+        if let Some(lib) = &rec.libgit2 {
+            let state = format!("{state}, libgit2 only");
+            if !self.libgit2_says_unknown(&state, lib) {
+                self.assert_one_status_and_revision(&state, work, lib);
+            }
+        }
+    }
+
+    fn assert_one_status_and_revision(&self, state: &str, work: &Path, rec: &Recorded) {
         let theirs = self.status(work);
         assert_eq!(
             rec.working_tree, theirs,
@@ -1205,25 +1278,63 @@ fn state_no_repository() {
     assert!(rec.prov["head"].is_null());
 }
 
-#[test]
-fn state_repository_libgit2_cannot_open() {
-    // git reads SHA-256 repositories; libgit2 refuses them. Never recorded as clean.
-    let w = World::new();
+/// A SHA-256 repository: git reads it, libgit2 refuses it.
+fn sha256_repo(w: &World) -> PathBuf {
     let repo = w.path("sha256");
     std::fs::create_dir_all(&repo).unwrap();
     w.git(&repo, &["init", "-q", "-b", "main", "--object-format=sha256"]);
     write(&repo, "f.txt", b"one\n");
     w.commit_all(&repo, "one");
     write(&repo, "f.txt", b"two\n");
-    let rec = w.record(&repo);
+    write(&repo, "new.txt", b"untracked\n");
+    repo
+}
+
+#[test]
+fn state_repository_libgit2_cannot_open() {
+    // The git CLI records it; what needed libgit2 (submodules, index bits) is named as missing.
+    let w = World::new();
+    let repo = sha256_repo(&w);
+    let rec = w.record_with(&repo, &[], "true");
+    assert_eq!(rec.working_tree, w.status(&repo));
+    assert_eq!(rec.prov["dirty"], true);
+    assert_eq!(rec.revision, w.git(&repo, &["rev-parse", "HEAD"]));
+    let errors = rec.prov["errors"].to_string();
+    assert!(errors.contains("libgit2 cannot open"), "{errors}");
+    let clone = w.rebuild(&repo, &rec, &Replay::default(), "replayed");
+    assert_trees_equal(
+        "SHA-256 repository",
+        &w.tree(&repo, &repo, &[]),
+        &w.tree(&clone, &clone, &[]),
+    );
+}
+
+#[test]
+fn state_repository_nothing_can_read_is_unknown_in_list_and_report() {
+    // Without git, libgit2 alone refuses the repository: dirty "unknown", a warning, and list
+    // and report say unknown, never clean.
+    let w = World::new();
+    let repo = sha256_repo(&w);
+    let path = path_without_git(&w);
+    let rec = w.record_with(&repo, &[("PATH", &path)], "true");
     assert_eq!(rec.prov["dirty"], "unknown", "{:#}", rec.prov);
     let reason = rec.prov["dirty-reason"].as_str().unwrap_or_default();
-    assert!(!reason.is_empty(), "no reason: {:#}", rec.prov);
-    assert!(rec.stderr.contains("warning"), "no warning: {}", rec.stderr);
+    assert!(reason.contains("libgit2 cannot open"), "{reason}");
+    assert!(
+        rec.stderr
+            .contains("warning: the working tree's state is unknown"),
+        "{}",
+        rec.stderr
+    );
+    let notes = common::json(&rec.dir.join("bundle.json"))["notes"].to_string();
+    assert!(notes.contains("unknown"), "bundle.json notes: {notes}");
     let results = w.path("results");
     let list = w.hwr(&["list", results.to_str().unwrap()], &[]);
     let table = String::from_utf8_lossy(&list.stdout);
     assert!(table.contains("unknown"), "list: {table}");
+    let list = w.hwr(&["list", results.to_str().unwrap(), "--format", "json"], &[]);
+    let json: Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(json[0]["dirty"], "unknown", "list --json: {json:#}");
     let report = w.hwr(&["report", rec.dir.to_str().unwrap()], &[]);
     let text = String::from_utf8_lossy(&report.stdout);
     assert!(text.contains("dirty tree: unknown"), "report: {text}");
@@ -1317,8 +1428,9 @@ fn with_git_the_cli_is_named_as_the_capture_method() {
 fn regression_sparse_checkout_is_clean_and_rerun_at_recorded_revision_works() {
     let w = World::new();
     let repo = two_dirs(&w);
+    let manifest = w.commit_manifest(&repo);
     w.git(&repo, &["sparse-checkout", "set", "dir1"]);
-    let rec = w.record(&repo);
+    let rec = w.record_manifest(&manifest, &[]);
     assert_eq!(rec.working_tree, "", "git status is clean in a sparse checkout");
     assert_eq!(rec.prov["dirty"], false);
     assert_eq!(std::fs::metadata(&rec.patch).unwrap().len(), 0);
@@ -1386,8 +1498,9 @@ fn regression_merge_conflict_is_named_and_the_bundle_verifies() {
 fn regression_git_dir_in_the_environment_is_ignored_by_verify_and_rerun() {
     let w = World::new();
     let repo = w.base("repo");
+    let manifest = w.commit_manifest(&repo);
     write(&repo, "src/b.txt", b"dirty, so that verify applies the patch\n");
-    let rec = w.record(&repo);
+    let rec = w.record_manifest(&manifest, &[]);
     // Another repository, as a git hook or CI job would export it.
     let other = w.base("other");
     write(&other, "README", b"the other repository\n");
@@ -1412,7 +1525,7 @@ fn regression_git_dir_in_the_environment_is_ignored_by_verify_and_rerun() {
     );
     assert_eq!(common::code(&out), 0, "rerun: {}", common::stderr(&out));
     // The capture itself records the bundle's repository, not the exported one.
-    let again = w.record_with(&repo, env, "true");
+    let again = w.record_manifest(&manifest, env);
     assert_eq!(again.revision, rec.revision);
     assert_eq!(again.working_tree, " M src/b.txt\n");
     assert_eq!(

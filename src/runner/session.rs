@@ -140,6 +140,9 @@ pub fn run_manifest(
     // Earlier bundles and the one being written live under results/: leave them out of the
     // working-tree record, or every run would record its own output as drift.
     let before = crate::provenance::capture_excluding(&repo_start, &[&results_dir]);
+    for warning in before.warnings() {
+        eprintln!("warning: {warning}");
+    }
     let host = crate::provenance::host::collect();
 
     let info = BundleInfo {
@@ -160,7 +163,7 @@ pub fn run_manifest(
         parent: opts.parent.clone(),
         runner_pid: std::process::id(),
         seed: plan.seed,
-        notes: opts.notes.clone(),
+        notes: opts.notes.iter().chain(before.warnings()).cloned().collect(),
     };
     // Two runners started in the same second may pick the same name: create_dir fails for the second,
     // which re-plans with a new name.
@@ -254,7 +257,7 @@ pub fn execute_and_finish(
     );
     progress.finish();
     let result = end.and_then(|end| {
-        let after = crate::provenance::capture_excluding(finish.repo_start, &[finish.results_dir]);
+        let after = crate::provenance::capture_after(finish.repo_start, &[finish.results_dir], finish.before);
         let drift = crate::bundle::write::write_provenance_after(&dir, finish.before, &after)?;
         Ok((end, drift))
     });
