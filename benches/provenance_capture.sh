@@ -9,9 +9,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-7}
+# Build first, so that compiling does not overlap the measurements.
+bench=$(cargo bench --bench provenance_capture --no-run --message-format=json 2>/dev/null |
+  python3 -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "provenance_capture" and m.get("executable"):
+        print(m["executable"])')
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null HOME=$work
+export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
 export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@example.invalid
 export GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@example.invalid
 
@@ -65,5 +72,5 @@ git -C "$work/clean100k" status --porcelain >/dev/null
 echo "dirty: $(git -C "$work/dirty" status --porcelain | wc -l) status lines, $(git -C "$work/dirty" diff HEAD --binary | wc -c) bytes of git diff HEAD --binary"
 
 echo "== capture, $rounds rounds each"
-cargo bench --quiet --bench provenance_capture -- "$work/dirty" "$rounds"
-cargo bench --quiet --bench provenance_capture -- "$work/clean100k" "$rounds" --clean
+"$bench" "$work/dirty" "$rounds"
+"$bench" "$work/clean100k" "$rounds" --clean

@@ -1539,3 +1539,39 @@ fn regression_git_dir_in_the_environment_is_ignored_by_verify_and_rerun() {
         "the other repository was not touched"
     );
 }
+
+#[test]
+fn rerun_at_recorded_revision_with_a_git_file_pointing_elsewhere() {
+    let w = World::new();
+    let store = w.path("store/sep.git");
+    let repo = w.path("tree");
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::create_dir_all(store.parent().unwrap()).unwrap();
+    w.git(
+        &repo,
+        &[
+            "init",
+            "-q",
+            "-b",
+            "main",
+            "--separate-git-dir",
+            store.to_str().unwrap(),
+        ],
+    );
+    let manifest = w.commit_manifest(&repo);
+    write(&repo, "f.txt", b"uncommitted\n");
+    let rec = w.record_manifest(&manifest, &[]);
+    assert_eq!(rec.prov["repo"].as_str(), Some(repo.to_str().unwrap()));
+    let out = w.hwr(
+        &[
+            "rerun",
+            rec.dir.to_str().unwrap(),
+            "--at-recorded-revision",
+            "--quiet",
+        ],
+        &[],
+    );
+    assert_eq!(common::code(&out), 0, "rerun: {}", common::stderr(&out));
+    let out = w.hwr(&["verify", rec.dir.to_str().unwrap()], &[]);
+    assert_eq!(common::code(&out), 0, "verify: {}", common::stderr(&out));
+}
