@@ -517,6 +517,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn dirty_is_a_bool_or_unknown_in_json() {
+        for (dirty, json) in [
+            (Dirty::Clean, "false"),
+            (Dirty::Dirty, "true"),
+            (Dirty::Unknown, "\"unknown\""),
+        ] {
+            assert_eq!(serde_json::to_string(&dirty).unwrap(), json);
+            assert_eq!(serde_json::from_str::<Dirty>(json).unwrap(), dirty);
+        }
+        assert!(serde_json::from_str::<Dirty>("\"maybe\"").is_err());
+        assert!(serde_json::from_str::<Dirty>("1").is_err());
+    }
+
+    #[test]
+    fn renames_are_written_as_git_status_short_does() {
+        let line = |code: &str, path: &str, orig: Option<&str>| StatusLine {
+            code: code.to_owned(),
+            path: path.to_owned(),
+            orig_path: orig.map(str::to_owned),
+            sha256: None,
+            mode: None,
+        };
+        let text = status_text(&[
+            line("R ", "new name.txt", Some("old.txt")),
+            line(" M", "a.txt", None),
+            line("??", "vendor/lib/", None),
+        ]);
+        assert_eq!(text, "R  old.txt -> \"new name.txt\"\n M a.txt\n?? vendor/lib/\n");
+    }
+
+    #[test]
     fn quoting_follows_git() {
         assert_eq!(quote_path("src/a.rs"), "src/a.rs");
         assert_eq!(quote_path("src/a b.rs"), "\"src/a b.rs\"");

@@ -324,7 +324,9 @@ fn finish(snap: &mut Snapshot) {
             u.size_bytes.unwrap_or(0)
         ));
     }
-    snap.untracked_patch_limit_bytes = Some(UNTRACKED_PATCH_LIMIT_BYTES);
+    if snap.repo.is_some() {
+        snap.untracked_patch_limit_bytes = Some(UNTRACKED_PATCH_LIMIT_BYTES);
+    }
 }
 
 /// The operation in progress in the git folder `git_dir`, by the marker files git itself reads
