@@ -747,6 +747,8 @@ fn state_sparse_checkout_cone() {
     w.git(&repo, &["sparse-checkout", "set", "--cone", "dir1"]);
     assert!(!repo.join("dir2/b.txt").exists());
     write(&repo, "dir1/a.txt", b"a changed\n");
+    // Untracked, outside the sparse patterns.
+    write(&repo, "dir2/new.txt", b"new outside the cone\n");
     let rec = w.record(&repo);
     w.assert_agrees(
         "sparse checkout (cone)",

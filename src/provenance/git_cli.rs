@@ -367,45 +367,23 @@ pub(super) fn diff_untracked(root: &Path, paths: &[&str]) -> Result<Vec<u8>, Git
         .map_err(|e| io_err("(temporary index folder)", e))?;
     let index = tmp.path().join("index");
     let empty = empty_tree(root)?;
-    let add = [
+    // `--sparse`: untracked files outside a sparse checkout's patterns are added too (git 2.34
+    // and later; older git is asked again without it).
+    let with_sparse = [
         "--literal-pathspecs",
         "add",
+        "--sparse",
         "-N",
         "--pathspec-from-file=-",
         "--pathspec-file-nul",
     ];
-    let mut child = command(root)
-        .args(add)
-        .env("GIT_INDEX_FILE", &index)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| {
-            if e.kind() == io::ErrorKind::NotFound {
-                GitError::NotFound
-            } else {
-                io_err("add -N", e)
-            }
-        })?;
-    let mut stdin = child.stdin.take().expect("stdin is piped");
-    let fed = (|| -> io::Result<()> {
-        for p in paths {
-            stdin.write_all(p.as_bytes())?;
-            stdin.write_all(b"\0")?;
+    match add_intent(root, &index, &with_sparse, paths) {
+        Err(GitError::Failed { stderr, .. }) if stderr.contains("unknown option") => {
+            let plain: Vec<&str> = with_sparse.iter().copied().filter(|a| *a != "--sparse").collect();
+            add_intent(root, &index, &plain, paths)?;
         }
-        Ok(())
-    })();
-    drop(stdin);
-    let out = child.wait_with_output().map_err(|e| io_err("add -N", e))?;
-    if !out.status.success() {
-        return Err(GitError::Failed {
-            args: add.join(" "),
-            status: out.status.to_string(),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-        });
+        other => other?,
     }
-    fed.map_err(|e| io_err("add -N (paths)", e))?;
     let mut args: Vec<&str> = vec![
         "--literal-pathspecs",
         "-c",
@@ -425,13 +403,56 @@ pub(super) fn diff_untracked(root: &Path, paths: &[&str]) -> Result<Vec<u8>, Git
     Ok(out.stdout)
 }
 
-/// Whether `name` is on PATH as an executable git (spawning `git --version`).
+/// `git <args>` (an `add -N` reading NUL-separated paths from stdin) with `GIT_INDEX_FILE=index`,
+/// fed `paths`.
+///
+/// # Errors
+/// [`GitError`] when git cannot be run or fails.
+fn add_intent(root: &Path, index: &Path, args: &[&str], paths: &[&str]) -> Result<(), GitError> {
+    let spawn_err = |source: io::Error| {
+        if source.kind() == io::ErrorKind::NotFound {
+            GitError::NotFound
+        } else {
+            GitError::Spawn {
+                args: args.join(" "),
+                source,
+            }
+        }
+    };
+    let mut child = command(root)
+        .args(args)
+        .env("GIT_INDEX_FILE", index)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(spawn_err)?;
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let fed = paths.iter().try_for_each(|p| {
+        stdin.write_all(p.as_bytes())?;
+        stdin.write_all(b"\0")
+    });
+    drop(stdin);
+    let out = child.wait_with_output().map_err(spawn_err)?;
+    if !out.status.success() {
+        return Err(GitError::Failed {
+            args: args.join(" "),
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        });
+    }
+    fed.map_err(spawn_err)
+}
+
+/// Checks that a working `git` is on PATH by running `git --version` (environment scrubbed).
+///
+/// # Errors
+/// [`GitError::NotFound`] without git on PATH; [`GitError::Spawn`] / [`GitError::Failed`] when it
+/// cannot run.
 pub(super) fn available() -> Result<(), GitError> {
-    run_cmd(
-        Command::new("git").arg("--version").stdin(Stdio::null()),
-        &["--version"],
-    )
-    .map(|_| ())
+    let mut cmd = Command::new("git");
+    scrub_environment(&mut cmd);
+    run_cmd(cmd.arg("--version").stdin(Stdio::null()), &["--version"]).map(|_| ())
 }
 
 #[cfg(test)]
