@@ -304,8 +304,13 @@ fn same_tree_record(before: &Snapshot, now: &Snapshot) -> bool {
 /// state, untracked files left out of the patch.
 fn finish(snap: &mut Snapshot) {
     if let Some(op) = &snap.operation {
+        let markers = if op == "bisect" {
+            ""
+        } else {
+            "; the working tree may hold conflict markers"
+        };
         snap.warnings.push(format!(
-            "a {op} is in progress in {}: recorded as operation \"{op}\" in provenance.json; the working tree may hold conflict markers",
+            "a {op} is in progress in {}: recorded as operation \"{op}\" in provenance.json{markers}",
             snap.repo
                 .as_deref()
                 .map_or_else(|| "the repository".to_owned(), |p| p.display().to_string())
