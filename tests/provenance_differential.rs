@@ -395,6 +395,11 @@ impl World {
     }
 
     fn assert_one_status_and_revision(&self, state: &str, work: &Path, rec: &Recorded) {
+        assert_eq!(
+            rec.prov["drift"], false,
+            "[{state}] a run of `true` is no drift: {}",
+            rec.prov["after"]
+        );
         let theirs = self.status(work);
         assert_eq!(
             rec.working_tree, theirs,

@@ -290,7 +290,8 @@ fn nested_by_git_cli(dir: &Path, rel: &str, depth: usize, out: &mut Vec<NestedRe
 }
 
 /// `before` and `now` record the same HEAD, status entries (letters, paths, content, modes) and
-/// untracked files: then `git diff HEAD` plus the untracked files gives the same patch.
+/// untracked files, and `before` holds its patch bytes: then `git diff HEAD` plus the untracked
+/// files gives the same patch.
 fn same_tree_record(before: &Snapshot, now: &Snapshot) -> bool {
     before.head == now.head
         && before.reason == now.reason
@@ -298,6 +299,8 @@ fn same_tree_record(before: &Snapshot, now: &Snapshot) -> bool {
         && before.untracked == now.untracked
         && before.excluded == now.excluded
         && before.errors.is_empty()
+        // The bytes are there (not a capture read back from provenance.json, which has none).
+        && sha256_bytes(&before.patch) == before.patch_sha256
 }
 
 /// Warnings for the terminal and the bundle notes: the operation in progress, an unknown dirty
