@@ -116,73 +116,85 @@ fn by_git_cli(
         .map(|p| p.to_string_lossy().into_owned())
         .collect();
 
-    // The tracked diff runs while status is read; the after-run capture first checks whether it
-    // is needed at all.
+    // The tracked diff (the slow part: binary deltas) runs in its own thread while status is
+    // read, the changed files hashed, git2 consulted and the untracked files diffed. The
+    // after-run capture first checks whether it is needed at all.
     let base = match (&head.commit, head.unborn) {
         (Some(commit), _) => Some(commit.clone()),
         (None, true) => Some(git_cli::empty_tree(&root)?),
         (None, false) => None,
     };
     let reuse = before.filter(|b| b.capture_method == Some(CaptureMethod::GitCli));
-    let (entries, tracked) = std::thread::scope(|s| {
+    let (tracked, untracked) = std::thread::scope(|s| -> Result<_, GitError> {
         let diff = base
             .as_ref()
             .filter(|_| reuse.is_none())
             .map(|base| s.spawn(|| git_cli::diff_tracked(&root, base)));
-        let entries = git_cli::status(&root);
-        let tracked = diff.map(|h| h.join().expect("git diff thread does not panic"));
-        (entries, tracked)
-    });
-    let entries = entries?;
-    record_entries(&root, &excluded, entries, snap, NESTED_DEPTH);
-    snap.dirty = if snap.status.is_empty() {
-        Dirty::Clean
-    } else {
-        Dirty::Dirty
-    };
-
-    if let Some(b) = reuse.filter(|b| same_tree_record(b, snap)) {
-        snap.patch = b.patch.clone();
-        snap.patch_sha256 = b.patch_sha256.clone();
-    } else if base.is_none() {
-        snap.errors
-            .push("no working-tree.patch: HEAD does not resolve to a commit".to_owned());
-    } else {
-        let tracked = match tracked {
-            Some(t) => t,
-            None => git_cli::diff_tracked(&root, base.as_deref().unwrap_or("HEAD")),
+        let entries = git_cli::status(&root)?;
+        record_entries(&root, &excluded, entries, snap, NESTED_DEPTH);
+        snap.dirty = if snap.status.is_empty() {
+            Dirty::Clean
+        } else {
+            Dirty::Dirty
         };
-        let mut patch = match tracked {
-            Ok(p) => p,
-            Err(e) => {
+        read_with_git2(&git_dir, &root, snap);
+        let reused = reuse.is_some_and(|b| same_tree_record(b, snap));
+        let untracked = (base.is_some() && !reused).then(|| {
+            let new_files: Vec<&str> = snap
+                .untracked
+                .iter()
+                .filter(|u| u.in_patch)
+                .map(|u| u.path.as_str())
+                .collect();
+            git_cli::diff_untracked(&root, &new_files)
+        });
+        let tracked = match diff {
+            Some(handle) => Some(handle.join().expect("the git diff thread does not panic")),
+            None if base.is_some() && !reused => {
+                Some(git_cli::diff_tracked(&root, base.as_deref().unwrap_or("HEAD")))
+            }
+            None => None,
+        };
+        Ok((tracked, untracked))
+    })?;
+
+    match (tracked, untracked) {
+        (Some(tracked), Some(untracked)) => {
+            let mut patch = tracked.unwrap_or_else(|e| {
                 snap.errors.push(format!("working-tree.patch: {e}"));
                 Vec::new()
+            });
+            match untracked {
+                Ok(p) => patch.extend_from_slice(&p),
+                Err(e) => snap
+                    .errors
+                    .push(format!("working-tree.patch: untracked files left out: {e}")),
             }
-        };
-        let new_files: Vec<&str> = snap
-            .untracked
-            .iter()
-            .filter(|u| u.in_patch)
-            .map(|u| u.path.as_str())
-            .collect();
-        match git_cli::diff_untracked(&root, &new_files) {
-            Ok(p) => patch.extend_from_slice(&p),
-            Err(e) => snap
-                .errors
-                .push(format!("working-tree.patch: untracked files left out: {e}")),
+            snap.patch_sha256 = sha256_bytes(&patch);
+            snap.patch = patch;
         }
-        snap.patch_sha256 = sha256_bytes(&patch);
-        snap.patch = patch;
+        _ if base.is_none() => snap
+            .errors
+            .push("no working-tree.patch: HEAD does not resolve to a commit".to_owned()),
+        _ => {
+            // Same tree as `before`: the same patch.
+            let b = reuse.expect("the patch is only skipped when reused");
+            snap.patch = b.patch.clone();
+            snap.patch_sha256 = b.patch_sha256.clone();
+        }
     }
+    Ok(())
+}
 
-    // Submodules and index bits through git2, opened at the git folder git named, with git's
-    // working tree (libgit2 would pick another one for a `.git` file).
-    match Repository::open(&git_dir).and_then(|r| r.set_workdir(&root, false).map(|()| r)) {
+/// Submodules and index bits through git2, opened at the git folder git named with git's working
+/// tree (libgit2 would pick another one for a `.git` file); what fails goes to `errors`.
+fn read_with_git2(git_dir: &Path, root: &Path, snap: &mut Snapshot) {
+    match Repository::open(git_dir).and_then(|r| r.set_workdir(root, false).map(|()| r)) {
         Ok(repo) => {
             if let Err(e) = read_submodules(&repo, snap) {
                 snap.errors.push(format!("submodules: {}", e.message()));
             }
-            match index_bits(&repo, &root) {
+            match index_bits(&repo, root) {
                 Ok(bits) => snap.unchecked = bits.unchecked,
                 Err(e) => snap.errors.push(format!(
                     "skip-worktree and assume-unchanged bits not read: {}",
@@ -198,7 +210,6 @@ fn by_git_cli(
             ));
         }
     }
-    Ok(())
 }
 
 /// Fills head, branch, detached and reason from git's answer.
