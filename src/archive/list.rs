@@ -31,9 +31,9 @@ pub struct ListEntry {
     pub status: EffectiveStatus,
     /// Recorded HEAD commit id (full), `None` when revision.txt names none.
     pub revision: Option<String>,
-    /// Working tree dirty when the experiment started; `None` when provenance.json is unreadable
-    /// or the experiment was not in a git repository.
-    pub dirty: Option<bool>,
+    /// Working tree dirty when the experiment started (`true`, `false` or `"unknown"` in JSON);
+    /// `None` when provenance.json is unreadable or the experiment was not in a git repository.
+    pub dirty: Option<crate::provenance::Dirty>,
     /// Finished runs with outcome `ok`.
     pub runs_ok: usize,
     /// Finished runs with any other outcome.
@@ -112,7 +112,7 @@ pub struct ListProblem {
 
 #[derive(Deserialize)]
 struct DirtyState {
-    dirty: bool,
+    dirty: crate::provenance::Dirty,
     /// `null` when the manifest was not in a git repository: then there is no dirty state to show.
     #[serde(default)]
     repo: Option<String>,
@@ -191,7 +191,11 @@ fn entry(dir: &Path, base: &Path) -> Result<ListEntry, ArchiveError> {
         crate::provenance::PROVENANCE_FORMAT,
     )
     .ok()
-    .and_then(|d| d.repo.map(|_| d.dirty));
+    .and_then(|d| {
+        // Unknown is shown even when no repository root was recorded (a repository that could
+        // not be opened): never as clean.
+        (d.repo.is_some() || d.dirty == crate::provenance::Dirty::Unknown).then_some(d.dirty)
+    });
     let runs_ok = info.counts.get(&Outcome::Ok).copied().unwrap_or(0);
     let runs_failed = info
         .counts
@@ -264,11 +268,7 @@ pub fn write_table(entries: &[ListEntry], out: &mut impl Write) -> io::Result<()
                 e.revision
                     .as_deref()
                     .map_or_else(|| "-".to_string(), |r| r[..r.len().min(10)].to_string()),
-                match e.dirty {
-                    Some(true) => "dirty".into(),
-                    Some(false) => "clean".into(),
-                    None => "-".into(),
-                },
+                e.dirty.map_or_else(|| "-".into(), |d| d.as_str().to_string()),
                 e.runs_ok.to_string(),
                 e.runs_failed.to_string(),
                 e.planned_runs.to_string(),
@@ -305,7 +305,7 @@ mod tests {
             created: "2026-11-30T01:02:03.456Z".into(),
             status,
             revision: Some("0123456789abcdef0123456789abcdef01234567".into()),
-            dirty: Some(false),
+            dirty: Some(crate::provenance::Dirty::Clean),
             runs_ok: 7,
             runs_failed: 1,
             planned_runs: 8,

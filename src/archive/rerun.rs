@@ -13,7 +13,6 @@
 //! interrupt. Submodules are not checked out in the worktree.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use super::ArchiveError;
 use super::verify::{find_repository, patch_applies, run_git};
@@ -22,6 +21,7 @@ use crate::bundle::read::Bundle;
 use crate::digest::sha256_bytes;
 use crate::exec::{CancelFlag, Executor};
 use crate::manifest::{self, Manifest};
+use crate::provenance::git_cli;
 use crate::provenance::host::HostFacts;
 use crate::provenance::{ProvenanceDoc, Snapshot};
 use crate::runner::session::{self, RunOptions, SessionError, SessionReport};
@@ -170,9 +170,10 @@ impl Drop for RecordedTree {
     }
 }
 
-/// Runs `git -C dir args...` (see [`run_git`]).
+/// Runs `git -C dir args...` with the caller's repository-locating variables removed
+/// ([`crate::provenance::git_cli::command`]; see [`run_git`]).
 fn git(dir: &Path, args: &[&std::ffi::OsStr]) -> Result<(), String> {
-    run_git(Command::new("git").arg("-C").arg(dir).args(args))
+    run_git(git_cli::command(dir).args(args))
 }
 
 /// Reads the archived manifest, checks its bytes against bundle.json `manifest-sha256` and
@@ -266,11 +267,10 @@ pub fn differences(
                 ));
             }
             if before.dirty() != now.dirty() {
-                let word = |d: bool| if d { "dirty" } else { "clean" };
                 lines.push(format!(
                     "dirty: {} -> {}",
-                    word(before.dirty()),
-                    word(now.dirty())
+                    before.dirty().as_str(),
+                    now.dirty().as_str()
                 ));
             }
             let (a, b) = (before.patch_sha256(), now.patch_sha256());

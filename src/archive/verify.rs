@@ -39,6 +39,7 @@ use crate::bundle::lock::{EffectiveStatus, effective_status, recorded_pid};
 use crate::bundle::read::{Bundle, ReadError};
 use crate::bundle::{BundleStatus, Outcome, files};
 use crate::digest::sha256_reader;
+use crate::provenance::git_cli;
 
 /// One thing that does not match the record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -410,13 +411,14 @@ pub(crate) fn find_repository(
 pub(crate) fn patch_applies(repo: &git2::Repository, revision: &str, patch: &Path) -> Result<(), String> {
     let tmp = tempfile::tempdir().map_err(|e| format!("cannot create a temporary index: {e}"))?;
     let index = tmp.path().join("index");
+    // The repository is named explicitly and the caller's GIT_DIR, GIT_WORK_TREE, GIT_INDEX_FILE,
+    // ... are removed; the temporary index is the only one git sees.
     let git = |args: &[&std::ffi::OsStr]| -> Result<(), String> {
-        let mut cmd = Command::new("git");
-        match repo.workdir() {
-            Some(w) => cmd.arg("-C").arg(w),
-            None => cmd.arg("--git-dir").arg(repo.path()),
-        };
-        run_git(cmd.args(args).env("GIT_INDEX_FILE", &index))
+        run_git(
+            git_cli::command_for_git_dir(repo.path())
+                .args(args)
+                .env("GIT_INDEX_FILE", &index),
+        )
     };
     git(&["read-tree".as_ref(), revision.as_ref()])?;
     git(&[

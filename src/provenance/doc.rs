@@ -27,18 +27,49 @@ pub struct Snapshot {
     pub(super) branch: Option<String>,
     /// HEAD points directly to a commit instead of a branch.
     pub(super) detached: bool,
-    /// The working tree differs from HEAD: any status entry, including untracked files.
-    pub(super) dirty: bool,
+    /// The working tree differs from HEAD: any status entry, including untracked files;
+    /// [`Dirty::Unknown`] (`"unknown"`) when that could not be decided (`dirty-reason` says why).
+    pub(super) dirty: Dirty,
+    /// Why `dirty` is `"unknown"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) dirty_reason: Option<String>,
+    /// How status and patch were obtained: `git-cli` or `libgit2` (absent in bundles made before
+    /// hwr-exp recorded it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) capture_method: Option<CaptureMethod>,
+    /// Why `libgit2` was used instead of the git CLI (git not on PATH, or git failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) capture_method_reason: Option<String>,
+    /// The git operation in progress: `merge`, `rebase`, `am`, `cherry-pick`, `revert` or
+    /// `bisect`; absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) operation: Option<String>,
     /// Why there is no revision (no repository, unborn HEAD, HEAD unreadable); `None` when `head` is
     /// set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) reason: Option<String>,
-    /// Status entries in `git status --short` order (by path), untracked files one by one.
+    /// Status entries in `git status --short --untracked-files=all` order (tracked changes by
+    /// path, then untracked files by path, one by one; a nested repository as one `path/` entry).
     pub(super) status: Vec<StatusLine>,
     /// Untracked (not ignored) files with the SHA-256 of their content.
     pub(super) untracked: Vec<UntrackedFile>,
+    /// Untracked files larger than this many bytes are left out of `working-tree.patch`
+    /// (recorded in `untracked` with `in-patch: false`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) untracked_patch_limit_bytes: Option<u64>,
     /// Submodules registered in `.gitmodules`.
     pub(super) submodules: Vec<SubmoduleState>,
+    /// Repositories inside the working tree that are not submodules (`?? path/` in the status),
+    /// recorded like submodules.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) nested_repositories: Vec<NestedRepository>,
+    /// Files present in the working tree that git does not look at (skip-worktree or
+    /// assume-unchanged bit), with their content.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) unchecked: Vec<UncheckedPath>,
+    /// Paths libgit2 could not decide as git would (method `libgit2` only; at most 100 listed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) unknown_paths: Vec<UnknownPath>,
     /// SHA-256 (hex) of `working-tree.patch`.
     pub(super) patch_sha256: String,
     /// RFC 3339 UTC time of the capture ([`crate::timestamp::rfc3339`]).
@@ -50,9 +81,146 @@ pub struct Snapshot {
     /// Non-fatal git or I/O errors met while capturing (the affected part is incomplete).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) errors: Vec<String>,
+    /// What the runner says on the terminal and in bundle.json `notes`: an operation in progress,
+    /// an unknown dirty state, untracked files left out of the patch.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) warnings: Vec<String>,
     /// The `working-tree.patch` bytes.
     #[serde(skip)]
     pub(super) patch: Vec<u8>,
+}
+
+/// Whether the working tree differs from HEAD (provenance.json `dirty`): serialised as `false`,
+/// `true`, or the string `"unknown"` when hwr-exp could not decide what `git status` would say
+/// (then `dirty-reason` says why). Readers of older bundles see only `true` / `false`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Dirty {
+    /// No status entry.
+    #[default]
+    Clean,
+    /// At least one status entry (untracked files included).
+    Dirty,
+    /// Not decided: the repository could not be read, or libgit2 alone could not decide some
+    /// paths as git would.
+    Unknown,
+}
+
+impl Dirty {
+    /// `clean`, `dirty` or `unknown`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dirty::Clean => "clean",
+            Dirty::Dirty => "dirty",
+            Dirty::Unknown => "unknown",
+        }
+    }
+
+    /// `Some(true)` dirty, `Some(false)` clean, `None` unknown.
+    pub fn known(self) -> Option<bool> {
+        match self {
+            Dirty::Clean => Some(false),
+            Dirty::Dirty => Some(true),
+            Dirty::Unknown => None,
+        }
+    }
+}
+
+impl Serialize for Dirty {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Dirty::Clean => s.serialize_bool(false),
+            Dirty::Dirty => s.serialize_bool(true),
+            Dirty::Unknown => s.serialize_str("unknown"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Dirty {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bool(bool),
+            Word(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Bool(true) => Ok(Dirty::Dirty),
+            Raw::Bool(false) => Ok(Dirty::Clean),
+            Raw::Word(w) if w == "unknown" => Ok(Dirty::Unknown),
+            Raw::Word(w) => Err(serde::de::Error::custom(format!(
+                "dirty: expected true, false or \"unknown\", found {w:?}"
+            ))),
+        }
+    }
+}
+
+/// How the status and the patch were obtained (provenance.json `capture-method`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CaptureMethod {
+    /// The `git` command on PATH (`git status`, `git diff`): git decides everything.
+    GitCli,
+    /// libgit2 alone (no git on PATH, or git failed); what it cannot decide is listed in
+    /// `unknown-paths`.
+    Libgit2,
+}
+
+/// A path whose state libgit2 could not decide as git would (provenance.json `unknown-paths`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct UnknownPath {
+    /// Path relative to the repository root.
+    pub path: String,
+    /// Why (the attribute, the index bit, the conflict).
+    pub reason: String,
+}
+
+/// A path git does not look at in the working tree because of an index bit, present on disk
+/// (provenance.json `unchecked`): its content is recorded since `git status` and the patch say
+/// nothing about it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct UncheckedPath {
+    /// Path relative to the repository root.
+    pub path: String,
+    /// `skip-worktree` or `assume-unchanged`.
+    pub bit: String,
+    /// SHA-256 of the working-tree content (a symlink's target); `None` when unreadable.
+    pub sha256: Option<String>,
+}
+
+/// A repository inside the working tree that is not a submodule (git shows it as `?? path/`),
+/// recorded like a submodule (provenance.json `nested-repositories`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct NestedRepository {
+    /// Path relative to the outer repository's root, without a trailing `/`.
+    pub path: String,
+    /// Its HEAD commit; `None` when unborn or unreadable.
+    pub head: Option<String>,
+    /// Its branch; `None` when detached.
+    pub branch: Option<String>,
+    /// Its own `git status` has entries.
+    pub dirty: Dirty,
+    /// Why `dirty` is unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Its `git status --short --untracked-files=all` entries, with content SHA-256.
+    pub status: Vec<StatusLine>,
+}
+
+impl NestedRepository {
+    /// An entry for `path` with nothing known yet.
+    pub(super) fn new(path: &str) -> NestedRepository {
+        NestedRepository {
+            path: path.to_owned(),
+            head: None,
+            branch: None,
+            dirty: Dirty::Unknown,
+            reason: None,
+            status: Vec::new(),
+        }
+    }
 }
 
 /// One `git status --short` entry.
@@ -62,11 +230,19 @@ pub struct StatusLine {
     /// The two status letters `XY` (index, working tree): `M` modified, `A` added, `D` deleted,
     /// `T` type change, `U` conflict, `??` untracked; a space where unchanged.
     pub code: String,
-    /// Path relative to the repository root, `/`-separated.
+    /// Path relative to the repository root, `/`-separated (the destination of a rename; a
+    /// nested repository ends in `/`).
     pub path: String,
+    /// Source path of a rename or copy (`R  orig-path -> path`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub orig_path: Option<String>,
     /// SHA-256 (hex) of the working-tree content (a symlink's target for symlinks); `None` when the
     /// path is absent from the working tree or is a directory (submodule).
     pub sha256: Option<String>,
+    /// git mode of the working-tree file: `100644`, `100755` or `120000` (symlink); absent when
+    /// the path is absent or a directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
 }
 
 /// An untracked file, recorded by content.
@@ -79,6 +255,14 @@ pub struct UntrackedFile {
     pub sha256: Option<String>,
     /// Size in bytes; `None` when unreadable.
     pub size_bytes: Option<u64>,
+    /// Whether `working-tree.patch` holds it: `false` for files over
+    /// `untracked-patch-limit-bytes` (`true` in bundles made before the limit existed).
+    #[serde(default = "yes")]
+    pub in_patch: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// A submodule as seen by the superproject.
@@ -104,8 +288,8 @@ pub struct SubmoduleState {
 pub struct AfterCheck {
     /// HEAD commit id after the last run.
     pub head: Option<String>,
-    /// Working tree dirty after the last run.
-    pub dirty: bool,
+    /// Working tree dirty after the last run (`true`, `false` or `"unknown"`).
+    pub dirty: Dirty,
     /// SHA-256 of the patch the after-run capture would write.
     pub patch_sha256: String,
     /// RFC 3339 UTC time of the after-run capture ([`crate::timestamp::rfc3339`]).
@@ -160,9 +344,45 @@ impl Snapshot {
         self.detached
     }
 
-    /// The working tree has any status entry (staged, unstaged, deleted or untracked files).
-    pub fn dirty(&self) -> bool {
+    /// The working tree has any status entry (staged, unstaged, deleted or untracked files), or
+    /// [`Dirty::Unknown`].
+    pub fn dirty(&self) -> Dirty {
         self.dirty
+    }
+
+    /// Why [`Snapshot::dirty`] is unknown.
+    pub fn dirty_reason(&self) -> Option<&str> {
+        self.dirty_reason.as_deref()
+    }
+
+    /// How status and patch were obtained; `None` in bundles made before it was recorded.
+    pub fn capture_method(&self) -> Option<CaptureMethod> {
+        self.capture_method
+    }
+
+    /// The git operation in progress (`merge`, `rebase`, `am`, `cherry-pick`, `revert`, `bisect`).
+    pub fn operation(&self) -> Option<&str> {
+        self.operation.as_deref()
+    }
+
+    /// Untracked nested repositories.
+    pub fn nested_repositories(&self) -> &[NestedRepository] {
+        &self.nested_repositories
+    }
+
+    /// Files git does not look at because of an index bit, with their content.
+    pub fn unchecked(&self) -> &[UncheckedPath] {
+        &self.unchecked
+    }
+
+    /// Paths libgit2 could not decide (method `libgit2`).
+    pub fn unknown_paths(&self) -> &[UnknownPath] {
+        &self.unknown_paths
+    }
+
+    /// Warnings to show on the terminal and to keep in bundle.json `notes`.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// Root of the working tree; `None` without a repository or for a bare repository.
@@ -220,14 +440,52 @@ impl Snapshot {
         }
     }
 
-    /// `working-tree.txt` content: one `XY path` line per status entry (paths quoted as git does
-    /// when they hold spaces, control, quote, backslash or non-ASCII characters).
+    /// `working-tree.txt` content: one `XY path` line per status entry, `XY orig -> path` for
+    /// renames (paths quoted as git does when they hold spaces, control, quote, backslash or
+    /// non-ASCII characters).
     pub fn working_tree_text(&self) -> String {
-        self.status
-            .iter()
-            .map(|s| format!("{} {}\n", s.code, quote_path(&s.path)))
-            .collect()
+        status_text(&self.status)
     }
+
+    /// A capture with nothing recorded yet, taken now: no repository, clean, empty patch.
+    pub(super) fn empty() -> Snapshot {
+        Snapshot {
+            repo: None,
+            head: None,
+            branch: None,
+            detached: false,
+            dirty: Dirty::Clean,
+            dirty_reason: None,
+            capture_method: None,
+            capture_method_reason: None,
+            operation: None,
+            reason: None,
+            status: Vec::new(),
+            untracked: Vec::new(),
+            untracked_patch_limit_bytes: None,
+            submodules: Vec::new(),
+            nested_repositories: Vec::new(),
+            unchecked: Vec::new(),
+            unknown_paths: Vec::new(),
+            patch_sha256: crate::digest::sha256_bytes(b""),
+            captured_at: crate::timestamp::now(),
+            excluded: Vec::new(),
+            errors: Vec::new(),
+            warnings: Vec::new(),
+            patch: Vec::new(),
+        }
+    }
+}
+
+/// Status lines in `git status --short` format, one per entry.
+pub fn status_text(lines: &[StatusLine]) -> String {
+    lines
+        .iter()
+        .map(|s| match &s.orig_path {
+            Some(orig) => format!("{} {} -> {}\n", s.code, quote_path(orig), quote_path(&s.path)),
+            None => format!("{} {}\n", s.code, quote_path(&s.path)),
+        })
+        .collect()
 }
 
 /// Quotes a path as `git status --short` does (`quote_path` with `core.quotePath` on and spaces
@@ -263,6 +521,37 @@ pub(super) fn quote_path(path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dirty_is_a_bool_or_unknown_in_json() {
+        for (dirty, json) in [
+            (Dirty::Clean, "false"),
+            (Dirty::Dirty, "true"),
+            (Dirty::Unknown, "\"unknown\""),
+        ] {
+            assert_eq!(serde_json::to_string(&dirty).unwrap(), json);
+            assert_eq!(serde_json::from_str::<Dirty>(json).unwrap(), dirty);
+        }
+        assert!(serde_json::from_str::<Dirty>("\"maybe\"").is_err());
+        assert!(serde_json::from_str::<Dirty>("1").is_err());
+    }
+
+    #[test]
+    fn renames_are_written_as_git_status_short_does() {
+        let line = |code: &str, path: &str, orig: Option<&str>| StatusLine {
+            code: code.to_owned(),
+            path: path.to_owned(),
+            orig_path: orig.map(str::to_owned),
+            sha256: None,
+            mode: None,
+        };
+        let text = status_text(&[
+            line("R ", "new name.txt", Some("old.txt")),
+            line(" M", "a.txt", None),
+            line("??", "vendor/lib/", None),
+        ]);
+        assert_eq!(text, "R  old.txt -> \"new name.txt\"\n M a.txt\n?? vendor/lib/\n");
+    }
 
     #[test]
     fn quoting_follows_git() {

@@ -1,19 +1,39 @@
-//! Capture of the repository state through git2: HEAD, `git status`, the working-tree patch and
-//! submodules, into a [`Snapshot`]. Reads the repository only; writes nothing.
+//! Capture of the repository state into a [`Snapshot`]: HEAD, `git status`, the working-tree
+//! patch, submodules, nested repositories, index bits and the operation in progress. Reads the
+//! repository only; writes nothing (the repository's index included).
+//!
+//! Two methods, named in provenance.json `capture-method`:
+//! - `git-cli` (whenever `git` is on PATH, [`super::git_cli`]): status and patch are git's own
+//!   output, so filters, sparse checkouts, index bits, conflicts and layouts (linked worktrees,
+//!   `.git` files, `core.worktree`) are decided by git.
+//! - `libgit2` (no git on PATH, or git failed; [`super::git_lib`]): git2 alone. Where libgit2
+//!   cannot decide what git would (external filters, skip-worktree and assume-unchanged bits,
+//!   intent-to-add entries, conflicts, unreadable files), the paths are listed in
+//!   `unknown-paths` and `dirty` is `"unknown"` with the reason; nothing is guessed.
+//!
+//! A repository that neither method can read is recorded with `dirty: "unknown"`, the reason, and
+//! a warning.
 
 use std::path::{Path, PathBuf};
 
-use git2::{DiffFormat, DiffOptions, ErrorCode, Oid, Repository, Status, StatusOptions};
+use git2::Repository;
 
-use super::doc::{Snapshot, StatusLine, SubmoduleState, UntrackedFile};
-use crate::digest::sha256_bytes;
+use super::doc::{
+    CaptureMethod, Dirty, NestedRepository, Snapshot, StatusLine, SubmoduleState, UncheckedPath,
+    UntrackedFile,
+};
+use super::git_cli::{self, GitError, Location};
+use crate::digest::{sha256_bytes, sha256_file};
 
-/// Captures the repository holding `start` (git2 `Repository::discover`, searching upward), or
-/// records why there is none. Never fails and never panics on repository state.
-///
-/// Git operations: HEAD resolution, `git status` (untracked recursed, ignored excluded), the diff
-/// of the HEAD tree (empty tree when unborn) against the working tree through the index, and the
-/// submodule list with their status.
+/// Untracked files larger than this many bytes (16 MiB) are recorded in provenance.json with
+/// their size and SHA-256 but left out of working-tree.patch (`in-patch: false`), with a warning.
+pub const UNTRACKED_PATCH_LIMIT_BYTES: u64 = 16 * 1024 * 1024;
+
+/// How many levels of repositories nested inside nested repositories are recorded.
+const NESTED_DEPTH: usize = 3;
+
+/// Captures the repository holding `start`, or records why there is none. Never fails and never
+/// panics on repository state; see the module docs for the two methods.
 pub fn capture(start: &Path) -> Snapshot {
     capture_excluding(start, &[])
 }
@@ -25,113 +45,373 @@ pub fn capture(start: &Path) -> Snapshot {
 /// recorded. Paths outside the repository are ignored; the excluded paths that applied are
 /// recorded in the snapshot (`excluded` in `provenance.json`).
 pub fn capture_excluding(start: &Path, exclude: &[&Path]) -> Snapshot {
-    let mut snap = Snapshot {
-        repo: None,
-        head: None,
-        branch: None,
-        detached: false,
-        dirty: false,
-        reason: None,
-        status: Vec::new(),
-        untracked: Vec::new(),
-        submodules: Vec::new(),
-        patch_sha256: sha256_bytes(b""),
-        captured_at: crate::timestamp::now(),
-        excluded: Vec::new(),
-        errors: Vec::new(),
-        patch: Vec::new(),
+    capture_with(start, exclude, None)
+}
+
+/// The after-run capture compared with `before` for drift: like [`capture_excluding`], except
+/// that when HEAD, every status entry (letters, content SHA-256, mode) and the untracked files are
+/// the same as in `before` (taken by the same method), the patch is not computed again: it is
+/// `before`'s, since `git diff HEAD` is then the same bytes. Saves the diff's cost (binary deltas
+/// above all) on the common case of an experiment that leaves the tree alone.
+pub fn capture_after(start: &Path, exclude: &[&Path], before: &Snapshot) -> Snapshot {
+    capture_with(start, exclude, Some(before))
+}
+
+fn capture_with(start: &Path, exclude: &[&Path], before: Option<&Snapshot>) -> Snapshot {
+    let fallback = match git_cli::available() {
+        Ok(()) => {
+            let mut snap = Snapshot::empty();
+            match by_git_cli(start, exclude, before, &mut snap) {
+                Ok(()) => {
+                    finish(&mut snap);
+                    return snap;
+                }
+                Err(e) => format!("git could not read the repository ({e}); libgit2 used instead"),
+            }
+        }
+        Err(GitError::NotFound) => "git is not on PATH".to_owned(),
+        Err(e) => format!("git cannot be run ({e})"),
     };
-    let repo = match Repository::discover(start) {
-        Ok(repo) => repo,
-        Err(e) if e.code() == ErrorCode::NotFound => {
+    let mut snap = Snapshot::empty();
+    super::git_lib::capture(start, exclude, &fallback, &mut snap);
+    finish(&mut snap);
+    snap
+}
+
+/// The `git-cli` method.
+///
+/// # Errors
+/// [`GitError`] when git refuses the repository or a step that decides status or HEAD fails;
+/// the caller then falls back to libgit2.
+fn by_git_cli(
+    start: &Path,
+    exclude: &[&Path],
+    before: Option<&Snapshot>,
+    snap: &mut Snapshot,
+) -> Result<(), GitError> {
+    snap.capture_method = Some(CaptureMethod::GitCli);
+    let (root, git_dir) = match git_cli::locate(start)? {
+        Location::NoRepository => {
             snap.reason = Some(format!("no git repository at {}", start.display()));
-            return snap;
+            return Ok(());
         }
-        Err(e) => {
-            snap.reason = Some(format!(
-                "cannot open git repository at {}: {}",
-                start.display(),
-                e.message()
+        Location::NoWorkTree { git_dir } => {
+            let head = git_cli::head(&git_dir)?;
+            apply_head(snap, &head);
+            snap.errors.push(format!(
+                "bare repository at {}: no working tree to record",
+                git_dir.display()
             ));
-            return snap;
+            return Ok(());
         }
+        Location::WorkTree { root, git_dir } => (root, git_dir),
     };
-    let unborn = read_head(&repo, &mut snap);
-    let Some(workdir) = repo.workdir() else {
-        snap.errors.push(format!(
-            "bare repository at {}: no working tree to record",
-            repo.path().display()
-        ));
-        return snap;
-    };
-    let root: PathBuf = workdir.components().collect();
     snap.repo = Some(root.clone());
+    let head = git_cli::head(&root)?;
+    apply_head(snap, &head);
+    snap.operation = operation(&git_dir).map(str::to_owned);
     let excluded = relative_exclusions(&root, exclude);
     snap.excluded = excluded
         .iter()
         .map(|p| p.to_string_lossy().into_owned())
         .collect();
-    if let Err(e) = read_status(&repo, &root, &excluded, &mut snap) {
-        snap.errors.push(format!("git status: {}", e.message()));
-    }
-    if let Err(e) = read_submodules(&repo, &mut snap) {
-        snap.errors.push(format!("submodules: {}", e.message()));
-    }
-    if snap.head.is_none() && !unborn {
-        snap.errors
-            .push("no working-tree.patch: HEAD does not resolve to a commit".to_owned());
-        return snap;
-    }
-    match make_patch(&repo, snap.head.is_some(), &excluded) {
-        Ok((patch, mut problems)) => {
+
+    // The tracked diff (the slow part: binary deltas) runs in its own thread while status is
+    // read, the changed files hashed, git2 consulted and the untracked files diffed. The
+    // after-run capture first checks whether it is needed at all.
+    let base = match (&head.commit, head.unborn) {
+        (Some(commit), _) => Some(commit.clone()),
+        (None, true) => Some(git_cli::empty_tree(&root)?),
+        (None, false) => None,
+    };
+    let reuse = before.filter(|b| b.capture_method == Some(CaptureMethod::GitCli));
+    let (tracked, untracked) = std::thread::scope(|s| -> Result<_, GitError> {
+        let diff = base
+            .as_ref()
+            .filter(|_| reuse.is_none())
+            .map(|base| s.spawn(|| git_cli::diff_tracked(&root, base)));
+        let entries = git_cli::status(&root)?;
+        record_entries(&root, &excluded, entries, snap, NESTED_DEPTH);
+        snap.dirty = if snap.status.is_empty() {
+            Dirty::Clean
+        } else {
+            Dirty::Dirty
+        };
+        read_with_git2(&git_dir, &root, snap);
+        let reused = reuse.is_some_and(|b| same_tree_record(b, snap));
+        let untracked = (base.is_some() && !reused).then(|| {
+            let new_files: Vec<&str> = snap
+                .untracked
+                .iter()
+                .filter(|u| u.in_patch)
+                .map(|u| u.path.as_str())
+                .collect();
+            git_cli::diff_untracked(&root, &new_files)
+        });
+        let tracked = match diff {
+            Some(handle) => Some(handle.join().expect("the git diff thread does not panic")),
+            None if base.is_some() && !reused => {
+                Some(git_cli::diff_tracked(&root, base.as_deref().unwrap_or("HEAD")))
+            }
+            None => None,
+        };
+        Ok((tracked, untracked))
+    })?;
+
+    match (tracked, untracked) {
+        (Some(tracked), Some(untracked)) => {
+            let mut patch = tracked.unwrap_or_else(|e| {
+                snap.errors.push(format!("working-tree.patch: {e}"));
+                Vec::new()
+            });
+            match untracked {
+                Ok(p) => patch.extend_from_slice(&p),
+                Err(e) => snap
+                    .errors
+                    .push(format!("working-tree.patch: untracked files left out: {e}")),
+            }
             snap.patch_sha256 = sha256_bytes(&patch);
             snap.patch = patch;
-            snap.errors.append(&mut problems);
         }
-        Err(e) => snap.errors.push(format!("git diff HEAD: {}", e.message())),
+        _ if base.is_none() => snap
+            .errors
+            .push("no working-tree.patch: HEAD does not resolve to a commit".to_owned()),
+        _ => {
+            // Same tree as `before`: the same patch.
+            let b = reuse.expect("the patch is only skipped when reused");
+            snap.patch = b.patch.clone();
+            snap.patch_sha256 = b.patch_sha256.clone();
+        }
     }
-    snap
+    Ok(())
 }
 
-/// Fills head, branch, detached and reason. Returns true for an unborn HEAD (no commits yet).
-fn read_head(repo: &Repository, snap: &mut Snapshot) -> bool {
-    snap.detached = repo.head_detached().unwrap_or(false);
-    match repo.head() {
-        Ok(head) => {
-            if !snap.detached && head.is_branch() {
-                snap.branch = head.shorthand().ok().map(str::to_owned);
+/// Submodules and index bits through git2, opened at the git folder git named with git's working
+/// tree (libgit2 would pick another one for a `.git` file); what fails goes to `errors`.
+fn read_with_git2(git_dir: &Path, root: &Path, snap: &mut Snapshot) {
+    match Repository::open(git_dir).and_then(|r| r.set_workdir(root, false).map(|()| r)) {
+        Ok(repo) => {
+            if let Err(e) = read_submodules(&repo, snap) {
+                snap.errors.push(format!("submodules: {}", e.message()));
             }
-            match head.peel_to_commit() {
-                Ok(commit) => snap.head = Some(commit.id().to_string()),
-                Err(e) => {
-                    snap.reason = Some(format!("HEAD does not resolve to a commit: {}", e.message()));
-                }
+            match index_bits(&repo, root) {
+                Ok(bits) => snap.unchecked = bits.unchecked,
+                Err(e) => snap.errors.push(format!(
+                    "skip-worktree and assume-unchanged bits not read: {}",
+                    e.message()
+                )),
             }
-            false
-        }
-        Err(e) if e.code() == ErrorCode::UnbornBranch => {
-            let branch = repo
-                .find_reference("HEAD")
-                .ok()
-                .and_then(|r| r.symbolic_target().ok().flatten().map(str::to_owned))
-                .map(|t| t.strip_prefix("refs/heads/").unwrap_or(&t).to_owned());
-            snap.reason = Some(format!(
-                "unborn HEAD: no commits yet on {}",
-                branch.as_deref().unwrap_or("an unknown branch")
-            ));
-            snap.branch = branch;
-            true
         }
         Err(e) => {
-            snap.reason = Some(format!("cannot resolve HEAD: {}", e.message()));
-            false
+            snap.errors.push(format!(
+                "libgit2 cannot open {} ({}): submodules and index bits not recorded",
+                git_dir.display(),
+                e.message()
+            ));
         }
+    }
+}
+
+/// Fills head, branch, detached and reason from git's answer.
+fn apply_head(snap: &mut Snapshot, head: &git_cli::Head) {
+    snap.head.clone_from(&head.commit);
+    snap.branch.clone_from(&head.branch);
+    snap.detached = head.detached;
+    snap.reason.clone_from(&head.reason);
+}
+
+/// Turns git status entries into status lines with content facts, untracked files and nested
+/// repositories (recorded to `depth` levels).
+fn record_entries(
+    root: &Path,
+    excluded: &[PathBuf],
+    entries: Vec<git_cli::Entry>,
+    snap: &mut Snapshot,
+    depth: usize,
+) {
+    for e in entries {
+        let untracked = e.code == "??";
+        if untracked && is_excluded(Path::new(&e.path), excluded) {
+            continue;
+        }
+        let rel = e.path.trim_end_matches('/');
+        let full = root.join(rel);
+        let folder = e.path.ends_with('/');
+        let facts = if folder {
+            FileFacts::default()
+        } else {
+            file_facts(&full)
+        };
+        if untracked && folder {
+            if full.join(".git").exists() && depth > 0 {
+                let mut found = Vec::new();
+                nested_by_git_cli(&full, rel, depth - 1, &mut found);
+                snap.nested_repositories.extend(found);
+            }
+        } else if untracked {
+            snap.untracked.push(UntrackedFile {
+                path: e.path.clone(),
+                sha256: facts.sha256.clone(),
+                size_bytes: facts.size,
+                in_patch: facts.size.is_none_or(|s| s <= UNTRACKED_PATCH_LIMIT_BYTES),
+            });
+        }
+        snap.status.push(StatusLine {
+            code: e.code,
+            path: e.path,
+            orig_path: e.orig_path,
+            sha256: facts.sha256,
+            mode: facts.mode,
+        });
+    }
+}
+
+/// Records the untracked nested repository at `dir` (`rel` from the outer root) and, `depth`
+/// levels down, the ones nested in it, with git: HEAD, branch, dirty and status lines.
+fn nested_by_git_cli(dir: &Path, rel: &str, depth: usize, out: &mut Vec<NestedRepository>) {
+    let mut nested = NestedRepository::new(rel);
+    let result = (|| -> Result<Vec<git_cli::Entry>, GitError> {
+        let head = git_cli::head(dir)?;
+        nested.head = head.commit;
+        nested.branch = head.branch;
+        git_cli::status(dir)
+    })();
+    match result {
+        Ok(entries) => {
+            let mut inner = Snapshot::empty();
+            record_entries(dir, &[], entries, &mut inner, depth);
+            nested.dirty = if inner.status.is_empty() {
+                Dirty::Clean
+            } else {
+                Dirty::Dirty
+            };
+            nested.status = inner.status;
+            out.push(nested);
+            for mut n in inner.nested_repositories {
+                n.path = format!("{rel}/{}", n.path);
+                out.push(n);
+            }
+        }
+        Err(e) => {
+            nested.dirty = Dirty::Unknown;
+            nested.reason = Some(e.to_string());
+            out.push(nested);
+        }
+    }
+}
+
+/// `before` and `now` record the same HEAD, status entries (letters, paths, content, modes) and
+/// untracked files, and `before` holds its patch bytes: then `git diff HEAD` plus the untracked
+/// files gives the same patch.
+fn same_tree_record(before: &Snapshot, now: &Snapshot) -> bool {
+    before.head == now.head
+        && before.reason == now.reason
+        && before.status == now.status
+        && before.untracked == now.untracked
+        && before.excluded == now.excluded
+        && before.errors.is_empty()
+        // The bytes are there (not a capture read back from provenance.json, which has none).
+        && sha256_bytes(&before.patch) == before.patch_sha256
+}
+
+/// Warnings for the terminal and the bundle notes: the operation in progress, an unknown dirty
+/// state, untracked files left out of the patch.
+fn finish(snap: &mut Snapshot) {
+    if let Some(op) = &snap.operation {
+        let markers = if op == "bisect" {
+            ""
+        } else {
+            "; the working tree may hold conflict markers"
+        };
+        snap.warnings.push(format!(
+            "a {op} is in progress in {}: recorded as operation \"{op}\" in provenance.json{markers}",
+            snap.repo
+                .as_deref()
+                .map_or_else(|| "the repository".to_owned(), |p| p.display().to_string())
+        ));
+    }
+    if snap.dirty == Dirty::Unknown {
+        snap.warnings.push(format!(
+            "the working tree's state is unknown: {}",
+            snap.dirty_reason.as_deref().unwrap_or("no reason recorded")
+        ));
+    }
+    for u in snap.untracked.iter().filter(|u| !u.in_patch) {
+        snap.warnings.push(format!(
+            "untracked file {} ({} bytes) is over the {UNTRACKED_PATCH_LIMIT_BYTES}-byte limit: recorded with its size and sha256 in provenance.json, left out of working-tree.patch",
+            u.path,
+            u.size_bytes.unwrap_or(0)
+        ));
+    }
+    if snap.repo.is_some() {
+        snap.untracked_patch_limit_bytes = Some(UNTRACKED_PATCH_LIMIT_BYTES);
+    }
+}
+
+/// The operation in progress in the git folder `git_dir`, by the marker files git itself reads
+/// for `git status`: `am` (rebase-apply/applying), `rebase` (rebase-merge/ or rebase-apply/),
+/// `merge` (MERGE_HEAD), `cherry-pick` (CHERRY_PICK_HEAD), `revert` (REVERT_HEAD), `bisect`
+/// (BISECT_LOG); the first found in that order. `None` when there is none.
+pub(super) fn operation(git_dir: &Path) -> Option<&'static str> {
+    let has = |name: &str| git_dir.join(name).exists();
+    [
+        ("rebase-apply/applying", "am"),
+        ("rebase-merge", "rebase"),
+        ("rebase-apply", "rebase"),
+        ("MERGE_HEAD", "merge"),
+        ("CHERRY_PICK_HEAD", "cherry-pick"),
+        ("REVERT_HEAD", "revert"),
+        ("BISECT_LOG", "bisect"),
+    ]
+    .into_iter()
+    .find(|(marker, _)| has(marker))
+    .map(|(_, name)| name)
+}
+
+/// What the working tree holds at a path.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct FileFacts {
+    /// SHA-256 of the file's bytes, or of a symlink's target; `None` when absent, a folder or
+    /// unreadable.
+    pub sha256: Option<String>,
+    /// git's mode: `100644`, `100755` or `120000`; `None` when absent or a folder.
+    pub mode: Option<String>,
+    /// Size in bytes (of the target for a symlink).
+    pub size: Option<u64>,
+}
+
+/// [`FileFacts`] of `path` (lstat, then the file streamed through SHA-256, or `readlink`).
+pub(super) fn file_facts(path: &Path) -> FileFacts {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return FileFacts::default();
+    };
+    if meta.file_type().is_symlink() {
+        let Ok(target) = std::fs::read_link(path) else {
+            return FileFacts::default();
+        };
+        let bytes = target.as_os_str().as_bytes();
+        return FileFacts {
+            sha256: Some(sha256_bytes(bytes)),
+            mode: Some("120000".to_owned()),
+            size: Some(bytes.len() as u64),
+        };
+    }
+    if !meta.is_file() {
+        return FileFacts::default();
+    }
+    let exec = meta.permissions().mode() & 0o111 != 0;
+    FileFacts {
+        sha256: sha256_file(path).ok(),
+        mode: Some(if exec { "100755" } else { "100644" }.to_owned()),
+        size: Some(meta.len()),
     }
 }
 
 /// The `exclude` paths that lie inside `root`, relative to it (tried as given and canonicalised,
 /// since the root may be reached through a symlink).
-fn relative_exclusions(root: &Path, exclude: &[&Path]) -> Vec<PathBuf> {
+pub(super) fn relative_exclusions(root: &Path, exclude: &[&Path]) -> Vec<PathBuf> {
     let canonical_root = root.canonicalize().ok();
     let mut out: Vec<PathBuf> = exclude
         .iter()
@@ -151,99 +431,12 @@ fn relative_exclusions(root: &Path, exclude: &[&Path]) -> Vec<PathBuf> {
     out
 }
 
-fn is_excluded(path: &Path, excluded: &[PathBuf]) -> bool {
+pub(super) fn is_excluded(path: &Path, excluded: &[PathBuf]) -> bool {
     excluded.iter().any(|e| path.starts_with(e))
 }
 
-fn read_status(
-    repo: &Repository,
-    root: &Path,
-    excluded: &[PathBuf],
-    snap: &mut Snapshot,
-) -> Result<(), git2::Error> {
-    let mut opts = StatusOptions::new();
-    opts.include_untracked(true)
-        .recurse_untracked_dirs(true)
-        .include_ignored(false)
-        .exclude_submodules(false)
-        .renames_head_to_index(false)
-        .renames_index_to_workdir(false)
-        .sort_case_sensitively(true);
-    let statuses = repo.statuses(Some(&mut opts))?;
-    for entry in statuses.iter() {
-        let mut codes = status_codes(entry.status());
-        if is_excluded(&bytes_to_path(entry.path_bytes()), excluded) {
-            codes.retain(|c| c != "??");
-        }
-        if codes.is_empty() {
-            continue;
-        }
-        let path = String::from_utf8_lossy(entry.path_bytes()).into_owned();
-        let full = root.join(bytes_to_path(entry.path_bytes()));
-        let content = read_content(&full);
-        let sha256 = content.as_deref().map(sha256_bytes);
-        for code in codes {
-            if code == "??" {
-                snap.untracked.push(UntrackedFile {
-                    path: path.clone(),
-                    sha256: sha256.clone(),
-                    size_bytes: content.as_ref().map(|c| c.len() as u64),
-                });
-            }
-            snap.status.push(StatusLine {
-                code,
-                path: path.clone(),
-                sha256: sha256.clone(),
-            });
-        }
-    }
-    snap.dirty = !snap.status.is_empty();
-    Ok(())
-}
-
-/// `XY` letters of `git status --short` for a libgit2 status; empty for entries git does not show.
-/// A path deleted (or otherwise changed) in the index and present but untracked in the working tree
-/// (`git rm --cached`) gives two entries, as git prints them: the index change, then `??`.
-fn status_codes(s: Status) -> Vec<String> {
-    if s.contains(Status::CONFLICTED) {
-        return vec!["UU".to_owned()];
-    }
-    let untracked = s.contains(Status::WT_NEW);
-    let x = if s.contains(Status::INDEX_NEW) {
-        'A'
-    } else if s.contains(Status::INDEX_DELETED) {
-        'D'
-    } else if s.contains(Status::INDEX_RENAMED) {
-        'R'
-    } else if s.contains(Status::INDEX_TYPECHANGE) {
-        'T'
-    } else if s.contains(Status::INDEX_MODIFIED) {
-        'M'
-    } else {
-        ' '
-    };
-    let y = if s.contains(Status::WT_DELETED) {
-        'D'
-    } else if s.contains(Status::WT_RENAMED) {
-        'R'
-    } else if s.contains(Status::WT_TYPECHANGE) {
-        'T'
-    } else if s.intersects(Status::WT_MODIFIED | Status::WT_UNREADABLE) {
-        'M'
-    } else {
-        ' '
-    };
-    let mut codes = Vec::new();
-    if x != ' ' || y != ' ' {
-        codes.push(format!("{x}{y}"));
-    }
-    if untracked {
-        codes.push("??".to_owned());
-    }
-    codes
-}
-
-fn read_submodules(repo: &Repository, snap: &mut Snapshot) -> Result<(), git2::Error> {
+/// Submodules registered in `.gitmodules` with their state (git2: submodule list and status).
+pub(super) fn read_submodules(repo: &Repository, snap: &mut Snapshot) -> Result<(), git2::Error> {
     for sm in repo.submodules()? {
         let path = sm.path().to_string_lossy().into_owned();
         let status = sm
@@ -263,7 +456,7 @@ fn read_submodules(repo: &Repository, snap: &mut Snapshot) -> Result<(), git2::E
         snap.submodules.push(SubmoduleState {
             path,
             url: sm.url().ok().flatten().map(str::to_owned),
-            recorded_commit: sm.head_id().map(|o: Oid| o.to_string()),
+            recorded_commit: sm.head_id().map(|o| o.to_string()),
             checked_out_commit: sm.workdir_id().map(|o| o.to_string()),
             dirty,
         });
@@ -272,144 +465,48 @@ fn read_submodules(repo: &Repository, snap: &mut Snapshot) -> Result<(), git2::E
     Ok(())
 }
 
-/// `git diff HEAD` plus untracked files as new files, with binary patches. Returns the patch and
-/// problems that make it incomplete (binary changes git2 could not encode).
-///
-/// The base is `diff_tree_to_workdir_with_index` (what `git diff HEAD` shows, plus untracked
-/// content). One case needs a fix-up: a file removed from the index but kept on disk
-/// (`git rm --cached`) is a deletion there, like in `git diff HEAD`, yet replaying must keep the
-/// file; those paths are diffed tree-to-workdir instead (HEAD content to disk content).
-///
-/// Untracked files under `excluded` (relative paths) are left out.
-fn make_patch(
-    repo: &Repository,
-    has_head: bool,
-    excluded: &[PathBuf],
-) -> Result<(Vec<u8>, Vec<String>), git2::Error> {
-    let tree = if has_head {
-        Some(repo.head()?.peel_to_tree()?)
-    } else {
-        None // unborn HEAD: diff against the empty tree
-    };
-    let options = || {
-        let mut opts = DiffOptions::new();
-        opts.include_untracked(true)
-            .recurse_untracked_dirs(true)
-            .show_untracked_content(true)
-            .include_ignored(false)
-            .ignore_submodules(true)
-            .include_typechange(false)
-            .show_binary(true)
-            .id_abbrev(40);
-        opts
-    };
-    let diff = repo.diff_tree_to_workdir_with_index(tree.as_ref(), Some(&mut options()))?;
+/// `assume-unchanged` flag of an index entry (`CE_VALID`, in `flags`).
+const ASSUME_UNCHANGED: u16 = 0x8000;
+/// `skip-worktree` flag of an index entry (in `flags_extended`).
+const SKIP_WORKTREE: u16 = 1 << 14;
+/// `intent-to-add` flag of an index entry (in `flags_extended`).
+const INTENT_TO_ADD: u16 = 1 << 13;
 
-    // Deleted against HEAD yet present (and not ignored) on disk: removed from the index only.
-    let mut kept_on_disk: Vec<PathBuf> = Vec::new();
-    if let Some(root) = repo.workdir() {
-        for delta in diff.deltas() {
-            if delta.status() != git2::Delta::Deleted {
-                continue;
-            }
-            let Some(path) = delta.old_file().path() else {
-                continue;
-            };
-            let on_disk = std::fs::symlink_metadata(root.join(path)).is_ok_and(|m| !m.is_dir());
-            if on_disk && !repo.status_should_ignore(path).unwrap_or(false) {
-                kept_on_disk.push(path.to_path_buf());
-            }
-        }
-    }
-
-    let mut patch = Vec::new();
-    print_patch(
-        &diff,
-        |delta| {
-            let path = delta.old_file().path().or_else(|| delta.new_file().path());
-            path.is_some_and(|p| {
-                kept_on_disk.iter().any(|k| k == p)
-                    || (delta.status() == git2::Delta::Untracked && is_excluded(p, excluded))
-            })
-        },
-        &mut patch,
-    )?;
-    if !kept_on_disk.is_empty() {
-        let mut opts = options();
-        opts.disable_pathspec_match(true);
-        for path in &kept_on_disk {
-            opts.pathspec(path.as_os_str());
-        }
-        let extra = repo.diff_tree_to_workdir(tree.as_ref(), Some(&mut opts))?;
-        print_patch(&extra, |_| false, &mut patch)?;
-    }
-    let problems = patch
-        .split(|&b| b == b'\n')
-        .filter(|l| l.starts_with(b"Binary files ") && l.ends_with(b" differ"))
-        .map(|l| {
-            format!(
-                "working-tree.patch: binary change without data ({}); git apply cannot rebuild it",
-                String::from_utf8_lossy(l)
-            )
-        })
-        .collect();
-    Ok((patch, problems))
+/// Index entries whose bits change what git reports.
+#[derive(Debug, Default)]
+pub(super) struct IndexBits {
+    /// Entries with the skip-worktree or assume-unchanged bit whose file exists in the working
+    /// tree: git does not look at them, so their content is recorded here.
+    pub unchecked: Vec<UncheckedPath>,
+    /// Paths with skip-worktree or assume-unchanged bits (also absent ones).
+    pub hidden: Vec<String>,
+    /// Paths added with `git add -N`.
+    pub intent_to_add: Vec<String>,
 }
 
-/// Appends `diff` in patch format to `out`, leaving out the deltas `skip` selects.
-fn print_patch(
-    diff: &git2::Diff<'_>,
-    skip: impl Fn(&git2::DiffDelta<'_>) -> bool,
-    out: &mut Vec<u8>,
-) -> Result<(), git2::Error> {
-    diff.print(DiffFormat::Patch, |delta, _hunk, line| {
-        if skip(&delta) {
-            return true;
+/// Reads the index bits of `repo` (git2 index, one lstat per flagged entry).
+pub(super) fn index_bits(repo: &Repository, root: &Path) -> Result<IndexBits, git2::Error> {
+    let index = repo.index()?;
+    let mut bits = IndexBits::default();
+    for entry in index.iter() {
+        let skip = entry.flags_extended & SKIP_WORKTREE != 0;
+        let assume = entry.flags & ASSUME_UNCHANGED != 0;
+        let path = String::from_utf8_lossy(&entry.path).into_owned();
+        if entry.flags_extended & INTENT_TO_ADD != 0 {
+            bits.intent_to_add.push(path.clone());
         }
-        if matches!(line.origin(), '+' | '-' | ' ') {
-            out.push(line.origin() as u8);
+        if !skip && !assume {
+            continue;
         }
-        out.extend_from_slice(line.content());
-        true
-    })
-}
-
-/// Content as git sees it: file bytes, or the link target for a symlink; `None` when absent, a
-/// directory or unreadable.
-fn read_content(path: &Path) -> Option<Vec<u8>> {
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    if meta.file_type().is_symlink() {
-        use std::os::unix::ffi::OsStrExt;
-        return std::fs::read_link(path)
-            .ok()
-            .map(|t| t.as_os_str().as_bytes().to_vec());
+        let facts = file_facts(&root.join(&path));
+        if facts.mode.is_some() {
+            bits.unchecked.push(UncheckedPath {
+                path: path.clone(),
+                bit: if skip { "skip-worktree" } else { "assume-unchanged" }.to_owned(),
+                sha256: facts.sha256,
+            });
+        }
+        bits.hidden.push(path);
     }
-    if meta.is_file() {
-        std::fs::read(path).ok()
-    } else {
-        None
-    }
-}
-
-fn bytes_to_path(bytes: &[u8]) -> PathBuf {
-    use std::os::unix::ffi::OsStrExt;
-    PathBuf::from(std::ffi::OsStr::from_bytes(bytes))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn status_codes_match_git_short_format() {
-        let codes = |s: Status| status_codes(s);
-        assert_eq!(codes(Status::WT_NEW), ["??"]);
-        assert_eq!(codes(Status::INDEX_NEW), ["A "]);
-        assert_eq!(codes(Status::INDEX_MODIFIED | Status::WT_MODIFIED), ["MM"]);
-        assert_eq!(codes(Status::WT_DELETED), [" D"]);
-        assert_eq!(codes(Status::INDEX_NEW | Status::WT_DELETED), ["AD"]);
-        assert_eq!(codes(Status::INDEX_DELETED | Status::WT_NEW), ["D ", "??"]);
-        assert!(codes(Status::CURRENT).is_empty());
-        assert!(codes(Status::IGNORED).is_empty());
-    }
+    Ok(bits)
 }

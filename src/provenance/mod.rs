@@ -16,10 +16,13 @@
 pub mod doc;
 pub mod drift;
 pub mod git;
+pub mod git_cli;
+mod git_lib;
 pub mod host;
 
 pub use doc::{
-    AfterCheck, PROVENANCE_FORMAT, ProvenanceDoc, Snapshot, StatusLine, SubmoduleState, UntrackedFile,
+    AfterCheck, CaptureMethod, Dirty, NestedRepository, PROVENANCE_FORMAT, ProvenanceDoc, Snapshot,
+    StatusLine, SubmoduleState, UncheckedPath, UnknownPath, UntrackedFile,
 };
 pub use drift::differences;
-pub use git::{capture, capture_excluding};
+pub use git::{UNTRACKED_PATCH_LIMIT_BYTES, capture, capture_after, capture_excluding};

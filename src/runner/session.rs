@@ -226,6 +226,9 @@ pub fn run_manifest(
     // Earlier bundles and the one being written live under results/: leave them out of the
     // working-tree record, or every run would record its own output as drift.
     let before = crate::provenance::capture_excluding(&plan.repo_start, &[&results_dir]);
+    for warning in before.warnings() {
+        progress::say(format_args!("warning: {warning}"));
+    }
     let host = crate::provenance::host::collect();
 
     let info = BundleInfo {
@@ -246,7 +249,7 @@ pub fn run_manifest(
         parent: opts.parent.clone(),
         runner_pid: std::process::id(),
         seed: plan.seed,
-        notes: opts.notes.clone(),
+        notes: opts.notes.iter().chain(before.warnings()).cloned().collect(),
         executor: Some(
             match manifest.executor.kind {
                 ExecutorKind::Local => "local",
@@ -401,7 +404,7 @@ pub fn finish_session(
 ) -> Result<SessionReport, SessionError> {
     let dir = writer.dir().to_path_buf();
     let result = end.and_then(|end| {
-        let after = crate::provenance::capture_excluding(&plan.repo_start, &[finish.results_dir]);
+        let after = crate::provenance::capture_after(&plan.repo_start, &[finish.results_dir], finish.before);
         let drift = crate::bundle::write::write_provenance_after(&dir, finish.before, &after)?;
         Ok((end, drift))
     });

@@ -56,6 +56,7 @@ mod output_json;
 mod probe_cli;
 mod probe_manifests;
 mod probe_python;
+mod provenance_differential;
 mod provenance_git;
 mod report_errors;
 mod report_fixtures;

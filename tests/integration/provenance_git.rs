@@ -165,7 +165,7 @@ fn dirty_tree_is_listed_and_patch_rebuilds_it_byte_for_byte() {
     let head = git(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
     assert_eq!(snap.head(), Some(head.as_str()));
     assert_eq!(snap.branch(), Some("main"));
-    assert!(snap.dirty());
+    assert_eq!(snap.dirty(), provenance::Dirty::Dirty);
     assert_eq!(snap.reason(), None);
     assert_eq!(
         snap.repo_root().unwrap().canonicalize().unwrap(),
@@ -244,7 +244,7 @@ fn clean_repository_has_empty_patch() {
     commit_all(tmp.path(), "one");
 
     let snap = provenance::capture(tmp.path());
-    assert!(!snap.dirty());
+    assert_eq!(snap.dirty(), provenance::Dirty::Clean);
     assert!(snap.patch().is_empty());
     assert!(snap.status().is_empty());
     assert!(snap.errors().is_empty(), "{:?}", snap.errors());
@@ -281,7 +281,7 @@ fn no_repository_is_recorded_not_fatal() {
     let snap = provenance::capture(tmp.path());
     assert_eq!(snap.head(), None);
     assert_eq!(snap.repo_root(), None);
-    assert!(!snap.dirty());
+    assert_eq!(snap.dirty(), provenance::Dirty::Clean);
     let bundle = tempfile::tempdir().unwrap();
     hwr_exp::bundle::write::write_provenance(bundle.path(), &snap).unwrap();
     let revision = std::fs::read_to_string(bundle.path().join("revision.txt")).unwrap();
@@ -308,7 +308,7 @@ fn unborn_head_records_branch_and_patch_adds_files() {
     assert_eq!(snap.head(), None);
     assert_eq!(snap.branch(), Some("main"));
     assert_eq!(snap.reason(), Some("unborn HEAD: no commits yet on main"));
-    assert!(snap.dirty());
+    assert_eq!(snap.dirty(), provenance::Dirty::Dirty);
     assert_eq!(snap.status().len(), 1);
     assert_eq!(snap.status()[0].code, "??");
     let bundle = tmp.path().join("bundle");
@@ -352,7 +352,7 @@ fn detached_head_has_no_branch() {
     assert_eq!(snap.head(), Some(head.as_str()));
     assert_eq!(snap.branch(), None);
     assert!(snap.detached());
-    assert!(!snap.dirty());
+    assert_eq!(snap.dirty(), provenance::Dirty::Clean);
     let bundle = tempfile::tempdir().unwrap();
     hwr_exp::bundle::write::write_provenance(bundle.path(), &snap).unwrap();
     let doc = json(&bundle.path().join("provenance.json"));
@@ -431,7 +431,7 @@ fn submodules_are_listed_with_recorded_and_checked_out_commits() {
     commit_all(&repo, "with submodule");
 
     let snap = provenance::capture(&repo);
-    assert!(!snap.dirty(), "{:?}", snap.status());
+    assert_eq!(snap.dirty(), provenance::Dirty::Clean, "{:?}", snap.status());
     assert_eq!(snap.submodules().len(), 1);
     let sm = &snap.submodules()[0];
     assert_eq!(sm.path, "libs/lib");

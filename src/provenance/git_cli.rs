@@ -1,0 +1,475 @@
+//! The repository state as the `git` command-line tool reports it, the primary capture method
+//! whenever `git` is on PATH: working-tree.txt is what `git status --short --untracked-files=all`
+//! says and working-tree.patch what `git diff HEAD --binary` says (plus untracked files as new
+//! files), so that filters, sparse checkouts, index bits, conflicts and repository layouts are
+//! decided by git itself (DESIGN section 5).
+//!
+//! Every git subprocess hwr-exp makes is built by [`command`]: it names the repository explicitly
+//! (`git -C <dir>`) and removes the caller's variables that would point git at another
+//! repository, index, object store or invocation-wide configuration ([`scrub_environment`]).
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// `GIT_*` variables passed on to git subprocesses: the user's choice of configuration files and
+/// git's own installation. Every other `GIT_*` variable is removed, among them GIT_DIR,
+/// GIT_WORK_TREE, GIT_INDEX_FILE, GIT_OBJECT_DIRECTORY, GIT_ALTERNATE_OBJECT_DIRECTORIES,
+/// GIT_CEILING_DIRECTORIES, GIT_COMMON_DIR, GIT_NAMESPACE, GIT_DISCOVERY_ACROSS_FILESYSTEM,
+/// GIT_PREFIX, GIT_SHALLOW_FILE, GIT_CONFIG, GIT_CONFIG_PARAMETERS, GIT_CONFIG_COUNT /
+/// GIT_CONFIG_KEY_n / GIT_CONFIG_VALUE_n (what an outer `git -c` hands to hooks),
+/// GIT_EXTERNAL_DIFF and the pathspec switches.
+const KEPT_GIT_VARIABLES: &[&str] = &[
+    "GIT_EXEC_PATH",
+    "GIT_CONFIG_GLOBAL",
+    "GIT_CONFIG_SYSTEM",
+    "GIT_CONFIG_NOSYSTEM",
+    "GIT_ATTR_NOSYSTEM",
+];
+
+/// Removes from `cmd` every inherited `GIT_*` variable but [`KEPT_GIT_VARIABLES`] (read from
+/// this process's environment), so that git finds the repository from its working directory or
+/// `-C` argument alone.
+pub fn scrub_environment(cmd: &mut Command) -> &mut Command {
+    for (key, _) in std::env::vars_os() {
+        let Some(name) = key.to_str() else { continue };
+        if name.starts_with("GIT_") && !KEPT_GIT_VARIABLES.contains(&name) {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd
+}
+
+/// `git -C <dir>` with the environment scrubbed ([`scrub_environment`]) and stdin closed.
+/// Callers add the subcommand; they may set variables such as GIT_INDEX_FILE themselves after
+/// this call.
+pub fn command(dir: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    scrub_environment(&mut cmd);
+    cmd.arg("-C").arg(dir).stdin(Stdio::null());
+    cmd
+}
+
+/// `git --git-dir=<git_dir>` with the environment scrubbed ([`scrub_environment`]) and stdin
+/// closed, for commands that need no working tree (`read-tree` and `apply --cached` into a
+/// temporary index); the working directory is the caller's.
+pub fn command_for_git_dir(git_dir: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    scrub_environment(&mut cmd);
+    cmd.arg("--git-dir").arg(git_dir).stdin(Stdio::null());
+    cmd
+}
+
+/// A git subprocess that could not be run or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    /// No `git` executable on PATH.
+    #[error("git is not on PATH")]
+    NotFound,
+    /// git could not be started or its output read.
+    #[error("cannot run git {args}: {source}")]
+    Spawn {
+        /// The arguments after `git -C <dir>`.
+        args: String,
+        /// The I/O error.
+        #[source]
+        source: io::Error,
+    },
+    /// git exited non-zero.
+    #[error("git {args} failed ({status}): {stderr}")]
+    Failed {
+        /// The arguments after `git -C <dir>`.
+        args: String,
+        /// Exit status as text.
+        status: String,
+        /// git's stderr, trimmed.
+        stderr: String,
+    },
+}
+
+/// Runs `git -C dir args...` and returns its output when it exits 0.
+///
+/// # Errors
+/// [`GitError::NotFound`] without git on PATH, [`GitError::Failed`] with git's stderr.
+pub(super) fn run(dir: &Path, args: &[&str]) -> Result<Output, GitError> {
+    run_cmd(command(dir).args(args), args)
+}
+
+fn run_cmd(cmd: &mut Command, args: &[&str]) -> Result<Output, GitError> {
+    let out = cmd.output().map_err(|source| {
+        if source.kind() == io::ErrorKind::NotFound {
+            GitError::NotFound
+        } else {
+            GitError::Spawn {
+                args: args.join(" "),
+                source,
+            }
+        }
+    })?;
+    if out.status.success() {
+        Ok(out)
+    } else {
+        Err(GitError::Failed {
+            args: args.join(" "),
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        })
+    }
+}
+
+/// Where git finds the repository holding a folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Location {
+    /// git says there is none (`not a git repository`).
+    NoRepository,
+    /// A repository without a working tree there (bare, or the folder is inside the git folder).
+    NoWorkTree {
+        /// `git rev-parse --absolute-git-dir`.
+        git_dir: PathBuf,
+    },
+    /// A working tree.
+    WorkTree {
+        /// `git rev-parse --show-toplevel`.
+        root: PathBuf,
+        /// `git rev-parse --absolute-git-dir` (a linked worktree's own folder for those).
+        git_dir: PathBuf,
+    },
+}
+
+/// Locates the repository holding `start` (`git rev-parse --absolute-git-dir --show-toplevel`).
+///
+/// # Errors
+/// [`GitError`] when git is missing or refuses the repository (unknown extension, dubious
+/// ownership, corruption): anything but "not a git repository".
+pub(super) fn locate(start: &Path) -> Result<Location, GitError> {
+    let args = ["rev-parse", "--absolute-git-dir", "--show-toplevel"];
+    match run(start, &args) {
+        Ok(out) => {
+            let text = String::from_utf8_lossy(&out.stdout);
+            let mut lines = text.lines();
+            let git_dir = PathBuf::from(lines.next().unwrap_or_default());
+            match lines.next() {
+                Some(root) if !root.is_empty() => Ok(Location::WorkTree {
+                    root: PathBuf::from(root),
+                    git_dir,
+                }),
+                _ => Ok(Location::NoWorkTree { git_dir }),
+            }
+        }
+        Err(GitError::Failed { stderr, .. }) if stderr.contains("not a git repository") => {
+            Ok(Location::NoRepository)
+        }
+        Err(GitError::Failed { stderr, .. }) if stderr.contains("must be run in a work tree") => {
+            let out = run(start, &["rev-parse", "--absolute-git-dir"])?;
+            Ok(Location::NoWorkTree {
+                git_dir: PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()),
+            })
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// HEAD as git resolves it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(super) struct Head {
+    /// The commit id HEAD peels to.
+    pub commit: Option<String>,
+    /// Short branch name when HEAD is symbolic (also when unborn).
+    pub branch: Option<String>,
+    /// HEAD holds a commit id instead of a branch.
+    pub detached: bool,
+    /// Why there is no commit, when there is none.
+    pub reason: Option<String>,
+    /// No commits yet on the branch HEAD names.
+    pub unborn: bool,
+}
+
+/// Resolves HEAD in `root` (`git symbolic-ref -q HEAD`, `git rev-parse -q --verify HEAD^{commit}`,
+/// and when that fails `git rev-parse -q --verify HEAD` to tell an unborn branch from a broken
+/// HEAD).
+///
+/// # Errors
+/// [`GitError`] when git cannot be run.
+pub(super) fn head(root: &Path) -> Result<Head, GitError> {
+    let mut head = Head::default();
+    match run(root, &["symbolic-ref", "-q", "HEAD"]) {
+        Ok(out) => {
+            let full = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            head.branch = Some(full.strip_prefix("refs/heads/").unwrap_or(&full).to_owned());
+        }
+        Err(GitError::Failed { .. }) => head.detached = true,
+        Err(e) => return Err(e),
+    }
+    match run(root, &["rev-parse", "-q", "--verify", "HEAD^{commit}"]) {
+        Ok(out) => {
+            head.commit = Some(String::from_utf8_lossy(&out.stdout).trim().to_owned());
+            return Ok(head);
+        }
+        Err(GitError::Failed { .. }) => {}
+        Err(e) => return Err(e),
+    }
+    let exists = match run(root, &["rev-parse", "-q", "--verify", "HEAD"]) {
+        Ok(_) => true,
+        Err(GitError::Failed { .. }) => false,
+        Err(e) => return Err(e),
+    };
+    if exists {
+        head.reason = Some("HEAD does not resolve to a commit".to_owned());
+    } else if let Some(branch) = &head.branch {
+        head.unborn = true;
+        head.reason = Some(format!("unborn HEAD: no commits yet on {branch}"));
+    } else {
+        head.reason = Some("cannot resolve HEAD".to_owned());
+    }
+    Ok(head)
+}
+
+/// One entry of `git status --short -z`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Entry {
+    /// The two letters `XY` (`??` for untracked).
+    pub code: String,
+    /// Path relative to the root; a nested repository ends in `/`.
+    pub path: String,
+    /// The source path of a rename or copy.
+    pub orig_path: Option<String>,
+}
+
+/// `git status --short -z --untracked-files=all` in `root`, in git's order (tracked changes by
+/// path, then untracked files by path). Does not write the index (`--no-optional-locks`). Branch
+/// and stash lines are turned off whatever the user's configuration; rename detection and
+/// submodule handling follow it, as `git status` in the user's shell would.
+///
+/// # Errors
+/// [`GitError`] when git fails; `InvalidData` inside [`GitError::Spawn`] for unparsable output.
+pub(super) fn status(root: &Path) -> Result<Vec<Entry>, GitError> {
+    let args = [
+        "--no-optional-locks",
+        "-c",
+        "status.branch=false",
+        "-c",
+        "status.showStash=false",
+        "-c",
+        "color.status=false",
+        "status",
+        "--short",
+        "-z",
+        "--untracked-files=all",
+        "--ignored=no",
+    ];
+    let out = run(root, &args)?;
+    parse_status(&out.stdout).map_err(|message| GitError::Spawn {
+        args: args.join(" "),
+        source: io::Error::new(io::ErrorKind::InvalidData, message),
+    })
+}
+
+/// Parses `git status --short -z`: `XY PATH\0`, and for renames and copies `XY NEW\0OLD\0`.
+fn parse_status(bytes: &[u8]) -> Result<Vec<Entry>, String> {
+    let mut fields = bytes.split(|&b| b == 0).filter(|f| !f.is_empty());
+    let mut entries = Vec::new();
+    while let Some(field) = fields.next() {
+        if field.len() < 4 || field[2] != b' ' {
+            return Err(format!(
+                "unexpected git status entry {:?}",
+                String::from_utf8_lossy(field)
+            ));
+        }
+        let code = String::from_utf8_lossy(&field[..2]).into_owned();
+        let path = String::from_utf8_lossy(&field[3..]).into_owned();
+        let orig_path = if code.contains('R') || code.contains('C') {
+            let orig = fields
+                .next()
+                .ok_or_else(|| format!("git status: rename of {path} without its source"))?;
+            Some(String::from_utf8_lossy(orig).into_owned())
+        } else {
+            None
+        };
+        entries.push(Entry {
+            code,
+            path,
+            orig_path,
+        });
+    }
+    Ok(entries)
+}
+
+/// Options of every `git diff` hwr-exp runs: a patch `git apply` takes whatever the user's
+/// configuration says about prefixes, colour, external diff drivers, textconv, relative paths and
+/// blank context lines. Renames are off (a rename is a deletion plus a new file) and submodules
+/// are left out (DESIGN section 5: listed in provenance.json, not diffed into).
+const DIFF_OPTIONS: &[&str] = &[
+    "--no-optional-locks",
+    "-c",
+    "diff.noprefix=false",
+    "-c",
+    "diff.mnemonicPrefix=false",
+    "-c",
+    "diff.relative=false",
+    "-c",
+    "diff.suppressBlankEmpty=false",
+    "-c",
+    "core.quotePath=true",
+    "diff",
+    "--binary",
+    "--full-index",
+    "--no-color",
+    "--no-ext-diff",
+    "--no-textconv",
+    "--no-renames",
+    "--ignore-submodules=all",
+    "--src-prefix=a/",
+    "--dst-prefix=b/",
+];
+
+/// `git diff <base> --binary` in `root`: the working tree against `base` (HEAD, or the empty
+/// tree for an unborn HEAD) through the index, as [`DIFF_OPTIONS`] fix it.
+///
+/// # Errors
+/// [`GitError`] when git fails.
+pub(super) fn diff_tracked(root: &Path, base: &str) -> Result<Vec<u8>, GitError> {
+    let mut args: Vec<&str> = DIFF_OPTIONS.to_vec();
+    args.extend([base, "--"]);
+    Ok(run(root, &args)?.stdout)
+}
+
+/// The empty tree's id in the repository's hash (`git hash-object -t tree /dev/null`), the base
+/// of the patch for an unborn HEAD.
+///
+/// # Errors
+/// [`GitError`] when git fails.
+pub(super) fn empty_tree(root: &Path) -> Result<String, GitError> {
+    let out = run(root, &["hash-object", "-t", "tree", "/dev/null"])?;
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// The untracked files `paths` (relative to `root`) as new files, in the format of `git diff`:
+/// they are marked intent-to-add (`git add -N`) in a temporary index holding nothing else, then
+/// `git diff --binary` (index to working tree) shows them whole. Their exact bytes are shown:
+/// attributes are read from the empty tree (`GIT_ATTR_SOURCE`, git 2.40 and later; older git
+/// reads them as usual), `core.attributesFile` and `core.autocrlf` are off, so no clean filter or
+/// end-of-line conversion applies, and `git apply` writes the same bytes back. The repository's
+/// own index is not touched; no object is written.
+///
+/// # Errors
+/// [`GitError`] when git fails or the temporary index cannot be made.
+pub(super) fn diff_untracked(root: &Path, paths: &[&str]) -> Result<Vec<u8>, GitError> {
+    if paths.is_empty() {
+        return Ok(Vec::new());
+    }
+    let io_err = |what: &str, source: io::Error| GitError::Spawn {
+        args: what.to_owned(),
+        source,
+    };
+    let tmp = tempfile::Builder::new()
+        .prefix("hwr-exp-index-")
+        .tempdir()
+        .map_err(|e| io_err("(temporary index folder)", e))?;
+    let index = tmp.path().join("index");
+    let empty = empty_tree(root)?;
+    // `--sparse`: untracked files outside a sparse checkout's patterns are added too (git 2.34
+    // and later; older git is asked again without it).
+    let with_sparse = [
+        "--literal-pathspecs",
+        "add",
+        "--sparse",
+        "-N",
+        "--pathspec-from-file=-",
+        "--pathspec-file-nul",
+    ];
+    match add_intent(root, &index, &with_sparse, paths) {
+        Err(GitError::Failed { stderr, .. }) if stderr.contains("unknown option") => {
+            let plain: Vec<&str> = with_sparse.iter().copied().filter(|a| *a != "--sparse").collect();
+            add_intent(root, &index, &plain, paths)?;
+        }
+        other => other?,
+    }
+    let mut args: Vec<&str> = vec![
+        "--literal-pathspecs",
+        "-c",
+        "core.attributesFile=/dev/null",
+        "-c",
+        "core.autocrlf=false",
+    ];
+    args.extend(DIFF_OPTIONS);
+    args.push("--");
+    let out = run_cmd(
+        command(root)
+            .args(&args)
+            .env("GIT_INDEX_FILE", &index)
+            .env("GIT_ATTR_SOURCE", &empty),
+        &args,
+    )?;
+    Ok(out.stdout)
+}
+
+/// `git <args>` (an `add -N` reading NUL-separated paths from stdin) with `GIT_INDEX_FILE=index`,
+/// fed `paths`.
+///
+/// # Errors
+/// [`GitError`] when git cannot be run or fails.
+fn add_intent(root: &Path, index: &Path, args: &[&str], paths: &[&str]) -> Result<(), GitError> {
+    let spawn_err = |source: io::Error| {
+        if source.kind() == io::ErrorKind::NotFound {
+            GitError::NotFound
+        } else {
+            GitError::Spawn {
+                args: args.join(" "),
+                source,
+            }
+        }
+    };
+    let mut child = command(root)
+        .args(args)
+        .env("GIT_INDEX_FILE", index)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(spawn_err)?;
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let fed = paths.iter().try_for_each(|p| {
+        stdin.write_all(p.as_bytes())?;
+        stdin.write_all(b"\0")
+    });
+    drop(stdin);
+    let out = child.wait_with_output().map_err(spawn_err)?;
+    if !out.status.success() {
+        return Err(GitError::Failed {
+            args: args.join(" "),
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        });
+    }
+    fed.map_err(spawn_err)
+}
+
+/// Checks that a working `git` is on PATH by running `git --version` (environment scrubbed).
+///
+/// # Errors
+/// [`GitError::NotFound`] without git on PATH; [`GitError::Spawn`] / [`GitError::Failed`] when it
+/// cannot run.
+pub(super) fn available() -> Result<(), GitError> {
+    let mut cmd = Command::new("git");
+    scrub_environment(&mut cmd);
+    run_cmd(cmd.arg("--version").stdin(Stdio::null()), &["--version"]).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_parsing_keeps_rename_sources_and_order() {
+        let raw = b"R  new.txt\0old.txt\0 M a b.txt\0?? z.txt\0?? vendor/lib/\0";
+        let e = parse_status(raw).unwrap();
+        assert_eq!(e.len(), 4);
+        assert_eq!(e[0].code, "R ");
+        assert_eq!(e[0].path, "new.txt");
+        assert_eq!(e[0].orig_path.as_deref(), Some("old.txt"));
+        assert_eq!(e[1].path, "a b.txt");
+        assert_eq!(e[3].path, "vendor/lib/");
+        assert!(parse_status(b"garbage\0").is_err());
+        assert!(parse_status(b"R  new-without-old\0").is_err());
+    }
+}
