@@ -12,31 +12,53 @@ use crate::plan::{Plan, PlanError};
 /// that set and always passes.
 ///
 /// Run by `runner::session::expand`, so `check`, `plan`, `run`, `rerun` and `resume` all apply
-/// it. Returns one problem per CPU outside the set, located at that CPU in an array
-/// (`isolation.cpus.N`) or at the whole `cpus` value for a list string.
+/// it. Returns one problem per CPU outside the set located at that CPU in an array
+/// (`isolation.cpus.N`), and one problem naming every outside CPU of a list string (`"0-999"`)
+/// located at the whole `cpus` value.
 pub fn cpus_outside_allowed_set(manifest: &Manifest, allowed: &[usize]) -> Vec<PlanError> {
     let CpuSelection::List(list) = &manifest.isolation.cpus else {
         return Vec::new();
     };
-    list.iter()
-        .enumerate()
-        .filter(|(_, cpu)| !allowed.contains(cpu))
-        .map(|(i, cpu)| {
-            let item = format!("isolation.cpus.{i}");
-            PlanError {
-                key: if manifest.spans.contains_key(&item) {
-                    item
-                } else {
-                    "isolation.cpus".into()
-                },
-                message: format!(
-                    "CPU {cpu} is not in this process's allowed CPU set ({})",
-                    crate::cpus::format_cpu_list(allowed)
-                ),
-                help: Some("the allowed set comes from sched_getaffinity (see `taskset -cp $$`); pick CPUs from it or write cpus = \"auto\"".into()),
-            }
-        })
-        .collect()
+    let allowed_text = crate::cpus::format_cpu_list(allowed);
+    let problem = |key: String, message: String| {
+        PlanError {
+        key,
+        message,
+        help: Some("the allowed set comes from sched_getaffinity (see `taskset -cp $$`); pick CPUs from it or write cpus = \"auto\"".into()),
+    }
+    };
+    let mut problems = Vec::new();
+    // CPUs of a list string ("0-999") share one location: one problem names them all.
+    let mut unlocated = Vec::new();
+    for (i, &cpu) in list.iter().enumerate() {
+        if allowed.contains(&cpu) {
+            continue;
+        }
+        let item = format!("isolation.cpus.{i}");
+        if manifest.spans.contains_key(&item) {
+            problems.push(problem(
+                item,
+                format!("CPU {cpu} is not in this process's allowed CPU set ({allowed_text})"),
+            ));
+        } else {
+            unlocated.push(cpu);
+        }
+    }
+    match unlocated.as_slice() {
+        [] => {}
+        [cpu] => problems.push(problem(
+            "isolation.cpus".into(),
+            format!("CPU {cpu} is not in this process's allowed CPU set ({allowed_text})"),
+        )),
+        cpus => problems.push(problem(
+            "isolation.cpus".into(),
+            format!(
+                "CPUs {} are not in this process's allowed CPU set ({allowed_text})",
+                crate::cpus::format_cpu_list(cpus)
+            ),
+        )),
+    }
+    problems
 }
 
 /// Runs every preflight check and returns every problem found, one message each.

@@ -80,3 +80,25 @@ fn schema_is_json_schema_with_every_section() {
         assert!(schema["properties"].get(section).is_some(), "{section} missing");
     }
 }
+
+/// A CPU range string far outside the allowed set is one problem naming the outside CPUs, not one
+/// error block per CPU (`cpus = "0-999"` printed 998 blocks).
+#[test]
+fn a_cpu_range_outside_the_allowed_set_is_one_error() {
+    let allowed = hwr_exp::cpus::allowed_cpus().expect("sched_getaffinity");
+    assert!(
+        allowed.len() < 1000,
+        "this test needs fewer than 1000 allowed CPUs"
+    );
+    let dir = repo();
+    let m = ManifestBuilder::argv("wide", &["true"])
+        .text_output()
+        .isolation("cpus", "0-999")
+        .write(dir.path());
+    let out = hwr(dir.path(), &["check", m.to_str().unwrap()]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.matches("error:").count(), 1, "{err}");
+    assert!(err.contains("are not in this process's allowed CPU set"), "{err}");
+    assert!(err.contains("-999"), "{err}");
+}
