@@ -1,10 +1,10 @@
 //! Starting the child: program lookup as `execvp` does it, output files, and the setup between
-//! fork and exec (process group, CPU affinity, parent-death signal, fds, signal dispositions).
+//! fork and exec (cgroup, session, CPU affinity, parent-death signal, fds, signal dispositions).
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -19,8 +19,8 @@ use super::RunSpec;
 /// `PATH` searched when the run's environment has none (what glibc's `execvp` uses).
 const DEFAULT_PATH: &str = "/bin:/usr/bin";
 
-/// A started child: its pid (also its process group id) and a pidfd for polling (`None` on
-/// kernels without `pidfd_open`, before 5.3).
+/// A started child: its pid (also its session and process group id) and a pidfd for polling
+/// (`None` on kernels without `pidfd_open`, before 5.3).
 pub(super) struct Child {
     pub(super) pid: i32,
     pub(super) pidfd: Option<OwnedFd>,
@@ -103,13 +103,14 @@ fn check_executable(path: &Path) -> Result<(), &'static str> {
 }
 
 /// Prepares and forks/execs the child of `spec`: checks the workdir, resolves the program,
-/// creates the stdout/stderr files, then starts the child in its own process group
-/// (`Command::process_group(0)`) with [`child_setup`] run between fork and exec.
+/// creates the stdout/stderr files, then starts the child with [`child_setup`] run between fork
+/// and exec: it joins the cgroup whose `cgroup.procs` is open as `join` (when given) and starts
+/// its own session. The leader is registered with the orphan reaper before anyone can see it.
 ///
 /// # Errors
 /// User-facing messages: bad workdir, program not found or not executable, output file not
 /// creatable, fork/exec failure (with a hint when the CPU affinity may be the cause).
-pub(super) fn spawn(spec: &RunSpec) -> Result<Child, String> {
+pub(super) fn spawn(spec: &RunSpec, join: Option<RawFd>) -> Result<Child, String> {
     let Some(argv0) = spec.argv.first() else {
         return Err("the command is empty (no argv)".to_string());
     };
@@ -179,18 +180,22 @@ pub(super) fn spawn(spec: &RunSpec) -> Result<Child, String> {
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .current_dir(&spec.workdir)
-        // setpgid(0, 0) in the child, before the pre_exec closure: the group id is the pid.
-        .process_group(0)
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(stderr);
-    // SAFETY: the closure only makes raw system calls (sched_setaffinity, prctl, getppid,
-    // close_range, fcntl, getrlimit, rt_sigaction, sigprocmask), which are async-signal-safe; it
-    // does not allocate or take locks, and it reads only data moved into it before the fork.
+    // SAFETY: the closure only makes raw system calls (write, setsid, sched_setaffinity, prctl,
+    // getppid, close_range, fcntl, getrlimit, rt_sigaction, sigprocmask), which are
+    // async-signal-safe; it does not allocate or take locks, and it reads only data moved into
+    // it before the fork (`join` is an fd the caller keeps open until after the spawn).
     unsafe {
-        command.pre_exec(move || child_setup(parent, cpu_set.as_ref()));
+        command.pre_exec(move || child_setup(parent, join, cpu_set.as_ref()));
     }
-    let child = command.spawn().map_err(|e| {
+    let spawned = super::children::spawn_registered(|| -> io::Result<_> {
+        let child = command.spawn()?;
+        let pid = child.id() as i32;
+        Ok((child, pid))
+    });
+    let child = spawned.map_err(|e| {
         let mut msg = format!("cannot start `{argv0}` ({}): {e}", program.display());
         if e.raw_os_error() == Some(libc::EINVAL) && !spec.cpus.is_empty() {
             msg.push_str(&format!(
@@ -208,10 +213,18 @@ pub(super) fn spawn(spec: &RunSpec) -> Result<Child, String> {
     Ok(Child { pid, pidfd })
 }
 
-/// Runs in the child between fork and exec, after std has moved it into its own process group.
-/// Only async-signal-safe calls: pins the CPUs, asks for SIGKILL on the parent's death, marks
-/// every fd >= 3 close-on-exec, resets every signal disposition and the signal mask.
-fn child_setup(parent: Pid, cpus: Option<&CpuSet>) -> io::Result<()> {
+/// Runs in the child between fork and exec. Only async-signal-safe calls: joins the run's
+/// cgroup (writes `0`, meaning "the writer", into the `cgroup.procs` fd `join`), starts a new
+/// session (no controlling terminal; session and process group id = its pid), pins the CPUs,
+/// asks for SIGKILL on the parent's death, marks every fd >= 3 close-on-exec, resets every signal
+/// disposition and the signal mask.
+fn child_setup(parent: Pid, join: Option<RawFd>, cpus: Option<&CpuSet>) -> io::Result<()> {
+    if let Some(fd) = join {
+        // SAFETY: `fd` is open in the parent for the whole spawn, so in this copy of it too.
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        rustix::io::write(fd, b"0")?;
+    }
+    rustix::process::setsid()?;
     if let Some(set) = cpus {
         rustix::thread::sched_setaffinity(None, set)?;
     }
