@@ -6,19 +6,23 @@
 //! - manifest.toml's sha256 equals bundle.json `manifest-sha256`;
 //! - working-tree.patch's sha256 equals provenance.json `patch-sha256`;
 //! - every run of plan.json: run.json present when the bundle is `complete`; every file listed in
-//!   run.json `sha256` exists with that sha256; no other file in the run folder;
+//!   run.json `sha256` exists with that sha256; every entry of `artifacts` (and of
+//!   `earlier-attempts`, under `attempts/<n>/`) is there with its kind, size, sha256 or symlink
+//!   target, checked without following symlinks or opening anything but regular files; no other
+//!   entry anywhere in the run folder;
 //! - bundle.json `counts` equal the outcomes of the run.json files (unless still `running`);
 //! - the patch applies to the recorded revision (`git read-tree` into a temporary index, then
 //!   `git apply --check --cached`) when the repository has that commit; when it does not, a note
 //!   says so and the check is skipped.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::ArchiveError;
+use crate::bundle::artifacts;
 use crate::bundle::read::Bundle;
 use crate::bundle::write::sha256_file;
 use crate::bundle::{BundleStatus, Outcome, files};
@@ -159,15 +163,39 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
                         Err(e) => problem(path, format!("cannot read: {e}")),
                     }
                 }
-                if let Ok(entries) = fs::read_dir(&run_dir) {
-                    let mut extra: Vec<String> = entries
-                        .filter_map(Result::ok)
-                        .map(|e| e.file_name().to_string_lossy().into_owned())
-                        .filter(|n| n != files::RUN && !record.sha256.contains_key(n))
-                        .collect();
-                    extra.sort();
-                    for name in extra {
-                        problem(run_dir.join(name), "not listed in run.json".into());
+                for (path, message) in artifacts::check(&run_dir, &record.artifacts) {
+                    problem(path, message);
+                }
+                for earlier in &record.earlier_attempts {
+                    let folder = run_dir
+                        .join(artifacts::ATTEMPTS)
+                        .join(earlier.attempt.to_string());
+                    for (path, message) in artifacts::check(&folder, &earlier.files) {
+                        problem(path, message);
+                    }
+                }
+                hashed += record.artifacts.len()
+                    + record
+                        .earlier_attempts
+                        .iter()
+                        .map(|a| a.files.len())
+                        .sum::<usize>();
+                let mut expected: BTreeSet<String> = record.sha256.keys().cloned().collect();
+                expected.insert(files::RUN.to_string());
+                expected.extend(record.artifacts.iter().map(|a| a.name.clone()));
+                if !record.earlier_attempts.is_empty() {
+                    expected.insert(artifacts::ATTEMPTS.to_string());
+                }
+                for earlier in &record.earlier_attempts {
+                    let folder = format!("{}/{}", artifacts::ATTEMPTS, earlier.attempt);
+                    expected.extend(earlier.files.iter().map(|f| format!("{folder}/{}", f.name)));
+                    expected.insert(folder);
+                }
+                if let Ok(found) = artifacts::list_tree(&run_dir, &[]) {
+                    for (name, path) in found {
+                        if !expected.contains(&name) {
+                            problem(path, "not listed in run.json".into());
+                        }
                     }
                 }
             }

@@ -270,22 +270,38 @@ impl BundleWriter {
         self.dir.join(files::RUNS).join(&run.run_id)
     }
 
-    /// Creates (or empties, when a half-written run is redone) the run folder.
+    /// Creates (or empties, when a half-written run is redone) the run folder. Earlier attempts
+    /// kept by `resume` (`attempts/`) stay.
     ///
     /// # Errors
     /// I/O errors.
     pub fn prepare_run_dir(&self, run: &PlannedRun) -> io::Result<PathBuf> {
         let dir = self.run_dir(run);
-        if dir.exists() {
-            fs::remove_dir_all(&dir)?;
+        match fs::create_dir(&dir) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                for entry in fs::read_dir(&dir)? {
+                    let entry = entry?;
+                    if entry.file_name() == super::artifacts::ATTEMPTS {
+                        continue;
+                    }
+                    if entry.file_type()?.is_dir() {
+                        fs::remove_dir_all(entry.path())?;
+                    } else {
+                        fs::remove_file(entry.path())?;
+                    }
+                }
+            }
+            other => other?,
         }
-        fs::create_dir(&dir)?;
         Ok(dir)
     }
 
-    /// Records one finished run: checks its output, hashes its files, writes run.json atomically
-    /// (its presence marks the run finished) and updates the counts in bundle.json (written at most
-    /// once a second while running, and always by [`BundleWriter::finish`]).
+    /// Records one finished run: checks its output, hashes its files, lists the files the run
+    /// wrote into its folder (artifacts) and the earlier attempts kept there, writes run.json
+    /// atomically (its presence marks the run finished) and updates the counts in bundle.json
+    /// (written at most once a second while running, and always by [`BundleWriter::finish`]).
+    /// No process of the run is alive by then ([`crate::exec::Executor::execute`] returns after
+    /// the last one), so the folder does not change afterwards.
     ///
     /// # Errors
     /// I/O errors writing run.json or bundle.json.
@@ -308,6 +324,12 @@ impl BundleWriter {
                 sha256.insert(name.to_string(), sha256_file(&path)?);
             }
         }
+        let earlier_attempts = super::artifacts::earlier_attempts(&dir)?;
+        let mut own = vec![run.output.as_str(), files::STDERR, files::MEMORY, files::RUN];
+        if !earlier_attempts.is_empty() {
+            own.push(super::artifacts::ATTEMPTS);
+        }
+        let artifacts = super::artifacts::scan(&dir, &own)?;
         let record = RunRecord {
             format: BUNDLE_FORMAT,
             run_id: run.run_id.clone(),
@@ -334,9 +356,15 @@ impl BundleWriter {
             output_check,
             output_check_reason,
             outcome: classify(outcome, output_check, format),
+            containment: outcome.containment,
             stray_processes_killed: outcome.stray_processes_killed,
+            runner_cpus: outcome.runner_cpus.clone(),
+            cgroup_memory_peak_bytes: outcome.cgroup_memory_peak_bytes,
             memory_samples: outcome.memory_samples,
             sha256,
+            artifacts,
+            attempt: earlier_attempts.iter().map(|a| a.attempt).max().unwrap_or(0) + 1,
+            earlier_attempts,
         };
         write_json_atomic(&dir.join(files::RUN), &record)?;
         *self.info.counts.entry(record.outcome).or_default() += 1;

@@ -90,6 +90,10 @@ pub struct RunSummary {
     pub repetition: u32,
     /// `false` when run.json is missing (the runner stopped before this run finished).
     pub finished: bool,
+    /// Attempts of the run, the final one included (run.json `attempt`; more than 1 when
+    /// `resume` redid an interrupted or lost attempt, kept under `attempts/`); 0 when not run.
+    /// Everything else here is read from the final attempt only.
+    pub attempts: u32,
     /// How the run ended.
     pub termination: Option<Termination>,
     /// Exit code when it exited.
@@ -391,6 +395,7 @@ fn not_run(p: PlannedRunRecord, keys: &[String]) -> RunSummary {
         cell: p.cell,
         repetition: p.repetition,
         finished: false,
+        attempts: 0,
         termination: None,
         exit_code: None,
         signal: None,
@@ -450,6 +455,7 @@ fn summarize_run(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
         cell: rec.cell.clone(),
         repetition: rec.repetition,
         finished: true,
+        attempts: rec.attempt,
         termination: Some(rec.termination),
         exit_code: rec.exit_code,
         signal: rec.signal,
