@@ -229,6 +229,26 @@ pub fn earlier_attempts(run_dir: &Path) -> io::Result<Vec<EarlierAttempt>> {
     Ok(attempts)
 }
 
+/// What the run folder `run_dir` holds besides the runner's own files `own` (top-level names):
+/// the run's artifacts ([`scan`]) and, when there is an `attempts/` folder, the earlier attempts
+/// ([`earlier_attempts`]); `attempts/` itself is then no artifact. One listing of the folder.
+///
+/// # Errors
+/// As [`scan`] and [`earlier_attempts`].
+pub fn scan_run_folder(run_dir: &Path, own: &[&str]) -> io::Result<(Vec<Artifact>, Vec<EarlierAttempt>)> {
+    let mut artifacts = scan(run_dir, own)?;
+    let attempts_dir = artifacts
+        .iter()
+        .any(|a| a.name == ATTEMPTS && a.kind == ArtifactKind::Directory);
+    if !attempts_dir {
+        return Ok((artifacts, Vec::new()));
+    }
+    let earlier = earlier_attempts(run_dir)?;
+    let inside = format!("{ATTEMPTS}/");
+    artifacts.retain(|a| a.name != ATTEMPTS && !a.name.starts_with(&inside));
+    Ok((artifacts, earlier))
+}
+
 /// Compares the entries `listed` with what is under `dir` now. Returns `(path, problem)` for
 /// each listed entry that is missing, of another kind, or has other bytes or another target.
 /// Nothing is followed or opened but regular files.

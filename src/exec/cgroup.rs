@@ -12,9 +12,10 @@
 //!
 //! # One run
 //!
-//! [`RunCgroup::create`] makes `hwr-exp/<runner pid>-<n>-<run id>`; the child joins it between
-//! fork and exec by writing `0` to the `cgroup.procs` fd opened here ([`RunCgroup::procs_fd`]), so
-//! every process the run starts is in it, whatever it does (`setsid`, double fork, `timeout`).
+//! [`RunCgroup::create`] makes `hwr-exp/<runner pid>-<n>-<run id>`; the child is started in it
+//! (`clone3(CLONE_INTO_CGROUP)` with the folder fd [`RunCgroup::dir_fd`], else it writes `0` into
+//! its `cgroup.procs` between fork and exec), so every process the run starts is in it, whatever
+//! it does (`setsid`, double fork, `timeout`).
 //! [`RunCgroup::kill`] writes `1` to `cgroup.kill` (SIGKILL to every member, forks racing with it
 //! included); [`RunCgroup::remove`] removes the empty cgroup.
 
@@ -225,7 +226,6 @@ fn probe_join(dir: &Path) -> io::Result<()> {
 pub(super) struct RunCgroup {
     path: PathBuf,
     dir: OwnedFd,
-    procs: OwnedFd,
     memory: bool,
 }
 
@@ -254,30 +254,20 @@ impl RunCgroup {
             fs::remove_dir(&path)?;
             fs::create_dir(&path)?;
         }
-        let opened = (|| {
-            let dir = rustix::fs::open(
-                path.as_path(),
-                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-                Mode::empty(),
-            )?;
-            let procs = rustix::fs::openat(
-                &dir,
-                "cgroup.procs",
-                OFlags::WRONLY | OFlags::CLOEXEC,
-                Mode::empty(),
-            )?;
-            Ok::<_, io::Error>((dir, procs))
-        })();
-        match opened {
-            Ok((dir, procs)) => Ok(RunCgroup {
+        let dir = rustix::fs::open(
+            path.as_path(),
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        );
+        match dir {
+            Ok(dir) => Ok(RunCgroup {
                 path,
                 dir,
-                procs,
                 memory: base.memory,
             }),
             Err(e) => {
                 let _ = fs::remove_dir(&path);
-                Err(e)
+                Err(e.into())
             }
         }
     }
@@ -287,18 +277,19 @@ impl RunCgroup {
         &self.path
     }
 
-    /// `cgroup.procs` opened for writing (close-on-exec): the child writes `0` to it between fork
-    /// and exec to join the cgroup.
-    pub(super) fn procs_fd(&self) -> BorrowedFd<'_> {
-        self.procs.as_fd()
+    /// The cgroup's folder, open (close-on-exec): `clone3(CLONE_INTO_CGROUP)` starts the child
+    /// in it, or the child opens `cgroup.procs` in it and writes `0` there to join.
+    pub(super) fn dir_fd(&self) -> BorrowedFd<'_> {
+        self.dir.as_fd()
     }
 
     /// Reads a file of the cgroup (`cgroup.procs`, `memory.peak`, ...); `None` when it cannot be
     /// read.
     fn read(&self, file: &str) -> Option<String> {
-        let fd = rustix::fs::openat(&self.dir, file, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok()?;
         let mut text = String::with_capacity(256);
-        fs::File::from(fd).read_to_string(&mut text).ok()?;
+        fs::File::open(self.path.join(file))
+            .and_then(|mut f| f.read_to_string(&mut text))
+            .ok()?;
         Some(text)
     }
 
@@ -322,14 +313,7 @@ impl RunCgroup {
     /// # Errors
     /// The error of opening or writing `cgroup.kill`.
     pub(super) fn kill(&self) -> io::Result<()> {
-        let fd = rustix::fs::openat(
-            &self.dir,
-            "cgroup.kill",
-            OFlags::WRONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
-        rustix::io::write(&fd, b"1")?;
-        Ok(())
+        fs::write(self.path.join("cgroup.kill"), b"1")
     }
 
     /// `memory.current` and `memory.peak` in bytes, where the cgroup has the memory controller

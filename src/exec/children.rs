@@ -26,16 +26,25 @@ fn lock() -> MutexGuard<'static, Option<Registry>> {
     REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Runs `spawn` (which forks) with the registry locked and registers the leader pid it returns,
-/// so no reaper can take the leader for an orphan. Also counts the run as in flight until
-/// [`run_ended`].
-pub(super) fn spawn_registered<T, E>(spawn: impl FnOnce() -> Result<(T, i32), E>) -> Result<T, E> {
+/// Runs `spawn` (which forks and returns the child's pid) with the registry locked and registers
+/// that pid as a leader, so no reaper can take it for an orphan. Also counts the run as in
+/// flight until [`run_ended`] (or [`spawn_failed`]).
+///
+/// # Errors
+/// The error of `spawn`; nothing is registered then.
+pub(super) fn register_spawn<T, E>(spawn: impl FnOnce() -> Result<(i32, T), E>) -> Result<(i32, T), E> {
     let mut guard = lock();
     let registry = guard.get_or_insert_with(Registry::default);
-    let (value, pid) = spawn()?;
+    let (pid, value) = spawn()?;
     registry.leaders.insert(pid);
     registry.runs += 1;
-    Ok(value)
+    Ok((pid, value))
+}
+
+/// The child `pid` registered by [`register_spawn`] failed before exec and was reaped.
+pub(super) fn spawn_failed(pid: i32) {
+    leader_reaped(pid);
+    run_ended();
 }
 
 /// The leader `pid` has been reaped by its supervisor.

@@ -68,7 +68,7 @@ fn choice() -> Result<Choice, &'static str> {
         .map_err(String::as_str)
 }
 
-/// Sequence number of runs in this process: names cgroups and guardian records.
+/// Sequence number of runs in this process: names their cgroups.
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
 /// What stopping the rest of a run found and did.
@@ -85,12 +85,16 @@ pub(super) struct Finished {
 /// One run's containment, from before its spawn until nothing of it is left.
 #[derive(Debug)]
 pub(super) struct RunContainment {
-    key: u32,
+    listing: Option<guardian::Listing>,
     cgroup: Option<RunCgroup>,
     tree: Option<Tree>,
     markers: Vec<Vec<u8>>,
     /// Pids seen in the run's cgroup (to reap those that come back to the runner).
     seen: Vec<i32>,
+    /// For the process-tree fallback: `ns_last_pid` before the spawn.
+    cursor: Option<i32>,
+    /// When the process tree was last scanned.
+    scanned: Instant,
 }
 
 impl RunContainment {
@@ -121,16 +125,19 @@ impl RunContainment {
                 }
             }
         };
-        if let Some(cg) = &cgroup {
-            // Before the spawn, so that the guardian removes the cgroup if the runner dies now.
-            guardian::run_started(key, 0, Some(cg.path()), &markers);
-        }
+        // Before the spawn, so that the guardian removes the cgroup if the runner dies now.
+        let listing = cgroup
+            .as_ref()
+            .and_then(|cg| guardian::list(0, Some(cg.path()), &markers));
+        let cursor = if cgroup.is_none() { tree::last_pid() } else { None };
         Ok(RunContainment {
-            key,
+            listing,
             cgroup,
             tree: None,
             markers,
             seen: Vec::new(),
+            cursor,
+            scanned: Instant::now(),
         })
     }
 
@@ -143,27 +150,42 @@ impl RunContainment {
         }
     }
 
-    /// The raw fd of the run cgroup's `cgroup.procs` (close-on-exec), which the child writes `0`
-    /// into between fork and exec; `None` for the process-tree fallback.
-    pub(super) fn join_fd(&self) -> Option<std::os::fd::RawFd> {
-        use std::os::fd::AsRawFd;
-        self.cgroup.as_ref().map(|c| c.procs_fd().as_raw_fd())
+    /// The run cgroup's folder, open, for the spawn to start the child in; `None` for the
+    /// process-tree fallback.
+    pub(super) fn cgroup_dir(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.cgroup.as_ref().map(RunCgroup::dir_fd)
     }
 
     /// The run's leader `leader` has been started (its pid is also its session id).
     pub(super) fn started(&mut self, leader: i32) {
         if self.cgroup.is_none() {
-            self.tree = Some(Tree::new(leader, self.markers.clone()));
-            guardian::run_started(self.key, leader, None, &self.markers);
+            self.tree = Some(Tree::new(leader, self.markers.clone(), self.cursor));
+            self.listing = guardian::list(leader, None, &self.markers);
         }
     }
 
     /// The spawn failed: removes the cgroup and ends the guardian's record.
-    pub(super) fn abandon(self) {
+    pub(super) fn abandon(mut self) {
         if let Some(cg) = &self.cgroup {
             let _ = cg.remove();
         }
-        guardian::run_ended(self.key);
+        self.unlist();
+    }
+
+    /// Takes the run off the guardian's table.
+    fn unlist(&mut self) {
+        if let Some(listing) = self.listing.take() {
+            guardian::unlist(listing);
+        }
+    }
+
+    /// Called by the supervisor at each wake-up: the process-tree fallback scans at least once a
+    /// second, so it sees processes while their parents still link them to the run, and so its
+    /// pid window ([`Tree::scan`]) stays short.
+    pub(super) fn tick(&mut self) {
+        if self.tree.is_some() && self.scanned.elapsed() >= Duration::from_secs(1) {
+            self.members();
+        }
     }
 
     /// Pids of the run's live processes now (`cgroup.procs`, or a `/proc` scan).
@@ -173,6 +195,7 @@ impl RunContainment {
             remember(&mut self.seen, &pids);
             return pids;
         }
+        self.scanned = Instant::now();
         match self.tree.as_mut() {
             Some(t) => t.scan().0.iter().map(|p| p.pid).collect(),
             None => Vec::new(),
@@ -253,12 +276,15 @@ impl RunContainment {
     /// the cgroup, and ends the guardian's record.
     pub(super) fn finish(mut self, grace: Duration, kill_at: Option<Instant>) -> Finished {
         let mut done = Finished::default();
+        if let Some(t) = self.tree.as_mut() {
+            t.leader_reaped();
+        }
         if let Some(cg) = &self.cgroup {
             done.memory_peak = cg.memory().1;
             // Fast path: an empty cgroup can be removed (zombies do not count).
             if cg.remove().is_ok() {
                 self.reap();
-                guardian::run_ended(self.key);
+                self.unlist();
                 return done;
             }
         }
@@ -295,7 +321,7 @@ impl RunContainment {
             }
         }
         self.reap();
-        guardian::run_ended(self.key);
+        self.unlist();
         done
     }
 

@@ -3,10 +3,11 @@
 //! The parent-death signal (`PR_SET_PDEATHSIG`) set in each run reaches only the run's leader; a
 //! shell's children, a Python subprocess or a `setsid` daemon would live on after a SIGKILL of the
 //! runner. So the runner forks, once, a small guardian process in its own process group (terminal
-//! signals do not reach it) that reads fixed-size records from a pipe: "run started" with the
-//! run's containment, "run ended". When the pipe reaches end-of-file (the runner's end closed: it
-//! exited, was killed, or crashed), the guardian stops every run still listed, as the runner
-//! would have:
+//! signals do not reach it). The runner lists each run in flight in a table in memory shared
+//! with the guardian (an anonymous `MAP_SHARED` mapping made before the fork; listing a run costs
+//! no system call and does not wake the guardian) and keeps the write end of a pipe whose read
+//! end the guardian blocks on. When that read reaches end-of-file (the runner exited, was killed,
+//! or crashed), the guardian stops every run still listed, as the runner would have:
 //!
 //! - a run in a cgroup: `1` into its `cgroup.kill`; once the cgroup is empty it is removed;
 //! - a run tracked as a process tree: rounds of scanning `/proc` and SIGKILL until nothing is
@@ -14,49 +15,80 @@
 //!   `HWR_RUN_ID` and `HWR_BUNDLE` entries (compared by 64-bit FNV-1a hashes of the entries), and
 //!   their descendants. Unlike the runner it cannot use parent links to the runner, which is gone.
 //!
-//! Each record is one write of [`RECORD`] bytes, less than `PIPE_BUF`, so writes from several job
-//! threads never interleave. The guardian was forked from a process that may have threads: it
-//! only makes raw system calls on memory allocated before the fork.
+//! A table slot is claimed with a compare-and-swap of its state (free -> filling), filled, then
+//! published (listed) with a release store; the guardian reads only listed slots, after an
+//! acquire load. The guardian was forked from a process that may have threads: it only makes raw
+//! system calls on memory allocated before the fork.
 
+use std::cell::UnsafeCell;
 use std::ffi::CStr;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 
 use rustix::fs::{Mode, OFlags};
 
-/// Most runs the guardian tracks at once (one per job slot is in use at a time).
+/// Most runs the table lists at once (one per job slot is in use at a time).
 const SLOTS: usize = 256;
 
-/// Longest cgroup path a record carries (bytes).
+/// Longest cgroup path a slot holds (bytes).
 const PATH_CAP: usize = 1024;
-
-/// Bytes of one record: op, key, leader, path length (4 bytes each), two marker hashes (8 bytes
-/// each), the path.
-const RECORD: usize = 32 + PATH_CAP;
 
 /// Most processes one `/proc` scan of the guardian looks at.
 const SCAN_CAP: usize = 16384;
 
-const OP_STARTED: u32 = 1;
-const OP_ENDED: u32 = 2;
+const FREE: u32 = 0;
+const FILLING: u32 = 1;
+const LISTED: u32 = 2;
+
+/// One run in the shared table.
+#[repr(C)]
+struct Slot {
+    state: AtomicU32,
+    /// Leader pid (its session id); 0 while not known.
+    leader: AtomicI32,
+    /// Bytes of `path` in use; 0 for a run without a cgroup.
+    path_len: AtomicU32,
+    /// FNV-1a of the run's `HWR_RUN_ID=...` entry, 0 for none.
+    run_hash: AtomicU64,
+    /// FNV-1a of the run's `HWR_BUNDLE=...` entry, 0 for none.
+    bundle_hash: AtomicU64,
+    /// The cgroup folder; written only by the thread that claimed the slot (state `FILLING`),
+    /// read only when the state is `LISTED`.
+    path: UnsafeCell<[u8; PATH_CAP]>,
+}
+
+/// The table: `SLOTS` slots in a shared mapping that lives as long as the process.
+struct Table(&'static [Slot]);
+
+// SAFETY: `path` is written only by the one thread that moved the slot's state from FREE to
+// FILLING, and read (by the guardian) only after a LISTED state was published with Release.
+unsafe impl Sync for Table {}
+// SAFETY: the table is a reference to a mapping that lives as long as the process; moving the
+// reference to another thread is covered by the same protocol as sharing it.
+unsafe impl Send for Table {}
 
 /// Pid of the guardian process (0 before it is started).
 static GUARDIAN_PID: AtomicI32 = AtomicI32::new(0);
 
-/// The write end of the guardian's pipe, or `None` when the guardian could not be started (the
-/// runs then rely on the parent-death signal alone).
-fn channel() -> Option<&'static OwnedFd> {
-    static CHANNEL: OnceLock<Option<OwnedFd>> = OnceLock::new();
-    CHANNEL.get_or_init(start).as_ref()
+/// The guardian: the write end of its pipe (kept open, never written) and the shared table; `None`
+/// when it could not be started (the runs then rely on the parent-death signal alone).
+struct Guardian {
+    _pipe: OwnedFd,
+    table: Table,
+}
+
+fn guardian() -> Option<&'static Guardian> {
+    static GUARDIAN: OnceLock<Option<Guardian>> = OnceLock::new();
+    GUARDIAN.get_or_init(start).as_ref()
 }
 
 /// Starts the guardian, if it is not running yet. Called by [`super::ProcessExecutor::new`].
 pub fn ensure_started() {
-    let _ = channel();
+    let _ = guardian();
 }
 
 /// `true` when `pid` is this process's guardian.
@@ -71,45 +103,59 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// Records that run `key` started: its leader pid (0 when not started yet), its cgroup folder,
-/// and its environment `markers` (`HWR_RUN_ID=...` then `HWR_BUNDLE=...`; empty for none). A
-/// cgroup path longer than 1024 bytes is not sent (the run is then tracked by its markers).
-pub(super) fn run_started(key: u32, leader: i32, cgroup: Option<&Path>, markers: &[Vec<u8>]) {
-    let mut record = [0u8; RECORD];
-    record[0..4].copy_from_slice(&OP_STARTED.to_ne_bytes());
-    record[4..8].copy_from_slice(&key.to_ne_bytes());
-    record[8..12].copy_from_slice(&leader.to_ne_bytes());
-    if let Some(path) = cgroup.map(|p| p.as_os_str().as_bytes())
-        && path.len() < PATH_CAP
-    {
-        record[12..16].copy_from_slice(&(path.len() as u32).to_ne_bytes());
-        record[32..32 + path.len()].copy_from_slice(path);
-    }
+/// A run listed in the guardian's table; [`unlist`] it when nothing of it is left.
+#[derive(Debug)]
+pub(super) struct Listing(usize);
+
+/// Lists a run: its leader pid (0 when not started yet), its cgroup folder, and its environment
+/// `markers` (`HWR_RUN_ID=...` then `HWR_BUNDLE=...`; empty for none). `None` when there is no
+/// guardian or no free slot. A cgroup path of 1024 bytes or more is left out (the run is then
+/// stopped by its leader's session and its markers).
+pub(super) fn list(leader: i32, cgroup: Option<&Path>, markers: &[Vec<u8>]) -> Option<Listing> {
+    let table = &guardian()?.table.0;
+    let index = table.iter().position(|s| {
+        s.state
+            .compare_exchange(FREE, FILLING, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    })?;
+    let slot = &table[index];
+    slot.leader.store(leader, Ordering::Relaxed);
+    let path = cgroup.map_or(&[][..], |p| p.as_os_str().as_bytes());
+    let len = if path.len() < PATH_CAP { path.len() } else { 0 };
+    // SAFETY: this thread claimed the slot (FILLING), so no one else reads or writes `path`.
+    let dest: &mut [u8; PATH_CAP] = unsafe { &mut *slot.path.get() };
+    dest[..len].copy_from_slice(&path[..len]);
+    slot.path_len.store(len as u32, Ordering::Relaxed);
     let hash = |i: usize| markers.get(i).map_or(0, |m| fnv1a(m));
-    record[16..24].copy_from_slice(&hash(0).to_ne_bytes());
-    record[24..32].copy_from_slice(&hash(1).to_ne_bytes());
-    send(&record);
+    slot.run_hash.store(hash(0), Ordering::Relaxed);
+    slot.bundle_hash.store(hash(1), Ordering::Relaxed);
+    slot.state.store(LISTED, Ordering::Release);
+    Some(Listing(index))
 }
 
-/// Records that run `key` has nothing left to stop.
-pub(super) fn run_ended(key: u32) {
-    let mut record = [0u8; RECORD];
-    record[0..4].copy_from_slice(&OP_ENDED.to_ne_bytes());
-    record[4..8].copy_from_slice(&key.to_ne_bytes());
-    send(&record);
-}
-
-fn send(record: &[u8; RECORD]) {
-    if let Some(fd) = channel() {
-        // A failed write (guardian gone) only loses the protection; the run itself is unaffected.
-        let _ = rustix::io::write(fd, record);
+/// Takes the run off the guardian's table.
+pub(super) fn unlist(listing: Listing) {
+    if let Some(g) = guardian() {
+        g.table.0[listing.0].state.store(FREE, Ordering::Release);
     }
 }
 
-fn start() -> Option<OwnedFd> {
+fn start() -> Option<Guardian> {
+    let bytes = SLOTS * std::mem::size_of::<Slot>();
+    // SAFETY: a fresh anonymous mapping at an address the kernel chooses; it is zero-filled (every
+    // slot FREE, a valid `Slot`), never unmapped, and shared with the guardian after the fork.
+    let table: &'static [Slot] = unsafe {
+        let ptr = rustix::mm::mmap_anonymous(
+            std::ptr::null_mut(),
+            bytes,
+            rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+            rustix::mm::MapFlags::SHARED,
+        )
+        .ok()?;
+        std::slice::from_raw_parts(ptr.cast::<Slot>(), SLOTS)
+    };
     let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).ok()?;
     // Everything the guardian will use is allocated before the fork.
-    let mut table = vec![[0u8; RECORD]; SLOTS];
     let mut scan = Scan {
         pids: vec![0; SCAN_CAP],
         ppids: vec![0; SCAN_CAP],
@@ -117,14 +163,18 @@ fn start() -> Option<OwnedFd> {
     };
     let (rfd, wfd) = (read.as_raw_fd(), write.as_raw_fd());
     // SAFETY: after fork the child only makes raw system calls on memory allocated before the
-    // fork (the table, the scan arrays, its stack), as required in a multi-threaded process.
+    // fork (the shared table, the scan arrays, its stack), as required in a multi-threaded
+    // process.
     match unsafe { libc::fork() } {
-        0 => unsafe { guardian_main(rfd, wfd, &mut table, &mut scan) },
+        0 => unsafe { guardian_main(rfd, wfd, table, &mut scan) },
         -1 => None,
         pid => {
             GUARDIAN_PID.store(pid, Ordering::Relaxed);
             drop(read);
-            Some(write)
+            Some(Guardian {
+                _pipe: write,
+                table: Table(table),
+            })
         }
     }
 }
@@ -140,7 +190,7 @@ struct Scan {
 ///
 /// # Safety
 /// Only to be called in the child right after `fork`, with `rfd`/`wfd` the pipe's ends.
-unsafe fn guardian_main(rfd: i32, wfd: i32, table: &mut [[u8; RECORD]], scan: &mut Scan) -> ! {
+unsafe fn guardian_main(rfd: i32, wfd: i32, table: &[Slot], scan: &mut Scan) -> ! {
     // SAFETY: closing fds this process owns (its copies of the runner's), by number.
     unsafe {
         libc::close(wfd);
@@ -154,41 +204,18 @@ unsafe fn guardian_main(rfd: i32, wfd: i32, table: &mut [[u8; RECORD]], scan: &m
     }
     // SAFETY: `rfd` is the pipe's read end, open in this process until it exits.
     let pipe = unsafe { BorrowedFd::borrow_raw(rfd) };
-    let mut buf = [0u8; RECORD];
+    let mut buf = [0u8; 64];
+    // Nothing is ever written: the read returns at end-of-file, when the runner is gone.
     loop {
-        match read_record(pipe, &mut buf) {
-            Ok(true) => {
-                let op = u32::from_ne_bytes(buf[0..4].try_into().unwrap_or_default());
-                let key = &buf[4..8];
-                if op == OP_STARTED {
-                    if let Some(slot) = table.iter_mut().find(|s| s[0..4] == [0; 4]) {
-                        *slot = buf;
-                    }
-                } else if let Some(slot) = table.iter_mut().find(|s| s[0..4] != [0; 4] && &s[4..8] == key) {
-                    slot[0..4].copy_from_slice(&[0; 4]);
-                }
-            }
-            Ok(false) => break,
-            Err(rustix::io::Errno::INTR) => continue,
+        match rustix::io::read(pipe, &mut buf) {
+            Ok(0) => break,
+            Ok(_) | Err(rustix::io::Errno::INTR) => continue,
             Err(_) => break,
         }
     }
     stop_all(table, scan);
     // SAFETY: ends this process without running any destructor or atexit handler.
     unsafe { libc::_exit(0) }
-}
-
-/// Reads one whole record; `Ok(false)` at end-of-file.
-fn read_record(fd: BorrowedFd<'_>, buf: &mut [u8; RECORD]) -> rustix::io::Result<bool> {
-    let mut got = 0;
-    while got < RECORD {
-        let n = rustix::io::read(fd, &mut buf[got..])?;
-        if n == 0 {
-            return Ok(false);
-        }
-        got += n;
-    }
-    Ok(true)
 }
 
 /// A listed run: its leader, cgroup path, marker hashes.
@@ -199,27 +226,28 @@ struct Listed<'a> {
     bundle_hash: u64,
 }
 
-fn listed(slot: &[u8; RECORD]) -> Option<Listed<'_>> {
-    if slot[0..4] == [0; 4] {
+fn listed(slot: &Slot) -> Option<Listed<'_>> {
+    if slot.state.load(Ordering::Acquire) != LISTED {
         return None;
     }
-    let len = (u32::from_ne_bytes(slot[12..16].try_into().ok()?) as usize).min(PATH_CAP);
+    let len = (slot.path_len.load(Ordering::Relaxed) as usize).min(PATH_CAP);
+    // SAFETY: the slot is LISTED (acquired above): its filler is done with `path`.
+    let path: &[u8; PATH_CAP] = unsafe { &*slot.path.get() };
     Some(Listed {
-        leader: i32::from_ne_bytes(slot[8..12].try_into().ok()?),
-        cgroup: &slot[32..32 + len],
-        run_hash: u64::from_ne_bytes(slot[16..24].try_into().ok()?),
-        bundle_hash: u64::from_ne_bytes(slot[24..32].try_into().ok()?),
+        leader: slot.leader.load(Ordering::Relaxed),
+        cgroup: &path[..len],
+        run_hash: slot.run_hash.load(Ordering::Relaxed),
+        bundle_hash: slot.bundle_hash.load(Ordering::Relaxed),
     })
 }
 
 /// Stops every listed run (see the module docs).
-fn stop_all(table: &[[u8; RECORD]], scan: &mut Scan) {
+fn stop_all(table: &[Slot], scan: &mut Scan) {
     let runs = || table.iter().filter_map(listed);
     for run in runs().filter(|r| !r.cgroup.is_empty()) {
         write_cgroup_file(run.cgroup, b"/cgroup.kill\0", b"1");
     }
-    // Process trees (and any run whose cgroup could not be listed), in rounds: a process may
-    // fork while it is being found.
+    // Process trees, in rounds: a process may fork while it is being found.
     if runs().any(|r| r.cgroup.is_empty()) {
         for _ in 0..250 {
             if kill_tree_round(table, scan) == 0 {
@@ -380,7 +408,7 @@ fn environ_matches(pid: i32, runs: &[(u64, u64)]) -> bool {
 
 /// One round for the process-tree runs: finds their live processes, SIGKILLs them, returns how
 /// many were found.
-fn kill_tree_round(table: &[[u8; RECORD]], scan: &mut Scan) -> usize {
+fn kill_tree_round(table: &[Slot], scan: &mut Scan) -> usize {
     let me = rustix::process::getpid().as_raw_nonzero().get();
     let mut leaders = [0i32; SLOTS];
     let mut markers = [(0u64, 0u64); SLOTS];

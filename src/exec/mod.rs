@@ -14,8 +14,9 @@
 //!    (see [`CONTAINMENT_VAR`]).
 //! 4. The program is resolved against the run's own `PATH` (relative to its workdir) with
 //!    [`resolve_program`]; the workdir must exist. Failures become [`Termination::SpawnFailed`].
-//!    The child is forked with [`std::process::Command`] (`spawn.rs`); between fork and exec it
-//!    - joins the run's cgroup (writes `0` into its `cgroup.procs`),
+//!    The child is forked (`spawn.rs`) with `clone3(CLONE_INTO_CGROUP)`, so it starts in the
+//!    run's cgroup (where `clone3` is refused: `fork`, and the child joins the cgroup itself);
+//!    the parent sets the child's CPUs before it first runs; between fork and exec the child
 //!    - starts its own session (`setsid`): it has no controlling terminal, so opening
 //!      `/dev/tty` fails at once (ENXIO) instead of stopping the run; the session id and the
 //!      process group id are its pid,
@@ -132,7 +133,8 @@ pub struct RunOutcome {
     pub signal: Option<i32>,
     /// Spawn error text when `termination` is `SpawnFailed`.
     pub error: Option<String>,
-    /// CPUs the child actually ran on: `Cpus_allowed_list` of `/proc/<pid>/status`, read after spawn.
+    /// CPUs the child may run on, read back after its exec (`sched_getaffinity(pid)`, as
+    /// `Cpus_allowed_list` of `/proc/<pid>/status` shows them).
     pub cpus_effective: Option<Vec<usize>>,
     /// Child pid.
     pub pid: Option<u32>,
@@ -225,6 +227,14 @@ impl ProcessExecutor {
     }
 }
 
+impl Drop for ProcessExecutor {
+    /// Gives the dropping thread back the CPUs it had before a run pinned it away from the
+    /// run's CPUs (a thread stays pinned from one run to the next).
+    fn drop(&mut self) {
+        pinning::restore_thread();
+    }
+}
+
 /// Makes this process a child subreaper, once. Failure (very old kernel) only weakens the
 /// zombie reaping of strays, so it is ignored.
 fn become_subreaper() {
@@ -257,7 +267,7 @@ impl Executor for ProcessExecutor {
             }
         };
         let kind = containment.kind();
-        let mut outcome = match spawn::spawn(spec, containment.join_fd()) {
+        let mut outcome = match spawn::spawn(spec, containment.cgroup_dir()) {
             Ok(child) => supervise::supervise(spec, cancel, child, containment, started, start),
             Err(error) => {
                 containment.abandon();

@@ -2,7 +2,12 @@
 //! supervises and samples a run pins itself away from the CPUs of every run in flight when
 //! another CPU of the runner's allowed set is free, so sampling does not disturb what it
 //! measures.
+//!
+//! A thread stays pinned between its runs (re-pinning costs a forced migration per run) and
+//! moves only when its CPUs meet those of a run in flight; [`restore_thread`] gives it back its
+//! original CPUs (the executor does so when it is dropped).
 
+use std::cell::Cell;
 use std::sync::{Mutex, OnceLock};
 
 use rustix::thread::CpuSet;
@@ -10,55 +15,72 @@ use rustix::thread::CpuSet;
 /// CPUs of the runs in flight (one entry per run and CPU).
 static BUSY: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 
+thread_local! {
+    /// This thread's affinity before it was first pinned, and the set it is pinned to now.
+    static PINNED: Cell<Option<(CpuSet, CpuSet)>> = const { Cell::new(None) };
+}
+
 /// The runner's allowed CPUs, read once (before any thread was pinned).
 fn runner_allowed() -> &'static [usize] {
     static ALLOWED: OnceLock<Vec<usize>> = OnceLock::new();
     ALLOWED.get_or_init(|| crate::exec::affinity::allowed_cpus().unwrap_or_default())
 }
 
-/// The calling thread's placement for one run; restores the thread's CPU affinity when dropped.
+fn cpus_of(set: &CpuSet) -> Vec<usize> {
+    (0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect()
+}
+
+/// The calling thread's placement for one run; takes the run's CPUs off the busy list when
+/// dropped.
 #[derive(Debug)]
 pub(super) struct Placement {
     run_cpus: Vec<usize>,
-    previous: Option<CpuSet>,
     /// CPUs the calling thread may run on during the run.
     pub(super) runner_cpus: Option<Vec<usize>>,
 }
 
-/// Registers `run_cpus` as busy and pins the calling thread to the allowed CPUs no run in flight
-/// uses, when there are any and the run is pinned itself (`run_cpus` not empty). Otherwise the
-/// thread stays where it is. Either way [`Placement::runner_cpus`] says where it may run.
+/// Registers `run_cpus` as busy and, when the run is pinned itself (`run_cpus` not empty) and
+/// some allowed CPU is used by no run in flight, makes sure the calling thread runs only on such
+/// CPUs. [`Placement::runner_cpus`] says where the thread may run.
 pub(super) fn place_runner(run_cpus: &[usize]) -> Placement {
     let allowed = runner_allowed();
-    let free: Vec<usize> = {
+    let (busy, free): (Vec<usize>, Vec<usize>) = {
         let mut busy = BUSY.lock().unwrap_or_else(|e| e.into_inner());
         busy.extend_from_slice(run_cpus);
-        allowed.iter().copied().filter(|c| !busy.contains(c)).collect()
+        let free = allowed.iter().copied().filter(|c| !busy.contains(c)).collect();
+        (busy.clone(), free)
     };
-    let current = rustix::thread::sched_getaffinity(None).ok();
-    let mut previous = None;
-    if !run_cpus.is_empty() && !free.is_empty() {
+    let pinned = PINNED.with(Cell::get);
+    let mut now = match pinned {
+        Some((_, current)) => Some(current),
+        None => rustix::thread::sched_getaffinity(None).ok(),
+    };
+    let clashes = now.is_none_or(|set| busy.iter().any(|&c| set.is_set(c)));
+    if !run_cpus.is_empty() && !free.is_empty() && clashes {
         let mut set = CpuSet::new();
         free.iter().for_each(|&c| set.set(c));
         if rustix::thread::sched_setaffinity(None, &set).is_ok() {
-            previous = current;
+            if let Some(original) = pinned.map(|(o, _)| o).or(now) {
+                PINNED.with(|p| p.set(Some((original, set))));
+            }
+            now = Some(set);
         }
     }
-    let runner_cpus = rustix::thread::sched_getaffinity(None)
-        .ok()
-        .map(|set| (0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect());
     Placement {
         run_cpus: run_cpus.to_vec(),
-        previous,
-        runner_cpus,
+        runner_cpus: now.as_ref().map(cpus_of),
+    }
+}
+
+/// Gives the calling thread back the CPUs it had before [`place_runner`] first pinned it.
+pub(super) fn restore_thread() {
+    if let Some((original, _)) = PINNED.with(Cell::take) {
+        let _ = rustix::thread::sched_setaffinity(None, &original);
     }
 }
 
 impl Drop for Placement {
     fn drop(&mut self) {
-        if let Some(set) = &self.previous {
-            let _ = rustix::thread::sched_setaffinity(None, set);
-        }
         let mut busy = BUSY.lock().unwrap_or_else(|e| e.into_inner());
         for c in &self.run_cpus {
             if let Some(i) = busy.iter().position(|b| b == c) {

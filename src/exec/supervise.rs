@@ -93,6 +93,7 @@ pub(super) fn supervise(
         {
             s.sample(&mut containment, start);
         }
+        containment.tick();
         // Sleep until the next thing to do, the child's exit, or the cancel check.
         let mut wake = now + CANCEL_POLL;
         match stop {
@@ -226,16 +227,13 @@ fn exited_nowait(pid: i32) -> bool {
     )
 }
 
-/// `Cpus_allowed_list` of `/proc/<pid>/status`, or `None` when unreadable.
+/// The CPUs the child may run on (`sched_getaffinity(pid)`, what `Cpus_allowed_list` of
+/// `/proc/<pid>/status` shows), or `None` when it cannot be read.
 fn read_cpus_allowed(pid: i32) -> Option<Vec<usize>> {
-    use std::io::Read;
-    // procfs files report size 0; a buffer of the right size avoids many small reads.
-    let mut status = String::with_capacity(2048);
-    std::fs::File::open(format!("/proc/{pid}/status"))
-        .and_then(|mut f| f.read_to_string(&mut status))
-        .ok()?;
-    let line = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
-    super::affinity::parse_cpu_list(line).ok()
+    let set = rustix::thread::sched_getaffinity(Some(Pid::from_raw(pid)?)).ok()?;
+    Some(
+        (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|&c| set.is_set(c))
+            .collect(),
+    )
 }

@@ -64,15 +64,37 @@ pub(super) fn read_stat(pid: i32) -> Option<ProcStat> {
     parse_stat(pid, &text)
 }
 
-/// Every process of the system (`/proc/<pid>/stat` of each numeric entry of `/proc`).
-pub(super) fn snapshot() -> Vec<ProcStat> {
+/// The processes of the system whose pid `keep` accepts (`/proc/<pid>/stat` of those numeric
+/// entries of `/proc`).
+pub(super) fn snapshot_where(keep: impl Fn(i32) -> bool) -> Vec<ProcStat> {
     let Ok(dir) = fs::read_dir("/proc") else {
         return Vec::new();
     };
     dir.filter_map(|e| e.ok())
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| keep(pid))
         .filter_map(read_stat)
         .collect()
+}
+
+/// The last pid handed out in this pid namespace (`/proc/sys/kernel/ns_last_pid`); `None` where
+/// the kernel does not offer it.
+pub(super) fn last_pid() -> Option<i32> {
+    fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Whether `pid` was handed out after `from` and up to `to`: pids count up and wrap around at
+/// `pid_max`.
+fn handed_out_between(pid: i32, from: i32, to: i32) -> bool {
+    if from <= to {
+        pid > from && pid <= to
+    } else {
+        pid > from || pid <= to
+    }
 }
 
 /// `true` when `/proc/<pid>/environ` holds every entry of `entries` (each `NAME=value`), exactly.
@@ -117,20 +139,37 @@ pub(super) struct Tree {
     leader: i32,
     runner: i32,
     markers: Vec<Vec<u8>>,
-    /// Processes seen in the run: pid -> start time.
+    /// Processes of the run seen at the last scan: pid -> start time.
     known: HashMap<i32, u64>,
+    /// `ns_last_pid` when the last scan began (or before the spawn): every process started since
+    /// has a pid handed out after it, so a scan reads only those and the known ones.
+    cursor: Option<i32>,
+    /// Whether processes are still recognised by the leader's pid and session id. Once the
+    /// leader is reaped its pid may be handed out again when its session is empty, so only the
+    /// first scan after that (microseconds later) uses them; what it finds is known by pid and
+    /// start time from then on.
+    by_session: bool,
+    leader_reaped: bool,
 }
 
 impl Tree {
     /// Tracks the run whose leader is `leader` (also its session id), with the environment
-    /// entries `markers` ([`run_markers`]).
-    pub(super) fn new(leader: i32, markers: Vec<Vec<u8>>) -> Tree {
+    /// entries `markers` ([`run_markers`]); `cursor` is [`last_pid`] read before the spawn.
+    pub(super) fn new(leader: i32, markers: Vec<Vec<u8>>, cursor: Option<i32>) -> Tree {
         Tree {
             leader,
             runner: std::process::id() as i32,
             markers,
             known: HashMap::new(),
+            cursor,
+            by_session: true,
+            leader_reaped: false,
         }
+    }
+
+    /// The leader has been reaped (see `by_session`).
+    pub(super) fn leader_reaped(&mut self) {
+        self.leader_reaped = true;
     }
 
     /// The run's processes in `snap`, zombies included (the caller filters on
@@ -160,15 +199,16 @@ impl Tree {
                 queue.extend(kids.iter().map(|&k| (k, ours)));
             }
         }
-        for p in &member {
-            self.known.insert(p.pid, p.start);
-        }
+        self.known = member.iter().map(|p| (p.pid, p.start)).collect();
         member
     }
 
     /// Whether `p`, a descendant of the runner whose parent is not in the run, is in the run.
     fn owns(&self, p: &ProcStat, sole_run: bool) -> bool {
-        if p.pid == self.leader || p.sid == self.leader || self.known.get(&p.pid) == Some(&p.start) {
+        if self.known.get(&p.pid) == Some(&p.start) {
+            return true;
+        }
+        if self.by_session && (p.pid == self.leader || p.sid == self.leader) {
             return true;
         }
         // Orphans reparented to the runner, first seen now.
@@ -184,8 +224,24 @@ impl Tree {
     }
 
     /// The live processes of the run now (a fresh `/proc` scan), and the zombies among them.
+    ///
+    /// Only processes known from the last scan and those started since are read: their pids
+    /// were handed out after the cursor (a scan every second, as the supervisor does, keeps the
+    /// pid counter from wrapping all the way round in between). Without `ns_last_pid` every
+    /// process is read.
     pub(super) fn scan(&mut self) -> (Vec<ProcStat>, Vec<i32>) {
-        let all = self.members(&snapshot());
+        let now = last_pid();
+        let range = self.cursor.zip(now);
+        let snap = snapshot_where(|pid| {
+            (self.by_session && pid == self.leader)
+                || self.known.contains_key(&pid)
+                || range.is_none_or(|(from, to)| handed_out_between(pid, from, to))
+        });
+        self.cursor = now;
+        let all = self.members(&snap);
+        if self.leader_reaped {
+            self.by_session = false;
+        }
         let zombies = all.iter().filter(|p| p.dead).map(|p| p.pid).collect();
         (all.into_iter().filter(|p| !p.dead).collect(), zombies)
     }
@@ -231,7 +287,11 @@ mod tests {
     fn reads_itself() {
         let me = read_stat(std::process::id() as i32).unwrap();
         assert!(!me.dead);
-        assert!(snapshot().iter().any(|p| p == &me));
+        assert!(snapshot_where(|_| true).iter().any(|p| p == &me));
+        assert!(last_pid().is_some_and(|p| p >= me.pid || p < 1000));
+        assert!(handed_out_between(5, 3, 7) && !handed_out_between(3, 3, 7));
+        assert!(handed_out_between(2, 30000, 10) && handed_out_between(30001, 30000, 10));
+        assert!(!handed_out_between(20, 30000, 10));
     }
 
     #[test]
