@@ -214,7 +214,8 @@ pub struct RunRecord {
     pub env: EnvChanges,
     /// CPUs requested.
     pub cpus_requested: Vec<usize>,
-    /// CPUs the child was allowed on, read back from `/proc/<pid>/status` `Cpus_allowed_list`.
+    /// CPUs the child was allowed on, read back after its exec (`sched_getaffinity(pid)`, what
+    /// `Cpus_allowed_list` of `/proc/<pid>/status` shows).
     pub cpus_effective: Option<Vec<usize>>,
     /// Child pid.
     pub pid: Option<u32>,
