@@ -125,10 +125,9 @@ impl RunContainment {
                 }
             }
         };
-        // Before the spawn, so that the guardian removes the cgroup if the runner dies now.
-        let listing = cgroup
-            .as_ref()
-            .and_then(|cg| guardian::list(0, Some(cg.path()), &markers));
+        // Before the spawn, so that the guardian stops the run (and removes its cgroup) even if
+        // the runner dies during the spawn; the leader pid follows once known.
+        let listing = guardian::list(0, cgroup.as_ref().map(RunCgroup::path), &markers);
         let cursor = if cgroup.is_none() { tree::last_pid() } else { None };
         Ok(RunContainment {
             listing,
@@ -158,9 +157,11 @@ impl RunContainment {
 
     /// The run's leader `leader` has been started (its pid is also its session id).
     pub(super) fn started(&mut self, leader: i32) {
+        if let Some(listing) = &self.listing {
+            guardian::set_leader(listing, leader);
+        }
         if self.cgroup.is_none() {
             self.tree = Some(Tree::new(leader, self.markers.clone(), self.cursor));
-            self.listing = guardian::list(leader, None, &self.markers);
         }
     }
 

@@ -133,6 +133,13 @@ pub(super) fn list(leader: i32, cgroup: Option<&Path>, markers: &[Vec<u8>]) -> O
     Some(Listing(index))
 }
 
+/// Records the leader pid of a run listed before its spawn.
+pub(super) fn set_leader(listing: &Listing, leader: i32) {
+    if let Some(g) = guardian() {
+        g.table.0[listing.0].leader.store(leader, Ordering::Release);
+    }
+}
+
 /// Takes the run off the guardian's table.
 pub(super) fn unlist(listing: Listing) {
     if let Some(g) = guardian() {
@@ -234,7 +241,7 @@ fn listed(slot: &Slot) -> Option<Listed<'_>> {
     // SAFETY: the slot is LISTED (acquired above): its filler is done with `path`.
     let path: &[u8; PATH_CAP] = unsafe { &*slot.path.get() };
     Some(Listed {
-        leader: slot.leader.load(Ordering::Relaxed),
+        leader: slot.leader.load(Ordering::Acquire),
         cgroup: &path[..len],
         run_hash: slot.run_hash.load(Ordering::Relaxed),
         bundle_hash: slot.bundle_hash.load(Ordering::Relaxed),
