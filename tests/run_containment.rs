@@ -177,6 +177,30 @@ fn assert_nothing_left(dir: &Path) {
     assert!(left.is_empty(), "processes of the run survived: {left:?}");
 }
 
+/// Run cgroups of runner `pid` still there (`<cgroup2 mount>/hwr-exp/<pid>-*`).
+fn cgroups_of_runner(pid: u64) -> Vec<PathBuf> {
+    let Some(parent) = writable_cgroup2().map(|m| m.join("hwr-exp")) else {
+        return Vec::new();
+    };
+    let prefix = format!("{pid}-");
+    std::fs::read_dir(parent)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The bundle's runner removed every cgroup it made.
+fn assert_cgroups_removed(bundle: &Path) {
+    let pid = json(&bundle.join("bundle.json"))["runner-pid"].as_u64().unwrap();
+    let left = cgroups_of_runner(pid);
+    assert!(left.is_empty(), "run cgroups left behind: {left:?}");
+}
+
 // --- measurement follows containment -------------------------------------------------------
 
 fn timeout_python_memory(mode: Mode) {
@@ -341,6 +365,7 @@ fn escapes_are_killed(mode: Mode) {
         assert!((1..=2).contains(&killed), "count of killed processes: {run}");
     }
     verify_ok(&bundle);
+    assert_cgroups_removed(&bundle);
 }
 
 #[test]
@@ -357,7 +382,8 @@ fn strays_charged_to_their_run(mode: Mode) {
     if !mode.usable() {
         return;
     }
-    if hwr_exp::exec::affinity::allowed_cpus().unwrap().len() < 2 {
+    // The CPUs this process may use (sched_getaffinity on Linux).
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
         eprintln!("skipped: jobs = 2 needs two allowed CPUs");
         return;
     }
@@ -514,6 +540,11 @@ timeout = "120s"
         "processes of the run outlived the killed runner: {:?}",
         processes_with_env(&marker)
     );
+    // The guardian also removes the cgroup of the run it stopped.
+    let removed = eventually(Duration::from_secs(10), || {
+        cgroups_of_runner(u64::from(runner.id())).is_empty()
+    });
+    assert!(removed, "{:?}", cgroups_of_runner(u64::from(runner.id())));
 }
 
 #[test]

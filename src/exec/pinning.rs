@@ -23,7 +23,11 @@ thread_local! {
 /// The runner's allowed CPUs, read once (before any thread was pinned).
 fn runner_allowed() -> &'static [usize] {
     static ALLOWED: OnceLock<Vec<usize>> = OnceLock::new();
-    ALLOWED.get_or_init(|| crate::exec::affinity::allowed_cpus().unwrap_or_default())
+    ALLOWED.get_or_init(|| {
+        rustix::thread::sched_getaffinity(None)
+            .map(|set| cpus_of(&set))
+            .unwrap_or_default()
+    })
 }
 
 fn cpus_of(set: &CpuSet) -> Vec<usize> {
