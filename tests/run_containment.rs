@@ -722,3 +722,39 @@ timeout = "120s"
     let out = hwr(&bundle, &["verify", "."]);
     assert_ne!(code(&out), 0, "an edited earlier attempt is caught");
 }
+
+// --- the runner's own CPUs ------------------------------------------------------------------
+
+#[test]
+fn the_runner_samples_away_from_the_runs_cpu() {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("skipped: needs two allowed CPUs");
+        return;
+    }
+    let (dir, _left) = setup(
+        r#"format = 1
+[experiment]
+name = "runner-cpus"
+[command]
+shell = "sleep 0.3"
+output-format = "text"
+[measure]
+sample-interval = "50ms"
+"#,
+    );
+    let out = Command::new(bin())
+        .current_dir(dir.path())
+        .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let run = &run_records(&the_bundle(dir.path()))[0];
+    let run_cpus = run["cpus-effective"].as_array().unwrap();
+    let runner_cpus = run["runner-cpus"].as_array().expect("runner-cpus in run.json");
+    assert!(!runner_cpus.is_empty(), "{run}");
+    assert!(
+        runner_cpus.iter().all(|c| !run_cpus.contains(c)),
+        "the runner shared the run's CPUs: {run}"
+    );
+    assert!(run["memory-samples"].as_u64().unwrap() >= 2, "{run}");
+}

@@ -227,14 +227,6 @@ impl ProcessExecutor {
     }
 }
 
-impl Drop for ProcessExecutor {
-    /// Gives the dropping thread back the CPUs it had before a run pinned it away from the
-    /// run's CPUs (a thread stays pinned from one run to the next).
-    fn drop(&mut self) {
-        pinning::restore_thread();
-    }
-}
-
 /// Makes this process a child subreaper, once. Failure (very old kernel) only weakens the
 /// zombie reaping of strays, so it is ignored.
 fn become_subreaper() {
