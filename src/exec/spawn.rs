@@ -509,7 +509,7 @@ fn last_errno() -> i32 {
 }
 
 /// Marks every fd >= 3 close-on-exec, so only fds 0/1/2 cross exec. Marking instead of closing
-/// keeps std's exec-error pipe (itself close-on-exec) working. Async-signal-safe.
+/// keeps the step-report pipe (itself close-on-exec) working until exec. Async-signal-safe.
 ///
 /// libc because rustix has no `close_range`, and the fallback works on raw fd numbers that may
 /// not be open (rustix's `BorrowedFd` requires an open one).
