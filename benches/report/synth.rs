@@ -263,12 +263,18 @@ pub fn write_bundle(dir: &Path, s: &Synth) -> std::io::Result<()> {
             output_check: OutputCheck::Valid,
             output_check_reason: None,
             outcome,
+            containment: None,
             stray_processes_killed: 0,
+            runner_cpus: None,
+            cgroup_memory_peak_bytes: None,
             memory_samples,
             sha256: BTreeMap::new(),
             hostname: None,
             slurm: None,
             lost_reason: None,
+            artifacts: Vec::new(),
+            attempt: 1,
+            earlier_attempts: Vec::new(),
         };
         write_json(&run_dir.join(files::RUN), &rec)?;
     }

@@ -7,8 +7,11 @@
 //! - manifest.toml's sha256 equals bundle.json `manifest-sha256`;
 //! - working-tree.patch's sha256 equals provenance.json `patch-sha256`;
 //! - every run of plan.json: run.json present when the bundle is `complete`; every file listed in
-//!   run.json `sha256` exists with that sha256; no other file in the run folder; no folder in
-//!   `runs/` that plan.json does not plan;
+//!   run.json `sha256` exists with that sha256; every entry of `artifacts` (and of
+//!   `earlier-attempts`, under `attempts/<n>/`) is there with its kind, size, sha256 or symlink
+//!   target, checked without following symlinks or opening anything but regular files; no other
+//!   entry anywhere in the run folder;
+//!   no folder in `runs/` that plan.json does not plan;
 //! - bundle.json `counts` equal the outcomes of the run.json files (unless still `running`);
 //! - when bundle.json has a final status: every file listed in `checksums.sha256`
 //!   ([`crate::bundle::checksums`]) exists with that sha256, and no other file is in the bundle
@@ -33,6 +36,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::ArchiveError;
+use crate::bundle::artifacts::{self, ArtifactKind};
 use crate::bundle::checksums::{read_checksums, unlisted, walk};
 use crate::bundle::contained::{describe, sha256_in};
 use crate::bundle::lock::{EffectiveStatus, effective_status, recorded_pid};
@@ -124,6 +128,9 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
         }
     }
     let mut hashed: HashSet<PathBuf> = HashSet::new();
+    // Symlinks, FIFOs, sockets and devices a run left, recorded in its run.json `artifacts` (the
+    // checksum list holds regular files only).
+    let mut special: HashSet<PathBuf> = HashSet::new();
     let manifest = bundle.path(files::MANIFEST);
     if let Ok(sha) = sha256_of(&bundle, Path::new(files::MANIFEST)) {
         hashed.insert(manifest.clone());
@@ -233,22 +240,58 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
                         Err(e) => problem(path, e.reason()),
                     }
                 }
-                if let Ok(entries) = fs::read_dir(&run_dir) {
-                    let mut extra: Vec<String> = entries
-                        .filter_map(Result::ok)
-                        .map(|e| e.file_name().to_string_lossy().into_owned())
-                        .filter(|n| n != files::RUN && !record.sha256.contains_key(n))
-                        .collect();
-                    extra.sort();
-                    for name in extra {
-                        let path = run_dir.join(&name);
-                        let message = match not_a_folder(&path) {
-                            Some(what) if what != "a regular file" => {
-                                format!("{what} (not followed), not listed in run.json")
-                            }
-                            _ => "not listed in run.json".into(),
-                        };
+                for (path, message) in artifacts::check(&run_dir, &record.artifacts) {
+                    problem(path, message);
+                }
+                for earlier in &record.earlier_attempts {
+                    let folder = run_dir
+                        .join(artifacts::ATTEMPTS)
+                        .join(earlier.attempt.to_string());
+                    for (path, message) in artifacts::check(&folder, &earlier.files) {
                         problem(path, message);
+                    }
+                }
+                for a in &record.artifacts {
+                    hashed.insert(run_dir.join(&a.name));
+                    if !matches!(a.kind, ArtifactKind::File | ArtifactKind::Directory) {
+                        special.insert(run_dir.join(&a.name));
+                    }
+                }
+                for earlier in &record.earlier_attempts {
+                    let folder = run_dir
+                        .join(artifacts::ATTEMPTS)
+                        .join(earlier.attempt.to_string());
+                    hashed.extend(earlier.files.iter().map(|f| folder.join(&f.name)));
+                    special.extend(
+                        earlier
+                            .files
+                            .iter()
+                            .filter(|f| !matches!(f.kind, ArtifactKind::File | ArtifactKind::Directory))
+                            .map(|f| folder.join(&f.name)),
+                    );
+                }
+                let mut expected: BTreeSet<String> = record.sha256.keys().cloned().collect();
+                expected.insert(files::RUN.to_string());
+                expected.extend(record.artifacts.iter().map(|a| a.name.clone()));
+                if !record.earlier_attempts.is_empty() {
+                    expected.insert(artifacts::ATTEMPTS.to_string());
+                }
+                for earlier in &record.earlier_attempts {
+                    let folder = format!("{}/{}", artifacts::ATTEMPTS, earlier.attempt);
+                    expected.extend(earlier.files.iter().map(|f| format!("{folder}/{}", f.name)));
+                    expected.insert(folder);
+                }
+                if let Ok(found) = artifacts::list_tree(&run_dir, &[]) {
+                    for (name, path) in found {
+                        if !expected.contains(&name) {
+                            let message = match not_a_folder(&path) {
+                                Some(what) if what != "a regular file" => {
+                                    format!("{what} (not followed), not listed in run.json")
+                                }
+                                _ => "not listed in run.json".into(),
+                            };
+                            problem(path, message);
+                        }
                     }
                 }
             }
@@ -274,7 +317,7 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
         }
     }
     v.problems = problems;
-    check_checksums(&bundle, &mut v, &mut hashed);
+    check_checksums(&bundle, &mut v, &mut hashed, &special);
     v.files_hashed = hashed.len();
     if bundle.open_file(Path::new(files::PATCH)).is_ok() {
         check_patch(&bundle, provenance.as_ref(), &mut v);
@@ -283,9 +326,15 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
 }
 
 /// Checks every file against `checksums.sha256` when bundle.json has a final status, and names
-/// files the list does not have. A file that already has a problem (from its run.json or
+/// files the list does not have (entries that are not regular files and that a run.json records
+/// as artifacts, `special`, are checked against that record instead). A file that already has a problem (from its run.json or
 /// bundle.json record) gets no second one from the list.
-fn check_checksums(bundle: &Bundle, v: &mut Verification, hashed: &mut HashSet<PathBuf>) {
+fn check_checksums(
+    bundle: &Bundle,
+    v: &mut Verification,
+    hashed: &mut HashSet<PathBuf>,
+    special: &HashSet<PathBuf>,
+) {
     let already: HashSet<PathBuf> = v.problems.iter().map(|p| p.path.clone()).collect();
     let list = bundle.path(files::CHECKSUMS);
     if bundle.info().status == BundleStatus::Running {
@@ -355,6 +404,9 @@ fn check_checksums(bundle: &Bundle, v: &mut Verification, hashed: &mut HashSet<P
     let listed: BTreeSet<&Path> = checksums.entries.keys().map(PathBuf::as_path).collect();
     let walked = walk(bundle.dir(), &mut |rel, kind| {
         if kind.is_dir() || unlisted(rel) || listed.contains(rel) {
+            return Ok(());
+        }
+        if !kind.is_file() && special.contains(&bundle.dir().join(rel)) {
             return Ok(());
         }
         let message = if kind.is_file() {

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::exec::Termination;
+use super::artifacts::{Artifact, EarlierAttempt};
+use crate::exec::{Containment, Termination};
 use crate::manifest::Value;
 
 /// The bundle format this build writes (major version).
@@ -261,7 +262,8 @@ pub struct RunRecord {
     pub env: EnvChanges,
     /// CPUs requested.
     pub cpus_requested: Vec<usize>,
-    /// CPUs the child was allowed on, read back from `/proc/<pid>/status` `Cpus_allowed_list`.
+    /// CPUs the child was allowed on, read back after its exec (`sched_getaffinity(pid)`, what
+    /// `Cpus_allowed_list` of `/proc/<pid>/status` shows).
     pub cpus_effective: Option<Vec<usize>>,
     /// Child pid.
     pub pid: Option<u32>,
@@ -295,13 +297,23 @@ pub struct RunRecord {
     pub output_check_reason: Option<String>,
     /// How the run counts.
     pub outcome: Outcome,
-    /// Group members killed after the leader exited.
+    /// How the run's processes were held together: `cgroup` or `process-tree`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<Containment>,
+    /// Processes of the run still alive after its leader ended, which the runner killed.
     #[serde(default)]
     pub stray_processes_killed: u32,
+    /// CPUs the runner's supervising and sampling thread could run on during the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_cpus: Option<Vec<usize>>,
+    /// `memory.peak` of the run's cgroup, bytes, where it has the memory controller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_memory_peak_bytes: Option<u64>,
     /// Number of lines in memory.jsonl.
     #[serde(default)]
     pub memory_samples: u32,
-    /// sha256 (hex) of each file in the run folder except run.json, by file name.
+    /// sha256 (hex) of the runner's own files of the run folder (output, stderr.log,
+    /// memory.jsonl), by file name.
     pub sha256: BTreeMap<String, String>,
     /// Slurm executor: the node's hostname (`gethostname`) the run executed on, or the node Slurm
     /// named for a `lost` run.
@@ -313,4 +325,18 @@ pub struct RunRecord {
     /// Termination `lost`: Slurm's account of the task (`CANCELLED (None, exit code 0:15)`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost_reason: Option<String>,
+    /// Everything else the run wrote into its folder, in name order.
+    #[serde(default)]
+    pub artifacts: Vec<Artifact>,
+    /// 1-based number of this attempt: `resume` keeps the files of interrupted or lost attempts
+    /// under `attempts/<n>/` and runs the run again.
+    #[serde(default = "first_attempt")]
+    pub attempt: u32,
+    /// The files of the earlier attempts, as found under `attempts/<n>/`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier_attempts: Vec<EarlierAttempt>,
+}
+
+fn first_attempt() -> u32 {
+    1
 }

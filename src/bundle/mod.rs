@@ -2,6 +2,7 @@
 //! ([`mod@write`]: one atomic write, one file mode, one timestamp format), the reader ([`read`]) and
 //! ownership by an OS lock with the effective status derived from it ([`lock`]) (DESIGN 5).
 
+pub mod artifacts;
 pub mod checksums;
 pub mod contained;
 pub mod format;

@@ -253,6 +253,12 @@ mod tests {
             hostname: None,
             slurm: None,
             lost_reason: None,
+            containment: None,
+            runner_cpus: None,
+            cgroup_memory_peak_bytes: None,
+            artifacts: Vec::new(),
+            attempt: 1,
+            earlier_attempts: Vec::new(),
         }
     }
 

@@ -1,6 +1,5 @@
 //! Writing a bundle: folder creation, atomic files, per-run records, status updates.
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -443,23 +442,41 @@ impl BundleWriter {
         self.dir.join(files::RUNS).join(&run.run_id)
     }
 
-    /// Creates (or empties, when a half-written run is redone) the run folder.
+    /// Creates (or empties, when a half-written run is redone) the run folder. Earlier attempts
+    /// kept by `resume` (`attempts/`) stay.
     ///
     /// # Errors
     /// I/O errors.
     pub fn prepare_run_dir(&self, run: &PlannedRun) -> io::Result<PathBuf> {
         let dir = self.run_dir(run);
-        if dir.exists() {
-            fs::remove_dir_all(&dir).map_err(on(&dir, "empty folder"))?;
+        match create_dir(&dir) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                // A run redone in place: empty its folder, keeping the earlier attempts.
+                for entry in fs::read_dir(&dir).map_err(on(&dir, "read folder"))? {
+                    let entry = entry.map_err(on(&dir, "read folder"))?;
+                    if entry.file_name() == super::artifacts::ATTEMPTS {
+                        continue;
+                    }
+                    let path = entry.path();
+                    if entry.file_type().map_err(on(&path, "stat"))?.is_dir() {
+                        fs::remove_dir_all(&path).map_err(on(&path, "remove"))?;
+                    } else {
+                        fs::remove_file(&path).map_err(on(&path, "remove"))?;
+                    }
+                }
+            }
+            other => other?,
         }
-        create_dir(&dir)?;
         Ok(dir)
     }
 
-    /// Records one finished run: checks its output, hashes its files, writes run.json atomically
-    /// (its presence marks the run finished, [`write_run_record`]) and updates the counts in
+    /// Records one finished run ([`write_run_record`]: checks its output, hashes its files, lists
+    /// the files the run wrote into its folder (artifacts) and the earlier attempts kept there,
+    /// writes run.json atomically: its presence marks the run finished) and updates the counts in
     /// bundle.json (written at most once a second while running, and always by
-    /// [`BundleWriter::finish`]).
+    /// [`BundleWriter::finish`]). No process of the run is alive by then
+    /// ([`crate::exec::Executor::execute`] returns after the last one), so the folder does not
+    /// change afterwards.
     ///
     /// # Errors
     /// I/O errors writing run.json or bundle.json.
@@ -506,6 +523,10 @@ impl BundleWriter {
         if !dir.exists() {
             create_dir(&dir)?;
         }
+        let sha256 =
+            super::checksums::hash_run_files(&dir, &[run.output.as_str(), files::STDERR, files::MEMORY])?;
+        let own = [run.output.as_str(), files::STDERR, files::MEMORY, files::RUN];
+        let (artifacts, earlier_attempts) = super::artifacts::scan_run_folder(&dir, &own)?;
         let record = RunRecord {
             format: BUNDLE_FORMAT,
             run_id: run.run_id.clone(),
@@ -534,10 +555,16 @@ impl BundleWriter {
             outcome: Outcome::Lost,
             stray_processes_killed: 0,
             memory_samples: 0,
-            sha256: BTreeMap::new(),
+            sha256,
             hostname: node,
             slurm: Some(task),
             lost_reason: Some(reason),
+            containment: None,
+            runner_cpus: None,
+            cgroup_memory_peak_bytes: None,
+            artifacts,
+            attempt: earlier_attempts.iter().map(|x| x.attempt).max().unwrap_or(0) + 1,
+            earlier_attempts,
         };
         write_json(&dir.join(files::RUN), Durability::Unsynced, &record)?;
         self.count_run(&record)?;
@@ -669,6 +696,8 @@ pub fn write_run_record(
         check_output(&dir.join(&run.output), format)
     };
     let sha256 = super::checksums::hash_run_files(dir, &[run.output.as_str(), files::STDERR, files::MEMORY])?;
+    let own = [run.output.as_str(), files::STDERR, files::MEMORY, files::RUN];
+    let (artifacts, earlier_attempts) = super::artifacts::scan_run_folder(dir, &own)?;
     let record = RunRecord {
         format: BUNDLE_FORMAT,
         run_id: run.run_id.clone(),
@@ -695,9 +724,15 @@ pub fn write_run_record(
         output_check,
         output_check_reason,
         outcome: classify(outcome, output_check, format),
+        containment: outcome.containment,
         stray_processes_killed: outcome.stray_processes_killed,
+        runner_cpus: outcome.runner_cpus.clone(),
+        cgroup_memory_peak_bytes: outcome.cgroup_memory_peak_bytes,
         memory_samples: outcome.memory_samples,
         sha256,
+        artifacts,
+        attempt: earlier_attempts.iter().map(|a| a.attempt).max().unwrap_or(0) + 1,
+        earlier_attempts,
         hostname: node.hostname,
         slurm: node.slurm,
         lost_reason: None,

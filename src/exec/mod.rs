@@ -1,4 +1,4 @@
-//! One run: spawn, pin, environment, capture, timeout, measure (DESIGN 4).
+//! One run: spawn, pin, environment, capture, timeout, contain, measure (DESIGN 4).
 //!
 //! The scheduler only sees the [`Executor`] trait, so scheduling tests need no processes.
 //! [`ProcessExecutor`] is the real implementation.
@@ -7,10 +7,19 @@
 //!
 //! 1. The environment is built from the policy, `env` and `env-unset` ([`build_env`], in
 //!    `environment.rs`).
-//! 2. The program is resolved against the run's own `PATH` (relative to its workdir) with
+//! 2. The supervising thread pins itself away from the CPUs of the runs in flight when another
+//!    allowed CPU is free (`pinning.rs`; run.json `runner-cpus`).
+//! 3. The run's containment is prepared (`containment.rs`): a per-run cgroup v2 where one can be
+//!    made (`cgroup.rs`), else the process-tree fallback (`tree.rs`); `HWR_CONTAINMENT` chooses
+//!    (see [`CONTAINMENT_VAR`]).
+//! 4. The program is resolved against the run's own `PATH` (relative to its workdir) with
 //!    [`resolve_program`]; the workdir must exist. Failures become [`Termination::SpawnFailed`].
-//!    The child is forked with [`std::process::Command`] (`spawn.rs`); between fork and exec it
-//!    - moves into its own process group (`Command::process_group(0)`), whose id is its pid,
+//!    The child is forked (`spawn.rs`) with `clone3(CLONE_INTO_CGROUP)`, so it starts in the
+//!    run's cgroup (where `clone3` is refused: `fork`, and the child joins the cgroup itself);
+//!    the parent sets the child's CPUs before it first runs; between fork and exec the child
+//!    - starts its own session (`setsid`): it has no controlling terminal, so opening
+//!      `/dev/tty` fails at once (ENXIO) instead of stopping the run; the session id and the
+//!      process group id are its pid,
 //!    - pins itself to `spec.cpus` (`sched_setaffinity`),
 //!    - asks for `SIGKILL` when its parent dies (`PR_SET_PDEATHSIG`) and exits at once if the
 //!      parent already died,
@@ -19,37 +28,43 @@
 //!    - resets every signal disposition to the default and empties the signal mask.
 //!
 //!    stdin is `/dev/null`; stdout and stderr are files the kernel writes to directly.
-//! 3. The parent waits on a pidfd with `poll` (`supervise.rs`), waking for external smaps_rollup
-//!    samples (`sampling.rs`), the timeout, the SIGTERM grace period and (every 50 ms) the cancel
-//!    flag. No thread is started.
-//! 4. The leader is reaped with `wait4`, which gives the exit status and its rusage (user and
+//! 5. The parent waits on a pidfd with `poll` (`supervise.rs`), waking for external smaps_rollup
+//!    samples of every process of the run (`sampling.rs`), the timeout, the SIGTERM grace period
+//!    and (every 50 ms) the cancel flag. No thread is started. On timeout or interrupt every
+//!    process of the run gets SIGTERM, and SIGKILL after the grace period.
+//! 6. The leader is reaped with `wait4`, which gives the exit status and its rusage (user and
 //!    system CPU seconds, peak RSS). `ended` and `wall_seconds` are taken here, so the stray
 //!    cleanup below is not counted as run time. A run stopped on timeout or interrupt keeps
 //!    its real status: `signal` is the signal that ended it (SIGTERM or SIGKILL), or
 //!    `exit_code` is set when it caught SIGTERM and exited by itself.
-//! 5. Any process left in the run's group (a background grandchild, say) gets SIGTERM, then
-//!    SIGKILL after the grace period, and is reaped (`group.rs`); these are
-//!    `stray_processes_killed`.
+//! 7. Whatever of the run is left (a background process, a `setsid` daemon) gets SIGTERM, then
+//!    SIGKILL after the grace period, until nothing is left; these are `stray_processes_killed`.
+//!    Orphans that came back to the runner are reaped (`children.rs`) and the cgroup is removed.
+//!    When [`Executor::execute`] returns, no process of the run is alive.
+//!
+//! The guardian (`guardian.rs`) does the same for every run in flight if the runner dies.
 //!
 //! # Limits
 //!
 //! - `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits, not the process.
 //!   [`Executor::execute`] blocks its calling thread until the run is over, so that thread always
 //!   outlives the run.
-//! - A process of the run that calls `setsid` (or `setpgid` into another group) leaves the run's
-//!   process group and is not seen or killed by the group-wide signals; daemons that detach
-//!   this way can outlive the run. Because the runner is a child subreaper
-//!   (`PR_SET_CHILD_SUBREAPER`), such a process is reparented to the runner when its parent dies,
-//!   but it is only reaped if it is still in the run's group.
+//! - The process-tree fallback can lose a process that leaves the run's session, loses its
+//!   parent and drops `HWR_RUN_ID` from its environment while other runs are in flight (see
+//!   `tree.rs`); a cgroup cannot.
 //! - The runner must not set `SIGCHLD` to `SIG_IGN` (children would be auto-reaped and `wait4`
 //!   would have no status to report).
 
+mod cgroup;
+mod children;
+mod containment;
 mod environment;
-mod group;
 pub mod guardian;
+mod pinning;
 mod sampling;
 mod spawn;
 mod supervise;
+mod tree;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -61,6 +76,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
+pub use containment::{CONTAINMENT_VAR, Containment};
 pub use environment::{CLEAN_KEPT, CLEAN_KEPT_PREFIX, EnvPolicy, build_env, clean_keeps};
 pub use spawn::resolve_program;
 
@@ -78,7 +94,7 @@ pub struct RunSpec {
     pub cpus: Vec<usize>,
     /// Whole-run limit; `None` = none.
     pub timeout: Option<Duration>,
-    /// Time between SIGTERM to the process group and SIGKILL.
+    /// Time between SIGTERM to every process of the run and SIGKILL.
     pub grace: Duration,
     /// File the child's stdout is streamed to (created/truncated).
     pub stdout_path: PathBuf,
@@ -98,7 +114,7 @@ pub enum Termination {
     Exited,
     /// The process was killed by a signal the runner did not send.
     Signaled,
-    /// The runner's timeout expired; the group got SIGTERM, then SIGKILL after grace.
+    /// The runner's timeout expired; the run got SIGTERM, then SIGKILL after grace.
     Timeout,
     /// The program could not be started (not found, not executable, bad workdir).
     SpawnFailed,
@@ -120,7 +136,8 @@ pub struct RunOutcome {
     pub signal: Option<i32>,
     /// Spawn error text when `termination` is `SpawnFailed`.
     pub error: Option<String>,
-    /// CPUs the child actually ran on: `Cpus_allowed_list` of `/proc/<pid>/status`, read after spawn.
+    /// CPUs the child may run on, read back after its exec (`sched_getaffinity(pid)`, as
+    /// `Cpus_allowed_list` of `/proc/<pid>/status` shows them).
     pub cpus_effective: Option<Vec<usize>>,
     /// Child pid.
     pub pid: Option<u32>,
@@ -136,10 +153,19 @@ pub struct RunOutcome {
     pub sys_seconds: Option<f64>,
     /// Peak RSS in bytes (`ru_maxrss` from `wait4`, KiB x 1024).
     pub peak_rss_bytes: Option<u64>,
-    /// Processes of the run's group still alive after the leader exited, which the runner then killed.
+    /// Processes of the run still alive after the leader exited (or was stopped), which the
+    /// runner then killed.
     pub stray_processes_killed: u32,
     /// Number of external memory samples written.
     pub memory_samples: u32,
+    /// How the run's processes were held together; `None` when nothing was started.
+    pub containment: Option<Containment>,
+    /// CPUs the supervising (and sampling) thread of the runner could run on during the run
+    /// (`sched_getaffinity` of that thread).
+    pub runner_cpus: Option<Vec<usize>>,
+    /// `memory.peak` of the run's cgroup at its end, bytes: the peak of all its processes
+    /// together. Only where the cgroup has the memory controller.
+    pub cgroup_memory_peak_bytes: Option<u64>,
 }
 
 /// One external sample of the run's process, one JSON line of memory.jsonl. Bytes.
@@ -148,14 +174,23 @@ pub struct RunOutcome {
 pub struct MemorySample {
     /// Seconds since the run started.
     pub t_seconds: f64,
-    /// Live processes of the run's process group that were read (1 for a plain `argv` program;
-    /// a `shell` command also counts its `/bin/sh`).
+    /// Live processes of the run that were read: every process in the run's cgroup
+    /// (`cgroup.procs`) or tracked tree (1 for a plain `argv` program; a `shell` command also
+    /// counts its `/bin/sh`).
     #[serde(default = "one")]
     pub processes: u32,
     /// smaps_rollup figures summed over those processes. PSS, private and anonymous bytes add up
     /// exactly; RSS counts pages shared between them once per process.
     #[serde(flatten)]
     pub rollup: crate::memory::Rollup,
+    /// `memory.current` of the run's cgroup, bytes (page cache and kernel memory charged to the
+    /// run included). Only where the cgroup has the memory controller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_memory_current: Option<u64>,
+    /// `memory.peak` of the run's cgroup so far, bytes. Only where the cgroup has the memory
+    /// controller (Linux 5.19+).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_memory_peak: Option<u64>,
 }
 
 fn one() -> u32 {
@@ -173,7 +208,7 @@ pub trait Executor: Send + Sync {
     fn execute(&self, spec: &RunSpec, cancel: &CancelFlag) -> RunOutcome;
 }
 
-/// Runs each [`RunSpec`] as a child process in its own process group.
+/// Runs each [`RunSpec`] as a child process in its own session, contained (see the module docs).
 ///
 /// Stateless; share one instance between threads. Create it with [`ProcessExecutor::new`],
 /// which makes the runner a child subreaper; `ProcessExecutor` built by `Default` or as a
@@ -186,8 +221,8 @@ impl ProcessExecutor {
     /// (`prctl(PR_SET_CHILD_SUBREAPER, 1)`, once per process), so that orphaned grandchildren of a
     /// run are reparented to the runner, where they can be reaped.
     ///
-    /// It also starts the [`guardian`], once per process, which kills the runs'
-    /// process groups if the runner dies (SIGKILL included).
+    /// It also starts the [guardian](guardian), once per process, which stops the runs in
+    /// flight if the runner dies (SIGKILL included).
     pub fn new() -> Self {
         become_subreaper();
         guardian::ensure_started();
@@ -216,21 +251,30 @@ impl Executor for ProcessExecutor {
             outcome.error = Some("the runner was interrupted before this run started".into());
             return outcome;
         }
-        match spawn::spawn(spec) {
-            Ok(child) => {
-                let pgid = child.pid;
-                guardian::group_started(pgid);
-                let outcome = supervise::supervise(spec, cancel, child, started, start);
-                guardian::group_ended(pgid);
-                outcome
-            }
+        let placement = pinning::place_runner(&spec.cpus);
+        let containment = match containment::RunContainment::prepare(spec) {
+            Ok(c) => c,
             Err(error) => {
+                let mut outcome = RunOutcome::empty(started, start);
+                outcome.error = Some(error);
+                outcome.runner_cpus = placement.runner_cpus.clone();
+                return outcome;
+            }
+        };
+        let kind = containment.kind();
+        let mut outcome = match spawn::spawn(spec, containment.cgroup_dir()) {
+            Ok(child) => supervise::supervise(spec, cancel, child, containment, started, start),
+            Err(error) => {
+                containment.abandon();
                 let mut outcome = RunOutcome::empty(started, start);
                 outcome.termination = Termination::SpawnFailed;
                 outcome.error = Some(error);
                 outcome
             }
-        }
+        };
+        outcome.containment = Some(kind);
+        outcome.runner_cpus = placement.runner_cpus.clone();
+        outcome
     }
 }
 
@@ -252,6 +296,9 @@ impl RunOutcome {
             peak_rss_bytes: None,
             stray_processes_killed: 0,
             memory_samples: 0,
+            containment: None,
+            runner_cpus: None,
+            cgroup_memory_peak_bytes: None,
         }
     }
 }

@@ -1,5 +1,7 @@
-//! External memory sampling of a run: smaps_rollup of every live process of the run's process
-//! group, summed, appended as one [`MemorySample`] JSON line per interval to `memory.jsonl`.
+//! External memory sampling of a run: smaps_rollup of every live process of the run (its cgroup's
+//! `cgroup.procs`, or its tracked process tree), summed, with the cgroup's `memory.current` and
+//! `memory.peak` where it has the memory controller, appended as one [`MemorySample`] JSON line
+//! per interval to `memory.jsonl`.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -7,10 +9,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::MemorySample;
-use super::group::group_members;
+use super::containment::RunContainment;
 use crate::memory::Rollup;
 
-/// Appends [`MemorySample`] lines to a file, one per interval, while the run's leader lives.
+/// Appends [`MemorySample`] lines to a file, one per interval, while the run has processes.
 pub(super) struct Sampler {
     out: BufWriter<File>,
     interval: Duration,
@@ -45,42 +47,41 @@ impl Sampler {
         self.live.then_some(self.next)
     }
 
-    /// Takes one sample of group `pid` (the leader's pid is the group id) if the leader is still
-    /// there; turns itself off when it is gone. `start` is the run's start (for `t-seconds`).
-    pub(super) fn sample(&mut self, pid: i32, start: Instant) {
+    /// Takes one sample of every live process of the run; turns itself off when none is left.
+    /// `start` is the run's start (for `t-seconds`).
+    pub(super) fn sample(&mut self, run: &mut RunContainment, start: Instant) {
         let now = Instant::now();
         self.next = now + self.interval;
         if !self.live {
             return;
         }
-        match Rollup::read_pid(pid as u32) {
-            // A zombie's smaps_rollup is empty: the process is gone.
-            Ok(leader) if leader.rss.is_some() => {
-                // The whole group, not only the leader: with `shell = "python3 ..."` the leader is
-                // /bin/sh (dash does not exec the last command) and the program is its child.
-                let mut rollup = leader;
-                let mut processes = 1;
-                for member in group_members(pid).into_iter().filter(|&m| m != pid) {
-                    if let Ok(r) = Rollup::read_pid(member as u32)
-                        && r.rss.is_some()
-                    {
-                        rollup.add(&r);
-                        processes += 1;
-                    }
-                }
-                let sample = MemorySample {
-                    t_seconds: now.duration_since(start).as_secs_f64(),
-                    processes,
-                    rollup,
-                };
-                if serde_json::to_writer(&mut self.out, &sample).is_ok() && self.out.write_all(b"\n").is_ok()
-                {
-                    self.count += 1;
-                } else {
-                    self.live = false;
-                }
+        let mut rollup = Rollup::default();
+        let mut processes = 0;
+        for pid in run.members() {
+            // A process that exited meanwhile (or a zombie, whose smaps_rollup is empty) is left out.
+            if let Ok(r) = Rollup::read_pid(pid as u32)
+                && r.rss.is_some()
+            {
+                rollup.add(&r);
+                processes += 1;
             }
-            _ => self.live = false,
+        }
+        if processes == 0 {
+            self.live = false;
+            return;
+        }
+        let (current, peak) = run.memory();
+        let sample = MemorySample {
+            t_seconds: now.duration_since(start).as_secs_f64(),
+            processes,
+            rollup,
+            cgroup_memory_current: current,
+            cgroup_memory_peak: peak,
+        };
+        if serde_json::to_writer(&mut self.out, &sample).is_ok() && self.out.write_all(b"\n").is_ok() {
+            self.count += 1;
+        } else {
+            self.live = false;
         }
     }
 

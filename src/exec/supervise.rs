@@ -1,6 +1,6 @@
 //! Supervising a started child: waiting on its pidfd with `poll`, sampling, the timeout, the
 //! SIGTERM grace period and the cancel flag; reaping the leader with `wait4` (exit status and
-//! rusage); then cleaning the rest of its process group.
+//! rusage); then stopping whatever is left of the run through its containment.
 
 use std::io;
 use std::os::fd::OwnedFd;
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions};
 
-use super::group::{clean_group, signal_group};
+use super::containment::RunContainment;
 use super::sampling::Sampler;
 use super::spawn::Child;
 use super::{CancelFlag, RunOutcome, RunSpec, Termination};
@@ -33,16 +33,19 @@ struct Reaped {
     usage: libc::rusage,
 }
 
-/// Waits for the child, samples, enforces timeout and cancellation, reaps, cleans the group.
-/// `started`/`start` are the run's wall-clock and monotonic start.
+/// Waits for the child, samples, enforces timeout and cancellation, reaps, then stops the rest
+/// of the run. `started`/`start` are the run's wall-clock and monotonic start. When it returns,
+/// no process of the run is alive (or `error` says which could not be stopped).
 pub(super) fn supervise(
     spec: &RunSpec,
     cancel: &CancelFlag,
     child: Child,
+    mut containment: RunContainment,
     started: SystemTime,
     start: Instant,
 ) -> RunOutcome {
     let pid = child.pid;
+    containment.started(pid);
     let mut outcome = RunOutcome::empty(started, start);
     outcome.pid = Some(pid as u32);
     outcome.cpus_effective = read_cpus_allowed(pid);
@@ -74,7 +77,7 @@ pub(super) fn supervise(
                 None
             };
             if let Some(reason) = reason {
-                signal_group(pid, Signal::TERM);
+                containment.signal(Signal::TERM);
                 stop = Some((reason, now + spec.grace));
             }
         }
@@ -82,14 +85,15 @@ pub(super) fn supervise(
             && !killed
             && now >= kill_at
         {
-            signal_group(pid, Signal::KILL);
+            containment.kill();
             killed = true;
         }
         if let Some(s) = sampler.as_mut()
             && s.next_due().is_some_and(|next| now >= next)
         {
-            s.sample(pid, start);
+            s.sample(&mut containment, start);
         }
+        containment.tick();
         // Sleep until the next thing to do, the child's exit, or the cancel check.
         let mut wake = now + CANCEL_POLL;
         match stop {
@@ -110,6 +114,7 @@ pub(super) fn supervise(
     }
 
     let reaped = reap_leader(pid);
+    super::children::leader_reaped(pid);
     outcome.ended = SystemTime::now();
     outcome.wall_seconds = start.elapsed().as_secs_f64();
     match reaped {
@@ -133,12 +138,14 @@ pub(super) fn supervise(
         None => Termination::Exited,
     };
 
-    // The group id is the leader's pid, now free for reuse once the group is empty. The kernel
-    // hands out pids cyclically, so another group with this id cannot appear in the few
-    // microseconds before the emptiness check; while the group has members its id stays
-    // reserved.
     let kill_at = stop.map(|(_, k)| k);
-    outcome.stray_processes_killed = clean_group(pid, spec.grace, kill_at);
+    let finished = containment.finish(spec.grace, kill_at);
+    super::children::run_ended();
+    outcome.stray_processes_killed = finished.strays;
+    outcome.cgroup_memory_peak_bytes = finished.memory_peak;
+    if let Some(e) = finished.error {
+        outcome.error.get_or_insert(e);
+    }
 
     if let Some(s) = sampler {
         outcome.memory_samples = s.finish();
@@ -220,16 +227,13 @@ fn exited_nowait(pid: i32) -> bool {
     )
 }
 
-/// `Cpus_allowed_list` of `/proc/<pid>/status`, or `None` when unreadable.
+/// The CPUs the child may run on (`sched_getaffinity(pid)`, what `Cpus_allowed_list` of
+/// `/proc/<pid>/status` shows), or `None` when it cannot be read.
 fn read_cpus_allowed(pid: i32) -> Option<Vec<usize>> {
-    use std::io::Read;
-    // procfs files report size 0; a buffer of the right size avoids many small reads.
-    let mut status = String::with_capacity(2048);
-    std::fs::File::open(format!("/proc/{pid}/status"))
-        .and_then(|mut f| f.read_to_string(&mut status))
-        .ok()?;
-    let line = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
-    crate::cpus::parse_cpu_list(line).ok()
+    let set = rustix::thread::sched_getaffinity(Some(Pid::from_raw(pid)?)).ok()?;
+    Some(
+        (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|&c| set.is_set(c))
+            .collect(),
+    )
 }

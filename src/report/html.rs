@@ -532,6 +532,7 @@ mod tests {
             cell_label: format!("mode={HOSTILE}"),
             repetition: 1,
             finished: outcome.is_some(),
+            attempts: u32::from(outcome.is_some()),
             termination: outcome.map(|_| Termination::Exited),
             exit_code: outcome.map(|o| if o == Outcome::Ok { 0 } else { 1 }),
             signal: None,

@@ -70,6 +70,10 @@ pub struct RunSummary {
     pub repetition: u32,
     /// `false` when run.json is missing (the runner stopped before this run finished).
     pub finished: bool,
+    /// Attempts of the run, the final one included (run.json `attempt`; more than 1 when
+    /// `resume` redid an interrupted or lost attempt, kept under `attempts/`); 0 when not run.
+    /// Everything else here is read from the final attempt only.
+    pub attempts: u32,
     /// How the run ended.
     pub termination: Option<Termination>,
     /// Exit code when it exited.

@@ -210,8 +210,15 @@ pub fn summary_line(r: &Report) -> String {
         .iter()
         .map(|(o, n)| format!("{n} {}", outcome_name(*o)))
         .collect();
+    let redone = r.runs.iter().filter(|run| run.attempts > 1).count();
+    let redone = if redone == 0 {
+        String::new()
+    } else {
+        let earlier: u32 = r.runs.iter().map(|run| run.attempts.saturating_sub(1)).sum();
+        format!("; {redone} redone by resume ({earlier} earlier attempts kept, not reported)")
+    };
     format!(
-        "summary: {} planned, {finished} finished ({}), {} not run; drift: {}; dirty tree: {}",
+        "summary: {} planned, {finished} finished ({}), {} not run{redone}; drift: {}; dirty tree: {}",
         r.planned_runs,
         if counts.is_empty() {
             "none".to_string()

@@ -49,6 +49,9 @@ impl Executor for Fake {
             peak_rss_bytes: Some(1),
             stray_processes_killed: 0,
             memory_samples: 0,
+            containment: None,
+            runner_cpus: None,
+            cgroup_memory_peak_bytes: None,
         }
     }
 }

@@ -66,6 +66,7 @@ mod report_plot;
 mod report_reader;
 mod report_reasons;
 mod report_width;
+mod run_containment;
 mod run_e2e;
 mod runner_faults;
 mod schema_validation;

@@ -1,0 +1,367 @@
+//! Containment: every process a run starts belongs to the run, is measured with it and is
+//! stopped with it (DESIGN 4).
+//!
+//! A run is held by a per-run cgroup v2 where one can be made ([`super::cgroup`]), else by
+//! tracking its process tree through `/proc` ([`super::tree`]). The environment variable
+//! [`CONTAINMENT_VAR`] (`HWR_CONTAINMENT`) chooses: `auto` (the default: a cgroup where possible),
+//! `cgroup` (a run that cannot get one fails to start, saying why) or `process-tree` (the
+//! fallback, forced; so both ways are tested on every machine).
+//!
+//! Stopping is the same either way: SIGTERM to every live process of the run, SIGKILL to every
+//! process after the grace period, repeated until nothing of the run is left; orphans reparented
+//! to the runner are reaped. The guardian ([`super::guardian`]) is told about each run, so it can
+//! do the same if the runner dies.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, PidfdFlags, Signal};
+use serde::{Deserialize, Serialize};
+
+use super::cgroup::{self, RunCgroup};
+use super::tree::{self, Tree};
+use super::{RunSpec, children, guardian};
+
+/// The environment variable that chooses the containment: `auto`, `cgroup` or `process-tree`.
+pub const CONTAINMENT_VAR: &str = "HWR_CONTAINMENT";
+
+/// Upper bound on waiting for SIGKILLed processes to disappear (a process in uninterruptible
+/// sleep, `D` state, cannot die until its I/O finishes).
+const KILL_WAIT_LIMIT: Duration = Duration::from_secs(5);
+
+/// How a run's processes were held together (`containment` in run.json).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Containment {
+    /// A per-run cgroup v2: joined by the child before exec, stopped with `cgroup.kill`.
+    Cgroup,
+    /// The fallback: the run's processes found through `/proc` (session, parent links, the run's
+    /// `HWR_RUN_ID` in the environment of orphans reparented to the runner).
+    ProcessTree,
+}
+
+/// What [`CONTAINMENT_VAR`] asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Choice {
+    Auto,
+    Cgroup,
+    ProcessTree,
+}
+
+/// [`CONTAINMENT_VAR`] read once per process.
+fn choice() -> Result<Choice, &'static str> {
+    static CHOICE: OnceLock<Result<Choice, String>> = OnceLock::new();
+    CHOICE
+        .get_or_init(|| match std::env::var(CONTAINMENT_VAR) {
+            Err(std::env::VarError::NotPresent) => Ok(Choice::Auto),
+            Ok(v) if v.is_empty() || v == "auto" => Ok(Choice::Auto),
+            Ok(v) if v == "cgroup" => Ok(Choice::Cgroup),
+            Ok(v) if v == "process-tree" => Ok(Choice::ProcessTree),
+            Ok(v) => Err(format!(
+                "{CONTAINMENT_VAR}={v:?} is not one of auto, cgroup, process-tree"
+            )),
+            Err(e) => Err(format!("{CONTAINMENT_VAR}: {e}")),
+        })
+        .as_ref()
+        .map(|c| *c)
+        .map_err(String::as_str)
+}
+
+/// Sequence number of runs in this process: names their cgroups.
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// What stopping the rest of a run found and did.
+#[derive(Debug, Default)]
+pub(super) struct Finished {
+    /// Live processes of the run found after its leader was reaped, then stopped.
+    pub(super) strays: u32,
+    /// `memory.peak` of the run's cgroup, bytes, where it has the memory controller.
+    pub(super) memory_peak: Option<u64>,
+    /// What went wrong cleaning up (a process that would not die, a cgroup not removed).
+    pub(super) error: Option<String>,
+}
+
+/// One run's containment, from before its spawn until nothing of it is left.
+#[derive(Debug)]
+pub(super) struct RunContainment {
+    listing: Option<guardian::Listing>,
+    cgroup: Option<RunCgroup>,
+    tree: Option<Tree>,
+    markers: Vec<Vec<u8>>,
+    /// Pids seen in the run's cgroup (to reap those that come back to the runner).
+    seen: Vec<i32>,
+    /// For the process-tree fallback: `ns_last_pid` before the spawn.
+    cursor: Option<i32>,
+    /// When the process tree was last scanned.
+    scanned: Instant,
+}
+
+impl RunContainment {
+    /// Prepares the containment of `spec`'s run before its spawn: makes its cgroup (and tells
+    /// the guardian), or chooses the process-tree fallback.
+    ///
+    /// # Errors
+    /// A message when [`CONTAINMENT_VAR`] is invalid, or asks for `cgroup` and none can be made.
+    pub(super) fn prepare(spec: &RunSpec) -> Result<RunContainment, String> {
+        let key = SEQ.fetch_add(1, Ordering::Relaxed);
+        let markers = tree::run_markers(&spec.env);
+        let choice = choice()?;
+        let cgroup = match choice {
+            Choice::ProcessTree => None,
+            Choice::Auto | Choice::Cgroup => {
+                let made = cgroup::base().map_err(str::to_string).and_then(|base| {
+                    RunCgroup::create(base, u64::from(key), &tree::run_id(&spec.env))
+                        .map_err(|e| format!("cannot make the run's cgroup in {}: {e}", base.dir.display()))
+                });
+                match made {
+                    Ok(cg) => Some(cg),
+                    Err(why) if choice == Choice::Cgroup => {
+                        return Err(format!(
+                            "{CONTAINMENT_VAR}=cgroup, but no cgroup can be made for the run: {why}"
+                        ));
+                    }
+                    Err(_) => None,
+                }
+            }
+        };
+        // Before the spawn, so that the guardian stops the run (and removes its cgroup) even if
+        // the runner dies during the spawn; the leader pid follows once known.
+        let listing = guardian::list(0, cgroup.as_ref().map(RunCgroup::path), &markers);
+        let cursor = if cgroup.is_none() { tree::last_pid() } else { None };
+        Ok(RunContainment {
+            listing,
+            cgroup,
+            tree: None,
+            markers,
+            seen: Vec::new(),
+            cursor,
+            scanned: Instant::now(),
+        })
+    }
+
+    /// Which containment the run has.
+    pub(super) fn kind(&self) -> Containment {
+        if self.cgroup.is_some() {
+            Containment::Cgroup
+        } else {
+            Containment::ProcessTree
+        }
+    }
+
+    /// The run cgroup's folder, open, for the spawn to start the child in; `None` for the
+    /// process-tree fallback.
+    pub(super) fn cgroup_dir(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.cgroup.as_ref().map(RunCgroup::dir_fd)
+    }
+
+    /// The run's leader `leader` has been started (its pid is also its session id).
+    pub(super) fn started(&mut self, leader: i32) {
+        if let Some(listing) = &self.listing {
+            guardian::set_leader(listing, leader);
+        }
+        if self.cgroup.is_none() {
+            self.tree = Some(Tree::new(leader, self.markers.clone(), self.cursor));
+        }
+    }
+
+    /// The spawn failed: removes the cgroup and ends the guardian's record.
+    pub(super) fn abandon(mut self) {
+        if let Some(cg) = &self.cgroup {
+            let _ = cg.remove();
+        }
+        self.unlist();
+    }
+
+    /// Takes the run off the guardian's table.
+    fn unlist(&mut self) {
+        if let Some(listing) = self.listing.take() {
+            guardian::unlist(listing);
+        }
+    }
+
+    /// Called by the supervisor at each wake-up: the process-tree fallback scans at least once a
+    /// second, so it sees processes while their parents still link them to the run, and so its
+    /// pid window ([`Tree::scan`]) stays short.
+    pub(super) fn tick(&mut self) {
+        if self.tree.is_some() && self.scanned.elapsed() >= Duration::from_secs(1) {
+            self.members();
+        }
+    }
+
+    /// Pids of the run's live processes now (`cgroup.procs`, or a `/proc` scan).
+    pub(super) fn members(&mut self) -> Vec<i32> {
+        if let Some(cg) = &self.cgroup {
+            let pids = cg.pids();
+            remember(&mut self.seen, &pids);
+            return pids;
+        }
+        self.scanned = Instant::now();
+        match self.tree.as_mut() {
+            Some(t) => t.scan().0.iter().map(|p| p.pid).collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// `memory.current` and `memory.peak` of the run's cgroup, bytes, where it has the memory
+    /// controller.
+    pub(super) fn memory(&self) -> (Option<u64>, Option<u64>) {
+        self.cgroup.as_ref().map_or((None, None), RunCgroup::memory)
+    }
+
+    /// Sends `sig` to every live process of the run; returns how many got it.
+    pub(super) fn signal(&mut self, sig: Signal) -> u32 {
+        if let Some(cg) = &self.cgroup {
+            let pids = cg.pids();
+            remember(&mut self.seen, &pids);
+            // Each pid is pinned by a pidfd, then must still be listed in the cgroup: a pid
+            // reused by a process outside the run in between is never signalled.
+            let pinned: Vec<(i32, std::os::fd::OwnedFd)> = pids
+                .iter()
+                .filter_map(|&p| {
+                    Some((
+                        p,
+                        rustix::process::pidfd_open(Pid::from_raw(p)?, PidfdFlags::empty()).ok()?,
+                    ))
+                })
+                .collect();
+            let still = cg.pids();
+            return pinned
+                .iter()
+                .filter(|(p, _)| still.contains(p))
+                .filter(|(_, fd)| rustix::process::pidfd_send_signal(fd, sig).is_ok())
+                .count() as u32;
+        }
+        match self.tree.as_mut() {
+            Some(t) => t.scan().0.iter().filter(|p| tree::signal_checked(p, sig)).count() as u32,
+            None => 0,
+        }
+    }
+
+    /// SIGKILL to every process of the run (`cgroup.kill`, or one round over the tree).
+    pub(super) fn kill(&mut self) {
+        if let Some(cg) = &self.cgroup {
+            remember(&mut self.seen, &cg.pids());
+            if cg.kill().is_err() {
+                // Not expected (cgroup.kill was checked); fall back to signalling each process.
+                self.signal(Signal::KILL);
+            }
+            return;
+        }
+        self.signal(Signal::KILL);
+    }
+
+    /// Whether any live process of the run is left, reaping those of its processes that exited
+    /// and came back to the runner.
+    fn alive(&mut self) -> bool {
+        if let Some(cg) = &self.cgroup {
+            let populated = cg.populated();
+            if !populated {
+                self.reap();
+            }
+            return populated;
+        }
+        self.live_now() > 0
+    }
+
+    /// Reaps the run's processes that exited as children of the runner.
+    fn reap(&self) {
+        match cgroup::base() {
+            Ok(base) if self.cgroup.is_some() => children::reap_orphans(&self.seen, &|pid| base.holds(pid)),
+            _ => children::reap_orphans(&self.seen, &|_| false),
+        }
+    }
+
+    /// After the leader was reaped: stops what is left of the run (SIGTERM, then SIGKILL at
+    /// `kill_at`, or after `grace` when the run was not being stopped already), reaps, removes
+    /// the cgroup, and ends the guardian's record.
+    pub(super) fn finish(mut self, grace: Duration, kill_at: Option<Instant>) -> Finished {
+        let mut done = Finished::default();
+        if let Some(t) = self.tree.as_mut() {
+            t.leader_reaped();
+        }
+        if let Some(cg) = &self.cgroup {
+            done.memory_peak = cg.memory().1;
+            // Fast path: an empty cgroup can be removed (zombies do not count).
+            if cg.remove().is_ok() {
+                self.reap();
+                self.unlist();
+                return done;
+            }
+        }
+        done.strays = self.live_now();
+        if done.strays > 0 {
+            self.signal(Signal::TERM);
+            let kill_at = kill_at.unwrap_or_else(|| Instant::now() + grace);
+            if !self.wait_gone(kill_at) {
+                let limit = Instant::now() + KILL_WAIT_LIMIT;
+                loop {
+                    self.kill();
+                    if self.wait_gone((Instant::now() + Duration::from_millis(50)).min(limit)) {
+                        break;
+                    }
+                    if Instant::now() >= limit {
+                        done.error = Some(format!(
+                            "processes of the run were still alive {} s after SIGKILL",
+                            KILL_WAIT_LIMIT.as_secs()
+                        ));
+                        break;
+                    }
+                }
+            }
+        }
+        if let Some(cg) = &self.cgroup {
+            if let Some(peak) = cg.memory().1 {
+                done.memory_peak = Some(peak);
+            }
+            if let Err(e) = cg.remove() {
+                done.error.get_or_insert(format!(
+                    "cannot remove the run's cgroup {}: {e}",
+                    cg.path().display()
+                ));
+            }
+        }
+        self.reap();
+        self.unlist();
+        done
+    }
+
+    /// Number of live processes of the run now; in the process-tree fallback, also reaps those
+    /// of its processes that exited as children of the runner.
+    fn live_now(&mut self) -> u32 {
+        if self.cgroup.is_some() {
+            return self.members().len() as u32;
+        }
+        let Some(t) = self.tree.as_mut() else {
+            return 0;
+        };
+        let (live, zombies) = t.scan();
+        children::reap_orphans(&zombies, &|_| false);
+        live.len() as u32
+    }
+
+    /// Polls until nothing of the run is alive (`true`) or `until` passes (`false`).
+    fn wait_gone(&mut self, until: Instant) -> bool {
+        let mut nap = Duration::from_micros(200);
+        loop {
+            if !self.alive() {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= until {
+                return false;
+            }
+            std::thread::sleep(nap.min(until - now));
+            nap = (nap * 2).min(Duration::from_millis(10));
+        }
+    }
+}
+
+/// Adds the pids of `new` not yet in `seen`.
+fn remember(seen: &mut Vec<i32>, new: &[i32]) {
+    for &p in new {
+        if !seen.contains(&p) {
+            seen.push(p);
+        }
+    }
+}

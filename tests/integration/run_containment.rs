@@ -1,0 +1,758 @@
+//! A run is a closed unit (DESIGN 4): every process it starts is contained, measured and stopped,
+//! its run folder is sealed when run.json is written, and interrupted attempts are kept.
+//!
+//! Real `hwr-exp` processes on real manifests. Each containment test runs twice: with the
+//! per-run cgroup (`HWR_CONTAINMENT=cgroup`; skipped with a message where no writable cgroup2
+//! exists, failed instead when `HWR_REQUIRE_CGROUP=1`) and with the process-tree fallback forced
+//! (`HWR_CONTAINMENT=process-tree`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+/// The two ways a run is contained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Cgroup,
+    Tree,
+}
+
+impl Mode {
+    /// The `HWR_CONTAINMENT` value that forces this mode, which is also run.json's `containment`.
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Cgroup => "cgroup",
+            Mode::Tree => "process-tree",
+        }
+    }
+
+    /// `false` (after saying why) when this mode cannot be tested on this machine.
+    fn usable(self) -> bool {
+        if self == Mode::Tree || writable_cgroup2().is_some() {
+            return true;
+        }
+        let required = std::env::var("HWR_REQUIRE_CGROUP").is_ok_and(|v| v == "1");
+        assert!(
+            !required,
+            "HWR_REQUIRE_CGROUP=1 but no writable cgroup2 mount was found in /proc/self/mountinfo"
+        );
+        eprintln!(
+            "skipped: no writable cgroup2 mount on this machine (HWR_REQUIRE_CGROUP=1 makes this a failure)"
+        );
+        false
+    }
+}
+
+/// A cgroup2 mount point where a sub-cgroup can be created (tried with mkdir and rmdir), found
+/// independently of hwr-exp so that a runner that never uses cgroups fails the cgroup tests.
+fn writable_cgroup2() -> Option<PathBuf> {
+    static FOUND: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+            mountinfo
+                .lines()
+                .filter_map(|line| {
+                    let (left, right) = line.split_once(" - ")?;
+                    let point = left.split_whitespace().nth(4)?;
+                    (right.split_whitespace().next() == Some("cgroup2")).then(|| PathBuf::from(point))
+                })
+                .find(|mount| {
+                    let probe = mount.join(format!("hwr-exp-test-probe-{}", std::process::id()));
+                    let ok = std::fs::create_dir(&probe).is_ok() && mount.join("cgroup.procs").exists();
+                    let _ = std::fs::remove_dir(&probe);
+                    ok
+                })
+        })
+        .clone()
+}
+
+/// `hwr-exp run experiment.toml --quiet --results-dir results` in `dir` with the containment of
+/// `mode` forced; returns the output and the bundle folder.
+fn run_in(dir: &Path, mode: Mode) -> (Output, PathBuf) {
+    let out = Command::new(bin())
+        .current_dir(dir)
+        .env("HWR_CONTAINMENT", mode.name())
+        .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
+        .output()
+        .expect("hwr-exp runs");
+    let bundle = the_bundle(dir);
+    (out, bundle)
+}
+
+/// The one bundle folder under `dir/results/<experiment>/`.
+fn the_bundle(dir: &Path) -> PathBuf {
+    let mut found = Vec::new();
+    for experiment in std::fs::read_dir(dir.join("results")).unwrap().flatten() {
+        for bundle in std::fs::read_dir(experiment.path()).unwrap().flatten() {
+            if bundle.path().join("bundle.json").exists() {
+                found.push(bundle.path());
+            }
+        }
+    }
+    assert_eq!(found.len(), 1, "one bundle expected: {found:?}");
+    found.pop().unwrap()
+}
+
+/// Live processes whose environment holds an entry starting with `prefix` (e.g.
+/// `HWR_BUNDLE=/tmp/x/results/`): the processes of runs that are still there. Zombies have an
+/// empty environ and are not listed.
+fn processes_with_env(prefix: &str) -> Vec<(i32, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if environ
+            .split(|&b| b == 0)
+            .any(|e| e.starts_with(prefix.as_bytes()))
+        {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            out.push((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
+        }
+    }
+    out
+}
+
+/// The environment prefix every process of a run in `dir` carries.
+fn marker(dir: &Path) -> String {
+    format!("HWR_BUNDLE={}/", dir.join("results").display())
+}
+
+/// Kills whatever of the runs in `dir` is left when dropped, so that a failing test (or a test
+/// run against a runner without containment) does not leave `sleep 300`s behind.
+struct Leftovers(String);
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        for (pid, _) in processes_with_env(&self.0) {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+}
+
+/// A temporary folder with `experiment.toml` holding `text` (outside any git repository).
+fn setup(text: &str) -> (tempfile::TempDir, Leftovers) {
+    let dir = tempfile::tempdir().unwrap();
+    write_manifest(dir.path(), text);
+    let leftovers = Leftovers(marker(dir.path()));
+    (dir, leftovers)
+}
+
+/// Polls `ok` every 20 ms for up to `limit`; `true` when it held.
+fn eventually(limit: Duration, mut ok: impl FnMut() -> bool) -> bool {
+    let t = Instant::now();
+    loop {
+        if ok() {
+            return true;
+        }
+        if t.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn verify_ok(bundle: &Path) {
+    let out = hwr(bundle, &["verify", "."]);
+    assert_eq!(
+        code(&out),
+        0,
+        "verify: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        stderr(&out)
+    );
+}
+
+fn assert_nothing_left(dir: &Path) {
+    let left = processes_with_env(&marker(dir));
+    assert!(left.is_empty(), "processes of the run survived: {left:?}");
+}
+
+/// Run cgroups of runner `pid` still there (`<cgroup2 mount>/hwr-exp/<pid>-*`).
+fn cgroups_of_runner(pid: u64) -> Vec<PathBuf> {
+    let Some(parent) = writable_cgroup2().map(|m| m.join("hwr-exp")) else {
+        return Vec::new();
+    };
+    let prefix = format!("{pid}-");
+    std::fs::read_dir(parent)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The bundle's runner removed every cgroup it made.
+fn assert_cgroups_removed(bundle: &Path) {
+    let pid = json(&bundle.join("bundle.json"))["runner-pid"].as_u64().unwrap();
+    let left = cgroups_of_runner(pid);
+    assert!(left.is_empty(), "run cgroups left behind: {left:?}");
+}
+
+// --- measurement follows containment -------------------------------------------------------
+
+fn timeout_python_memory(mode: Mode) {
+    if !mode.usable() {
+        return;
+    }
+    let has_python = Command::new("python3")
+        .args(["-c", "pass"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_python {
+        eprintln!("skipped: python3 not found");
+        return;
+    }
+    // GNU timeout puts itself and python into a new process group: the run is more than the
+    // run's process group.
+    let (dir, _left) = setup(
+        r#"format = 1
+[experiment]
+name = "timeout-python"
+[command]
+shell = "timeout 60s python3 -c 'import time; b = b\"x\" * (200 << 20); time.sleep(1.5)'"
+output-format = "text"
+[isolation]
+timeout = "60s"
+[measure]
+sample-interval = "100ms"
+"#,
+    );
+    let (out, bundle) = run_in(dir.path(), mode);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let run = &run_records(&bundle)[0];
+    let memory = std::fs::read_to_string(
+        bundle
+            .join("runs")
+            .join(run["run-id"].as_str().unwrap())
+            .join("memory.jsonl"),
+    )
+    .unwrap();
+    let samples: Vec<serde_json::Value> = memory.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let largest = samples
+        .iter()
+        .max_by_key(|s| s["rss"].as_u64().unwrap_or(0))
+        .expect("samples");
+    assert!(
+        largest["rss"].as_u64().unwrap() >= 200 << 20,
+        "the largest sample misses python's 200 MiB: {largest}"
+    );
+    assert!(
+        largest["processes"].as_u64().unwrap() > 1,
+        "the sample covers one process only: {largest}"
+    );
+    assert_nothing_left(dir.path());
+    assert_eq!(run["containment"], mode.name(), "{run}");
+}
+
+#[test]
+fn timeout_python_memory_is_measured_cgroup() {
+    timeout_python_memory(Mode::Cgroup);
+}
+
+#[test]
+fn timeout_python_memory_is_measured_process_tree() {
+    timeout_python_memory(Mode::Tree);
+}
+
+// --- nothing of a run outlives it -----------------------------------------------------------
+
+fn timeout_loop_is_stopped_and_sealed(mode: Mode) {
+    if !mode.usable() {
+        return;
+    }
+    let (dir, _left) = setup(
+        r#"format = 1
+[experiment]
+name = "tick"
+[command]
+shell = "timeout 30 sh -c 'while :; do echo tick; sleep 0.5; done'; echo end"
+output = "out.txt"
+output-format = "text"
+[isolation]
+timeout = "2s"
+grace = "1s"
+"#,
+    );
+    let t = Instant::now();
+    let (out, bundle) = run_in(dir.path(), mode);
+    let took = t.elapsed();
+    assert_eq!(
+        code(&out),
+        1,
+        "a timed-out run fails the bundle: {}",
+        stderr(&out)
+    );
+    // Coarse: waiting for `timeout 30` would take 30 s.
+    assert!(took < Duration::from_secs(20), "hwr-exp took {took:?}");
+    let run = &run_records(&bundle)[0];
+    assert_eq!(run["termination"], "timeout", "{run}");
+    assert_nothing_left(dir.path());
+    let output = bundle
+        .join("runs")
+        .join(run["run-id"].as_str().unwrap())
+        .join("out.txt");
+    let size = std::fs::metadata(&output).unwrap().len();
+    assert!(size > 0, "the loop printed ticks");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        std::fs::metadata(&output).unwrap().len(),
+        size,
+        "the output grew after run.json was written"
+    );
+    verify_ok(&bundle);
+    assert_eq!(run["containment"], mode.name(), "{run}");
+}
+
+#[test]
+fn timeout_loop_is_stopped_and_sealed_cgroup() {
+    timeout_loop_is_stopped_and_sealed(Mode::Cgroup);
+}
+
+#[test]
+fn timeout_loop_is_stopped_and_sealed_process_tree() {
+    timeout_loop_is_stopped_and_sealed(Mode::Tree);
+}
+
+/// Processes that leave the run's process group or session, then the run exits 0.
+const ESCAPES: &str = r#"format = 1
+[experiment]
+name = "escapes"
+[command]
+argv = ["sh", "-c", "{how} sleep 0.3; exit 0"]
+output-format = "text"
+[matrix]
+how = [
+  "setsid sleep 300 &",
+  "(setsid sleep 300 &);",
+  "nohup sleep 300 > /dev/null 2>&1 &",
+  "timeout 300 sleep 300 &",
+]
+[isolation]
+timeout = "60s"
+grace = "1s"
+"#;
+
+fn escapes_are_killed(mode: Mode) {
+    if !mode.usable() {
+        return;
+    }
+    let (dir, _left) = setup(ESCAPES);
+    let (out, bundle) = run_in(dir.path(), mode);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_nothing_left(dir.path());
+    let runs = run_records(&bundle);
+    assert_eq!(runs.len(), 4);
+    for run in &runs {
+        assert_eq!(run["outcome"], "ok", "{run}");
+        assert_eq!(run["containment"], mode.name(), "{run}");
+        let killed = run["stray-processes-killed"].as_u64().unwrap();
+        // `timeout` and its `sleep` are two processes; the others are one `sleep`.
+        assert!((1..=2).contains(&killed), "count of killed processes: {run}");
+    }
+    verify_ok(&bundle);
+    assert_cgroups_removed(&bundle);
+}
+
+#[test]
+fn setsid_double_fork_nohup_and_timeout_are_killed_cgroup() {
+    escapes_are_killed(Mode::Cgroup);
+}
+
+#[test]
+fn setsid_double_fork_nohup_and_timeout_are_killed_process_tree() {
+    escapes_are_killed(Mode::Tree);
+}
+
+fn strays_charged_to_their_run(mode: Mode) {
+    if !mode.usable() {
+        return;
+    }
+    // The CPUs this process may use (sched_getaffinity on Linux).
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("skipped: jobs = 2 needs two allowed CPUs");
+        return;
+    }
+    // Both runs are in flight at once; run n leaves n session leaders behind.
+    let (dir, _left) = setup(
+        r#"format = 1
+[experiment]
+name = "two-jobs"
+[command]
+shell = "i=0; while [ $i -lt {n} ]; do setsid sleep 300 & i=$((i+1)); done; sleep 1; exit 0"
+output-format = "text"
+[matrix]
+n = [1, 3]
+[schedule]
+jobs = 2
+[isolation]
+timeout = "60s"
+grace = "1s"
+"#,
+    );
+    let (out, bundle) = run_in(dir.path(), mode);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_nothing_left(dir.path());
+    let runs = run_records(&bundle);
+    assert_eq!(runs.len(), 2);
+    for run in &runs {
+        assert_eq!(run["containment"], mode.name(), "{run}");
+        assert_eq!(
+            run["stray-processes-killed"], run["cell"]["n"],
+            "strays charged to another run: {run}"
+        );
+    }
+    verify_ok(&bundle);
+}
+
+#[test]
+fn strays_are_charged_to_their_run_with_two_jobs_cgroup() {
+    strays_charged_to_their_run(Mode::Cgroup);
+}
+
+#[test]
+fn strays_are_charged_to_their_run_with_two_jobs_process_tree() {
+    strays_charged_to_their_run(Mode::Tree);
+}
+
+// --- no controlling terminal ------------------------------------------------------------------
+
+fn dev_tty_fails_fast(mode: Mode) {
+    if !mode.usable() {
+        return;
+    }
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: util-linux `script` not found");
+        return;
+    }
+    let (dir, _left) = setup(
+        r#"format = 1
+[experiment]
+name = "tty"
+[command]
+shell = "cat /dev/tty"
+output-format = "text"
+[isolation]
+timeout = "8s"
+grace = "1s"
+"#,
+    );
+    // hwr-exp in the foreground of a pseudo-terminal, as when started from a shell.
+    let inner = format!(
+        "HWR_CONTAINMENT={} '{}' run experiment.toml --quiet --results-dir results",
+        mode.name(),
+        bin().display()
+    );
+    let out = Command::new("script")
+        .current_dir(dir.path())
+        .args(["-qec", &inner, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let bundle = the_bundle(dir.path());
+    let run = &run_records(&bundle)[0];
+    assert_eq!(
+        run["termination"],
+        "exited",
+        "the run was not stopped by the terminal until its timeout: {run}\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_ne!(run["exit-code"], 0, "{run}");
+    let stderr_log = std::fs::read_to_string(
+        bundle
+            .join("runs")
+            .join(run["run-id"].as_str().unwrap())
+            .join("stderr.log"),
+    )
+    .unwrap();
+    assert!(
+        stderr_log.contains("/dev/tty") && stderr_log.contains("No such device or address"),
+        "stderr.log: {stderr_log}"
+    );
+    assert_nothing_left(dir.path());
+}
+
+#[test]
+fn dev_tty_fails_at_once_under_a_terminal_cgroup() {
+    dev_tty_fails_fast(Mode::Cgroup);
+}
+
+#[test]
+fn dev_tty_fails_at_once_under_a_terminal_process_tree() {
+    dev_tty_fails_fast(Mode::Tree);
+}
+
+// --- the guardian -----------------------------------------------------------------------------
+
+fn guardian_kills_the_run(mode: Mode) {
+    if !mode.usable() {
+        return;
+    }
+    let (dir, _left) = setup(
+        r#"format = 1
+[experiment]
+name = "orphaned"
+[command]
+shell = "setsid sleep 300 & sleep 300"
+output-format = "text"
+[isolation]
+timeout = "120s"
+"#,
+    );
+    let mut runner: Child = Command::new(bin())
+        .current_dir(dir.path())
+        .env("HWR_CONTAINMENT", mode.name())
+        .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let marker = marker(dir.path());
+    // sh, the setsid'd sleep and sh's own sleep.
+    let started = eventually(Duration::from_secs(20), || {
+        processes_with_env(&marker)
+            .iter()
+            .filter(|(_, cmd)| cmd.starts_with("sleep"))
+            .count()
+            >= 2
+    });
+    assert!(started, "the run's processes: {:?}", processes_with_env(&marker));
+    std::thread::sleep(Duration::from_millis(300));
+    runner.kill().unwrap(); // SIGKILL
+    runner.wait().unwrap();
+    let gone = eventually(Duration::from_secs(10), || processes_with_env(&marker).is_empty());
+    assert!(
+        gone,
+        "processes of the run outlived the killed runner: {:?}",
+        processes_with_env(&marker)
+    );
+    // The guardian also removes the cgroup of the run it stopped.
+    let removed = eventually(Duration::from_secs(10), || {
+        cgroups_of_runner(u64::from(runner.id())).is_empty()
+    });
+    assert!(removed, "{:?}", cgroups_of_runner(u64::from(runner.id())));
+}
+
+#[test]
+fn guardian_kills_a_setsid_child_when_the_runner_is_sigkilled_cgroup() {
+    guardian_kills_the_run(Mode::Cgroup);
+}
+
+#[test]
+fn guardian_kills_a_setsid_child_when_the_runner_is_sigkilled_process_tree() {
+    guardian_kills_the_run(Mode::Tree);
+}
+
+// --- sealed run folders: artifacts ------------------------------------------------------------
+
+#[test]
+fn artifacts_in_the_run_folder_are_listed_and_verified() {
+    let (dir, _left) = setup(
+        r#"format = 1
+[experiment]
+name = "artifacts"
+[command]
+shell = "echo data > {run-dir}/profile.txt; mkdir {run-dir}/traces; printf 'abc' > {run-dir}/traces/t1.bin; ln -s /etc/hostname {run-dir}/link; mkfifo {run-dir}/fifo; echo '{{}}'"
+"#,
+    );
+    let out = Command::new(bin())
+        .current_dir(dir.path())
+        .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = the_bundle(dir.path());
+    // A fresh bundle verifies: the run's own files are recorded.
+    verify_ok(&bundle);
+    let run = &run_records(&bundle)[0];
+    let artifacts = run["artifacts"].as_array().expect("artifacts in run.json");
+    let by_name = |name: &str| {
+        artifacts
+            .iter()
+            .find(|a| a["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not listed: {artifacts:?}"))
+            .clone()
+    };
+    let profile = by_name("profile.txt");
+    assert_eq!(profile["kind"], "file");
+    assert_eq!(profile["size"], 5);
+    assert_eq!(
+        profile["sha256"],
+        "6667b2d1aab6a00caa5aee5af8ad9f1465e567abf1c209d15727d57b3e8f6e5f"
+    );
+    assert_eq!(by_name("traces")["kind"], "directory");
+    assert_eq!(by_name("traces/t1.bin")["size"], 3);
+    let link = by_name("link");
+    assert_eq!(link["kind"], "symlink");
+    assert_eq!(link["target"], "/etc/hostname");
+    assert!(
+        link.get("sha256").is_none(),
+        "a symlink is never followed: {link}"
+    );
+    assert_eq!(by_name("fifo")["kind"], "fifo");
+    assert_eq!(artifacts.len(), 5, "{artifacts:?}");
+    for own in [
+        "run.json",
+        "stderr.log",
+        "memory.jsonl",
+        run["output"].as_str().unwrap(),
+    ] {
+        assert!(
+            artifacts.iter().all(|a| a["name"] != own),
+            "{own} is the runner's file, not an artifact"
+        );
+    }
+
+    // Any change is caught, naming the file.
+    let run_dir = bundle.join("runs").join(run["run-id"].as_str().unwrap());
+    std::fs::write(run_dir.join("profile.txt"), "edited\n").unwrap();
+    let out = hwr(&bundle, &["verify", "."]);
+    assert_ne!(code(&out), 0);
+    let said = String::from_utf8_lossy(&out.stdout).into_owned() + &stderr(&out);
+    assert!(said.contains("profile.txt"), "{said}");
+    std::fs::write(run_dir.join("profile.txt"), "data\n").unwrap();
+    verify_ok(&bundle);
+    std::fs::remove_file(run_dir.join("link")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", run_dir.join("link")).unwrap();
+    let out = hwr(&bundle, &["verify", "."]);
+    assert_ne!(code(&out), 0, "a retargeted symlink is caught");
+    let said = String::from_utf8_lossy(&out.stdout).into_owned() + &stderr(&out);
+    assert!(said.contains("link"), "{said}");
+}
+
+// --- interrupted attempts are kept ------------------------------------------------------------
+
+#[test]
+fn an_interrupted_probe_attempt_is_kept_by_resume() {
+    let repo = repo();
+    // Long while work/slow exists (an ignored folder: no drift), short after.
+    write_manifest(
+        repo.path(),
+        r#"format = 1
+[experiment]
+name = "probe-attempts"
+[command]
+shell = "if [ -e work/slow ]; then n=2000000000; else n=1000; fi; exec {hwr-exp} probe safetensors-retention --mode get_tensor --tensor-elements 16 --iterations $n --sample-every 1000"
+output = "probe.json"
+[isolation]
+timeout = "120s"
+"#,
+    );
+    std::fs::write(repo.path().join(".gitignore"), "results/\nwork/\n").unwrap();
+    git(repo.path(), &["add", "experiment.toml", ".gitignore"]);
+    git(repo.path(), &["commit", "-q", "-m", "experiment"]);
+    std::fs::create_dir(repo.path().join("work")).unwrap();
+    let slow = repo.path().join("work/slow");
+    std::fs::write(&slow, "").unwrap();
+    let _left = Leftovers(marker(repo.path()));
+
+    let runner = Command::new(bin())
+        .current_dir(repo.path())
+        .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let marker = marker(repo.path());
+    assert!(
+        eventually(Duration::from_secs(20), || processes_with_env(&marker)
+            .iter()
+            .any(|(_, cmd)| cmd.contains("safetensors-retention"))),
+        "the probe started"
+    );
+    // Let it get through its preparation into the loop.
+    std::thread::sleep(Duration::from_millis(800));
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(runner.id() as i32, libc::SIGINT) };
+    let out = runner.wait_with_output().unwrap();
+    assert_eq!(code(&out), 130, "{}", stderr(&out));
+    let bundle = the_bundle(repo.path());
+    let first = &run_records(&bundle)[0];
+    assert_eq!(first["termination"], "interrupted", "{first}");
+    let run_id = first["run-id"].as_str().unwrap().to_string();
+    let partial = std::fs::read(bundle.join("runs").join(&run_id).join("probe.json")).unwrap();
+
+    std::fs::remove_file(&slow).unwrap();
+    let out = hwr(repo.path(), &["resume", bundle.to_str().unwrap(), "--quiet"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let run_dir = bundle.join("runs").join(&run_id);
+    let kept = run_dir.join("attempts/1/probe.json");
+    assert_eq!(
+        std::fs::read(&kept).expect("the interrupted attempt's output is kept"),
+        partial
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&partial).expect("partial JSON on SIGTERM");
+    assert_eq!(doc["completed"], false, "{doc}");
+    assert_eq!(
+        json(&run_dir.join("attempts/1/run.json"))["termination"],
+        "interrupted"
+    );
+    let last = json(&run_dir.join("run.json"));
+    assert_eq!(last["termination"], "exited", "{last}");
+    assert_eq!(last["attempt"], 2, "{last}");
+    verify_ok(&bundle);
+
+    // The report reads the final attempt only, and counts the attempts.
+    let out = hwr(
+        repo.path(),
+        &["report", bundle.to_str().unwrap(), "--format", "json"],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let summary = &report["runs"][0];
+    assert_eq!(summary["attempts"], 2, "{summary}");
+    assert_eq!(summary["outcome"], "ok", "{summary}");
+    assert_eq!(report["counts"], serde_json::json!({"ok": 1}), "{report}");
+    // Tampering with the kept attempt is caught too.
+    std::fs::write(&kept, b"{}").unwrap();
+    let out = hwr(&bundle, &["verify", "."]);
+    assert_ne!(code(&out), 0, "an edited earlier attempt is caught");
+}
+
+// --- the runner's own CPUs ------------------------------------------------------------------
+
+#[test]
+fn the_runner_samples_away_from_the_runs_cpu() {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("skipped: needs two allowed CPUs");
+        return;
+    }
+    let (dir, _left) = setup(
+        r#"format = 1
+[experiment]
+name = "runner-cpus"
+[command]
+shell = "sleep 0.3"
+output-format = "text"
+[measure]
+sample-interval = "50ms"
+"#,
+    );
+    let out = Command::new(bin())
+        .current_dir(dir.path())
+        .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let run = &run_records(&the_bundle(dir.path()))[0];
+    let run_cpus = run["cpus-effective"].as_array().unwrap();
+    let runner_cpus = run["runner-cpus"].as_array().expect("runner-cpus in run.json");
+    assert!(!runner_cpus.is_empty(), "{run}");
+    assert!(
+        runner_cpus.iter().all(|c| !run_cpus.contains(c)),
+        "the runner shared the run's CPUs: {run}"
+    );
+    assert!(run["memory-samples"].as_u64().unwrap() >= 2, "{run}");
+}
