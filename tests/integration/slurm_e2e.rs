@@ -13,33 +13,10 @@ use std::process::{Child, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::support::{code, hwr, hwr_command, json, run_records, stderr, write_manifest};
+use crate::support::{cluster, code, hwr, hwr_command, json, run_records, stderr, write_manifest};
 use hwr_exp::slurm::{self, SlurmClient, TaskState};
 
 static CLUSTER: Mutex<()> = Mutex::new(());
-
-/// The cluster's client, or `None` (with a note) when no cluster answers and none is required.
-fn cluster() -> Option<SlurmClient> {
-    let required = std::env::var("HWR_REQUIRE_SLURM").is_ok_and(|v| v == "1");
-    let why = if !slurm::cluster_configured() {
-        "SLURM_CONF is not set or names no file".to_string()
-    } else {
-        let client = SlurmClient::new();
-        match client.ping() {
-            Ok(()) => return Some(client),
-            Err(e) => e.to_string(),
-        }
-    };
-    assert!(
-        !required,
-        "HWR_REQUIRE_SLURM=1 but no Slurm cluster answers: {why}"
-    );
-    eprintln!(
-        "note: skipping: no Slurm cluster ({why}); start one with ../shared/slurm/start-slurm.sh \
-         and `source $SLURM_TEST_DIR/slurm.env`"
-    );
-    None
-}
 
 /// The bundle path a command printed last on stdout, made absolute against `dir`.
 fn printed_bundle(dir: &Path, out: &std::process::Output) -> PathBuf {

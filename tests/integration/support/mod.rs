@@ -12,6 +12,7 @@ pub mod git;
 pub mod manifest;
 pub mod probe;
 pub mod process;
+pub mod slurm;
 
 pub use cli::{
     bin, code, hwr, hwr_columns, hwr_command, printed_path, rerun_this_test, run, spawn_run, stderr, stdout,
@@ -23,3 +24,4 @@ pub use files::{
 pub use git::{Repo, commit_all, git, init_repo, isolate_git, repo};
 pub use manifest::{ManifestBuilder, write_manifest};
 pub use process::{group_members, process_state, wait_for};
+pub use slurm::cluster;
