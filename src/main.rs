@@ -120,13 +120,14 @@ fn run_manifest(args: &RunArgs) -> Result<i32, Failure> {
 /// `run --detach`: the bundle path on stdout, the job ids on stderr; exit 0.
 fn detached(report: &SessionReport) -> i32 {
     let jobs: Vec<String> = report.slurm_jobs.iter().map(u64::to_string).collect();
-    eprintln!(
+    to_stderr(format_args!(
         "submitted {} runs as slurm job(s) {}; `hwr-exp wait {}` to attach, `hwr-exp cancel` to stop",
         report.planned,
         jobs.join(", "),
         display_path(&report.bundle).display()
-    );
-    println!("{}", display_path(&report.bundle).display());
+    ));
+    // A closed stdout (`| true`) is no reason to fail a submission that succeeded.
+    let _ = writeln!(io::stdout().lock(), "{}", display_path(&report.bundle).display());
     exit_codes::SUCCESS
 }
 
@@ -146,7 +147,7 @@ fn cancel(args: &CancelArgs) -> Result<i32, Failure> {
         Cancelled::Marked => "cancelled; bundle marked interrupted".to_string(),
         Cancelled::AlreadyFinished(status) => format!("bundle already {status}; its arrays were cancelled"),
     };
-    eprintln!("{}: {text}", args.bundle.display());
+    to_stderr(format_args!("{}: {text}", args.bundle.display()));
     Ok(exit_codes::SUCCESS)
 }
 
