@@ -514,6 +514,7 @@ impl BundleWriter {
     pub fn record_lost(
         &mut self,
         run: &PlannedRun,
+        format: OutputFormat,
         reason: String,
         node: Option<String>,
         task: SlurmTaskIds,
@@ -523,49 +524,12 @@ impl BundleWriter {
         if !dir.exists() {
             create_dir(&dir)?;
         }
-        let sha256 =
-            super::checksums::hash_run_files(&dir, &[run.output.as_str(), files::STDERR, files::MEMORY])?;
-        let own = [run.output.as_str(), files::STDERR, files::MEMORY, files::RUN];
-        let (artifacts, earlier_attempts) = super::artifacts::scan_run_folder(&dir, &own)?;
-        let record = RunRecord {
-            format: BUNDLE_FORMAT,
-            run_id: run.run_id.clone(),
-            index: run.index,
-            cell: run.cell.iter().cloned().collect(),
-            repetition: run.repetition,
-            argv: run.argv.clone(),
-            workdir: run.workdir.display().to_string(),
-            env: (&run.env).into(),
-            cpus_requested: run.cpus.clone(),
-            cpus_effective: None,
-            pid: None,
-            start: rfc3339(at),
-            end: rfc3339(at),
-            wall_seconds: 0.0,
-            user_seconds: None,
-            sys_seconds: None,
-            peak_rss_bytes: None,
-            exit_code: None,
-            signal: None,
-            termination: Termination::Lost,
-            error: None,
-            output: run.output.clone(),
-            output_check: OutputCheck::Empty,
-            output_check_reason: None,
-            outcome: Outcome::Lost,
-            stray_processes_killed: 0,
-            memory_samples: 0,
-            sha256,
+        let node = NodeIds {
             hostname: node,
             slurm: Some(task),
-            lost_reason: Some(reason),
-            containment: None,
-            runner_cpus: None,
-            cgroup_memory_peak_bytes: None,
-            artifacts,
-            attempt: earlier_attempts.iter().map(|x| x.attempt).max().unwrap_or(0) + 1,
-            earlier_attempts,
         };
+        let mut record = run_record(&dir, run, &RunOutcome::lost(at), format, node)?;
+        record.lost_reason = Some(reason);
         write_json(&dir.join(files::RUN), Durability::Unsynced, &record)?;
         self.count_run(&record)?;
         Ok(record)
@@ -689,12 +653,27 @@ pub fn write_run_record(
     format: OutputFormat,
     node: NodeIds,
 ) -> io::Result<RunRecord> {
-    let dir = run_dir;
-    let (output_check, output_check_reason) = if outcome.termination == Termination::SpawnFailed {
-        (OutputCheck::Empty, None)
-    } else {
-        check_output(&dir.join(&run.output), format)
-    };
+    let record = run_record(run_dir, run, outcome, format, node)?;
+    write_json(&run_dir.join(files::RUN), Durability::Unsynced, &record)?;
+    Ok(record)
+}
+
+/// The run.json of a finished run in its folder `dir`, not yet written: the output check (none for
+/// a run that never started or never reported back), the sha256 of the runner's own files, and the
+/// artifacts and earlier attempts found in the folder.
+fn run_record(
+    dir: &Path,
+    run: &PlannedRun,
+    outcome: &RunOutcome,
+    format: OutputFormat,
+    node: NodeIds,
+) -> io::Result<RunRecord> {
+    let (output_check, output_check_reason) =
+        if matches!(outcome.termination, Termination::SpawnFailed | Termination::Lost) {
+            (OutputCheck::Empty, None)
+        } else {
+            check_output(&dir.join(&run.output), format)
+        };
     let sha256 = super::checksums::hash_run_files(dir, &[run.output.as_str(), files::STDERR, files::MEMORY])?;
     let own = [run.output.as_str(), files::STDERR, files::MEMORY, files::RUN];
     let (artifacts, earlier_attempts) = super::artifacts::scan_run_folder(dir, &own)?;
@@ -737,7 +716,6 @@ pub fn write_run_record(
         slurm: node.slurm,
         lost_reason: None,
     };
-    write_json(&dir.join(files::RUN), Durability::Unsynced, &record)?;
     Ok(record)
 }
 

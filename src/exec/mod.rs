@@ -279,6 +279,18 @@ impl Executor for ProcessExecutor {
 }
 
 impl RunOutcome {
+    /// The outcome of a run that never reported back (a Slurm task that left the queue without
+    /// run.json): termination [`Termination::Lost`], started and ended at `at`, nothing measured.
+    pub fn lost(at: SystemTime) -> RunOutcome {
+        RunOutcome {
+            termination: Termination::Lost,
+            started: at,
+            ended: at,
+            wall_seconds: 0.0,
+            ..RunOutcome::empty(at, Instant::now())
+        }
+    }
+
     /// An outcome with nothing measured yet, ended now.
     fn empty(started: SystemTime, start: Instant) -> RunOutcome {
         RunOutcome {

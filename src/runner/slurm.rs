@@ -456,7 +456,8 @@ pub fn wait(
             }
             // record_lost counts the run in bundle.json itself.
             let run = plan.run(i);
-            let record = writer.record_lost(&run, reason, node, ids, SystemTime::now())?;
+            let record =
+                writer.record_lost(&run, plan.output_format, reason, node, ids, SystemTime::now())?;
             done += 1;
             let failure = RunFailure::read(&record, &writer.run_dir(&run), FAILURE_TAIL_LINES);
             progress.run_finished(&run, &record, failure.as_ref(), done, total);
