@@ -2,6 +2,10 @@
 # Runner overhead benchmarks. Prints figures and ratios against the named baselines (the seed's
 # shell loop, `hyperfine -N`); never asserts timings.
 # Usage: benches/run_overhead.sh [runs=500] [rounds=5]
+# The results go to a folder made with `mktemp -d`, so TMPDIR chooses the file system. ext4 makes
+# new files slowly for a while after many were deleted (its inode allocator steps over recently
+# freed inodes), and hwr-exp makes five per run where the loop and hyperfine make none: run it on
+# a file system that has not just lost many files, and say which it was.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-500}
@@ -10,6 +14,7 @@ cargo build --release --quiet
 bin=$PWD/target/release/hwr-exp
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+echo "results folder: $work ($(df -T "$work" | awk 'NR==2 {print $2 " on " $1}'))"
 
 # measure CMD...: prints "<wall seconds> <peak RSS KiB> <CPU seconds>" of the command and its children.
 # CPU seconds (user + system of the whole process tree) are the load-independent figure on a busy machine.

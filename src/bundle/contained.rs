@@ -90,8 +90,12 @@ fn not_regular(what: &str) -> io::Error {
     )
 }
 
-/// Opens the folder `dir` given by the user (symbolic links followed: the user chose it).
-fn open_root(dir: &Path) -> io::Result<OwnedFd> {
+/// Opens the folder `dir` given by the user or the runner (symbolic links followed: they chose
+/// it), for [`open_regular_at`] and [`open_in`].
+///
+/// # Errors
+/// The `open` error.
+pub fn open_folder(dir: &Path) -> io::Result<OwnedFd> {
     Ok(rustix::fs::open(
         dir,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -99,9 +103,13 @@ fn open_root(dir: &Path) -> io::Result<OwnedFd> {
     )?)
 }
 
-/// Opens `name` in the folder `at` for reading, following no link, and checks with `fstat` that
-/// it is a regular file.
-fn open_regular_at(at: &OwnedFd, name: &Path) -> io::Result<File> {
+/// Opens `name` in the folder `at` (from [`open_folder`]) for reading, following no link, and
+/// checks with `fstat` that it is a regular file; returns the file and that `fstat`.
+///
+/// # Errors
+/// `InvalidInput` when `name` is a symbolic link, FIFO, device, socket or folder, the message
+/// saying which; otherwise the `openat`/`fstat` error (`NotFound` when missing).
+pub fn open_regular_at(at: &OwnedFd, name: &Path) -> io::Result<(File, rustix::fs::Stat)> {
     // O_NONBLOCK: opening a FIFO for reading does not wait for a writer; it is refused below.
     let fd = match rustix::fs::openat(
         at,
@@ -120,7 +128,7 @@ fn open_regular_at(at: &OwnedFd, name: &Path) -> io::Result<File> {
     }
     // Regular files ignore O_NONBLOCK; clear it anyway so the descriptor is an ordinary one.
     rustix::fs::fcntl_setfl(&fd, OFlags::empty())?;
-    Ok(File::from(fd))
+    Ok((File::from(fd), stat))
 }
 
 /// Opens the regular file `rel` inside the folder `root` for reading: every folder on the way is
@@ -145,7 +153,7 @@ pub fn open_in(root: &Path, rel: &Path) -> io::Result<File> {
     let Some((last, folders)) = parts.split_last() else {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty path"));
     };
-    let mut at = open_root(root)?;
+    let mut at = open_folder(root)?;
     for folder in folders {
         at = match rustix::fs::openat(
             &at,
@@ -169,7 +177,7 @@ pub fn open_in(root: &Path, rel: &Path) -> io::Result<File> {
             Err(e) => return Err(e.into()),
         };
     }
-    open_regular_at(&at, Path::new(last))
+    open_regular_at(&at, Path::new(last)).map(|(f, _)| f)
 }
 
 /// Opens the regular file at `path` for reading without following a symbolic link at its last
@@ -194,7 +202,7 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
             ));
         }
     };
-    open_regular_at(&open_root(dir)?, Path::new(name))
+    open_regular_at(&open_folder(dir)?, Path::new(name)).map(|(f, _)| f)
 }
 
 /// Reads at most `limit` bytes of `file`.

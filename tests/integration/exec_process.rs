@@ -524,3 +524,50 @@ fn same_path_for_stdout_and_stderr_interleaves() {
     assert_eq!(o.exit_code, Some(0), "{o:?}");
     assert_eq!(stdout(dir.path()), "one\ntwo\nthree\n");
 }
+
+/// The signal mask of the calling thread (`SigBlk` of /proc/thread-self/status), as hex.
+fn blocked_signals_of_this_thread() -> String {
+    std::fs::read_to_string("/proc/thread-self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("SigBlk:"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// Children start in the runner's memory, as vfork does, each on a stack of its starting
+/// thread's own, with every signal blocked only while it is being started. Several threads
+/// starting runs at once, some of which fail before exec (a CPU that does not exist), each get
+/// their own child's result, and each thread's signal mask is what it was.
+#[test]
+fn concurrent_starts_from_many_threads_each_get_their_own_result() {
+    let dir = tempfile::tempdir().unwrap();
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let base = dir.path().join(t.to_string());
+            s.spawn(move || {
+                std::fs::create_dir(&base).unwrap();
+                let mask = blocked_signals_of_this_thread();
+                for i in 0..25 {
+                    let mut sp = sh(&base, &format!("echo {t}-{i}; exit {}", i % 7));
+                    let fails = i % 5 == 4;
+                    if fails {
+                        sp.cpus = vec![1000];
+                    }
+                    let o = run(&sp);
+                    if fails {
+                        assert_eq!(o.termination, Termination::SpawnFailed, "{o:?}");
+                        let error = o.error.unwrap_or_default();
+                        assert!(error.contains("setting the CPU affinity"), "{error}");
+                    } else {
+                        assert_eq!(o.termination, Termination::Exited, "{o:?}");
+                        assert_eq!(o.exit_code, Some(i % 7), "{o:?}");
+                        assert_eq!(stdout(&base), format!("{t}-{i}\n"));
+                    }
+                    assert_eq!(blocked_signals_of_this_thread(), mask, "run {t}-{i}");
+                }
+            });
+        }
+    });
+}
