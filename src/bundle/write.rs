@@ -470,29 +470,9 @@ impl BundleWriter {
         Ok(dir)
     }
 
-    /// Records one finished run ([`write_run_record`]: checks its output, hashes its files, lists
-    /// the files the run wrote into its folder (artifacts) and the earlier attempts kept there,
-    /// writes run.json atomically: its presence marks the run finished) and updates the counts in
-    /// bundle.json (written at most once a second while running, and always by
-    /// [`BundleWriter::finish`]). No process of the run is alive by then
-    /// ([`crate::exec::Executor::execute`] returns after the last one), so the folder does not
-    /// change afterwards.
-    ///
-    /// # Errors
-    /// I/O errors writing run.json or bundle.json.
-    pub fn record_run(
-        &mut self,
-        run: &PlannedRun,
-        outcome: &RunOutcome,
-        format: OutputFormat,
-    ) -> io::Result<RunRecord> {
-        let record = write_run_record(&self.run_dir(run), run, outcome, format, NodeIds::default())?;
-        self.count_run(&record)?;
-        Ok(record)
-    }
-
-    /// Adds a run recorded by another process (a Slurm array task) to bundle.json's counts
-    /// (written at most once a second, always by [`BundleWriter::finish`]).
+    /// Adds a recorded run (by [`write_run_record`], locally or in a Slurm array task) to
+    /// bundle.json's counts (written at most once a second while running, and always by
+    /// [`BundleWriter::finish`]).
     ///
     /// # Errors
     /// I/O errors writing bundle.json.
@@ -641,7 +621,7 @@ pub struct NodeIds {
 
 /// Checks a finished run's output in its folder `run_dir`, hashes its files (giving them mode
 /// [`FILE_MODE`]) and writes its run.json atomically; the one place a run.json of an executed
-/// run is made, for the local runner ([`BundleWriter::record_run`]) and a Slurm task
+/// run is made, for the local runner (which then counts it with [`BundleWriter::count_run`]) and a Slurm task
 /// ([`TaskRunWriter`]).
 ///
 /// # Errors

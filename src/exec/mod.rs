@@ -82,6 +82,7 @@ use serde::{Deserialize, Serialize};
 
 pub use containment::{CONTAINMENT_VAR, Containment};
 pub use environment::{CLEAN_KEPT, CLEAN_KEPT_PREFIX, EnvPolicy, build_env, clean_keeps};
+pub use pinning::pin_current_thread;
 pub use spawn::resolve_program;
 
 /// Everything needed to start one run; paths are absolute.
@@ -210,6 +211,14 @@ pub trait Executor: Send + Sync {
     /// become [`Termination::SpawnFailed`]. When `cancel` becomes true the run is stopped as on
     /// timeout and reported as [`Termination::Interrupted`].
     fn execute(&self, spec: &RunSpec, cancel: &CancelFlag) -> RunOutcome;
+
+    /// [`Executor::execute`], calling `started` once as soon as the run's program has been
+    /// started (or has failed to start), before the wait for its end: the caller's moment to
+    /// hand work to another thread while the run executes. This default calls it first.
+    fn execute_then(&self, spec: &RunSpec, cancel: &CancelFlag, started: &mut dyn FnMut()) -> RunOutcome {
+        started();
+        self.execute(spec, cancel)
+    }
 }
 
 /// Runs each [`RunSpec`] as a child process in its own session, contained (see the module docs).
@@ -245,12 +254,17 @@ fn become_subreaper() {
 
 impl Executor for ProcessExecutor {
     fn execute(&self, spec: &RunSpec, cancel: &CancelFlag) -> RunOutcome {
+        self.execute_then(spec, cancel, &mut || {})
+    }
+
+    fn execute_then(&self, spec: &RunSpec, cancel: &CancelFlag, started: &mut dyn FnMut()) -> RunOutcome {
         become_subreaper();
         guardian::ensure_started();
-        let started = SystemTime::now();
+        let started_at = SystemTime::now();
         let start = Instant::now();
         if cancel.load(Ordering::Relaxed) {
-            let mut outcome = RunOutcome::empty(started, start);
+            started();
+            let mut outcome = RunOutcome::empty(started_at, start);
             outcome.termination = Termination::Interrupted;
             outcome.error = Some("the runner was interrupted before this run started".into());
             return outcome;
@@ -259,18 +273,21 @@ impl Executor for ProcessExecutor {
         let containment = match containment::RunContainment::prepare(spec) {
             Ok(c) => c,
             Err(error) => {
-                let mut outcome = RunOutcome::empty(started, start);
+                started();
+                let mut outcome = RunOutcome::empty(started_at, start);
                 outcome.error = Some(error);
                 outcome.runner_cpus = placement.runner_cpus.clone();
                 return outcome;
             }
         };
         let kind = containment.kind();
-        let mut outcome = match spawn::spawn(spec, containment.cgroup_dir()) {
-            Ok(child) => supervise::supervise(spec, cancel, child, containment, started, start),
+        let child = spawn::spawn(spec, containment.cgroup_dir());
+        started();
+        let mut outcome = match child {
+            Ok(child) => supervise::supervise(spec, cancel, child, containment, started_at, start),
             Err(error) => {
                 containment.abandon();
-                let mut outcome = RunOutcome::empty(started, start);
+                let mut outcome = RunOutcome::empty(started_at, start);
                 outcome.termination = Termination::SpawnFailed;
                 outcome.error = Some(error);
                 outcome

@@ -82,3 +82,13 @@ impl Drop for Placement {
         }
     }
 }
+
+/// Pins the calling thread to `cpus` for the rest of its life (best effort: where that fails the
+/// thread stays where it is). For a runner thread that works while runs execute on other CPUs.
+pub fn pin_current_thread(cpus: &[usize]) {
+    let mut set = CpuSet::new();
+    cpus.iter()
+        .filter(|&&c| c < CpuSet::MAX_CPU)
+        .for_each(|&c| set.set(c));
+    let _ = rustix::thread::sched_setaffinity(None, &set);
+}

@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::bundle::reason::RunFailure;
-use crate::bundle::write::TaskRunWriter;
+use crate::bundle::write::{NodeIds, TaskRunWriter, write_run_record};
 use crate::bundle::{BundleWriter, RunRecord, files};
 use crate::exec::{self, CancelFlag, Executor, RunOutcome, RunSpec, Termination};
 use crate::manifest::{EnvPolicy, OutputFormat};
@@ -118,15 +118,27 @@ impl RunRecorder for Mutex<BundleWriter> {
             .map_err(|_| io::Error::other("bundle writer poisoned"))?
             .prepare_run_dir(run)
     }
+    /// Records one finished run ([`write_run_record`]: checks its output, hashes its files, lists
+    /// the artifacts and earlier attempts in its folder, writes run.json atomically: its
+    /// presence marks the run finished), then counts it in bundle.json
+    /// ([`BundleWriter::count_run`]). No process of the run is alive by then
+    /// ([`Executor::execute`] returns after the last one), so the folder does not change
+    /// afterwards. The lock is held only for the folder's path and the count, so a recording
+    /// thread never keeps the next run's folder waiting.
     fn record_run(
         &self,
         run: &PlannedRun,
         outcome: &RunOutcome,
         format: OutputFormat,
     ) -> io::Result<RunRecord> {
-        self.lock()
-            .map_err(|_| io::Error::other("bundle writer poisoned"))?
-            .record_run(run, outcome, format)
+        let lock = || {
+            self.lock()
+                .map_err(|_| io::Error::other("bundle writer poisoned"))
+        };
+        let run_dir = lock()?.run_dir(run);
+        let record = write_run_record(&run_dir, run, outcome, format, NodeIds::default())?;
+        lock()?.count_run(&record)?;
+        Ok(record)
     }
 }
 
@@ -142,6 +154,13 @@ impl RunRecorder for TaskRunWriter {
     ) -> io::Result<RunRecord> {
         TaskRunWriter::record_run(self, run, outcome, format)
     }
+}
+
+/// A run that has been executed and not yet recorded: what [`run_one`] hands to [`record_one`].
+struct Executed {
+    run: PlannedRun,
+    outcome: RunOutcome,
+    run_dir: PathBuf,
 }
 
 /// Executes one planned run of `plan` and records it: prepares its folder, runs it with
@@ -164,10 +183,47 @@ pub fn execute_one(
     progress: &dyn Progress,
     record_interrupted: bool,
 ) -> io::Result<Option<(RunRecord, PathBuf)>> {
-    let run_dir = recorder.prepare_run_dir(run)?;
-    let spec = run_spec(plan, run, &run_dir);
-    progress.run_started(run);
-    let outcome = executor.execute(&spec, cancel);
+    let run = run.clone();
+    match run_one(
+        plan,
+        run,
+        recorder,
+        executor,
+        cancel,
+        progress,
+        record_interrupted,
+        &mut || {},
+    )? {
+        Some(executed) => {
+            let record = recorder.record_run(&executed.run, &executed.outcome, plan.output_format)?;
+            Ok(Some((record, executed.run_dir)))
+        }
+        None => Ok(None),
+    }
+}
+
+/// The first half of [`execute_one`]: prepares the run's folder and executes the run, calling
+/// `started` once its program has been started ([`Executor::execute_then`]); `Ok(None)` for a
+/// run stopped by the cancel flag when it is not to be recorded.
+///
+/// # Errors
+/// I/O errors preparing the folder; a run the runner could not start for want of its own
+/// resources.
+#[allow(clippy::too_many_arguments)]
+fn run_one(
+    plan: &Plan,
+    run: PlannedRun,
+    recorder: &dyn RunRecorder,
+    executor: &dyn Executor,
+    cancel: &CancelFlag,
+    progress: &dyn Progress,
+    record_interrupted: bool,
+    started: &mut dyn FnMut(),
+) -> io::Result<Option<Executed>> {
+    let run_dir = recorder.prepare_run_dir(&run)?;
+    let spec = run_spec(plan, &run, &run_dir);
+    progress.run_started(&run);
+    let outcome = executor.execute_then(&spec, cancel, started);
     if let Some(e) = runner_resource_error(&outcome) {
         // Not the run's fault: leave it unrecorded (resume redoes it) and stop.
         return Err(e);
@@ -184,12 +240,37 @@ pub fn execute_one(
             return Ok(None);
         }
     }
-    let record = recorder.record_run(run, &outcome, plan.output_format)?;
-    Ok(Some((record, run_dir)))
+    Ok(Some(Executed {
+        run,
+        outcome,
+        run_dir,
+    }))
+}
+
+/// The CPUs on which the runner may record runs while other runs execute: the runner's allowed
+/// CPUs that no job slot of `plan` uses. `None` when there are none, or when some slot's runs are
+/// not pinned (they may use any CPU).
+fn recording_cpus(plan: &Plan) -> Option<Vec<usize>> {
+    if plan.slots.is_empty() || plan.slots.iter().any(Vec::is_empty) {
+        return None;
+    }
+    let free: Vec<usize> = crate::cpus::allowed_cpus()
+        .ok()?
+        .into_iter()
+        .filter(|c| !plan.slots.iter().any(|slot| slot.contains(c)))
+        .collect();
+    (!free.is_empty()).then_some(free)
 }
 
 /// Executes the runs of `plan` whose indices are in `indices` (ascending plan order) and records
 /// each into `writer` as soon as it finishes.
+///
+/// Each job slot executes its runs one after another. Where some allowed CPU is used by no job
+/// slot ([`recording_cpus`]), a slot's runs are recorded (output check, hashes, run.json,
+/// progress) by a thread of its own pinned to those CPUs, which gets each run once the next one
+/// has been started: recording a run then overlaps the next run, and never shares its CPU. A
+/// slot's recorder is at most two runs behind; every executed run is recorded before this
+/// returns. Where no CPU is free, each run is recorded before the next one starts.
 ///
 /// # Errors
 /// The first I/O error writing the bundle, or the first run that could not be started for lack of
@@ -206,30 +287,91 @@ pub fn execute(
     let total = indices.len();
     let done = std::sync::atomic::AtomicUsize::new(0);
     let failed: Mutex<Option<io::Error>> = Mutex::new(None);
-    let slot_loop = |slot: usize| {
-        for &i in indices
-            .iter()
-            .filter(|&&i| plan.jobs <= 1 || plan.slot_of(i) == slot)
-        {
-            if cancel.load(Ordering::SeqCst) || failed.lock().map(|f| f.is_some()).unwrap_or(true) {
-                return;
+    let fail = |e: io::Error| {
+        if let Ok(mut f) = failed.lock() {
+            f.get_or_insert(e);
+        }
+    };
+    let has_failed = || failed.lock().map(|f| f.is_some()).unwrap_or(true);
+    let record = |executed: Executed| {
+        if has_failed() {
+            // Not recorded after the bundle could not be written: resume redoes it.
+            return;
+        }
+        match writer.record_run(&executed.run, &executed.outcome, plan.output_format) {
+            Ok(record) => {
+                let n = done.fetch_add(1, Ordering::SeqCst) + 1;
+                let failure = RunFailure::read(&record, &executed.run_dir, progress::FAILURE_TAIL_LINES);
+                progress.run_finished(&executed.run, &record, failure.as_ref(), n, total);
             }
-            let run = &plan.run(i);
-            match execute_one(plan, run, writer, executor, cancel, progress, true) {
-                Ok(None) => return,
-                Ok(Some((record, run_dir))) => {
-                    let n = done.fetch_add(1, Ordering::SeqCst) + 1;
-                    let failure = RunFailure::read(&record, &run_dir, progress::FAILURE_TAIL_LINES);
-                    progress.run_finished(run, &record, failure.as_ref(), n, total);
-                }
-                Err(e) => {
-                    if let Ok(mut f) = failed.lock() {
-                        f.get_or_insert(e);
-                    }
+            Err(e) => fail(e),
+        }
+    };
+    let recording_cpus = recording_cpus(plan);
+    let slot_loop = |slot: usize| {
+        let runs = indices
+            .iter()
+            .filter(|&&i| plan.jobs <= 1 || plan.slot_of(i) == slot);
+        // `hand_off` takes each executed run; `started` is called once the next run is started.
+        let execute_runs = |hand_off: &mut dyn FnMut(Executed), started: &mut dyn FnMut()| {
+            for &i in runs {
+                if cancel.load(Ordering::SeqCst) || has_failed() {
                     return;
                 }
+                match run_one(
+                    plan,
+                    plan.run(i),
+                    writer,
+                    executor,
+                    cancel,
+                    progress,
+                    true,
+                    started,
+                ) {
+                    Ok(Some(executed)) => hand_off(executed),
+                    Ok(None) => return,
+                    Err(e) => return fail(e),
+                }
             }
-        }
+        };
+        let Some(cpus) = &recording_cpus else {
+            return execute_runs(&mut |executed| record(executed), &mut || {});
+        };
+        std::thread::scope(|s| {
+            let (to_recorder, executed) = std::sync::mpsc::sync_channel::<Executed>(1);
+            s.spawn(|| {
+                exec::pin_current_thread(cpus);
+                executed.into_iter().for_each(&record);
+            });
+            // The last executed run waits here until the next run has started; if the recorder
+            // is still busy then, it is handed over before the run after that.
+            let pending: std::cell::RefCell<Option<Executed>> = std::cell::RefCell::new(None);
+            let hand_over = |block: bool| {
+                let Some(executed) = pending.borrow_mut().take() else {
+                    return;
+                };
+                let kept = if block {
+                    to_recorder.send(executed).err().map(|e| e.0)
+                } else {
+                    match to_recorder.try_send(executed) {
+                        Err(std::sync::mpsc::TrySendError::Full(e)) => Some(e),
+                        // A recorder that has stopped only happens with a panic, which the
+                        // scope propagates.
+                        Err(std::sync::mpsc::TrySendError::Disconnected(_)) | Ok(()) => None,
+                    }
+                };
+                *pending.borrow_mut() = kept;
+            };
+            execute_runs(
+                &mut |executed| {
+                    hand_over(true);
+                    *pending.borrow_mut() = Some(executed);
+                },
+                &mut || hand_over(false),
+            );
+            hand_over(true);
+            drop(to_recorder);
+        });
     };
     if plan.jobs <= 1 {
         slot_loop(0);

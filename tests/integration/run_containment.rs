@@ -756,3 +756,67 @@ sample-interval = "50ms"
     );
     assert!(run["memory-samples"].as_u64().unwrap() >= 2, "{run}");
 }
+
+/// With a CPU that no run uses, each run is recorded by a second runner thread pinned to it
+/// while the next run executes, and no thread of the runner may use the run's CPU. Each run
+/// lists the runner's threads (its parent's `/proc/PID/task`) with their allowed CPUs; every run
+/// after the first sees the recording thread, and every run is recorded, in order.
+#[test]
+fn runs_are_recorded_while_the_next_run_executes_on_a_cpu_of_their_own() {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("skipped: needs two allowed CPUs");
+        return;
+    }
+    let (dir, _left) = setup(
+        r#"format = 1
+[experiment]
+name = "recorder"
+[command]
+shell = "sleep 0.2; for t in /proc/$PPID/task/*; do sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' $t/status; done"
+output-format = "text"
+[schedule]
+repetitions = 4
+"#,
+    );
+    let out = Command::new(bin())
+        .current_dir(dir.path())
+        .args(["run", "experiment.toml", "--results-dir", "results"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let progress: Vec<String> = stderr(&out)
+        .lines()
+        .filter(|l| l.starts_with('['))
+        .map(|l| l.split_whitespace().next().unwrap().to_string())
+        .collect();
+    assert_eq!(progress, ["[1/4]", "[2/4]", "[3/4]", "[4/4]"], "{}", stderr(&out));
+    let bundle = the_bundle(dir.path());
+    let runs = run_records(&bundle);
+    assert_eq!(runs.len(), 4);
+    for (i, run) in runs.iter().enumerate() {
+        let run_cpus: Vec<usize> = run["cpus-effective"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_u64().unwrap() as usize)
+            .collect();
+        let id = run["run-id"].as_str().unwrap();
+        let listed = std::fs::read_to_string(bundle.join("runs").join(id).join(format!("{id}.txt"))).unwrap();
+        let threads: Vec<Vec<usize>> = listed
+            .lines()
+            .map(|l| hwr_exp::cpus::parse_cpu_list(l).unwrap())
+            .collect();
+        assert!(
+            threads
+                .iter()
+                .all(|cpus| cpus.iter().all(|c| !run_cpus.contains(c))),
+            "a runner thread may use the CPU of run {id} ({run_cpus:?}): {threads:?}"
+        );
+        if i > 0 {
+            assert!(
+                threads.len() >= 2,
+                "no recording thread during run {id}: {threads:?}"
+            );
+        }
+    }
+}

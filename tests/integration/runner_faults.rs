@@ -447,18 +447,20 @@ impl Drop for Tmpfs {
     }
 }
 
-/// A full disk: the results folder is a 2 MiB tmpfs, a filler file takes half, and each run
-/// writes 400 KB. When it is full: one error naming the file, exit 3, the bundle not left
-/// `running`; once the filler is removed, resume completes it.
+/// A full disk: the results folder is a 3 MiB tmpfs, a filler file takes two thirds, and each
+/// run writes 400 KB. When it is full: one error naming the file, exit 3, the bundle not left
+/// `running`; once the filler is removed, resume completes it. (The filler leaves room for the
+/// attempts resume keeps: the run that was recording when the disk filled up, and the run that
+/// was executing meanwhile.)
 #[test]
 fn a_full_disk_stops_the_session_and_resume_completes_it_once_there_is_space() {
     let repo = repo();
     let results = repo.path().join("results");
-    let Some(_tmpfs) = Tmpfs::mount(&results, "2m") else {
+    let Some(_tmpfs) = Tmpfs::mount(&results, "3m") else {
         return;
     };
     let filler = results.join("filler");
-    std::fs::write(&filler, vec![b'x'; 1024 * 1024]).unwrap();
+    std::fs::write(&filler, vec![b'x'; 2 * 1024 * 1024]).unwrap();
     manifest(repo.path(), "full", "head -c 400000 /dev/zero | tr '\\0' x", 4);
     let out = hwr(
         repo.path(),
