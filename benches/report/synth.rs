@@ -294,6 +294,7 @@ pub fn write_bundle(dir: &Path, s: &Synth) -> std::io::Result<()> {
         planned_runs: planned.len(),
         counts,
         manifest_sha256: format!("{:064x}", manifest.len()),
+        setup_sha256: Default::default(),
         manifest_path: "/work/exp/manifest.toml".into(),
         parent: None,
         runner_pid: 4000,

@@ -4,7 +4,10 @@
 //! - the bundle's top-level files exist as regular files (bundle.json, manifest.toml, plan.json,
 //!   host.json, revision.txt, working-tree.txt, working-tree.patch, provenance.json) and their JSON
 //!   reads;
-//! - manifest.toml's sha256 equals bundle.json `manifest-sha256`;
+//! - manifest.toml's sha256 equals bundle.json `manifest-sha256`, and plan.json, host.json,
+//!   revision.txt, working-tree.txt and working-tree.patch have the sha256 bundle.json
+//!   `setup-sha256` recorded for them when the bundle was set up (a run can reach them; the
+//!   checksum list, written at the end, would take in an edit made while the runs executed);
 //! - working-tree.patch's sha256 equals provenance.json `patch-sha256`;
 //! - every run of plan.json: run.json present when the bundle is `complete`; every file listed in
 //!   run.json `sha256` exists with that sha256; every entry of `artifacts` (and of
@@ -140,6 +143,19 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
                 format!(
                     "sha256 {sha} differs from manifest-sha256 {} recorded in bundle.json",
                     bundle.info().manifest_sha256
+                ),
+            );
+        }
+    }
+    for (name, recorded) in &bundle.info().setup_sha256 {
+        let path = bundle.path(name);
+        if let Ok(sha) = sha256_of(&bundle, Path::new(name))
+            && &sha != recorded
+        {
+            problem(
+                path,
+                format!(
+                    "sha256 {sha} differs from setup-sha256 {recorded} recorded in bundle.json: changed after the bundle was set up"
                 ),
             );
         }

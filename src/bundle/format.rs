@@ -114,6 +114,13 @@ pub struct BundleInfo {
     pub counts: BTreeMap<Outcome, usize>,
     /// sha256 (hex) of manifest.toml.
     pub manifest_sha256: String,
+    /// sha256 (hex) of the other files written once when the bundle was set up, before any run
+    /// started (plan.json, host.json, revision.txt, working-tree.txt, working-tree.patch), by
+    /// name. The runner rewrites bundle.json from memory, so a run that edits one of these files
+    /// (they are all within its reach) cannot hide the edit: `verify` compares them, and the
+    /// runner notes a change when it finishes. Empty in bundles written before this key existed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub setup_sha256: BTreeMap<String, String>,
     /// Absolute path of the manifest file as run (relative paths in it resolve against its folder).
     pub manifest_path: String,
     /// Bundle folder this one reruns or resumes from, when any.

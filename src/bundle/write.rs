@@ -17,6 +17,17 @@ use crate::provenance::host::HostFacts;
 use crate::provenance::{ProvenanceDoc, Snapshot};
 use crate::timestamp::rfc3339;
 
+/// The files written once when a bundle is set up, besides manifest.toml (which bundle.json
+/// `manifest-sha256` covers) and provenance.json (rewritten from memory when the bundle is
+/// finished): their sha256 go into bundle.json `setup-sha256`.
+pub const SETUP_FILES: [&str; 5] = [
+    files::PLAN,
+    files::HOST,
+    files::REVISION,
+    files::WORKING_TREE,
+    files::PATCH,
+];
+
 /// Mode of every file and (with the execute bits) folder of a bundle, whatever the umask: bundles
 /// are shared and checked in.
 pub const FILE_MODE: u32 = 0o644;
@@ -549,7 +560,44 @@ impl BundleWriter {
         Ok(path)
     }
 
-    /// Sets the final status and `finished` time, writes bundle.json, then `checksums.sha256`
+    /// Records the sha256 of the [`SETUP_FILES`] in bundle.json `setup-sha256` and writes
+    /// bundle.json durably. Called once the setup files are written, before any run starts.
+    ///
+    /// # Errors
+    /// I/O errors reading a setup file or writing bundle.json, naming the file.
+    pub fn seal_setup_files(&mut self) -> io::Result<()> {
+        for name in SETUP_FILES {
+            // The files were just written by this runner and no run has started yet: a plain
+            // open (one descriptor) reads them.
+            let path = self.dir.join(name);
+            let sha = sha256_file(&path).map_err(on(&path, "read"))?;
+            self.info.setup_sha256.insert(name.to_string(), sha);
+        }
+        self.save_info(Durability::Synced)
+    }
+
+    /// The [`SETUP_FILES`] whose sha256 differs from `setup-sha256` (or that cannot be read), each
+    /// with a note saying so: a process of some run edited, replaced or removed it.
+    fn changed_setup_files(&self) -> Vec<String> {
+        self.info
+            .setup_sha256
+            .iter()
+            .filter_map(|(name, recorded)| {
+                match super::contained::sha256_in(&self.dir, Path::new(name)) {
+                    Ok(sha) if &sha == recorded => None,
+                    Ok(sha) => Some(format!(
+                        "{name} was changed while the runs executed (sha256 {sha}, {recorded} when the bundle was set up): not by hwr-exp"
+                    )),
+                    Err(e) => Some(format!(
+                        "{name} cannot be read any more ({e}); it was written when the bundle was set up"
+                    )),
+                }
+            })
+            .collect()
+    }
+
+    /// Sets the final status and `finished` time, notes any setup file that changed since the
+    /// setup ([`BundleWriter::seal_setup_files`]), writes bundle.json, then `checksums.sha256`
     /// ([`super::checksums::write_checksums`]), then removes the lock file and releases the lock
     /// ([`BundleLock::release`]).
     ///
@@ -558,6 +606,11 @@ impl BundleWriter {
     /// a `failed` bundle is finished without the list when it cannot be written) or
     /// removing the lock file.
     pub fn finish(&mut self, status: BundleStatus, at: SystemTime) -> io::Result<()> {
+        for note in self.changed_setup_files() {
+            if !self.info.notes.contains(&note) {
+                self.info.notes.push(note);
+            }
+        }
         self.info.status = status;
         self.info.finished = Some(rfc3339(at));
         self.save_info(Durability::Synced)?;

@@ -242,6 +242,7 @@ pub fn run_manifest(
         planned_runs: plan.len(),
         counts: BTreeMap::new(),
         manifest_sha256: sha256_bytes(manifest.source.as_bytes()),
+        setup_sha256: BTreeMap::new(),
         manifest_path: std::path::absolute(&manifest.path)
             .unwrap_or_else(|_| manifest.path.clone())
             .display()
@@ -285,7 +286,9 @@ pub fn run_manifest(
     };
     let mut attempts = 0;
     loop {
-        let staged = first_files(&writer, &plan).and_then(|()| writer.publish(&dir));
+        let staged = first_files(&writer, &plan)
+            .and_then(|()| writer.seal_setup_files())
+            .and_then(|()| writer.publish(&dir));
         match staged {
             Ok(()) => break,
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempts < 20 => {

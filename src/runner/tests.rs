@@ -88,6 +88,7 @@ fn setup(jobs: u32) -> (Plan, tempfile::TempDir, Mutex<BundleWriter>) {
         planned_runs: plan.len(),
         counts: BTreeMap::new(),
         manifest_sha256: String::new(),
+        setup_sha256: BTreeMap::new(),
         manifest_path: String::new(),
         parent: None,
         runner_pid: 0,

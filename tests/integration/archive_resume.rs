@@ -81,11 +81,10 @@ fn sigint_after_the_second_run_then_resume_keeps_the_first_two() {
     let repo = setup();
     let child = start_until_the_third_run(repo.path());
     let bundle = the_bundle(&repo.path().join("results"), "resumable");
-    assert_eq!(
-        run_records(&bundle).len(),
-        2,
-        "runs 1 and 2 recorded, run 3 in flight"
-    );
+    // Run 2 is recorded while run 3 executes (recording overlaps the next run).
+    wait_for("runs 1 and 2 recorded", Duration::from_secs(20), || {
+        run_records(&bundle).len() == 2
+    });
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
     assert_eq!(code(&out), 130, "{}", stderr(&out));
@@ -152,6 +151,10 @@ fn sigkill_leaves_an_abandoned_bundle_that_resume_completes() {
     let mut child = start_until_the_third_run(repo.path());
     let bundle = the_bundle(&repo.path().join("results"), "resumable");
     let run_pid = pid_of_run(repo.path(), 3).unwrap();
+    // Run 2 is recorded while run 3 executes (recording overlaps the next run).
+    wait_for("runs 1 and 2 recorded", Duration::from_secs(20), || {
+        run_records(&bundle).len() == 2
+    });
 
     // While the runner lives, resume is refused and list says running.
     let out = hwr(repo.path(), &["resume", bundle.to_str().unwrap(), "--quiet"]);

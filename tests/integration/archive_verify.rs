@@ -127,3 +127,48 @@ fn two_runs_at_once_write_two_bundles() {
         assert_eq!(row["revision"], repo.head(), "{row}");
     }
 }
+
+/// A run can reach its bundle's top-level files (`HWR_BUNDLE` names the folder). Edits to the
+/// files written at setup, made while the runs execute, used to be taken into the checksum list
+/// written at the end, so `verify` passed on a bundle whose plan.json no run had followed. Each
+/// setup file edited by a run is now caught by `verify` and noted in bundle.json.
+#[test]
+fn setup_files_edited_by_a_run_are_caught() {
+    for name in [
+        "plan.json",
+        "host.json",
+        "revision.txt",
+        "working-tree.txt",
+        "working-tree.patch",
+    ] {
+        let repo = repo();
+        let m = ManifestBuilder::shell(
+            "edits-setup",
+            &format!(r#"if [ {{repetition}} = 2 ]; then echo ' ' >> "$HWR_BUNDLE/{name}"; fi; echo '{{{{"ok": true}}}}'"#),
+        )
+        .repetitions(2)
+        .write(repo.path());
+        let (out, bundle) = run(repo.path(), &m);
+        assert_eq!(code(&out), 0, "{name}: {}", stderr(&out));
+        let bundle = bundle.unwrap();
+        let info: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(bundle.join("bundle.json")).unwrap()).unwrap();
+        assert!(
+            info["setup-sha256"][name].as_str().is_some_and(|s| s.len() == 64),
+            "{name}: {info}"
+        );
+        let notes = info["notes"].to_string();
+        assert!(
+            notes.contains(&format!("{name} was changed while the runs executed")),
+            "{name}: {info}"
+        );
+        let out = hwr(repo.path(), &["verify", bundle.to_str().unwrap()]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(code(&out), 1, "{name}: {text}");
+        assert!(
+            text.contains(&format!("{}: sha256 ", bundle.join(name).display()))
+                && text.contains("changed after the bundle was set up"),
+            "{name}: {text}"
+        );
+    }
+}

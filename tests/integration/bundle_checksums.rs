@@ -128,7 +128,7 @@ fn every_kind_of_tampering_is_named() {
                 rewrite_json(&p, |plan| plan["runs"][0]["argv"][2] = "echo changed".into());
                 p
             },
-            "recorded in checksums.sha256",
+            "differs from setup-sha256",
         ),
         (
             "host-json",
@@ -137,7 +137,7 @@ fn every_kind_of_tampering_is_named() {
                 rewrite_json(&p, |h| h["hostname"] = "elsewhere".into());
                 p
             },
-            "recorded in checksums.sha256",
+            "differs from setup-sha256",
         ),
         (
             "provenance-dirty",
@@ -155,7 +155,7 @@ fn every_kind_of_tampering_is_named() {
                 std::fs::write(&p, "0123456789abcdef0123456789abcdef01234567\n").unwrap();
                 p
             },
-            "recorded in checksums.sha256",
+            "differs from setup-sha256",
         ),
         (
             "working-tree-txt",
@@ -164,7 +164,7 @@ fn every_kind_of_tampering_is_named() {
                 std::fs::write(&p, "").unwrap();
                 p
             },
-            "recorded in checksums.sha256",
+            "differs from setup-sha256",
         ),
         (
             "bundle-json",
