@@ -45,6 +45,15 @@ impl Progress for Quiet {
     fn run_finished(&self, _: &PlannedRun, _: &RunRecord, _: Option<&RunFailure>, _: usize, _: usize) {}
 }
 
+/// `n` runs in words: `1 run`, `0 runs`, `8 runs`.
+pub fn runs(n: usize) -> String {
+    if n == 1 {
+        "1 run".to_string()
+    } else {
+        format!("{n} runs")
+    }
+}
+
 /// Most failed runs listed at the end of `run`; the others are counted.
 pub const LISTED_FAILURES: usize = 10;
 
@@ -228,6 +237,13 @@ mod tests {
             reason: "exit 1".into(),
             stderr_tail: Vec::new(),
         }
+    }
+
+    #[test]
+    fn one_run_is_singular() {
+        assert_eq!(runs(1), "1 run");
+        assert_eq!(runs(0), "0 runs");
+        assert_eq!(runs(8), "8 runs");
     }
 
     #[test]

@@ -365,8 +365,8 @@ pub fn execute_and_finish(
     if !finish.quiet {
         // Said at the start too, so the bundle can be found even if the runner is killed.
         progress::say(format_args!(
-            "writing {} runs into {}",
-            indices.len(),
+            "writing {} into {}",
+            progress::runs(indices.len()),
             dir.display()
         ));
     }
@@ -461,5 +461,5 @@ pub fn summarize(report: &SessionReport) -> String {
     if finished < report.planned {
         parts.push(format!("{} not run", report.planned - finished));
     }
-    format!("{} runs: {}", report.planned, parts.join(", "))
+    format!("{}: {}", progress::runs(report.planned), parts.join(", "))
 }

@@ -261,8 +261,8 @@ pub fn submit_and_wait(
     if !finish.quiet {
         // Said before submitting, so the bundle can be found even if this process is killed.
         super::progress::say(format_args!(
-            "submitting {} runs into {}",
-            indices.len(),
+            "submitting {} into {}",
+            super::progress::runs(indices.len()),
             writer.dir().display()
         ));
     }
@@ -336,8 +336,8 @@ pub fn wait_and_finish(
     };
     if !finish.quiet {
         super::progress::say(format_args!(
-            "waiting for {} runs of slurm job(s) {} in {}",
-            indices.len(),
+            "waiting for {} of slurm job(s) {} in {}",
+            super::progress::runs(indices.len()),
             jobs.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
             writer.dir().display()
         ));
