@@ -14,13 +14,12 @@
 //!    (see [`CONTAINMENT_VAR`]).
 //! 4. The program is resolved against the run's own `PATH` (relative to its workdir) with
 //!    [`resolve_program`]; the workdir must exist. Failures become [`Termination::SpawnFailed`].
-//!    The child is started (`spawn.rs`) with `clone3(CLONE_INTO_CGROUP)`, so it starts in the
-//!    run's cgroup (where `clone3` is refused: `fork`, and the child joins the cgroup itself).
-//!    On x86-64 it shares the runner's memory until its exec, as `vfork` and `posix_spawn` do
-//!    (`CLONE_VM | CLONE_VFORK`, on a stack of the starting thread's own, every signal blocked
-//!    meanwhile): no copy of the runner's page tables, no copy-on-write faults afterwards;
-//!    elsewhere it is a forked copy, whose CPUs the parent sets before it first runs. Between
-//!    clone and exec the child
+//!    The child is forked (`spawn.rs`) with `clone3(CLONE_INTO_CGROUP)`, so it starts in the
+//!    run's cgroup (where `clone3` is refused: `fork`, and the child joins the cgroup itself);
+//!    the parent sets the child's CPUs before it first runs. It is a forked copy, not a child
+//!    sharing the runner's memory as `vfork` and `posix_spawn` make: at exec the kernel takes
+//!    the peak RSS of the memory the child leaves into the run's `ru_maxrss`, which for a
+//!    shared memory is the runner's own. Between fork and exec the child
 //!    - starts its own session (`setsid`): it has no controlling terminal, so opening
 //!      `/dev/tty` fails at once (ENXIO) instead of stopping the run; the session id and the
 //!      process group id are its pid,

@@ -1,7 +1,6 @@
-//! Starting the child: program lookup as `execvp` does it, output files, the clone (`clone3` into
-//! the run's cgroup where the kernel allows it, sharing the runner's memory until exec on x86-64,
-//! else `fork`), and the setup between clone and exec (cgroup, stdio, workdir, session, CPU
-//! affinity, parent-death signal, fds, signal dispositions).
+//! Starting the child: program lookup as `execvp` does it, output files, the fork (`clone3` into
+//! the run's cgroup where the kernel allows it, else `fork`), and the setup between fork and exec
+//! (cgroup, stdio, workdir, session, CPU affinity, parent-death signal, fds, signal dispositions).
 //!
 //! `std::process::Command` cannot start a child inside a cgroup: moving it there afterwards
 //! (writing its pid into `cgroup.procs`) takes the kernel's cgroup migration path, which waits
@@ -343,7 +342,19 @@ fn fork_exec(setup: &Setup<'_>, cgroup: Option<BorrowedFd<'_>>) -> Result<Child,
                 args.flags |= CLONE_INTO_CGROUP;
                 args.cgroup = dir.as_raw_fd() as u64;
             }
-            let r = clone3_child(&mut args, setup, report_w.as_raw_fd());
+            // SAFETY: clone3 without CLONE_VM or a new stack works as fork: the child gets a
+            // copy of this thread's memory. It then runs only `child` (raw system calls on data
+            // prepared before) and ends in exec or _exit.
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_clone3,
+                    &args as *const CloneArgs,
+                    std::mem::size_of::<CloneArgs>(),
+                )
+            };
+            if r == 0 {
+                child(setup, report_w.as_raw_fd(), None);
+            }
             if r > 0 {
                 CLONE3.store(1, Ordering::Relaxed);
                 // SAFETY: CLONE_PIDFD stored a new pidfd that nothing else owns.
@@ -387,10 +398,8 @@ fn fork_exec(setup: &Setup<'_>, cgroup: Option<BorrowedFd<'_>>) -> Result<Child,
         Ok((pid, fd))
     })?;
     drop(report_w);
-    if !SHARES_MEMORY && let (Some(set), Some(p)) = (&setup.cpus, Pid::from_raw(pid)) {
-        // A forked child may not have run yet: give it its CPUs now, so it starts where it
-        // will run (best effort: the child sets its CPUs itself too, and reports a failure).
-        // A child that shared this thread's memory has already exec'd or failed.
+    if let (Some(set), Some(p)) = (&setup.cpus, Pid::from_raw(pid)) {
+        // Best effort: the child sets its CPUs itself too, and reports a failure.
         let _ = rustix::thread::sched_setaffinity(Some(p), set);
     }
     let mut report = [0u8; 8];
@@ -427,178 +436,6 @@ fn fork_exec(setup: &Setup<'_>, cgroup: Option<BorrowedFd<'_>>) -> Result<Child,
 
 /// `CLONE_INTO_CGROUP` (Linux 5.7).
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
-
-/// Whether [`clone3_child`] starts the child in this process's memory, as `vfork` (and
-/// `posix_spawn`) do: `CLONE_VM | CLONE_VFORK` on a stack of its own, while the calling thread
-/// waits until the child has exec'd or exited. Copying the runner's page tables for a child
-/// that is about to exec, and then the copy-on-write faults of the runner on its own memory,
-/// cost more than anything else the runner does for a short run. Needs a few lines of assembly
-/// (the child must start on its own stack); elsewhere the child is a forked copy.
-const SHARES_MEMORY: bool = cfg!(target_arch = "x86_64");
-
-/// Starts the child of `setup` with `clone3(args)` (the caller has set the pidfd, exit signal and
-/// cgroup), running [`child`] in it with `report` as its report pipe. Returns what `clone3`
-/// returned in the parent: the child's pid, or -1 with errno set.
-///
-/// With [`SHARES_MEMORY`] the child runs on this thread's [`ChildStack`] in this process's
-/// memory, with every signal blocked until it has reset their dispositions (no handler of the
-/// runner may run in it), and this thread is suspended until it has exec'd or exited. Where that
-/// stack cannot be mapped, the child is a forked copy.
-fn clone3_child(args: &mut CloneArgs, setup: &Setup<'_>, report: RawFd) -> libc::c_long {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(r) = CHILD_STACK.with(|stack| {
-        let (base, size) = stack.0?;
-        args.flags |= (libc::CLONE_VM | libc::CLONE_VFORK) as u64;
-        args.stack = base as u64;
-        args.stack_size = size as u64;
-        let entry = ChildEntry { setup, report };
-        // SAFETY: sigset_t values filled by sigfillset and by pthread_sigmask (the old mask,
-        // restored right after the clone).
-        let r = unsafe {
-            let mut all: libc::sigset_t = std::mem::zeroed();
-            let mut old: libc::sigset_t = std::mem::zeroed();
-            libc::sigfillset(&mut all);
-            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-            // SAFETY: the stack is this thread's child stack, which nothing else uses while
-            // this thread is suspended (CLONE_VFORK); `entry` lives until the child has exec'd
-            // or exited.
-            let r = clone3_on_stack(args, &entry);
-            libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-            r
-        };
-        Some(if r < 0 {
-            // SAFETY: the calling thread's errno, set to the error of clone3.
-            unsafe { *libc::__errno_location() = (-r) as i32 };
-            -1
-        } else {
-            r as libc::c_long
-        })
-    }) {
-        return r;
-    }
-    // SAFETY: clone3 without CLONE_VM or a new stack works as fork: the child gets a copy of this
-    // thread's memory. It then runs only `child` (raw system calls on data prepared before) and
-    // ends in exec or _exit.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_clone3,
-            args as *const CloneArgs,
-            std::mem::size_of::<CloneArgs>(),
-        )
-    };
-    if r == 0 {
-        child(setup, report, None);
-    }
-    r
-}
-
-/// What the child started by [`clone3_on_stack`] gets: the arguments of [`child`].
-#[cfg(target_arch = "x86_64")]
-struct ChildEntry<'a> {
-    setup: &'a Setup<'a>,
-    report: RawFd,
-}
-
-/// The first function of a child started on its own stack: runs [`child`].
-#[cfg(target_arch = "x86_64")]
-extern "C" fn child_entry(entry: *const ChildEntry<'_>) -> ! {
-    // SAFETY: `clone3_on_stack` passes a pointer to a live ChildEntry (the parent thread is
-    // suspended, so it stays valid until exec or exit).
-    let entry = unsafe { &*entry };
-    child(entry.setup, entry.report, None)
-}
-
-/// `clone3(args)` in which the child starts on the stack `args` names and calls
-/// [`child_entry`]`(entry)`; returns the child's pid, or the negated errno, in the parent.
-///
-/// Assembly, because a child that shares the parent's memory must not return through the
-/// parent's stack frames (what libc's `syscall` would do).
-///
-/// # Safety
-/// `args` must name a stack (16-byte aligned top) that nothing else uses until the child has
-/// exec'd or exited, and `entry` must stay valid until then; with `CLONE_VM` the flags must
-/// include `CLONE_VFORK`.
-#[cfg(target_arch = "x86_64")]
-unsafe fn clone3_on_stack(args: &CloneArgs, entry: &ChildEntry<'_>) -> isize {
-    let ret: isize;
-    // SAFETY: the raw clone3 system call (number in rax, arguments in rdi and rsi; it clobbers
-    // rcx and r11). In the child (rax 0) the stack pointer is the top of the new stack, 16-byte
-    // aligned, so the `call` gives `child_entry` the alignment the ABI requires; it never
-    // returns (`ud2` would stop a child that did).
-    unsafe {
-        std::arch::asm!(
-            "syscall",
-            "test rax, rax",
-            "jnz 2f",
-            "mov rdi, r12",
-            "call r13",
-            "ud2",
-            "2:",
-            inlateout("rax") libc::SYS_clone3 as isize => ret,
-            in("rdi") args as *const CloneArgs,
-            in("rsi") std::mem::size_of::<CloneArgs>(),
-            in("r12") entry as *const ChildEntry<'_>,
-            in("r13") child_entry as extern "C" fn(*const ChildEntry<'_>) -> !,
-            lateout("rcx") _,
-            lateout("r11") _,
-            options(nostack),
-        );
-    }
-    ret
-}
-
-/// Size of [`ChildStack`]: [`child`] needs a few hundred bytes; the rest is margin.
-#[cfg(target_arch = "x86_64")]
-const CHILD_STACK_SIZE: usize = 128 * 1024;
-
-/// A stack for children started in this process's memory, one per thread (a thread starts one
-/// child at a time, and is suspended while that child uses it): `mmap`ped once, with a guard page
-/// below it, so an overflow kills the child instead of corrupting the runner. Holds the usable
-/// stack's lowest address and size (a multiple of the page size, so the top is 16-byte aligned);
-/// `None` when it could not be mapped.
-#[cfg(target_arch = "x86_64")]
-struct ChildStack(Option<(usize, usize)>);
-
-#[cfg(target_arch = "x86_64")]
-impl ChildStack {
-    fn new() -> ChildStack {
-        let page = rustix::param::page_size();
-        // SAFETY: a fresh anonymous private mapping; nothing else refers to it.
-        let base = unsafe {
-            rustix::mm::mmap_anonymous(
-                std::ptr::null_mut(),
-                CHILD_STACK_SIZE + page,
-                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
-                rustix::mm::MapFlags::PRIVATE | rustix::mm::MapFlags::STACK,
-            )
-        };
-        let Ok(base) = base else { return ChildStack(None) };
-        // SAFETY: the lowest page of the mapping made above becomes the guard page.
-        let guard = unsafe { rustix::mm::mprotect(base, page, rustix::mm::MprotectFlags::empty()) };
-        if guard.is_err() {
-            // SAFETY: unmaps the mapping made above, which nothing uses.
-            let _ = unsafe { rustix::mm::munmap(base, CHILD_STACK_SIZE + page) };
-            return ChildStack(None);
-        }
-        ChildStack(Some((base as usize + page, CHILD_STACK_SIZE)))
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-impl Drop for ChildStack {
-    fn drop(&mut self) {
-        if let Some((base, size)) = self.0 {
-            let page = rustix::param::page_size();
-            // SAFETY: the mapping made in `new`, no longer used (its thread is ending).
-            let _ = unsafe { rustix::mm::munmap((base - page) as *mut libc::c_void, size + page) };
-        }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-thread_local! {
-    static CHILD_STACK: ChildStack = ChildStack::new();
-}
 
 /// The child, between fork and exec. Only async-signal-safe calls on data prepared before the
 /// fork: joins the run's cgroup when `join` is given (writes `0`, meaning "the writer", into that

@@ -536,10 +536,8 @@ fn blocked_signals_of_this_thread() -> String {
         .to_string()
 }
 
-/// Children start in the runner's memory, as vfork does, each on a stack of its starting
-/// thread's own, with every signal blocked only while it is being started. Several threads
-/// starting runs at once, some of which fail before exec (a CPU that does not exist), each get
-/// their own child's result, and each thread's signal mask is what it was.
+/// Several threads starting runs at once, some of which fail before exec (a CPU that does not
+/// exist), each get their own child's result, and each thread's signal mask is what it was.
 #[test]
 fn concurrent_starts_from_many_threads_each_get_their_own_result() {
     let dir = tempfile::tempdir().unwrap();

@@ -820,3 +820,43 @@ repetitions = 4
         }
     }
 }
+
+/// A run's `peak-rss-bytes` (wait4's `ru_maxrss`) is the run's own, not the runner's. At exec
+/// the kernel takes the peak RSS of the memory the process leaves into `ru_maxrss`: a child that
+/// shared the runner's memory until its exec (as `vfork` and `posix_spawn` make it) reported the
+/// runner's whole RSS (6.6 MB in a release build) for a shell whose own peak is 2 MB. A forked
+/// child leaves only its copy of the runner's private pages, so its peak stays below the
+/// runner's file-backed RSS (the runner's code, never copied). Each run prints its parent's
+/// `RssFile` and becomes `sleep`.
+#[test]
+fn a_small_runs_peak_rss_is_its_own_not_the_runners() {
+    let (dir, _left) = setup(
+        r#"format = 1
+[experiment]
+name = "peak"
+[command]
+shell = "sed -n 's/^RssFile:[[:space:]]*\\([0-9]*\\) kB/\\1/p' /proc/$PPID/status; exec sleep 0.1"
+output-format = "text"
+[schedule]
+repetitions = 3
+"#,
+    );
+    let out = Command::new(bin())
+        .current_dir(dir.path())
+        .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = the_bundle(dir.path());
+    for run in run_records(&bundle) {
+        let id = run["run-id"].as_str().unwrap();
+        let printed =
+            std::fs::read_to_string(bundle.join("runs").join(id).join(format!("{id}.txt"))).unwrap();
+        let runner_file_rss = printed.trim().parse::<u64>().unwrap() * 1024;
+        let peak = run["peak-rss-bytes"].as_u64().unwrap();
+        assert!(
+            peak < runner_file_rss,
+            "run {id}: peak-rss-bytes {peak} is not below the runner's file-backed RSS {runner_file_rss}: it is the runner's"
+        );
+    }
+}
