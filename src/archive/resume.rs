@@ -85,6 +85,9 @@ pub fn resume(
             } else {
                 None
             };
+            // The working-tree capture compared above is gone: hand its memory back before
+            // runs are forked from this process.
+            crate::exec::return_freed_memory();
             let writer =
                 BundleWriter::reopen(bundle.dir(), info, lock).map_err(|source| ArchiveError::Write {
                     bundle: bundle.dir().to_path_buf(),

@@ -73,8 +73,10 @@ impl BundleLock {
     /// Takes the exclusive lock of the bundle folder `dir`, creating its lock file when missing,
     /// and writes this process's pid into it (mode [`FILE_MODE`] whatever the umask). Never blocks
     /// on a writer: when another process holds the exclusive lock the answer is
-    /// [`LockError::Held`] at once. Shared locks of readers probing liveness, and a lock file a
-    /// finishing writer is removing, are waited out (up to 100 attempts, 10 ms apart).
+    /// [`LockError::Held`] at once. Shared locks of readers probing liveness, a lock file a
+    /// finishing writer is removing, and the lock of a writer that died (its pid gone) while a
+    /// child it was starting still holds a copy of the descriptor, are waited out (up to 100
+    /// attempts, 10 ms apart).
     ///
     /// # Errors
     /// [`LockError::Held`] when a live process holds the bundle; [`LockError::Io`] when the lock
@@ -106,9 +108,18 @@ impl BundleLock {
                             continue;
                         }
                         Err(Errno::WOULDBLOCK) => {
+                            let pid = recorded_pid(dir);
+                            if pid.is_some_and(process_is_gone) {
+                                // The writer is dead, but a child it was starting holds a copy
+                                // of the lock's descriptor until its exec or its death (it gets
+                                // SIGKILL with its parent): wait for it to let go.
+                                drop(file);
+                                std::thread::sleep(RETRY_PAUSE);
+                                continue;
+                            }
                             return Err(LockError::Held {
                                 dir: dir.to_path_buf(),
-                                pid: recorded_pid(dir),
+                                pid,
                             });
                         }
                         Err(e) => return Err(io_err(e.into())),
@@ -200,6 +211,16 @@ pub fn recorded_pid(dir: &Path) -> Option<u32> {
     fs::read_to_string(dir.join(files::LOCK))
         .ok()
         .and_then(|s| s.trim().parse().ok())
+}
+
+/// Whether no process has the pid `pid` here (`kill(pid, 0)` fails with `ESRCH`). A pid recorded
+/// in another pid namespace may be gone here while its writer lives: the caller only waits then.
+fn process_is_gone(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    rustix::process::Pid::from_raw(pid)
+        .is_some_and(|p| rustix::process::test_kill_process(p) == Err(Errno::SRCH))
 }
 
 /// Status as `list` and `report` show it: bundle.json's `status`, with `running` split by the lock

@@ -82,7 +82,7 @@ use serde::{Deserialize, Serialize};
 pub use containment::{CONTAINMENT_VAR, Containment};
 pub use environment::{CLEAN_KEPT, CLEAN_KEPT_PREFIX, EnvPolicy, build_env, clean_keeps};
 pub use pinning::pin_current_thread;
-pub use spawn::resolve_program;
+pub use spawn::{resolve_program, return_freed_memory};
 
 /// Everything needed to start one run; paths are absolute.
 #[derive(Debug, Clone)]

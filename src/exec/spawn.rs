@@ -208,6 +208,19 @@ pub(super) fn spawn(spec: &RunSpec, cgroup: Option<BorrowedFd<'_>>) -> Result<Ch
     fork_exec(&setup, cgroup).map_err(|(step, e)| fail(STEPS[step as usize], e))
 }
 
+/// Hands the runner's freed heap memory back to the kernel (glibc's `malloc_trim(0)`; nothing
+/// elsewhere). Each run is a forked copy of the runner, and at exec the kernel takes the RSS of
+/// that copy into the run's peak RSS (`ru_maxrss`): memory the runner freed but malloc kept would
+/// count as the run's. Called once the bundle's setup is done (the working-tree capture is the
+/// runner's largest transient use).
+pub fn return_freed_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only releases free memory of malloc's own arenas.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// `fd` itself when it is above 2, else a close-on-exec duplicate above 2: the child moves its
 /// three descriptors onto 0, 1 and 2, and none of them may be overwritten before it is moved.
 fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {

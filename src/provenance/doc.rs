@@ -415,6 +415,26 @@ impl Snapshot {
         &self.patch
     }
 
+    /// Frees the `working-tree.patch` bytes once they are written ([`Snapshot::patch`] is then
+    /// empty; [`Snapshot::patch_sha256`] stays). The runner keeps the capture for the whole
+    /// session, and each run is a forked copy of the runner whose private memory the kernel takes
+    /// into the run's peak RSS at exec: a patch holding untracked files would inflate every run's
+    /// `peak-rss-bytes` by its size. The after-run capture then computes its own diff instead of
+    /// reusing these bytes.
+    pub fn release_patch(&mut self) {
+        self.patch = Vec::new();
+    }
+
+    /// This capture with its patch bytes back (after [`Snapshot::release_patch`]), taken from
+    /// `bytes` (working-tree.patch as read back from the bundle) when their SHA-256 is this
+    /// capture's `patch-sha256`; `None` when they differ (the file was changed).
+    pub fn with_patch(&self, bytes: Vec<u8>) -> Option<Snapshot> {
+        (crate::digest::sha256_bytes(&bytes) == self.patch_sha256).then(|| Snapshot {
+            patch: bytes,
+            ..self.clone()
+        })
+    }
+
     /// SHA-256 (64 lowercase hex digits) of the `working-tree.patch` bytes of this capture
     /// (`patch-sha256` in provenance.json).
     pub fn patch_sha256(&self) -> &str {

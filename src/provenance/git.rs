@@ -52,7 +52,9 @@ pub fn capture_excluding(start: &Path, exclude: &[&Path]) -> Snapshot {
 /// that when HEAD, every status entry (letters, content SHA-256, mode) and the untracked files are
 /// the same as in `before` (taken by the same method), the patch is not computed again: it is
 /// `before`'s, since `git diff HEAD` is then the same bytes. Saves the diff's cost (binary deltas
-/// above all) on the common case of an experiment that leaves the tree alone.
+/// above all) on the common case of an experiment that leaves the tree alone. Needs `before`'s
+/// patch bytes: the runner releases them during the runs and reads them back from the bundle
+/// ([`Snapshot::with_patch`]).
 pub fn capture_after(start: &Path, exclude: &[&Path], before: &Snapshot) -> Snapshot {
     capture_with(start, exclude, Some(before))
 }

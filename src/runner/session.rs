@@ -225,7 +225,7 @@ pub fn run_manifest(
 
     // Earlier bundles and the one being written live under results/: leave them out of the
     // working-tree record, or every run would record its own output as drift.
-    let before = crate::provenance::capture_excluding(&plan.repo_start, &[&results_dir]);
+    let mut before = crate::provenance::capture_excluding(&plan.repo_start, &[&results_dir]);
     for warning in before.warnings() {
         progress::say(format_args!("warning: {warning}"));
     }
@@ -314,6 +314,9 @@ pub fn run_manifest(
         }
     }
     test_pause("published");
+    // working-tree.patch is written: its bytes would only ride along into every run's memory.
+    before.release_patch();
+    crate::exec::return_freed_memory();
     let all: Vec<usize> = (0..plan.len()).collect();
     let finish = Finish {
         results_dir: &results_dir,
@@ -407,7 +410,14 @@ pub fn finish_session(
 ) -> Result<SessionReport, SessionError> {
     let dir = writer.dir().to_path_buf();
     let result = end.and_then(|end| {
-        let after = crate::provenance::capture_after(&plan.repo_start, &[finish.results_dir], finish.before);
+        // The patch bytes were released after the setup; read back (and checked against their
+        // sha256), they spare the after-run capture a second diff when the tree did not change.
+        let before = std::fs::read(dir.join(files::PATCH))
+            .ok()
+            .and_then(|bytes| finish.before.with_patch(bytes));
+        let before_with_patch = before.as_ref().unwrap_or(finish.before);
+        let after =
+            crate::provenance::capture_after(&plan.repo_start, &[finish.results_dir], before_with_patch);
         let drift = crate::bundle::write::write_provenance_after(&dir, finish.before, &after)?;
         Ok((end, drift))
     });

@@ -170,3 +170,51 @@ fn a_sigkilled_runner_leaves_a_bundle_that_report_and_list_call_abandoned() {
         String::from_utf8_lossy(&text.stdout)
     );
 }
+
+/// A runner killed while it was starting a run dies first; the child it was forking holds a copy
+/// of the lock's descriptor until its exec or its own death a moment later. A lock held while the
+/// recorded writer's pid is gone is therefore waited for (up to about a second), not reported
+/// as a live runner; a lock held by a live recorded writer is refused at once. The holder here is
+/// `flock(1)`, keeping the lock for 0.4 s.
+#[test]
+fn a_lock_outliving_its_dead_writer_for_a_moment_is_waited_for() {
+    use hwr_exp::bundle::lock::{BundleLock, LockError};
+    let dir = tempfile::tempdir().unwrap();
+    let lock_file = dir.path().join(".lock");
+    let hold = |recorded: &str| {
+        std::fs::write(&lock_file, format!("{recorded}\n")).unwrap();
+        let child = Command::new("flock")
+            .arg(&lock_file)
+            .args(["sleep", "0.4"])
+            .spawn()
+            .unwrap();
+        wait_for("flock to hold the lock", PATIENCE, || {
+            Command::new("flock")
+                .args(["--nonblock", "--shared"])
+                .arg(&lock_file)
+                .arg("true")
+                .status()
+                .is_ok_and(|s| !s.success())
+        });
+        child
+    };
+
+    // A recorded writer that no longer exists (pid_max is at most 2^22).
+    let mut child = hold("4194305");
+    let lock = BundleLock::acquire(dir.path());
+    assert!(
+        lock.is_ok(),
+        "waited for the dead writer's lock: {:?}",
+        lock.err()
+    );
+    drop(lock);
+    child.wait().unwrap();
+
+    // A live recorded writer (this test process): refused at once.
+    let mut child = hold(&std::process::id().to_string());
+    match BundleLock::acquire(dir.path()) {
+        Err(LockError::Held { pid, .. }) => assert_eq!(pid, Some(std::process::id())),
+        other => panic!("a live writer's lock was taken: {:?}", other.map(|_| ())),
+    }
+    child.wait().unwrap();
+}

@@ -860,3 +860,44 @@ repetitions = 3
         );
     }
 }
+
+/// The runner holds what it captured of the working tree: with a 10 MB untracked file, the
+/// `working-tree.patch` bytes (about 13 MB of base85) stayed in its memory for the whole session,
+/// and each forked run carried a copy of them into exec, where the kernel took them into the
+/// run's `ru_maxrss`: `peak-rss-bytes` of a `sleep` was 20 MB. The patch is released once it is
+/// written, so a run's peak is its own again.
+#[test]
+fn the_working_tree_patch_does_not_inflate_a_runs_peak_rss() {
+    let repo = repo();
+    let mut noise = vec![0u8; 10 << 20];
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for b in noise.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    std::fs::write(repo.path().join("weights.bin"), &noise).unwrap();
+    let m = ManifestBuilder::shell("patch-held", "exec sleep 0.1")
+        .text_output()
+        .repetitions(2)
+        .write(repo.path());
+    let (out, bundle) = run(repo.path(), &m);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = bundle.unwrap();
+    let patch = std::fs::metadata(bundle.join("working-tree.patch"))
+        .unwrap()
+        .len();
+    assert!(
+        patch > 10 << 20,
+        "the untracked file is in the patch: {patch} bytes"
+    );
+    for run in run_records(&bundle) {
+        let peak = run["peak-rss-bytes"].as_u64().unwrap();
+        assert!(
+            peak < 8 << 20,
+            "{}: peak-rss-bytes {peak} of a sleep carries the runner's copy of the patch",
+            run["run-id"]
+        );
+    }
+}
