@@ -269,8 +269,11 @@ fn recording_cpus(plan: &Plan) -> Option<Vec<usize>> {
 /// slot ([`recording_cpus`]), a slot's runs are recorded (output check, hashes, run.json,
 /// progress) by a thread of its own pinned to those CPUs, which gets each run once the next one
 /// has been started: recording a run then overlaps the next run, and never shares its CPU. A
-/// slot's recorder is at most two runs behind; every executed run is recorded before this
-/// returns. Where no CPU is free, each run is recorded before the next one starts.
+/// slot's recorder is at most three runs behind (the run it is recording, one waiting to be
+/// handed over, and the run that has just ended: when recording takes longer than running, as
+/// for a huge output, the next run waits for it); every executed run is recorded before this
+/// returns. Where no CPU is free, each run
+/// is recorded before the next one starts.
 ///
 /// # Errors
 /// The first I/O error writing the bundle, or the first run that could not be started for lack of
@@ -287,6 +290,7 @@ pub fn execute(
     let total = indices.len();
     let done = std::sync::atomic::AtomicUsize::new(0);
     let failed: Mutex<Option<io::Error>> = Mutex::new(None);
+    let reporting = Mutex::new(());
     let fail = |e: io::Error| {
         if let Ok(mut f) = failed.lock() {
             f.get_or_insert(e);
@@ -300,8 +304,11 @@ pub fn execute(
         }
         match writer.record_run(&executed.run, &executed.outcome, plan.output_format) {
             Ok(record) => {
-                let n = done.fetch_add(1, Ordering::SeqCst) + 1;
                 let failure = RunFailure::read(&record, &executed.run_dir, progress::FAILURE_TAIL_LINES);
+                // Counted and reported under one lock, so that `[n/N]` lines of several job
+                // slots come out in order.
+                let _reporting = reporting.lock();
+                let n = done.fetch_add(1, Ordering::SeqCst) + 1;
                 progress.run_finished(&executed.run, &record, failure.as_ref(), n, total);
             }
             Err(e) => fail(e),
@@ -338,7 +345,8 @@ pub fn execute(
             return execute_runs(&mut |executed| record(executed), &mut || {});
         };
         std::thread::scope(|s| {
-            let (to_recorder, executed) = std::sync::mpsc::sync_channel::<Executed>(1);
+            // A rendezvous: a run is handed over only to a recorder that is free for it.
+            let (to_recorder, executed) = std::sync::mpsc::sync_channel::<Executed>(0);
             s.spawn(|| {
                 exec::pin_current_thread(cpus);
                 executed.into_iter().for_each(&record);
