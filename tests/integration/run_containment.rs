@@ -145,6 +145,23 @@ fn setup(text: &str) -> (tempfile::TempDir, Leftovers) {
     (dir, leftovers)
 }
 
+/// `hwr-exp run experiment.toml --quiet --results-dir results` in `dir` with the default
+/// containment; asserts it exits 0.
+fn run_ok(dir: &Path) {
+    let out = Command::new(bin())
+        .current_dir(dir)
+        .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
+        .output()
+        .expect("hwr-exp runs");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
+/// What run `run` (a run.json) printed: its output file `<run-id>.txt` in `bundle`.
+fn printed(bundle: &Path, run: &serde_json::Value) -> String {
+    let id = run["run-id"].as_str().expect("run-id");
+    std::fs::read_to_string(bundle.join("runs").join(id).join(format!("{id}.txt"))).expect("the run's output")
+}
+
 /// Polls `ok` every 20 ms for up to `limit`; `true` when it held.
 fn eventually(limit: Duration, mut ok: impl FnMut() -> bool) -> bool {
     let t = Instant::now();
@@ -567,12 +584,7 @@ name = "artifacts"
 shell = "echo data > {run-dir}/profile.txt; mkdir {run-dir}/traces; printf 'abc' > {run-dir}/traces/t1.bin; ln -s /etc/hostname {run-dir}/link; mkfifo {run-dir}/fifo; echo '{{}}'"
 "#,
     );
-    let out = Command::new(bin())
-        .current_dir(dir.path())
-        .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
-        .output()
-        .unwrap();
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    run_ok(dir.path());
     let bundle = the_bundle(dir.path());
     // A fresh bundle verifies: the run's own files are recorded.
     verify_ok(&bundle);
@@ -740,12 +752,7 @@ output-format = "text"
 sample-interval = "50ms"
 "#,
     );
-    let out = Command::new(bin())
-        .current_dir(dir.path())
-        .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
-        .output()
-        .unwrap();
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    run_ok(dir.path());
     let run = &run_records(&the_bundle(dir.path()))[0];
     let run_cpus = run["cpus-effective"].as_array().unwrap();
     let runner_cpus = run["runner-cpus"].as_array().expect("runner-cpus in run.json");
@@ -801,7 +808,7 @@ repetitions = 4
             .map(|c| c.as_u64().unwrap() as usize)
             .collect();
         let id = run["run-id"].as_str().unwrap();
-        let listed = std::fs::read_to_string(bundle.join("runs").join(id).join(format!("{id}.txt"))).unwrap();
+        let listed = printed(&bundle, run);
         let threads: Vec<Vec<usize>> = listed
             .lines()
             .map(|l| hwr_exp::cpus::parse_cpu_list(l).unwrap())
@@ -841,12 +848,7 @@ output-format = "text"
 repetitions = 3
 "#,
     );
-    let out = Command::new(bin())
-        .current_dir(dir.path())
-        .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
-        .output()
-        .unwrap();
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    run_ok(dir.path());
     let bundle = the_bundle(dir.path());
     for run in run_records(&bundle) {
         let id = run["run-id"].as_str().unwrap();
