@@ -44,6 +44,7 @@ use crate::bundle::checksums::{read_checksums, unlisted, walk};
 use crate::bundle::contained::{describe, sha256_in};
 use crate::bundle::lock::{EffectiveStatus, effective_status, recorded_pid};
 use crate::bundle::read::{Bundle, ReadError};
+use crate::bundle::write::SETUP_FILES;
 use crate::bundle::{BundleStatus, Outcome, files};
 use crate::digest::sha256_reader;
 use crate::provenance::git_cli;
@@ -147,7 +148,11 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
             );
         }
     }
-    for (name, recorded) in &bundle.info().setup_sha256 {
+    // Only the known setup files: names in bundle.json are not trusted.
+    for (name, recorded) in SETUP_FILES
+        .iter()
+        .filter_map(|name| Some((*name, bundle.info().setup_sha256.get(*name)?)))
+    {
         let path = bundle.path(name);
         if let Ok(sha) = sha256_of(&bundle, Path::new(name))
             && &sha != recorded

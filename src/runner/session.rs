@@ -412,7 +412,12 @@ pub fn finish_session(
     let result = end.and_then(|end| {
         // The patch bytes were released after the setup; read back (and checked against their
         // sha256), they spare the after-run capture a second diff when the tree did not change.
-        let before = std::fs::read(dir.join(files::PATCH))
+        // Read inside the bundle only: a run may have replaced the file with a link or a FIFO.
+        let before = crate::bundle::contained::open_in(&dir, std::path::Path::new(files::PATCH))
+            .and_then(|mut file| {
+                let mut bytes = Vec::new();
+                std::io::Read::read_to_end(&mut file, &mut bytes).map(|_| bytes)
+            })
             .ok()
             .and_then(|bytes| finish.before.with_patch(bytes));
         let before_with_patch = before.as_ref().unwrap_or(finish.before);

@@ -172,3 +172,43 @@ fn setup_files_edited_by_a_run_are_caught() {
         );
     }
 }
+
+/// A run that replaces working-tree.patch with a FIFO does not hang the runner: the patch is read
+/// back at the end inside the bundle only (regular files, no link followed), the bundle is
+/// finished with a note, and `verify` names the file.
+#[test]
+fn a_fifo_in_place_of_the_patch_does_not_hang_the_runner() {
+    let repo = repo();
+    ManifestBuilder::shell(
+        "fifo-patch",
+        r#"rm "$HWR_BUNDLE/working-tree.patch"; mkfifo "$HWR_BUNDLE/working-tree.patch"; echo '{{"ok": true}}'"#,
+    )
+    .write(repo.path());
+    let mut child = spawn_run(repo.path());
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(60) {
+            child.kill().unwrap();
+            panic!("the runner hung on the FIFO for 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = repo.path().join(String::from_utf8_lossy(&out.stdout).trim());
+    let info: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(bundle.join("bundle.json")).unwrap()).unwrap();
+    assert!(
+        info["notes"]
+            .to_string()
+            .contains("working-tree.patch cannot be read any more"),
+        "{info}"
+    );
+    let out = hwr(repo.path(), &["verify", bundle.to_str().unwrap()]);
+    assert_eq!(code(&out), 1, "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("working-tree.patch"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
