@@ -423,14 +423,15 @@ fn check_checksums(
         }
     }
     let listed: BTreeSet<&Path> = checksums.entries.keys().map(PathBuf::as_path).collect();
-    let walked = walk(bundle.dir(), &mut |rel, kind| {
-        if kind.is_dir() || unlisted(rel) || listed.contains(rel) {
+    let walked = walk(bundle.dir(), &mut |entry| {
+        let (rel, is_file) = (entry.rel, entry.kind == rustix::fs::FileType::RegularFile);
+        if entry.kind == rustix::fs::FileType::Directory || unlisted(rel) || listed.contains(rel) {
             return Ok(());
         }
-        if !kind.is_file() && special.contains(&bundle.dir().join(rel)) {
+        if !is_file && special.contains(&bundle.dir().join(rel)) {
             return Ok(());
         }
-        let message = if kind.is_file() {
+        let message = if is_file {
             format!("not listed in {}", files::CHECKSUMS)
         } else {
             let what = not_a_folder(&bundle.dir().join(rel)).unwrap_or("not a regular file");

@@ -18,9 +18,12 @@ use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::fs;
 use std::io::{self, BufRead, BufReader};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 use super::contained::{open_folder, open_in, open_regular_at};
 use super::format::files;
@@ -47,15 +50,21 @@ pub fn hash_run_files(dir: &Path, names: &[&str]) -> io::Result<BTreeMap<String,
         if stat.st_mode & 0o7777 != FILE_MODE {
             file.set_permissions(fs::Permissions::from_mode(FILE_MODE))?;
         }
-        // Most runs leave stderr.log empty: its digest needs no read.
-        let digest = if stat.st_size == 0 {
-            crate::digest::sha256_bytes(b"")
-        } else {
-            sha256_reader(file)?
-        };
-        sha256.insert((*name).to_string(), digest);
+        sha256.insert((*name).to_string(), sha256_of((file, stat))?);
     }
     Ok(sha256)
+}
+
+/// The SHA-256 of an open regular file and its `fstat`, read to its end; most runs leave
+/// stderr.log empty, and an empty file's digest needs no read.
+///
+/// # Errors
+/// Read errors.
+fn sha256_of((file, stat): (fs::File, rustix::fs::Stat)) -> io::Result<String> {
+    if stat.st_size == 0 {
+        return Ok(crate::digest::sha256_bytes(b""));
+    }
+    sha256_reader(file)
 }
 
 /// Whether `rel` (relative to the bundle folder) is one of the files the list leaves out: the list
@@ -70,32 +79,82 @@ fn top_level_temporary(rel: &Path) -> bool {
     rel.parent() == Some(Path::new("")) && rel.as_os_str().as_bytes().starts_with(b".tmp-")
 }
 
+/// An entry met by [`walk`]: its path relative to the walk's root, its type (from `readdir`, or
+/// `lstat` where the file system does not say; never following a link), and the open folder it
+/// is in.
+pub struct Walked<'a> {
+    /// Path relative to the root of the walk.
+    pub rel: &'a Path,
+    /// The entry's own type (a symbolic link is a symbolic link).
+    pub kind: FileType,
+    folder: &'a OwnedFd,
+    name: &'a OsStr,
+}
+
+impl Walked<'_> {
+    /// Opens the entry for reading through its folder's descriptor ([`open_regular_at`]: no link
+    /// followed, regular files only); returns the file and its `fstat`.
+    ///
+    /// # Errors
+    /// As [`open_regular_at`].
+    pub fn open_regular(&self) -> io::Result<(fs::File, rustix::fs::Stat)> {
+        open_regular_at(self.folder, Path::new(self.name))
+    }
+}
+
 /// Visits every entry under `dir` (no symbolic link followed), folders before their contents,
-/// siblings in byte order of their names, so relative paths come in [`Path`] order. `visit` gets
-/// the path relative to `root` and the entry's type (from `readdir`/`lstat`, never following).
+/// siblings in byte order of their names, so relative paths come in [`Path`] order. Each folder is
+/// read through a descriptor opened relative to its parent's (`O_NOFOLLOW`), so no path is looked
+/// up twice; `dir` itself may be a symbolic link (the caller named it).
 ///
 /// # Errors
-/// I/O errors listing a folder; errors returned by `visit`.
-pub fn walk(root: &Path, visit: &mut dyn FnMut(&Path, fs::FileType) -> io::Result<()>) -> io::Result<()> {
-    type Listing = std::vec::IntoIter<(std::ffi::OsString, fs::FileType)>;
-    let list = |rel: &Path| -> io::Result<Listing> {
-        let mut entries: Vec<(std::ffi::OsString, fs::FileType)> = fs::read_dir(root.join(rel))?
-            .map(|e| e.and_then(|e| Ok((e.file_name(), e.file_type()?))))
-            .collect::<io::Result<_>>()?;
+/// I/O errors opening or listing a folder; errors returned by `visit`.
+pub fn walk(dir: &Path, visit: &mut dyn FnMut(&Walked<'_>) -> io::Result<()>) -> io::Result<()> {
+    type Listing = std::vec::IntoIter<(std::ffi::OsString, FileType)>;
+    let list = |folder: &OwnedFd| -> io::Result<Listing> {
+        let mut entries = Vec::new();
+        for entry in rustix::fs::Dir::read_from(folder)? {
+            let entry = entry?;
+            let name = entry.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            let name = OsStr::from_bytes(name).to_os_string();
+            let kind = match entry.file_type() {
+                FileType::Unknown => FileType::from_raw_mode(
+                    rustix::fs::statat(folder, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)?.st_mode,
+                ),
+                kind => kind,
+            };
+            entries.push((name, kind));
+        }
         entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
         Ok(entries.into_iter())
     };
-    let mut stack: Vec<(PathBuf, Listing)> = vec![(PathBuf::new(), list(Path::new(""))?)];
-    while let Some((rel, entries)) = stack.last_mut() {
+    let root = open_folder(dir)?;
+    let first = list(&root)?;
+    let mut stack: Vec<(PathBuf, OwnedFd, Listing)> = vec![(PathBuf::new(), root, first)];
+    while let Some((rel, folder, entries)) = stack.last_mut() {
         let Some((name, kind)) = entries.next() else {
             stack.pop();
             continue;
         };
         let path = rel.join(&name);
-        visit(&path, kind)?;
-        if kind.is_dir() {
-            let inner = list(&path)?;
-            stack.push((path, inner));
+        visit(&Walked {
+            rel: &path,
+            kind,
+            folder,
+            name: &name,
+        })?;
+        if kind == FileType::Directory {
+            let inner = rustix::fs::openat(
+                &*folder,
+                name.as_os_str(),
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )?;
+            let entries = list(&inner)?;
+            stack.push((path, inner, entries));
         }
     }
     Ok(())
@@ -128,11 +187,12 @@ fn escape(rel: &Path) -> (bool, Vec<u8>) {
 /// I/O errors listing folders, reading files or writing the list.
 pub fn write_checksums(dir: &Path) -> io::Result<()> {
     write_atomic_with(&dir.join(files::CHECKSUMS), |out| {
-        walk(dir, &mut |rel, kind| {
-            if !kind.is_file() || unlisted(rel) || top_level_temporary(rel) {
+        walk(dir, &mut |entry| {
+            let rel = entry.rel;
+            if entry.kind != FileType::RegularFile || unlisted(rel) || top_level_temporary(rel) {
                 return Ok(());
             }
-            let sha = sha256_reader(open_in(dir, rel)?)?;
+            let sha = sha256_of(entry.open_regular()?)?;
             let (escaped, name) = escape(rel);
             if escaped {
                 out.write_all(b"\\")?;

@@ -12,8 +12,8 @@
 //! to the runner are reaped. The guardian ([`super::guardian`]) is told about each run, so it can
 //! do the same if the runner dies.
 
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, PidfdFlags, Signal};
@@ -82,6 +82,41 @@ pub(super) struct Finished {
     pub(super) error: Option<String>,
 }
 
+/// Empty cgroups of ended runs whose removal was left for later, off the critical path between
+/// one run and the next: making sure a cgroup is empty (`populated 0` in `cgroup.events`) is a
+/// read, while `rmdir` of a cgroup takes the kernel several times longer. Each stays listed with
+/// the guardian until it is removed, so it is removed even if the runner dies first.
+#[derive(Debug, Default)]
+pub(super) struct Leftovers(Mutex<Vec<(RunCgroup, Option<guardian::Listing>)>>);
+
+impl Leftovers {
+    /// Removes every cgroup left here and takes it off the guardian's table. One that cannot be
+    /// removed (a process joined it after all) is stopped first: SIGKILL through `cgroup.kill`,
+    /// then up to [`KILL_WAIT_LIMIT`] for it to empty.
+    pub(super) fn remove_all(&self) {
+        let left = std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()));
+        for (cgroup, listing) in left {
+            if cgroup.remove().is_err() {
+                let limit = Instant::now() + KILL_WAIT_LIMIT;
+                while cgroup.remove().is_err() && Instant::now() < limit {
+                    let _ = cgroup.kill();
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            if let Some(listing) = listing {
+                guardian::unlist(listing);
+            }
+        }
+    }
+
+    fn push(&self, cgroup: RunCgroup, listing: Option<guardian::Listing>) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((cgroup, listing));
+    }
+}
+
 /// One run's containment, from before its spawn until nothing of it is left.
 #[derive(Debug)]
 pub(super) struct RunContainment {
@@ -138,6 +173,21 @@ impl RunContainment {
             cursor,
             scanned: Instant::now(),
         })
+    }
+
+    /// [`RunContainment::prepare`] ahead of time, from another thread than the one that will spawn
+    /// the run: only where the run gets a cgroup (making it is the part worth doing ahead), else
+    /// `None`. A containment made ahead and never used must be [`RunContainment::abandon`]ed.
+    pub(super) fn prepare_ahead(spec: &RunSpec) -> Option<RunContainment> {
+        if choice().ok()? == Choice::ProcessTree || cgroup::base().is_err() {
+            return None;
+        }
+        let made = RunContainment::prepare(spec).ok()?;
+        if made.cgroup.is_none() {
+            made.abandon();
+            return None;
+        }
+        Some(made)
     }
 
     /// Which containment the run has.
@@ -274,17 +324,30 @@ impl RunContainment {
 
     /// After the leader was reaped: stops what is left of the run (SIGTERM, then SIGKILL at
     /// `kill_at`, or after `grace` when the run was not being stopped already), reaps, removes
-    /// the cgroup, and ends the guardian's record.
-    pub(super) fn finish(mut self, grace: Duration, kill_at: Option<Instant>) -> Finished {
+    /// the cgroup, and ends the guardian's record. With `later`, a cgroup found empty at once is
+    /// not removed here but left there, still listed with the guardian.
+    pub(super) fn finish(
+        mut self,
+        grace: Duration,
+        kill_at: Option<Instant>,
+        later: Option<&Leftovers>,
+    ) -> Finished {
         let mut done = Finished::default();
         if let Some(t) = self.tree.as_mut() {
             t.leader_reaped();
         }
         if let Some(cg) = &self.cgroup {
             done.memory_peak = cg.memory().1;
-            // Fast path: an empty cgroup can be removed (zombies do not count).
-            if cg.remove().is_ok() {
+            // Fast path: an empty cgroup (zombies do not count) is removed, or left for later.
+            let empty = match later {
+                Some(_) => !cg.populated(),
+                None => cg.remove().is_ok(),
+            };
+            if empty {
                 self.reap();
+                if let (Some(later), Some(cg)) = (later, self.cgroup.take()) {
+                    later.push(cg, self.listing.take());
+                }
                 self.unlist();
                 return done;
             }

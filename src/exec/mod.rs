@@ -218,15 +218,67 @@ pub trait Executor: Send + Sync {
         started();
         self.execute(spec, cancel)
     }
+
+    /// Makes ready ahead what executing `spec` will need, and finishes clean-up left by runs
+    /// that have ended; called from another thread while an earlier run executes, so that less
+    /// is done between one run and the next. [`Executor::execute`] of `spec` (matched by its
+    /// `stdout_path`) uses what was made and makes itself what was not. Whoever calls this calls
+    /// [`Executor::tidy`] once done. This default does nothing.
+    fn prepare(&self, _spec: &RunSpec) {}
+
+    /// Finishes the clean-up left for later and drops what [`Executor::prepare`] made for runs
+    /// that were not executed. This default does nothing.
+    fn tidy(&self) {}
 }
 
 /// Runs each [`RunSpec`] as a child process in its own session, contained (see the module docs).
 ///
-/// Stateless; share one instance between threads. Create it with [`ProcessExecutor::new`],
-/// which makes the runner a child subreaper; `ProcessExecutor` built by `Default` or as a
-/// literal does that on its first [`Executor::execute`] call instead.
+/// Share one instance between threads (clones share its state). Create it with
+/// [`ProcessExecutor::new`], which makes the runner a child subreaper; one built by `Default`
+/// does that on its first [`Executor::execute`] call instead.
+///
+/// [`Executor::prepare`] makes a run's cgroup ahead; once it has been called, the empty cgroups
+/// of ended runs are removed by the next `prepare` or by [`Executor::tidy`] instead of between
+/// two runs. Dropping the last clone tidies too.
 #[derive(Debug, Default, Clone)]
-pub struct ProcessExecutor;
+pub struct ProcessExecutor {
+    ahead: Arc<Ahead>,
+}
+
+/// What [`ProcessExecutor`] keeps between runs.
+#[derive(Debug, Default)]
+struct Ahead {
+    /// Containments made ahead by [`Executor::prepare`], by the `stdout_path` of their run.
+    made: std::sync::Mutex<Vec<(PathBuf, containment::RunContainment)>>,
+    /// Set by the first [`Executor::prepare`]: from then on empty cgroups are left in
+    /// `leftovers`, since someone will call `prepare` or `tidy` again.
+    deferring: AtomicBool,
+    /// Empty cgroups of ended runs, to be removed.
+    leftovers: containment::Leftovers,
+}
+
+impl Ahead {
+    fn tidy(&self) {
+        self.leftovers.remove_all();
+        let made = std::mem::take(&mut *self.made.lock().unwrap_or_else(|e| e.into_inner()));
+        for (_, containment) in made {
+            containment.abandon();
+        }
+    }
+
+    /// The containment made ahead for `spec`'s run, if any.
+    fn take(&self, spec: &RunSpec) -> Option<containment::RunContainment> {
+        let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
+        let i = made.iter().position(|(key, _)| *key == spec.stdout_path)?;
+        Some(made.swap_remove(i).1)
+    }
+}
+
+impl Drop for Ahead {
+    fn drop(&mut self) {
+        self.tidy();
+    }
+}
 
 impl ProcessExecutor {
     /// Creates the executor and makes the calling process a child subreaper
@@ -238,7 +290,7 @@ impl ProcessExecutor {
     pub fn new() -> Self {
         become_subreaper();
         guardian::ensure_started();
-        ProcessExecutor
+        ProcessExecutor::default()
     }
 }
 
@@ -269,7 +321,8 @@ impl Executor for ProcessExecutor {
             return outcome;
         }
         let placement = pinning::place_runner(&spec.cpus);
-        let containment = match containment::RunContainment::prepare(spec) {
+        let made = self.ahead.take(spec).map(Ok);
+        let containment = match made.unwrap_or_else(|| containment::RunContainment::prepare(spec)) {
             Ok(c) => c,
             Err(error) => {
                 started();
@@ -283,7 +336,14 @@ impl Executor for ProcessExecutor {
         let child = spawn::spawn(spec, containment.cgroup_dir());
         started();
         let mut outcome = match child {
-            Ok(child) => supervise::supervise(spec, cancel, child, containment, started_at, start),
+            Ok(child) => {
+                let later = self
+                    .ahead
+                    .deferring
+                    .load(Ordering::Relaxed)
+                    .then_some(&self.ahead.leftovers);
+                supervise::supervise(spec, cancel, child, (containment, later), started_at, start)
+            }
             Err(error) => {
                 containment.abandon();
                 let mut outcome = RunOutcome::empty(started_at, start);
@@ -295,6 +355,21 @@ impl Executor for ProcessExecutor {
         outcome.containment = Some(kind);
         outcome.runner_cpus = placement.runner_cpus.clone();
         outcome
+    }
+
+    /// Removes the empty cgroups of ended runs, then makes `spec`'s cgroup (where runs get one)
+    /// and lists it with the guardian.
+    fn prepare(&self, spec: &RunSpec) {
+        self.ahead.deferring.store(true, Ordering::Relaxed);
+        self.ahead.leftovers.remove_all();
+        if let Some(made) = containment::RunContainment::prepare_ahead(spec) {
+            let mut list = self.ahead.made.lock().unwrap_or_else(|e| e.into_inner());
+            list.push((spec.stdout_path.clone(), made));
+        }
+    }
+
+    fn tidy(&self) {
+        self.ahead.tidy();
     }
 }
 

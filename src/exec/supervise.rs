@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions};
 
-use super::containment::RunContainment;
+use super::containment::{Leftovers, RunContainment};
 use super::sampling::Sampler;
 use super::spawn::Child;
 use super::{CancelFlag, RunOutcome, RunSpec, Termination};
@@ -35,12 +35,13 @@ struct Reaped {
 
 /// Waits for the child, samples, enforces timeout and cancellation, reaps, then stops the rest
 /// of the run. `started`/`start` are the run's wall-clock and monotonic start. When it returns,
-/// no process of the run is alive (or `error` says which could not be stopped).
+/// no process of the run is alive (or `error` says which could not be stopped); its empty cgroup
+/// is removed, or left in `later` ([`RunContainment::finish`]).
 pub(super) fn supervise(
     spec: &RunSpec,
     cancel: &CancelFlag,
     child: Child,
-    mut containment: RunContainment,
+    (mut containment, later): (RunContainment, Option<&Leftovers>),
     started: SystemTime,
     start: Instant,
 ) -> RunOutcome {
@@ -139,7 +140,7 @@ pub(super) fn supervise(
     };
 
     let kill_at = stop.map(|(_, k)| k);
-    let finished = containment.finish(spec.grace, kill_at);
+    let finished = containment.finish(spec.grace, kill_at, later);
     super::children::run_ended();
     outcome.stray_processes_killed = finished.strays;
     outcome.cgroup_memory_peak_bytes = finished.memory_peak;

@@ -184,10 +184,10 @@ pub fn execute_one(
     record_interrupted: bool,
 ) -> io::Result<Option<(RunRecord, PathBuf)>> {
     let run = run.clone();
+    let run_dir = recorder.prepare_run_dir(&run)?;
     match run_one(
         plan,
-        run,
-        recorder,
+        (run, run_dir),
         executor,
         cancel,
         progress,
@@ -202,25 +202,21 @@ pub fn execute_one(
     }
 }
 
-/// The first half of [`execute_one`]: prepares the run's folder and executes the run, calling
-/// `started` once its program has been started ([`Executor::execute_then`]); `Ok(None)` for a
-/// run stopped by the cancel flag when it is not to be recorded.
+/// The first half of [`execute_one`]: executes the run whose folder `run_dir` has been prepared,
+/// calling `started` once its program has been started ([`Executor::execute_then`]); `Ok(None)`
+/// for a run stopped by the cancel flag when it is not to be recorded.
 ///
 /// # Errors
-/// I/O errors preparing the folder; a run the runner could not start for want of its own
-/// resources.
-#[allow(clippy::too_many_arguments)]
+/// A run the runner could not start for want of its own resources.
 fn run_one(
     plan: &Plan,
-    run: PlannedRun,
-    recorder: &dyn RunRecorder,
+    (run, run_dir): (PlannedRun, PathBuf),
     executor: &dyn Executor,
     cancel: &CancelFlag,
     progress: &dyn Progress,
     record_interrupted: bool,
     started: &mut dyn FnMut(),
 ) -> io::Result<Option<Executed>> {
-    let run_dir = recorder.prepare_run_dir(&run)?;
     let spec = run_spec(plan, &run, &run_dir);
     progress.run_started(&run);
     let outcome = executor.execute_then(&spec, cancel, started);
@@ -245,6 +241,57 @@ fn run_one(
         outcome,
         run_dir,
     }))
+}
+
+/// The folder of a job slot's next run, made ahead by the slot's recorder thread while the run
+/// before executes (with [`Executor::prepare`] of its spec), so that the runner has less to do
+/// between two runs.
+#[derive(Default)]
+enum NextDir {
+    #[default]
+    None,
+    /// Made for the run of this plan index.
+    Made(usize, PathBuf),
+    /// The runner is at the run of this index and made (or makes) its folder itself.
+    Claimed(usize),
+}
+
+impl NextDir {
+    /// The runner's side, at the run `index`: its folder if it was made ahead, else `None` (the
+    /// run is claimed: the recorder no longer makes it). Waits while the recorder is making it.
+    fn claim(slot: &Mutex<NextDir>, index: usize) -> Option<PathBuf> {
+        let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+        match std::mem::replace(&mut *slot, NextDir::Claimed(index)) {
+            NextDir::Made(i, dir) if i == index => {
+                *slot = NextDir::None;
+                Some(dir)
+            }
+            NextDir::Made(_, dir) => {
+                let _ = std::fs::remove_dir(dir);
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// The recorder's side: makes the folder of run `index` with `make` unless the runner has
+    /// claimed that run, or a later one (a slot's runs are in ascending plan order), already:
+    /// making the folder of a run that has started would empty it. A failure is left for the
+    /// runner to meet (and report) itself.
+    fn make(
+        slot: &Mutex<NextDir>,
+        index: usize,
+        plan: &Plan,
+        make: impl FnOnce(&PlannedRun) -> io::Result<PathBuf>,
+    ) {
+        let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+        if matches!(*slot, NextDir::Claimed(i) | NextDir::Made(i, _) if i >= index) {
+            return;
+        }
+        if let Ok(dir) = make(&plan.run(index)) {
+            *slot = NextDir::Made(index, dir);
+        }
+    }
 }
 
 /// The CPUs on which the runner may record runs while other runs execute: the runner's allowed
@@ -316,25 +363,30 @@ pub fn execute(
     };
     let recording_cpus = recording_cpus(plan);
     let slot_loop = |slot: usize| {
-        let runs = indices
+        let runs: Vec<usize> = indices
             .iter()
-            .filter(|&&i| plan.jobs <= 1 || plan.slot_of(i) == slot);
+            .copied()
+            .filter(|&i| plan.jobs <= 1 || plan.slot_of(i) == slot)
+            .collect();
+        let next_dir = Mutex::new(NextDir::None);
+        // The run after the one executing now.
+        let upcoming = std::cell::Cell::new(None);
         // `hand_off` takes each executed run; `started` is called once the next run is started.
         let execute_runs = |hand_off: &mut dyn FnMut(Executed), started: &mut dyn FnMut()| {
-            for &i in runs {
+            for (k, &i) in runs.iter().enumerate() {
                 if cancel.load(Ordering::SeqCst) || has_failed() {
                     return;
                 }
-                match run_one(
-                    plan,
-                    plan.run(i),
-                    writer,
-                    executor,
-                    cancel,
-                    progress,
-                    true,
-                    started,
-                ) {
+                upcoming.set(runs.get(k + 1).copied());
+                let run = plan.run(i);
+                let run_dir = match NextDir::claim(&next_dir, i) {
+                    Some(dir) => dir,
+                    None => match writer.prepare_run_dir(&run) {
+                        Ok(dir) => dir,
+                        Err(e) => return fail(e),
+                    },
+                };
+                match run_one(plan, (run, run_dir), executor, cancel, progress, true, started) {
                     Ok(Some(executed)) => hand_off(executed),
                     Ok(None) => return,
                     Err(e) => return fail(e),
@@ -345,31 +397,55 @@ pub fn execute(
             return execute_runs(&mut |executed| record(executed), &mut || {});
         };
         std::thread::scope(|s| {
-            // A rendezvous: a run is handed over only to a recorder that is free for it.
-            let (to_recorder, executed) = std::sync::mpsc::sync_channel::<Executed>(0);
+            // A rendezvous: a run is handed over only to a recorder that is free for it, with
+            // the index of a run whose folder (and executor resources) it makes first.
+            type Work = (Option<Executed>, Option<usize>);
+            let (to_recorder, work) = std::sync::mpsc::sync_channel::<Work>(0);
             s.spawn(|| {
                 exec::pin_current_thread(cpus);
-                executed.into_iter().for_each(&record);
+                for (done, next) in work {
+                    if let Some(next) = next
+                        && !cancel.load(Ordering::SeqCst)
+                        && !has_failed()
+                    {
+                        NextDir::make(&next_dir, next, plan, |run| {
+                            let dir = writer.prepare_run_dir(run)?;
+                            executor.prepare(&run_spec(plan, run, &dir));
+                            Ok(dir)
+                        });
+                    }
+                    if let Some(done) = done {
+                        record(done);
+                    }
+                }
             });
             // The last executed run waits here until the next run has started; if the recorder
-            // is still busy then, it is handed over before the run after that.
+            // is still busy then, it is handed over before the run after that (and the runner
+            // makes that run's folder itself).
             let pending: std::cell::RefCell<Option<Executed>> = std::cell::RefCell::new(None);
             let hand_over = |block: bool| {
-                let Some(executed) = pending.borrow_mut().take() else {
-                    return;
-                };
-                let kept = if block {
-                    to_recorder.send(executed).err().map(|e| e.0)
-                } else {
-                    match to_recorder.try_send(executed) {
-                        Err(std::sync::mpsc::TrySendError::Full(e)) => Some(e),
-                        // A recorder that has stopped only happens with a panic, which the
-                        // scope propagates.
-                        Err(std::sync::mpsc::TrySendError::Disconnected(_)) | Ok(()) => None,
+                let executed = pending.borrow_mut().take();
+                if block {
+                    if let Some(executed) = executed {
+                        let kept = to_recorder.send((Some(executed), None)).err();
+                        *pending.borrow_mut() = kept.and_then(|e| e.0.0);
                     }
-                };
-                *pending.borrow_mut() = kept;
+                    return;
+                }
+                if executed.is_none() {
+                    return;
+                }
+                match to_recorder.try_send((executed, upcoming.get())) {
+                    Err(std::sync::mpsc::TrySendError::Full((kept, _))) => *pending.borrow_mut() = kept,
+                    // A recorder that has stopped only happens with a panic, which the scope
+                    // propagates.
+                    Err(std::sync::mpsc::TrySendError::Disconnected(_)) | Ok(()) => {}
+                }
             };
+            // The second run is made while the first one is.
+            if let Some(&second) = runs.get(1) {
+                let _ = to_recorder.send((None, Some(second)));
+            }
             execute_runs(
                 &mut |executed| {
                     hand_over(true);
@@ -380,6 +456,13 @@ pub fn execute(
             hand_over(true);
             drop(to_recorder);
         });
+        // A folder made for a run that was not executed (interrupted, a write error) is empty:
+        // leave no trace of it (one redone by resume keeps its attempts/, and stays).
+        if let NextDir::Made(_, dir) =
+            std::mem::take(&mut *next_dir.lock().unwrap_or_else(|e| e.into_inner()))
+        {
+            let _ = std::fs::remove_dir(dir);
+        }
     };
     if plan.jobs <= 1 {
         slot_loop(0);
@@ -391,6 +474,7 @@ pub fn execute(
             }
         });
     }
+    executor.tidy();
     if let Some(e) = failed.into_inner().ok().flatten() {
         return Err(e);
     }

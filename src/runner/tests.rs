@@ -16,10 +16,42 @@ struct Fake {
     calls: Mutex<Vec<(String, Vec<usize>)>>,
     cancel_after: Option<usize>,
     count: AtomicUsize,
+    /// `prepare <stdout path>`, `execute <stdout path>` and `tidy`, in the order they came.
+    events: Mutex<Vec<String>>,
+    /// How long each run takes.
+    delay: std::time::Duration,
+}
+
+impl Fake {
+    fn new(cancel_after: Option<usize>) -> Fake {
+        Fake {
+            calls: Mutex::new(vec![]),
+            cancel_after,
+            count: AtomicUsize::new(0),
+            events: Mutex::new(vec![]),
+            delay: std::time::Duration::ZERO,
+        }
+    }
 }
 
 impl Executor for Fake {
+    fn prepare(&self, spec: &RunSpec) {
+        assert!(
+            spec.stdout_path.parent().unwrap().is_dir(),
+            "the run's folder is made first"
+        );
+        let event = format!("prepare {}", spec.stdout_path.display());
+        self.events.lock().unwrap().push(event);
+    }
+
+    fn tidy(&self) {
+        self.events.lock().unwrap().push("tidy".into());
+    }
+
     fn execute(&self, spec: &RunSpec, cancel: &CancelFlag) -> RunOutcome {
+        let event = format!("execute {}", spec.stdout_path.display());
+        self.events.lock().unwrap().push(event);
+        std::thread::sleep(self.delay);
         std::fs::write(&spec.stdout_path, "{\"ok\": true}").unwrap();
         let n = self.count.fetch_add(1, Ordering::SeqCst) + 1;
         self.calls
@@ -104,11 +136,7 @@ fn setup(jobs: u32) -> (Plan, tempfile::TempDir, Mutex<BundleWriter>) {
 #[test]
 fn every_run_once_in_order_and_recorded() {
     let (plan, _dir, writer) = setup(1);
-    let fake = Fake {
-        calls: Mutex::new(vec![]),
-        cancel_after: None,
-        count: AtomicUsize::new(0),
-    };
+    let fake = Fake::new(None);
     let cancel = Arc::new(AtomicBool::new(false));
     let all: Vec<usize> = (0..plan.len()).collect();
     let end = execute(&plan, &all, &writer, &fake, &cancel, &progress::Quiet).unwrap();
@@ -129,11 +157,7 @@ fn every_run_once_in_order_and_recorded() {
 #[test]
 fn jobs_use_disjoint_cpu_slots() {
     let (plan, _dir, writer) = setup(2);
-    let fake = Fake {
-        calls: Mutex::new(vec![]),
-        cancel_after: None,
-        count: AtomicUsize::new(0),
-    };
+    let fake = Fake::new(None);
     let cancel = Arc::new(AtomicBool::new(false));
     let all: Vec<usize> = (0..plan.len()).collect();
     execute(&plan, &all, &writer, &fake, &cancel, &progress::Quiet).unwrap();
@@ -148,11 +172,7 @@ fn jobs_use_disjoint_cpu_slots() {
 #[test]
 fn cancel_stops_scheduling_and_reports_interrupted() {
     let (plan, _dir, writer) = setup(1);
-    let fake = Fake {
-        calls: Mutex::new(vec![]),
-        cancel_after: Some(2),
-        count: AtomicUsize::new(0),
-    };
+    let fake = Fake::new(Some(2));
     let cancel = Arc::new(AtomicBool::new(false));
     let all: Vec<usize> = (0..plan.len()).collect();
     let end = execute(&plan, &all, &writer, &fake, &cancel, &progress::Quiet).unwrap();
@@ -169,12 +189,75 @@ fn cancel_stops_scheduling_and_reports_interrupted() {
 #[test]
 fn subset_of_indices_only() {
     let (plan, _dir, writer) = setup(1);
-    let fake = Fake {
-        calls: Mutex::new(vec![]),
-        cancel_after: None,
-        count: AtomicUsize::new(0),
-    };
+    let fake = Fake::new(None);
     let cancel = Arc::new(AtomicBool::new(false));
     execute(&plan, &[1, 4], &writer, &fake, &cancel, &progress::Quiet).unwrap();
     assert_eq!(fake.calls.lock().unwrap().len(), 2);
+}
+
+/// Where a CPU is left free by the job slots, each run after the first is prepared
+/// ([`Executor::prepare`], with its folder made) while the run before it executes, and the
+/// executor is tidied once at the end; elsewhere nothing is prepared.
+#[test]
+fn the_next_run_is_prepared_while_one_executes_where_a_cpu_is_free() {
+    let (plan, _dir, writer) = setup(1);
+    // Runs long enough for the recorder to make the next run before the runner gets there.
+    let fake = Fake {
+        delay: std::time::Duration::from_millis(50),
+        ..Fake::new(None)
+    };
+    let cancel = Arc::new(AtomicBool::new(false));
+    let all: Vec<usize> = (0..plan.len()).collect();
+    execute(&plan, &all, &writer, &fake, &cancel, &progress::Quiet).unwrap();
+    let events = fake.events.lock().unwrap();
+    assert_eq!(events.last().map(String::as_str), Some("tidy"), "{events:?}");
+    let executed: Vec<&String> = events.iter().filter(|e| e.starts_with("execute ")).collect();
+    assert_eq!(executed.len(), 6, "{events:?}");
+    if recording_cpus(&plan).is_none() {
+        eprintln!("skipped: CPU 1 is not allowed here, so no run is prepared ahead");
+        assert!(!events.iter().any(|e| e.starts_with("prepare ")), "{events:?}");
+        return;
+    }
+    // Each run after the first is prepared once, before it executes, and not before the run two
+    // places ahead of it has executed (the recorder works one run ahead).
+    for (k, run) in executed.iter().enumerate().skip(1) {
+        let path = run.strip_prefix("execute ").unwrap();
+        let at = |what: &str| events.iter().position(|e| e == &format!("{what} {path}"));
+        let prepared: Vec<_> = events
+            .iter()
+            .filter(|e| **e == format!("prepare {path}"))
+            .collect();
+        assert!(prepared.len() <= 1, "{events:?}");
+        if let Some(p) = at("prepare") {
+            assert!(p < at("execute").unwrap(), "{events:?}");
+            if k >= 2 {
+                let earlier = events.iter().position(|e| e == executed[k - 2]).unwrap();
+                assert!(earlier < p, "{events:?}");
+            }
+        }
+    }
+    let prepared = events.iter().filter(|e| e.starts_with("prepare ")).count();
+    assert_eq!(
+        prepared, 5,
+        "each run after the first is prepared ahead: {events:?}"
+    );
+}
+
+/// A folder made ahead for a run that then is not executed (the session was interrupted) is
+/// removed: the bundle holds no folder of a run that never started.
+#[test]
+fn a_run_prepared_but_not_executed_leaves_no_folder() {
+    let (plan, _dir, writer) = setup(1);
+    let fake = Fake::new(Some(3));
+    let cancel = Arc::new(AtomicBool::new(false));
+    let all: Vec<usize> = (0..plan.len()).collect();
+    let end = execute(&plan, &all, &writer, &fake, &cancel, &progress::Quiet).unwrap();
+    assert_eq!(end, SessionEnd::Interrupted);
+    let runs = writer.lock().unwrap().dir().join("runs");
+    let folders: Vec<String> = std::fs::read_dir(&runs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(folders.len(), 3, "{folders:?}");
+    assert!(!runs.join("003-0-r2").exists(), "{folders:?}");
 }

@@ -562,6 +562,105 @@ timeout = "120s"
     assert!(removed, "{:?}", cgroups_of_runner(u64::from(runner.id())));
 }
 
+/// While a run executes, the runner makes the next run's folder and cgroup, so that less is left
+/// to do between two runs. When the runner is SIGKILLed then, the guardian removes that cgroup
+/// with the run's own, and `resume` runs the next run as a first attempt: its folder, made ahead,
+/// holds nothing that was ever run.
+#[test]
+fn the_next_run_made_ahead_is_cleaned_up_after_a_sigkill_and_resumed_as_a_first_attempt() {
+    if !Mode::Cgroup.usable() {
+        return;
+    }
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("skipped: needs two allowed CPUs (runs are made ahead only where one is free)");
+        return;
+    }
+    let repo = repo();
+    // Run 2 sleeps while work/hold exists (an ignored folder: no drift).
+    write_manifest(
+        repo.path(),
+        r#"format = 1
+[experiment]
+name = "ahead"
+[command]
+shell = "if [ {repetition} = 2 ] && [ -e work/hold ]; then sleep 300; fi"
+output-format = "text"
+[schedule]
+repetitions = 3
+[isolation]
+timeout = "120s"
+"#,
+    );
+    std::fs::write(repo.path().join(".gitignore"), "results/\nwork/\n").unwrap();
+    git(repo.path(), &["add", "experiment.toml", ".gitignore"]);
+    git(repo.path(), &["commit", "-q", "-m", "experiment"]);
+    std::fs::create_dir(repo.path().join("work")).unwrap();
+    std::fs::write(repo.path().join("work/hold"), "").unwrap();
+    let _left = Leftovers(marker(repo.path()));
+    let mut runner: Child = Command::new(bin())
+        .current_dir(repo.path())
+        .env("HWR_CONTAINMENT", "cgroup")
+        .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let marker = marker(repo.path());
+    let sleeping = eventually(Duration::from_secs(20), || {
+        processes_with_env(&marker)
+            .iter()
+            .any(|(_, cmd)| cmd.starts_with("sleep"))
+    });
+    assert!(sleeping, "run 2 started: {:?}", processes_with_env(&marker));
+    let bundle = the_bundle(repo.path());
+    let pid = u64::from(runner.id());
+    let next = bundle.join("runs/002-r3");
+    let ahead = eventually(Duration::from_secs(10), || {
+        next.is_dir()
+            && cgroups_of_runner(pid)
+                .iter()
+                .any(|c| c.to_string_lossy().ends_with("-002-r3"))
+    });
+    assert!(
+        ahead,
+        "run 3's folder and cgroup are made while run 2 executes: folder {}, cgroups {:?}",
+        next.is_dir(),
+        cgroups_of_runner(pid)
+    );
+    runner.kill().unwrap(); // SIGKILL
+    runner.wait().unwrap();
+    let removed = eventually(Duration::from_secs(10), || cgroups_of_runner(pid).is_empty());
+    assert!(
+        removed,
+        "cgroups left after the guardian: {:?}",
+        cgroups_of_runner(pid)
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || processes_with_env(&marker).is_empty()),
+        "{:?}",
+        processes_with_env(&marker)
+    );
+    assert_eq!(
+        std::fs::read_dir(&next).unwrap().count(),
+        0,
+        "run 3's folder made ahead is empty"
+    );
+
+    std::fs::remove_file(repo.path().join("work/hold")).unwrap();
+    let out = hwr(repo.path(), &["resume", bundle.to_str().unwrap(), "--quiet"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let third = json(&next.join("run.json"));
+    assert_eq!(third["attempt"], 1, "{third}");
+    assert!(
+        !next.join("attempts").exists(),
+        "no attempt kept for a run that never started"
+    );
+    let second = json(&bundle.join("runs/001-r2/run.json"));
+    assert_eq!(second["attempt"], 2, "{second}");
+    verify_ok(&bundle);
+    assert_cgroups_removed(&bundle);
+}
+
 #[test]
 fn guardian_kills_a_setsid_child_when_the_runner_is_sigkilled_cgroup() {
     guardian_kills_the_run(Mode::Cgroup);

@@ -193,10 +193,12 @@ fn sighup_and_sigquit_interrupt_the_bundle() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+        // Its stderr.log is created as it starts (its folder may be made earlier, while run 1
+        // executes).
         wait_for("the second run", PATIENCE, || {
             bundles(&results, name)
                 .first()
-                .is_some_and(|b| b.join("runs/001-r2").is_dir())
+                .is_some_and(|b| b.join("runs/001-r2/stderr.log").is_file())
         });
         let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
         rustix::process::kill_process(pid, signal).unwrap();
