@@ -82,6 +82,9 @@ pub(super) struct Finished {
     pub(super) error: Option<String>,
 }
 
+/// Most empty cgroups [`Leftovers`] keeps waiting for removal.
+pub(super) const LEFTOVERS_MAX: usize = 16;
+
 /// Empty cgroups of ended runs whose removal was left for later, off the critical path between
 /// one run and the next: making sure a cgroup is empty (`populated 0` in `cgroup.events`) is a
 /// read, while `rmdir` of a cgroup takes the kernel several times longer. Each stays listed with
@@ -109,11 +112,17 @@ impl Leftovers {
         }
     }
 
+    /// Adds an empty cgroup; when [`LEFTOVERS_MAX`] are waiting (nobody has removed them: the
+    /// recorder that would is behind), removes them all at once.
     fn push(&self, cgroup: RunCgroup, listing: Option<guardian::Listing>) {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((cgroup, listing));
+        let waiting = {
+            let mut left = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            left.push((cgroup, listing));
+            left.len()
+        };
+        if waiting >= LEFTOVERS_MAX {
+            self.remove_all();
+        }
     }
 }
 
@@ -426,5 +435,42 @@ fn remember(seen: &mut Vec<i32>, new: &[i32]) {
         if !seen.contains(&p) {
             seen.push(p);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Empty cgroups left for later never pile up: once [`LEFTOVERS_MAX`] wait, they are all
+    /// removed (and taken off the guardian's table), even when no `prepare` or `tidy` comes.
+    #[test]
+    fn leftover_cgroups_are_bounded() {
+        let Ok(base) = cgroup::base() else {
+            assert!(
+                std::env::var("HWR_REQUIRE_CGROUP").map_or(true, |v| v != "1"),
+                "HWR_REQUIRE_CGROUP=1 but no cgroup can be made here"
+            );
+            eprintln!("skipped: no cgroup can be made here");
+            return;
+        };
+        let later = Leftovers::default();
+        let mut made = Vec::new();
+        for i in 0..(LEFTOVERS_MAX * 2 + 3) {
+            let seq = 1_000_000 + u64::from(SEQ.fetch_add(1, Ordering::Relaxed));
+            let cg = RunCgroup::create(base, seq, &format!("leftover-test-{i}")).unwrap();
+            made.push(cg.path().to_path_buf());
+            later.push(cg, None);
+            let waiting = later.0.lock().unwrap().len();
+            assert!(
+                waiting < LEFTOVERS_MAX,
+                "{waiting} cgroups wait after {} pushes",
+                i + 1
+            );
+        }
+        let gone = made.iter().filter(|p| !p.exists()).count();
+        assert_eq!(gone, 2 * LEFTOVERS_MAX, "removed as they piled up");
+        later.remove_all();
+        assert!(made.iter().all(|p| !p.exists()), "{made:?}");
     }
 }

@@ -31,8 +31,10 @@ use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 
 use rustix::fs::{Mode, OFlags};
 
-/// Most runs the table lists at once (one per job slot is in use at a time).
-const SLOTS: usize = 256;
+/// Most runs the table lists at once: each job slot's run in flight and, where runs are prepared
+/// ahead, its next run, plus the empty cgroups of ended runs awaiting removal
+/// (`containment::LEFTOVERS_MAX`). A run that finds no free slot is not guarded.
+const SLOTS: usize = 1024;
 
 /// Longest cgroup path a slot holds (bytes).
 const PATH_CAP: usize = 1024;
