@@ -359,8 +359,14 @@ fn check_checksums(
     let already: HashSet<PathBuf> = v.problems.iter().map(|p| p.path.clone()).collect();
     let list = bundle.path(files::CHECKSUMS);
     if bundle.info().status == BundleStatus::Running {
+        let why = match crate::bundle::lock::effective_status(bundle.dir(), bundle.info()) {
+            crate::bundle::lock::EffectiveStatus::Abandoned => {
+                "the bundle was abandoned (its runner is gone without finishing it; `hwr-exp resume` finishes it)"
+            }
+            _ => "the bundle is still running",
+        };
         v.notes.push(format!(
-            "{} not checked: bundle.json says the bundle is still running (the list is written when it is finished)",
+            "{} not checked: {why}; the list is written when the bundle is finished",
             files::CHECKSUMS
         ));
         return;

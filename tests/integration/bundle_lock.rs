@@ -169,6 +169,15 @@ fn a_sigkilled_runner_leaves_a_bundle_that_report_and_list_call_abandoned() {
         "{}",
         String::from_utf8_lossy(&text.stdout)
     );
+    // verify says so too, not "still running".
+    let out = hwr(repo.path(), &["verify", bundle.to_str().unwrap()]);
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains("not checked: the bundle was abandoned"), "{said}");
+    assert!(!said.contains("still running"), "{said}");
 }
 
 /// A runner killed while it was starting a run dies first; the child it was forking holds a copy
