@@ -131,12 +131,32 @@ pub fn walk(dir: &Path, visit: &mut dyn FnMut(&Walked<'_>) -> io::Result<()>) ->
         entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
         Ok(entries.into_iter())
     };
+    let enter = |at: &OwnedFd, name: &OsStr| -> io::Result<OwnedFd> {
+        Ok(rustix::fs::openat(
+            at,
+            name,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?)
+    };
     let root = open_folder(dir)?;
     let first = list(&root)?;
-    let mut stack: Vec<(PathBuf, OwnedFd, Listing)> = vec![(PathBuf::new(), root, first)];
+    let mut stack: Vec<(PathBuf, Option<OwnedFd>, Listing)> = vec![(PathBuf::new(), Some(root), first)];
     while let Some((rel, folder, entries)) = stack.last_mut() {
         let Some((name, kind)) = entries.next() else {
             stack.pop();
+            continue;
+        };
+        if folder.is_none() {
+            // Closed while deeper folders were walked: open it again from the top, every step
+            // without following a link.
+            let mut at = open_folder(dir)?;
+            for part in rel.iter() {
+                at = enter(&at, part)?;
+            }
+            *folder = Some(at);
+        }
+        let Some(folder) = folder.as_ref() else {
             continue;
         };
         let path = rel.join(&name);
@@ -147,18 +167,22 @@ pub fn walk(dir: &Path, visit: &mut dyn FnMut(&Walked<'_>) -> io::Result<()>) ->
             name: &name,
         })?;
         if kind == FileType::Directory {
-            let inner = rustix::fs::openat(
-                &*folder,
-                name.as_os_str(),
-                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                Mode::empty(),
-            )?;
+            let inner = enter(folder, &name)?;
             let entries = list(&inner)?;
-            stack.push((path, inner, entries));
+            // At most OPEN_FOLDERS descriptors: the one of the folder that many levels up is
+            // closed (a deep tree must not exhaust the descriptor limit).
+            if let Some(far) = stack.len().checked_sub(OPEN_FOLDERS) {
+                stack[far].1 = None;
+            }
+            stack.push((path, Some(inner), entries));
         }
     }
     Ok(())
 }
+
+/// Most folder descriptors [`walk`] keeps open at once, one per level from the folder it is in
+/// upwards; a folder above that is opened again when the walk comes back to it.
+const OPEN_FOLDERS: usize = 32;
 
 /// A path as `sha256sum` writes it: whether the line needs the leading `\\`, and the path's bytes
 /// with `\\` and newline escaped when it does.

@@ -87,10 +87,11 @@ pub(super) const LEFTOVERS_MAX: usize = 16;
 
 /// Empty cgroups of ended runs whose removal was left for later, off the critical path between
 /// one run and the next: making sure a cgroup is empty (`populated 0` in `cgroup.events`) is a
-/// read, while `rmdir` of a cgroup takes the kernel several times longer. Each stays listed with
-/// the guardian until it is removed, so it is removed even if the runner dies first.
+/// read, while `rmdir` of a cgroup takes the kernel several times longer. Each is kept as its path
+/// (its folder descriptor is closed at once) and stays listed with the guardian until it is
+/// removed, so it is removed even if the runner dies first.
 #[derive(Debug, Default)]
-pub(super) struct Leftovers(Mutex<Vec<(RunCgroup, Option<guardian::Listing>)>>);
+pub(super) struct Leftovers(Mutex<Vec<(std::path::PathBuf, Option<guardian::Listing>)>>);
 
 impl Leftovers {
     /// Removes every cgroup left here and takes it off the guardian's table. One that cannot be
@@ -98,11 +99,11 @@ impl Leftovers {
     /// then up to [`KILL_WAIT_LIMIT`] for it to empty.
     pub(super) fn remove_all(&self) {
         let left = std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()));
-        for (cgroup, listing) in left {
-            if cgroup.remove().is_err() {
+        for (path, listing) in left {
+            if std::fs::remove_dir(&path).is_err() {
                 let limit = Instant::now() + KILL_WAIT_LIMIT;
-                while cgroup.remove().is_err() && Instant::now() < limit {
-                    let _ = cgroup.kill();
+                while std::fs::remove_dir(&path).is_err() && path.exists() && Instant::now() < limit {
+                    let _ = std::fs::write(path.join("cgroup.kill"), b"1");
                     std::thread::sleep(Duration::from_millis(1));
                 }
             }
@@ -117,7 +118,7 @@ impl Leftovers {
     fn push(&self, cgroup: RunCgroup, listing: Option<guardian::Listing>) {
         let waiting = {
             let mut left = self.0.lock().unwrap_or_else(|e| e.into_inner());
-            left.push((cgroup, listing));
+            left.push((cgroup.path().to_path_buf(), listing));
             left.len()
         };
         if waiting >= LEFTOVERS_MAX {

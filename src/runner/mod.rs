@@ -247,30 +247,30 @@ fn run_one(
 /// before executes (with [`Executor::prepare`] of its spec), so that the runner has less to do
 /// between two runs.
 #[derive(Default)]
-enum NextDir {
-    #[default]
-    None,
-    /// Made for the run of this plan index.
-    Made(usize, PathBuf),
-    /// The runner is at the run of this index and made (or makes) its folder itself.
-    Claimed(usize),
+struct NextDir {
+    /// The latest run (plan index) the runner has reached; its folder is the runner's business.
+    claimed: Option<usize>,
+    /// A folder made ahead, and the run it is for.
+    made: Option<(usize, PathBuf)>,
 }
 
 impl NextDir {
     /// The runner's side, at the run `index`: its folder if it was made ahead, else `None` (the
     /// run is claimed: the recorder no longer makes it). Waits while the recorder is making it.
+    /// A folder made for an earlier run (not executed) is removed; one made for a later run stays.
     fn claim(slot: &Mutex<NextDir>, index: usize) -> Option<PathBuf> {
         let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
-        match std::mem::replace(&mut *slot, NextDir::Claimed(index)) {
-            NextDir::Made(i, dir) if i == index => {
-                *slot = NextDir::None;
-                Some(dir)
-            }
-            NextDir::Made(_, dir) => {
+        slot.claimed = Some(index);
+        match slot.made.take() {
+            Some((i, dir)) if i == index => Some(dir),
+            Some((i, dir)) if i < index => {
                 let _ = std::fs::remove_dir(dir);
                 None
             }
-            _ => None,
+            later => {
+                slot.made = later;
+                None
+            }
         }
     }
 
@@ -285,11 +285,22 @@ impl NextDir {
         make: impl FnOnce(&PlannedRun) -> io::Result<PathBuf>,
     ) {
         let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
-        if matches!(*slot, NextDir::Claimed(i) | NextDir::Made(i, _) if i >= index) {
+        let reached = slot.claimed.is_some_and(|c| c >= index);
+        if reached || slot.made.as_ref().is_some_and(|(i, _)| *i >= index) {
             return;
         }
-        if let Ok(dir) = make(&plan.run(index)) {
-            *slot = NextDir::Made(index, dir);
+        if let Ok(dir) = make(&plan.run(index))
+            && let Some((_, stale)) = slot.made.replace((index, dir))
+        {
+            let _ = std::fs::remove_dir(stale);
+        }
+    }
+
+    /// At the end of the slot's runs: removes a folder made for a run that was not executed (it
+    /// is empty; one redone by resume keeps its `attempts/`, and stays).
+    fn discard(slot: Mutex<NextDir>) {
+        if let Some((_, dir)) = slot.into_inner().unwrap_or_else(|e| e.into_inner()).made {
+            let _ = std::fs::remove_dir(dir);
         }
     }
 }
@@ -368,7 +379,7 @@ pub fn execute(
             .copied()
             .filter(|&i| plan.jobs <= 1 || plan.slot_of(i) == slot)
             .collect();
-        let next_dir = Mutex::new(NextDir::None);
+        let next_dir = Mutex::new(NextDir::default());
         // The run after the one executing now.
         let upcoming = std::cell::Cell::new(None);
         // `hand_off` takes each executed run; `started` is called once the next run is started.
@@ -456,13 +467,7 @@ pub fn execute(
             hand_over(true);
             drop(to_recorder);
         });
-        // A folder made for a run that was not executed (interrupted, a write error) is empty:
-        // leave no trace of it (one redone by resume keeps its attempts/, and stays).
-        if let NextDir::Made(_, dir) =
-            std::mem::take(&mut *next_dir.lock().unwrap_or_else(|e| e.into_inner()))
-        {
-            let _ = std::fs::remove_dir(dir);
-        }
+        NextDir::discard(next_dir);
     };
     if plan.jobs <= 1 {
         slot_loop(0);

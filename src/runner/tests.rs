@@ -261,3 +261,38 @@ fn a_run_prepared_but_not_executed_leaves_no_folder() {
     assert_eq!(folders.len(), 3, "{folders:?}");
     assert!(!runs.join("003-0-r2").exists(), "{folders:?}");
 }
+
+/// The folder made ahead for a later run survives the runner's claim of an earlier one (the
+/// recorder may make run 2 before the runner has reached run 1), and is never made again once the
+/// runner has reached its run; one made for a run the runner passed is removed.
+#[test]
+fn a_folder_made_ahead_is_kept_for_its_run_only() {
+    let (plan, dir, _writer) = setup(1);
+    let slot = Mutex::new(NextDir::default());
+    let made = std::cell::Cell::new(0);
+    let folder = |i: usize| dir.path().join(format!("ahead-{i}"));
+    let make = |run: &PlannedRun| {
+        made.set(made.get() + 1);
+        let i = run.index;
+        std::fs::create_dir(folder(i))?;
+        Ok(folder(i))
+    };
+    NextDir::make(&slot, 1, &plan, make);
+    assert_eq!(NextDir::claim(&slot, 0), None, "run 0 was not made ahead");
+    assert_eq!(
+        NextDir::claim(&slot, 1),
+        Some(folder(1)),
+        "run 1's folder survived run 0's claim"
+    );
+    NextDir::make(&slot, 1, &plan, make);
+    assert_eq!(made.get(), 1, "a claimed run is not made again");
+    NextDir::make(&slot, 2, &plan, make);
+    assert_eq!(NextDir::claim(&slot, 3), None);
+    assert!(!folder(2).exists(), "the folder of a run passed over is removed");
+    NextDir::make(&slot, 4, &plan, make);
+    NextDir::discard(slot);
+    assert!(
+        !folder(4).exists(),
+        "a folder made for a run never reached is removed"
+    );
+}

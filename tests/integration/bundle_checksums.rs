@@ -273,3 +273,69 @@ fn rerun_and_resume_finish_with_a_fresh_list() {
     let (status, text) = verify(repo.path(), &bundle);
     assert_eq!(status, 0, "{text}");
 }
+
+/// A run may leave a folder tree deeper than the runner's descriptor limit in its folder: the
+/// checksum list and `verify` still cover every file of it (the walk keeps a bounded number of
+/// folders open). With one descriptor per level, both failed with "Too many open files" under
+/// a limit of 256.
+#[test]
+fn a_folder_tree_deeper_than_the_descriptor_limit_is_listed_and_verified() {
+    use std::os::unix::process::CommandExt;
+    let repo = repo();
+    let m = write_manifest(
+        repo.path(),
+        r#"format = 1
+[experiment]
+name = "deep"
+[command]
+shell = "cd {run-dir} && for i in $(seq 300); do mkdir a && cd a || exit 9; done; echo bottom > f; echo ok"
+output-format = "text"
+"#,
+    );
+    let limited = |args: &[&str]| {
+        let mut cmd = hwr_command(repo.path());
+        cmd.args(args);
+        // SAFETY: setrlimit is async-signal-safe and touches no memory of the parent.
+        unsafe {
+            cmd.pre_exec(|| {
+                let lim = libc::rlimit {
+                    rlim_cur: 256,
+                    rlim_max: 256,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+        cmd.output().unwrap()
+    };
+    let out = limited(&["run", m.to_str().unwrap(), "--results-dir", "results", "--quiet"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = repo.path().join(String::from_utf8_lossy(&out.stdout).trim());
+    let list = std::fs::read_to_string(bundle.join("checksums.sha256")).unwrap();
+    let deep = format!("{}f", "a/".repeat(300));
+    assert!(
+        list.lines().any(|l| l.ends_with(&deep)),
+        "the deepest file is listed"
+    );
+    let out = limited(&["verify", bundle.to_str().unwrap()]);
+    assert_eq!(
+        code(&out),
+        0,
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        stderr(&out)
+    );
+    // An edit at the bottom is caught.
+    let bottom = first_run_dir(&bundle).join(&deep);
+    std::fs::write(&bottom, "changed\n").unwrap();
+    let out = limited(&["verify", bundle.to_str().unwrap()]);
+    assert_ne!(code(&out), 0, "an edit at the bottom of the tree is caught");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("/a/f"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
