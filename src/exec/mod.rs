@@ -11,7 +11,8 @@
 //!    allowed CPU is free (`pinning.rs`; run.json `runner-cpus`).
 //! 3. The run's containment is prepared (`containment.rs`): a per-run cgroup v2 where one can be
 //!    made (`cgroup.rs`), else the process-tree fallback (`tree.rs`); `HWR_CONTAINMENT` chooses
-//!    (see [`CONTAINMENT_VAR`]).
+//!    (see [`CONTAINMENT_VAR`]). Its cgroup may have been made ahead, by [`Executor::prepare`] on
+//!    another thread while the run before executed.
 //! 4. The program is resolved against the run's own `PATH` (relative to its workdir) with
 //!    [`resolve_program`]; the workdir must exist. Failures become [`Termination::SpawnFailed`].
 //!    The child is forked (`spawn.rs`) with `clone3(CLONE_INTO_CGROUP)`, so it starts in the
@@ -42,7 +43,9 @@
 //!    `exit_code` is set when it caught SIGTERM and exited by itself.
 //! 7. Whatever of the run is left (a background process, a `setsid` daemon) gets SIGTERM, then
 //!    SIGKILL after the grace period, until nothing is left; these are `stray_processes_killed`.
-//!    Orphans that came back to the runner are reaped (`children.rs`) and the cgroup is removed.
+//!    Orphans that came back to the runner are reaped (`children.rs`) and the cgroup is removed
+//!    (once runs are prepared ahead, an empty cgroup is left for the next [`Executor::prepare`]
+//!    or [`Executor::tidy`] to remove, still listed with the guardian).
 //!    When [`Executor::execute`] returns, no process of the run is alive.
 //!
 //! The guardian (`guardian.rs`) does the same for every run in flight if the runner dies.

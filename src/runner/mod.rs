@@ -330,8 +330,10 @@ fn recording_cpus(plan: &Plan) -> Option<Vec<usize>> {
 /// slot's recorder is at most three runs behind (the run it is recording, one waiting to be
 /// handed over, and the run that has just ended: when recording takes longer than running, as
 /// for a huge output, the next run waits for it); every executed run is recorded before this
-/// returns. Where no CPU is free, each run
-/// is recorded before the next one starts.
+/// returns. Before it records a run, that thread makes the folder of the run after the one
+/// executing and has the executor prepare it ([`Executor::prepare`]); the executor is tidied
+/// ([`Executor::tidy`]) once every slot is done. Where no CPU is free, each run
+/// is recorded before the next one starts, and nothing is made ahead.
 ///
 /// # Errors
 /// The first I/O error writing the bundle, or the first run that could not be started for lack of
