@@ -12,7 +12,7 @@
 //!
 //! # One run
 //!
-//! [`RunCgroup::create`] makes `hwr-exp/<runner pid>-<n>-<run id>`; the child is started in it
+//! [`RunCgroup::create_at`] makes `hwr-exp/<runner pid>-<n>-<run id>` ([`RunCgroup::path_for`]); the child is started in it
 //! (`clone3(CLONE_INTO_CGROUP)` with the folder fd [`RunCgroup::dir_fd`], else it writes `0` into
 //! its `cgroup.procs` between fork and exec), so every process the run starts is in it, whatever
 //! it does (`setsid`, double fork, `timeout`).
@@ -230,13 +230,9 @@ pub(super) struct RunCgroup {
 }
 
 impl RunCgroup {
-    /// Makes `<base>/<runner pid>-<seq>-<run id>` (the run id cut to a file name's length; left
-    /// out when empty) and opens it. A leftover cgroup of that name (a runner with the same pid
-    /// that died before removing it) is removed first when empty.
-    ///
-    /// # Errors
-    /// The error of `mkdir` or of opening the cgroup's files.
-    pub(super) fn create(base: &CgroupBase, seq: u64, run_id: &str) -> io::Result<RunCgroup> {
+    /// The path of a run's cgroup: `<base>/<runner pid>-<seq>-<run id>` (the run id cut to a
+    /// file name's length; left out when empty).
+    pub(super) fn path_for(base: &CgroupBase, seq: u64, run_id: &str) -> PathBuf {
         let mut name = format!("{}-{seq}", std::process::id());
         if !run_id.is_empty() {
             let mut cut = run_id.len().min(NAME_RUN_ID_MAX);
@@ -246,7 +242,16 @@ impl RunCgroup {
             name.push('-');
             name.push_str(&run_id[..cut].replace(['/', '\n'], "_"));
         }
-        let path = base.dir.join(name);
+        base.dir.join(name)
+    }
+
+    /// Makes the cgroup `path` (from [`RunCgroup::path_for`]) and opens it. A leftover cgroup of
+    /// that name (a runner with the same pid that died before removing it) is removed first when
+    /// empty.
+    ///
+    /// # Errors
+    /// The error of `mkdir` or of opening the cgroup's folder.
+    pub(super) fn create_at(base: &CgroupBase, path: PathBuf) -> io::Result<RunCgroup> {
         if let Err(e) = fs::create_dir(&path) {
             if e.kind() != io::ErrorKind::AlreadyExists {
                 return Err(e);

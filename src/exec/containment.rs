@@ -152,27 +152,39 @@ impl RunContainment {
         let key = SEQ.fetch_add(1, Ordering::Relaxed);
         let markers = tree::run_markers(&spec.env);
         let choice = choice()?;
+        // The run is listed with the guardian before its spawn, so that the guardian stops it
+        // (and removes its cgroup) even if the runner dies during the spawn; the leader pid follows
+        // once known. A cgroup is listed before it is made: a runner killed right after the mkdir
+        // leaves no cgroup behind (the guardian passes over one that does not exist).
+        let mut listing = None;
         let cgroup = match choice {
             Choice::ProcessTree => None,
             Choice::Auto | Choice::Cgroup => {
                 let made = cgroup::base().map_err(str::to_string).and_then(|base| {
-                    RunCgroup::create(base, u64::from(key), &tree::run_id(&spec.env))
+                    let path = RunCgroup::path_for(base, u64::from(key), &tree::run_id(&spec.env));
+                    listing = guardian::list(0, Some(&path), &markers);
+                    RunCgroup::create_at(base, path)
                         .map_err(|e| format!("cannot make the run's cgroup in {}: {e}", base.dir.display()))
                 });
                 match made {
                     Ok(cg) => Some(cg),
-                    Err(why) if choice == Choice::Cgroup => {
-                        return Err(format!(
-                            "{CONTAINMENT_VAR}=cgroup, but no cgroup can be made for the run: {why}"
-                        ));
+                    Err(why) => {
+                        if let Some(l) = listing.take() {
+                            guardian::unlist(l);
+                        }
+                        if choice == Choice::Cgroup {
+                            return Err(format!(
+                                "{CONTAINMENT_VAR}=cgroup, but no cgroup can be made for the run: {why}"
+                            ));
+                        }
+                        None
                     }
-                    Err(_) => None,
                 }
             }
         };
-        // Before the spawn, so that the guardian stops the run (and removes its cgroup) even if
-        // the runner dies during the spawn; the leader pid follows once known.
-        let listing = guardian::list(0, cgroup.as_ref().map(RunCgroup::path), &markers);
+        if cgroup.is_none() {
+            listing = guardian::list(0, None, &markers);
+        }
         let cursor = if cgroup.is_none() { tree::last_pid() } else { None };
         Ok(RunContainment {
             listing,
@@ -459,7 +471,8 @@ mod tests {
         let mut made = Vec::new();
         for i in 0..(LEFTOVERS_MAX * 2 + 3) {
             let seq = 1_000_000 + u64::from(SEQ.fetch_add(1, Ordering::Relaxed));
-            let cg = RunCgroup::create(base, seq, &format!("leftover-test-{i}")).unwrap();
+            let path = RunCgroup::path_for(base, seq, &format!("leftover-test-{i}"));
+            let cg = RunCgroup::create_at(base, path).unwrap();
             made.push(cg.path().to_path_buf());
             later.push(cg, None);
             let waiting = later.0.lock().unwrap().len();
