@@ -145,6 +145,19 @@ fn setup(text: &str) -> (tempfile::TempDir, Leftovers) {
     (dir, leftovers)
 }
 
+/// Starts `hwr-exp run experiment.toml --quiet --results-dir results` in `dir` with
+/// `HWR_CONTAINMENT=containment`, output discarded, and returns it running.
+fn start_runner(dir: &Path, containment: &str) -> Child {
+    Command::new(bin())
+        .current_dir(dir)
+        .env("HWR_CONTAINMENT", containment)
+        .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 /// `hwr-exp run experiment.toml --quiet --results-dir results` in `dir` with the default
 /// containment; asserts it exits 0.
 fn run_ok(dir: &Path) {
@@ -528,14 +541,7 @@ output-format = "text"
 timeout = "120s"
 "#,
     );
-    let mut runner: Child = Command::new(bin())
-        .current_dir(dir.path())
-        .env("HWR_CONTAINMENT", mode.name())
-        .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut runner = start_runner(dir.path(), mode.name());
     let marker = marker(dir.path());
     // sh, the setsid'd sleep and sh's own sleep.
     let started = eventually(Duration::from_secs(20), || {
@@ -597,14 +603,7 @@ timeout = "120s"
     std::fs::create_dir(repo.path().join("work")).unwrap();
     std::fs::write(repo.path().join("work/hold"), "").unwrap();
     let _left = Leftovers(marker(repo.path()));
-    let mut runner: Child = Command::new(bin())
-        .current_dir(repo.path())
-        .env("HWR_CONTAINMENT", "cgroup")
-        .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut runner = start_runner(repo.path(), Mode::Cgroup.name());
     let marker = marker(repo.path());
     let sleeping = eventually(Duration::from_secs(20), || {
         processes_with_env(&marker)
