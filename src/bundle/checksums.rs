@@ -147,17 +147,17 @@ pub fn walk(dir: &Path, visit: &mut dyn FnMut(&Walked<'_>) -> io::Result<()>) ->
             stack.pop();
             continue;
         };
-        if folder.is_none() {
-            // Closed while deeper folders were walked: open it again from the top, every step
-            // without following a link.
-            let mut at = open_folder(dir)?;
-            for part in rel.iter() {
-                at = enter(&at, part)?;
+        let folder: &OwnedFd = match folder {
+            Some(open) => open,
+            None => {
+                // Closed while deeper folders were walked: open it again from the top, every step
+                // without following a link.
+                let mut at = open_folder(dir)?;
+                for part in rel.iter() {
+                    at = enter(&at, part)?;
+                }
+                folder.insert(at)
             }
-            *folder = Some(at);
-        }
-        let Some(folder) = folder.as_ref() else {
-            continue;
         };
         let path = rel.join(&name);
         visit(&Walked {

@@ -145,6 +145,21 @@ fn setup(text: &str) -> (tempfile::TempDir, Leftovers) {
     (dir, leftovers)
 }
 
+/// `false` (after saying why the test is skipped) when fewer than two CPUs are allowed here;
+/// `what` says what needs them (may be empty).
+fn two_cpus(what: &str) -> bool {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
+        return true;
+    }
+    let what = if what.is_empty() {
+        String::new()
+    } else {
+        format!(" ({what})")
+    };
+    eprintln!("skipped: needs two allowed CPUs{what}");
+    false
+}
+
 /// Starts `hwr-exp run experiment.toml --quiet --results-dir results` in `dir` with
 /// `HWR_CONTAINMENT=containment`, output discarded, and returns it running.
 fn start_runner(dir: &Path, containment: &str) -> Child {
@@ -411,8 +426,7 @@ fn strays_charged_to_their_run(mode: Mode) {
         return;
     }
     // The CPUs this process may use (sched_getaffinity on Linux).
-    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        eprintln!("skipped: jobs = 2 needs two allowed CPUs");
+    if !two_cpus("jobs = 2") {
         return;
     }
     // Both runs are in flight at once; run n leaves n session leaders behind.
@@ -577,8 +591,7 @@ fn the_next_run_made_ahead_is_cleaned_up_after_a_sigkill_and_resumed_as_a_first_
     if !Mode::Cgroup.usable() {
         return;
     }
-    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        eprintln!("skipped: needs two allowed CPUs (runs are made ahead only where one is free)");
+    if !two_cpus("runs are made ahead only where one is free") {
         return;
     }
     let repo = repo();
@@ -835,8 +848,7 @@ timeout = "120s"
 
 #[test]
 fn the_runner_samples_away_from_the_runs_cpu() {
-    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        eprintln!("skipped: needs two allowed CPUs");
+    if !two_cpus("") {
         return;
     }
     let (dir, _left) = setup(
@@ -868,8 +880,7 @@ sample-interval = "50ms"
 /// after the first sees the recording thread, and every run is recorded, in order.
 #[test]
 fn runs_are_recorded_while_the_next_run_executes_on_a_cpu_of_their_own() {
-    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        eprintln!("skipped: needs two allowed CPUs");
+    if !two_cpus("") {
         return;
     }
     let (dir, _left) = setup(
