@@ -18,6 +18,11 @@ pub use diagnostic::{Diagnostic, Diagnostics};
 pub use model::*;
 pub use validate::{MAX_DURATION, known_keys};
 
+/// Most tokens a JSON Pointer of the manifest (`[report] metrics`) may have. The output reader
+/// recurses only along the pointers it is asked for, and this keeps that well inside
+/// `serde_json`'s recursion limit (128) while the document itself may nest to any depth.
+pub const MAX_POINTER_TOKENS: usize = 100;
+
 /// Reads and validates a manifest file. Relative paths in it (`workdir`, `provenance.repo`) are
 /// resolved against the file's folder, made absolute against the current directory.
 ///
