@@ -40,5 +40,6 @@ pub mod report;
 pub mod runner;
 pub mod signal;
 pub mod slurm;
+pub mod stats;
 pub mod table;
 pub mod timestamp;
