@@ -299,7 +299,7 @@ mod tests {
         assert!((apart.p - 2.0 / 252.0).abs() < 1e-12, "{apart:?}");
         assert_eq!(apart.shift, 10.0);
         assert!(apart.ci_low > 0.0);
-        assert_eq!(key(-0.0) < key(0.0), true);
+        assert!(key(-0.0) < key(0.0));
         assert_eq!(unkey(key(-3.5)), -3.5);
         assert!((erfc(0.0) - 1.0).abs() < 1e-7);
     }
