@@ -11,7 +11,9 @@
 //! `docs/architecture.md`.
 //!
 //! - leaves, importing no other module: [`exit_codes`], [`signal`], [`cpus`], [`memory`],
-//!   [`digest`], [`timestamp`], [`table`], [`cli`], [`slurm`];
+//!   [`digest`], [`timestamp`], [`table`], [`slurm`], [`choices`] (the value enums the command
+//!   line and the library share);
+//! - [`cli`] -> `choices` (clap types only);
 //! - [`manifest`] -> `cpus` (CPU list syntax only; it reads no host facts);
 //! - [`exec`] -> `memory`, `cpus` (takes an [`exec::RunSpec`], nothing from manifest or plan);
 //! - [`plan`] -> `manifest`, `cpus`, and `exec` for one constant: `plan::render` writes the clean
@@ -25,6 +27,7 @@
 
 pub mod archive;
 pub mod bundle;
+pub mod choices;
 pub mod cli;
 pub mod cli_docs;
 pub mod cpus;
