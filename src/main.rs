@@ -19,6 +19,7 @@ use hwr_exp::exec::ProcessLauncher;
 use hwr_exp::exit_codes::{self, Failure};
 use hwr_exp::manifest::{self, Diagnostics};
 use hwr_exp::plan::render;
+use hwr_exp::runner::backend::Backend;
 use hwr_exp::runner::session::{self, RunOptions, SessionError, SessionReport};
 use hwr_exp::signal::{self, SecondSignal, Signals};
 use hwr_exp::{probe, report};
@@ -93,7 +94,7 @@ fn run_manifest(args: &RunArgs) -> Result<i32, Failure> {
     if let Some(kind) = args.executor {
         manifest.executor.kind = kind;
     }
-    if args.detach && manifest.executor.kind != manifest::ExecutorKind::Slurm {
+    if args.detach && !Backend::of(manifest.executor.kind).detaches() {
         return Err(Failure::usage(anyhow::anyhow!(
             "--detach needs the slurm executor (`[executor] kind = \"slurm\"` or `--executor slurm`)"
         )));
@@ -195,7 +196,7 @@ fn check(args: &CheckArgs) -> Result<i32, Failure> {
 fn plan(args: &PlanArgs) -> Result<i32, Failure> {
     let mut manifest = manifest::load(&args.manifest).map_err(Failure::usage)?;
     if args.format == PlanFormat::Sbatch {
-        manifest.executor.kind = manifest::ExecutorKind::Slurm;
+        manifest.executor.kind = Backend::Slurm.kind();
         let text =
             hwr_exp::runner::slurm::plan_scripts(&manifest, &args.results_dir).map_err(session_failure)?;
         return to_stdout(|out| out.write_all(text.as_bytes()));
