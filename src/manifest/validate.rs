@@ -43,6 +43,7 @@ const ISOLATION_KEYS: &[&str] = &[
     "env-policy",
     "env",
     "env-unset",
+    "allocator",
 ];
 const MEASURE_KEYS: &[&str] = &["sample-interval"];
 const PROVENANCE_KEYS: &[&str] = &["repo"];
@@ -869,6 +870,7 @@ impl<'s> Validator<'s> {
             env_policy: EnvPolicy::Inherit,
             env: Vec::new(),
             env_unset: Vec::new(),
+            allocator: None,
         };
         let cpus_per_run_v = self.field(t, "isolation", "cpus-per-run");
         let mut cpus_per_run_ok = true;
@@ -1041,6 +1043,31 @@ impl<'s> Validator<'s> {
                     }
                 }
                 _ => self.type_err(v, "an array of strings"),
+            }
+        }
+        if let Some(v) = self.field(t, "isolation", "allocator")
+            && let Some(s) = self.string(v)
+        {
+            if s.is_empty() {
+                self.err(
+                    v.span(),
+                    "allocator is empty",
+                    Some("write \"glibc\", \"jemalloc\", \"tcmalloc\", \"mimalloc\", a library path or a placeholder".into()),
+                );
+            } else if self.template(v, s, known, "isolation.allocator").is_some() {
+                iso.allocator = Some(s.to_string());
+            }
+            if iso.env.iter().any(|(n, _)| n == "LD_PRELOAD") {
+                let span = self
+                    .spans
+                    .get("isolation.env.LD_PRELOAD")
+                    .cloned()
+                    .unwrap_or(v.span());
+                self.err(
+                    span,
+                    "`LD_PRELOAD` is set in `env` and `allocator` is given: the allocator sets it",
+                    Some("keep one of the two".into()),
+                );
             }
         }
         iso
