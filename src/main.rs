@@ -16,7 +16,7 @@ use hwr_exp::cli::{
     PlanFormat, ProbeCommand, ProbeMode, RerunArgs, ResumeArgs, RetentionArgs, RunArgs, SlurmTaskArgs,
     VerifyArgs, WaitArgs,
 };
-use hwr_exp::exec::ProcessExecutor;
+use hwr_exp::exec::ProcessLauncher;
 use hwr_exp::exit_codes::{self, Failure};
 use hwr_exp::manifest::{self, Diagnostics};
 use hwr_exp::plan::render;
@@ -109,7 +109,7 @@ fn run_manifest(args: &RunArgs) -> Result<i32, Failure> {
         detach: args.detach,
         ..RunOptions::default()
     };
-    let report = session::run_manifest(&manifest, &opts, &ProcessExecutor::new(), signals.cancel_flag())
+    let report = session::run_manifest(&manifest, &opts, &ProcessLauncher::new(), signals.cancel_flag())
         .map_err(session_failure)?;
     if args.detach {
         return Ok(detached(&report));
@@ -158,7 +158,7 @@ fn slurm_task(args: &SlurmTaskArgs) -> Result<i32, Failure> {
     let end = archive::slurm::task(
         &args.bundle,
         args.index,
-        &ProcessExecutor::new(),
+        &ProcessLauncher::new(),
         signals.cancel_flag(),
     )
     .map_err(archive_failure)?;
@@ -329,7 +329,7 @@ fn rerun(args: &RerunArgs) -> Result<i32, Failure> {
         }
     }
     let report = rerun
-        .run(&ProcessExecutor::new(), signals.cancel_flag())
+        .run(&ProcessLauncher::new(), signals.cancel_flag())
         .map_err(archive_failure)?;
     Ok(finished(&report, args.quiet))
 }
@@ -344,7 +344,7 @@ fn resume(args: &ResumeArgs) -> Result<i32, Failure> {
     let report = archive::resume::resume(
         &args.bundle,
         &opts,
-        &ProcessExecutor::new(),
+        &ProcessLauncher::new(),
         signals.cancel_flag(),
     )
     .map_err(archive_failure)?;

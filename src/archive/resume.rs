@@ -29,7 +29,7 @@ use super::rerun::{archived_manifest, base_dir_now};
 use crate::bundle::artifacts::ATTEMPTS;
 use crate::bundle::lock::{BundleLock, EffectiveStatus, LockError};
 use crate::bundle::{BundleStatus, BundleWriter, Outcome};
-use crate::exec::{CancelFlag, Executor, Termination};
+use crate::exec::{CancelFlag, Launcher, Termination};
 use crate::runner::session::{self, Finish, SessionError, SessionReport, execute_and_finish};
 use crate::timestamp::rfc3339;
 
@@ -53,7 +53,7 @@ pub struct ResumeOptions {
 pub fn resume(
     dir: &Path,
     opts: &ResumeOptions,
-    executor: &dyn Executor,
+    launcher: &dyn Launcher,
     cancel: &CancelFlag,
 ) -> Result<SessionReport, ArchiveError> {
     let bundle = super::open(dir)?;
@@ -116,7 +116,7 @@ pub fn resume(
                 )?);
             }
             Ok(execute_and_finish(
-                &plan, &todo, writer, executor, cancel, &finish,
+                &plan, &todo, writer, launcher, cancel, &finish,
             )?)
         }
         Err(e) => {

@@ -12,7 +12,7 @@ use super::rerun::{archived_manifest, base_dir_now};
 use crate::bundle::lock::{BundleLock, LockError};
 use crate::bundle::read::Bundle;
 use crate::bundle::{BundleStatus, BundleWriter};
-use crate::exec::{CancelFlag, Executor};
+use crate::exec::{CancelFlag, Launcher};
 use crate::manifest::{ExecutorKind, Manifest};
 use crate::plan::Plan;
 use crate::runner::session::{self, Finish, SessionReport};
@@ -58,7 +58,7 @@ fn recorded_arrays(bundle: &Bundle) -> Result<Vec<SubmittedArray>, ArchiveError>
 pub fn task(
     dir: &Path,
     index: usize,
-    executor: &dyn Executor,
+    launcher: &dyn Launcher,
     cancel: &CancelFlag,
 ) -> Result<TaskEnd, ArchiveError> {
     let bundle = super::open(dir)?;
@@ -70,7 +70,7 @@ pub fn task(
             plan.len()
         )));
     }
-    rslurm::run_task(&plan, index, bundle.dir(), executor, cancel).map_err(|source| ArchiveError::Write {
+    rslurm::run_task(&plan, index, bundle.dir(), launcher, cancel).map_err(|source| ArchiveError::Write {
         bundle: bundle.dir().to_path_buf(),
         source,
     })

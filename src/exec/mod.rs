@@ -1,7 +1,9 @@
 //! One run: spawn, pin, environment, capture, timeout, contain, measure (DESIGN 4).
 //!
-//! The scheduler only sees the [`Executor`] trait, so scheduling tests need no processes.
-//! [`ProcessExecutor`] is the real implementation.
+//! The scheduler only sees the [`Launcher`] trait, so scheduling tests need no processes.
+//! [`ProcessLauncher`] is the real implementation. A launcher starts and supervises one process
+//! on this host; where the runs of a session execute (here, or on a Slurm cluster's nodes, where
+//! each array task uses a launcher of its own) is the backend's choice (`runner::backend`).
 //!
 //! # What one run looks like
 //!
@@ -11,7 +13,7 @@
 //!    allowed CPU is free (`pinning.rs`; run.json `runner-cpus`).
 //! 3. The run's containment is prepared (`containment.rs`): a per-run cgroup v2 where one can be
 //!    made (`cgroup.rs`), else the process-tree fallback (`tree.rs`); `HWR_CONTAINMENT` chooses
-//!    (see [`CONTAINMENT_VAR`]). Its cgroup may have been made ahead, by [`Executor::prepare`] on
+//!    (see [`CONTAINMENT_VAR`]). Its cgroup may have been made ahead, by [`Launcher::prepare`] on
 //!    another thread while the run before executed.
 //! 4. The program is resolved against the run's own `PATH` (relative to its workdir) with
 //!    [`resolve_program`]; the workdir must exist. Failures become [`Termination::SpawnFailed`].
@@ -44,16 +46,16 @@
 //! 7. Whatever of the run is left (a background process, a `setsid` daemon) gets SIGTERM, then
 //!    SIGKILL after the grace period, until nothing is left; these are `stray_processes_killed`.
 //!    Orphans that came back to the runner are reaped (`children.rs`) and the cgroup is removed
-//!    (once runs are prepared ahead, an empty cgroup is left for the next [`Executor::prepare`]
-//!    or [`Executor::tidy`] to remove, still listed with the guardian).
-//!    When [`Executor::execute`] returns, no process of the run is alive.
+//!    (once runs are prepared ahead, an empty cgroup is left for the next [`Launcher::prepare`]
+//!    or [`Launcher::tidy`] to remove, still listed with the guardian).
+//!    When [`Launcher::execute`] returns, no process of the run is alive.
 //!
 //! The guardian (`guardian.rs`) does the same for every run in flight if the runner dies.
 //!
 //! # Limits
 //!
 //! - `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits, not the process.
-//!   [`Executor::execute`] blocks its calling thread until the run is over, so that thread always
+//!   [`Launcher::execute`] blocks its calling thread until the run is over, so that thread always
 //!   outlives the run.
 //! - The process-tree fallback can lose a process that leaves the run's session, loses its
 //!   parent and drops `HWR_RUN_ID` from its environment while other runs are in flight (see
@@ -132,11 +134,11 @@ pub enum Termination {
     /// The runner was interrupted (Ctrl-C / SIGTERM) and stopped this run.
     Interrupted,
     /// Slurm executor only: the array task left the queue without writing run.json (scancel,
-    /// node failure, Slurm's time limit); recorded by the waiting hwr-exp, never by an executor.
+    /// node failure, Slurm's time limit); recorded by the waiting hwr-exp, never by a launcher.
     Lost,
 }
 
-/// What one run did, as measured by the executor.
+/// What one run did, as measured by the launcher.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunOutcome {
     /// How the run ended.
@@ -213,14 +215,15 @@ fn one() -> u32 {
 /// Shared cancellation flag: set by the runner's SIGINT/SIGTERM handler.
 pub type CancelFlag = Arc<AtomicBool>;
 
-/// Executes one run to completion.
-pub trait Executor: Send + Sync {
+/// Launches one run's process on this host and supervises it to completion (timeout, cancel,
+/// containment, sampling): one process tree per call, nothing about sessions or bundles.
+pub trait Launcher: Send + Sync {
     /// Runs `spec` and reports what happened. Never panics on a failing command: spawn errors
     /// become [`Termination::SpawnFailed`]. When `cancel` becomes true the run is stopped as on
     /// timeout and reported as [`Termination::Interrupted`].
     fn execute(&self, spec: &RunSpec, cancel: &CancelFlag) -> RunOutcome;
 
-    /// [`Executor::execute`], calling `started` once as soon as the run's program has been
+    /// [`Launcher::execute`], calling `started` once as soon as the run's program has been
     /// started (or has failed to start), before the wait for its end: the caller's moment to
     /// hand work to another thread while the run executes. This default calls it first.
     fn execute_then(&self, spec: &RunSpec, cancel: &CancelFlag, started: &mut dyn FnMut()) -> RunOutcome {
@@ -230,12 +233,12 @@ pub trait Executor: Send + Sync {
 
     /// Makes ready ahead what executing `spec` will need, and finishes clean-up left by runs
     /// that have ended; called from another thread while an earlier run executes, so that less
-    /// is done between one run and the next. [`Executor::execute`] of `spec` (matched by its
+    /// is done between one run and the next. [`Launcher::execute`] of `spec` (matched by its
     /// `stdout_path`) uses what was made and makes itself what was not. Whoever calls this calls
-    /// [`Executor::tidy`] once done. This default does nothing.
+    /// [`Launcher::tidy`] once done. This default does nothing.
     fn prepare(&self, _spec: &RunSpec) {}
 
-    /// Finishes the clean-up left for later and drops what [`Executor::prepare`] made for runs
+    /// Finishes the clean-up left for later and drops what [`Launcher::prepare`] made for runs
     /// that were not executed. This default does nothing.
     fn tidy(&self) {}
 }
@@ -243,23 +246,23 @@ pub trait Executor: Send + Sync {
 /// Runs each [`RunSpec`] as a child process in its own session, contained (see the module docs).
 ///
 /// Share one instance between threads (clones share its state). Create it with
-/// [`ProcessExecutor::new`], which makes the runner a child subreaper; one built by `Default`
-/// does that on its first [`Executor::execute`] call instead.
+/// [`ProcessLauncher::new`], which makes the runner a child subreaper; one built by `Default`
+/// does that on its first [`Launcher::execute`] call instead.
 ///
-/// [`Executor::prepare`] makes a run's cgroup ahead; once it has been called, the empty cgroups
-/// of ended runs are removed by the next `prepare` or by [`Executor::tidy`] instead of between
+/// [`Launcher::prepare`] makes a run's cgroup ahead; once it has been called, the empty cgroups
+/// of ended runs are removed by the next `prepare` or by [`Launcher::tidy`] instead of between
 /// two runs. Dropping the last clone tidies too.
 #[derive(Debug, Default, Clone)]
-pub struct ProcessExecutor {
+pub struct ProcessLauncher {
     ahead: Arc<Ahead>,
 }
 
-/// What [`ProcessExecutor`] keeps between runs.
+/// What [`ProcessLauncher`] keeps between runs.
 #[derive(Debug, Default)]
 struct Ahead {
-    /// Containments made ahead by [`Executor::prepare`], by the `stdout_path` of their run.
+    /// Containments made ahead by [`Launcher::prepare`], by the `stdout_path` of their run.
     made: std::sync::Mutex<Vec<(PathBuf, containment::RunContainment)>>,
-    /// Set by the first [`Executor::prepare`]: from then on empty cgroups are left in
+    /// Set by the first [`Launcher::prepare`]: from then on empty cgroups are left in
     /// `leftovers`, since someone will call `prepare` or `tidy` again.
     deferring: AtomicBool,
     /// Empty cgroups of ended runs, to be removed.
@@ -289,8 +292,8 @@ impl Drop for Ahead {
     }
 }
 
-impl ProcessExecutor {
-    /// Creates the executor and makes the calling process a child subreaper
+impl ProcessLauncher {
+    /// Creates the launcher and makes the calling process a child subreaper
     /// (`prctl(PR_SET_CHILD_SUBREAPER, 1)`, once per process), so that orphaned grandchildren of a
     /// run are reparented to the runner, where they can be reaped.
     ///
@@ -299,7 +302,7 @@ impl ProcessExecutor {
     pub fn new() -> Self {
         become_subreaper();
         guardian::ensure_started();
-        ProcessExecutor::default()
+        ProcessLauncher::default()
     }
 }
 
@@ -312,7 +315,7 @@ fn become_subreaper() {
     });
 }
 
-impl Executor for ProcessExecutor {
+impl Launcher for ProcessLauncher {
     fn execute(&self, spec: &RunSpec, cancel: &CancelFlag) -> RunOutcome {
         self.execute_then(spec, cancel, &mut || {})
     }

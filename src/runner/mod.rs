@@ -1,4 +1,4 @@
-//! Scheduling a plan's runs onto an [`Executor`] and recording each into the bundle as it finishes.
+//! Scheduling a plan's runs onto an [`Launcher`] and recording each into the bundle as it finishes.
 //!
 //! Runs execute in plan order. With `jobs > 1`, job slot `k` (its own disjoint CPUs) takes the runs
 //! whose index is `k` modulo `jobs`, in order, so which CPUs a run gets is fixed by the plan.
@@ -18,7 +18,7 @@ use std::time::Duration;
 use crate::bundle::reason::RunFailure;
 use crate::bundle::write::{NodeIds, TaskRunWriter, write_run_record};
 use crate::bundle::{BundleWriter, RunRecord, files};
-use crate::exec::{self, CancelFlag, Executor, RunOutcome, RunSpec, Termination};
+use crate::exec::{self, CancelFlag, Launcher, RunOutcome, RunSpec, Termination};
 use crate::manifest::{EnvPolicy, OutputFormat};
 use crate::plan::{Plan, PlannedRun};
 
@@ -33,7 +33,7 @@ pub enum SessionEnd {
     Interrupted,
 }
 
-/// The child environment of `run`: its policy mapped to the executor's [`exec::EnvPolicy`], then
+/// The child environment of `run`: its policy mapped to the launcher's [`exec::EnvPolicy`], then
 /// its `set` and `unset` applied ([`exec::build_env`]). Used for running and for the preflight's
 /// program lookup, so both see the same `PATH`.
 pub fn run_env(run: &PlannedRun) -> Vec<(OsString, OsString)> {
@@ -80,7 +80,7 @@ const RUNNER_RESOURCE_ERRORS: [rustix::io::Errno; 5] = [
 ];
 
 /// The error of a run that could not be started because the runner ran out of a resource
-/// ([`RUNNER_RESOURCE_ERRORS`], read from the `(os error N)` of the executor's spawn error text):
+/// ([`RUNNER_RESOURCE_ERRORS`], read from the `(os error N)` of the launcher's spawn error text):
 /// such a run is not recorded as `spawn-failed` but ends the session like a bundle write error, so
 /// that `resume` redoes it once the cause is gone. `None` for every other outcome.
 fn runner_resource_error(outcome: &exec::RunOutcome) -> Option<io::Error> {
@@ -129,7 +129,7 @@ impl RunRecorder for Mutex<BundleWriter> {
     /// the artifacts and earlier attempts in its folder, writes run.json atomically: its
     /// presence marks the run finished), then counts it in bundle.json
     /// ([`BundleWriter::count_run`]). No process of the run is alive by then
-    /// ([`Executor::execute`] returns after the last one), so the folder does not change
+    /// ([`Launcher::execute`] returns after the last one), so the folder does not change
     /// afterwards. The lock is held only for the folder's path and the count, so a recording
     /// thread never keeps the next run's folder waiting.
     fn record_run(
@@ -171,7 +171,7 @@ struct Executed {
 }
 
 /// Executes one planned run of `plan` and records it: prepares its folder, runs it with
-/// `executor` ([`run_spec`]) and writes its run.json through `recorder`; returns the record and
+/// `launcher` ([`run_spec`]) and writes its run.json through `recorder`; returns the record and
 /// the run's folder. A run the runner could not start for want of its own resources
 /// ([`runner_resource_error`]) is an error, not a record. A run stopped by the
 /// cancel flag is recorded (termination `interrupted`) only when `record_interrupted`; otherwise,
@@ -185,7 +185,7 @@ pub fn execute_one(
     plan: &Plan,
     run: &PlannedRun,
     recorder: &dyn RunRecorder,
-    executor: &dyn Executor,
+    launcher: &dyn Launcher,
     cancel: &CancelFlag,
     progress: &dyn Progress,
     record_interrupted: bool,
@@ -195,7 +195,7 @@ pub fn execute_one(
     match run_one(
         plan,
         (run, run_dir),
-        executor,
+        launcher,
         cancel,
         progress,
         record_interrupted,
@@ -210,7 +210,7 @@ pub fn execute_one(
 }
 
 /// The first half of [`execute_one`]: executes the run whose folder `run_dir` has been prepared,
-/// calling `started` once its program has been started ([`Executor::execute_then`]); `Ok(None)`
+/// calling `started` once its program has been started ([`Launcher::execute_then`]); `Ok(None)`
 /// for a run stopped by the cancel flag when it is not to be recorded.
 ///
 /// # Errors
@@ -218,7 +218,7 @@ pub fn execute_one(
 fn run_one(
     plan: &Plan,
     (run, run_dir): (PlannedRun, PathBuf),
-    executor: &dyn Executor,
+    launcher: &dyn Launcher,
     cancel: &CancelFlag,
     progress: &dyn Progress,
     record_interrupted: bool,
@@ -226,7 +226,7 @@ fn run_one(
 ) -> io::Result<Option<Executed>> {
     let spec = run_spec(plan, &run, &run_dir);
     progress.run_started(&run);
-    let outcome = executor.execute_then(&spec, cancel, started);
+    let outcome = launcher.execute_then(&spec, cancel, started);
     if let Some(e) = runner_resource_error(&outcome) {
         // Not the run's fault: leave it unrecorded (resume redoes it) and stop.
         return Err(e);
@@ -251,7 +251,7 @@ fn run_one(
 }
 
 /// The folder of a job slot's next run, made ahead by the slot's recorder thread while the run
-/// before executes (with [`Executor::prepare`] of its spec), so that the runner has less to do
+/// before executes (with [`Launcher::prepare`] of its spec), so that the runner has less to do
 /// between two runs.
 #[derive(Default)]
 struct NextDir {
@@ -338,8 +338,8 @@ fn recording_cpus(plan: &Plan) -> Option<Vec<usize>> {
 /// handed over, and the run that has just ended: when recording takes longer than running, as
 /// for a huge output, the next run waits for it); every executed run is recorded before this
 /// returns. Before it records a run, that thread makes the folder of the run after the one
-/// executing and has the executor prepare it ([`Executor::prepare`]); the executor is tidied
-/// ([`Executor::tidy`]) once every slot is done. Where no CPU is free, each run
+/// executing and has the launcher prepare it ([`Launcher::prepare`]); the launcher is tidied
+/// ([`Launcher::tidy`]) once every slot is done. Where no CPU is free, each run
 /// is recorded before the next one starts, and nothing is made ahead.
 ///
 /// # Errors
@@ -350,7 +350,7 @@ pub fn execute(
     plan: &Plan,
     indices: &[usize],
     writer: &Mutex<BundleWriter>,
-    executor: &dyn Executor,
+    launcher: &dyn Launcher,
     cancel: &CancelFlag,
     progress: &dyn Progress,
 ) -> io::Result<SessionEnd> {
@@ -406,7 +406,7 @@ pub fn execute(
                         Err(e) => return fail(e),
                     },
                 };
-                match run_one(plan, (run, run_dir), executor, cancel, progress, true, started) {
+                match run_one(plan, (run, run_dir), launcher, cancel, progress, true, started) {
                     Ok(Some(executed)) => hand_off(executed),
                     Ok(None) => return,
                     Err(e) => return fail(e),
@@ -418,7 +418,7 @@ pub fn execute(
         };
         std::thread::scope(|s| {
             // A rendezvous: a run is handed over only to a recorder that is free for it, with
-            // the index of a run whose folder (and executor resources) it makes first.
+            // the index of a run whose folder (and launcher resources) it makes first.
             type Work = (Option<Executed>, Option<usize>);
             let (to_recorder, work) = std::sync::mpsc::sync_channel::<Work>(0);
             s.spawn(|| {
@@ -430,7 +430,7 @@ pub fn execute(
                     {
                         NextDir::make(&next_dir, next, plan, |run| {
                             let dir = writer.prepare_run_dir(run)?;
-                            executor.prepare(&run_spec(plan, run, &dir));
+                            launcher.prepare(&run_spec(plan, run, &dir));
                             Ok(dir)
                         });
                     }
@@ -488,7 +488,7 @@ pub fn execute(
             }
         });
     }
-    executor.tidy();
+    launcher.tidy();
     if let Some(e) = failed.into_inner().ok().flatten() {
         return Err(e);
     }

@@ -10,7 +10,7 @@ use std::time::SystemTime;
 use crate::bundle::write::{bundle_path, test_pause};
 use crate::bundle::{BundleInfo, BundleStatus, BundleWriter, Outcome, files};
 use crate::digest::sha256_bytes;
-use crate::exec::{CancelFlag, Executor};
+use crate::exec::{CancelFlag, Launcher};
 use crate::exit_codes;
 use crate::manifest::{Diagnostics, ExecutorKind, Manifest};
 use crate::plan::{self, Plan, PlanContext};
@@ -212,7 +212,7 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, SessionErr
 pub fn run_manifest(
     manifest: &Manifest,
     opts: &RunOptions,
-    executor: &dyn Executor,
+    launcher: &dyn Launcher,
     cancel: &CancelFlag,
 ) -> Result<SessionReport, SessionError> {
     let results_dir = std::path::absolute(&opts.results_dir).unwrap_or_else(|_| opts.results_dir.clone());
@@ -338,7 +338,7 @@ pub fn run_manifest(
             };
             super::slurm::submit_and_wait(&plan, &all, writer, &submit, cancel, &finish)
         }
-        None => execute_and_finish(&plan, &all, writer, executor, cancel, &finish),
+        None => execute_and_finish(&plan, &all, writer, launcher, cancel, &finish),
     }
 }
 
@@ -365,7 +365,7 @@ pub fn execute_and_finish(
     plan: &Plan,
     indices: &[usize],
     writer: BundleWriter,
-    executor: &dyn Executor,
+    launcher: &dyn Launcher,
     cancel: &CancelFlag,
     finish: &Finish<'_>,
 ) -> Result<SessionReport, SessionError> {
@@ -380,7 +380,7 @@ pub fn execute_and_finish(
     }
     let writer = Mutex::new(writer);
     let progress = progress::Collect::new(progress::for_terminal(finish.quiet, indices.len()));
-    let end = super::execute(plan, indices, &writer, executor, cancel, &progress);
+    let end = super::execute(plan, indices, &writer, launcher, cancel, &progress);
     progress.finish();
     let failures = progress.into_failures();
     let writer = match writer.into_inner() {

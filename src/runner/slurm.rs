@@ -21,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::bundle::reason::RunFailure;
 use crate::bundle::write::{NodeIds, TaskRunWriter};
 use crate::bundle::{BundleWriter, RunRecord, SlurmTaskIds, files};
-use crate::exec::{CancelFlag, Executor};
+use crate::exec::{CancelFlag, Launcher};
 use crate::manifest::{CpuSelection, Manifest, SlurmConfig};
 use crate::plan::{Plan, PlanError};
 use crate::slurm::{ArrayLimits, CancelTarget, ScriptSpec, SlurmClient, SubmittedArray, TaskMap, script};
@@ -533,7 +533,7 @@ pub enum TaskEnd {
 /// One planned run of a bundle on the node, as `hwr-exp slurm-task BUNDLE INDEX` does: writes the
 /// node's host facts once (`hosts/<hostname>.json`), pins the run to the CPUs of the task's
 /// allocation (`sched_getaffinity` of this process: what Slurm gave the task), runs it with
-/// `executor` ([`super::execute_one`]: timeout, sampling as locally) and writes its folder and
+/// `launcher` ([`super::execute_one`]: timeout, sampling as locally) and writes its folder and
 /// run.json with `hostname` and the Slurm ids. Takes no lock: the submitting or waiting hwr-exp
 /// holds it.
 ///
@@ -543,7 +543,7 @@ pub fn run_task(
     plan: &Plan,
     index: usize,
     bundle: &Path,
-    executor: &dyn Executor,
+    launcher: &dyn Launcher,
     cancel: &CancelFlag,
 ) -> io::Result<TaskEnd> {
     let host = hostname();
@@ -562,7 +562,7 @@ pub fn run_task(
     run.cpus =
         crate::cpus::allowed_cpus().map_err(|e| io::Error::other(format!("sched_getaffinity: {e}")))?;
     let quiet = super::progress::Quiet;
-    match super::execute_one(plan, &run, &writer, executor, cancel, &quiet, false)? {
+    match super::execute_one(plan, &run, &writer, launcher, cancel, &quiet, false)? {
         Some((record, _)) => Ok(TaskEnd::Recorded(Box::new(record))),
         None => Ok(TaskEnd::Stopped),
     }

@@ -1,4 +1,4 @@
-//! Scheduling tests with a fake executor: no processes.
+//! Scheduling tests with a fake launcher: no processes.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -34,7 +34,7 @@ impl Fake {
     }
 }
 
-impl Executor for Fake {
+impl Launcher for Fake {
     fn prepare(&self, spec: &RunSpec) {
         assert!(
             spec.stdout_path.parent().unwrap().is_dir(),
@@ -198,8 +198,8 @@ fn subset_of_indices_only() {
 }
 
 /// Where a CPU is left free by the job slots, each run after the first is prepared
-/// ([`Executor::prepare`], with its folder made) while the run before it executes, and the
-/// executor is tidied once at the end; elsewhere nothing is prepared.
+/// ([`Launcher::prepare`], with its folder made) while the run before it executes, and the
+/// launcher is tidied once at the end; elsewhere nothing is prepared.
 #[test]
 fn the_next_run_is_prepared_while_one_executes_where_a_cpu_is_free() {
     let (plan, _dir, writer) = setup(1);

@@ -1,4 +1,4 @@
-//! `ProcessExecutor` end to end: real child processes, real files in temporary directories.
+//! `ProcessLauncher` end to end: real child processes, real files in temporary directories.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use hwr_exp::exec::EnvPolicy;
 use hwr_exp::exec::{
-    CancelFlag, Executor, MemorySample, ProcessExecutor, RunOutcome, RunSpec, Termination, build_env,
+    CancelFlag, Launcher, MemorySample, ProcessLauncher, RunOutcome, RunSpec, Termination, build_env,
     resolve_program,
 };
 
@@ -39,7 +39,7 @@ fn sh(dir: &Path, script: &str) -> RunSpec {
 }
 
 fn run(spec: &RunSpec) -> RunOutcome {
-    ProcessExecutor::new().execute(spec, &no_cancel())
+    ProcessLauncher::new().execute(spec, &no_cancel())
 }
 
 fn no_cancel() -> CancelFlag {
@@ -346,7 +346,7 @@ fn cancel_flag_interrupts_promptly() {
         c2.store(true, Ordering::SeqCst);
     });
     let t = Instant::now();
-    let o = ProcessExecutor::new().execute(&s, &cancel);
+    let o = ProcessLauncher::new().execute(&s, &cancel);
     let took = t.elapsed();
     setter.join().unwrap();
     assert_eq!(o.termination, Termination::Interrupted, "{o:?}");
@@ -406,7 +406,7 @@ fn overhead_of_bin_true() {
     let mut s = spec(dir.path(), &["/bin/true"]);
     s.memory_path = Some(dir.path().join("m.jsonl"));
     s.cpus = vec![hwr_exp::cpus::allowed_cpus().unwrap()[0]];
-    let ex = ProcessExecutor::new();
+    let ex = ProcessLauncher::new();
     let n = 500;
     let t = Instant::now();
     for _ in 0..n {
@@ -422,7 +422,7 @@ fn cancelled_before_start_spawns_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let cancel = no_cancel();
     cancel.store(true, Ordering::SeqCst);
-    let o = ProcessExecutor::new().execute(&spec(dir.path(), &["true"]), &cancel);
+    let o = ProcessLauncher::new().execute(&spec(dir.path(), &["true"]), &cancel);
     assert_eq!(o.termination, Termination::Interrupted);
     assert_eq!(o.pid, None);
 }
