@@ -119,6 +119,46 @@ pub struct RunSpec {
     pub allocator: Option<crate::allocator::Choice>,
 }
 
+/// Why a run could not be started: the message run.json records (`error`) and the OS error
+/// behind it, when there is one (the `errno` of the failed `open`, `mkdir`, `dup`, `clone` or
+/// `execve`), for callers that decide by it (the runner's own resource errors, `EMFILE`,
+/// `ENOSPC`, ...).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct StartError {
+    /// What could not be done, for the user.
+    pub message: String,
+    /// The OS error that caused it; `None` when the cause is not an OS error (program not found,
+    /// not executable, a CPU number out of range).
+    pub os_error: Option<rustix::io::Errno>,
+}
+
+impl StartError {
+    /// An error with no OS error behind it.
+    pub fn new(message: impl Into<String>) -> StartError {
+        StartError {
+            message: message.into(),
+            os_error: None,
+        }
+    }
+
+    /// `message` caused by `cause` (its `raw_os_error`, if any, is kept).
+    pub fn os(message: impl Into<String>, cause: &std::io::Error) -> StartError {
+        StartError {
+            message: message.into(),
+            os_error: cause.raw_os_error().map(rustix::io::Errno::from_raw_os_error),
+        }
+    }
+
+    /// The same cause with a message that says more (`format!("...: {self}")`).
+    fn context(self, message: impl Into<String>) -> StartError {
+        StartError {
+            message: message.into(),
+            os_error: self.os_error,
+        }
+    }
+}
+
 /// How a run ended (`termination` in run.json).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -149,6 +189,9 @@ pub struct RunOutcome {
     pub signal: Option<i32>,
     /// Spawn error text when `termination` is `SpawnFailed`.
     pub error: Option<String>,
+    /// The OS error behind `error` when the run could not be started ([`StartError::os_error`]).
+    #[serde(skip)]
+    pub start_os_error: Option<rustix::io::Errno>,
     /// CPUs the child may run on, read back after its exec (`sched_getaffinity(pid)`, as
     /// `Cpus_allowed_list` of `/proc/<pid>/status` shows them).
     pub cpus_effective: Option<Vec<usize>>,
@@ -339,7 +382,8 @@ impl Launcher for ProcessLauncher {
             Err(error) => {
                 started();
                 let mut outcome = RunOutcome::empty(started_at, start);
-                outcome.error = Some(error);
+                outcome.start_os_error = error.os_error;
+                outcome.error = Some(error.message);
                 outcome.runner_cpus = placement.runner_cpus.clone();
                 return outcome;
             }
@@ -360,7 +404,8 @@ impl Launcher for ProcessLauncher {
                 containment.abandon();
                 let mut outcome = RunOutcome::empty(started_at, start);
                 outcome.termination = Termination::SpawnFailed;
-                outcome.error = Some(error);
+                outcome.start_os_error = error.os_error;
+                outcome.error = Some(error.message);
                 outcome
             }
         };
@@ -408,6 +453,7 @@ impl RunOutcome {
             exit_code: None,
             signal: None,
             error: None,
+            start_os_error: None,
             cpus_effective: None,
             pid: None,
             started,

@@ -20,7 +20,7 @@ use rustix::fs::{Mode, OFlags};
 use rustix::process::{Pid, PidfdFlags, Signal};
 use rustix::thread::CpuSet;
 
-use super::RunSpec;
+use super::{RunSpec, StartError};
 
 /// `PATH` searched when the run's environment has none (what glibc's `execvp` uses).
 const DEFAULT_PATH: &str = "/bin:/usr/bin";
@@ -116,22 +116,22 @@ fn check_executable(path: &Path) -> Result<(), &'static str> {
 /// # Errors
 /// User-facing messages: bad workdir, program not found or not executable, output file not
 /// creatable, fork/exec failure (with a hint when the CPU affinity may be the cause).
-pub(super) fn spawn(spec: &RunSpec, cgroup: Option<BorrowedFd<'_>>) -> Result<Child, String> {
+pub(super) fn spawn(spec: &RunSpec, cgroup: Option<BorrowedFd<'_>>) -> Result<Child, StartError> {
     let Some(argv0) = spec.argv.first() else {
-        return Err("the command is empty (no argv)".to_string());
+        return Err(StartError::new("the command is empty (no argv)"));
     };
     match std::fs::metadata(&spec.workdir) {
         Ok(m) if m.is_dir() => {}
         Ok(_) => {
-            return Err(format!(
+            return Err(StartError::new(format!(
                 "working directory {} is not a directory",
                 spec.workdir.display()
-            ));
+            )));
         }
         Err(e) => {
-            return Err(format!(
-                "working directory {} cannot be used: {e}",
-                spec.workdir.display()
+            return Err(StartError::os(
+                format!("working directory {} cannot be used: {e}", spec.workdir.display()),
+                &e,
             ));
         }
     }
@@ -141,16 +141,17 @@ pub(super) fn spawn(spec: &RunSpec, cgroup: Option<BorrowedFd<'_>>) -> Result<Ch
         .rev()
         .find(|(k, _)| k == "PATH")
         .map(|(_, v)| v.as_os_str());
-    let program = resolve_program(argv0, path_var, &spec.workdir)?;
+    let program = resolve_program(argv0, path_var, &spec.workdir).map_err(StartError::new)?;
     let create = |path: &Path, what: &str| {
-        File::create(path).map_err(|e| format!("cannot create {what} file {}: {e}", path.display()))
+        File::create(path)
+            .map_err(|e| StartError::os(format!("cannot create {what} file {}: {e}", path.display()), &e))
     };
     let stdout = create(&spec.stdout_path, "stdout")?;
     // The same path for both shares one open file (one offset), as `2>&1` would.
     let stderr = if spec.stderr_path == spec.stdout_path {
         stdout
             .try_clone()
-            .map_err(|e| format!("cannot duplicate the stdout file descriptor: {e}"))?
+            .map_err(|e| StartError::os(format!("cannot duplicate the stdout file descriptor: {e}"), &e))?
     } else {
         create(&spec.stderr_path, "stderr")?
     };
@@ -163,7 +164,9 @@ pub(super) fn spawn(spec: &RunSpec, cgroup: Option<BorrowedFd<'_>>) -> Result<Ch
         let mut set = CpuSet::new();
         for &cpu in &spec.cpus {
             if cpu >= CpuSet::MAX_CPU {
-                return Err(format!("CPU {cpu} is beyond the largest supported CPU number"));
+                return Err(StartError::new(format!(
+                    "CPU {cpu} is beyond the largest supported CPU number"
+                )));
             }
             set.set(cpu);
         }
@@ -185,7 +188,7 @@ pub(super) fn spawn(spec: &RunSpec, cgroup: Option<BorrowedFd<'_>>) -> Result<Ch
                 crate::cpus::format_cpu_list(&spec.cpus)
             ));
         }
-        msg
+        StartError::os(msg, &e)
     };
     let image = Image::new(exec_path, &spec.argv, &spec.env, &spec.workdir)
         .map_err(|e| fail("bad argument or environment", e))?;

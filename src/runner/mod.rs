@@ -80,23 +80,20 @@ const RUNNER_RESOURCE_ERRORS: [rustix::io::Errno; 5] = [
 ];
 
 /// The error of a run that could not be started because the runner ran out of a resource
-/// ([`RUNNER_RESOURCE_ERRORS`], read from the `(os error N)` of the launcher's spawn error text):
-/// such a run is not recorded as `spawn-failed` but ends the session like a bundle write error, so
-/// that `resume` redoes it once the cause is gone. `None` for every other outcome.
+/// ([`RUNNER_RESOURCE_ERRORS`], the launcher's [`exec::StartError::os_error`], recorded as
+/// [`RunOutcome::start_os_error`]): such a run is not recorded as `spawn-failed` but ends the
+/// session like a bundle write error, so that `resume` redoes it once the cause is gone. `None` for
+/// every other outcome.
 fn runner_resource_error(outcome: &exec::RunOutcome) -> Option<io::Error> {
     if outcome.termination != exec::Termination::SpawnFailed {
         return None;
     }
-    let text = outcome.error.as_deref()?;
-    let code: i32 = text
-        .rsplit_once("(os error ")
-        .and_then(|(_, rest)| rest.split_once(')'))
-        .and_then(|(digits, _)| digits.parse().ok())?;
-    RUNNER_RESOURCE_ERRORS
-        .iter()
-        .any(|e| e.raw_os_error() == code)
-        .then(|| io::Error::from_raw_os_error(code))
-        .map(|os| io::Error::new(os.kind(), format!("cannot start the run: {text}")))
+    let errno = outcome
+        .start_os_error
+        .filter(|e| RUNNER_RESOURCE_ERRORS.contains(e))?;
+    let text = outcome.error.as_deref().unwrap_or_default();
+    let os = io::Error::from_raw_os_error(errno.raw_os_error());
+    Some(io::Error::new(os.kind(), format!("cannot start the run: {text}")))
 }
 
 /// Where [`execute_one`] puts a run: its folder and its record. Implemented by the local

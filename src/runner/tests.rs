@@ -71,6 +71,7 @@ impl Launcher for Fake {
             exit_code: (!interrupted).then_some(0),
             signal: None,
             error: None,
+            start_os_error: None,
             cpus_effective: Some(spec.cpus.clone()),
             pid: Some(1),
             started: SystemTime::now(),
@@ -297,4 +298,45 @@ fn a_folder_made_ahead_is_kept_for_its_run_only() {
         !folder(4).exists(),
         "a folder made for a run never reached is removed"
     );
+}
+
+/// A spawn that failed for the runner's own lack of a resource (the launcher's typed OS error,
+/// not a message) ends the session; any other spawn failure is the run's.
+#[test]
+fn runner_resource_errors_come_from_the_typed_os_error() {
+    use rustix::io::Errno;
+    let failed = |os: Option<Errno>, text: &str| RunOutcome {
+        error: Some(text.into()),
+        start_os_error: os,
+        ..RunOutcome::lost(SystemTime::now())
+    };
+    let mut emfile = failed(
+        Some(Errno::MFILE),
+        "cannot create stdout file /x: Too many open files",
+    );
+    emfile.termination = Termination::SpawnFailed;
+    let e = runner_resource_error(&emfile).expect("EMFILE is the runner's");
+    assert_eq!(e.raw_os_error(), None);
+    assert_eq!(e.kind(), io::Error::from_raw_os_error(libc::EMFILE).kind());
+    assert_eq!(
+        e.to_string(),
+        "cannot start the run: cannot create stdout file /x: Too many open files"
+    );
+    let mut enospc = failed(Some(Errno::NOSPC), "no space");
+    enospc.termination = Termination::SpawnFailed;
+    assert_eq!(
+        runner_resource_error(&enospc).map(|e| e.kind()),
+        Some(io::ErrorKind::StorageFull)
+    );
+    // The run's own failures: not found, or a message that merely quotes an OS error.
+    let mut enoent = failed(Some(Errno::NOENT), "working directory /nope cannot be used");
+    enoent.termination = Termination::SpawnFailed;
+    assert!(runner_resource_error(&enoent).is_none());
+    let mut quoted = failed(None, "`prog` printed (os error 24)");
+    quoted.termination = Termination::SpawnFailed;
+    assert!(runner_resource_error(&quoted).is_none());
+    // Only spawn failures count.
+    let mut exited = failed(Some(Errno::MFILE), "");
+    exited.termination = Termination::Exited;
+    assert!(runner_resource_error(&exited).is_none());
 }
