@@ -20,13 +20,11 @@
 //!    anything is moved.
 
 use std::collections::BTreeMap;
-use std::fs;
 use std::path::Path;
 use std::time::SystemTime;
 
 use super::ArchiveError;
 use super::rerun::{archived_manifest, base_dir_now};
-use crate::bundle::artifacts::ATTEMPTS;
 use crate::bundle::lock::{BundleLock, EffectiveStatus, LockError};
 use crate::bundle::{BundleStatus, BundleWriter, Outcome};
 use crate::exec::{CancelFlag, Launcher, Termination};
@@ -238,7 +236,7 @@ fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result
         source,
     };
     for &i in &todo {
-        keep_attempt(&bundle.run_dir(&recorded[i].run_id)).map_err(write_err)?;
+        crate::bundle::write::keep_attempt(&bundle.run_dir(&recorded[i].run_id)).map_err(write_err)?;
     }
     let mut new_info = info.clone();
     new_info.counts = counts;
@@ -262,43 +260,4 @@ fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result
         executor: manifest.executor.clone(),
         cpus_per_run: manifest.isolation.cpus_per_run,
     })
-}
-
-/// Moves every entry of the run folder `run_dir` except `attempts/` into `attempts/<n>/`, with n
-/// one more than the highest attempt kept there (1 for the first). Nothing happens when the
-/// folder does not exist or holds nothing else.
-///
-/// # Errors
-/// I/O errors reading the folder, creating `attempts/<n>/` or renaming into it.
-fn keep_attempt(run_dir: &Path) -> std::io::Result<()> {
-    let entries = match fs::read_dir(run_dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    let mut moving = Vec::new();
-    for entry in entries {
-        let entry = entry?;
-        if entry.file_name() != ATTEMPTS {
-            moving.push(entry.file_name());
-        }
-    }
-    if moving.is_empty() {
-        return Ok(());
-    }
-    let attempts = run_dir.join(ATTEMPTS);
-    let last = match fs::read_dir(&attempts) {
-        Ok(entries) => entries
-            .filter_map(Result::ok)
-            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-            .max()
-            .unwrap_or(0),
-        Err(_) => 0,
-    };
-    let folder = attempts.join((last + 1).to_string());
-    fs::create_dir_all(&folder)?;
-    for name in moving {
-        fs::rename(run_dir.join(&name), folder.join(&name))?;
-    }
-    Ok(())
 }

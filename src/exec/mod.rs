@@ -33,10 +33,12 @@
 //!      fds 0/1/2 survive exec,
 //!    - resets every signal disposition to the default and empties the signal mask.
 //!
-//!    stdin is `/dev/null`; stdout and stderr are files the kernel writes to directly.
+//!    stdin is `/dev/null`; stdout and stderr are pipes that one thread of the runner copies
+//!    into the output file and `stderr.log` (`drain.rs`): a run that reopens `/dev/stdout`
+//!    truncates nothing; both go through one pipe when they name the same file.
 //! 5. The parent waits on a pidfd with `poll` (`supervise.rs`), waking for external smaps_rollup
 //!    samples of every process of the run (`sampling.rs`), the timeout, the SIGTERM grace period
-//!    and (every 50 ms) the cancel flag. No thread is started. On timeout or interrupt every
+//!    and (every 50 ms) the cancel flag. The output thread is the only other thread. On timeout or interrupt every
 //!    process of the run gets SIGTERM, and SIGKILL after the grace period.
 //! 6. The leader is reaped with `wait4`, which gives the exit status and its rusage (user and
 //!    system CPU seconds, peak RSS). `ended` and `wall_seconds` are taken here, so the stray
@@ -66,6 +68,7 @@
 mod cgroup;
 mod children;
 mod containment;
+mod drain;
 mod environment;
 pub mod guardian;
 mod pinning;

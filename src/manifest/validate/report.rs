@@ -28,6 +28,16 @@ impl Validator<'_> {
                                     format!("metric `{name}`: \"{p}\" is not a JSON pointer"),
                                     Some(format!("JSON pointers (RFC 6901) start with `/`, like \"/{p}\"; \"\" is the whole document")),
                                 );
+                            } else if p.split('/').count() - 1 > crate::manifest::MAX_POINTER_TOKENS {
+                                self.err(
+                                    val.span(),
+                                    format!(
+                                        "metric `{name}`: the JSON pointer has {} tokens, more than {}",
+                                        p.split('/').count() - 1,
+                                        crate::manifest::MAX_POINTER_TOKENS
+                                    ),
+                                    None,
+                                );
                             }
                             metrics.push((name.to_string(), p.to_string()));
                         }
