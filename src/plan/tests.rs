@@ -64,6 +64,7 @@ pub(crate) fn ctx() -> PlanContext {
         fallback_seed: 42,
         layout: LAYOUT,
         allocators: [("jemalloc".to_string(), PathBuf::from("/lib/libjemalloc.so.2"))].into(),
+        plans_cpus: true,
     }
 }
 
