@@ -116,6 +116,7 @@ fn not_run(p: PlannedRunRecord, keys: &[String]) -> RunSummary {
         stderr_tail: Vec::new(),
         retention: None,
         excluded: Some("not run".into()),
+        allocator: None,
         metrics: BTreeMap::new(),
         points: Vec::new(),
         memory: Vec::new(),
@@ -180,6 +181,7 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
         stderr_tail,
         retention: None,
         excluded: None,
+        allocator: rec.allocator.clone(),
         metrics: BTreeMap::new(),
         points: Vec::new(),
         memory: Vec::new(),
@@ -200,6 +202,21 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
                 _ => "failed".into(),
             },
             Outcome::Ok => unreachable!(),
+        });
+    }
+    if let Some(a) = &rec.allocator
+        && a.seen_loaded == Some(false)
+    {
+        s.excluded.get_or_insert_with(|| match &a.path {
+            Some(path) => format!("allocator {} ({path}) not seen loaded", a.name),
+            None => format!(
+                "allocator glibc, but {} mapped",
+                if a.mapped.is_empty() {
+                    "another allocator".to_string()
+                } else {
+                    a.mapped.join(", ")
+                }
+            ),
         });
     }
     if ctx.keep_series {

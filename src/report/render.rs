@@ -253,7 +253,45 @@ fn run_table(r: &Report) -> Section {
             run.reason_text().to_owned(),
         ]);
     }
+    if let Some(note) = allocator_note(r) {
+        s.notes.push(note);
+    }
     s
+}
+
+/// The note under the runs table naming the runs whose `[isolation] allocator` was not seen
+/// loaded (left out of the aggregates), or was not checked before the process ended.
+pub(crate) fn allocator_note(r: &Report) -> Option<String> {
+    let not_loaded: Vec<String> = r
+        .runs
+        .iter()
+        .filter(|run| {
+            run.allocator
+                .as_ref()
+                .is_some_and(|a| a.seen_loaded == Some(false))
+        })
+        .map(|run| format!("{} ({})", run.run_id, run.excluded.as_deref().unwrap_or("")))
+        .collect();
+    let unknown: Vec<&str> = r
+        .runs
+        .iter()
+        .filter(|run| run.finished && run.allocator.as_ref().is_some_and(|a| a.seen_loaded.is_none()))
+        .map(|run| run.run_id.as_str())
+        .collect();
+    let mut parts = Vec::new();
+    if !not_loaded.is_empty() {
+        parts.push(format!(
+            "warning: allocator not seen loaded, left out of the aggregates: {}",
+            not_loaded.join(", ")
+        ));
+    }
+    if !unknown.is_empty() {
+        parts.push(format!(
+            "allocator not checked (the process ended before its libraries were mapped): {}",
+            unknown.join(", ")
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 fn retention_run_table(r: &Report) -> Section {

@@ -85,6 +85,7 @@ impl Launcher for Fake {
             containment: None,
             runner_cpus: None,
             cgroup_memory_peak_bytes: None,
+            allocator: None,
         }
     }
 }
@@ -108,6 +109,7 @@ fn setup(jobs: u32) -> (Plan, tempfile::TempDir, Mutex<BundleWriter>) {
         allowed_cpus: vec![0, 1],
         fallback_seed: 1,
         layout: crate::bundle::plan_file::RUN_FOLDER_LAYOUT,
+        allocators: Default::default(),
         plans_cpus: true,
     };
     let plan = expand(&m, &ctx).unwrap();
