@@ -84,6 +84,9 @@ impl Executor for Fake {
             containment: None,
             runner_cpus: None,
             cgroup_memory_peak_bytes: None,
+            cgroup_memory_source: None,
+            sampling: None,
+            shared_memory_left: Vec::new(),
         }
     }
 }

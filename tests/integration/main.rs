@@ -68,6 +68,7 @@ mod report_reasons;
 mod report_width;
 mod run_containment;
 mod run_e2e;
+mod run_measure;
 mod runner_faults;
 mod schema_validation;
 mod slurm_cluster;
