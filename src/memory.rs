@@ -611,7 +611,13 @@ Anonymous:            12 kB
         assert_eq!(row("[stack]").kind, MappingKind::Stack);
 
         let mut later = m.clone();
-        later.0.iter_mut().find(|r| r.name == "[heap]").unwrap().figures.private_dirty += 4096 * 1024;
+        later
+            .0
+            .iter_mut()
+            .find(|r| r.name == "[heap]")
+            .unwrap()
+            .figures
+            .private_dirty += 4096 * 1024;
         let g = later.growth(&m);
         assert_eq!(g[0].0.name, "[heap]");
         assert_eq!(g[0].1, 4096 * 1024);

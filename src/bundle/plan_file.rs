@@ -120,6 +120,7 @@ mod tests {
         );
         let ctx = crate::plan::PlanContext {
             layout: RUN_FOLDER_LAYOUT,
+            plans_cpus: true,
             ..ctx()
         };
         for name in [files::RUN, files::STDERR, files::MEMORY, files::MAPPINGS] {

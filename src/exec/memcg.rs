@@ -65,7 +65,10 @@ fn remove_stale(dir: &Path) {
     let Ok(entries) = fs::read_dir(dir) else { return };
     for e in entries.flatten() {
         let name = e.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.split('-').next()?.parse::<u32>().ok()) else {
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.split('-').next()?.parse::<u32>().ok())
+        else {
             continue;
         };
         if !Path::new(&format!("/proc/{pid}")).exists() {
@@ -160,7 +163,10 @@ impl RunMemcg {
 
     /// `memory.usage_in_bytes` and `memory.max_usage_in_bytes`, bytes.
     pub(super) fn memory(&self) -> (Option<u64>, Option<u64>) {
-        (self.value("memory.usage_in_bytes"), self.value("memory.max_usage_in_bytes"))
+        (
+            self.value("memory.usage_in_bytes"),
+            self.value("memory.max_usage_in_bytes"),
+        )
     }
 
     /// Removes the cgroup (every process of the run has ended).

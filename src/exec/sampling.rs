@@ -300,12 +300,9 @@ impl Sampler {
             .and_then(|r| r.iter().find(|(p, _)| *p == leader).map(|(_, r)| r));
         let leader_figures = leader_status.map(|(_, s, dir)| LeaderFigures {
             pid: leader,
-            via_thread: dir.contains("/task/").then(|| {
-                dir.rsplit('/')
-                    .next()
-                    .and_then(|t| t.parse().ok())
-                    .unwrap_or(0)
-            }),
+            via_thread: dir
+                .contains("/task/")
+                .then(|| dir.rsplit('/').next().and_then(|t| t.parse().ok()).unwrap_or(0)),
             status: s.clone(),
             pss: leader_rollup.and_then(|r| r.pss),
             pss_anon: leader_rollup.and_then(|r| r.pss_anon),

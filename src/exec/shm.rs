@@ -60,7 +60,10 @@ pub(super) struct Snapshot {
 /// Reads what shared memory exists now.
 pub(super) fn snapshot() -> Snapshot {
     Snapshot {
-        sysv: sysv_segments().into_iter().map(|s| s.shmid.unwrap_or(-1)).collect(),
+        sysv: sysv_segments()
+            .into_iter()
+            .map(|s| s.shmid.unwrap_or(-1))
+            .collect(),
         dev_shm: dev_shm_files().into_iter().map(|(n, ino, _)| (n, ino)).collect(),
     }
 }

@@ -181,6 +181,15 @@ pub(super) fn supervise(
     if let Some(e) = finished.error {
         outcome.error.get_or_insert(e);
     }
+    // No process of the run is alive: what they wrote is in the pipes; copy the rest.
+    if let Some(drain) = child.drain
+        && let Err(e) = drain.finish()
+    {
+        outcome.error.get_or_insert(format!(
+            "writing the run's output to {}: {e}",
+            spec.stdout_path.parent().unwrap_or(&spec.stdout_path).display()
+        ));
+    }
 
     if let Some(s) = sampler {
         let summary = s.finish(outcome.wall_seconds);

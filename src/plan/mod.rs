@@ -29,6 +29,10 @@ pub struct PlanContext {
     pub fallback_seed: u64,
     /// Where run folders live inside the bundle and which file names the runner writes there.
     pub layout: RunFolderLayout,
+    /// Whether the plan gives each run its CPUs (job slots from `[isolation] cpus`); false where
+    /// the backend decides them where a run executes (Slurm: the task's allocation, DESIGN 8),
+    /// and `jobs` only bounds the runs in flight. Set by `runner::backend::Backend::plans_cpus`.
+    pub plans_cpus: bool,
 }
 
 /// The part of the bundle's on-disk layout the plan needs, given by the bundle
@@ -570,9 +574,8 @@ fn cells(manifest: &Manifest, errors: &mut Vec<PlanError>) -> Cells {
 fn cpu_slots(manifest: &Manifest, ctx: &PlanContext, errors: &mut Vec<PlanError>) -> Vec<Vec<usize>> {
     let jobs = manifest.schedule.jobs.max(1) as usize;
     let per = manifest.isolation.cpus_per_run.max(1);
-    if manifest.executor.kind == crate::manifest::ExecutorKind::Slurm {
-        // Slurm executor: `jobs` is the array throttle and each task's CPUs are its allocation on
-        // the node (DESIGN 8), so no run is given CPUs here.
+    if !ctx.plans_cpus {
+        // The backend gives runs their CPUs where they execute: no run is given CPUs here.
         return vec![Vec::new(); jobs];
     }
     let (pool, pool_desc): (&[usize], &str) = match &manifest.isolation.cpus {

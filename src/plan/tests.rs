@@ -62,6 +62,7 @@ pub(crate) fn ctx() -> PlanContext {
         allowed_cpus: vec![2, 3],
         fallback_seed: 42,
         layout: LAYOUT,
+        plans_cpus: true,
     }
 }
 

@@ -21,8 +21,18 @@ fn run_with(dir: &Path, containment: &str) -> (Output, Value, Vec<Value>, PathBu
         .output()
         .expect("hwr-exp runs");
     let results = dir.join("results");
-    let experiment = std::fs::read_dir(&results).unwrap().flatten().next().unwrap().path();
-    let bundle = std::fs::read_dir(experiment).unwrap().flatten().next().unwrap().path();
+    let experiment = std::fs::read_dir(&results)
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let bundle = std::fs::read_dir(experiment)
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
     let run = run_records(&bundle).remove(0);
     let run_dir = bundle.join("runs").join(run["run-id"].as_str().unwrap());
     let samples = std::fs::read_to_string(run_dir.join("memory.jsonl"))
@@ -162,8 +172,14 @@ fn two_processes_mapping_one_file_give_the_tree_pss() {
             "{mode}: the leader's own pss {leader_pss} is not half the file: {s}"
         );
         // Status samples between the walks: RSS and its split, never PSS.
-        let status = samples.iter().find(|s| s["source"] == "status").expect("status samples");
-        assert!(status.get("pss").is_none() && status["rss-file"].as_u64().is_some(), "{status}");
+        let status = samples
+            .iter()
+            .find(|s| s["source"] == "status")
+            .expect("status samples");
+        assert!(
+            status.get("pss").is_none() && status["rss-file"].as_u64().is_some(),
+            "{status}"
+        );
         // The breakdown names the file, with its file-backed bytes in both processes.
         let mappings = json(&run_dir.join("mappings.json"));
         let rows = mappings["last"]["rows"].as_array().unwrap();
@@ -227,7 +243,9 @@ fn shared_memory_left_behind_is_listed() {
     let _ = std::fs::remove_file(&shm_file);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(file_was_left, "the file was removed by hwr-exp");
-    let left = run["shared-memory-left"].as_array().unwrap_or_else(|| panic!("{run}"));
+    let left = run["shared-memory-left"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{run}"));
     let seg = left
         .iter()
         .find(|l| l["kind"] == "sysv" && l["shmid"].as_i64() == shmid)
@@ -259,7 +277,9 @@ fn a_run_without_any_sample_says_so() {
     let sampling = &run["sampling"];
     assert_eq!(sampling["honoured"], false, "{run}");
     assert!(
-        sampling["note"].as_str().is_some_and(|n| n.contains("no memory sample")),
+        sampling["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("no memory sample")),
         "{run}"
     );
 }
