@@ -186,6 +186,7 @@ pub fn write_bundle(dir: &Path, s: &Synth) -> std::io::Result<()> {
                         cpus: vec![0],
                         timeout_seconds: Some(120.0),
                         grace_seconds: 5.0,
+                        allocator: None,
                     },
                 ));
             }
@@ -270,6 +271,7 @@ pub fn write_bundle(dir: &Path, s: &Synth) -> std::io::Result<()> {
             cgroup_memory_source: None,
             sampling: None,
             shared_memory_left: Vec::new(),
+            allocator: None,
             memory_samples,
             sha256: BTreeMap::new(),
             hostname: None,

@@ -50,6 +50,7 @@ impl PlannedRunRecord {
             cpus: run.cpus.clone(),
             timeout_seconds: plan.timeout.map(|d| d.as_secs_f64()),
             grace_seconds: plan.grace.as_secs_f64(),
+            allocator: run.allocator.as_ref().map(|a| a.name.clone()),
         }
     }
 }

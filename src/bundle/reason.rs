@@ -259,6 +259,7 @@ mod tests {
             cgroup_memory_source: None,
             sampling: None,
             shared_memory_left: Vec::new(),
+            allocator: None,
             artifacts: Vec::new(),
             attempt: 1,
             earlier_attempts: Vec::new(),

@@ -788,6 +788,7 @@ fn run_record(
         runner_cpus: outcome.runner_cpus.clone(),
         cgroup_memory_peak_bytes: outcome.cgroup_memory_peak_bytes,
         cgroup_memory_source: outcome.cgroup_memory_source.clone(),
+        allocator: outcome.allocator.clone(),
         memory_samples: outcome.memory_samples,
         sampling: outcome.sampling.clone(),
         shared_memory_left: outcome.shared_memory_left.clone(),

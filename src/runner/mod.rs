@@ -59,6 +59,13 @@ pub fn run_spec(plan: &Plan, run: &PlannedRun, run_dir: &std::path::Path) -> Run
         stderr_path: run_dir.join(files::STDERR),
         memory_path: plan.sample_interval.map(|_| run_dir.join(files::MEMORY)),
         sample_interval: plan.sample_interval.unwrap_or(Duration::from_millis(100)),
+        allocator: run.allocator.clone().map(|mut choice| {
+            choice.sha256 = choice
+                .path
+                .as_deref()
+                .and_then(|p| crate::allocator::sha256_cached(p).ok());
+            choice
+        }),
     }
 }
 

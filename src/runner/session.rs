@@ -166,6 +166,7 @@ pub fn plan_context(bundle: &Path) -> Result<PlanContext, SessionError> {
         allowed_cpus,
         fallback_seed: fastrand::u64(..1 << 53),
         layout: crate::bundle::plan_file::RUN_FOLDER_LAYOUT,
+        allocators: crate::allocator::installed().clone(),
         plans_cpus: true,
     })
 }
@@ -185,8 +186,12 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, SessionErr
         ..ctx.clone()
     };
     match plan::expand(manifest, &ctx) {
-        Ok(plan) if errors.is_empty() => return Ok(plan),
-        Ok(_) => {}
+        Ok(plan) => {
+            errors.extend(super::preflight::allocator_paths(&plan));
+            if errors.is_empty() {
+                return Ok(plan);
+            }
+        }
         Err(e) => errors.extend(e),
     }
     let mut all: Option<Diagnostics> = None;

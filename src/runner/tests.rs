@@ -88,6 +88,7 @@ impl Launcher for Fake {
             cgroup_memory_source: None,
             sampling: None,
             shared_memory_left: Vec::new(),
+            allocator: None,
         }
     }
 }
@@ -111,6 +112,7 @@ fn setup(jobs: u32) -> (Plan, tempfile::TempDir, Mutex<BundleWriter>) {
         allowed_cpus: vec![0, 1],
         fallback_seed: 1,
         layout: crate::bundle::plan_file::RUN_FOLDER_LAYOUT,
+        allocators: Default::default(),
         plans_cpus: true,
     };
     let plan = expand(&m, &ctx).unwrap();
