@@ -778,6 +778,7 @@ fn run_record(
         stray_processes_killed: outcome.stray_processes_killed,
         runner_cpus: outcome.runner_cpus.clone(),
         cgroup_memory_peak_bytes: outcome.cgroup_memory_peak_bytes,
+        allocator: outcome.allocator.clone(),
         memory_samples: outcome.memory_samples,
         sha256,
         artifacts,

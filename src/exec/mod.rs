@@ -116,6 +116,10 @@ pub struct RunSpec {
     pub memory_path: Option<PathBuf>,
     /// Sampling period for `memory_path`.
     pub sample_interval: Duration,
+    /// The allocator the run is given (`LD_PRELOAD` is already in `env`): after the program
+    /// starts, its `/proc/<pid>/maps` is read until the dynamic loader has mapped its libraries,
+    /// to see whether the allocator is in effect ([`RunOutcome::allocator`]). `None` = no check.
+    pub allocator: Option<crate::allocator::Choice>,
 }
 
 /// Why a run could not be started: the message run.json records (`error`) and the OS error
@@ -221,6 +225,8 @@ pub struct RunOutcome {
     /// `memory.peak` of the run's cgroup at its end, bytes: the peak of all its processes
     /// together. Only where the cgroup has the memory controller.
     pub cgroup_memory_peak_bytes: Option<u64>,
+    /// What was seen of [`RunSpec::allocator`] in the process's maps; `None` without one.
+    pub allocator: Option<crate::allocator::Record>,
 }
 
 /// One external sample of the run's process, one JSON line of memory.jsonl. Bytes.
@@ -408,6 +414,9 @@ impl Launcher for ProcessLauncher {
         };
         outcome.containment = Some(kind);
         outcome.runner_cpus = placement.runner_cpus.clone();
+        if outcome.allocator.is_none() {
+            outcome.allocator = spec.allocator.as_ref().map(crate::allocator::Record::unseen);
+        }
         outcome
     }
 
@@ -461,6 +470,7 @@ impl RunOutcome {
             containment: None,
             runner_cpus: None,
             cgroup_memory_peak_bytes: None,
+            allocator: None,
         }
     }
 }

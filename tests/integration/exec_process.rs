@@ -30,6 +30,7 @@ fn spec(dir: &Path, argv: &[&str]) -> RunSpec {
         stderr_path: dir.join("stderr"),
         memory_path: None,
         sample_interval: Duration::from_millis(100),
+        allocator: None,
     }
 }
 

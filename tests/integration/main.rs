@@ -33,6 +33,7 @@
 
 mod support;
 
+mod allocators;
 mod architecture;
 mod archive_rerun;
 mod archive_resume;
