@@ -82,7 +82,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-pub use containment::{CONTAINMENT_VAR, Containment};
+pub use containment::{CONTAINMENT_VAR, Containment, placement_note};
 pub use environment::{CLEAN_KEPT, CLEAN_KEPT_PREFIX, EnvPolicy, build_env, clean_keeps};
 pub use pinning::pin_current_thread;
 pub use spawn::{resolve_program, return_freed_memory};
@@ -292,6 +292,7 @@ impl ProcessExecutor {
     /// flight if the runner dies (SIGKILL included).
     pub fn new() -> Self {
         become_subreaper();
+        containment::placement_note();
         guardian::ensure_started();
         ProcessExecutor::default()
     }
@@ -313,6 +314,7 @@ impl Executor for ProcessExecutor {
 
     fn execute_then(&self, spec: &RunSpec, cancel: &CancelFlag, started: &mut dyn FnMut()) -> RunOutcome {
         become_subreaper();
+        containment::placement_note();
         guardian::ensure_started();
         let started_at = SystemTime::now();
         let start = Instant::now();

@@ -229,6 +229,14 @@ pub fn run_manifest(
     for warning in before.warnings() {
         progress::say(format_args!("warning: {warning}"));
     }
+    // Run cgroups outside the runner's own cgroup: whatever stops that cgroup misses the runs.
+    let placement = match manifest.executor.kind {
+        ExecutorKind::Local => crate::exec::placement_note(),
+        ExecutorKind::Slurm => None,
+    };
+    if let Some(note) = placement {
+        progress::say(format_args!("warning: {note}"));
+    }
     let host = crate::provenance::host::collect();
 
     let info = BundleInfo {
@@ -250,7 +258,13 @@ pub fn run_manifest(
         parent: opts.parent.clone(),
         runner_pid: std::process::id(),
         seed: plan.seed,
-        notes: opts.notes.iter().chain(before.warnings()).cloned().collect(),
+        notes: opts
+            .notes
+            .iter()
+            .chain(before.warnings())
+            .cloned()
+            .chain(placement.map(str::to_string))
+            .collect(),
         executor: Some(
             match manifest.executor.kind {
                 ExecutorKind::Local => "local",
