@@ -12,7 +12,7 @@ use hwr_exp::exec::{
     resolve_program,
 };
 
-use crate::support::{group_members, process_state, rerun_this_test, wait_for};
+use crate::support::{group_exists, group_members, process_state, rerun_this_test, wait_for};
 
 /// A spec running `argv` in `dir` with the test's PATH, output into `dir`.
 fn spec(dir: &Path, argv: &[&str]) -> RunSpec {
@@ -51,10 +51,8 @@ fn stdout(dir: &Path) -> String {
 
 /// The group is gone for the kernel too: kill(-pgid, 0) fails with ESRCH.
 fn assert_group_gone(pgid: u32) {
-    let r = unsafe { libc::kill(-(pgid as i32), 0) };
-    let err = std::io::Error::last_os_error();
     assert!(
-        r == -1 && err.raw_os_error() == Some(libc::ESRCH),
+        !group_exists(pgid as i32),
         "group {pgid} still exists: {:?}",
         group_members(i64::from(pgid))
     );
