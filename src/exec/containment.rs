@@ -69,7 +69,7 @@ fn choice() -> Result<Choice, &'static str> {
 }
 
 /// Where this process's run cgroups go when that is not inside the runner's own cgroup, and why
-/// (`None` when they nest in it, or no cgroup is used). Found once ([`cgroup::base`]); called
+/// (`None` when they nest in it, or no cgroup is used). Found once (`cgroup::base`); called
 /// before the guardian is forked, since a runner nested in its caller's cgroup first moves
 /// itself (and so everything it starts later) into a leaf of it.
 pub fn placement_note() -> Option<&'static str> {

@@ -288,7 +288,7 @@ impl ProcessExecutor {
     /// (`prctl(PR_SET_CHILD_SUBREAPER, 1)`, once per process), so that orphaned grandchildren of a
     /// run are reparented to the runner, where they can be reaped.
     ///
-    /// It also starts the [guardian](guardian), once per process, which stops the runs in
+    /// It also starts the [guardian], once per process, which stops the runs in
     /// flight if the runner dies (SIGKILL included).
     pub fn new() -> Self {
         become_subreaper();

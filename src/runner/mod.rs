@@ -166,7 +166,7 @@ struct Executed {
 /// Executes one planned run of `plan` and records it: prepares its folder, runs it with
 /// `executor` ([`run_spec`]) and writes its run.json through `recorder`; returns the record and
 /// the run's folder. A run the runner could not start for want of its own resources
-/// ([`runner_resource_error`]) is an error, not a record. A run stopped by the
+/// (`runner_resource_error`) is an error, not a record. A run stopped by the
 /// cancel flag is recorded (termination `interrupted`) only when `record_interrupted`; otherwise,
 /// when the flag is set by the time the run ended, the answer is `Ok(None)` and the folder is left
 /// without run.json (a Slurm task stopped by `scancel`, which the waiting hwr-exp then records as
@@ -324,7 +324,7 @@ fn recording_cpus(plan: &Plan) -> Option<Vec<usize>> {
 /// each into `writer` as soon as it finishes.
 ///
 /// Each job slot executes its runs one after another. Where some allowed CPU is used by no job
-/// slot ([`recording_cpus`]), a slot's runs are recorded (output check, hashes, run.json,
+/// slot (`recording_cpus`), a slot's runs are recorded (output check, hashes, run.json,
 /// progress) by a thread of its own pinned to those CPUs, which gets each run once the next one
 /// has been started: recording a run then overlaps the next run, and never shares its CPU. A
 /// slot's recorder is at most three runs behind (the run it is recording, one waiting to be
@@ -337,7 +337,7 @@ fn recording_cpus(plan: &Plan) -> Option<Vec<usize>> {
 ///
 /// # Errors
 /// The first I/O error writing the bundle, or the first run that could not be started for lack of
-/// a resource of the runner (see [`RUNNER_RESOURCE_ERRORS`]); runs in flight in other job slots are
+/// a resource of the runner (see `RUNNER_RESOURCE_ERRORS`); runs in flight in other job slots are
 /// finished first.
 pub fn execute(
     plan: &Plan,

@@ -81,7 +81,7 @@ const SHARED_FS_MAGIC: &[u32] = &[
 ];
 
 /// Whether `path` (or its nearest existing ancestor) is on a file system other hosts may mount,
-/// judged by `statfs(2)` `f_type` against [`SHARED_FS_MAGIC`]; `None` when statfs fails.
+/// judged by `statfs(2)` `f_type` against `SHARED_FS_MAGIC`; `None` when statfs fails.
 pub fn on_shared_fs(path: &Path) -> Option<bool> {
     let mut probe = path.to_path_buf();
     while !probe.exists() {
