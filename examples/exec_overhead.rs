@@ -1,4 +1,4 @@
-//! Mean wall time per run of `/bin/true`, for the executor and for plain `std::process` baselines.
+//! Mean wall time per run of `/bin/true`, for the launcher and for plain `std::process` baselines.
 //!
 //! `cargo run --example exec_overhead -- [runs]` (default 500 runs).
 
@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use hwr_exp::exec::{Executor, ProcessExecutor, RunSpec};
+use hwr_exp::exec::{Launcher, ProcessLauncher, RunSpec};
 
 fn time(name: &str, n: u32, mut f: impl FnMut()) {
     f();
@@ -55,9 +55,10 @@ fn main() {
         stderr_path: dir.path().join("stderr"),
         memory_path: None,
         sample_interval: Duration::from_millis(100),
+        allocator: None,
     };
     let cancel = Arc::new(AtomicBool::new(false));
-    let ex = ProcessExecutor::new();
+    let ex = ProcessLauncher::new();
 
     time("std Command::status (posix_spawn)", n, || {
         Command::new("/bin/true").status().expect("spawn");
@@ -68,28 +69,28 @@ fn main() {
         unsafe { c.pre_exec(|| Ok(())) };
         c.status().expect("spawn");
     });
-    time("ProcessExecutor, no pinning, no sampling", n, || {
+    time("ProcessLauncher, no pinning, no sampling", n, || {
         ex.execute(&base, &cancel);
     });
     let cpu0 = hwr_exp::cpus::allowed_cpus().expect("cpus")[0];
     let mut pinned = base.clone();
     pinned.cpus = vec![cpu0];
-    time("ProcessExecutor, pinned", n, || {
+    time("ProcessLauncher, pinned", n, || {
         ex.execute(&pinned, &cancel);
     });
     let mut sampled = base.clone();
     sampled.memory_path = Some(dir.path().join("memory.jsonl"));
-    time("ProcessExecutor, sampling every 100ms", n, || {
+    time("ProcessLauncher, sampling every 100ms", n, || {
         ex.execute(&sampled, &cancel);
     });
     let mut both = pinned.clone();
     both.memory_path = sampled.memory_path.clone();
-    time("ProcessExecutor, pinned + sampling", n, || {
+    time("ProcessLauncher, pinned + sampling", n, || {
         ex.execute(&both, &cancel);
     });
     let mut bare = base.clone();
     bare.argv = vec!["true".into()];
-    time("ProcessExecutor, `true` looked up in PATH", n, || {
+    time("ProcessLauncher, `true` looked up in PATH", n, || {
         ex.execute(&bare, &cancel);
     });
 }

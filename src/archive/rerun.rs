@@ -19,7 +19,7 @@ use super::verify::{find_repository, patch_applies, run_git};
 use crate::bundle::files;
 use crate::bundle::read::Bundle;
 use crate::digest::sha256_bytes;
-use crate::exec::{CancelFlag, Executor};
+use crate::exec::{CancelFlag, Launcher};
 use crate::manifest::{self, Manifest};
 use crate::provenance::git_cli;
 use crate::provenance::host::HostFacts;
@@ -443,14 +443,14 @@ impl PreparedRerun {
     ///
     /// # Errors
     /// [`ArchiveError::Session`] as the run session fails.
-    pub fn run(self, executor: &dyn Executor, cancel: &CancelFlag) -> Result<SessionReport, ArchiveError> {
+    pub fn run(self, launcher: &dyn Launcher, cancel: &CancelFlag) -> Result<SessionReport, ArchiveError> {
         let PreparedRerun {
             manifest,
             run_opts,
             tree,
             ..
         } = self;
-        let report = session::run_manifest(&manifest, &run_opts, executor, cancel);
+        let report = session::run_manifest(&manifest, &run_opts, launcher, cancel);
         drop(tree);
         Ok(report?)
     }

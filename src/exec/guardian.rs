@@ -88,7 +88,7 @@ fn guardian() -> Option<&'static Guardian> {
     GUARDIAN.get_or_init(start).as_ref()
 }
 
-/// Starts the guardian, if it is not running yet. Called by [`super::ProcessExecutor::new`].
+/// Starts the guardian, if it is not running yet. Called by [`super::ProcessLauncher::new`].
 pub fn ensure_started() {
     let _ = guardian();
 }

@@ -1,7 +1,9 @@
 //! One run: spawn, pin, environment, capture, timeout, contain, measure (DESIGN 4).
 //!
-//! The scheduler only sees the [`Executor`] trait, so scheduling tests need no processes.
-//! [`ProcessExecutor`] is the real implementation.
+//! The scheduler only sees the [`Launcher`] trait, so scheduling tests need no processes.
+//! [`ProcessLauncher`] is the real implementation. A launcher starts and supervises one process
+//! on this host; where the runs of a session execute (here, or on a Slurm cluster's nodes, where
+//! each array task uses a launcher of its own) is the backend's choice (`runner::backend`).
 //!
 //! # What one run looks like
 //!
@@ -11,7 +13,7 @@
 //!    allowed CPU is free (`pinning.rs`; run.json `runner-cpus`).
 //! 3. The run's containment is prepared (`containment.rs`): a per-run cgroup v2 where one can be
 //!    made (`cgroup.rs`), else the process-tree fallback (`tree.rs`); `HWR_CONTAINMENT` chooses
-//!    (see [`CONTAINMENT_VAR`]). Its cgroup may have been made ahead, by [`Executor::prepare`] on
+//!    (see [`CONTAINMENT_VAR`]). Its cgroup may have been made ahead, by [`Launcher::prepare`] on
 //!    another thread while the run before executed.
 //! 4. The program is resolved against the run's own `PATH` (relative to its workdir) with
 //!    [`resolve_program`]; the workdir must exist. Failures become [`Termination::SpawnFailed`].
@@ -31,10 +33,12 @@
 //!      fds 0/1/2 survive exec,
 //!    - resets every signal disposition to the default and empties the signal mask.
 //!
-//!    stdin is `/dev/null`; stdout and stderr are files the kernel writes to directly.
+//!    stdin is `/dev/null`; stdout and stderr are pipes that one thread of the runner copies
+//!    into the output file and `stderr.log` (`drain.rs`): a run that reopens `/dev/stdout`
+//!    truncates nothing; both go through one pipe when they name the same file.
 //! 5. The parent waits on a pidfd with `poll` (`supervise.rs`), waking for external smaps_rollup
 //!    samples of every process of the run (`sampling.rs`), the timeout, the SIGTERM grace period
-//!    and (every 50 ms) the cancel flag. No thread is started. On timeout or interrupt every
+//!    and (every 50 ms) the cancel flag. The output thread is the only other thread. On timeout or interrupt every
 //!    process of the run gets SIGTERM, and SIGKILL after the grace period.
 //! 6. The leader is reaped with `wait4`, which gives the exit status and its rusage (user and
 //!    system CPU seconds, peak RSS). `ended` and `wall_seconds` are taken here, so the stray
@@ -44,16 +48,16 @@
 //! 7. Whatever of the run is left (a background process, a `setsid` daemon) gets SIGTERM, then
 //!    SIGKILL after the grace period, until nothing is left; these are `stray_processes_killed`.
 //!    Orphans that came back to the runner are reaped (`children.rs`) and the cgroup is removed
-//!    (once runs are prepared ahead, an empty cgroup is left for the next [`Executor::prepare`]
-//!    or [`Executor::tidy`] to remove, still listed with the guardian).
-//!    When [`Executor::execute`] returns, no process of the run is alive.
+//!    (once runs are prepared ahead, an empty cgroup is left for the next [`Launcher::prepare`]
+//!    or [`Launcher::tidy`] to remove, still listed with the guardian).
+//!    When [`Launcher::execute`] returns, no process of the run is alive.
 //!
 //! The guardian (`guardian.rs`) does the same for every run in flight if the runner dies.
 //!
 //! # Limits
 //!
 //! - `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits, not the process.
-//!   [`Executor::execute`] blocks its calling thread until the run is over, so that thread always
+//!   [`Launcher::execute`] blocks its calling thread until the run is over, so that thread always
 //!   outlives the run.
 //! - The process-tree fallback can lose a process that leaves the run's session, loses its
 //!   parent and drops `HWR_RUN_ID` from its environment while other runs are in flight (see
@@ -64,6 +68,7 @@
 mod cgroup;
 mod children;
 mod containment;
+mod drain;
 mod environment;
 pub mod guardian;
 mod pinning;
@@ -111,6 +116,50 @@ pub struct RunSpec {
     pub memory_path: Option<PathBuf>,
     /// Sampling period for `memory_path`.
     pub sample_interval: Duration,
+    /// The allocator the run is given (`LD_PRELOAD` is already in `env`): after the program
+    /// starts, its `/proc/<pid>/maps` is read until the dynamic loader has mapped its libraries,
+    /// to see whether the allocator is in effect ([`RunOutcome::allocator`]). `None` = no check.
+    pub allocator: Option<crate::allocator::Choice>,
+}
+
+/// Why a run could not be started: the message run.json records (`error`) and the OS error
+/// behind it, when there is one (the `errno` of the failed `open`, `mkdir`, `dup`, `clone` or
+/// `execve`), for callers that decide by it (the runner's own resource errors, `EMFILE`,
+/// `ENOSPC`, ...).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct StartError {
+    /// What could not be done, for the user.
+    pub message: String,
+    /// The OS error that caused it; `None` when the cause is not an OS error (program not found,
+    /// not executable, a CPU number out of range).
+    pub os_error: Option<rustix::io::Errno>,
+}
+
+impl StartError {
+    /// An error with no OS error behind it.
+    pub fn new(message: impl Into<String>) -> StartError {
+        StartError {
+            message: message.into(),
+            os_error: None,
+        }
+    }
+
+    /// `message` caused by `cause` (its `raw_os_error`, if any, is kept).
+    pub fn os(message: impl Into<String>, cause: &std::io::Error) -> StartError {
+        StartError {
+            message: message.into(),
+            os_error: cause.raw_os_error().map(rustix::io::Errno::from_raw_os_error),
+        }
+    }
+
+    /// The same cause with a message that says more (`format!("...: {self}")`).
+    fn context(self, message: impl Into<String>) -> StartError {
+        StartError {
+            message: message.into(),
+            os_error: self.os_error,
+        }
+    }
 }
 
 /// How a run ended (`termination` in run.json).
@@ -128,11 +177,11 @@ pub enum Termination {
     /// The runner was interrupted (Ctrl-C / SIGTERM) and stopped this run.
     Interrupted,
     /// Slurm executor only: the array task left the queue without writing run.json (scancel,
-    /// node failure, Slurm's time limit); recorded by the waiting hwr-exp, never by an executor.
+    /// node failure, Slurm's time limit); recorded by the waiting hwr-exp, never by a launcher.
     Lost,
 }
 
-/// What one run did, as measured by the executor.
+/// What one run did, as measured by the launcher.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunOutcome {
     /// How the run ended.
@@ -143,6 +192,9 @@ pub struct RunOutcome {
     pub signal: Option<i32>,
     /// Spawn error text when `termination` is `SpawnFailed`.
     pub error: Option<String>,
+    /// The OS error behind `error` when the run could not be started ([`StartError::os_error`]).
+    #[serde(skip)]
+    pub start_os_error: Option<rustix::io::Errno>,
     /// CPUs the child may run on, read back after its exec (`sched_getaffinity(pid)`, as
     /// `Cpus_allowed_list` of `/proc/<pid>/status` shows them).
     pub cpus_effective: Option<Vec<usize>>,
@@ -173,6 +225,8 @@ pub struct RunOutcome {
     /// `memory.peak` of the run's cgroup at its end, bytes: the peak of all its processes
     /// together. Only where the cgroup has the memory controller.
     pub cgroup_memory_peak_bytes: Option<u64>,
+    /// What was seen of [`RunSpec::allocator`] in the process's maps; `None` without one.
+    pub allocator: Option<crate::allocator::Record>,
 }
 
 /// One external sample of the run's process, one JSON line of memory.jsonl. Bytes.
@@ -207,14 +261,15 @@ fn one() -> u32 {
 /// Shared cancellation flag: set by the runner's SIGINT/SIGTERM handler.
 pub type CancelFlag = Arc<AtomicBool>;
 
-/// Executes one run to completion.
-pub trait Executor: Send + Sync {
+/// Launches one run's process on this host and supervises it to completion (timeout, cancel,
+/// containment, sampling): one process tree per call, nothing about sessions or bundles.
+pub trait Launcher: Send + Sync {
     /// Runs `spec` and reports what happened. Never panics on a failing command: spawn errors
     /// become [`Termination::SpawnFailed`]. When `cancel` becomes true the run is stopped as on
     /// timeout and reported as [`Termination::Interrupted`].
     fn execute(&self, spec: &RunSpec, cancel: &CancelFlag) -> RunOutcome;
 
-    /// [`Executor::execute`], calling `started` once as soon as the run's program has been
+    /// [`Launcher::execute`], calling `started` once as soon as the run's program has been
     /// started (or has failed to start), before the wait for its end: the caller's moment to
     /// hand work to another thread while the run executes. This default calls it first.
     fn execute_then(&self, spec: &RunSpec, cancel: &CancelFlag, started: &mut dyn FnMut()) -> RunOutcome {
@@ -224,12 +279,12 @@ pub trait Executor: Send + Sync {
 
     /// Makes ready ahead what executing `spec` will need, and finishes clean-up left by runs
     /// that have ended; called from another thread while an earlier run executes, so that less
-    /// is done between one run and the next. [`Executor::execute`] of `spec` (matched by its
+    /// is done between one run and the next. [`Launcher::execute`] of `spec` (matched by its
     /// `stdout_path`) uses what was made and makes itself what was not. Whoever calls this calls
-    /// [`Executor::tidy`] once done. This default does nothing.
+    /// [`Launcher::tidy`] once done. This default does nothing.
     fn prepare(&self, _spec: &RunSpec) {}
 
-    /// Finishes the clean-up left for later and drops what [`Executor::prepare`] made for runs
+    /// Finishes the clean-up left for later and drops what [`Launcher::prepare`] made for runs
     /// that were not executed. This default does nothing.
     fn tidy(&self) {}
 }
@@ -237,23 +292,23 @@ pub trait Executor: Send + Sync {
 /// Runs each [`RunSpec`] as a child process in its own session, contained (see the module docs).
 ///
 /// Share one instance between threads (clones share its state). Create it with
-/// [`ProcessExecutor::new`], which makes the runner a child subreaper; one built by `Default`
-/// does that on its first [`Executor::execute`] call instead.
+/// [`ProcessLauncher::new`], which makes the runner a child subreaper; one built by `Default`
+/// does that on its first [`Launcher::execute`] call instead.
 ///
-/// [`Executor::prepare`] makes a run's cgroup ahead; once it has been called, the empty cgroups
-/// of ended runs are removed by the next `prepare` or by [`Executor::tidy`] instead of between
+/// [`Launcher::prepare`] makes a run's cgroup ahead; once it has been called, the empty cgroups
+/// of ended runs are removed by the next `prepare` or by [`Launcher::tidy`] instead of between
 /// two runs. Dropping the last clone tidies too.
 #[derive(Debug, Default, Clone)]
-pub struct ProcessExecutor {
+pub struct ProcessLauncher {
     ahead: Arc<Ahead>,
 }
 
-/// What [`ProcessExecutor`] keeps between runs.
+/// What [`ProcessLauncher`] keeps between runs.
 #[derive(Debug, Default)]
 struct Ahead {
-    /// Containments made ahead by [`Executor::prepare`], by the `stdout_path` of their run.
+    /// Containments made ahead by [`Launcher::prepare`], by the `stdout_path` of their run.
     made: std::sync::Mutex<Vec<(PathBuf, containment::RunContainment)>>,
-    /// Set by the first [`Executor::prepare`]: from then on empty cgroups are left in
+    /// Set by the first [`Launcher::prepare`]: from then on empty cgroups are left in
     /// `leftovers`, since someone will call `prepare` or `tidy` again.
     deferring: AtomicBool,
     /// Empty cgroups of ended runs, to be removed.
@@ -283,8 +338,8 @@ impl Drop for Ahead {
     }
 }
 
-impl ProcessExecutor {
-    /// Creates the executor and makes the calling process a child subreaper
+impl ProcessLauncher {
+    /// Creates the launcher and makes the calling process a child subreaper
     /// (`prctl(PR_SET_CHILD_SUBREAPER, 1)`, once per process), so that orphaned grandchildren of a
     /// run are reparented to the runner, where they can be reaped.
     ///
@@ -294,7 +349,7 @@ impl ProcessExecutor {
         become_subreaper();
         containment::placement_note();
         guardian::ensure_started();
-        ProcessExecutor::default()
+        ProcessLauncher::default()
     }
 }
 
@@ -307,7 +362,7 @@ fn become_subreaper() {
     });
 }
 
-impl Executor for ProcessExecutor {
+impl Launcher for ProcessLauncher {
     fn execute(&self, spec: &RunSpec, cancel: &CancelFlag) -> RunOutcome {
         self.execute_then(spec, cancel, &mut || {})
     }
@@ -332,7 +387,8 @@ impl Executor for ProcessExecutor {
             Err(error) => {
                 started();
                 let mut outcome = RunOutcome::empty(started_at, start);
-                outcome.error = Some(error);
+                outcome.start_os_error = error.os_error;
+                outcome.error = Some(error.message);
                 outcome.runner_cpus = placement.runner_cpus.clone();
                 return outcome;
             }
@@ -353,12 +409,16 @@ impl Executor for ProcessExecutor {
                 containment.abandon();
                 let mut outcome = RunOutcome::empty(started_at, start);
                 outcome.termination = Termination::SpawnFailed;
-                outcome.error = Some(error);
+                outcome.start_os_error = error.os_error;
+                outcome.error = Some(error.message);
                 outcome
             }
         };
         outcome.containment = Some(kind);
         outcome.runner_cpus = placement.runner_cpus.clone();
+        if outcome.allocator.is_none() {
+            outcome.allocator = spec.allocator.as_ref().map(crate::allocator::Record::unseen);
+        }
         outcome
     }
 
@@ -398,6 +458,7 @@ impl RunOutcome {
             exit_code: None,
             signal: None,
             error: None,
+            start_os_error: None,
             cpus_effective: None,
             pid: None,
             started,
@@ -411,6 +472,7 @@ impl RunOutcome {
             containment: None,
             runner_cpus: None,
             cgroup_memory_peak_bytes: None,
+            allocator: None,
         }
     }
 }

@@ -1,4 +1,4 @@
-//! `ProcessExecutor` end to end: real child processes, real files in temporary directories.
+//! `ProcessLauncher` end to end: real child processes, real files in temporary directories.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use hwr_exp::exec::EnvPolicy;
 use hwr_exp::exec::{
-    CancelFlag, Executor, MemorySample, ProcessExecutor, RunOutcome, RunSpec, Termination, build_env,
+    CancelFlag, Launcher, MemorySample, ProcessLauncher, RunOutcome, RunSpec, Termination, build_env,
     resolve_program,
 };
 
@@ -30,6 +30,7 @@ fn spec(dir: &Path, argv: &[&str]) -> RunSpec {
         stderr_path: dir.join("stderr"),
         memory_path: None,
         sample_interval: Duration::from_millis(100),
+        allocator: None,
     }
 }
 
@@ -38,7 +39,7 @@ fn sh(dir: &Path, script: &str) -> RunSpec {
 }
 
 fn run(spec: &RunSpec) -> RunOutcome {
-    ProcessExecutor::new().execute(spec, &no_cancel())
+    ProcessLauncher::new().execute(spec, &no_cancel())
 }
 
 fn no_cancel() -> CancelFlag {
@@ -253,6 +254,20 @@ fn spawn_failures_are_reported_not_panicked() {
     let o = run(&s);
     assert_eq!(o.termination, Termination::SpawnFailed);
     assert!(o.error.as_ref().unwrap().contains("working directory"), "{o:?}");
+    // The OS error travels typed beside the message.
+    assert_eq!(o.start_os_error, Some(rustix::io::Errno::NOENT), "{o:?}");
+    // Not found in PATH is no OS error; an output file that cannot be created is.
+    let o = run(&spec(dir.path(), &["hwr-no-such-program-xyz"]));
+    assert_eq!(o.start_os_error, None, "{o:?}");
+    let mut s = spec(dir.path(), &["true"]);
+    s.stdout_path = dir.path().join("no-folder").join("stdout");
+    let o = run(&s);
+    assert_eq!(o.termination, Termination::SpawnFailed);
+    assert_eq!(o.start_os_error, Some(rustix::io::Errno::NOENT), "{o:?}");
+    assert!(
+        o.error.as_ref().unwrap().contains("cannot create stdout file"),
+        "{o:?}"
+    );
 }
 
 #[test]
@@ -345,7 +360,7 @@ fn cancel_flag_interrupts_promptly() {
         c2.store(true, Ordering::SeqCst);
         Instant::now()
     });
-    let o = ProcessExecutor::new().execute(&s, &cancel);
+    let o = ProcessLauncher::new().execute(&s, &cancel);
     let returned = Instant::now();
     let cancelled = setter.join().unwrap();
     assert_eq!(o.termination, Termination::Interrupted, "{o:?}");
@@ -408,7 +423,7 @@ fn overhead_of_bin_true() {
     let mut s = spec(dir.path(), &["/bin/true"]);
     s.memory_path = Some(dir.path().join("m.jsonl"));
     s.cpus = vec![hwr_exp::cpus::allowed_cpus().unwrap()[0]];
-    let ex = ProcessExecutor::new();
+    let ex = ProcessLauncher::new();
     let n = 500;
     let t = Instant::now();
     for _ in 0..n {
@@ -424,7 +439,7 @@ fn cancelled_before_start_spawns_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let cancel = no_cancel();
     cancel.store(true, Ordering::SeqCst);
-    let o = ProcessExecutor::new().execute(&spec(dir.path(), &["true"]), &cancel);
+    let o = ProcessLauncher::new().execute(&spec(dir.path(), &["true"]), &cancel);
     assert_eq!(o.termination, Termination::Interrupted);
     assert_eq!(o.pid, None);
 }

@@ -33,6 +33,7 @@
 
 mod support;
 
+mod allocators;
 mod architecture;
 mod archive_rerun;
 mod archive_resume;
@@ -69,6 +70,7 @@ mod report_reasons;
 mod report_width;
 mod run_containment;
 mod run_e2e;
+mod run_records;
 mod runner_faults;
 mod schema_validation;
 mod slurm_cluster;
