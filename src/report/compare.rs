@@ -118,7 +118,11 @@ fn facts(r: &Report, host: Option<&Json>) -> Vec<(&'static str, String)> {
         ("revision", r.revision.clone().unwrap_or_else(|| "unknown".into())),
         (
             "dirty",
-            r.dirty.map_or_else(|| "unknown".into(), |d| d.to_string()),
+            if r.provenance_recorded {
+                r.dirty.map_or_else(|| "unknown".into(), |d| d.to_string())
+            } else {
+                "not recorded".into()
+            },
         ),
         ("working-tree-patch-sha256", h("patch-sha256")),
         ("hostname", h("hostname")),

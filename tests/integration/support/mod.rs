@@ -35,8 +35,8 @@ pub use git::{Repo, commit_all, git, init_repo, isolate_git, repo};
 pub use manifest::{ManifestBuilder, write_manifest};
 pub use need::{Check, Chromium, Cpus, Program, Python, Requirement, need};
 pub use process::{
-    KillOnDrop, Lines, Signal, catches, cpu_time, eventually, group_exists, group_members, holders_of,
-    output_within, poll, process_state, processes_with_env, run_marker, signal, try_signal, wait_child,
-    wait_for, wait_for_file, wait_for_value,
+    KillOnDrop, Lines, Signal, catches, compile_c, cpu_time, eventually, group_exists, group_members,
+    holders_of, output_within, poll, process_state, processes_with_env, run_marker, signal, try_signal,
+    wait_child, wait_for, wait_for_file, wait_for_value,
 };
 pub use slurm::cluster;

@@ -127,6 +127,7 @@ impl Requirement for Program {
     fn hint(&self) -> String {
         match self.0 {
             "groff" => "apt-get install -y groff".into(),
+            "cc" => "apt-get install -y gcc".into(),
             "script" => "apt-get install -y util-linux".into(),
             "python3" => "apt-get install -y python3".into(),
             "uv" => "python3 -m pip install uv".into(),

@@ -284,3 +284,24 @@ impl Drop for KillOnDrop {
         }
     }
 }
+
+/// Compiles the C program `source` with `cc -O2 -pthread` into `dir/name`; returns its path, or
+/// `None` (after saying why the test is skipped, or failing under CI: [`super::need`]) where no C
+/// compiler is installed.
+#[track_caller]
+pub fn compile_c(dir: &std::path::Path, name: &str, source: &str) -> Option<std::path::PathBuf> {
+    let cc = super::need(super::Program("cc"))?;
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let exe = dir.join(name);
+    match std::process::Command::new(cc)
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+    {
+        Ok(out) if out.status.success() => Some(exe),
+        Ok(out) => panic!("cc failed on {name}.c: {}", String::from_utf8_lossy(&out.stderr)),
+        Err(e) => panic!("cc does not start: {e}"),
+    }
+}
