@@ -89,7 +89,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-pub use containment::{CONTAINMENT_VAR, Containment};
+pub use containment::{CONTAINMENT_VAR, Containment, placement_note};
 pub use environment::{CLEAN_KEPT, CLEAN_KEPT_PREFIX, EnvPolicy, build_env, clean_keeps};
 pub use pinning::pin_current_thread;
 pub use sampling::{MAPPINGS_FILE, PRIOR_NS_PER_PAGE, WALK_BUDGET};
@@ -483,10 +483,11 @@ impl ProcessLauncher {
     /// (`prctl(PR_SET_CHILD_SUBREAPER, 1)`, once per process), so that orphaned grandchildren of a
     /// run are reparented to the runner, where they can be reaped.
     ///
-    /// It also starts the [guardian](guardian), once per process, which stops the runs in
+    /// It also starts the [guardian], once per process, which stops the runs in
     /// flight if the runner dies (SIGKILL included).
     pub fn new() -> Self {
         become_subreaper();
+        containment::placement_note();
         guardian::ensure_started();
         ProcessLauncher::default()
     }
@@ -508,6 +509,7 @@ impl Launcher for ProcessLauncher {
 
     fn execute_then(&self, spec: &RunSpec, cancel: &CancelFlag, started: &mut dyn FnMut()) -> RunOutcome {
         become_subreaper();
+        containment::placement_note();
         guardian::ensure_started();
         let started_at = SystemTime::now();
         let start = Instant::now();
