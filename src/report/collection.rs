@@ -117,6 +117,7 @@ fn not_run(p: PlannedRunRecord, keys: &[String]) -> RunSummary {
         stderr_tail: Vec::new(),
         retention: None,
         excluded: Some("not run".into()),
+        allocator: None,
         metrics: BTreeMap::new(),
         points: Vec::new(),
         memory: Vec::new(),
@@ -181,6 +182,7 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
         stderr_tail,
         retention: None,
         excluded: None,
+        allocator: rec.allocator.clone(),
         metrics: BTreeMap::new(),
         points: Vec::new(),
         memory: Vec::new(),
@@ -201,6 +203,21 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
                 _ => "failed".into(),
             },
             Outcome::Ok => unreachable!(),
+        });
+    }
+    if let Some(a) = &rec.allocator
+        && a.seen_loaded == Some(false)
+    {
+        s.excluded.get_or_insert_with(|| match &a.path {
+            Some(path) => format!("allocator {} ({path}) not seen loaded", a.name),
+            None => format!(
+                "allocator glibc, but {} mapped",
+                if a.mapped.is_empty() {
+                    "another allocator".to_string()
+                } else {
+                    a.mapped.join(", ")
+                }
+            ),
         });
     }
     if ctx.keep_series {
@@ -379,6 +396,10 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
         hwr_exp_version: info.hwr_exp_version,
         revision,
         dirty: provenance.as_ref().and_then(|p| find_bool(p, "dirty")),
+        provenance_recorded: provenance.as_ref().is_none_or(|p| {
+            p.get("repo").is_some_and(|r| !r.is_null())
+                || p.get("dirty").and_then(Json::as_str) == Some("unknown")
+        }),
         drift: provenance.as_ref().and_then(|p| find_bool(p, "drift")),
         manifest_sha256: info.manifest_sha256,
         planned_runs: info.planned_runs.max(runs.len()),

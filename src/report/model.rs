@@ -101,8 +101,12 @@ pub struct RunSummary {
     pub stderr_tail: Vec<String>,
     /// Retention numbers, when the output follows the retention schema.
     pub retention: Option<Retention>,
-    /// Why this run is left out of the aggregates; `None` = included.
+    /// Why this run is left out of the aggregates; `None` = included. A run whose
+    /// `[isolation] allocator` was not seen loaded is left out (`allocator ... not seen loaded`).
     pub excluded: Option<String>,
+    /// run.json `allocator`: the allocator given and whether it was seen loaded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocator: Option<crate::allocator::Record>,
     /// Metric values by metric name (`None` = pointer not found).
     pub metrics: BTreeMap<String, Option<MetricValue>>,
     /// Baseline and loop samples' private bytes (only with a plot).
@@ -237,6 +241,9 @@ pub struct Report {
     pub revision: Option<String>,
     /// provenance.json `dirty`.
     pub dirty: Option<bool>,
+    /// `false` when provenance.json says the manifest was in no git repository: no revision or
+    /// working tree was recorded, and the dirty tree and drift are shown as `not recorded`.
+    pub provenance_recorded: bool,
     /// provenance.json `drift`.
     pub drift: Option<bool>,
     /// `manifest-sha256` from bundle.json.

@@ -12,21 +12,8 @@ use super::model::{Report, RunSummary, fmt_num};
 use crate::bundle::Outcome;
 use crate::stats::Verdict;
 
-/// Output format of `report` and `compare`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Format {
-    /// Terminal tables.
-    #[default]
-    Table,
-    /// Markdown tables, to paste into a pull request.
-    Md,
-    /// CSV, one row per run (pandas-friendly; `compare`: one row per cell).
-    Csv,
-    /// One JSON document.
-    Json,
-    /// One self-contained HTML page (inline CSS and SVG plots, no scripts; see [`super::html`]).
-    Html,
-}
+/// Output format of `report` and `compare` (`html`: [`super::html`]); shared with `--format`.
+pub use crate::choices::ReportFormat as Format;
 
 /// How [`render_sections`] writes text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,6 +172,16 @@ fn yes_no(b: Option<bool>) -> &'static str {
     }
 }
 
+/// The dirty tree or drift of `r` as shown: `not recorded` when the manifest was in no git
+/// repository, else yes / no / unknown.
+pub(super) fn provenance_yes_no(r: &Report, b: Option<bool>) -> &'static str {
+    if r.provenance_recorded {
+        yes_no(b)
+    } else {
+        "not recorded"
+    }
+}
+
 fn outcome_name(o: Outcome) -> &'static str {
     match o {
         Outcome::Ok => "ok",
@@ -221,8 +218,8 @@ pub fn summary_line(r: &Report) -> String {
             counts.join(", ")
         },
         r.not_run,
-        yes_no(r.drift),
-        yes_no(r.dirty),
+        provenance_yes_no(r, r.drift),
+        provenance_yes_no(r, r.dirty),
     )
 }
 
@@ -232,10 +229,7 @@ fn preamble(r: &Report) -> Vec<String> {
             "bundle: {} (experiment {}, status {}, hwr-exp {})",
             r.bundle,
             r.experiment,
-            serde_json::to_value(r.status)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
+            r.status.as_str(),
             r.hwr_exp_version
         ),
         format!("revision: {}", r.revision.as_deref().unwrap_or("unknown")),
@@ -271,7 +265,45 @@ fn run_table(r: &Report) -> Section {
             run.reason_text().to_owned(),
         ]);
     }
+    if let Some(note) = allocator_note(r) {
+        s.notes.push(note);
+    }
     s
+}
+
+/// The note under the runs table naming the runs whose `[isolation] allocator` was not seen
+/// loaded (left out of the aggregates), or was not checked before the process ended.
+pub(crate) fn allocator_note(r: &Report) -> Option<String> {
+    let not_loaded: Vec<String> = r
+        .runs
+        .iter()
+        .filter(|run| {
+            run.allocator
+                .as_ref()
+                .is_some_and(|a| a.seen_loaded == Some(false))
+        })
+        .map(|run| format!("{} ({})", run.run_id, run.excluded.as_deref().unwrap_or("")))
+        .collect();
+    let unknown: Vec<&str> = r
+        .runs
+        .iter()
+        .filter(|run| run.finished && run.allocator.as_ref().is_some_and(|a| a.seen_loaded.is_none()))
+        .map(|run| run.run_id.as_str())
+        .collect();
+    let mut parts = Vec::new();
+    if !not_loaded.is_empty() {
+        parts.push(format!(
+            "warning: allocator not seen loaded, left out of the aggregates: {}",
+            not_loaded.join(", ")
+        ));
+    }
+    if !unknown.is_empty() {
+        parts.push(format!(
+            "allocator not checked (the process ended before its libraries were mapped): {}",
+            unknown.join(", ")
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 fn retention_run_table(r: &Report) -> Section {
@@ -669,10 +701,7 @@ fn run_section(r: &Report) -> Section {
     if !not_run.is_empty() {
         s.notes.push(format!(
             "not run (no run.json; bundle status {}): {}",
-            serde_json::to_value(r.status)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
+            r.status.as_str(),
             not_run.join(", ")
         ));
     }
