@@ -24,7 +24,8 @@
 //!   files, and builds plan.json from the plan, `bundle::plan_file`);
 //! - [`runner`] -> `manifest`, `plan`, `exec`, `provenance`, `bundle` (one session: plan,
 //!   preflight, execute, record);
-//! - [`report`], [`archive`], [`probe`] and [`cli_docs`] sit on top.
+//! - [`report`], [`archive`], [`probe`], [`cli_docs`] and [`ui`] (what `main.rs` prints) sit on
+//!   top.
 
 pub mod allocator;
 pub mod archive;
@@ -47,3 +48,4 @@ pub mod signal;
 pub mod slurm;
 pub mod table;
 pub mod timestamp;
+pub mod ui;
