@@ -46,6 +46,7 @@ pub mod report;
 pub mod runner;
 pub mod signal;
 pub mod slurm;
+pub mod stats;
 pub mod table;
 pub mod timestamp;
 pub mod ui;
