@@ -85,6 +85,9 @@ impl Launcher for Fake {
             containment: None,
             runner_cpus: None,
             cgroup_memory_peak_bytes: None,
+            cgroup_memory_source: None,
+            sampling: None,
+            shared_memory_left: Vec::new(),
             allocator: None,
         }
     }

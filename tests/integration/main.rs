@@ -69,6 +69,7 @@ mod report_reasons;
 mod report_width;
 mod run_containment;
 mod run_e2e;
+mod run_measure;
 mod run_records;
 mod runner_faults;
 mod schema_validation;
