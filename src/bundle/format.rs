@@ -98,6 +98,13 @@ pub struct BundleInfo {
     pub bundle_format: u32,
     /// Version of hwr-exp that wrote it.
     pub hwr_exp_version: String,
+    /// Absolute path of the hwr-exp binary that wrote it (`{hwr-exp}` in its runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hwr_exp_path: Option<String>,
+    /// sha256 (hex) of that binary: `{hwr-exp}` is that exact file. Absent in bundles written
+    /// before this key existed, or when the binary could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hwr_exp_sha256: Option<String>,
     /// `[experiment] name`.
     pub experiment: String,
     /// `[experiment] description`.
