@@ -45,5 +45,6 @@ pub mod report;
 pub mod runner;
 pub mod signal;
 pub mod slurm;
+pub mod stats;
 pub mod table;
 pub mod timestamp;

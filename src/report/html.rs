@@ -567,7 +567,7 @@ mod tests {
             has_retention: false,
             runs,
             cells: Vec::new(),
-            controls: Vec::new(),
+            estimates: Default::default(),
         }
     }
 
