@@ -70,6 +70,18 @@ pub enum BundleStatus {
     Failed,
 }
 
+impl BundleStatus {
+    /// The name bundle.json `status` uses (`running`, `complete`, `interrupted`, `failed`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BundleStatus::Running => "running",
+            BundleStatus::Complete => "complete",
+            BundleStatus::Interrupted => "interrupted",
+            BundleStatus::Failed => "failed",
+        }
+    }
+}
+
 /// How one run counts (`outcome` in run.json, keys of `counts` in bundle.json).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -90,6 +102,21 @@ pub enum Outcome {
     Lost,
 }
 
+impl Outcome {
+    /// The name run.json `outcome` and bundle.json `counts` use (`ok`, `invalid-output`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Failed => "failed",
+            Outcome::Timeout => "timeout",
+            Outcome::InvalidOutput => "invalid-output",
+            Outcome::SpawnFailed => "spawn-failed",
+            Outcome::Interrupted => "interrupted",
+            Outcome::Lost => "lost",
+        }
+    }
+}
+
 /// bundle.json.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -98,6 +125,13 @@ pub struct BundleInfo {
     pub bundle_format: u32,
     /// Version of hwr-exp that wrote it.
     pub hwr_exp_version: String,
+    /// Absolute path of the hwr-exp binary that wrote it (`{hwr-exp}` in its runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hwr_exp_path: Option<String>,
+    /// sha256 (hex) of that binary: `{hwr-exp}` is that exact file. Absent in bundles written
+    /// before this key existed, or when the binary could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hwr_exp_sha256: Option<String>,
     /// `[experiment] name`.
     pub experiment: String,
     /// `[experiment] description`.
@@ -369,4 +403,38 @@ pub struct RunRecord {
 
 fn first_attempt() -> u32 {
     1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `as_str` is the serde name, both ways, of every variant.
+    #[test]
+    fn names_are_the_serde_names() {
+        for v in [
+            Outcome::Ok,
+            Outcome::Failed,
+            Outcome::Timeout,
+            Outcome::InvalidOutput,
+            Outcome::SpawnFailed,
+            Outcome::Interrupted,
+            Outcome::Lost,
+        ] {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.as_str(), "{v:?}");
+            assert_eq!(serde_json::from_value::<Outcome>(v.as_str().into()).unwrap(), v);
+        }
+        for v in [
+            BundleStatus::Running,
+            BundleStatus::Complete,
+            BundleStatus::Interrupted,
+            BundleStatus::Failed,
+        ] {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.as_str(), "{v:?}");
+            assert_eq!(
+                serde_json::from_value::<BundleStatus>(v.as_str().into()).unwrap(),
+                v
+            );
+        }
+    }
 }
