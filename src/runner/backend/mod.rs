@@ -15,6 +15,15 @@
 //!   ([`Backend::detaches`]: `run --detach`, `hwr-exp wait`, `hwr-exp cancel`, all Slurm's, in
 //!   `archive::slurm` over [`super::slurm`]).
 //!
+//! # Adding a backend
+//!
+//! Its own module here (`backend/<name>.rs`, declared below), a variant of [`Backend`] and of
+//! [`Ready`] with an arm in each `match` of this file (the compiler lists every one), and in the
+//! manifest its `[executor] kind` value (`manifest/raw.rs`, `manifest/model.rs`,
+//! `manifest/validate/executor.rs`); for `run --executor`, its `cli::ExecutorChoice` variant.
+//! Nothing else matches on the backend: `run`, `rerun`, `resume`, `check`, `plan` and
+//! `wait`/`cancel` ask this module.
+//!
 //! The local backend executes the runs in this process ([`super::execute`], through the
 //! [`crate::exec::Launcher`] the session carries); the Slurm backend submits job arrays whose tasks
 //! each run `hwr-exp slurm-task` with a launcher of their own ([`super::slurm`]).
