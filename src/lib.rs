@@ -11,10 +11,13 @@
 //! `docs/architecture.md`.
 //!
 //! - leaves, importing no other module: [`exit_codes`], [`signal`], [`cpus`], [`memory`],
-//!   [`digest`], [`timestamp`], [`table`], [`cli`], [`slurm`];
+//!   [`digest`], [`timestamp`], [`table`], [`slurm`], [`choices`] (the value enums the command
+//!   line and the library share);
+//! - [`cli`] -> `choices` (clap types only);
+//! - [`allocator`] -> `digest` (allocator names, the linker cache, `/proc/<pid>/maps` checks);
 //! - [`manifest`] -> `cpus` (CPU list syntax only; it reads no host facts);
-//! - [`exec`] -> `memory`, `cpus` (takes an [`exec::RunSpec`], nothing from manifest or plan);
-//! - [`plan`] -> `manifest`, `cpus`, and `exec` for one constant: `plan::render` writes the clean
+//! - [`exec`] -> `memory`, `cpus`, `allocator` (takes an [`exec::RunSpec`], nothing from manifest or plan);
+//! - [`plan`] -> `manifest`, `cpus`, `allocator` (names), and `exec` for one constant: `plan::render` writes the clean
 //!   policy's kept variables ([`exec::CLEAN_KEPT`]) into shell lines;
 //! - [`provenance`] -> `cpus`, `digest`, `timestamp` (data producers: it writes no file);
 //! - [`bundle`] -> `manifest`, `plan`, `exec`, `provenance` (value types; it alone writes bundle
@@ -23,8 +26,10 @@
 //!   preflight, execute, record);
 //! - [`report`], [`archive`], [`probe`] and [`cli_docs`] sit on top.
 
+pub mod allocator;
 pub mod archive;
 pub mod bundle;
+pub mod choices;
 pub mod cli;
 pub mod cli_docs;
 pub mod cpus;
@@ -40,5 +45,6 @@ pub mod report;
 pub mod runner;
 pub mod signal;
 pub mod slurm;
+pub mod stats;
 pub mod table;
 pub mod timestamp;

@@ -13,8 +13,7 @@ use clap::Parser;
 use hwr_exp::archive::{self, ArchiveError};
 use hwr_exp::cli::{
     CancelArgs, CheckArgs, Cli, Command, CompareArgs, ListArgs, ListFormat, PlanArgs, PlanFormat,
-    ProbeCommand, ProbeMode, RerunArgs, ResumeArgs, RetentionArgs, RunArgs, SlurmTaskArgs, VerifyArgs,
-    WaitArgs,
+    ProbeCommand, RerunArgs, ResumeArgs, RetentionArgs, RunArgs, SlurmTaskArgs, VerifyArgs, WaitArgs,
 };
 use hwr_exp::exec::ProcessLauncher;
 use hwr_exp::exit_codes::{self, Failure};
@@ -57,7 +56,7 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
         Command::Report(args) => {
             let options = report::ReportOptions {
                 bundle: args.bundle,
-                format: report_format(args.format),
+                format: args.format,
                 plot: args.plot,
                 width: table_width(args.wide),
                 stderr: args.stderr,
@@ -69,7 +68,7 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
             let options = report::CompareOptions {
                 a,
                 b,
-                format: report_format(format),
+                format,
                 width: table_width(wide),
             };
             let text = report::compare_to_string(&options).map_err(Failure::usage)?;
@@ -92,14 +91,8 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
 /// the current directory).
 fn run_manifest(args: &RunArgs) -> Result<i32, Failure> {
     let mut manifest = manifest::load(&args.manifest).map_err(Failure::usage)?;
-    if let Some(choice) = args.executor {
-        let name = clap::ValueEnum::to_possible_value(&choice).map(|v| v.get_name().to_string());
-        let backend = name.as_deref().and_then(Backend::named).ok_or_else(|| {
-            Failure::usage(anyhow::anyhow!(
-                "--executor {name:?}: no such backend in this build"
-            ))
-        })?;
-        manifest.executor.kind = backend.kind();
+    if let Some(kind) = args.executor {
+        manifest.executor.kind = kind;
     }
     if args.detach && !Backend::of(manifest.executor.kind).detaches() {
         return Err(Failure::usage(anyhow::anyhow!(
@@ -108,7 +101,7 @@ fn run_manifest(args: &RunArgs) -> Result<i32, Failure> {
     }
     let signals = interrupt_handlers(SecondSignal::Exit(exit_codes::INTERRUPTED))?;
     let opts = RunOptions {
-        results_dir: args.results_dir.clone(),
+        results_dir: results_dir(args.results_dir.as_deref()),
         quiet: args.quiet,
         detach: args.detach,
         ..RunOptions::default()
@@ -204,8 +197,8 @@ fn plan(args: &PlanArgs) -> Result<i32, Failure> {
     let mut manifest = manifest::load(&args.manifest).map_err(Failure::usage)?;
     if args.format == PlanFormat::Sbatch {
         manifest.executor.kind = Backend::Slurm.kind();
-        let text =
-            hwr_exp::runner::slurm::plan_scripts(&manifest, &args.results_dir).map_err(session_failure)?;
+        let text = hwr_exp::runner::slurm::plan_scripts(&manifest, &results_dir(args.results_dir.as_deref()))
+            .map_err(session_failure)?;
         return to_stdout(|out| out.write_all(text.as_bytes()));
     }
     let plan = session::plan_context(Path::new("<bundle>"))
@@ -230,11 +223,7 @@ fn probe_retention(args: &RetentionArgs) -> Result<i32, Failure> {
     let signals = signal::install(SecondSignal::SetFlag)
         .map_err(|e| Failure::new(exit_codes::RUN_FAILED, anyhow::Error::new(e).context(context)))?;
     let options = probe::RetentionOptions {
-        mode: match args.mode {
-            ProbeMode::GetTensor => probe::Mode::GetTensor,
-            ProbeMode::View => probe::Mode::View,
-            ProbeMode::Reuse => probe::Mode::Reuse,
-        },
+        mode: args.mode,
         tensor_elements: args.tensor_elements,
         iterations: args.iterations,
         sample_every: args.sample_every,
@@ -258,9 +247,24 @@ fn probe_retention(args: &RetentionArgs) -> Result<i32, Failure> {
     Ok(code)
 }
 
+/// The results folder `given` on the command line, or the default: `results/` at the root of the
+/// git working tree holding the current directory (as cargo's `target/` at the workspace root),
+/// or in the current directory outside one.
+fn results_dir(given: Option<&Path>) -> PathBuf {
+    if let Some(dir) = given {
+        return dir.to_path_buf();
+    }
+    let here = Path::new(".");
+    match hwr_exp::provenance::work_tree_root(here) {
+        Some(root) => display_path(&root.join("results")),
+        None => PathBuf::from("results"),
+    }
+}
+
 /// `hwr-exp list [DIR] [--format table|json]`.
 fn list(args: &ListArgs) -> Result<i32, Failure> {
-    let (entries, problems) = archive::list::scan(&args.dir).map_err(archive_failure)?;
+    let (entries, problems) =
+        archive::list::scan(&results_dir(args.dir.as_deref())).map_err(archive_failure)?;
     for p in &problems {
         to_stderr(format_args!(
             "warning: skipped {}: {}",
@@ -372,13 +376,10 @@ fn finished(report: &SessionReport, quiet: bool) -> i32 {
             ));
         }
         print_failures(report);
-        let status = serde_json::to_value(report.status)
-            .ok()
-            .and_then(|v| v.as_str().map(String::from));
         to_stderr(format_args!(
             "{}; bundle {}:",
             session::summarize(report),
-            status.unwrap_or_default()
+            report.status.as_str()
         ));
     }
     let mut out = io::stdout().lock();
@@ -490,18 +491,6 @@ fn table_width(wide: bool) -> Option<usize> {
         .filter(|c| *c > 0);
     let terminal = || terminal_size::terminal_size().map(|(terminal_size::Width(w), _)| usize::from(w));
     Some(columns.or_else(terminal).unwrap_or(DEFAULT_WIDTH))
-}
-
-/// The library's report format for the command line's.
-fn report_format(format: hwr_exp::cli::ReportFormat) -> report::Format {
-    use hwr_exp::cli::ReportFormat as F;
-    match format {
-        F::Table => report::Format::Table,
-        F::Md => report::Format::Md,
-        F::Csv => report::Format::Csv,
-        F::Json => report::Format::Json,
-        F::Html => report::Format::Html,
-    }
 }
 
 /// `hwr-exp completions` and `hwr-exp man`: the generated text on stdout; an unknown subcommand

@@ -19,7 +19,7 @@ use serde_json::Value as Json;
 
 use super::aggregation;
 use super::model::{MetricValue, Report, RunSummary, STDERR_TAIL_LINES, cell_label};
-use super::retention::{Accumulator, DocFields, Parsed, SAMPLE_FIELDS, SampleFields};
+use super::retention::{Accumulator, DocFields, Parsed, SampleField, SampleFields};
 use crate::bundle::lock::effective_status;
 use crate::bundle::output::{Interest, ListEvent, OutputError, Scalar, read_output};
 use crate::bundle::read::{Bundle, ReadError};
@@ -34,7 +34,8 @@ pub enum ReportError {
     /// The bundle could not be read.
     #[error(transparent)]
     Read(#[from] ReadError),
-    /// manifest.toml's `[report] metrics` is not a table of strings, or manifest.toml is not TOML.
+    /// manifest.toml's `[report] metrics`, `control` or `equivalence-margin` has the wrong shape,
+    /// or manifest.toml is not TOML.
     #[error("{path}: {message}")]
     Metrics {
         /// The bundle's manifest.toml.
@@ -116,6 +117,7 @@ fn not_run(p: PlannedRunRecord, keys: &[String]) -> RunSummary {
         stderr_tail: Vec::new(),
         retention: None,
         excluded: Some("not run".into()),
+        allocator: None,
         metrics: BTreeMap::new(),
         points: Vec::new(),
         memory: Vec::new(),
@@ -180,6 +182,7 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
         stderr_tail,
         retention: None,
         excluded: None,
+        allocator: rec.allocator.clone(),
         metrics: BTreeMap::new(),
         points: Vec::new(),
         memory: Vec::new(),
@@ -200,6 +203,21 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
                 _ => "failed".into(),
             },
             Outcome::Ok => unreachable!(),
+        });
+    }
+    if let Some(a) = &rec.allocator
+        && a.seen_loaded == Some(false)
+    {
+        s.excluded.get_or_insert_with(|| match &a.path {
+            Some(path) => format!("allocator {} ({path}) not seen loaded", a.name),
+            None => format!(
+                "allocator glibc, but {} mapped",
+                if a.mapped.is_empty() {
+                    "another allocator".to_string()
+                } else {
+                    a.mapped.join(", ")
+                }
+            ),
         });
     }
     if ctx.keep_series {
@@ -232,7 +250,7 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
             if r.completed == Some(false) {
                 s.excluded.get_or_insert_with(|| "completed: false".into());
             }
-            s.retention = Some(r);
+            s.retention = Some(*r);
             s.points = decimate(points, MAX_PLOT_POINTS);
         }
     }
@@ -267,22 +285,20 @@ fn read_values(
         .iter()
         .map(|p| interest.value(p).unwrap_or(usize::MAX))
         .collect();
-    let samples = interest.each("/samples", &SAMPLE_FIELDS).unwrap_or(usize::MAX);
+    let names = SampleField::ALL.map(SampleField::name);
+    let samples = interest.each("/samples", &names).unwrap_or(usize::MAX);
     let new_acc = || Accumulator::new(if keep_series { MAX_PLOT_POINTS } else { 0 });
     let mut acc = new_acc();
     let found = read_output(file, &interest, &mut |event| match event {
         ListEvent::Start { .. } => acc = new_acc(),
         ListEvent::Element { index, fields, .. } => {
-            let f = |i: usize| fields.get(i).and_then(Option::as_ref);
-            let sample = matches!(f(0), Some(Scalar::Object)).then(|| {
-                SampleFields::from_values(
-                    f(1).and_then(Scalar::as_str).map(str::to_string),
-                    f(2).and_then(Scalar::as_u64),
-                    (f(3).and_then(Scalar::as_i64), f(3).and_then(Scalar::as_u64)),
-                    f(4).and_then(Scalar::as_i64),
-                    f(5).and_then(Scalar::as_i64),
-                    f(6).and_then(Scalar::as_i64),
-                )
+            // fields[0] is the element itself, then the fields in SampleField::ALL's order.
+            let sample = matches!(fields.first(), Some(Some(Scalar::Object))).then(|| {
+                let mut s = SampleFields::default();
+                for (field, value) in SampleField::ALL.iter().zip(&fields[1..]) {
+                    s.set(*field, value.as_ref());
+                }
+                s
             });
             acc.push(index, sample);
         }
@@ -317,12 +333,18 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
     let plan = bundle.plan()?;
     let info = bundle.info().clone();
     let manifest_path = bundle.path(crate::bundle::files::MANIFEST);
-    let pointers = match bundle.manifest_text() {
-        Ok(text) => metric_pointers(&text).map_err(|message| ReportError::Metrics {
-            path: manifest_path.display().to_string(),
-            message,
-        })?,
-        Err(ReadError::Missing { .. }) => Vec::new(),
+    let (pointers, settings) = match bundle.manifest_text() {
+        Ok(text) => {
+            let bad = |message| ReportError::Metrics {
+                path: manifest_path.display().to_string(),
+                message,
+            };
+            (
+                metric_pointers(&text).map_err(bad)?,
+                super::estimates::settings(&text).map_err(bad)?,
+            )
+        }
+        Err(ReadError::Missing { .. }) => Default::default(),
         Err(e) => return Err(e.into()),
     };
     let revision = match bundle.revision() {
@@ -362,7 +384,11 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
     let mode_key = aggregation::mode_key(&keys, &runs);
     let has_retention = runs.iter().any(|r| r.retention.is_some());
     let cells = aggregation::cells(&runs, &keys, mode_key.as_deref(), &pointers);
-    let controls = aggregation::control_deltas(&cells);
+    let estimates = if has_retention {
+        super::estimates::estimates(&runs, &keys, mode_key.as_deref(), &settings)
+    } else {
+        Default::default()
+    };
     Ok(Report {
         bundle: dir.display().to_string(),
         experiment: info.experiment,
@@ -370,6 +396,10 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
         hwr_exp_version: info.hwr_exp_version,
         revision,
         dirty: provenance.as_ref().and_then(|p| find_bool(p, "dirty")),
+        provenance_recorded: provenance.as_ref().is_none_or(|p| {
+            p.get("repo").is_some_and(|r| !r.is_null())
+                || p.get("dirty").and_then(Json::as_str) == Some("unknown")
+        }),
         drift: provenance.as_ref().and_then(|p| find_bool(p, "drift")),
         manifest_sha256: info.manifest_sha256,
         planned_runs: info.planned_runs.max(runs.len()),
@@ -381,7 +411,7 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
         has_retention,
         runs,
         cells,
-        controls,
+        estimates,
     })
 }
 

@@ -20,7 +20,9 @@
 pub mod aggregation;
 pub mod collection;
 pub mod compare;
+pub mod estimates;
 pub mod html;
+pub mod metrics;
 pub mod model;
 pub mod plot;
 pub mod render;

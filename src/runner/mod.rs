@@ -4,6 +4,7 @@
 //! whose index is `k` modulo `jobs`, in order, so which CPUs a run gets is fixed by the plan.
 
 pub mod backend;
+pub mod binary;
 pub mod preflight;
 pub mod progress;
 pub mod session;
@@ -59,6 +60,13 @@ pub fn run_spec(plan: &Plan, run: &PlannedRun, run_dir: &std::path::Path) -> Run
         stderr_path: run_dir.join(files::STDERR),
         memory_path: plan.sample_interval.map(|_| run_dir.join(files::MEMORY)),
         sample_interval: plan.sample_interval.unwrap_or(Duration::from_millis(100)),
+        allocator: run.allocator.clone().map(|mut choice| {
+            choice.sha256 = choice
+                .path
+                .as_deref()
+                .and_then(|p| crate::allocator::sha256_cached(p).ok());
+            choice
+        }),
     }
 }
 
@@ -125,7 +133,7 @@ impl Runs<'_> {
     /// calling `started` once its program has been started ([`Launcher::execute_then`]).
     ///
     /// # Errors
-    /// A run the runner could not start for want of its own resources ([`runner_resource_error`]):
+    /// A run the runner could not start for want of its own resources (`runner_resource_error`):
     /// not the run's fault, so it is left unrecorded (resume redoes it) and the session stops.
     pub fn launch(
         &self,
@@ -442,9 +450,9 @@ fn recording_cpus(plan: &Plan) -> Option<Vec<usize>> {
 /// Executes the runs of `runs.plan` whose indices are in `indices` (ascending plan order) and
 /// records each into `writer` as soon as it finishes.
 ///
-/// Each job slot ([`Slot`]) executes its runs one after another. Where some allowed CPU is used
-/// by no job slot ([`recording_cpus`]), a slot's runs are recorded (output check, hashes,
-/// run.json, progress) by a thread of its own pinned to those CPUs ([`Recorder`]), which gets each
+/// Each job slot (`Slot`) executes its runs one after another. Where some allowed CPU is used
+/// by no job slot (`recording_cpus`), a slot's runs are recorded (output check, hashes,
+/// run.json, progress) by a thread of its own pinned to those CPUs (`Recorder`), which gets each
 /// run once the next one has been started: recording a run then overlaps the next run, and never
 /// shares its CPU (when recording takes longer than running, as for a huge output, the next run
 /// waits for it); every executed run is recorded before this returns. Before it records a run,
@@ -455,7 +463,7 @@ fn recording_cpus(plan: &Plan) -> Option<Vec<usize>> {
 ///
 /// # Errors
 /// The first I/O error writing the bundle, or the first run that could not be started for lack of
-/// a resource of the runner (see [`RUNNER_RESOURCE_ERRORS`]); runs in flight in other job slots are
+/// a resource of the runner (see `RUNNER_RESOURCE_ERRORS`); runs in flight in other job slots are
 /// finished first.
 pub fn execute(runs: Runs<'_>, indices: &[usize], writer: &Mutex<BundleWriter>) -> io::Result<SessionEnd> {
     let plan = runs.plan;
@@ -503,6 +511,23 @@ pub fn execute(runs: Runs<'_>, indices: &[usize], writer: &Mutex<BundleWriter>) 
     } else {
         Ok(SessionEnd::Complete)
     }
+}
+
+/// The variable naming hwr-exp's cache folder (built Python environments, binary checksums);
+/// default `$XDG_CACHE_HOME/hwr-exp`, else `$HOME/.cache/hwr-exp`.
+pub const CACHE_VAR: &str = "HWR_EXP_CACHE";
+
+/// hwr-exp's cache folder ([`CACHE_VAR`]); `None` when neither it, `XDG_CACHE_HOME` nor `HOME`
+/// is set. Not created here.
+pub fn cache_dir() -> Option<std::path::PathBuf> {
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from)
+    };
+    var(CACHE_VAR)
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("hwr-exp")))
+        .or_else(|| var("HOME").map(|d| d.join(".cache").join("hwr-exp")))
 }
 
 #[cfg(test)]

@@ -166,6 +166,7 @@ pub fn plan_context(bundle: &Path) -> Result<PlanContext, SessionError> {
         allowed_cpus,
         fallback_seed: fastrand::u64(..1 << 53),
         layout: crate::bundle::plan_file::RUN_FOLDER_LAYOUT,
+        allocators: crate::allocator::installed().clone(),
         plans_cpus: true,
     })
 }
@@ -185,8 +186,12 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, SessionErr
         ..ctx.clone()
     };
     match plan::expand(manifest, &ctx) {
-        Ok(plan) if errors.is_empty() => return Ok(plan),
-        Ok(_) => {}
+        Ok(plan) => {
+            errors.extend(super::preflight::allocator_paths(&plan));
+            if errors.is_empty() {
+                return Ok(plan);
+            }
+        }
         Err(e) => errors.extend(e),
     }
     let mut all: Option<Diagnostics> = None;
@@ -227,11 +232,18 @@ pub fn run_manifest(
     for warning in before.warnings() {
         progress::say(format_args!("warning: {warning}"));
     }
+    // Run cgroups outside the runner's own cgroup: whatever stops that cgroup misses the runs.
+    let placement = backend.backend().containment_note();
+    if let Some(note) = placement {
+        progress::say(format_args!("warning: {note}"));
+    }
     let host = crate::provenance::host::collect();
 
     let info = BundleInfo {
         bundle_format: crate::bundle::BUNDLE_FORMAT,
-        hwr_exp_version: env!("CARGO_PKG_VERSION").to_string(),
+        hwr_exp_version: super::binary::running().version.clone(),
+        hwr_exp_path: Some(super::binary::running().path.display().to_string()),
+        hwr_exp_sha256: super::binary::running().sha256.clone(),
         experiment: manifest.experiment.name.clone(),
         description: manifest.experiment.description.clone(),
         status: BundleStatus::Running,
@@ -248,7 +260,13 @@ pub fn run_manifest(
         parent: opts.parent.clone(),
         runner_pid: std::process::id(),
         seed: plan.seed,
-        notes: opts.notes.iter().chain(before.warnings()).cloned().collect(),
+        notes: opts
+            .notes
+            .iter()
+            .chain(before.warnings())
+            .cloned()
+            .chain(placement.map(str::to_string))
+            .collect(),
         executor: Some(backend.backend().name().to_string()),
         slurm: None,
     };
@@ -496,15 +514,7 @@ pub fn summarize(report: &SessionReport) -> String {
     let mut parts: Vec<String> = report
         .counts
         .iter()
-        .map(|(o, n)| {
-            format!(
-                "{n} {}",
-                serde_json::to_value(o)
-                    .ok()
-                    .and_then(|v| v.as_str().map(String::from))
-                    .unwrap_or_default()
-            )
-        })
+        .map(|(o, n)| format!("{n} {}", o.as_str()))
         .collect();
     if finished < report.planned {
         parts.push(format!("{} not run", report.planned - finished));

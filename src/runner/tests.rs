@@ -85,6 +85,10 @@ impl Launcher for Fake {
             containment: None,
             runner_cpus: None,
             cgroup_memory_peak_bytes: None,
+            cgroup_memory_source: None,
+            sampling: None,
+            shared_memory_left: Vec::new(),
+            allocator: None,
         }
     }
 }
@@ -108,12 +112,15 @@ fn setup(jobs: u32) -> (Plan, tempfile::TempDir, Mutex<BundleWriter>) {
         allowed_cpus: vec![0, 1],
         fallback_seed: 1,
         layout: crate::bundle::plan_file::RUN_FOLDER_LAYOUT,
+        allocators: Default::default(),
         plans_cpus: true,
     };
     let plan = expand(&m, &ctx).unwrap();
     let info = BundleInfo {
         bundle_format: 1,
         hwr_exp_version: "0".into(),
+        hwr_exp_path: None,
+        hwr_exp_sha256: None,
         experiment: "t".into(),
         description: None,
         status: BundleStatus::Running,

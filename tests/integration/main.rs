@@ -33,6 +33,7 @@
 
 mod support;
 
+mod allocators;
 mod architecture;
 mod archive_rerun;
 mod archive_resume;
@@ -45,6 +46,7 @@ mod check_cli;
 mod check_means_runnable;
 mod cli_docs;
 mod cli_front;
+mod containment_nesting;
 mod exec_process;
 mod experiments_e2e;
 mod manifest_errors;
@@ -68,12 +70,14 @@ mod report_reasons;
 mod report_width;
 mod run_containment;
 mod run_e2e;
+mod run_measure;
 mod run_records;
 mod runner_faults;
 mod schema_validation;
 mod slurm_cluster;
 mod slurm_e2e;
 mod smaps_rollup;
+mod stats_fixtures;
 
 /// `tests/` holds one test crate (this one) and data; a stray `tests/*.rs` would be a second
 /// test binary that links the crate again and runs outside this harness.

@@ -1,8 +1,10 @@
 //! `[isolation]` (DESIGN 3): the CPU pool (`cpus`, `cpus-per-run`), `timeout` and `grace`, and
-//! the run's environment (`env-policy`, `env`, `env-unset`).
+//! the run's environment (`env-policy`, `env`, `env-unset`), and the `allocator` (a template;
+//! its names are checked when the plan is made, against the host's linker cache).
 //!
 //! Rules beyond types: a listed pool must hold `jobs` x `cpus-per-run` CPUs, each listed once;
-//! a variable may not be both set in `env` and removed in `env-unset`. Whether listed CPUs are in
+//! a variable may not be both set in `env` and removed in `env-unset`; `env` may not set
+//! `LD_PRELOAD` beside `allocator`. Whether listed CPUs are in
 //! the allowed set is a host fact, checked when the plan is made.
 
 use std::collections::BTreeSet;
@@ -24,6 +26,7 @@ pub(super) const KEYS: &[&str] = &[
     "env-policy",
     "env",
     "env-unset",
+    "allocator",
 ];
 
 /// Default `grace`: 5 s between SIGTERM and SIGKILL.
@@ -40,6 +43,7 @@ impl Validator<'_> {
             env_policy: EnvPolicy::Inherit,
             env: Vec::new(),
             env_unset: Vec::new(),
+            allocator: None,
         };
         let cpus_per_run_v = self.field(t, "isolation", "cpus-per-run");
         let mut cpus_per_run_ok = true;
@@ -212,6 +216,31 @@ impl Validator<'_> {
                     }
                 }
                 _ => self.type_err(v, "an array of strings"),
+            }
+        }
+        if let Some(v) = self.field(t, "isolation", "allocator")
+            && let Some(s) = self.string(v)
+        {
+            if s.is_empty() {
+                self.err(
+                    v.span(),
+                    "allocator is empty",
+                    Some("write \"glibc\", \"jemalloc\", \"tcmalloc\", \"mimalloc\", a library path or a placeholder".into()),
+                );
+            } else if self.template(v, s, known, "isolation.allocator").is_some() {
+                iso.allocator = Some(s.to_string());
+            }
+            if iso.env.iter().any(|(n, _)| n == "LD_PRELOAD") {
+                let span = self
+                    .spans
+                    .get("isolation.env.LD_PRELOAD")
+                    .cloned()
+                    .unwrap_or(v.span());
+                self.err(
+                    span,
+                    "`LD_PRELOAD` is set in `env` and `allocator` is given: the allocator sets it",
+                    Some("keep one of the two".into()),
+                );
             }
         }
         iso
