@@ -19,8 +19,8 @@
 //!
 //! Its own module here (`backend/<name>.rs`, declared below), a variant of [`Backend`] and of
 //! [`Ready`] with an arm in each `match` of this file (the compiler lists every one), and in the
-//! manifest its `[executor] kind` value (`manifest/raw.rs`, `manifest/model.rs`,
-//! `manifest/validate/executor.rs`); for `run --executor`, its `cli::ExecutorChoice` variant.
+//! manifest its `[executor] kind` value (`choices.rs`: the `ExecutorKind` variant, which
+//! `run --executor` takes too; `manifest/raw.rs`; `manifest/validate/executor.rs`).
 //! Nothing else matches on the backend: `run`, `rerun`, `resume`, `check`, `plan` and
 //! `wait`/`cancel` ask this module.
 //!
@@ -65,12 +65,10 @@ impl Backend {
         }
     }
 
-    /// Its name: the `kind` value, `run --executor`, bundle.json `executor`.
+    /// Its name: the `kind` value, `run --executor`, bundle.json `executor`
+    /// ([`ExecutorKind::as_str`]).
     pub fn name(self) -> &'static str {
-        match self {
-            Backend::Local => "local",
-            Backend::Slurm => "slurm",
-        }
+        self.kind().as_str()
     }
 
     /// The backend named `name` ([`Backend::name`]).
