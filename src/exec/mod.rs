@@ -185,6 +185,20 @@ pub enum Termination {
     Lost,
 }
 
+impl Termination {
+    /// The name run.json `termination` uses (`exited`, `spawn-failed`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Termination::Exited => "exited",
+            Termination::Signaled => "signaled",
+            Termination::Timeout => "timeout",
+            Termination::SpawnFailed => "spawn-failed",
+            Termination::Interrupted => "interrupted",
+            Termination::Lost => "lost",
+        }
+    }
+}
+
 /// What one run did, as measured by the launcher.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunOutcome {
@@ -625,5 +639,46 @@ impl RunOutcome {
             cgroup_memory_peak_bytes: None,
             allocator: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `as_str` is the serde name, both ways, of every variant.
+    #[test]
+    fn termination_names_are_the_serde_names() {
+        for v in [
+            Termination::Exited,
+            Termination::Signaled,
+            Termination::Timeout,
+            Termination::SpawnFailed,
+            Termination::Interrupted,
+            Termination::Lost,
+        ] {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.as_str(), "{v:?}");
+            assert_eq!(
+                serde_json::from_value::<Termination>(v.as_str().into()).unwrap(),
+                v
+            );
+        }
+    }
+
+    /// A start error keeps the OS error of its cause, and a wrapping message keeps it too.
+    #[test]
+    fn start_errors_keep_the_os_error() {
+        let cause = std::io::Error::from_raw_os_error(libc::EMFILE);
+        let e = StartError::os(format!("cannot create stdout file: {cause}"), &cause);
+        assert_eq!(e.os_error, Some(rustix::io::Errno::MFILE));
+        assert_eq!(e.to_string(), format!("cannot create stdout file: {cause}"));
+        let wrapped = e.context("outer");
+        assert_eq!(
+            (wrapped.message.as_str(), wrapped.os_error),
+            ("outer", Some(rustix::io::Errno::MFILE))
+        );
+        let plain = StartError::os("x", &std::io::Error::other("not an OS error"));
+        assert_eq!(plain.os_error, None);
+        assert_eq!(StartError::new("y").os_error, None);
     }
 }

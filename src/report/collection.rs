@@ -34,7 +34,8 @@ pub enum ReportError {
     /// The bundle could not be read.
     #[error(transparent)]
     Read(#[from] ReadError),
-    /// manifest.toml's `[report] metrics` is not a table of strings, or manifest.toml is not TOML.
+    /// manifest.toml's `[report] metrics`, `control` or `equivalence-margin` has the wrong shape,
+    /// or manifest.toml is not TOML.
     #[error("{path}: {message}")]
     Metrics {
         /// The bundle's manifest.toml.
@@ -332,12 +333,18 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
     let plan = bundle.plan()?;
     let info = bundle.info().clone();
     let manifest_path = bundle.path(crate::bundle::files::MANIFEST);
-    let pointers = match bundle.manifest_text() {
-        Ok(text) => metric_pointers(&text).map_err(|message| ReportError::Metrics {
-            path: manifest_path.display().to_string(),
-            message,
-        })?,
-        Err(ReadError::Missing { .. }) => Vec::new(),
+    let (pointers, settings) = match bundle.manifest_text() {
+        Ok(text) => {
+            let bad = |message| ReportError::Metrics {
+                path: manifest_path.display().to_string(),
+                message,
+            };
+            (
+                metric_pointers(&text).map_err(bad)?,
+                super::estimates::settings(&text).map_err(bad)?,
+            )
+        }
+        Err(ReadError::Missing { .. }) => Default::default(),
         Err(e) => return Err(e.into()),
     };
     let revision = match bundle.revision() {
@@ -377,7 +384,11 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
     let mode_key = aggregation::mode_key(&keys, &runs);
     let has_retention = runs.iter().any(|r| r.retention.is_some());
     let cells = aggregation::cells(&runs, &keys, mode_key.as_deref(), &pointers);
-    let controls = aggregation::control_deltas(&cells);
+    let estimates = if has_retention {
+        super::estimates::estimates(&runs, &keys, mode_key.as_deref(), &settings)
+    } else {
+        Default::default()
+    };
     Ok(Report {
         bundle: dir.display().to_string(),
         experiment: info.experiment,
@@ -400,7 +411,7 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
         has_retention,
         runs,
         cells,
-        controls,
+        estimates,
     })
 }
 

@@ -224,19 +224,6 @@ pub struct CellStats {
     pub run_stats: BTreeMap<String, Stats>,
 }
 
-/// Per size: one mode's median growth minus the `reuse` control's median growth.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub struct ControlDelta {
-    /// The size group (cell without its mode).
-    pub size: String,
-    /// The mode compared with `reuse`.
-    pub mode: String,
-    /// Difference of medians by [`super::metrics::Def::key`] of the metrics estimated against the
-    /// control.
-    pub minus_control: BTreeMap<String, f64>,
-}
-
 /// Everything a report shows about one bundle.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -279,8 +266,8 @@ pub struct Report {
     pub runs: Vec<RunSummary>,
     /// Aggregates per cell, in order of first appearance in the plan.
     pub cells: Vec<CellStats>,
-    /// Growth minus the `reuse` control's, per size and mode.
-    pub controls: Vec<ControlDelta>,
+    /// Every compared cell against its control ([`super::estimates`]).
+    pub estimates: super::estimates::Estimates,
 }
 
 /// `key=value` pairs of a cell, space separated: matrix keys in `keys` order first, then any other

@@ -514,15 +514,7 @@ pub fn summarize(report: &SessionReport) -> String {
     let mut parts: Vec<String> = report
         .counts
         .iter()
-        .map(|(o, n)| {
-            format!(
-                "{n} {}",
-                serde_json::to_value(o)
-                    .ok()
-                    .and_then(|v| v.as_str().map(String::from))
-                    .unwrap_or_default()
-            )
-        })
+        .map(|(o, n)| format!("{n} {}", o.as_str()))
         .collect();
     if finished < report.planned {
         parts.push(format!("{} not run", report.planned - finished));
