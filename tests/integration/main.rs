@@ -46,6 +46,7 @@ mod check_cli;
 mod check_means_runnable;
 mod cli_docs;
 mod cli_front;
+mod environments;
 mod exec_process;
 mod experiments_e2e;
 mod manifest_errors;
