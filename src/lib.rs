@@ -11,7 +11,9 @@
 //! `docs/architecture.md`.
 //!
 //! - leaves, importing no other module: [`exit_codes`], [`signal`], [`cpus`], [`memory`],
-//!   [`digest`], [`timestamp`], [`table`], [`cli`], [`slurm`];
+//!   [`digest`], [`timestamp`], [`table`], [`slurm`], [`choices`] (the value enums the command
+//!   line and the library share);
+//! - [`cli`] -> `choices` (clap types only);
 //! - [`allocator`] -> `digest` (allocator names, the linker cache, `/proc/<pid>/maps` checks);
 //! - [`manifest`] -> `cpus` (CPU list syntax only; it reads no host facts);
 //! - [`exec`] -> `memory`, `cpus`, `allocator` (takes an [`exec::RunSpec`], nothing from manifest or plan);
@@ -22,11 +24,13 @@
 //!   files, and builds plan.json from the plan, `bundle::plan_file`);
 //! - [`runner`] -> `manifest`, `plan`, `exec`, `provenance`, `bundle` (one session: plan,
 //!   preflight, execute, record);
-//! - [`report`], [`archive`], [`probe`] and [`cli_docs`] sit on top.
+//! - [`report`], [`archive`], [`probe`], [`cli_docs`] and [`ui`] (what `main.rs` prints) sit on
+//!   top.
 
 pub mod allocator;
 pub mod archive;
 pub mod bundle;
+pub mod choices;
 pub mod cli;
 pub mod cli_docs;
 pub mod cpus;
@@ -42,5 +46,7 @@ pub mod report;
 pub mod runner;
 pub mod signal;
 pub mod slurm;
+pub mod stats;
 pub mod table;
 pub mod timestamp;
+pub mod ui;

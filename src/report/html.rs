@@ -146,17 +146,11 @@ pub fn compare_page(c: &Comparison, a: &Report, b: &Report) -> anyhow::Result<St
 }
 
 fn status_text(r: &Report) -> String {
-    serde_json::to_value(r.status)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
+    r.status.as_str().to_string()
 }
 
 fn outcome_text(o: Outcome) -> String {
-    serde_json::to_value(o)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_else(|| format!("{o:?}"))
+    o.as_str().to_string()
 }
 
 fn page(title: &str, body: Markup) -> Markup {
@@ -246,7 +240,7 @@ fn run_table(r: &Report) -> Markup {
             table #runs {
                 thead { tr {
                     th { "run-id" } th { "cell" } th { "rep" } th { "outcome" } th { "termination" }
-                    th { "exit" } th { "wall s" } th { "peak RSS (B)" } th { "output" } th { "reason" }
+                    th { "exit" } th { "wall s" } th { "peak RSS 1 proc (B)" } th { "output" } th { "reason" }
                 } }
                 tbody {
                     @for run in &r.runs {
@@ -272,6 +266,7 @@ fn run_table(r: &Report) -> Markup {
                     }
                 }
             }
+            @for n in super::render::memory_notes(r) { p.note { (n) } }
         }
     }
 }
@@ -542,6 +537,9 @@ mod tests {
             retention: None,
             excluded: None,
             allocator: None,
+            memory_note: None,
+            tree_peak_bytes: None,
+            mappings_grown: Vec::new(),
             metrics: BTreeMap::new(),
             points: Vec::new(),
             memory: Vec::new(),
@@ -573,7 +571,7 @@ mod tests {
             has_retention: false,
             runs,
             cells: Vec::new(),
-            controls: Vec::new(),
+            estimates: Default::default(),
         }
     }
 

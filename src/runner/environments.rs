@@ -59,7 +59,10 @@ impl Built {
 
 /// The plan context's map of built environments.
 pub fn context_map(built: &[Built]) -> BTreeMap<String, RunEnvironment> {
-    built.iter().map(|b| (b.name.clone(), b.run_environment())).collect()
+    built
+        .iter()
+        .map(|b| (b.name.clone(), b.run_environment()))
+        .collect()
 }
 
 /// How the locks are made.
@@ -101,7 +104,11 @@ pub fn build_all(manifest: &Manifest, locks: &Locks, quiet: bool) -> Result<Vec<
             Err(e) => problems.push(format!("environment `{name}`: {e}")),
         }
     }
-    if problems.is_empty() { Ok(built) } else { Err(problems) }
+    if problems.is_empty() {
+        Ok(built)
+    } else {
+        Err(problems)
+    }
 }
 
 fn say(quiet: bool, text: std::fmt::Arguments<'_>) {
@@ -178,7 +185,10 @@ fn build_one(
     let (lock, exclude_newer) = match given {
         Some(lock) => (lock, None),
         None => {
-            say(quiet, format_args!("environment {name}: resolving with uv pip compile (exclude-newer {time})"));
+            say(
+                quiet,
+                format_args!("environment {name}: resolving with uv pip compile (exclude-newer {time})"),
+            );
             let input = tmp.path().join("requirements.in");
             std::fs::write(&input, spec.requirements.join("\n") + "\n")
                 .map_err(|e| format!("{}: {e}", input.display()))?;
@@ -188,7 +198,14 @@ fn build_one(
                     // Run in the temporary folder with a relative input and no annotations, so
                     // that the lock holds no temporary path: the same resolution, the same lock.
                     cmd.current_dir(tmp.path())
-                        .args(["pip", "compile", "--quiet", "--generate-hashes", "--no-header", "--no-annotate"])
+                        .args([
+                            "pip",
+                            "compile",
+                            "--quiet",
+                            "--generate-hashes",
+                            "--no-header",
+                            "--no-annotate",
+                        ])
                         .arg("--exclude-newer")
                         .arg(time)
                         .arg("requirements.in");
@@ -218,11 +235,21 @@ fn build_one(
         .map_err(|e| format!("locking {}: {e}", venv.display()))?;
     let reused = complete.is_file();
     if reused {
-        say(quiet, format_args!("environment {name}: reusing {}", venv.display()));
+        say(
+            quiet,
+            format_args!("environment {name}: reusing {}", venv.display()),
+        );
     } else {
-        say(quiet, format_args!("environment {name}: building {} (uv venv, uv pip sync)", venv.display()));
+        say(
+            quiet,
+            format_args!(
+                "environment {name}: building {} (uv venv, uv pip sync)",
+                venv.display()
+            ),
+        );
         if venv.exists() {
-            std::fs::remove_dir_all(&venv).map_err(|e| format!("removing the unfinished {}: {e}", venv.display()))?;
+            std::fs::remove_dir_all(&venv)
+                .map_err(|e| format!("removing the unfinished {}: {e}", venv.display()))?;
         }
         let mut cmd = uv_command(uv);
         cmd.args(["venv", "--quiet"]).arg(&venv);
@@ -245,13 +272,12 @@ fn build_one(
             },
             "uv pip sync",
         )?;
-        std::fs::write(&complete, format!("{lock_sha256}\n")).map_err(|e| format!("{}: {e}", complete.display()))?;
+        std::fs::write(&complete, format!("{lock_sha256}\n"))
+            .map_err(|e| format!("{}: {e}", complete.display()))?;
     }
     let python = venv.join("bin").join("python");
     let freeze = output(
-        uv_command(uv)
-            .args(["pip", "freeze", "--python"])
-            .arg(&python),
+        uv_command(uv).args(["pip", "freeze", "--python"]).arg(&python),
         "uv pip freeze",
     )?;
     let version = output(

@@ -161,10 +161,7 @@ pub struct Lines {
 /// `[ 4/8] 003-reuse-64-r1  failed  0.05s  exit 1: ModuleNotFoundError: No module named 'numpy'`.
 pub fn describe(record: &RunRecord, failure: Option<&RunFailure>, done: usize, total: usize) -> String {
     let width = total.to_string().len();
-    let outcome = serde_json::to_value(record.outcome)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default();
+    let outcome = record.outcome.as_str();
     let head = format!("[{done:>width$}/{total}] {}  {outcome}", record.run_id);
     if let Some(f) = failure {
         return format!("{head}  {:.2}s  {}", record.wall_seconds, f.reason);
@@ -172,10 +169,7 @@ pub fn describe(record: &RunRecord, failure: Option<&RunFailure>, done: usize, t
     let how = match (record.exit_code, record.signal) {
         (Some(c), _) => format!("exit {c}"),
         (None, Some(s)) => format!("signal {s}"),
-        _ => serde_json::to_value(record.termination)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
+        _ => record.termination.as_str().to_string(),
     };
     format!("{head}  {how}  {:.2}s", record.wall_seconds)
 }

@@ -12,7 +12,12 @@ use std::process::{Command, Output};
 use crate::support::{ManifestBuilder, code, hwr_command, json, run_records, sha256_hex, stderr, stdout};
 
 fn ready() -> bool {
-    let ok = |p: &str| Command::new(p).arg("--version").output().is_ok_and(|o| o.status.success());
+    let ok = |p: &str| {
+        Command::new(p)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
     if ok("uv") && ok("python3") {
         return true;
     }
@@ -89,8 +94,15 @@ fn hwr_env(dir: &Path, args: &[&str]) -> Output {
 }
 
 fn run(dir: &Path) -> (Output, PathBuf) {
-    let out = hwr_env(dir, &["run", "experiment.toml", "--quiet", "--results-dir", "results"]);
-    let bundle = stdout(&out).lines().last().map(|p| dir.join(p)).unwrap_or_default();
+    let out = hwr_env(
+        dir,
+        &["run", "experiment.toml", "--quiet", "--results-dir", "results"],
+    );
+    let bundle = stdout(&out)
+        .lines()
+        .last()
+        .map(|p| dir.join(p))
+        .unwrap_or_default();
     (out, bundle)
 }
 
@@ -143,12 +155,20 @@ fn two_environments_from_a_local_wheel_folder() {
     }
 
     // A second run reuses both venvs: nothing is built again.
-    let venv = PathBuf::from(json(&first.join("bundle.json"))["environments"]["old"]["venv"].as_str().unwrap());
+    let venv = PathBuf::from(
+        json(&first.join("bundle.json"))["environments"]["old"]["venv"]
+            .as_str()
+            .unwrap(),
+    );
     let marker = venv.join(".hwr-exp-complete");
     let built_at = std::fs::metadata(&marker).unwrap().modified().unwrap();
     let out = hwr_env(d, &["run", "experiment.toml", "--results-dir", "results"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert!(stderr(&out).contains("environment old: reusing"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("environment old: reusing"),
+        "{}",
+        stderr(&out)
+    );
     let second = d.join(stdout(&out).lines().last().unwrap());
     let info = json(&second.join("bundle.json"));
     assert_eq!(info["environments"]["old"]["reused"], true, "{info}");
@@ -187,8 +207,16 @@ fn two_environments_from_a_local_wheel_folder() {
     assert!(changed.success());
     let (out, _) = run(d);
     assert_eq!(code(&out), 3, "{}", stderr(&out));
-    assert!(stderr(&out).contains("does not match its lock"), "{}", stderr(&out));
-    assert!(stderr(&out).contains("tinypkg 1.0 locked, 2.0 installed"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("does not match its lock"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("tinypkg 1.0 locked, 2.0 installed"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -217,5 +245,9 @@ fn an_environment_value_must_name_an_environment() {
     let m = crate::support::write_manifest(dir.path(), &text);
     let out = crate::support::hwr(dir.path(), &["check", m.to_str().unwrap()]);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(stderr(&out).contains("environment = typo names no [environments.typo]"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("environment = typo names no [environments.typo]"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -46,6 +46,7 @@ mod check_cli;
 mod check_means_runnable;
 mod cli_docs;
 mod cli_front;
+mod containment_nesting;
 mod environments;
 mod exec_process;
 mod experiments_e2e;
@@ -77,6 +78,7 @@ mod schema_validation;
 mod slurm_cluster;
 mod slurm_e2e;
 mod smaps_rollup;
+mod stats_fixtures;
 
 /// `tests/` holds one test crate (this one) and data; a stray `tests/*.rs` would be a second
 /// test binary that links the crate again and runs outside this harness.

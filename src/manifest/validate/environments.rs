@@ -38,7 +38,9 @@ impl Validator<'_> {
                         if !is_placeholder_name(name) {
                             self.err(
                                 k.span(),
-                                format!("environment name `{name}` may hold only letters, digits, `-` and `_`"),
+                                format!(
+                                    "environment name `{name}` may hold only letters, digits, `-` and `_`"
+                                ),
                                 None,
                             );
                         }
@@ -88,7 +90,10 @@ impl Validator<'_> {
                 }
                 _ => {
                     ok = false;
-                    self.type_err(v, "a non-empty array of PEP 508 strings, like [\"safetensors==0.4.5\"]");
+                    self.type_err(
+                        v,
+                        "a non-empty array of PEP 508 strings, like [\"safetensors==0.4.5\"]",
+                    );
                 }
             },
             None => {
@@ -104,9 +109,15 @@ impl Validator<'_> {
             match self.string(v) {
                 Some("") => {
                     ok = false;
-                    self.err(v.span(), "`python` is empty", Some("a version like \"3.11\" or an interpreter path".into()));
+                    self.err(
+                        v.span(),
+                        "`python` is empty",
+                        Some("a version like \"3.11\" or an interpreter path".into()),
+                    );
                 }
-                Some(s) if s.contains('/') => spec.python = Some(join_normalized(base_dir, s).display().to_string()),
+                Some(s) if s.contains('/') => {
+                    spec.python = Some(join_normalized(base_dir, s).display().to_string())
+                }
                 Some(s) => spec.python = Some(s.to_string()),
                 None => ok = false,
             }
@@ -117,9 +128,9 @@ impl Validator<'_> {
                     for item in items.iter() {
                         match self.string(item) {
                             Some(s) if s.contains("://") => spec.find_links.push(s.to_string()),
-                            Some(s) if !s.is_empty() => {
-                                spec.find_links.push(join_normalized(base_dir, s).display().to_string())
-                            }
+                            Some(s) if !s.is_empty() => spec
+                                .find_links
+                                .push(join_normalized(base_dir, s).display().to_string()),
                             Some(_) => {
                                 ok = false;
                                 self.err(item.span(), "empty find-links entry", None);
@@ -178,7 +189,11 @@ impl Validator<'_> {
                 "environments are defined but no matrix key `environment` selects one",
                 Some(format!(
                     "add to [matrix]: environment = [{}]",
-                    names.iter().map(|n| format!("\"{n}\"")).collect::<Vec<_>>().join(", ")
+                    names
+                        .iter()
+                        .map(|n| format!("\"{n}\""))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )),
             );
         }
