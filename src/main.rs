@@ -425,11 +425,36 @@ fn to_stdout(
     let mut out = BufWriter::new(io::stdout().lock());
     match write(&mut out).and_then(|()| out.flush()) {
         Ok(()) => Ok(exit_codes::SUCCESS),
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(exit_codes::SUCCESS),
+        Err(e) if reader_gone(&e) => Ok(exit_codes::SUCCESS),
         Err(e) => Err(Failure::environment(
             anyhow::Error::new(e).context("cannot write to stdout"),
         )),
     }
+}
+
+/// Whether a write error says the reader closed the pipe: an `EPIPE` anywhere in its chain of
+/// causes (a serializer or a formatter may wrap the `io::Error` it met).
+fn reader_gone(error: &io::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = cause {
+        if let Some(io) = e.downcast_ref::<io::Error>() {
+            if io.kind() == io::ErrorKind::BrokenPipe {
+                return true;
+            }
+            // `io::Error::source` skips the error it wraps (it returns that error's source).
+            if let Some(inner) = io.get_ref() {
+                cause = Some(inner);
+                continue;
+            }
+        }
+        if let Some(json) = e.downcast_ref::<serde_json::Error>()
+            && json.io_error_kind() == Some(io::ErrorKind::BrokenPipe)
+        {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
 }
 
 /// The one error printer. A manifest's diagnostics print as they are (each with its own `error:`

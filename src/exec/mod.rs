@@ -84,7 +84,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-pub use containment::{CONTAINMENT_VAR, Containment};
+pub use containment::{CONTAINMENT_VAR, Containment, check_setting as check_containment_setting};
 pub use environment::{CLEAN_KEPT, CLEAN_KEPT_PREFIX, EnvPolicy, build_env, clean_keeps};
 pub use pinning::pin_current_thread;
 pub use spawn::{resolve_program, return_freed_memory};
