@@ -15,7 +15,8 @@ pub mod process;
 pub mod slurm;
 
 pub use cli::{
-    bin, code, hwr, hwr_columns, hwr_command, printed_path, rerun_this_test, run, spawn_run, stderr, stdout,
+    bin, code, hwr, hwr_columns, hwr_command, in_terminal, printed_path, rerun_this_test, run, spawn_run,
+    stderr, stdout, terminal_lines,
 };
 pub use files::{
     bundle_fixture, bundles, copy_dir, json, package_root, report_text, run_records, sha256_hex, source_path,
