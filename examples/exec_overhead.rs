@@ -55,6 +55,7 @@ fn main() {
         stderr_path: dir.path().join("stderr"),
         memory_path: None,
         sample_interval: Duration::from_millis(100),
+        allocator: None,
     };
     let cancel = Arc::new(AtomicBool::new(false));
     let ex = ProcessLauncher::new();

@@ -12,9 +12,10 @@
 //!
 //! - leaves, importing no other module: [`exit_codes`], [`signal`], [`cpus`], [`memory`],
 //!   [`digest`], [`timestamp`], [`table`], [`cli`], [`slurm`];
+//! - [`allocator`] -> `digest` (allocator names, the linker cache, `/proc/<pid>/maps` checks);
 //! - [`manifest`] -> `cpus` (CPU list syntax only; it reads no host facts);
-//! - [`exec`] -> `memory`, `cpus` (takes an [`exec::RunSpec`], nothing from manifest or plan);
-//! - [`plan`] -> `manifest`, `cpus`, and `exec` for one constant: `plan::render` writes the clean
+//! - [`exec`] -> `memory`, `cpus`, `allocator` (takes an [`exec::RunSpec`], nothing from manifest or plan);
+//! - [`plan`] -> `manifest`, `cpus`, `allocator` (names), and `exec` for one constant: `plan::render` writes the clean
 //!   policy's kept variables ([`exec::CLEAN_KEPT`]) into shell lines;
 //! - [`provenance`] -> `cpus`, `digest`, `timestamp` (data producers: it writes no file);
 //! - [`bundle`] -> `manifest`, `plan`, `exec`, `provenance` (value types; it alone writes bundle
@@ -23,6 +24,7 @@
 //!   preflight, execute, record);
 //! - [`report`], [`archive`], [`probe`] and [`cli_docs`] sit on top.
 
+pub mod allocator;
 pub mod archive;
 pub mod bundle;
 pub mod cli;

@@ -12,14 +12,15 @@ use std::process::ExitCode;
 use clap::Parser;
 use hwr_exp::archive::{self, ArchiveError};
 use hwr_exp::cli::{
-    CancelArgs, CheckArgs, Cli, Command, CompareArgs, ExecutorChoice, ListArgs, ListFormat, PlanArgs,
-    PlanFormat, ProbeCommand, ProbeMode, RerunArgs, ResumeArgs, RetentionArgs, RunArgs, SlurmTaskArgs,
-    VerifyArgs, WaitArgs,
+    CancelArgs, CheckArgs, Cli, Command, CompareArgs, ListArgs, ListFormat, PlanArgs, PlanFormat,
+    ProbeCommand, ProbeMode, RerunArgs, ResumeArgs, RetentionArgs, RunArgs, SlurmTaskArgs, VerifyArgs,
+    WaitArgs,
 };
 use hwr_exp::exec::ProcessLauncher;
 use hwr_exp::exit_codes::{self, Failure};
 use hwr_exp::manifest::{self, Diagnostics};
 use hwr_exp::plan::render;
+use hwr_exp::runner::backend::Backend;
 use hwr_exp::runner::session::{self, RunOptions, SessionError, SessionReport};
 use hwr_exp::signal::{self, SecondSignal, Signals};
 use hwr_exp::{probe, report};
@@ -91,13 +92,16 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
 /// the current directory).
 fn run_manifest(args: &RunArgs) -> Result<i32, Failure> {
     let mut manifest = manifest::load(&args.manifest).map_err(Failure::usage)?;
-    if let Some(kind) = args.executor {
-        manifest.executor.kind = match kind {
-            ExecutorChoice::Local => manifest::ExecutorKind::Local,
-            ExecutorChoice::Slurm => manifest::ExecutorKind::Slurm,
-        };
+    if let Some(choice) = args.executor {
+        let name = clap::ValueEnum::to_possible_value(&choice).map(|v| v.get_name().to_string());
+        let backend = name.as_deref().and_then(Backend::named).ok_or_else(|| {
+            Failure::usage(anyhow::anyhow!(
+                "--executor {name:?}: no such backend in this build"
+            ))
+        })?;
+        manifest.executor.kind = backend.kind();
     }
-    if args.detach && manifest.executor.kind != manifest::ExecutorKind::Slurm {
+    if args.detach && !Backend::of(manifest.executor.kind).detaches() {
         return Err(Failure::usage(anyhow::anyhow!(
             "--detach needs the slurm executor (`[executor] kind = \"slurm\"` or `--executor slurm`)"
         )));
@@ -199,7 +203,7 @@ fn check(args: &CheckArgs) -> Result<i32, Failure> {
 fn plan(args: &PlanArgs) -> Result<i32, Failure> {
     let mut manifest = manifest::load(&args.manifest).map_err(Failure::usage)?;
     if args.format == PlanFormat::Sbatch {
-        manifest.executor.kind = manifest::ExecutorKind::Slurm;
+        manifest.executor.kind = Backend::Slurm.kind();
         let text =
             hwr_exp::runner::slurm::plan_scripts(&manifest, &args.results_dir).map_err(session_failure)?;
         return to_stdout(|out| out.write_all(text.as_bytes()));

@@ -186,6 +186,7 @@ pub fn write_bundle(dir: &Path, s: &Synth) -> std::io::Result<()> {
                         cpus: vec![0],
                         timeout_seconds: Some(120.0),
                         grace_seconds: 5.0,
+                        allocator: None,
                     },
                 ));
             }
@@ -267,6 +268,7 @@ pub fn write_bundle(dir: &Path, s: &Synth) -> std::io::Result<()> {
             stray_processes_killed: 0,
             runner_cpus: None,
             cgroup_memory_peak_bytes: None,
+            allocator: None,
             memory_samples,
             sha256: BTreeMap::new(),
             hostname: None,

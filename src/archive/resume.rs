@@ -20,17 +20,16 @@
 //!    anything is moved.
 
 use std::collections::BTreeMap;
-use std::fs;
 use std::path::Path;
 use std::time::SystemTime;
 
 use super::ArchiveError;
 use super::rerun::{archived_manifest, base_dir_now};
-use crate::bundle::artifacts::ATTEMPTS;
 use crate::bundle::lock::{BundleLock, EffectiveStatus, LockError};
 use crate::bundle::{BundleStatus, BundleWriter, Outcome};
 use crate::exec::{CancelFlag, Launcher, Termination};
-use crate::runner::session::{self, Finish, SessionError, SessionReport, execute_and_finish};
+use crate::runner::backend::{Backend, Job};
+use crate::runner::session::{self, Finish, Session, SessionError, SessionReport};
 use crate::timestamp::rfc3339;
 
 /// Choices of one resume.
@@ -74,16 +73,13 @@ pub fn resume(
                 executor: executor_config,
                 cpus_per_run,
             } = prepared;
-            let cluster = if executor_config.kind == crate::manifest::ExecutorKind::Slurm {
-                match crate::runner::slurm::preflight(&results_dir, opts.quiet) {
-                    Ok(c) => Some(c),
-                    Err(p) => {
-                        let _ = lock.release();
-                        return Err(ArchiveError::Session(SessionError::Preflight(p)));
-                    }
+            let backend = Backend::of(executor_config.kind);
+            let ready = match backend.preflight(&results_dir, opts.quiet) {
+                Ok(ready) => ready,
+                Err(p) => {
+                    let _ = lock.release();
+                    return Err(ArchiveError::Session(SessionError::Preflight(p)));
                 }
-            } else {
-                None
             };
             // The working-tree capture compared above is gone: hand its memory back before
             // runs are forked from this process.
@@ -93,31 +89,32 @@ pub fn resume(
                     bundle: bundle.dir().to_path_buf(),
                     source,
                 })?;
-            let finish = Finish {
-                results_dir: &results_dir,
-                before: &before,
-                quiet: opts.quiet,
+            // An earlier `hwr-exp cancel` is forgotten: the runs are redone.
+            crate::bundle::write::remove_cancel_marker(writer.dir()).map_err(|source| {
+                ArchiveError::Write {
+                    bundle: writer.dir().to_path_buf(),
+                    source,
+                }
+            })?;
+            let session = Session {
+                plan: &plan,
+                indices: todo,
+                writer: std::sync::Mutex::new(writer),
+                launcher,
+                cancel,
+                progress: crate::runner::progress::Collect::deferred(opts.quiet),
+                finish: Finish {
+                    results_dir: &results_dir,
+                    before: &before,
+                    quiet: opts.quiet,
+                },
             };
-            if let Some(cluster) = &cluster {
-                crate::bundle::write::remove_cancel_marker(writer.dir()).map_err(|source| {
-                    ArchiveError::Write {
-                        bundle: writer.dir().to_path_buf(),
-                        source,
-                    }
-                })?;
-                let submit = crate::runner::slurm::Submit {
-                    cluster,
-                    config: &executor_config.slurm,
-                    cpus_per_task: cpus_per_run,
-                    detach: false,
-                };
-                return Ok(crate::runner::slurm::submit_and_wait(
-                    &plan, &todo, writer, &submit, cancel, &finish,
-                )?);
-            }
-            Ok(execute_and_finish(
-                &plan, &todo, writer, launcher, cancel, &finish,
-            )?)
+            let job = Job {
+                config: &executor_config,
+                cpus_per_run,
+                detach: false,
+            };
+            Ok(ready.run(session, &job)?)
         }
         Err(e) => {
             // Refused or failed before the bundle was reopened: leave no lock file behind.
@@ -137,7 +134,8 @@ struct Prepared {
     results_dir: std::path::PathBuf,
     /// The capture recorded when the bundle was created.
     before: crate::provenance::Snapshot,
-    /// `[executor]` and `cpus-per-run` of the archived manifest (the Slurm executor submits with them).
+    /// `[executor]` (its kind the bundle's backend) and `cpus-per-run` of the archived manifest
+    /// (the Slurm backend submits with them).
     executor: crate::manifest::ExecutorConfig,
     cpus_per_run: usize,
 }
@@ -172,9 +170,7 @@ fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result
     let provenance = bundle.provenance_doc()?;
     let (base_dir, moved) = base_dir_now(&bundle, Some(&provenance));
     let mut manifest = archived_manifest(&bundle, &base_dir)?;
-    if info.is_slurm() {
-        manifest.executor.kind = crate::manifest::ExecutorKind::Slurm;
-    }
+    Backend::apply_recorded(&info, &mut manifest);
     let mut ctx = session::plan_context(bundle.dir())?;
     if let Some(seed) = info.seed {
         ctx.fallback_seed = seed;
@@ -238,7 +234,7 @@ fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result
         source,
     };
     for &i in &todo {
-        keep_attempt(&bundle.run_dir(&recorded[i].run_id)).map_err(write_err)?;
+        crate::bundle::write::keep_attempt(&bundle.run_dir(&recorded[i].run_id)).map_err(write_err)?;
     }
     let mut new_info = info.clone();
     new_info.counts = counts;
@@ -262,43 +258,4 @@ fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result
         executor: manifest.executor.clone(),
         cpus_per_run: manifest.isolation.cpus_per_run,
     })
-}
-
-/// Moves every entry of the run folder `run_dir` except `attempts/` into `attempts/<n>/`, with n
-/// one more than the highest attempt kept there (1 for the first). Nothing happens when the
-/// folder does not exist or holds nothing else.
-///
-/// # Errors
-/// I/O errors reading the folder, creating `attempts/<n>/` or renaming into it.
-fn keep_attempt(run_dir: &Path) -> std::io::Result<()> {
-    let entries = match fs::read_dir(run_dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    let mut moving = Vec::new();
-    for entry in entries {
-        let entry = entry?;
-        if entry.file_name() != ATTEMPTS {
-            moving.push(entry.file_name());
-        }
-    }
-    if moving.is_empty() {
-        return Ok(());
-    }
-    let attempts = run_dir.join(ATTEMPTS);
-    let last = match fs::read_dir(&attempts) {
-        Ok(entries) => entries
-            .filter_map(Result::ok)
-            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-            .max()
-            .unwrap_or(0),
-        Err(_) => 0,
-    };
-    let folder = attempts.join((last + 1).to_string());
-    fs::create_dir_all(&folder)?;
-    for name in moving {
-        fs::rename(run_dir.join(&name), folder.join(&name))?;
-    }
-    Ok(())
 }

@@ -13,9 +13,11 @@ use crate::bundle::lock::{BundleLock, LockError};
 use crate::bundle::read::Bundle;
 use crate::bundle::{BundleStatus, BundleWriter};
 use crate::exec::{CancelFlag, Launcher};
-use crate::manifest::{ExecutorKind, Manifest};
+use crate::manifest::Manifest;
 use crate::plan::Plan;
-use crate::runner::session::{self, Finish, SessionReport};
+use crate::runner::Runs;
+use crate::runner::backend::Backend;
+use crate::runner::session::{self, Finish, Session, SessionReport};
 use crate::runner::slurm::{self as rslurm, TaskEnd};
 use crate::slurm::{CancelTarget, SlurmClient, SubmittedArray, TaskMap};
 
@@ -27,9 +29,7 @@ use crate::slurm::{CancelTarget, SlurmClient, SubmittedArray, TaskMap};
 pub fn bundle_plan(bundle: &Bundle) -> Result<(Manifest, Plan), ArchiveError> {
     let (base_dir, _) = base_dir_now(bundle, None);
     let mut manifest = archived_manifest(bundle, &base_dir)?;
-    if bundle.info().is_slurm() {
-        manifest.executor.kind = ExecutorKind::Slurm;
-    }
+    Backend::apply_recorded(bundle.info(), &mut manifest);
     let mut ctx = session::plan_context(bundle.dir())?;
     if let Some(seed) = bundle.info().seed {
         ctx.fallback_seed = seed;
@@ -41,7 +41,11 @@ pub fn bundle_plan(bundle: &Bundle) -> Result<(Manifest, Plan), ArchiveError> {
 /// The arrays a Slurm bundle recorded, or a refusal naming the bundle when it is not one.
 fn recorded_arrays(bundle: &Bundle) -> Result<Vec<SubmittedArray>, ArchiveError> {
     match &bundle.info().slurm {
-        Some(s) if bundle.info().is_slurm() && !s.arrays.is_empty() => Ok(s.arrays.clone()),
+        Some(s)
+            if Backend::recorded(bundle.info()).is_some_and(Backend::detaches) && !s.arrays.is_empty() =>
+        {
+            Ok(s.arrays.clone())
+        }
         _ => Err(ArchiveError::Refused(format!(
             "{}: not a bundle submitted to slurm (no slurm.arrays in bundle.json)",
             bundle.dir().display()
@@ -70,7 +74,13 @@ pub fn task(
             plan.len()
         )));
     }
-    rslurm::run_task(&plan, index, bundle.dir(), launcher, cancel).map_err(|source| ArchiveError::Write {
+    let runs = Runs {
+        plan: &plan,
+        launcher,
+        cancel,
+        progress: &crate::runner::progress::Quiet,
+    };
+    rslurm::run_task(runs, index, bundle.dir()).map_err(|source| ArchiveError::Write {
         bundle: bundle.dir().to_path_buf(),
         source,
     })
@@ -133,22 +143,26 @@ pub fn wait(dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionRepor
         (0..plan.len()).filter(|&i| map.task(i).is_some()).collect()
     };
     let results_dir = bundle.results_dir();
-    let finish = Finish {
-        results_dir: &results_dir,
-        before: &before,
-        quiet,
-    };
-    let shared = rslurm::on_shared_fs(bundle.dir()).unwrap_or(false);
-    Ok(rslurm::wait_and_finish(
-        &plan,
-        &indices,
-        writer,
-        &SlurmClient::new(),
-        &arrays,
-        shared,
+    let session = Session {
+        plan: &plan,
+        indices,
+        writer: std::sync::Mutex::new(writer),
+        // No run executes in this process.
+        launcher: &crate::exec::ProcessLauncher::default(),
         cancel,
-        &finish,
-    )?)
+        progress: crate::runner::progress::Collect::deferred(quiet),
+        finish: Finish {
+            results_dir: &results_dir,
+            before: &before,
+            quiet,
+        },
+    };
+    let waiting = rslurm::Waiting {
+        client: SlurmClient::new(),
+        arrays,
+        shared_fs: rslurm::on_shared_fs(bundle.dir()).unwrap_or(false),
+    };
+    Ok(rslurm::wait_and_finish(session, &waiting)?)
 }
 
 /// What `hwr-exp cancel` did.

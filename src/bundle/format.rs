@@ -211,6 +211,9 @@ pub struct PlannedRunRecord {
     pub timeout_seconds: Option<f64>,
     /// SIGTERM-to-SIGKILL grace in seconds.
     pub grace_seconds: f64,
+    /// `[isolation] allocator` of the run (its `LD_PRELOAD` is in `env`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocator: Option<String>,
 }
 
 /// plan.json.
@@ -316,6 +319,10 @@ pub struct RunRecord {
     /// `memory.peak` of the run's cgroup, bytes, where it has the memory controller.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup_memory_peak_bytes: Option<u64>,
+    /// `[isolation] allocator`: name, path and sha256 of the library preloaded, and whether the
+    /// run's process was seen with it loaded (`seen-loaded`, from its `/proc/<pid>/maps`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocator: Option<crate::allocator::Record>,
     /// Number of lines in memory.jsonl.
     #[serde(default)]
     pub memory_samples: u32,

@@ -3,13 +3,19 @@
 //! same code with the same limits, so a document the check calls valid is one the report reads.
 //!
 //! The document is streamed, never loaded whole: a [`Checked`] reader under a 1 MiB
-//! [`BufReader`] checks that the bytes are UTF-8 and that arrays and objects nest at most
-//! [`MAX_DEPTH`] deep, and `serde_json` parses what it passes on. Only the values an [`Interest`]
-//! asks for are kept ([`Scalar`]s at JSON Pointers, and the named fields of each element of an array,
-//! handed to a callback one element at a time); everything else is skipped with
-//! [`serde::de::IgnoredAny`]. Memory is therefore bounded by the buffer and the kept values, not by
-//! the size of the output (a kept string longer than [`MAX_KEPT_STRING`] bytes is kept as its
-//! length only, but is parsed whole before that).
+//! [`BufReader`] checks that the bytes are UTF-8, and `serde_json` parses what it passes on. Only
+//! the values an [`Interest`] asks for are kept ([`Scalar`]s at JSON Pointers, and the named fields
+//! of each element of an array, handed to a callback one element at a time); everything else is
+//! skipped with [`serde::de::IgnoredAny`]. Memory is therefore bounded by the buffer and the kept
+//! values, not by the size of the output (a kept string longer than [`MAX_KEPT_STRING`] bytes is
+//! kept as its length only, but is parsed whole before that).
+//!
+//! Any valid JSON document is valid output, however deep it nests (profilers' call trees are
+//! hundreds of levels deep): `serde_json` skips an ignored value without recursion (one byte of
+//! its scratch buffer per open array or object, no stack frame), and the parser only recurses
+//! along the paths an [`Interest`] names, whose pointers have at most
+//! [`crate::manifest::MAX_POINTER_TOKENS`] tokens: far inside `serde_json`'s recursion limit of
+//! 128, whatever the document holds below or beside them.
 
 use std::fmt;
 use std::fs::File;
@@ -21,10 +27,6 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor
 use super::contained::open_regular;
 use super::format::OutputCheck;
 use crate::manifest::OutputFormat;
-
-/// Deepest nesting of arrays and objects an output may have (the outermost value counts as 1).
-/// `serde_json` refuses a 128th level (its recursion limit), so no output valid here fails there.
-pub const MAX_DEPTH: usize = 127;
 
 /// Longest string value kept, bytes; a longer one is kept as [`Scalar::LongString`] (its length).
 pub const MAX_KEPT_STRING: usize = 64 * 1024;
@@ -137,10 +139,18 @@ fn tokens(pointer: &str) -> Result<Vec<String>, String> {
     let Some(rest) = pointer.strip_prefix('/') else {
         return Err(format!("JSON Pointer `{pointer}` does not start with `/`"));
     };
-    Ok(rest
+    let tokens: Vec<String> = rest
         .split('/')
         .map(|t| t.replace("~1", "/").replace("~0", "~"))
-        .collect())
+        .collect();
+    if tokens.len() > crate::manifest::MAX_POINTER_TOKENS {
+        return Err(format!(
+            "JSON Pointer `{pointer}` has {} tokens, more than {}",
+            tokens.len(),
+            crate::manifest::MAX_POINTER_TOKENS
+        ));
+    }
+    Ok(tokens)
 }
 
 impl Interest {
@@ -148,7 +158,8 @@ impl Interest {
     /// are decimal without leading zeros); returns its index in [`Found::values`].
     ///
     /// # Errors
-    /// When `pointer` is neither empty nor starts with `/`.
+    /// When `pointer` is neither empty nor starts with `/`, or has more than
+    /// [`crate::manifest::MAX_POINTER_TOKENS`] tokens.
     pub fn value(&mut self, pointer: &str) -> Result<usize, String> {
         let mut node = &mut self.root;
         for t in tokens(pointer)? {
@@ -225,26 +236,22 @@ pub enum OutputError {
     /// Nothing at all.
     #[error("empty output")]
     Empty,
-    /// Not one JSON document within the limits: the parser's message with line and column, or
-    /// `not UTF-8 (byte N of the output)`, or `nested deeper than 127 ... (byte N of the output)`.
+    /// Not one JSON document: the parser's message with line and column, or
+    /// `not UTF-8 (byte N of the output)`.
     #[error("{0}")]
     Invalid(serde_json::Error),
 }
 
-/// A reader that fails with `InvalidData` at the first byte that is not UTF-8 or that opens an
-/// array or object deeper than [`MAX_DEPTH`]. It checks each block it reads (placed under a
-/// [`BufReader`], blocks are the buffer's size), so the parser above it sees only checked bytes.
-/// (`serde_json` skips the contents of strings it ignores without checking them, and skips ignored
-/// values without a depth limit.)
+/// A reader that fails with `InvalidData` at the first byte that is not UTF-8. It checks each
+/// block it reads (placed under a [`BufReader`], blocks are the buffer's size), so the parser
+/// above it sees only checked bytes. (`serde_json` skips the contents of strings it ignores
+/// without checking them.)
 pub struct Checked<R> {
     inner: R,
     /// Bytes of an incomplete character at the end of the previous block.
     carry: Vec<u8>,
     /// Bytes passed on so far.
     offset: u64,
-    depth: usize,
-    in_string: bool,
-    escaped: bool,
 }
 
 impl<R: Read> Checked<R> {
@@ -254,9 +261,6 @@ impl<R: Read> Checked<R> {
             inner,
             carry: Vec::new(),
             offset: 0,
-            depth: 0,
-            in_string: false,
-            escaped: false,
         }
     }
 
@@ -290,50 +294,6 @@ impl<R: Read> Checked<R> {
             Err(e) => Err(self.invalid(start + e.valid_up_to(), "not UTF-8".into())),
         }
     }
-
-    fn check_depth(&mut self, block: &[u8]) -> io::Result<()> {
-        let (mut depth, mut in_string, mut escaped) = (self.depth, self.in_string, self.escaped);
-        let mut i = 0;
-        while i < block.len() {
-            if escaped {
-                escaped = false;
-                i += 1;
-                continue;
-            }
-            if in_string {
-                // Inside a string only `"` and `\` matter: jump to the next one.
-                match memchr::memchr2(b'"', b'\\', &block[i..]) {
-                    None => break,
-                    Some(at) => {
-                        i += at;
-                        if block[i] == b'\\' {
-                            escaped = true;
-                        } else {
-                            in_string = false;
-                        }
-                    }
-                }
-                i += 1;
-                continue;
-            }
-            match block[i] {
-                b'"' => in_string = true,
-                b'[' | b'{' => {
-                    depth += 1;
-                    if depth > MAX_DEPTH {
-                        return Err(
-                            self.invalid(i, format!("arrays and objects nested deeper than {MAX_DEPTH}"))
-                        );
-                    }
-                }
-                b']' | b'}' => depth = depth.saturating_sub(1),
-                _ => {}
-            }
-            i += 1;
-        }
-        (self.depth, self.in_string, self.escaped) = (depth, in_string, escaped);
-        Ok(())
-    }
 }
 
 impl<R: Read> Read for Checked<R> {
@@ -346,7 +306,6 @@ impl<R: Read> Read for Checked<R> {
             return Ok(0);
         }
         self.check_utf8(&buf[..n])?;
-        self.check_depth(&buf[..n])?;
         self.offset += n as u64;
         Ok(n)
     }
@@ -558,11 +517,11 @@ impl Walk<'_, '_, '_> {
 
 /// Reads one JSON output document from `file`, keeping what `interest` asks for and handing the
 /// elements of its lists to `on_list` one at a time. The document must be exactly one JSON value
-/// (whitespace around it allowed), UTF-8, nested at most [`MAX_DEPTH`] deep.
+/// (whitespace around it allowed), UTF-8, nested to any depth.
 ///
 /// # Errors
 /// [`OutputError::Empty`] when the file holds nothing,
-/// [`OutputError::Invalid`] otherwise (syntax, trailing data, UTF-8, depth, read errors).
+/// [`OutputError::Invalid`] otherwise (syntax, trailing data, UTF-8, read errors).
 pub fn read_output(
     file: File,
     interest: &Interest,
@@ -747,13 +706,20 @@ mod tests {
             OutputCheck::Valid,
             "multi-byte characters"
         );
-        assert_eq!(
-            check(nested(MAX_DEPTH).as_bytes(), OutputFormat::Json).0,
-            OutputCheck::Valid
+        // Any depth is valid JSON: 130 levels (past serde_json's recursion limit) and 100,000.
+        for depth in [127, 128, 130, 100_000] {
+            assert_eq!(
+                check(nested(depth).as_bytes(), OutputFormat::Json),
+                (OutputCheck::Valid, None),
+                "{depth} levels"
+            );
+        }
+        let (c, why) = check(
+            format!("{}1{}", "[".repeat(100_000), "]".repeat(99_999)).as_bytes(),
+            OutputFormat::Json,
         );
-        let (c, why) = check(nested(MAX_DEPTH + 1).as_bytes(), OutputFormat::Json);
-        assert_eq!(c, OutputCheck::Invalid);
-        assert!(why.unwrap().contains("nested deeper than 127"));
+        assert_eq!(c, OutputCheck::Invalid, "one bracket short");
+        assert!(why.unwrap().contains("EOF"));
         // Brackets inside strings do not count.
         let s = format!("[\"{}\\\"\"]", "[".repeat(500));
         assert_eq!(check(s.as_bytes(), OutputFormat::Json).0, OutputCheck::Valid);
@@ -841,11 +807,15 @@ mod tests {
     }
 
     #[test]
-    fn deep_documents_the_check_passes_are_read() {
+    fn deep_documents_are_read_whatever_the_depth() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("o.json");
-        for depth in [64, 100, MAX_DEPTH] {
-            let text = format!("{}1{}", "{\"a\": ".repeat(depth), "}".repeat(depth));
+        for depth in [64, 100, 127, 130, 100_000] {
+            // The value asked for sits beside the deep part and after it.
+            let deep = format!("{}1{}", "{\"a\": ".repeat(depth), "}".repeat(depth));
+            let text = format!(
+                "{{\"tree\": {deep}, \"samples\": [{{\"phase\": \"loop\", \"deep\": {deep}}}], \"m\": 7}}"
+            );
             fs::write(&p, &text).unwrap();
             assert_eq!(
                 check_output(&p, OutputFormat::Json).0,
@@ -853,10 +823,43 @@ mod tests {
                 "{depth}"
             );
             let mut i = Interest::default();
-            let ptr = "/a".repeat(depth);
-            let slot = i.value(&ptr).unwrap();
-            let found = read_output(File::open(&p).unwrap(), &i, &mut |_| {}).unwrap();
-            assert_eq!(found.values[slot], Some(Scalar::Number(1.into())), "{depth}");
+            let m = i.value("/m").unwrap();
+            let tree = i.value("/tree/a").unwrap();
+            let near = i
+                .value(&"/a".repeat(crate::manifest::MAX_POINTER_TOKENS.min(depth)))
+                .unwrap();
+            let list = i.each("/samples", &["phase", "deep"]).unwrap();
+            let mut phases = Vec::new();
+            let found = read_output(File::open(&p).unwrap(), &i, &mut |e| {
+                if let ListEvent::Element { fields, .. } = e {
+                    phases.push((fields[1].clone(), fields[2].clone()));
+                }
+            })
+            .unwrap();
+            assert_eq!(found.values[m], Some(Scalar::Number(7.into())), "{depth}");
+            let inner = if depth == 1 {
+                Scalar::Number(1.into())
+            } else {
+                Scalar::Object
+            };
+            assert_eq!(found.values[tree], Some(inner), "{depth}");
+            assert_eq!(found.values[near], None, "{depth}: not under the root");
+            assert_eq!(found.lists[list], Some(true));
+            assert_eq!(
+                phases,
+                vec![(Some(Scalar::String("loop".into())), Some(Scalar::Object))]
+            );
         }
+        // A pointer as deep as allowed finds its value in a document deeper still.
+        let depth = 1000;
+        fs::write(&p, format!("{}1{}", "{\"a\": ".repeat(depth), "}".repeat(depth))).unwrap();
+        let mut i = Interest::default();
+        let at = i
+            .value(&"/a".repeat(crate::manifest::MAX_POINTER_TOKENS))
+            .unwrap();
+        let found = read_output(File::open(&p).unwrap(), &i, &mut |_| {}).unwrap();
+        assert_eq!(found.values[at], Some(Scalar::Object));
+        let too_deep = "/a".repeat(crate::manifest::MAX_POINTER_TOKENS + 1);
+        assert!(i.value(&too_deep).unwrap_err().contains("more than"));
     }
 }

@@ -50,6 +50,7 @@ impl PlannedRunRecord {
             cpus: run.cpus.clone(),
             timeout_seconds: plan.timeout.map(|d| d.as_secs_f64()),
             grace_seconds: plan.grace.as_secs_f64(),
+            allocator: run.allocator.as_ref().map(|a| a.name.clone()),
         }
     }
 }
@@ -120,6 +121,7 @@ mod tests {
         );
         let ctx = crate::plan::PlanContext {
             layout: RUN_FOLDER_LAYOUT,
+            plans_cpus: true,
             ..ctx()
         };
         for name in [files::RUN, files::STDERR, files::MEMORY] {

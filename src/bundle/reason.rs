@@ -348,6 +348,7 @@ mod tests {
             containment: None,
             runner_cpus: None,
             cgroup_memory_peak_bytes: None,
+            allocator: None,
             artifacts: Vec::new(),
             attempt: 1,
             earlier_attempts: Vec::new(),

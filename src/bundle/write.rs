@@ -235,6 +235,56 @@ fn create_dir(path: &Path) -> io::Result<()> {
         .map_err(on(path, "create folder"))
 }
 
+/// Keeps what an earlier attempt left in the run folder `run_dir`: every entry but `attempts/`
+/// moves into `attempts/<n>/`, n one more than the highest attempt kept there (1 for the first),
+/// folders made with mode [`DIR_MODE`] whatever the umask (DESIGN 5). The one place that keeps
+/// an attempt: `resume`, a run redone in place and a Slurm task that finds its folder all call it.
+/// Returns the attempt's number, or `None` when there was nothing to keep (no folder, an empty
+/// one, or only `attempts/`).
+///
+/// # Errors
+/// I/O errors reading the folder, creating `attempts/<n>/` or renaming into it (naming the path).
+pub fn keep_attempt(run_dir: &Path) -> io::Result<Option<u32>> {
+    let attempts_name = super::artifacts::ATTEMPTS;
+    let entries = match fs::read_dir(run_dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(on(run_dir, "read folder")(e)),
+    };
+    let mut moving = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(on(run_dir, "read folder"))?;
+        if entry.file_name() != attempts_name {
+            moving.push(entry.file_name());
+        }
+    }
+    if moving.is_empty() {
+        return Ok(None);
+    }
+    moving.sort();
+    let attempts = run_dir.join(attempts_name);
+    let last = match fs::read_dir(&attempts) {
+        Ok(entries) => entries
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .max()
+            .unwrap_or(0),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            create_dir(&attempts)?;
+            0
+        }
+        Err(e) => return Err(on(&attempts, "read folder")(e)),
+    };
+    let n = last + 1;
+    let folder = attempts.join(n.to_string());
+    create_dir(&folder)?;
+    for name in moving {
+        let from = run_dir.join(&name);
+        fs::rename(&from, folder.join(&name)).map_err(on(&from, "move into attempts"))?;
+    }
+    Ok(Some(n))
+}
+
 /// The SHA-256 helpers run.json and bundle.json record with (defined in [`crate::digest`]).
 pub use crate::digest::{sha256_bytes, sha256_file};
 
@@ -473,8 +523,8 @@ impl BundleWriter {
         self.dir.join(files::RUNS).join(&run.run_id)
     }
 
-    /// Creates (or empties, when a half-written run is redone) the run folder. Earlier attempts
-    /// kept by `resume` (`attempts/`) stay.
+    /// Creates the run folder. A run redone in place finds what an earlier attempt left there:
+    /// it is kept under `attempts/<n>/` ([`keep_attempt`]), never deleted.
     ///
     /// # Errors
     /// I/O errors.
@@ -482,19 +532,7 @@ impl BundleWriter {
         let dir = self.run_dir(run);
         match create_dir(&dir) {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                // A run redone in place: empty its folder, keeping the earlier attempts.
-                for entry in fs::read_dir(&dir).map_err(on(&dir, "read folder"))? {
-                    let entry = entry.map_err(on(&dir, "read folder"))?;
-                    if entry.file_name() == super::artifacts::ATTEMPTS {
-                        continue;
-                    }
-                    let path = entry.path();
-                    if entry.file_type().map_err(on(&path, "stat"))?.is_dir() {
-                        fs::remove_dir_all(&path).map_err(on(&path, "remove"))?;
-                    } else {
-                        fs::remove_file(&path).map_err(on(&path, "remove"))?;
-                    }
-                }
+                keep_attempt(&dir)?;
             }
             other => other?,
         }
@@ -760,6 +798,7 @@ fn run_record(
         stray_processes_killed: outcome.stray_processes_killed,
         runner_cpus: outcome.runner_cpus.clone(),
         cgroup_memory_peak_bytes: outcome.cgroup_memory_peak_bytes,
+        allocator: outcome.allocator.clone(),
         memory_samples: outcome.memory_samples,
         sha256,
         artifacts,
@@ -801,39 +840,18 @@ impl TaskRunWriter {
     }
 
     /// Creates the run folder. A folder left by an earlier attempt without run.json (a task that
-    /// was killed) is kept as `runs/<run-id>/attempts/<n>/` (DESIGN 5), the earlier attempts it
-    /// held first, numbered from 1.
+    /// was killed) is kept as `runs/<run-id>/attempts/<n>/` (DESIGN 5, [`keep_attempt`]).
     ///
     /// # Errors
     /// I/O errors renaming or creating folders.
     pub fn prepare_run_dir(&self, run: &PlannedRun) -> io::Result<PathBuf> {
         let dir = self.run_dir(run);
-        if !dir.exists() {
-            create_dir(&dir)?;
-            return Ok(dir);
-        }
-        let aside =
-            self.dir
-                .join(files::RUNS)
-                .join(format!(".{}.attempt-{}", run.run_id, std::process::id()));
-        fs::rename(&dir, &aside)?;
-        create_dir(&dir)?;
-        let attempts = dir.join("attempts");
-        create_dir(&attempts)?;
-        let mut n = 0;
-        if let Ok(older) = fs::read_dir(aside.join("attempts")) {
-            let mut older: Vec<(u32, PathBuf)> = older
-                .filter_map(|e| e.ok())
-                .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path())))
-                .collect();
-            older.sort();
-            for (_, path) in older {
-                n += 1;
-                fs::rename(path, attempts.join(n.to_string()))?;
+        match create_dir(&dir) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                keep_attempt(&dir)?;
             }
-            fs::remove_dir(aside.join("attempts"))?;
+            other => other?,
         }
-        fs::rename(&aside, attempts.join((n + 1).to_string()))?;
         Ok(dir)
     }
 

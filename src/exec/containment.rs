@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use super::cgroup::{self, RunCgroup};
 use super::tree::{self, Tree};
-use super::{RunSpec, children, guardian};
+use super::{RunSpec, StartError, children, guardian};
 
 /// The environment variable that chooses the containment: `auto`, `cgroup` or `process-tree`.
 pub const CONTAINMENT_VAR: &str = "HWR_CONTAINMENT";
@@ -165,11 +165,12 @@ impl RunContainment {
     /// the guardian), or chooses the process-tree fallback.
     ///
     /// # Errors
-    /// A message when [`CONTAINMENT_VAR`] is invalid, or asks for `cgroup` and none can be made.
-    pub(super) fn prepare(spec: &RunSpec) -> Result<RunContainment, String> {
+    /// A message when [`CONTAINMENT_VAR`] is invalid, or asks for `cgroup` and none can be made
+    /// (with the OS error of the `mkdir`, if that failed).
+    pub(super) fn prepare(spec: &RunSpec) -> Result<RunContainment, StartError> {
         let key = SEQ.fetch_add(1, Ordering::Relaxed);
         let markers = tree::run_markers(&spec.env);
-        let choice = choice()?;
+        let choice = choice().map_err(StartError::new)?;
         // The run is listed with the guardian before its spawn, so that the guardian stops it
         // (and removes its cgroup) even if the runner dies during the spawn; the leader pid follows
         // once known. A cgroup is listed before it is made: a runner killed right after the mkdir
@@ -178,11 +179,15 @@ impl RunContainment {
         let cgroup = match choice {
             Choice::ProcessTree => None,
             Choice::Auto | Choice::Cgroup => {
-                let made = cgroup::base().map_err(str::to_string).and_then(|base| {
+                let made = cgroup::base().map_err(StartError::new).and_then(|base| {
                     let path = RunCgroup::path_for(base, u64::from(key), &tree::run_id(&spec.env));
                     listing = guardian::list(0, Some(&path), &markers);
-                    RunCgroup::create_at(base, path)
-                        .map_err(|e| format!("cannot make the run's cgroup in {}: {e}", base.dir.display()))
+                    RunCgroup::create_at(base, path).map_err(|e| {
+                        StartError::os(
+                            format!("cannot make the run's cgroup in {}: {e}", base.dir.display()),
+                            &e,
+                        )
+                    })
                 });
                 match made {
                     Ok(cg) => Some(cg),
@@ -191,9 +196,10 @@ impl RunContainment {
                             guardian::unlist(l);
                         }
                         if choice == Choice::Cgroup {
-                            return Err(format!(
+                            let message = format!(
                                 "{CONTAINMENT_VAR}=cgroup, but no cgroup can be made for the run: {why}"
-                            ));
+                            );
+                            return Err(why.context(message));
                         }
                         None
                     }

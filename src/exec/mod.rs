@@ -33,10 +33,12 @@
 //!      fds 0/1/2 survive exec,
 //!    - resets every signal disposition to the default and empties the signal mask.
 //!
-//!    stdin is `/dev/null`; stdout and stderr are files the kernel writes to directly.
+//!    stdin is `/dev/null`; stdout and stderr are pipes that one thread of the runner copies
+//!    into the output file and `stderr.log` (`drain.rs`): a run that reopens `/dev/stdout`
+//!    truncates nothing; both go through one pipe when they name the same file.
 //! 5. The parent waits on a pidfd with `poll` (`supervise.rs`), waking for external smaps_rollup
 //!    samples of every process of the run (`sampling.rs`), the timeout, the SIGTERM grace period
-//!    and (every 50 ms) the cancel flag. No thread is started. On timeout or interrupt every
+//!    and (every 50 ms) the cancel flag. The output thread is the only other thread. On timeout or interrupt every
 //!    process of the run gets SIGTERM, and SIGKILL after the grace period.
 //! 6. The leader is reaped with `wait4`, which gives the exit status and its rusage (user and
 //!    system CPU seconds, peak RSS). `ended` and `wall_seconds` are taken here, so the stray
@@ -66,6 +68,7 @@
 mod cgroup;
 mod children;
 mod containment;
+mod drain;
 mod environment;
 pub mod guardian;
 mod pinning;
@@ -113,6 +116,50 @@ pub struct RunSpec {
     pub memory_path: Option<PathBuf>,
     /// Sampling period for `memory_path`.
     pub sample_interval: Duration,
+    /// The allocator the run is given (`LD_PRELOAD` is already in `env`): after the program
+    /// starts, its `/proc/<pid>/maps` is read until the dynamic loader has mapped its libraries,
+    /// to see whether the allocator is in effect ([`RunOutcome::allocator`]). `None` = no check.
+    pub allocator: Option<crate::allocator::Choice>,
+}
+
+/// Why a run could not be started: the message run.json records (`error`) and the OS error
+/// behind it, when there is one (the `errno` of the failed `open`, `mkdir`, `dup`, `clone` or
+/// `execve`), for callers that decide by it (the runner's own resource errors, `EMFILE`,
+/// `ENOSPC`, ...).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct StartError {
+    /// What could not be done, for the user.
+    pub message: String,
+    /// The OS error that caused it; `None` when the cause is not an OS error (program not found,
+    /// not executable, a CPU number out of range).
+    pub os_error: Option<rustix::io::Errno>,
+}
+
+impl StartError {
+    /// An error with no OS error behind it.
+    pub fn new(message: impl Into<String>) -> StartError {
+        StartError {
+            message: message.into(),
+            os_error: None,
+        }
+    }
+
+    /// `message` caused by `cause` (its `raw_os_error`, if any, is kept).
+    pub fn os(message: impl Into<String>, cause: &std::io::Error) -> StartError {
+        StartError {
+            message: message.into(),
+            os_error: cause.raw_os_error().map(rustix::io::Errno::from_raw_os_error),
+        }
+    }
+
+    /// The same cause with a message that says more (`format!("...: {self}")`).
+    fn context(self, message: impl Into<String>) -> StartError {
+        StartError {
+            message: message.into(),
+            os_error: self.os_error,
+        }
+    }
 }
 
 /// How a run ended (`termination` in run.json).
@@ -145,6 +192,9 @@ pub struct RunOutcome {
     pub signal: Option<i32>,
     /// Spawn error text when `termination` is `SpawnFailed`.
     pub error: Option<String>,
+    /// The OS error behind `error` when the run could not be started ([`StartError::os_error`]).
+    #[serde(skip)]
+    pub start_os_error: Option<rustix::io::Errno>,
     /// CPUs the child may run on, read back after its exec (`sched_getaffinity(pid)`, as
     /// `Cpus_allowed_list` of `/proc/<pid>/status` shows them).
     pub cpus_effective: Option<Vec<usize>>,
@@ -175,6 +225,8 @@ pub struct RunOutcome {
     /// `memory.peak` of the run's cgroup at its end, bytes: the peak of all its processes
     /// together. Only where the cgroup has the memory controller.
     pub cgroup_memory_peak_bytes: Option<u64>,
+    /// What was seen of [`RunSpec::allocator`] in the process's maps; `None` without one.
+    pub allocator: Option<crate::allocator::Record>,
 }
 
 /// One external sample of the run's process, one JSON line of memory.jsonl. Bytes.
@@ -333,7 +385,8 @@ impl Launcher for ProcessLauncher {
             Err(error) => {
                 started();
                 let mut outcome = RunOutcome::empty(started_at, start);
-                outcome.error = Some(error);
+                outcome.start_os_error = error.os_error;
+                outcome.error = Some(error.message);
                 outcome.runner_cpus = placement.runner_cpus.clone();
                 return outcome;
             }
@@ -354,12 +407,16 @@ impl Launcher for ProcessLauncher {
                 containment.abandon();
                 let mut outcome = RunOutcome::empty(started_at, start);
                 outcome.termination = Termination::SpawnFailed;
-                outcome.error = Some(error);
+                outcome.start_os_error = error.os_error;
+                outcome.error = Some(error.message);
                 outcome
             }
         };
         outcome.containment = Some(kind);
         outcome.runner_cpus = placement.runner_cpus.clone();
+        if outcome.allocator.is_none() {
+            outcome.allocator = spec.allocator.as_ref().map(crate::allocator::Record::unseen);
+        }
         outcome
     }
 
@@ -399,6 +456,7 @@ impl RunOutcome {
             exit_code: None,
             signal: None,
             error: None,
+            start_os_error: None,
             cpus_effective: None,
             pid: None,
             started,
@@ -412,6 +470,7 @@ impl RunOutcome {
             containment: None,
             runner_cpus: None,
             cgroup_memory_peak_bytes: None,
+            allocator: None,
         }
     }
 }

@@ -20,7 +20,8 @@ use rustix::fs::{Mode, OFlags};
 use rustix::process::{Pid, PidfdFlags, Signal};
 use rustix::thread::CpuSet;
 
-use super::RunSpec;
+use super::drain::{Drain, Pipes};
+use super::{RunSpec, StartError};
 
 /// `PATH` searched when the run's environment has none (what glibc's `execvp` uses).
 const DEFAULT_PATH: &str = "/bin:/usr/bin";
@@ -30,6 +31,9 @@ const DEFAULT_PATH: &str = "/bin:/usr/bin";
 pub(super) struct Child {
     pub(super) pid: i32,
     pub(super) pidfd: Option<OwnedFd>,
+    /// The thread copying the run's stdout and stderr pipes into their files
+    /// ([`super::drain`]); finished once no process of the run is alive.
+    pub(super) drain: Option<Drain>,
 }
 
 /// Finds the file `argv0` names, as `execvp` in the run's child would.
@@ -116,22 +120,22 @@ fn check_executable(path: &Path) -> Result<(), &'static str> {
 /// # Errors
 /// User-facing messages: bad workdir, program not found or not executable, output file not
 /// creatable, fork/exec failure (with a hint when the CPU affinity may be the cause).
-pub(super) fn spawn(spec: &RunSpec, cgroup: Option<BorrowedFd<'_>>) -> Result<Child, String> {
+pub(super) fn spawn(spec: &RunSpec, cgroup: Option<BorrowedFd<'_>>) -> Result<Child, StartError> {
     let Some(argv0) = spec.argv.first() else {
-        return Err("the command is empty (no argv)".to_string());
+        return Err(StartError::new("the command is empty (no argv)"));
     };
     match std::fs::metadata(&spec.workdir) {
         Ok(m) if m.is_dir() => {}
         Ok(_) => {
-            return Err(format!(
+            return Err(StartError::new(format!(
                 "working directory {} is not a directory",
                 spec.workdir.display()
-            ));
+            )));
         }
         Err(e) => {
-            return Err(format!(
-                "working directory {} cannot be used: {e}",
-                spec.workdir.display()
+            return Err(StartError::os(
+                format!("working directory {} cannot be used: {e}", spec.workdir.display()),
+                &e,
             ));
         }
     }
@@ -141,19 +145,25 @@ pub(super) fn spawn(spec: &RunSpec, cgroup: Option<BorrowedFd<'_>>) -> Result<Ch
         .rev()
         .find(|(k, _)| k == "PATH")
         .map(|(_, v)| v.as_os_str());
-    let program = resolve_program(argv0, path_var, &spec.workdir)?;
+    let program = resolve_program(argv0, path_var, &spec.workdir).map_err(StartError::new)?;
     let create = |path: &Path, what: &str| {
-        File::create(path).map_err(|e| format!("cannot create {what} file {}: {e}", path.display()))
+        File::create(path)
+            .map_err(|e| StartError::os(format!("cannot create {what} file {}: {e}", path.display()), &e))
     };
     let stdout = create(&spec.stdout_path, "stdout")?;
-    // The same path for both shares one open file (one offset), as `2>&1` would.
+    // The same path for both: one pipe for both, as `2>&1` would (one order of bytes).
     let stderr = if spec.stderr_path == spec.stdout_path {
-        stdout
-            .try_clone()
-            .map_err(|e| format!("cannot duplicate the stdout file descriptor: {e}"))?
+        None
     } else {
-        create(&spec.stderr_path, "stderr")?
+        Some(create(&spec.stderr_path, "stderr")?)
     };
+    // The child writes into pipes the runner copies into the files: reopening `/dev/stdout`
+    // then truncates nothing (see `drain.rs`).
+    let pipes = Pipes::new(stdout, stderr)
+        .map_err(|e| StartError::os(format!("cannot make the pipes for the run's output: {e}"), &e))?;
+    let drain = Drain::start(pipes.sinks)
+        .map_err(|e| StartError::os(format!("cannot start copying the run's output: {e}"), &e))?;
+    let (stdout, stderr) = (pipes.stdout, pipes.stderr);
 
     // Everything the child needs is computed here: between fork and exec only
     // async-signal-safe calls are allowed (no allocation, no locks).
@@ -163,7 +173,9 @@ pub(super) fn spawn(spec: &RunSpec, cgroup: Option<BorrowedFd<'_>>) -> Result<Ch
         let mut set = CpuSet::new();
         for &cpu in &spec.cpus {
             if cpu >= CpuSet::MAX_CPU {
-                return Err(format!("CPU {cpu} is beyond the largest supported CPU number"));
+                return Err(StartError::new(format!(
+                    "CPU {cpu} is beyond the largest supported CPU number"
+                )));
             }
             set.set(cpu);
         }
@@ -185,15 +197,15 @@ pub(super) fn spawn(spec: &RunSpec, cgroup: Option<BorrowedFd<'_>>) -> Result<Ch
                 crate::cpus::format_cpu_list(&spec.cpus)
             ));
         }
-        msg
+        StartError::os(msg, &e)
     };
     let image = Image::new(exec_path, &spec.argv, &spec.env, &spec.workdir)
         .map_err(|e| fail("bad argument or environment", e))?;
     let stdin = File::open("/dev/null").map_err(|e| fail("opening /dev/null", e))?;
     let fds = [
         above_stdio(stdin.into()),
-        above_stdio(stdout.into()),
-        above_stdio(stderr.into()),
+        above_stdio(stdout),
+        above_stdio(stderr),
     ];
     let fds = match fds {
         [Ok(a), Ok(b), Ok(c)] => [a, b, c],
@@ -205,7 +217,19 @@ pub(super) fn spawn(spec: &RunSpec, cgroup: Option<BorrowedFd<'_>>) -> Result<Ch
         cpus: cpu_set,
         parent: rustix::process::getpid(),
     };
-    fork_exec(&setup, cgroup).map_err(|(step, e)| fail(STEPS[step as usize], e))
+    let started = fork_exec(&setup, cgroup);
+    // The runner keeps no write end: the pipes end when the run's last process is gone.
+    drop(fds);
+    match started {
+        Ok(mut child) => {
+            child.drain = Some(drain);
+            Ok(child)
+        }
+        Err((step, e)) => {
+            let _ = drain.finish();
+            Err(fail(STEPS[step as usize], e))
+        }
+    }
 }
 
 /// Hands the runner's freed heap memory back to the kernel (glibc's `malloc_trim(0)`; nothing
@@ -426,7 +450,11 @@ fn fork_exec(setup: &Setup<'_>, cgroup: Option<BorrowedFd<'_>>) -> Result<Child,
         }
     }
     if got == 0 {
-        return Ok(Child { pid, pidfd });
+        return Ok(Child {
+            pid,
+            pidfd,
+            drain: None,
+        });
     }
     // The child failed before exec and exits: reap it.
     if let Some(p) = Pid::from_raw(pid) {

@@ -64,6 +64,12 @@ pub(super) fn supervise(
         },
         None => None,
     };
+    let mut watch = spec.allocator.as_ref().map(|choice| MapsWatch {
+        record: crate::allocator::Record::unseen(choice),
+        expected: crate::allocator::expectation(choice),
+        until: Instant::now() + MAPS_WATCH_LIMIT,
+        done: false,
+    });
     let deadline = spec.timeout.map(|t| start + t);
     let mut stop: Option<(StopReason, Instant)> = None; // reason, SIGKILL time
     let mut killed = false;
@@ -97,6 +103,11 @@ pub(super) fn supervise(
         containment.tick();
         // Sleep until the next thing to do, the child's exit, or the cancel check.
         let mut wake = now + CANCEL_POLL;
+        if let Some(w) = watch.as_mut().filter(|w| w.pending())
+            && w.look(pid, now)
+        {
+            wake = wake.min(now + MAPS_POLL);
+        }
         match stop {
             None => {
                 if let Some(d) = deadline {
@@ -147,11 +158,63 @@ pub(super) fn supervise(
     if let Some(e) = finished.error {
         outcome.error.get_or_insert(e);
     }
+    // No process of the run is alive: what they wrote is in the pipes; copy the rest.
+    if let Some(drain) = child.drain
+        && let Err(e) = drain.finish()
+    {
+        outcome.error.get_or_insert(format!(
+            "writing the run's output to {}: {e}",
+            spec.stdout_path.parent().unwrap_or(&spec.stdout_path).display()
+        ));
+    }
 
     if let Some(s) = sampler {
         outcome.memory_samples = s.finish();
     }
+    outcome.allocator = watch.map(|w| w.record);
     outcome
+}
+
+/// How often a run's maps are read while its dynamic loader has not mapped its libraries yet.
+const MAPS_POLL: Duration = Duration::from_millis(1);
+
+/// How long after the start a run's maps are watched for its allocator at most.
+const MAPS_WATCH_LIMIT: Duration = Duration::from_secs(5);
+
+/// The allocator check of one run ([`RunSpec::allocator`]).
+struct MapsWatch {
+    record: crate::allocator::Record,
+    expected: Option<(std::path::PathBuf, u64)>,
+    /// Looking stops here (the answer stays unknown), or earlier once answered or the process is gone.
+    until: Instant,
+    done: bool,
+}
+
+impl MapsWatch {
+    fn pending(&self) -> bool {
+        !self.done
+    }
+
+    /// One look at `/proc/<pid>/maps`; true while the answer is still open (look again soon).
+    fn look(&mut self, pid: i32, now: Instant) -> bool {
+        if now >= self.until {
+            self.done = true;
+            return false;
+        }
+        let Ok(view) = crate::allocator::look(pid, self.expected.as_ref()) else {
+            self.done = true;
+            return false;
+        };
+        match crate::allocator::judge(&view, self.expected.is_some()) {
+            Some(seen) => {
+                self.record.seen_loaded = Some(seen);
+                self.record.mapped = view.allocators;
+                self.done = true;
+                false
+            }
+            None => true,
+        }
+    }
 }
 
 /// Reaps the exited leader `pid` with `wait4`, retrying on EINTR.

@@ -18,6 +18,12 @@ pub use diagnostic::{Diagnostic, Diagnostics};
 pub use model::*;
 pub use validate::{MAX_DURATION, known_keys};
 
+/// Most tokens a JSON Pointer of the manifest (`[report] metrics`) may have. The output reader
+/// recurses only along the pointers it is asked for: a pointer of k tokens takes it at most k + 3
+/// levels down (a list's array, element and field), which this keeps inside `serde_json`'s
+/// recursion limit (127 levels), while the document itself may nest to any depth.
+pub const MAX_POINTER_TOKENS: usize = 120;
+
 /// Reads and validates a manifest file. Relative paths in it (`workdir`, `provenance.repo`) are
 /// resolved against the file's folder, made absolute against the current directory.
 ///

@@ -275,6 +275,10 @@ pub struct Isolation {
     pub env: Vec<(String, String)>,
     /// `env-unset`: variables to remove.
     pub env_unset: Vec<String>,
+    /// `allocator`: template of `"glibc"`, a known allocator name (`jemalloc`, `tcmalloc`,
+    /// `mimalloc`) or a library path (relative to the manifest's folder); names are checked when
+    /// the plan is made ([`crate::plan`]). `None` = leave `LD_PRELOAD` as the environment has it.
+    pub allocator: Option<String>,
 }
 
 /// `[measure]`.

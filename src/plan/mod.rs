@@ -29,6 +29,13 @@ pub struct PlanContext {
     pub fallback_seed: u64,
     /// Where run folders live inside the bundle and which file names the runner writes there.
     pub layout: RunFolderLayout,
+    /// The known allocators installed on this host, by name, with their library paths
+    /// ([`crate::allocator::installed`]); `[isolation] allocator` names are looked up here.
+    pub allocators: BTreeMap<String, PathBuf>,
+    /// Whether the plan gives each run its CPUs (job slots from `[isolation] cpus`); false where
+    /// the backend decides them where a run executes (Slurm: the task's allocation, DESIGN 8),
+    /// and `jobs` only bounds the runs in flight. Set by `runner::backend::Backend::plans_cpus`.
+    pub plans_cpus: bool,
 }
 
 /// The part of the bundle's on-disk layout the plan needs, given by the bundle
@@ -75,7 +82,14 @@ pub struct PlannedRun {
     pub env: RunEnv,
     /// CPUs the run is pinned to.
     pub cpus: Vec<usize>,
+    /// `[isolation] allocator` of this run, resolved to its library (its `sha256` is left to the
+    /// runner); `None` when the manifest gives none.
+    pub allocator: Option<Allocator>,
 }
+
+/// The allocator of one run (`[isolation] allocator` after placeholders), resolved without I/O: a
+/// known name through [`PlanContext::allocators`], a path against the manifest's folder.
+pub type Allocator = crate::allocator::Choice;
 
 /// The expanded manifest. Runs are not stored: a run's cell and repetition follow from its index
 /// (mixed-radix product indices, plus 4 bytes a kept cell when `exclude` drops some and 4 bytes a
@@ -301,6 +315,7 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, Vec<PlanEr
         return Err(errors);
     }
     check_outputs(&plan, ctx.layout.reserved, &mut errors);
+    check_allocators(&plan, &mut errors);
     if errors.is_empty() { Ok(plan) } else { Err(errors) }
 }
 
@@ -570,9 +585,8 @@ fn cells(manifest: &Manifest, errors: &mut Vec<PlanError>) -> Cells {
 fn cpu_slots(manifest: &Manifest, ctx: &PlanContext, errors: &mut Vec<PlanError>) -> Vec<Vec<usize>> {
     let jobs = manifest.schedule.jobs.max(1) as usize;
     let per = manifest.isolation.cpus_per_run.max(1);
-    if manifest.executor.kind == crate::manifest::ExecutorKind::Slurm {
-        // Slurm executor: `jobs` is the array throttle and each task's CPUs are its allocation on
-        // the node (DESIGN 8), so no run is given CPUs here.
+    if !ctx.plans_cpus {
+        // The backend gives runs their CPUs where they execute: no run is given CPUs here.
         return vec![Vec::new(); jobs];
     }
     let (pool, pool_desc): (&[usize], &str) = match &manifest.isolation.cpus {
@@ -667,6 +681,8 @@ struct Templates {
     env: Vec<(String, Template)>,
     env_unset: Vec<String>,
     cuda_default: bool,
+    allocator: Option<Template>,
+    allocators: BTreeMap<String, PathBuf>,
     base_dir: PathBuf,
     hwr_exp: String,
     bundle: PathBuf,
@@ -702,6 +718,12 @@ impl Templates {
                 .map(|(k, v)| Ok((k.clone(), compile(&format!("isolation.env.{k}"), v)?)))
                 .collect::<Result<_, PlanError>>()?,
             env_unset: iso.env_unset.clone(),
+            allocator: iso
+                .allocator
+                .as_deref()
+                .map(|a| compile("isolation.allocator", a))
+                .transpose()?,
+            allocators: ctx.allocators.clone(),
             cuda_default: !(iso.env.iter().any(|(k, _)| k == "CUDA_VISIBLE_DEVICES")
                 || iso.env_unset.iter().any(|k| k == "CUDA_VISIBLE_DEVICES")),
             base_dir: manifest.base_dir.clone(),
@@ -891,13 +913,27 @@ impl Plan {
         for (k, v) in &t.env {
             set.push((k.clone(), render(&format!("isolation.env.{k}"), v, Spell::Plain)?));
         }
+        let mut unset = t.env_unset.clone();
+        let allocator = match &t.allocator {
+            Some(tpl) => {
+                let choice = self.allocator_of(&render("isolation.allocator", tpl, Spell::Plain)?)?;
+                // The allocator decides LD_PRELOAD whatever `env-unset` says of the inherited one.
+                unset.retain(|u| u != PRELOAD);
+                match &choice.path {
+                    Some(path) => set.push((PRELOAD.to_string(), path.display().to_string())),
+                    None => unset.push(PRELOAD.to_string()),
+                }
+                Some(choice)
+            }
+            None => None,
+        };
         set.push(("HWR_RUN_ID".to_string(), vars.run_id.clone()));
         set.push(("HWR_REPETITION".to_string(), rep));
         set.push(("HWR_BUNDLE".to_string(), t.bundle_text.clone()));
         let env = RunEnv {
             policy: self.env_policy,
             set,
-            unset: t.env_unset.clone(),
+            unset,
         };
         let slot = self.slot_of(index);
         Ok(PlannedRun {
@@ -910,7 +946,72 @@ impl Plan {
             output,
             env,
             cpus: self.slots.get(slot).cloned().unwrap_or_default(),
+            allocator,
         })
+    }
+
+    /// Resolves an `allocator` value: `glibc`, a known name installed on this host, or a path
+    /// (relative to the manifest's folder).
+    fn allocator_of(&self, value: &str) -> Result<Allocator, PlanError> {
+        use crate::allocator;
+        let t = &self.templates;
+        if value == allocator::GLIBC {
+            return Ok(Allocator {
+                name: value.to_string(),
+                path: None,
+                sha256: None,
+            });
+        }
+        if allocator::is_path(value) {
+            return Ok(Allocator {
+                name: value.to_string(),
+                path: Some(normalize(&t.base_dir.join(value))),
+                sha256: None,
+            });
+        }
+        let Some(known) = allocator::known(value) else {
+            return Err(PlanError::new(
+                "isolation.allocator",
+                format!("unknown allocator `{value}`"),
+                Some(format!(
+                    "write one of {}, or a library path (it holds a `/`)",
+                    allocator::NAMES.join(", ")
+                )),
+            ));
+        };
+        match t.allocators.get(known.name) {
+            Some(path) => Ok(Allocator {
+                name: value.to_string(),
+                path: Some(path.clone()),
+                sha256: None,
+            }),
+            None => {
+                let (message, help) = allocator::not_installed(known);
+                Err(PlanError::new("isolation.allocator", message, Some(help)))
+            }
+        }
+    }
+}
+
+/// The variable an allocator is preloaded with.
+const PRELOAD: &str = "LD_PRELOAD";
+
+/// Checks the `allocator` of every run when its template has placeholders (the first run was
+/// resolved whole): one problem per distinct value that does not resolve.
+fn check_allocators(plan: &Plan, errors: &mut Vec<PlanError>) {
+    let Some(tpl) = plan.templates.allocator.as_ref().filter(|t| !t.is_constant()) else {
+        return;
+    };
+    let mut seen = std::collections::HashSet::new();
+    for index in 0..plan.len() {
+        let Ok(value) = plan.vars(index).render("isolation.allocator", tpl, Spell::Plain) else {
+            continue;
+        };
+        if seen.insert(value.clone())
+            && let Err(e) = plan.allocator_of(&value)
+        {
+            errors.push(e);
+        }
     }
 }
 

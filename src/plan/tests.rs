@@ -43,6 +43,7 @@ pub(crate) fn manifest(axes: Vec<(&str, Vec<Value>)>) -> Manifest {
                 ("EMPTY".into(), String::new()),
             ],
             env_unset: vec!["LD_PRELOAD".into()],
+            allocator: None,
         },
         measure: Measure {
             sample_interval: Some(Duration::from_millis(100)),
@@ -62,6 +63,8 @@ pub(crate) fn ctx() -> PlanContext {
         allowed_cpus: vec![2, 3],
         fallback_seed: 42,
         layout: LAYOUT,
+        allocators: [("jemalloc".to_string(), PathBuf::from("/lib/libjemalloc.so.2"))].into(),
+        plans_cpus: true,
     }
 }
 
@@ -450,4 +453,79 @@ fn shuffled_order_is_the_same_permutation_as_before() {
         .map(|(i, (c, r))| format!("{i:03}-{}-r{r}", cells[*c]))
         .collect();
     assert_eq!(ids, expected);
+}
+
+#[test]
+fn allocators_set_or_remove_ld_preload() {
+    let mut m = manifest(vec![
+        ("allocator", vec![s("glibc"), s("jemalloc"), s("lib/my.so")]),
+        ("mode", vec![s("reuse")]),
+        ("elements", vec![Value::Int(16)]),
+    ]);
+    m.isolation.allocator = Some("{allocator}".into());
+    m.command.output = "{run-id}.json".into();
+    m.schedule.repetitions = 1;
+    let plan = expand(&m, &ctx()).unwrap();
+    let glibc = plan.run(0);
+    assert_eq!(glibc.allocator.as_ref().unwrap().path, None);
+    assert!(glibc.env.set.iter().all(|(k, _)| k != "LD_PRELOAD"));
+    assert_eq!(
+        glibc.env.unset,
+        ["LD_PRELOAD"],
+        "nothing preloaded, not even an inherited one"
+    );
+    let je = plan.run(1);
+    assert_eq!(
+        je.allocator.as_ref().unwrap().path.as_deref(),
+        Some(std::path::Path::new("/lib/libjemalloc.so.2"))
+    );
+    assert!(
+        je.env
+            .set
+            .iter()
+            .any(|(k, v)| k == "LD_PRELOAD" && v == "/lib/libjemalloc.so.2")
+    );
+    assert!(
+        je.env.unset.is_empty(),
+        "env-unset of LD_PRELOAD does not undo the allocator"
+    );
+    let by_path = plan.run(2);
+    assert_eq!(
+        by_path.allocator.as_ref().unwrap().path.as_deref(),
+        Some(std::path::Path::new("/work/x/lib/my.so"))
+    );
+}
+
+#[test]
+fn an_allocator_not_installed_is_refused_with_its_package() {
+    let mut m = manifest(vec![
+        (
+            "allocator",
+            vec![s("jemalloc"), s("mimalloc"), s("tcmalloc"), s("hoard")],
+        ),
+        ("mode", vec![s("reuse")]),
+        ("elements", vec![Value::Int(16)]),
+    ]);
+    m.isolation.allocator = Some("{allocator}".into());
+    m.command.output = "{run-id}.json".into();
+    let errors = expand(&m, &ctx()).unwrap_err();
+    let text: Vec<String> = errors
+        .iter()
+        .map(|e| {
+            format!(
+                "{}: {} ({})",
+                e.key,
+                e.message,
+                e.help.clone().unwrap_or_default()
+            )
+        })
+        .collect();
+    assert_eq!(text.len(), 3, "{text:?}");
+    assert!(
+        text[0].contains("`mimalloc` is not installed") && text[0].contains("libmimalloc2.0"),
+        "{text:?}"
+    );
+    assert!(text[1].contains("libtcmalloc-minimal4"), "{text:?}");
+    assert!(text[2].contains("unknown allocator `hoard`"), "{text:?}");
+    assert!(errors.iter().all(|e| e.key == "isolation.allocator"));
 }

@@ -4,10 +4,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::model::{
-    CONTROL_MODE, CellStats, ControlDelta, MetricValue, RETENTION_METRICS, RunSummary, Stats, cell_label,
-};
-use super::retention::Retention;
+use super::metrics::Metric;
+use super::model::{CONTROL_MODE, CellStats, ControlDelta, MetricValue, RunSummary, Stats, cell_label};
 
 impl Stats {
     /// Stats of the values; `None` when there are none.
@@ -28,24 +26,6 @@ impl Stats {
             median,
             max: values[n - 1],
         })
-    }
-}
-
-/// The value of `RETENTION_METRICS[i]` for one run.
-pub fn retention_metric(r: &Retention, i: usize) -> Option<f64> {
-    let f = |x: Option<i64>| x.map(|v| v as f64);
-    match i {
-        0 => f(r.growth.private_bytes),
-        1 => f(r.growth.anonymous_bytes),
-        2 => f(r.growth.rss_bytes),
-        3 => r.per_1000(r.growth.private_bytes),
-        4 => r.per_1000(r.growth.anonymous_bytes),
-        5 => r.per_1000(r.growth.rss_bytes),
-        6 => f(r.after_close.private_bytes),
-        7 => f(r.after_close.anonymous_bytes),
-        8 => f(r.after_close.rss_bytes),
-        9 => f(r.fd_delta),
-        _ => None,
     }
 }
 
@@ -106,7 +86,7 @@ pub fn cells(
                     metrics: BTreeMap::new(),
                     run_stats: BTreeMap::new(),
                 },
-                retention: vec![Vec::new(); RETENTION_METRICS.len()],
+                retention: vec![Vec::new(); Metric::ALL.len()],
                 wall: Vec::new(),
                 peak: Vec::new(),
                 metrics: vec![Vec::new(); pointers.len()],
@@ -122,8 +102,8 @@ pub fn cells(
         acc.wall.extend(r.wall_seconds);
         acc.peak.extend(r.peak_rss_bytes.map(|b| b as f64));
         if let Some(ret) = &r.retention {
-            for (m, values) in acc.retention.iter_mut().enumerate() {
-                values.extend(retention_metric(ret, m));
+            for (m, values) in Metric::ALL.iter().zip(&mut acc.retention) {
+                values.extend(m.of(ret));
             }
         }
         for (m, (name, _)) in pointers.iter().enumerate() {
@@ -135,9 +115,9 @@ pub fn cells(
     order
         .into_iter()
         .map(|mut acc| {
-            for (m, values) in acc.retention.iter_mut().enumerate() {
+            for (m, values) in Metric::ALL.iter().zip(&mut acc.retention) {
                 if let Some(s) = Stats::of(values) {
-                    acc.stats.retention.insert(RETENTION_METRICS[m].into(), s);
+                    acc.stats.retention.insert(m.key().into(), s);
                 }
             }
             for (m, values) in acc.metrics.iter_mut().enumerate() {
@@ -156,7 +136,8 @@ pub fn cells(
         .collect()
 }
 
-/// Per size, each mode's median growth (the first six [`RETENTION_METRICS`]) minus the `reuse`
+/// Per size, each mode's median of every metric estimated against the control
+/// ([`super::metrics::Def::vs_control`]) minus the `reuse`
 /// control's median at the same size; sizes without a control cell give nothing.
 pub fn control_deltas(cells: &[CellStats]) -> Vec<ControlDelta> {
     let mut out = Vec::new();
@@ -171,12 +152,13 @@ pub fn control_deltas(cells: &[CellStats]) -> Vec<ControlDelta> {
         else {
             continue;
         };
-        let minus_control: BTreeMap<String, f64> = RETENTION_METRICS[..6]
+        let minus_control: BTreeMap<String, f64> = Metric::ALL
             .iter()
+            .filter(|m| m.def().vs_control)
             .filter_map(|m| {
-                let a = cell.retention.get(*m)?;
-                let b = control.retention.get(*m)?;
-                Some((m.to_string(), a.median - b.median))
+                let a = cell.retention.get(m.key())?;
+                let b = control.retention.get(m.key())?;
+                Some((m.key().to_string(), a.median - b.median))
             })
             .collect();
         if !minus_control.is_empty() {

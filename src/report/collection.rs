@@ -19,7 +19,7 @@ use serde_json::Value as Json;
 
 use super::aggregation;
 use super::model::{MetricValue, Report, RunSummary, STDERR_TAIL_LINES, cell_label};
-use super::retention::{Accumulator, DocFields, Parsed, SAMPLE_FIELDS, SampleFields};
+use super::retention::{Accumulator, DocFields, Parsed, SampleField, SampleFields};
 use crate::bundle::lock::effective_status;
 use crate::bundle::output::{Interest, ListEvent, OutputError, Scalar, read_output};
 use crate::bundle::read::{Bundle, ReadError};
@@ -116,6 +116,7 @@ fn not_run(p: PlannedRunRecord, keys: &[String]) -> RunSummary {
         stderr_tail: Vec::new(),
         retention: None,
         excluded: Some("not run".into()),
+        allocator: None,
         metrics: BTreeMap::new(),
         points: Vec::new(),
         memory: Vec::new(),
@@ -180,6 +181,7 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
         stderr_tail,
         retention: None,
         excluded: None,
+        allocator: rec.allocator.clone(),
         metrics: BTreeMap::new(),
         points: Vec::new(),
         memory: Vec::new(),
@@ -200,6 +202,21 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
                 _ => "failed".into(),
             },
             Outcome::Ok => unreachable!(),
+        });
+    }
+    if let Some(a) = &rec.allocator
+        && a.seen_loaded == Some(false)
+    {
+        s.excluded.get_or_insert_with(|| match &a.path {
+            Some(path) => format!("allocator {} ({path}) not seen loaded", a.name),
+            None => format!(
+                "allocator glibc, but {} mapped",
+                if a.mapped.is_empty() {
+                    "another allocator".to_string()
+                } else {
+                    a.mapped.join(", ")
+                }
+            ),
         });
     }
     if ctx.keep_series {
@@ -232,7 +249,7 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
             if r.completed == Some(false) {
                 s.excluded.get_or_insert_with(|| "completed: false".into());
             }
-            s.retention = Some(r);
+            s.retention = Some(*r);
             s.points = decimate(points, MAX_PLOT_POINTS);
         }
     }
@@ -267,22 +284,20 @@ fn read_values(
         .iter()
         .map(|p| interest.value(p).unwrap_or(usize::MAX))
         .collect();
-    let samples = interest.each("/samples", &SAMPLE_FIELDS).unwrap_or(usize::MAX);
+    let names = SampleField::ALL.map(SampleField::name);
+    let samples = interest.each("/samples", &names).unwrap_or(usize::MAX);
     let new_acc = || Accumulator::new(if keep_series { MAX_PLOT_POINTS } else { 0 });
     let mut acc = new_acc();
     let found = read_output(file, &interest, &mut |event| match event {
         ListEvent::Start { .. } => acc = new_acc(),
         ListEvent::Element { index, fields, .. } => {
-            let f = |i: usize| fields.get(i).and_then(Option::as_ref);
-            let sample = matches!(f(0), Some(Scalar::Object)).then(|| {
-                SampleFields::from_values(
-                    f(1).and_then(Scalar::as_str).map(str::to_string),
-                    f(2).and_then(Scalar::as_u64),
-                    (f(3).and_then(Scalar::as_i64), f(3).and_then(Scalar::as_u64)),
-                    f(4).and_then(Scalar::as_i64),
-                    f(5).and_then(Scalar::as_i64),
-                    f(6).and_then(Scalar::as_i64),
-                )
+            // fields[0] is the element itself, then the fields in SampleField::ALL's order.
+            let sample = matches!(fields.first(), Some(Some(Scalar::Object))).then(|| {
+                let mut s = SampleFields::default();
+                for (field, value) in SampleField::ALL.iter().zip(&fields[1..]) {
+                    s.set(*field, value.as_ref());
+                }
+                s
             });
             acc.push(index, sample);
         }

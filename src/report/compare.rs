@@ -10,6 +10,7 @@ use serde::Serialize;
 use serde_json::Value as Json;
 
 use super::collection::collect;
+use super::metrics::Metric;
 use super::model::{CellStats, Report, Stats, fmt_num};
 use super::render::{Format, Section, TextStyle, render_sections};
 use crate::bundle::read::{Bundle, ReadError};
@@ -128,21 +129,11 @@ fn facts(r: &Report, host: Option<&Json>) -> Vec<(&'static str, String)> {
     ]
 }
 
-/// Retention metrics shown side by side (a subset of [`super::model::RETENTION_METRICS`]).
-pub const COMPARED_RETENTION: [&str; 7] = [
-    "private-growth-bytes",
-    "anonymous-growth-bytes",
-    "rss-growth-bytes",
-    "private-growth-per-1000",
-    "private-after-close-bytes",
-    "anonymous-after-close-bytes",
-    "fd-delta",
-];
-
 fn cell_metrics(c: &CellStats) -> Vec<(String, Stats)> {
-    let mut out: Vec<(String, Stats)> = COMPARED_RETENTION
+    let mut out: Vec<(String, Stats)> = Metric::ALL
         .iter()
-        .filter_map(|m| Some((m.to_string(), *c.retention.get(*m)?)))
+        .filter(|m| m.def().compared)
+        .filter_map(|m| Some((m.key().to_string(), *c.retention.get(m.key())?)))
         .collect();
     out.extend(c.metrics.iter().map(|(k, s)| (k.clone(), *s)));
     out.extend(c.run_stats.iter().map(|(k, s)| (k.clone(), *s)));

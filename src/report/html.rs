@@ -549,6 +549,7 @@ mod tests {
             outcome,
             retention: None,
             excluded: None,
+            allocator: None,
             metrics: BTreeMap::new(),
             points: Vec::new(),
             memory: Vec::new(),

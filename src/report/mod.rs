@@ -21,6 +21,7 @@ pub mod aggregation;
 pub mod collection;
 pub mod compare;
 pub mod html;
+pub mod metrics;
 pub mod model;
 pub mod plot;
 pub mod render;

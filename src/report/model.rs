@@ -101,8 +101,12 @@ pub struct RunSummary {
     pub stderr_tail: Vec<String>,
     /// Retention numbers, when the output follows the retention schema.
     pub retention: Option<Retention>,
-    /// Why this run is left out of the aggregates; `None` = included.
+    /// Why this run is left out of the aggregates; `None` = included. A run whose
+    /// `[isolation] allocator` was not seen loaded is left out (`allocator ... not seen loaded`).
     pub excluded: Option<String>,
+    /// run.json `allocator`: the allocator given and whether it was seen loaded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocator: Option<crate::allocator::Record>,
     /// Metric values by metric name (`None` = pointer not found).
     pub metrics: BTreeMap<String, Option<MetricValue>>,
     /// Baseline and loop samples' private bytes (only with a plot).
@@ -198,20 +202,6 @@ impl Stats {
     }
 }
 
-/// The retention metrics aggregated per cell, in this order in every table.
-pub const RETENTION_METRICS: [&str; 10] = [
-    "private-growth-bytes",
-    "anonymous-growth-bytes",
-    "rss-growth-bytes",
-    "private-growth-per-1000",
-    "anonymous-growth-per-1000",
-    "rss-growth-per-1000",
-    "private-after-close-bytes",
-    "anonymous-after-close-bytes",
-    "rss-after-close-bytes",
-    "fd-delta",
-];
-
 /// Aggregates of one cell over its included repetitions.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -226,7 +216,7 @@ pub struct CellStats {
     pub runs: usize,
     /// Runs included in the aggregates.
     pub included: usize,
-    /// Retention aggregates by name from [`RETENTION_METRICS`] (absent when no run has the figure).
+    /// Retention aggregates by [`super::metrics::Def::key`] (absent when no run has the figure).
     pub retention: BTreeMap<String, Stats>,
     /// Numeric metric aggregates by metric name.
     pub metrics: BTreeMap<String, Stats>,
@@ -242,7 +232,8 @@ pub struct ControlDelta {
     pub size: String,
     /// The mode compared with `reuse`.
     pub mode: String,
-    /// Difference of medians by name from the first six [`RETENTION_METRICS`].
+    /// Difference of medians by [`super::metrics::Def::key`] of the metrics estimated against the
+    /// control.
     pub minus_control: BTreeMap<String, f64>,
 }
 

@@ -6,6 +6,7 @@
 //! wrap; with no width (`--wide`) every table is one line per row. Markdown, CSV and JSON always
 //! keep every column on one line.
 
+use super::metrics::{Metric, Unit};
 use super::model::{Report, RunSummary, fmt_num};
 use crate::bundle::Outcome;
 
@@ -166,14 +167,6 @@ fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or_else(|| "-".into(), |v| v.to_string())
 }
 
-fn signed(v: Option<i64>) -> String {
-    match v {
-        Some(x) if x > 0 => format!("+{x}"),
-        Some(x) => x.to_string(),
-        None => "-".into(),
-    }
-}
-
 fn signed_f(v: Option<f64>) -> String {
     match v {
         Some(x) if x > 0.0 => format!("+{}", fmt_num(x)),
@@ -276,28 +269,54 @@ fn run_table(r: &Report) -> Section {
             run.reason_text().to_owned(),
         ]);
     }
+    if let Some(note) = allocator_note(r) {
+        s.notes.push(note);
+    }
     s
 }
 
+/// The note under the runs table naming the runs whose `[isolation] allocator` was not seen
+/// loaded (left out of the aggregates), or was not checked before the process ended.
+pub(crate) fn allocator_note(r: &Report) -> Option<String> {
+    let not_loaded: Vec<String> = r
+        .runs
+        .iter()
+        .filter(|run| {
+            run.allocator
+                .as_ref()
+                .is_some_and(|a| a.seen_loaded == Some(false))
+        })
+        .map(|run| format!("{} ({})", run.run_id, run.excluded.as_deref().unwrap_or("")))
+        .collect();
+    let unknown: Vec<&str> = r
+        .runs
+        .iter()
+        .filter(|run| run.finished && run.allocator.as_ref().is_some_and(|a| a.seen_loaded.is_none()))
+        .map(|run| run.run_id.as_str())
+        .collect();
+    let mut parts = Vec::new();
+    if !not_loaded.is_empty() {
+        parts.push(format!(
+            "warning: allocator not seen loaded, left out of the aggregates: {}",
+            not_loaded.join(", ")
+        ));
+    }
+    if !unknown.is_empty() {
+        parts.push(format!(
+            "allocator not checked (the process ended before its libraries were mapped): {}",
+            unknown.join(", ")
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
 fn retention_run_table(r: &Report) -> Section {
+    let mut cols: Vec<(&str, bool)> = vec![("run-id", false), ("loop it", true)];
+    cols.extend(Metric::ALL.iter().map(|m| (m.def().label, true)));
+    cols.extend([("last tensor alive", false), ("aggregated", false)]);
     let mut s = Section::new(
         "Retention per run (growth = final loop - baseline; after-close = closed - baseline; bytes)",
-        &[
-            ("run-id", false),
-            ("loop it", true),
-            ("private growth", true),
-            ("private /1k it", true),
-            ("anon growth", true),
-            ("anon /1k it", true),
-            ("RSS growth", true),
-            ("RSS /1k it", true),
-            ("private after-close", true),
-            ("anon after-close", true),
-            ("RSS after-close", true),
-            ("fd delta", true),
-            ("last tensor alive", false),
-            ("aggregated", false),
-        ],
+        &cols,
     );
     for run in &r.runs {
         let agg = match &run.excluded {
@@ -307,28 +326,28 @@ fn retention_run_table(r: &Report) -> Section {
         let Some(ret) = &run.retention else {
             if run.excluded.is_some() {
                 let mut row = vec![run.run_id.clone()];
-                row.extend(std::iter::repeat_n("-".to_string(), 12));
+                row.extend(std::iter::repeat_n("-".to_string(), cols.len() - 2));
                 row.push(agg);
                 s.rows.push(row);
             }
             continue;
         };
-        s.rows.push(vec![
-            run.run_id.clone(),
-            ret.loop_iterations.to_string(),
-            signed(ret.growth.private_bytes),
-            signed_f(ret.per_1000(ret.growth.private_bytes)),
-            signed(ret.growth.anonymous_bytes),
-            signed_f(ret.per_1000(ret.growth.anonymous_bytes)),
-            signed(ret.growth.rss_bytes),
-            signed_f(ret.per_1000(ret.growth.rss_bytes)),
-            signed(ret.after_close.private_bytes),
-            signed(ret.after_close.anonymous_bytes),
-            signed(ret.after_close.rss_bytes),
-            signed(ret.fd_delta),
-            opt(ret.last_tensor_alive),
-            agg,
-        ]);
+        let mut row = vec![run.run_id.clone(), ret.loop_iterations.to_string()];
+        row.extend(Metric::ALL.iter().map(|m| match m.def().unit {
+            Unit::BytesPer1000 => signed_f(m.of(ret)),
+            Unit::Bytes | Unit::Count => m.exact(ret).map_or_else(
+                || "-".into(),
+                |t| {
+                    if t.starts_with('-') || t == "0" {
+                        t
+                    } else {
+                        format!("+{t}")
+                    }
+                },
+            ),
+        }));
+        row.extend([opt(ret.last_tensor_alive), agg]);
+        s.rows.push(row);
     }
     let excluded: Vec<&RunSummary> = r.runs.iter().filter(|r| r.excluded.is_some()).collect();
     if !excluded.is_empty() {
@@ -349,32 +368,17 @@ fn stat(c: &super::model::CellStats, name: &str) -> String {
 }
 
 fn retention_cell_table(r: &Report) -> Section {
+    let shown: Vec<Metric> = Metric::ALL.iter().copied().filter(|m| m.def().per_cell).collect();
+    let mut cols: Vec<(&str, bool)> = vec![("cell", false), ("n", true)];
+    cols.extend(shown.iter().map(|m| (m.def().label, true)));
     let mut s = Section::new(
         "Retention per cell across repetitions (min / median / max; bytes)",
-        &[
-            ("cell", false),
-            ("n", true),
-            ("private growth", true),
-            ("private /1k it", true),
-            ("anon growth", true),
-            ("RSS growth", true),
-            ("private after-close", true),
-            ("anon after-close", true),
-            ("fd delta", true),
-        ],
+        &cols,
     );
     for c in &r.cells {
-        s.rows.push(vec![
-            c.cell.clone(),
-            format!("{}/{}", c.included, c.runs),
-            stat(c, "private-growth-bytes"),
-            stat(c, "private-growth-per-1000"),
-            stat(c, "anonymous-growth-bytes"),
-            stat(c, "rss-growth-bytes"),
-            stat(c, "private-after-close-bytes"),
-            stat(c, "anonymous-after-close-bytes"),
-            stat(c, "fd-delta"),
-        ]);
+        let mut row = vec![c.cell.clone(), format!("{}/{}", c.included, c.runs)];
+        row.extend(shown.iter().map(|m| stat(c, m.key())));
+        s.rows.push(row);
     }
     s.notes
         .push("n = runs aggregated / runs finished in the cell".into());
@@ -382,32 +386,26 @@ fn retention_cell_table(r: &Report) -> Section {
 }
 
 fn control_table(r: &Report) -> Section {
+    let shown: Vec<Metric> = Metric::ALL
+        .iter()
+        .copied()
+        .filter(|m| m.def().vs_control)
+        .collect();
+    let mut cols: Vec<(&str, bool)> = vec![("size", false), ("mode", false)];
+    cols.extend(shown.iter().map(|m| (m.def().label, true)));
     let mut s = Section::new(
         "Growth minus the reuse control (difference of medians; bytes)",
-        &[
-            ("size", false),
-            ("mode", false),
-            ("private growth", true),
-            ("private /1k it", true),
-            ("anon growth", true),
-            ("anon /1k it", true),
-            ("RSS growth", true),
-            ("RSS /1k it", true),
-        ],
+        &cols,
     );
     s.key_columns = 2;
     for d in &r.controls {
-        let g = |k: &str| signed_f(d.minus_control.get(k).copied());
-        s.rows.push(vec![
-            d.size.clone(),
-            d.mode.clone(),
-            g("private-growth-bytes"),
-            g("private-growth-per-1000"),
-            g("anonymous-growth-bytes"),
-            g("anonymous-growth-per-1000"),
-            g("rss-growth-bytes"),
-            g("rss-growth-per-1000"),
-        ]);
+        let mut row = vec![d.size.clone(), d.mode.clone()];
+        row.extend(
+            shown
+                .iter()
+                .map(|m| signed_f(d.minus_control.get(m.key()).copied())),
+        );
+        s.rows.push(row);
     }
     if r.controls.is_empty() {
         s.notes.push(format!(
@@ -625,26 +623,9 @@ pub fn report_csv(r: &Report) -> anyhow::Result<String> {
         .map(String::from),
     );
     if r.has_retention {
-        header.extend(
-            [
-                "output_mode",
-                "output_tensor_elements",
-                "loop_iterations",
-                "private_growth_bytes",
-                "anonymous_growth_bytes",
-                "rss_growth_bytes",
-                "private_growth_per_1000",
-                "anonymous_growth_per_1000",
-                "rss_growth_per_1000",
-                "private_after_close_bytes",
-                "anonymous_after_close_bytes",
-                "rss_after_close_bytes",
-                "fd_delta",
-                "last_tensor_alive",
-                "output_completed",
-            ]
-            .map(String::from),
-        );
+        header.extend(["output_mode", "output_tensor_elements", "loop_iterations"].map(String::from));
+        header.extend(Metric::ALL.iter().map(|m| m.csv_name()));
+        header.extend(["last_tensor_alive", "output_completed"].map(String::from));
     }
     header.extend(r.metric_pointers.iter().map(|(n, _)| format!("metric_{n}")));
     w.write_record(&header)?;
@@ -677,27 +658,18 @@ pub fn report_csv(r: &Report) -> anyhow::Result<String> {
         if r.has_retention {
             match &run.retention {
                 Some(ret) => {
-                    let i = |v: Option<i64>| o(v.map(|x| x.to_string()));
-                    let f = |v: Option<f64>| o(v.map(|x| x.to_string()));
                     row.extend([
                         o(ret.mode.clone()),
                         o(ret.tensor_elements.map(|v| v.to_string())),
                         ret.loop_iterations.to_string(),
-                        i(ret.growth.private_bytes),
-                        i(ret.growth.anonymous_bytes),
-                        i(ret.growth.rss_bytes),
-                        f(ret.per_1000(ret.growth.private_bytes)),
-                        f(ret.per_1000(ret.growth.anonymous_bytes)),
-                        f(ret.per_1000(ret.growth.rss_bytes)),
-                        i(ret.after_close.private_bytes),
-                        i(ret.after_close.anonymous_bytes),
-                        i(ret.after_close.rss_bytes),
-                        i(ret.fd_delta),
+                    ]);
+                    row.extend(Metric::ALL.iter().map(|m| o(m.exact(ret))));
+                    row.extend([
                         o(ret.last_tensor_alive.map(|b| b.to_string())),
                         o(ret.completed.map(|b| b.to_string())),
                     ]);
                 }
-                None => row.extend(std::iter::repeat_n(e(), 15)),
+                None => row.extend(std::iter::repeat_n(e(), Metric::ALL.len() + 5)),
             }
         }
         for (name, _) in &r.metric_pointers {

@@ -15,11 +15,11 @@ use serde_json::Value as Json;
 #[serde(rename_all = "kebab-case")]
 pub struct Deltas {
     /// Difference of `private_bytes` (smaps_rollup `Private_Clean + Private_Dirty`).
-    pub private_bytes: Option<i64>,
+    pub private_bytes: Option<i128>,
     /// Difference of `anonymous_bytes` (smaps_rollup `Anonymous`).
-    pub anonymous_bytes: Option<i64>,
+    pub anonymous_bytes: Option<i128>,
     /// Difference of `rss_bytes` (smaps_rollup `Rss`, file-backed pages included).
-    pub rss_bytes: Option<i64>,
+    pub rss_bytes: Option<i128>,
 }
 
 /// The summary numbers of one run's retention output.
@@ -37,7 +37,7 @@ pub struct Retention {
     /// After-close: `closed` sample minus `baseline`, bytes; all `None` without a `closed` sample.
     pub after_close: Deltas,
     /// Open file descriptors: final `loop` sample's `fd_count` minus `baseline`'s.
-    pub fd_delta: Option<i64>,
+    pub fd_delta: Option<i128>,
     /// `last_tensor_alive`, when the output has it.
     pub last_tensor_alive: Option<bool>,
     /// `completed`, when the output has it (`false` when the probe was stopped by SIGTERM).
@@ -46,7 +46,7 @@ pub struct Retention {
 
 impl Retention {
     /// Growth per 1000 loop iterations, bytes; `None` when the loop ran 0 iterations.
-    pub fn per_1000(&self, bytes: Option<i64>) -> Option<f64> {
+    pub fn per_1000(&self, bytes: Option<i128>) -> Option<f64> {
         let b = bytes?;
         (self.loop_iterations > 0).then(|| b as f64 * 1000.0 / self.loop_iterations as f64)
     }
@@ -70,80 +70,169 @@ pub enum Parsed {
     /// Retention schema, but unusable for growth (no `baseline` or no `loop` sample, ...): the reason.
     Unusable(String),
     /// The summary numbers, and the `baseline` and `loop` samples' private bytes for plotting.
-    Retention(Retention, Vec<PlotPoint>),
+    Retention(Box<Retention>, Vec<PlotPoint>),
 }
 
-/// The fields of a sample the retention numbers use, in the order [`SampleFields::from_values`]
-/// expects them (the order a streaming reader is asked for them).
-pub const SAMPLE_FIELDS: [&str; 6] = [
-    "phase",
-    "iterations",
-    "private_bytes",
-    "anonymous_bytes",
-    "rss_bytes",
-    "fd_count",
-];
+/// The fields of a sample the retention numbers read, by name (DESIGN 7). A reader asks for
+/// [`SampleField::ALL`] by [`SampleField::name`] and hands each value to [`SampleFields::set`]:
+/// no field is matched by position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SampleField {
+    /// `phase`: `before_file`, `baseline`, `loop` or `closed`.
+    Phase,
+    /// `iterations`: loop iterations done when the sample was taken.
+    Iterations,
+    /// `private_bytes` (smaps_rollup `Private_Clean + Private_Dirty`).
+    PrivateBytes,
+    /// `anonymous_bytes` (smaps_rollup `Anonymous`).
+    AnonymousBytes,
+    /// `rss_bytes` (smaps_rollup `Rss`).
+    RssBytes,
+    /// `fd_count`: open file descriptors.
+    FdCount,
+}
 
-/// The numbers of one sample the retention summary uses (each as `serde_json::Value::as_i64`
-/// would read it: `None` unless an integer that fits).
+impl SampleField {
+    /// Every field a sample is read for.
+    pub const ALL: [SampleField; 6] = [
+        SampleField::Phase,
+        SampleField::Iterations,
+        SampleField::PrivateBytes,
+        SampleField::AnonymousBytes,
+        SampleField::RssBytes,
+        SampleField::FdCount,
+    ];
+
+    /// The field's name in the output's sample objects.
+    pub const fn name(self) -> &'static str {
+        match self {
+            SampleField::Phase => "phase",
+            SampleField::Iterations => "iterations",
+            SampleField::PrivateBytes => "private_bytes",
+            SampleField::AnonymousBytes => "anonymous_bytes",
+            SampleField::RssBytes => "rss_bytes",
+            SampleField::FdCount => "fd_count",
+        }
+    }
+}
+
+/// A JSON value as a reader holds it (a `serde_json::Value` or a streamed
+/// [`crate::bundle::output::Scalar`]), read the way `serde_json::Value`'s accessors read it.
+pub trait SampleValue {
+    /// The string, when a string.
+    fn as_str(&self) -> Option<&str>;
+    /// The integer, when an integer number within `i64` or `u64` (so every integer a 64-bit
+    /// counter can hold, `u64::MAX` included, without wrapping).
+    fn as_integer(&self) -> Option<i128>;
+    /// The value as JSON text, to name it in a message.
+    fn text(&self) -> String;
+}
+
+impl SampleValue for Json {
+    fn as_str(&self) -> Option<&str> {
+        Json::as_str(self)
+    }
+    fn as_integer(&self) -> Option<i128> {
+        self.as_i64()
+            .map(i128::from)
+            .or_else(|| self.as_u64().map(i128::from))
+    }
+    fn text(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl SampleValue for crate::bundle::output::Scalar {
+    fn as_str(&self) -> Option<&str> {
+        crate::bundle::output::Scalar::as_str(self)
+    }
+    fn as_integer(&self) -> Option<i128> {
+        self.as_i64()
+            .map(i128::from)
+            .or_else(|| self.as_u64().map(i128::from))
+    }
+    fn text(&self) -> String {
+        use crate::bundle::output::Scalar;
+        match self {
+            Scalar::Null => "null".into(),
+            Scalar::Bool(b) => b.to_string(),
+            Scalar::Number(n) => n.to_string(),
+            Scalar::String(s) => Json::String(s.clone()).to_string(),
+            Scalar::LongString(n) => format!("<string of {n} bytes>"),
+            Scalar::Array(n) => format!("<array of {n}>"),
+            Scalar::Object => "<object>".into(),
+        }
+    }
+}
+
+/// The numbers of one sample the retention summary uses. Byte counts and counts are integers
+/// within `i64` or `u64`, kept as `i128` so that differences never wrap; a field that is absent
+/// (or JSON `null`) is `None`, never 0.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SampleFields {
     /// `phase`, when a string.
     pub phase: Option<String>,
-    /// `iterations` as `u64` (0 when absent or not a non-negative integer).
+    /// `iterations` (0 when absent).
     pub iterations: u64,
     /// `private_bytes`.
-    pub private_bytes: Option<i64>,
-    /// `private_bytes` as `u64`, for the plot.
-    pub private_bytes_u64: Option<u64>,
+    pub private_bytes: Option<i128>,
     /// `anonymous_bytes`.
-    pub anonymous_bytes: Option<i64>,
+    pub anonymous_bytes: Option<i128>,
     /// `rss_bytes`.
-    pub rss_bytes: Option<i64>,
+    pub rss_bytes: Option<i128>,
     /// `fd_count`.
-    pub fd_count: Option<i64>,
+    pub fd_count: Option<i128>,
+    /// The first field present with a value these numbers cannot hold (a fraction, a string, a
+    /// negative iteration count, a number beyond 64 bits): `field = value`, for the run's reason.
+    pub unreadable: Option<String>,
 }
 
 impl SampleFields {
-    /// From the values of [`SAMPLE_FIELDS`] in order, read by `as_str`, `as_u64` and `as_i64`
-    /// accessors of any value type.
-    pub fn from_values(
-        phase: Option<String>,
-        iterations: Option<u64>,
-        private_bytes: (Option<i64>, Option<u64>),
-        anonymous_bytes: Option<i64>,
-        rss_bytes: Option<i64>,
-        fd_count: Option<i64>,
-    ) -> SampleFields {
-        SampleFields {
-            phase,
-            iterations: iterations.unwrap_or(0),
-            private_bytes: private_bytes.0,
-            private_bytes_u64: private_bytes.1,
-            anonymous_bytes,
-            rss_bytes,
-            fd_count,
+    /// Sets `field` from the value the output holds (`None` or JSON `null`: absent).
+    pub fn set<V: SampleValue + ?Sized>(&mut self, field: SampleField, value: Option<&V>) {
+        let Some(v) = value else { return };
+        if v.text() == "null" {
+            return;
+        }
+        let bad = |me: &mut SampleFields| {
+            me.unreadable
+                .get_or_insert_with(|| format!("{} = {}", field.name(), v.text()));
+        };
+        match field {
+            // A phase that is not a string is no phase (the document may not be in the schema).
+            SampleField::Phase => self.phase = v.as_str().map(str::to_string),
+            SampleField::Iterations => match v.as_integer().and_then(|i| u64::try_from(i).ok()) {
+                Some(i) => self.iterations = i,
+                None => bad(self),
+            },
+            SampleField::PrivateBytes
+            | SampleField::AnonymousBytes
+            | SampleField::RssBytes
+            | SampleField::FdCount => {
+                let Some(i) = v.as_integer() else { return bad(self) };
+                let slot = match field {
+                    SampleField::PrivateBytes => &mut self.private_bytes,
+                    SampleField::AnonymousBytes => &mut self.anonymous_bytes,
+                    SampleField::RssBytes => &mut self.rss_bytes,
+                    _ => &mut self.fd_count,
+                };
+                *slot = Some(i);
+            }
         }
     }
 
     fn of_object(obj: &serde_json::Map<String, Json>) -> SampleFields {
-        let int = |k: &str| obj.get(k).and_then(Json::as_i64);
-        SampleFields::from_values(
-            obj.get("phase").and_then(Json::as_str).map(str::to_string),
-            obj.get("iterations").and_then(Json::as_u64),
-            (
-                int("private_bytes"),
-                obj.get("private_bytes").and_then(Json::as_u64),
-            ),
-            int("anonymous_bytes"),
-            int("rss_bytes"),
-            int("fd_count"),
-        )
+        let mut s = SampleFields::default();
+        for field in SampleField::ALL {
+            s.set(field, obj.get(field.name()));
+        }
+        s
     }
 }
 
-fn delta(a: Option<i64>, b: Option<i64>) -> Option<i64> {
-    Some(b? - a?)
+/// `b - a`; both are within `i64` or `u64`, so the difference fits `i128` (no wrap, no sign flip).
+fn delta(a: Option<i128>, b: Option<i128>) -> Option<i128> {
+    b?.checked_sub(a?)
 }
 
 fn deltas(a: &SampleFields, b: &SampleFields) -> Deltas {
@@ -213,6 +302,12 @@ impl Accumulator {
             self.problem = Some(Parsed::Unusable(format!("samples[{index}] is not an object")));
             return;
         };
+        if let Some(what) = &s.unreadable {
+            self.problem = Some(Parsed::Unusable(format!(
+                "samples[{index}]: {what} is not an integer within 64 bits"
+            )));
+            return;
+        }
         let Some(phase) = s.phase.as_deref() else {
             self.problem = Some(if index == 0 {
                 Parsed::NotRetention
@@ -223,7 +318,7 @@ impl Accumulator {
         };
         if self.max_points > 0
             && (phase == "baseline" || phase == "loop")
-            && let Some(private_bytes) = s.private_bytes_u64
+            && let Some(private_bytes) = s.private_bytes.and_then(|b| u64::try_from(b).ok())
         {
             let point = PlotPoint {
                 iterations: s.iterations,
@@ -285,7 +380,7 @@ impl Accumulator {
             completed: doc.completed,
         };
         self.points.extend(self.last_point);
-        Parsed::Retention(retention, self.points)
+        Parsed::Retention(Box::new(retention), self.points)
     }
 }
 
@@ -375,8 +470,7 @@ mod tests {
         let sample = |phase: &str, it: u64| SampleFields {
             phase: Some(phase.into()),
             iterations: it,
-            private_bytes: Some(it as i64),
-            private_bytes_u64: Some(it),
+            private_bytes: Some(i128::from(it)),
             ..SampleFields::default()
         };
         acc.push(0, Some(sample("baseline", 0)));
@@ -391,5 +485,42 @@ mod tests {
         assert_eq!(points.first().map(|p| p.iterations), Some(0));
         assert_eq!(points.last().map(|p| p.iterations), Some(10_000));
         assert!(points.windows(2).all(|w| w[0].iterations < w[1].iterations));
+    }
+
+    #[test]
+    fn extremes_do_not_wrap_and_unreadable_values_are_named() {
+        let doc = serde_json::json!({"samples": [
+            {"phase": "baseline", "iterations": 0, "private_bytes": u64::MAX,
+             "anonymous_bytes": i64::MIN, "rss_bytes": 0, "fd_count": i64::MAX},
+            {"phase": "loop", "iterations": 1000, "private_bytes": 0,
+             "anonymous_bytes": i64::MAX, "rss_bytes": u64::MAX, "fd_count": i64::MIN},
+        ]});
+        let Parsed::Retention(r, _) = parse(&doc, false) else {
+            panic!()
+        };
+        assert_eq!(r.growth.private_bytes, Some(-i128::from(u64::MAX)));
+        assert_eq!(
+            r.growth.anonymous_bytes,
+            Some(i128::from(i64::MAX) - i128::from(i64::MIN))
+        );
+        assert_eq!(r.growth.rss_bytes, Some(i128::from(u64::MAX)));
+        assert_eq!(r.fd_delta, Some(i128::from(i64::MIN) - i128::from(i64::MAX)));
+        let text = serde_json::to_string(&r.growth).unwrap();
+        assert!(text.contains("-18446744073709551615"), "{text}");
+        for bad in [
+            serde_json::json!(1.5),
+            serde_json::json!("4096"),
+            serde_json::json!(1e300),
+        ] {
+            let doc = serde_json::json!({"samples": [
+                {"phase": "baseline", "iterations": 0, "private_bytes": 1},
+                {"phase": "loop", "iterations": 10, "private_bytes": bad},
+            ]});
+            let Parsed::Unusable(reason) = parse(&doc, false) else {
+                panic!("{bad}")
+            };
+            assert!(reason.starts_with("samples[1]: private_bytes = "), "{reason}");
+            assert!(reason.ends_with("is not an integer within 64 bits"), "{reason}");
+        }
     }
 }

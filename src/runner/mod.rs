@@ -3,6 +3,7 @@
 //! Runs execute in plan order. With `jobs > 1`, job slot `k` (its own disjoint CPUs) takes the runs
 //! whose index is `k` modulo `jobs`, in order, so which CPUs a run gets is fixed by the plan.
 
+pub mod backend;
 pub mod preflight;
 pub mod progress;
 pub mod session;
@@ -12,14 +13,14 @@ use std::ffi::OsString;
 use std::io;
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::bundle::reason::RunFailure;
-use crate::bundle::write::{NodeIds, TaskRunWriter, write_run_record};
-use crate::bundle::{BundleWriter, RunRecord, files};
-use crate::exec::{self, CancelFlag, Launcher, RunOutcome, RunSpec, Termination};
-use crate::manifest::{EnvPolicy, OutputFormat};
+use crate::bundle::write::{NodeIds, write_run_record};
+use crate::bundle::{BundleWriter, files};
+use crate::exec::{self, CancelFlag, Launcher, RunOutcome, RunSpec};
+use crate::manifest::EnvPolicy;
 use crate::plan::{Plan, PlannedRun};
 
 pub use progress::Progress;
@@ -58,6 +59,13 @@ pub fn run_spec(plan: &Plan, run: &PlannedRun, run_dir: &std::path::Path) -> Run
         stderr_path: run_dir.join(files::STDERR),
         memory_path: plan.sample_interval.map(|_| run_dir.join(files::MEMORY)),
         sample_interval: plan.sample_interval.unwrap_or(Duration::from_millis(100)),
+        allocator: run.allocator.clone().map(|mut choice| {
+            choice.sha256 = choice
+                .path
+                .as_deref()
+                .and_then(|p| crate::allocator::sha256_cached(p).ok());
+            choice
+        }),
     }
 }
 
@@ -73,174 +81,292 @@ const RUNNER_RESOURCE_ERRORS: [rustix::io::Errno; 5] = [
 ];
 
 /// The error of a run that could not be started because the runner ran out of a resource
-/// ([`RUNNER_RESOURCE_ERRORS`], read from the `(os error N)` of the launcher's spawn error text):
-/// such a run is not recorded as `spawn-failed` but ends the session like a bundle write error, so
-/// that `resume` redoes it once the cause is gone. `None` for every other outcome.
+/// ([`RUNNER_RESOURCE_ERRORS`], the launcher's [`exec::StartError::os_error`], recorded as
+/// [`RunOutcome::start_os_error`]): such a run is not recorded as `spawn-failed` but ends the
+/// session like a bundle write error, so that `resume` redoes it once the cause is gone. `None` for
+/// every other outcome.
 fn runner_resource_error(outcome: &exec::RunOutcome) -> Option<io::Error> {
     if outcome.termination != exec::Termination::SpawnFailed {
         return None;
     }
-    let text = outcome.error.as_deref()?;
-    let code: i32 = text
-        .rsplit_once("(os error ")
-        .and_then(|(_, rest)| rest.split_once(')'))
-        .and_then(|(digits, _)| digits.parse().ok())?;
-    RUNNER_RESOURCE_ERRORS
-        .iter()
-        .any(|e| e.raw_os_error() == code)
-        .then(|| io::Error::from_raw_os_error(code))
-        .map(|os| io::Error::new(os.kind(), format!("cannot start the run: {text}")))
+    let errno = outcome
+        .start_os_error
+        .filter(|e| RUNNER_RESOURCE_ERRORS.contains(e))?;
+    let text = outcome.error.as_deref().unwrap_or_default();
+    let os = io::Error::from_raw_os_error(errno.raw_os_error());
+    Some(io::Error::new(os.kind(), format!("cannot start the run: {text}")))
 }
 
-/// Where [`execute_one`] puts a run: its folder and its record. Implemented by the local
-/// runner's bundle writer (behind its mutex) and by a Slurm task's lock-free [`TaskRunWriter`].
-pub trait RunRecorder: Sync {
-    /// Creates the run's empty folder and returns its path.
-    ///
-    /// # Errors
-    /// I/O errors.
-    fn prepare_run_dir(&self, run: &PlannedRun) -> io::Result<std::path::PathBuf>;
-    /// Writes the finished run's run.json (and counts it).
-    ///
-    /// # Errors
-    /// I/O errors.
-    fn record_run(
-        &self,
-        run: &PlannedRun,
-        outcome: &RunOutcome,
-        format: OutputFormat,
-    ) -> io::Result<RunRecord>;
+/// What executing runs needs, whoever records them: the plan, the launcher, the cancel flag and
+/// the progress display. The local session ([`execute`]) and a Slurm array task
+/// ([`slurm::run_task`]) share it.
+#[derive(Clone, Copy)]
+pub struct Runs<'a> {
+    /// The plan whose runs these are.
+    pub plan: &'a Plan,
+    /// Starts and supervises each run's process.
+    pub launcher: &'a dyn Launcher,
+    /// Set on Ctrl-C / SIGTERM: the run in flight is stopped, no other starts.
+    pub cancel: &'a CancelFlag,
+    /// Told when each run starts and ends.
+    pub progress: &'a dyn Progress,
 }
 
-impl RunRecorder for Mutex<BundleWriter> {
-    fn prepare_run_dir(&self, run: &PlannedRun) -> io::Result<std::path::PathBuf> {
-        self.lock()
-            .map_err(|_| io::Error::other("bundle writer poisoned"))?
-            .prepare_run_dir(run)
+/// A run that has been executed and not yet recorded.
+pub struct Executed {
+    /// The planned run.
+    pub run: PlannedRun,
+    /// What the launcher measured.
+    pub outcome: RunOutcome,
+    /// Its folder in the bundle.
+    pub run_dir: PathBuf,
+}
+
+impl Runs<'_> {
+    /// Whether the cancel flag is set.
+    pub fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::SeqCst)
     }
-    /// Records one finished run ([`write_run_record`]: checks its output, hashes its files, lists
-    /// the artifacts and earlier attempts in its folder, writes run.json atomically: its
-    /// presence marks the run finished), then counts it in bundle.json
-    /// ([`BundleWriter::count_run`]). No process of the run is alive by then
-    /// ([`Launcher::execute`] returns after the last one), so the folder does not change
-    /// afterwards. The lock is held only for the folder's path and the count, so a recording
-    /// thread never keeps the next run's folder waiting.
-    fn record_run(
+
+    /// Executes `run`, whose folder `run_dir` has been made, with the launcher ([`run_spec`]),
+    /// calling `started` once its program has been started ([`Launcher::execute_then`]).
+    ///
+    /// # Errors
+    /// A run the runner could not start for want of its own resources ([`runner_resource_error`]):
+    /// not the run's fault, so it is left unrecorded (resume redoes it) and the session stops.
+    pub fn launch(
         &self,
-        run: &PlannedRun,
-        outcome: &RunOutcome,
-        format: OutputFormat,
-    ) -> io::Result<RunRecord> {
-        let lock = || {
-            self.lock()
-                .map_err(|_| io::Error::other("bundle writer poisoned"))
+        run: PlannedRun,
+        run_dir: PathBuf,
+        started: &mut dyn FnMut(),
+    ) -> io::Result<Executed> {
+        let spec = run_spec(self.plan, &run, &run_dir);
+        self.progress.run_started(&run);
+        let outcome = self.launcher.execute_then(&spec, self.cancel, started);
+        if let Some(e) = runner_resource_error(&outcome) {
+            return Err(e);
+        }
+        Ok(Executed {
+            run,
+            outcome,
+            run_dir,
+        })
+    }
+}
+
+/// The state the job slots of one local session share: where runs are recorded, how many are
+/// done, the first error.
+struct Shared<'a> {
+    runs: Runs<'a>,
+    writer: &'a Mutex<BundleWriter>,
+    total: usize,
+    done: AtomicUsize,
+    failed: Mutex<Option<io::Error>>,
+    /// Held while a run is counted and reported, so that `[n/N]` lines of several job slots come
+    /// out in order.
+    reporting: Mutex<()>,
+}
+
+impl Shared<'_> {
+    fn writer(&self) -> io::Result<std::sync::MutexGuard<'_, BundleWriter>> {
+        self.writer
+            .lock()
+            .map_err(|_| io::Error::other("bundle writer poisoned"))
+    }
+
+    /// Keeps the first error; the session stops at it.
+    fn fail(&self, e: io::Error) {
+        if let Ok(mut f) = self.failed.lock() {
+            f.get_or_insert(e);
+        }
+    }
+
+    /// No further run starts: cancelled, or the bundle could not be written.
+    fn stopped(&self) -> bool {
+        self.runs.cancelled() || self.failed.lock().map(|f| f.is_some()).unwrap_or(true)
+    }
+
+    /// Makes the empty folder of `run`.
+    fn make_dir(&self, run: &PlannedRun) -> io::Result<PathBuf> {
+        self.writer()?.prepare_run_dir(run)
+    }
+
+    /// Records one executed run ([`write_run_record`]: checks its output, hashes its files, lists
+    /// the artifacts and earlier attempts in its folder, writes run.json atomically: its presence
+    /// marks the run finished), counts it in bundle.json ([`BundleWriter::count_run`]) and
+    /// reports it. No process of the run is alive by then ([`Launcher::execute`] returns after
+    /// the last one), so the folder does not change afterwards. The writer's lock is held only
+    /// for the folder's path and the count, so a recording thread never keeps the next run's
+    /// folder waiting. Nothing is recorded after the bundle could not be written: resume redoes
+    /// the run.
+    fn record(&self, executed: Executed) {
+        if self.failed.lock().map(|f| f.is_some()).unwrap_or(true) {
+            return;
+        }
+        let Executed {
+            run,
+            outcome,
+            run_dir,
+        } = executed;
+        let recorded = write_run_record(
+            &run_dir,
+            &run,
+            &outcome,
+            self.runs.plan.output_format,
+            NodeIds::default(),
+        )
+        .and_then(|record| self.writer()?.count_run(&record).map(|()| record));
+        match recorded {
+            Ok(record) => {
+                let failure = RunFailure::read(&record, &run_dir, progress::FAILURE_TAIL_LINES);
+                let _reporting = self.reporting.lock();
+                let n = self.done.fetch_add(1, Ordering::SeqCst) + 1;
+                self.runs
+                    .progress
+                    .run_finished(&run, &record, failure.as_ref(), n, self.total);
+            }
+            Err(e) => self.fail(e),
+        }
+    }
+}
+
+/// Where a job slot hands each executed run: recorded at once ([`Inline`]), or by a
+/// [`Recorder`] thread while the next run executes.
+trait Hand {
+    /// The slot's next run has been started; `after` is the run after it (plan index).
+    fn started(&mut self, after: Option<usize>);
+    /// A run has ended.
+    fn ended(&mut self, executed: Executed);
+}
+
+/// Each run is recorded before the next one starts; nothing is made ahead.
+struct Inline<'s, 'a>(&'s Shared<'a>);
+
+impl Hand for Inline<'_, '_> {
+    fn started(&mut self, _: Option<usize>) {}
+    fn ended(&mut self, executed: Executed) {
+        self.0.record(executed);
+    }
+}
+
+/// What a job slot's recorder is handed: a run to record, and the run whose folder (and launcher
+/// resources) it makes first.
+type Work = (Option<Executed>, Option<usize>);
+
+/// A job slot's recording thread, pinned to CPUs no run uses, and the slot's end of the
+/// rendezvous with it. The last executed run waits here until the next run has started; it is
+/// handed over then if the recorder is free (with the run after the next, whose folder the
+/// recorder makes first), and otherwise before the run after that starts (and the slot makes
+/// that run's folder itself). So the recorder is at most three runs behind: the run it is
+/// recording, one waiting to be handed over, and the run that has just ended.
+struct Recorder {
+    to: std::sync::mpsc::SyncSender<Work>,
+    pending: Option<Executed>,
+}
+
+impl Recorder {
+    /// Starts the recorder of `slot` in `scope`, on `cpus`; the slot's second run is made while
+    /// the first one executes.
+    fn start<'scope, 'env: 'scope>(
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        slot: &'env Slot<'_, '_>,
+        cpus: &'env [usize],
+    ) -> Recorder {
+        // A rendezvous: a run is handed over only to a recorder that is free for it.
+        let (to, work) = std::sync::mpsc::sync_channel::<Work>(0);
+        scope.spawn(move || {
+            exec::pin_current_thread(cpus);
+            for (done, next) in work {
+                if let Some(next) = next
+                    && !slot.shared.stopped()
+                {
+                    slot.make_ahead(next);
+                }
+                if let Some(done) = done {
+                    slot.shared.record(done);
+                }
+            }
+        });
+        if let Some(&second) = slot.runs.get(1) {
+            let _ = to.send((None, Some(second)));
+        }
+        Recorder { to, pending: None }
+    }
+
+    /// Hands the pending run over, waiting for the recorder to be free.
+    fn flush(&mut self) {
+        if let Some(executed) = self.pending.take() {
+            // A recorder that has stopped only happens with a panic, which the scope propagates.
+            let _ = self.to.send((Some(executed), None));
+        }
+    }
+}
+
+impl Hand for Recorder {
+    fn started(&mut self, after: Option<usize>) {
+        let Some(executed) = self.pending.take() else {
+            return;
         };
-        let run_dir = lock()?.run_dir(run);
-        let record = write_run_record(&run_dir, run, outcome, format, NodeIds::default())?;
-        lock()?.count_run(&record)?;
-        Ok(record)
-    }
-}
-
-impl RunRecorder for TaskRunWriter {
-    fn prepare_run_dir(&self, run: &PlannedRun) -> io::Result<std::path::PathBuf> {
-        TaskRunWriter::prepare_run_dir(self, run)
-    }
-    fn record_run(
-        &self,
-        run: &PlannedRun,
-        outcome: &RunOutcome,
-        format: OutputFormat,
-    ) -> io::Result<RunRecord> {
-        TaskRunWriter::record_run(self, run, outcome, format)
-    }
-}
-
-/// A run that has been executed and not yet recorded: what [`run_one`] hands to [`record_one`].
-struct Executed {
-    run: PlannedRun,
-    outcome: RunOutcome,
-    run_dir: PathBuf,
-}
-
-/// Executes one planned run of `plan` and records it: prepares its folder, runs it with
-/// `launcher` ([`run_spec`]) and writes its run.json through `recorder`; returns the record and
-/// the run's folder. A run the runner could not start for want of its own resources
-/// ([`runner_resource_error`]) is an error, not a record. A run stopped by the
-/// cancel flag is recorded (termination `interrupted`) only when `record_interrupted`; otherwise,
-/// when the flag is set by the time the run ended, the answer is `Ok(None)` and the folder is left
-/// without run.json (a Slurm task stopped by `scancel`, which the waiting hwr-exp then records as
-/// `lost`).
-///
-/// # Errors
-/// I/O errors preparing the folder or writing run.json.
-pub fn execute_one(
-    plan: &Plan,
-    run: &PlannedRun,
-    recorder: &dyn RunRecorder,
-    launcher: &dyn Launcher,
-    cancel: &CancelFlag,
-    progress: &dyn Progress,
-    record_interrupted: bool,
-) -> io::Result<Option<(RunRecord, PathBuf)>> {
-    let run = run.clone();
-    let run_dir = recorder.prepare_run_dir(&run)?;
-    match run_one(
-        plan,
-        (run, run_dir),
-        launcher,
-        cancel,
-        progress,
-        record_interrupted,
-        &mut || {},
-    )? {
-        Some(executed) => {
-            let record = recorder.record_run(&executed.run, &executed.outcome, plan.output_format)?;
-            Ok(Some((record, executed.run_dir)))
-        }
-        None => Ok(None),
-    }
-}
-
-/// The first half of [`execute_one`]: executes the run whose folder `run_dir` has been prepared,
-/// calling `started` once its program has been started ([`Launcher::execute_then`]); `Ok(None)`
-/// for a run stopped by the cancel flag when it is not to be recorded.
-///
-/// # Errors
-/// A run the runner could not start for want of its own resources.
-fn run_one(
-    plan: &Plan,
-    (run, run_dir): (PlannedRun, PathBuf),
-    launcher: &dyn Launcher,
-    cancel: &CancelFlag,
-    progress: &dyn Progress,
-    record_interrupted: bool,
-    started: &mut dyn FnMut(),
-) -> io::Result<Option<Executed>> {
-    let spec = run_spec(plan, &run, &run_dir);
-    progress.run_started(&run);
-    let outcome = launcher.execute_then(&spec, cancel, started);
-    if let Some(e) = runner_resource_error(&outcome) {
-        // Not the run's fault: leave it unrecorded (resume redoes it) and stop.
-        return Err(e);
-    }
-    if !record_interrupted {
-        // A Slurm task stopped by scancel or its time limit: Slurm signals every process of the
-        // job, so the run may die of that SIGTERM before this process's own SIGTERM has set the
-        // cancel flag. Give the flag a moment in that case.
-        let stopped = || outcome.termination == Termination::Interrupted || cancel.load(Ordering::SeqCst);
-        if !stopped() && outcome.signal == Some(libc::SIGTERM) {
-            std::thread::sleep(std::time::Duration::from_millis(500));
-        }
-        if stopped() {
-            return Ok(None);
+        if let Err(std::sync::mpsc::TrySendError::Full((kept, _))) = self.to.try_send((Some(executed), after))
+        {
+            self.pending = kept;
         }
     }
-    Ok(Some(Executed {
-        run,
-        outcome,
-        run_dir,
-    }))
+
+    fn ended(&mut self, executed: Executed) {
+        self.flush();
+        self.pending = Some(executed);
+    }
+}
+
+impl Drop for Recorder {
+    /// Every executed run is recorded: the last one is handed over; dropping the sender then ends
+    /// the recorder's loop.
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+/// One job slot: its runs (ascending plan order), executed one after another, each in a folder
+/// the slot claims (made ahead by its recorder, or made here).
+struct Slot<'s, 'a> {
+    shared: &'s Shared<'a>,
+    runs: Vec<usize>,
+    ahead: Mutex<NextDir>,
+}
+
+impl Slot<'_, '_> {
+    /// Makes the folder of run `index` ahead and lets the launcher prepare it.
+    fn make_ahead(&self, index: usize) {
+        let runs = self.shared.runs;
+        NextDir::make(&self.ahead, index, runs.plan, |run| {
+            let dir = self.shared.make_dir(run)?;
+            runs.launcher.prepare(&run_spec(runs.plan, run, &dir));
+            Ok(dir)
+        });
+    }
+
+    /// Executes the slot's runs, handing each to `hand`, until they are done or the session stops.
+    fn execute(&self, hand: &mut dyn Hand) {
+        for (k, &i) in self.runs.iter().enumerate() {
+            if self.shared.stopped() {
+                return;
+            }
+            let after = self.runs.get(k + 1).copied();
+            let run = self.shared.runs.plan.run(i);
+            let run_dir = match NextDir::claim(&self.ahead, i) {
+                Some(dir) => dir,
+                None => match self.shared.make_dir(&run) {
+                    Ok(dir) => dir,
+                    Err(e) => return self.shared.fail(e),
+                },
+            };
+            match self.shared.runs.launch(run, run_dir, &mut || hand.started(after)) {
+                Ok(executed) => hand.ended(executed),
+                Err(e) => return self.shared.fail(e),
+            }
+        }
+    }
 }
 
 /// The folder of a job slot's next run, made ahead by the slot's recorder thread while the run
@@ -320,172 +446,66 @@ fn recording_cpus(plan: &Plan) -> Option<Vec<usize>> {
     (!free.is_empty()).then_some(free)
 }
 
-/// Executes the runs of `plan` whose indices are in `indices` (ascending plan order) and records
-/// each into `writer` as soon as it finishes.
+/// Executes the runs of `runs.plan` whose indices are in `indices` (ascending plan order) and
+/// records each into `writer` as soon as it finishes.
 ///
-/// Each job slot executes its runs one after another. Where some allowed CPU is used by no job
-/// slot ([`recording_cpus`]), a slot's runs are recorded (output check, hashes, run.json,
-/// progress) by a thread of its own pinned to those CPUs, which gets each run once the next one
-/// has been started: recording a run then overlaps the next run, and never shares its CPU. A
-/// slot's recorder is at most three runs behind (the run it is recording, one waiting to be
-/// handed over, and the run that has just ended: when recording takes longer than running, as
-/// for a huge output, the next run waits for it); every executed run is recorded before this
-/// returns. Before it records a run, that thread makes the folder of the run after the one
-/// executing and has the launcher prepare it ([`Launcher::prepare`]); the launcher is tidied
-/// ([`Launcher::tidy`]) once every slot is done. Where no CPU is free, each run
-/// is recorded before the next one starts, and nothing is made ahead.
+/// Each job slot ([`Slot`]) executes its runs one after another. Where some allowed CPU is used
+/// by no job slot ([`recording_cpus`]), a slot's runs are recorded (output check, hashes,
+/// run.json, progress) by a thread of its own pinned to those CPUs ([`Recorder`]), which gets each
+/// run once the next one has been started: recording a run then overlaps the next run, and never
+/// shares its CPU (when recording takes longer than running, as for a huge output, the next run
+/// waits for it); every executed run is recorded before this returns. Before it records a run,
+/// that thread makes the folder of the run after the one executing and has the launcher prepare
+/// it ([`Launcher::prepare`]); the launcher is tidied ([`Launcher::tidy`]) once every slot is
+/// done. Where no CPU is free, each run is recorded before the next one starts, and nothing is
+/// made ahead. A run stopped by the cancel flag is recorded (termination `interrupted`).
 ///
 /// # Errors
 /// The first I/O error writing the bundle, or the first run that could not be started for lack of
 /// a resource of the runner (see [`RUNNER_RESOURCE_ERRORS`]); runs in flight in other job slots are
 /// finished first.
-pub fn execute(
-    plan: &Plan,
-    indices: &[usize],
-    writer: &Mutex<BundleWriter>,
-    launcher: &dyn Launcher,
-    cancel: &CancelFlag,
-    progress: &dyn Progress,
-) -> io::Result<SessionEnd> {
-    let total = indices.len();
-    let done = std::sync::atomic::AtomicUsize::new(0);
-    let failed: Mutex<Option<io::Error>> = Mutex::new(None);
-    let reporting = Mutex::new(());
-    let fail = |e: io::Error| {
-        if let Ok(mut f) = failed.lock() {
-            f.get_or_insert(e);
-        }
-    };
-    let has_failed = || failed.lock().map(|f| f.is_some()).unwrap_or(true);
-    let record = |executed: Executed| {
-        if has_failed() {
-            // Not recorded after the bundle could not be written: resume redoes it.
-            return;
-        }
-        match writer.record_run(&executed.run, &executed.outcome, plan.output_format) {
-            Ok(record) => {
-                let failure = RunFailure::read(&record, &executed.run_dir, progress::FAILURE_TAIL_LINES);
-                // Counted and reported under one lock, so that `[n/N]` lines of several job
-                // slots come out in order.
-                let _reporting = reporting.lock();
-                let n = done.fetch_add(1, Ordering::SeqCst) + 1;
-                progress.run_finished(&executed.run, &record, failure.as_ref(), n, total);
-            }
-            Err(e) => fail(e),
-        }
+pub fn execute(runs: Runs<'_>, indices: &[usize], writer: &Mutex<BundleWriter>) -> io::Result<SessionEnd> {
+    let plan = runs.plan;
+    let shared = Shared {
+        runs,
+        writer,
+        total: indices.len(),
+        done: AtomicUsize::new(0),
+        failed: Mutex::new(None),
+        reporting: Mutex::new(()),
     };
     let recording_cpus = recording_cpus(plan);
-    let slot_loop = |slot: usize| {
-        let runs: Vec<usize> = indices
+    let slot = |k: usize| Slot {
+        shared: &shared,
+        runs: indices
             .iter()
             .copied()
-            .filter(|&i| plan.jobs <= 1 || plan.slot_of(i) == slot)
-            .collect();
-        let next_dir = Mutex::new(NextDir::default());
-        // The run after the one executing now.
-        let upcoming = std::cell::Cell::new(None);
-        // `hand_off` takes each executed run; `started` is called once the next run is started.
-        let execute_runs = |hand_off: &mut dyn FnMut(Executed), started: &mut dyn FnMut()| {
-            for (k, &i) in runs.iter().enumerate() {
-                if cancel.load(Ordering::SeqCst) || has_failed() {
-                    return;
-                }
-                upcoming.set(runs.get(k + 1).copied());
-                let run = plan.run(i);
-                let run_dir = match NextDir::claim(&next_dir, i) {
-                    Some(dir) => dir,
-                    None => match writer.prepare_run_dir(&run) {
-                        Ok(dir) => dir,
-                        Err(e) => return fail(e),
-                    },
-                };
-                match run_one(plan, (run, run_dir), launcher, cancel, progress, true, started) {
-                    Ok(Some(executed)) => hand_off(executed),
-                    Ok(None) => return,
-                    Err(e) => return fail(e),
-                }
-            }
-        };
-        let Some(cpus) = &recording_cpus else {
-            return execute_runs(&mut |executed| record(executed), &mut || {});
-        };
-        std::thread::scope(|s| {
-            // A rendezvous: a run is handed over only to a recorder that is free for it, with
-            // the index of a run whose folder (and launcher resources) it makes first.
-            type Work = (Option<Executed>, Option<usize>);
-            let (to_recorder, work) = std::sync::mpsc::sync_channel::<Work>(0);
-            s.spawn(|| {
-                exec::pin_current_thread(cpus);
-                for (done, next) in work {
-                    if let Some(next) = next
-                        && !cancel.load(Ordering::SeqCst)
-                        && !has_failed()
-                    {
-                        NextDir::make(&next_dir, next, plan, |run| {
-                            let dir = writer.prepare_run_dir(run)?;
-                            launcher.prepare(&run_spec(plan, run, &dir));
-                            Ok(dir)
-                        });
-                    }
-                    if let Some(done) = done {
-                        record(done);
-                    }
-                }
-            });
-            // The last executed run waits here until the next run has started; if the recorder
-            // is still busy then, it is handed over before the run after that (and the runner
-            // makes that run's folder itself).
-            let pending: std::cell::RefCell<Option<Executed>> = std::cell::RefCell::new(None);
-            let hand_over = |block: bool| {
-                let executed = pending.borrow_mut().take();
-                if block {
-                    if let Some(executed) = executed {
-                        let kept = to_recorder.send((Some(executed), None)).err();
-                        *pending.borrow_mut() = kept.and_then(|e| e.0.0);
-                    }
-                    return;
-                }
-                if executed.is_none() {
-                    return;
-                }
-                match to_recorder.try_send((executed, upcoming.get())) {
-                    Err(std::sync::mpsc::TrySendError::Full((kept, _))) => *pending.borrow_mut() = kept,
-                    // A recorder that has stopped only happens with a panic, which the scope
-                    // propagates.
-                    Err(std::sync::mpsc::TrySendError::Disconnected(_)) | Ok(()) => {}
-                }
-            };
-            // The second run is made while the first one is.
-            if let Some(&second) = runs.get(1) {
-                let _ = to_recorder.send((None, Some(second)));
-            }
-            execute_runs(
-                &mut |executed| {
-                    hand_over(true);
-                    *pending.borrow_mut() = Some(executed);
-                },
-                &mut || hand_over(false),
-            );
-            hand_over(true);
-            drop(to_recorder);
-        });
-        NextDir::discard(next_dir);
+            .filter(|&i| plan.jobs <= 1 || plan.slot_of(i) == k)
+            .collect(),
+        ahead: Mutex::new(NextDir::default()),
+    };
+    let execute_slot = |slot: Slot<'_, '_>| {
+        match &recording_cpus {
+            None => slot.execute(&mut Inline(slot.shared)),
+            Some(cpus) => std::thread::scope(|s| slot.execute(&mut Recorder::start(s, &slot, cpus))),
+        }
+        NextDir::discard(slot.ahead);
     };
     if plan.jobs <= 1 {
-        slot_loop(0);
+        execute_slot(slot(0));
     } else {
         std::thread::scope(|s| {
-            for slot in 0..plan.jobs as usize {
-                let slot_loop = &slot_loop;
-                s.spawn(move || slot_loop(slot));
+            for k in 0..plan.jobs as usize {
+                let (slot, execute_slot) = (slot(k), &execute_slot);
+                s.spawn(move || execute_slot(slot));
             }
         });
     }
-    launcher.tidy();
-    if let Some(e) = failed.into_inner().ok().flatten() {
+    runs.launcher.tidy();
+    if let Some(e) = shared.failed.into_inner().ok().flatten() {
         return Err(e);
     }
-    if done.load(Ordering::SeqCst) < total || cancel.load(Ordering::SeqCst) {
+    if shared.done.load(Ordering::SeqCst) < shared.total || runs.cancelled() {
         Ok(SessionEnd::Interrupted)
     } else {
         Ok(SessionEnd::Complete)

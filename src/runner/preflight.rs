@@ -61,6 +61,38 @@ pub fn cpus_outside_allowed_set(manifest: &Manifest, allowed: &[usize]) -> Vec<P
     problems
 }
 
+/// The allocator-path check (`[isolation] allocator`): every library a run preloads must be a
+/// readable file (a known name was found in the linker cache when the plan was made). Run by
+/// `runner::session::expand` like [`cpus_outside_allowed_set`], so `check` refuses it too. One
+/// problem per distinct path, located at `isolation.allocator`.
+pub fn allocator_paths(plan: &Plan) -> Vec<PlanError> {
+    let mut seen = HashSet::new();
+    let mut problems = Vec::new();
+    for run in plan.runs() {
+        let Some(path) = run.allocator.as_ref().and_then(|a| a.path.clone()) else {
+            // No allocator in the first run: none in any (the template is the same).
+            if run.allocator.is_none() {
+                break;
+            }
+            continue;
+        };
+        if !seen.insert(path.clone()) {
+            continue;
+        }
+        let problem = match std::fs::File::open(&path).and_then(|f| f.metadata()) {
+            Ok(m) if m.is_file() => continue,
+            Ok(_) => format!("allocator library {} is not a file", path.display()),
+            Err(e) => format!("allocator library {}: {e}", path.display()),
+        };
+        problems.push(PlanError {
+            key: "isolation.allocator".into(),
+            message: problem,
+            help: Some("give the path of a shared library (relative paths start at the manifest's folder), or a name: glibc, jemalloc, tcmalloc, mimalloc".into()),
+        });
+    }
+    problems
+}
+
 /// Runs every preflight check and returns every problem found, one message each.
 ///
 /// Checks: the environment settings (`HWR_CONTAINMENT`, the test hook `HWR_TEST_PAUSE_AT`), each distinct `argv[0]` is found (in the run's `PATH` when it has no `/`), each distinct

@@ -20,7 +20,7 @@ pub fn say(line: std::fmt::Arguments<'_>) {
 }
 
 /// Receives run events; implementations must be callable from several job threads.
-pub trait Progress: Sync {
+pub trait Progress: Send + Sync {
     /// A run is about to start.
     fn run_started(&self, _run: &PlannedRun) {}
     /// A run finished and was recorded; `done` of `total` runs are finished. `failure` is the
@@ -84,17 +84,34 @@ impl Failures {
 
 /// Forwards every event to `inner` and keeps the session's [`Failures`].
 pub struct Collect {
-    inner: Box<dyn Progress>,
+    /// No terminal output: [`Collect::start`] then makes [`Quiet`].
+    quiet: bool,
+    /// Set by [`Collect::new`] or [`Collect::start`]; events before go nowhere.
+    inner: std::sync::OnceLock<Box<dyn Progress>>,
     failures: Mutex<Failures>,
 }
 
 impl Collect {
     /// Wraps `inner`.
     pub fn new(inner: Box<dyn Progress>) -> Collect {
+        let collect = Collect::deferred(false);
+        let _ = collect.inner.set(inner);
+        collect
+    }
+
+    /// A display made by [`Collect::start`], once the number of runs is known and the lines
+    /// before it (`writing N runs into ...`) are out: a progress bar draws at once.
+    pub fn deferred(quiet: bool) -> Collect {
         Collect {
-            inner,
+            quiet,
+            inner: std::sync::OnceLock::new(),
             failures: Mutex::new(Failures::default()),
         }
+    }
+
+    /// Starts the display for `total` runs ([`for_terminal`]), unless it was started already.
+    pub fn start(&self, total: usize) {
+        self.inner.get_or_init(|| for_terminal(self.quiet, total));
     }
 
     /// The failures seen so far.
@@ -105,7 +122,9 @@ impl Collect {
 
 impl Progress for Collect {
     fn run_started(&self, run: &PlannedRun) {
-        self.inner.run_started(run);
+        if let Some(inner) = self.inner.get() {
+            inner.run_started(run);
+        }
     }
     fn run_finished(
         &self,
@@ -120,10 +139,14 @@ impl Progress for Collect {
         {
             failures.add(f.clone());
         }
-        self.inner.run_finished(run, record, failure, done, total);
+        if let Some(inner) = self.inner.get() {
+            inner.run_finished(run, record, failure, done, total);
+        }
     }
     fn finish(&self) {
-        self.inner.finish();
+        if let Some(inner) = self.inner.get() {
+            inner.finish();
+        }
     }
 }
 

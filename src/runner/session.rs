@@ -12,11 +12,12 @@ use crate::bundle::{BundleInfo, BundleStatus, BundleWriter, Outcome, files};
 use crate::digest::sha256_bytes;
 use crate::exec::{CancelFlag, Launcher};
 use crate::exit_codes;
-use crate::manifest::{Diagnostics, ExecutorKind, Manifest};
+use crate::manifest::{Diagnostics, Manifest};
 use crate::plan::{self, Plan, PlanContext};
 use crate::timestamp::rfc3339;
 
 use super::SessionEnd;
+use super::backend::{Backend, Job};
 use super::progress::{self, Progress};
 
 /// Choices of one session that do not come from the manifest.
@@ -165,27 +166,32 @@ pub fn plan_context(bundle: &Path) -> Result<PlanContext, SessionError> {
         allowed_cpus,
         fallback_seed: fastrand::u64(..1 << 53),
         layout: crate::bundle::plan_file::RUN_FOLDER_LAYOUT,
+        allocators: crate::allocator::installed().clone(),
+        plans_cpus: true,
     })
 }
 
-/// Expands the manifest and checks its CPUs against the allowed set `ctx.allowed_cpus`
-/// ([`super::preflight::cpus_outside_allowed_set`]), turning every problem into a located
-/// diagnostic.
+/// Expands the manifest for its backend ([`Backend::plan_problems`], [`Backend::plans_cpus`]:
+/// locally its CPUs are checked against the allowed set `ctx.allowed_cpus`), turning every
+/// problem into a located diagnostic.
 ///
 /// # Errors
 /// [`SessionError::Plan`] with every problem located at its manifest key: CPUs outside the
 /// allowed set first, then the expansion's problems.
 pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, SessionError> {
-    let mut errors = if manifest.executor.kind == ExecutorKind::Slurm {
-        // The CPUs are decided on the node (DESIGN 8): no host check here; a fixed list (possible
-        // when `run --executor slurm` overrides a local manifest) is an error.
-        super::slurm::fixed_cpus_problem(manifest).into_iter().collect()
-    } else {
-        super::preflight::cpus_outside_allowed_set(manifest, &ctx.allowed_cpus)
+    let backend = Backend::of(manifest.executor.kind);
+    let mut errors = backend.plan_problems(manifest, &ctx.allowed_cpus);
+    let ctx = PlanContext {
+        plans_cpus: backend.plans_cpus(),
+        ..ctx.clone()
     };
-    match plan::expand(manifest, ctx) {
-        Ok(plan) if errors.is_empty() => return Ok(plan),
-        Ok(_) => {}
+    match plan::expand(manifest, &ctx) {
+        Ok(plan) => {
+            errors.extend(super::preflight::allocator_paths(&plan));
+            if errors.is_empty() {
+                return Ok(plan);
+            }
+        }
         Err(e) => errors.extend(e),
     }
     let mut all: Option<Diagnostics> = None;
@@ -216,12 +222,9 @@ pub fn run_manifest(
     let ctx = plan_context(&dir)?;
     let mut plan = expand(manifest, &ctx)?;
     super::preflight::check(&plan, &results_dir).map_err(SessionError::Preflight)?;
-    let slurm = match manifest.executor.kind {
-        ExecutorKind::Slurm => {
-            Some(super::slurm::preflight(&results_dir, opts.quiet).map_err(SessionError::Preflight)?)
-        }
-        ExecutorKind::Local => None,
-    };
+    let backend = Backend::of(manifest.executor.kind)
+        .preflight(&results_dir, opts.quiet)
+        .map_err(SessionError::Preflight)?;
 
     // Earlier bundles and the one being written live under results/: leave them out of the
     // working-tree record, or every run would record its own output as drift.
@@ -251,13 +254,7 @@ pub fn run_manifest(
         runner_pid: std::process::id(),
         seed: plan.seed,
         notes: opts.notes.iter().chain(before.warnings()).cloned().collect(),
-        executor: Some(
-            match manifest.executor.kind {
-                ExecutorKind::Local => "local",
-                ExecutorKind::Slurm => "slurm",
-            }
-            .to_string(),
-        ),
+        executor: Some(backend.backend().name().to_string()),
         slurm: None,
     };
     // The first files are written into a hidden staging folder that is renamed into place when
@@ -317,28 +314,28 @@ pub fn run_manifest(
     // working-tree.patch is written: its bytes would only ride along into every run's memory.
     before.release_patch();
     crate::exec::return_freed_memory();
-    let all: Vec<usize> = (0..plan.len()).collect();
-    let finish = Finish {
-        results_dir: &results_dir,
-        before: &before,
-        quiet: opts.quiet,
+    let session = Session {
+        plan: &plan,
+        indices: (0..plan.len()).collect(),
+        writer: Mutex::new(writer),
+        launcher,
+        cancel,
+        progress: progress::Collect::deferred(opts.quiet),
+        finish: Finish {
+            results_dir: &results_dir,
+            before: &before,
+            quiet: opts.quiet,
+        },
     };
-    match slurm {
-        Some(cluster) => {
-            let submit = super::slurm::Submit {
-                cluster: &cluster,
-                config: &manifest.executor.slurm,
-                cpus_per_task: manifest.isolation.cpus_per_run,
-                detach: opts.detach,
-            };
-            super::slurm::submit_and_wait(&plan, &all, writer, &submit, cancel, &finish)
-        }
-        None => execute_and_finish(&plan, &all, writer, launcher, cancel, &finish),
-    }
+    let job = Job {
+        detach: opts.detach,
+        ..Job::of(manifest)
+    };
+    backend.run(session, &job)
 }
 
-/// What [`execute_and_finish`] needs besides the plan: which folder to leave out of the
-/// repository check after the runs, the capture to compare with, and whether to be quiet.
+/// What finishing a session needs besides its runs: which folder to leave out of the repository
+/// check after the runs, the capture to compare with, and whether to be quiet.
 #[derive(Debug, Clone, Copy)]
 pub struct Finish<'a> {
     /// The results folder, left out of the working-tree record.
@@ -349,112 +346,153 @@ pub struct Finish<'a> {
     pub quiet: bool,
 }
 
-/// Executes the runs `indices` of `plan` into the bundle `writer` holds, then records the after-run
-/// provenance check (drift, from `plan.repo_start`) and the final status. Shared by `run`, `rerun`
-/// and `resume`.
-///
-/// # Errors
-/// [`SessionError::Bundle`] when the bundle cannot be written; it is then marked `failed` (or,
-/// when that write fails too, left for `list` to show as abandoned).
-pub fn execute_and_finish(
-    plan: &Plan,
-    indices: &[usize],
-    writer: BundleWriter,
-    launcher: &dyn Launcher,
-    cancel: &CancelFlag,
-    finish: &Finish<'_>,
-) -> Result<SessionReport, SessionError> {
-    let dir = writer.dir().to_path_buf();
-    if !finish.quiet {
-        // Said at the start too, so the bundle can be found even if the runner is killed.
-        progress::say(format_args!(
-            "writing {} into {}",
-            progress::runs(indices.len()),
-            dir.display()
-        ));
-    }
-    let writer = Mutex::new(writer);
-    let progress = progress::Collect::new(progress::for_terminal(finish.quiet, indices.len()));
-    let end = super::execute(plan, indices, &writer, launcher, cancel, &progress);
-    progress.finish();
-    let failures = progress.into_failures();
-    let writer = match writer.into_inner() {
-        Ok(w) => w,
-        // A job thread panicked while holding the writer: its lock goes with the process.
-        Err(poisoned) => {
-            return Err(failed_bundle(
-                poisoned.into_inner(),
-                std::io::Error::other("bundle writer poisoned"),
-            ));
-        }
-    };
-    finish_session(plan, writer, end, cancel, finish, Vec::new(), failures)
+/// One session's context, from a created or reopened bundle to its end: the plan, which of its
+/// runs this session does, the bundle's writer (it holds the bundle's lock), the launcher, the
+/// cancel flag, the progress display and what finishing needs. Made by `run`, `rerun`, `resume`
+/// and `wait` (a struct literal: `writer: Mutex::new(writer)`, `progress:
+/// progress::Collect::deferred(quiet)`); a backend ([`super::backend::Ready::run`]) executes or
+/// submits its runs and finishes it ([`Session::finish`]).
+pub struct Session<'a> {
+    /// The plan of the bundle.
+    pub plan: &'a Plan,
+    /// Plan indices of the runs of this session, ascending.
+    pub indices: Vec<usize>,
+    /// The bundle's only writer (behind a mutex: the local job slots share it).
+    pub writer: Mutex<BundleWriter>,
+    /// Starts and supervises each run's process on this host.
+    pub launcher: &'a dyn Launcher,
+    /// Set on Ctrl-C / SIGTERM.
+    pub cancel: &'a CancelFlag,
+    /// The progress display ([`progress::Collect::deferred`]: started when the runs are).
+    pub progress: progress::Collect,
+    /// What [`Session::finish`] needs.
+    pub finish: Finish<'a>,
 }
 
-/// Ends a session whose runs were executed (`end`) into the bundle `writer` holds: the after-run
-/// provenance check (drift, from `plan.repo_start`), the final status, the counts and the exit code
-/// (DESIGN 6). Shared by the local and the Slurm executor; `slurm_jobs` and `failures` (the runs that
-/// are not ok, for the closing list) go into the report.
-///
-/// # Errors
-/// [`SessionError::Bundle`] when `end` is an error or the bundle cannot be written; the bundle is
-/// then marked `failed`.
-pub fn finish_session(
-    plan: &Plan,
-    mut writer: BundleWriter,
-    end: std::io::Result<SessionEnd>,
-    cancel: &CancelFlag,
-    finish: &Finish<'_>,
-    slurm_jobs: Vec<u64>,
-    failures: progress::Failures,
-) -> Result<SessionReport, SessionError> {
-    let dir = writer.dir().to_path_buf();
-    let result = end.and_then(|end| {
-        // The patch bytes were released after the setup; read back (and checked against their
-        // sha256), they spare the after-run capture a second diff when the tree did not change.
-        // Read inside the bundle only: a run may have replaced the file with a link or a FIFO.
-        let before = crate::bundle::contained::open_in(&dir, std::path::Path::new(files::PATCH))
-            .and_then(|mut file| {
-                let mut bytes = Vec::new();
-                std::io::Read::read_to_end(&mut file, &mut bytes).map(|_| bytes)
-            })
-            .ok()
-            .and_then(|bytes| finish.before.with_patch(bytes));
-        let before_with_patch = before.as_ref().unwrap_or(finish.before);
-        let after =
-            crate::provenance::capture_after(&plan.repo_start, &[finish.results_dir], before_with_patch);
-        let drift = crate::bundle::write::write_provenance_after(&dir, finish.before, &after)?;
-        Ok((end, drift))
-    });
-    let (end, drift) = match result {
-        Ok(r) => r,
-        Err(source) => return Err(failed_bundle(writer, source)),
-    };
-    let status = match end {
-        SessionEnd::Complete => BundleStatus::Complete,
-        SessionEnd::Interrupted => BundleStatus::Interrupted,
-    };
-    if let Err(source) = writer.finish(status, SystemTime::now()) {
-        return Err(failed_bundle(writer, source));
+impl<'a> Session<'a> {
+    /// The bundle's writer, for the one thread using it.
+    pub fn writer_mut(&mut self) -> &mut BundleWriter {
+        self.writer
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
-    let counts = writer.info().counts.clone();
-    let exit_code = if status == BundleStatus::Interrupted || cancel.load(Ordering::SeqCst) {
-        exit_codes::INTERRUPTED
-    } else if counts.keys().all(|o| *o == Outcome::Ok) {
-        exit_codes::SUCCESS
-    } else {
-        exit_codes::RUN_FAILED
-    };
-    Ok(SessionReport {
-        bundle: dir,
-        status,
-        counts,
-        planned: plan.len(),
-        drift,
-        exit_code,
-        failures,
-        slurm_jobs,
-    })
+
+    /// The bundle folder.
+    pub fn dir(&mut self) -> PathBuf {
+        self.writer_mut().dir().to_path_buf()
+    }
+
+    /// What executing runs needs ([`super::Runs`]).
+    pub fn runs(&self) -> super::Runs<'_> {
+        super::Runs {
+            plan: self.plan,
+            launcher: self.launcher,
+            cancel: self.cancel,
+            progress: &self.progress,
+        }
+    }
+
+    /// Executes the runs on this host ([`super::execute`]) into the bundle, then finishes the
+    /// session ([`Session::finish`]). The local backend's `run`.
+    ///
+    /// # Errors
+    /// [`SessionError::Bundle`] when the bundle cannot be written; it is then marked `failed` (or,
+    /// when that write fails too, left for `list` to show as abandoned).
+    pub fn execute_and_finish(mut self) -> Result<SessionReport, SessionError> {
+        if !self.finish.quiet {
+            // Said at the start too, so the bundle can be found even if the runner is killed.
+            progress::say(format_args!(
+                "writing {} into {}",
+                progress::runs(self.indices.len()),
+                self.dir().display()
+            ));
+        }
+        self.progress.start(self.indices.len());
+        let end = super::execute(self.runs(), &self.indices, &self.writer);
+        self.finish(end, Vec::new())
+    }
+
+    /// Ends the session whose runs were executed (`end`): the after-run provenance check (drift,
+    /// from `plan.repo_start`), the final status, the counts and the exit code (DESIGN 6). Shared
+    /// by every backend; `slurm_jobs` go into the report, with the runs that are not ok (for the
+    /// closing list) from the progress display.
+    ///
+    /// # Errors
+    /// [`SessionError::Bundle`] when `end` is an error or the bundle cannot be written; the bundle is
+    /// then marked `failed`.
+    pub fn finish(
+        self,
+        end: std::io::Result<SessionEnd>,
+        slurm_jobs: Vec<u64>,
+    ) -> Result<SessionReport, SessionError> {
+        let Session {
+            plan,
+            writer,
+            cancel,
+            progress,
+            finish,
+            ..
+        } = self;
+        progress.finish();
+        let failures = progress.into_failures();
+        let mut writer = match writer.into_inner() {
+            Ok(w) => w,
+            // A job thread panicked while holding the writer: its lock goes with the process.
+            Err(poisoned) => {
+                return Err(failed_bundle(
+                    poisoned.into_inner(),
+                    std::io::Error::other("bundle writer poisoned"),
+                ));
+            }
+        };
+        let dir = writer.dir().to_path_buf();
+        let result = end.and_then(|end| {
+            // The patch bytes were released after the setup; read back (and checked against their
+            // sha256), they spare the after-run capture a second diff when the tree did not change.
+            // Read inside the bundle only: a run may have replaced the file with a link or a FIFO.
+            let before = crate::bundle::contained::open_in(&dir, std::path::Path::new(files::PATCH))
+                .and_then(|mut file| {
+                    let mut bytes = Vec::new();
+                    std::io::Read::read_to_end(&mut file, &mut bytes).map(|_| bytes)
+                })
+                .ok()
+                .and_then(|bytes| finish.before.with_patch(bytes));
+            let before_with_patch = before.as_ref().unwrap_or(finish.before);
+            let after =
+                crate::provenance::capture_after(&plan.repo_start, &[finish.results_dir], before_with_patch);
+            let drift = crate::bundle::write::write_provenance_after(&dir, finish.before, &after)?;
+            Ok((end, drift))
+        });
+        let (end, drift) = match result {
+            Ok(r) => r,
+            Err(source) => return Err(failed_bundle(writer, source)),
+        };
+        let status = match end {
+            SessionEnd::Complete => BundleStatus::Complete,
+            SessionEnd::Interrupted => BundleStatus::Interrupted,
+        };
+        if let Err(source) = writer.finish(status, SystemTime::now()) {
+            return Err(failed_bundle(writer, source));
+        }
+        let counts = writer.info().counts.clone();
+        let exit_code = if status == BundleStatus::Interrupted || cancel.load(Ordering::SeqCst) {
+            exit_codes::INTERRUPTED
+        } else if counts.keys().all(|o| *o == Outcome::Ok) {
+            exit_codes::SUCCESS
+        } else {
+            exit_codes::RUN_FAILED
+        };
+        Ok(SessionReport {
+            bundle: dir,
+            status,
+            counts,
+            planned: plan.len(),
+            drift,
+            exit_code,
+            failures,
+            slurm_jobs,
+        })
+    }
 }
 
 /// `8 runs: 6 ok, 1 failed, 1 timeout` (outcomes in a fixed order; runs not started listed as such).

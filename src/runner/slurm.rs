@@ -7,10 +7,12 @@
 //! - [`submit_and_wait`]: after the bundle was created on the submitting host (by
 //!   [`super::session::run_manifest`], provenance included), [`submit`] writes one batch script per
 //!   array into `slurm/` and submits it, recording each job id in bundle.json at once; then
-//!   [`wait`] and [`super::session::finish_session`] as for the local executor.
+//!   [`wait`] and [`Session::finish`] as for the local backend.
 //! - [`run_task`]: what `hwr-exp slurm-task BUNDLE INDEX` does on the node: one planned run with
-//!   the local executor ([`super::execute_one`]) inside the task's CPU allocation
+//!   a launcher of its own ([`super::Runs::launch`]) inside the task's CPU allocation
 //!   (`sched_getaffinity`), its folder and run.json written without the bundle's lock.
+//!
+//! The choice of this backend is made in [`super::backend`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -21,13 +23,13 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::bundle::reason::RunFailure;
 use crate::bundle::write::{NodeIds, TaskRunWriter};
 use crate::bundle::{BundleWriter, RunRecord, SlurmTaskIds, files};
-use crate::exec::{CancelFlag, Launcher};
+use crate::exec::{CancelFlag, Termination};
 use crate::manifest::{CpuSelection, Manifest, SlurmConfig};
 use crate::plan::{Plan, PlanError};
 use crate::slurm::{ArrayLimits, CancelTarget, ScriptSpec, SlurmClient, SubmittedArray, TaskMap, script};
 
 use super::progress::FAILURE_TAIL_LINES;
-use super::session::{Finish, SessionError, SessionReport, finish_session};
+use super::session::{Session, SessionError, SessionReport};
 use super::{Progress, SessionEnd};
 
 /// How often [`wait`] looks for run.json files and asks `squeue`.
@@ -242,23 +244,19 @@ pub fn submit(
     }
 }
 
-/// Submits runs `indices` (see [`submit`]), then, unless `submit.detach`, waits for them
-/// ([`wait`]) and finishes the session as the local executor does (provenance after, counts,
+/// Submits the session's runs (see [`submit`]), then, unless `submit.detach`, waits for them
+/// ([`wait`]) and finishes the session as the local backend does (provenance after, counts,
 /// status, exit code). Detached, the bundle stays `running` without a lock holder and the report
 /// says so (exit 0).
 ///
 /// # Errors
 /// [`SessionError::Preflight`] when nothing could be submitted (exit 3; the bundle is marked
 /// `failed`); [`SessionError::Bundle`] when writing the bundle fails.
-pub fn submit_and_wait(
-    plan: &Plan,
-    indices: &[usize],
-    mut writer: BundleWriter,
-    params: &Submit<'_>,
-    cancel: &CancelFlag,
-    finish: &Finish<'_>,
-) -> Result<SessionReport, SessionError> {
-    if !finish.quiet {
+pub fn submit_and_wait(mut session: Session<'_>, params: &Submit<'_>) -> Result<SessionReport, SessionError> {
+    let (plan, quiet) = (session.plan, session.finish.quiet);
+    let indices = std::mem::take(&mut session.indices);
+    let writer = session.writer_mut();
+    if !quiet {
         // Said before submitting, so the bundle can be found even if this process is killed.
         super::progress::say(format_args!(
             "submitting {} into {}",
@@ -266,7 +264,7 @@ pub fn submit_and_wait(
             writer.dir().display()
         ));
     }
-    let arrays = match submit(plan, indices, &mut writer, params) {
+    let arrays = match submit(plan, &indices, writer, params) {
         Ok(a) => a,
         Err(e) => {
             let _ = writer.finish(crate::bundle::BundleStatus::Failed, SystemTime::now());
@@ -278,7 +276,8 @@ pub fn submit_and_wait(
     };
     let jobs: Vec<u64> = arrays.iter().map(|a| a.job_id).collect();
     if params.detach {
-        let report = SessionReport {
+        // Dropping the session's writer releases the lock; `hwr-exp wait` takes it later.
+        return Ok(SessionReport {
             bundle: writer.dir().to_path_buf(),
             status: crate::bundle::BundleStatus::Running,
             counts: BTreeMap::new(),
@@ -287,78 +286,76 @@ pub fn submit_and_wait(
             exit_code: crate::exit_codes::SUCCESS,
             failures: Default::default(),
             slurm_jobs: jobs,
-        };
-        // Dropping the writer releases the lock; `hwr-exp wait` takes it later.
-        drop(writer);
-        return Ok(report);
+        });
     }
-    let all = writer
+    let arrays = writer
         .info()
         .slurm
         .as_ref()
         .map(|s| s.arrays.clone())
         .unwrap_or_default();
-    wait_and_finish(
-        plan,
-        indices,
-        writer,
-        &params.cluster.client,
-        &all,
-        params.cluster.shared_fs,
-        cancel,
-        finish,
-    )
+    session.indices = indices;
+    let waiting = Waiting {
+        client: params.cluster.client.clone(),
+        arrays,
+        shared_fs: params.cluster.shared_fs,
+    };
+    wait_and_finish(session, &waiting)
 }
 
-/// Waits for runs `indices` of the bundle `writer` holds ([`wait`]) with the progress display,
-/// then finishes the session ([`finish_session`]). Shared by `run`, `wait` and `resume`.
+/// What waiting for submitted arrays needs besides the session.
+#[derive(Debug, Clone)]
+pub struct Waiting {
+    /// The cluster's client.
+    pub client: SlurmClient,
+    /// Every array of the bundle (bundle.json `slurm.arrays`).
+    pub arrays: Vec<SubmittedArray>,
+    /// Whether the bundle is on a file system the nodes share ([`SHARED_FS_LOST_GRACE`]).
+    pub shared_fs: bool,
+}
+
+/// Waits for the session's runs ([`wait`]) with the progress display, then finishes the session
+/// ([`Session::finish`]). Shared by `run`, `wait` and `resume`.
 ///
 /// # Errors
-/// As [`finish_session`]; a recorded array spec that does not parse is a bundle error.
-#[allow(clippy::too_many_arguments)]
-pub fn wait_and_finish(
-    plan: &Plan,
-    indices: &[usize],
-    mut writer: BundleWriter,
-    client: &SlurmClient,
-    arrays: &[SubmittedArray],
-    shared_fs: bool,
-    cancel: &CancelFlag,
-    finish: &Finish<'_>,
-) -> Result<SessionReport, SessionError> {
-    let jobs: Vec<u64> = arrays.iter().map(|a| a.job_id).collect();
-    let map = match TaskMap::new(arrays) {
+/// As [`Session::finish`]; a recorded array spec that does not parse is a bundle error.
+pub fn wait_and_finish(mut session: Session<'_>, waiting: &Waiting) -> Result<SessionReport, SessionError> {
+    let jobs: Vec<u64> = waiting.arrays.iter().map(|a| a.job_id).collect();
+    let map = match TaskMap::new(&waiting.arrays) {
         Ok(map) => map,
         Err(e) => {
             let source = io::Error::new(io::ErrorKind::InvalidData, e);
+            let writer = session
+                .writer
+                .into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             return Err(super::session::failed_bundle(writer, source));
         }
     };
-    if !finish.quiet {
+    if !session.finish.quiet {
         super::progress::say(format_args!(
             "waiting for {} of slurm job(s) {} in {}",
-            super::progress::runs(indices.len()),
+            super::progress::runs(session.indices.len()),
             jobs.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
-            writer.dir().display()
+            session.dir().display()
         ));
     }
-    let progress = super::progress::Collect::new(super::progress::for_terminal(finish.quiet, indices.len()));
-    let grace = if shared_fs {
+    session.progress.start(session.indices.len());
+    let grace = if waiting.shared_fs {
         SHARED_FS_LOST_GRACE
     } else {
         Duration::ZERO
     };
-    let end = wait(plan, indices, &mut writer, client, &map, grace, cancel, &progress);
-    progress.finish();
-    let failures = progress.into_failures();
-    finish_session(plan, writer, end, cancel, finish, jobs, failures)
+    let end = wait(&mut session, &waiting.client, &map, grace);
+    session.finish(end, jobs)
 }
 
-/// Waits until every run of `indices` has a run.json, polling every [`POLL`]: first `squeue` for
-/// the tasks of `map` (one snapshot), then each unfinished run's run.json by opening its path (not
-/// by listing a folder: NFS caches listings). A run whose task is gone from the snapshot or in a
-/// finished state, still without run.json `lost_grace` later, is recorded as `lost` with Slurm's
-/// account of the task (`scontrol show job`). Each run.json found is counted in bundle.json.
+/// Waits until every run of the session has a run.json, polling every [`POLL`]: first `squeue`
+/// for the tasks of `map` (one snapshot), then each unfinished run's run.json by opening its path
+/// (not by listing a folder: NFS caches listings). A run whose task is gone from the snapshot or
+/// in a finished state, still without run.json `lost_grace` later, is recorded as `lost` with
+/// Slurm's account of the task (`scontrol show job`). Each run.json found is counted in
+/// bundle.json.
 ///
 /// The cancel flag (Ctrl-C) or the marker `slurm/cancel-requested` (`hwr-exp cancel`) cancels
 /// every array (`scancel`), waits up to [`CANCEL_WAIT`] until none of their tasks is active and
@@ -366,18 +363,18 @@ pub fn wait_and_finish(
 ///
 /// # Errors
 /// I/O errors writing bundle.json or a lost run's run.json.
-#[allow(clippy::too_many_arguments)]
 pub fn wait(
-    plan: &Plan,
-    indices: &[usize],
-    writer: &mut BundleWriter,
+    session: &mut Session<'_>,
     client: &SlurmClient,
     map: &TaskMap,
     lost_grace: Duration,
-    cancel: &CancelFlag,
-    progress: &dyn Progress,
 ) -> io::Result<SessionEnd> {
-    let total = indices.len();
+    let (plan, cancel, total) = (session.plan, session.cancel, session.indices.len());
+    let (indices, progress) = (&session.indices, &session.progress);
+    let writer = session
+        .writer
+        .get_mut()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     // run.json path of each pending run, rendered once (a plan renders runs on demand).
     let mut pending: BTreeMap<usize, PathBuf> = indices
         .iter()
@@ -532,20 +529,16 @@ pub enum TaskEnd {
 
 /// One planned run of a bundle on the node, as `hwr-exp slurm-task BUNDLE INDEX` does: writes the
 /// node's host facts once (`hosts/<hostname>.json`), pins the run to the CPUs of the task's
-/// allocation (`sched_getaffinity` of this process: what Slurm gave the task), runs it with
-/// `launcher` ([`super::execute_one`]: timeout, sampling as locally) and writes its folder and
-/// run.json with `hostname` and the Slurm ids. Takes no lock: the submitting or waiting hwr-exp
-/// holds it.
+/// allocation (`sched_getaffinity` of this process: what Slurm gave the task), runs it with the
+/// launcher of `runs` ([`super::Runs::launch`]: timeout, sampling as locally) and writes its
+/// folder and run.json with `hostname` and the Slurm ids. Takes no lock: the submitting or
+/// waiting hwr-exp holds it. A run stopped by Slurm ([`stopped_by_slurm`]) gets no run.json: the
+/// waiter records it as `lost`.
 ///
 /// # Errors
-/// I/O errors writing the run's files, or a CPU set that cannot be read.
-pub fn run_task(
-    plan: &Plan,
-    index: usize,
-    bundle: &Path,
-    launcher: &dyn Launcher,
-    cancel: &CancelFlag,
-) -> io::Result<TaskEnd> {
+/// I/O errors writing the run's files, a CPU set that cannot be read, or a run the runner could
+/// not start for want of its own resources.
+pub fn run_task(runs: super::Runs<'_>, index: usize, bundle: &Path) -> io::Result<TaskEnd> {
     let host = hostname();
     let writer = TaskRunWriter::new(
         bundle,
@@ -554,18 +547,37 @@ pub fn run_task(
             slurm: Some(task_ids_from_env()),
         },
     );
-    let mut run = plan.run(index);
+    let mut run = runs.plan.run(index);
     if writer.finished(&run) {
         return Ok(TaskEnd::AlreadyFinished);
     }
     writer.write_node_host(&host, crate::provenance::host::collect)?;
     run.cpus =
         crate::cpus::allowed_cpus().map_err(|e| io::Error::other(format!("sched_getaffinity: {e}")))?;
-    let quiet = super::progress::Quiet;
-    match super::execute_one(plan, &run, &writer, launcher, cancel, &quiet, false)? {
-        Some((record, _)) => Ok(TaskEnd::Recorded(Box::new(record))),
-        None => Ok(TaskEnd::Stopped),
+    let run_dir = writer.prepare_run_dir(&run)?;
+    let executed = runs.launch(run, run_dir, &mut || {})?;
+    if stopped_by_slurm(&executed.outcome, runs.cancel) {
+        return Ok(TaskEnd::Stopped);
     }
+    let record = writer.record_run(&executed.run, &executed.outcome, runs.plan.output_format)?;
+    Ok(TaskEnd::Recorded(Box::new(record)))
+}
+
+/// How long a task whose run died of SIGTERM waits for its own SIGTERM to set the cancel flag
+/// ([`stopped_by_slurm`]).
+const SIGTERM_SETTLE: Duration = Duration::from_millis(500);
+
+/// Whether the task was stopped (`scancel`, Slurm's time limit) rather than its run ending: the
+/// run was stopped by the cancel flag, or the flag is set by the time it ended. Slurm signals
+/// every process of the job, so the run may die of that SIGTERM before this process's own
+/// SIGTERM has set the flag: a run that ended by SIGTERM gives the flag [`SIGTERM_SETTLE`] to
+/// arrive. Only the task path waits so; a local run's SIGTERM is the run's own business.
+fn stopped_by_slurm(outcome: &crate::exec::RunOutcome, cancel: &CancelFlag) -> bool {
+    let stopped = || outcome.termination == Termination::Interrupted || cancel.load(Ordering::SeqCst);
+    if !stopped() && outcome.signal == Some(libc::SIGTERM) {
+        std::thread::sleep(SIGTERM_SETTLE);
+    }
+    stopped()
 }
 
 /// `hwr-exp plan --format sbatch`: the batch scripts `run` would submit for `manifest` (whose

@@ -71,6 +71,7 @@ impl Launcher for Fake {
             exit_code: (!interrupted).then_some(0),
             signal: None,
             error: None,
+            start_os_error: None,
             cpus_effective: Some(spec.cpus.clone()),
             pid: Some(1),
             started: SystemTime::now(),
@@ -84,6 +85,7 @@ impl Launcher for Fake {
             containment: None,
             runner_cpus: None,
             cgroup_memory_peak_bytes: None,
+            allocator: None,
         }
     }
 }
@@ -107,6 +109,8 @@ fn setup(jobs: u32) -> (Plan, tempfile::TempDir, Mutex<BundleWriter>) {
         allowed_cpus: vec![0, 1],
         fallback_seed: 1,
         layout: crate::bundle::plan_file::RUN_FOLDER_LAYOUT,
+        allocators: Default::default(),
+        plans_cpus: true,
     };
     let plan = expand(&m, &ctx).unwrap();
     let info = BundleInfo {
@@ -139,7 +143,7 @@ fn every_run_once_in_order_and_recorded() {
     let fake = Fake::new(None);
     let cancel = Arc::new(AtomicBool::new(false));
     let all: Vec<usize> = (0..plan.len()).collect();
-    let end = execute(&plan, &all, &writer, &fake, &cancel, &progress::Quiet).unwrap();
+    let end = execute(runs(&plan, &fake, &cancel), &all, &writer).unwrap();
     assert_eq!(end, SessionEnd::Complete);
     let calls = fake.calls.lock().unwrap();
     assert_eq!(calls.len(), 6);
@@ -160,7 +164,7 @@ fn jobs_use_disjoint_cpu_slots() {
     let fake = Fake::new(None);
     let cancel = Arc::new(AtomicBool::new(false));
     let all: Vec<usize> = (0..plan.len()).collect();
-    execute(&plan, &all, &writer, &fake, &cancel, &progress::Quiet).unwrap();
+    execute(runs(&plan, &fake, &cancel), &all, &writer).unwrap();
     let calls = fake.calls.lock().unwrap();
     assert_eq!(calls.len(), 6);
     for (path, cpus) in calls.iter() {
@@ -175,7 +179,7 @@ fn cancel_stops_scheduling_and_reports_interrupted() {
     let fake = Fake::new(Some(2));
     let cancel = Arc::new(AtomicBool::new(false));
     let all: Vec<usize> = (0..plan.len()).collect();
-    let end = execute(&plan, &all, &writer, &fake, &cancel, &progress::Quiet).unwrap();
+    let end = execute(runs(&plan, &fake, &cancel), &all, &writer).unwrap();
     assert_eq!(end, SessionEnd::Interrupted);
     assert_eq!(fake.calls.lock().unwrap().len(), 2);
     let w = writer.lock().unwrap();
@@ -191,7 +195,7 @@ fn subset_of_indices_only() {
     let (plan, _dir, writer) = setup(1);
     let fake = Fake::new(None);
     let cancel = Arc::new(AtomicBool::new(false));
-    execute(&plan, &[1, 4], &writer, &fake, &cancel, &progress::Quiet).unwrap();
+    execute(runs(&plan, &fake, &cancel), &[1, 4], &writer).unwrap();
     assert_eq!(fake.calls.lock().unwrap().len(), 2);
 }
 
@@ -208,7 +212,7 @@ fn the_next_run_is_prepared_while_one_executes_where_a_cpu_is_free() {
     };
     let cancel = Arc::new(AtomicBool::new(false));
     let all: Vec<usize> = (0..plan.len()).collect();
-    execute(&plan, &all, &writer, &fake, &cancel, &progress::Quiet).unwrap();
+    execute(runs(&plan, &fake, &cancel), &all, &writer).unwrap();
     let events = fake.events.lock().unwrap();
     assert_eq!(events.last().map(String::as_str), Some("tidy"), "{events:?}");
     let executed: Vec<&String> = events.iter().filter(|e| e.starts_with("execute ")).collect();
@@ -251,7 +255,7 @@ fn a_run_prepared_but_not_executed_leaves_no_folder() {
     let fake = Fake::new(Some(3));
     let cancel = Arc::new(AtomicBool::new(false));
     let all: Vec<usize> = (0..plan.len()).collect();
-    let end = execute(&plan, &all, &writer, &fake, &cancel, &progress::Quiet).unwrap();
+    let end = execute(runs(&plan, &fake, &cancel), &all, &writer).unwrap();
     assert_eq!(end, SessionEnd::Interrupted);
     let runs = writer.lock().unwrap().dir().join("runs");
     let folders: Vec<String> = std::fs::read_dir(&runs)
@@ -295,4 +299,55 @@ fn a_folder_made_ahead_is_kept_for_its_run_only() {
         !folder(4).exists(),
         "a folder made for a run never reached is removed"
     );
+}
+
+/// The [`Runs`] of `plan` with `launcher`, quiet.
+fn runs<'a>(plan: &'a Plan, launcher: &'a dyn Launcher, cancel: &'a CancelFlag) -> Runs<'a> {
+    Runs {
+        plan,
+        launcher,
+        cancel,
+        progress: &progress::Quiet,
+    }
+}
+
+/// A spawn that failed for the runner's own lack of a resource (the launcher's typed OS error,
+/// not a message) ends the session; any other spawn failure is the run's.
+#[test]
+fn runner_resource_errors_come_from_the_typed_os_error() {
+    use rustix::io::Errno;
+    let failed = |os: Option<Errno>, text: &str| RunOutcome {
+        error: Some(text.into()),
+        start_os_error: os,
+        ..RunOutcome::lost(SystemTime::now())
+    };
+    let mut emfile = failed(
+        Some(Errno::MFILE),
+        "cannot create stdout file /x: Too many open files",
+    );
+    emfile.termination = Termination::SpawnFailed;
+    let e = runner_resource_error(&emfile).expect("EMFILE is the runner's");
+    assert_eq!(e.raw_os_error(), None);
+    assert_eq!(e.kind(), io::Error::from_raw_os_error(libc::EMFILE).kind());
+    assert_eq!(
+        e.to_string(),
+        "cannot start the run: cannot create stdout file /x: Too many open files"
+    );
+    let mut enospc = failed(Some(Errno::NOSPC), "no space");
+    enospc.termination = Termination::SpawnFailed;
+    assert_eq!(
+        runner_resource_error(&enospc).map(|e| e.kind()),
+        Some(io::ErrorKind::StorageFull)
+    );
+    // The run's own failures: not found, or a message that merely quotes an OS error.
+    let mut enoent = failed(Some(Errno::NOENT), "working directory /nope cannot be used");
+    enoent.termination = Termination::SpawnFailed;
+    assert!(runner_resource_error(&enoent).is_none());
+    let mut quoted = failed(None, "`prog` printed (os error 24)");
+    quoted.termination = Termination::SpawnFailed;
+    assert!(runner_resource_error(&quoted).is_none());
+    // Only spawn failures count.
+    let mut exited = failed(Some(Errno::MFILE), "");
+    exited.termination = Termination::Exited;
+    assert!(runner_resource_error(&exited).is_none());
 }

@@ -30,6 +30,7 @@ fn spec(dir: &Path, argv: &[&str]) -> RunSpec {
         stderr_path: dir.join("stderr"),
         memory_path: None,
         sample_interval: Duration::from_millis(100),
+        allocator: None,
     }
 }
 
@@ -255,6 +256,20 @@ fn spawn_failures_are_reported_not_panicked() {
     let o = run(&s);
     assert_eq!(o.termination, Termination::SpawnFailed);
     assert!(o.error.as_ref().unwrap().contains("working directory"), "{o:?}");
+    // The OS error travels typed beside the message.
+    assert_eq!(o.start_os_error, Some(rustix::io::Errno::NOENT), "{o:?}");
+    // Not found in PATH is no OS error; an output file that cannot be created is.
+    let o = run(&spec(dir.path(), &["hwr-no-such-program-xyz"]));
+    assert_eq!(o.start_os_error, None, "{o:?}");
+    let mut s = spec(dir.path(), &["true"]);
+    s.stdout_path = dir.path().join("no-folder").join("stdout");
+    let o = run(&s);
+    assert_eq!(o.termination, Termination::SpawnFailed);
+    assert_eq!(o.start_os_error, Some(rustix::io::Errno::NOENT), "{o:?}");
+    assert!(
+        o.error.as_ref().unwrap().contains("cannot create stdout file"),
+        "{o:?}"
+    );
 }
 
 #[test]

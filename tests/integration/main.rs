@@ -33,6 +33,7 @@
 
 mod support;
 
+mod allocators;
 mod architecture;
 mod archive_rerun;
 mod archive_resume;
@@ -71,6 +72,7 @@ mod report_width;
 mod run_containment;
 mod run_e2e;
 mod run_reasons;
+mod run_records;
 mod run_settings;
 mod runner_faults;
 mod schema_validation;

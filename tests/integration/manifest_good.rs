@@ -74,6 +74,7 @@ fn design_example() {
             env_policy: EnvPolicy::Inherit,
             env: vec![("PYTHONMALLOC".into(), "malloc".into())],
             env_unset: vec!["LD_PRELOAD".into()],
+            allocator: None,
         }
     );
     assert_eq!(m.measure.sample_interval, Some(Duration::from_millis(100)));

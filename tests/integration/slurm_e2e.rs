@@ -69,10 +69,16 @@ fn find_submitted_bundle(dir: &Path, experiment: &str) -> PathBuf {
     let folder = dir.join("results").join(experiment);
     let mut found = None;
     wait_until(Duration::from_secs(30), "the bundle's first submission", || {
+        // The hidden staging folder is renamed into place once set up: reading it races with
+        // that rename, so only a published bundle is looked at.
         found = std::fs::read_dir(&folder)
             .ok()
-            .and_then(|mut r| r.next())
-            .and_then(|e| e.ok())
+            .and_then(|mut r| {
+                r.find_map(|e| {
+                    e.ok()
+                        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                })
+            })
             .map(|e| e.path())
             .filter(|b| !job_ids(b).is_empty());
         found.is_some()

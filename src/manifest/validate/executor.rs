@@ -11,7 +11,7 @@ use super::{Validator, did_you_mean, entries};
 use crate::manifest::model::{CpuSelection, ExecutorConfig, ExecutorKind, Isolation, SlurmConfig};
 
 /// Every key of `[executor]`.
-pub(super) const EXECUTOR_KEYS: &[&str] = &[
+pub(super) const KEYS: &[&str] = &[
     "kind",
     "partition",
     "account",
@@ -114,7 +114,7 @@ impl Validator<'_> {
 
     /// `[executor]`; `isolation` is the validated `[isolation]` (for the CPU-list rule).
     pub(super) fn executor(&mut self, root: &DeTable<'_>, isolation: &Isolation) -> ExecutorConfig {
-        let t = self.section(root, "executor", EXECUTOR_KEYS);
+        let t = self.section(root, "executor", KEYS);
         let mut config = ExecutorConfig::default();
         if let Some(v) = self.field(t, "executor", "kind")
             && let Some(k) = self.string(v)

@@ -1,0 +1,99 @@
+//! Whether working-tree.patch still applies to revision.txt's commit, in a temporary index of the
+//! recorded repository (also used by `rerun` to rebuild the recorded tree).
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use super::{Checker, Problem};
+use crate::bundle::files;
+use crate::bundle::read::Bundle;
+use crate::provenance::{ProvenanceDoc, git_cli};
+
+/// The repository to check the patch against: the recorded repository root when it still is a
+/// repository, else the one holding the bundle folder.
+pub(crate) fn find_repository(
+    bundle: &Bundle,
+    provenance: Option<&ProvenanceDoc>,
+) -> Option<git2::Repository> {
+    provenance
+        .and_then(|p| p.before.repo_root())
+        .and_then(|root| git2::Repository::open(root).ok())
+        .or_else(|| git2::Repository::discover(bundle.dir()).ok())
+}
+
+/// Runs `git apply --check --cached` of the bundle's patch against `revision` in a temporary
+/// index of `repo` (the real index and working tree are not touched).
+///
+/// # Errors
+/// git's message when the patch does not apply or git cannot be run.
+pub(crate) fn patch_applies(repo: &git2::Repository, revision: &str, patch: &Path) -> Result<(), String> {
+    let tmp = tempfile::tempdir().map_err(|e| format!("cannot create a temporary index: {e}"))?;
+    let index = tmp.path().join("index");
+    // The repository is named explicitly and the caller's GIT_DIR, GIT_WORK_TREE, GIT_INDEX_FILE,
+    // ... are removed; the temporary index is the only one git sees.
+    let git = |args: &[&std::ffi::OsStr]| -> Result<(), String> {
+        run_git(
+            git_cli::command_for_git_dir(repo.path())
+                .args(args)
+                .env("GIT_INDEX_FILE", &index),
+        )
+    };
+    git(&["read-tree".as_ref(), revision.as_ref()])?;
+    git(&[
+        "apply".as_ref(),
+        "--check".as_ref(),
+        "--cached".as_ref(),
+        patch.as_os_str(),
+    ])
+}
+
+/// Runs a prepared `git` command, capturing its output.
+///
+/// # Errors
+/// git's stderr, trimmed, when it exits non-zero; `cannot run git: ...` when it cannot be started.
+pub(crate) fn run_git(cmd: &mut Command) -> Result<(), String> {
+    let out = cmd.output().map_err(|e| format!("cannot run git: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    }
+}
+
+/// working-tree.patch applies to the recorded revision ([`patch_applies`]), when the repository
+/// ([`find_repository`]) has that commit; otherwise a note says why it was not checked.
+pub(super) fn applies(c: &mut Checker<'_>, provenance: Option<&ProvenanceDoc>) {
+    let (bundle, v) = (c.bundle, &mut c.v);
+    let patch = bundle.path(files::PATCH);
+    let Some(revision) = bundle.recorded_commit() else {
+        v.notes
+            .push("patch not checked: revision.txt records no commit".into());
+        return;
+    };
+    if fs::metadata(&patch).map(|m| m.len() == 0).unwrap_or(true) {
+        return;
+    }
+    let Some(repo) = find_repository(bundle, provenance) else {
+        v.notes.push(format!(
+            "patch not checked: no repository found for commit {revision}"
+        ));
+        return;
+    };
+    let has_commit = git2::Oid::from_str(&revision)
+        .ok()
+        .is_some_and(|oid| repo.find_commit(oid).is_ok());
+    if !has_commit {
+        v.notes.push(format!(
+            "patch not checked: the repository at {} does not have commit {revision}",
+            repo.workdir().unwrap_or(repo.path()).display()
+        ));
+        return;
+    }
+    if let Err(message) = patch_applies(&repo, &revision, &patch) {
+        v.problems.push(Problem {
+            path: patch,
+            message: format!("does not apply to {revision}: {message}"),
+        });
+    }
+}

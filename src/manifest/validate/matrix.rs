@@ -1,0 +1,151 @@
+//! `[matrix]` (DESIGN 3): free-form axes (each key an array of values, each key a placeholder)
+//! and the fixed keys `exclude` / `include` (arrays of cells named by matrix keys).
+
+use std::collections::BTreeMap;
+
+use toml::de::{DeTable, DeValue};
+
+use super::{Validator, did_you_mean, entries, is_placeholder_name};
+use crate::manifest::model::{Matrix, Value};
+use crate::manifest::template::BUILTINS;
+
+/// The fixed keys of `[matrix]`; every other key is an axis.
+pub(super) const KEYS: &[&str] = &["exclude", "include"];
+
+impl Validator<'_> {
+    pub(super) fn matrix(&mut self, root: &DeTable<'_>) -> Matrix {
+        let Some(v) = root.get("matrix") else {
+            return Matrix::default();
+        };
+        self.spans.insert("matrix".into(), v.span());
+        let DeValue::Table(t) = v.get_ref() else {
+            self.type_err(v, "a table ([matrix])");
+            return Matrix::default();
+        };
+        let mut axes = Vec::new();
+        for (k, v) in entries(t) {
+            let name: &str = k.get_ref();
+            if name == "exclude" || name == "include" {
+                continue;
+            }
+            self.spans.insert(format!("matrix.{name}"), v.span());
+            if !is_placeholder_name(name) {
+                self.err(
+                    k.span(),
+                    format!("matrix key `{name}` cannot be used as a placeholder"),
+                    Some("matrix keys may contain only letters, digits, `-` and `_`".into()),
+                );
+            } else if BUILTINS.contains(&name) {
+                self.err(
+                    k.span(),
+                    format!("matrix key `{name}` is a built-in placeholder"),
+                    Some(format!("rename it; the built-ins are {}", BUILTINS.join(", "))),
+                );
+            }
+            let DeValue::Array(items) = v.get_ref() else {
+                self.type_err(v, "an array of values");
+                continue;
+            };
+            if items.is_empty() {
+                self.err(
+                    v.span(),
+                    format!("empty matrix: `{name}` has no values"),
+                    Some("give at least one value, or remove the key".into()),
+                );
+                continue;
+            }
+            let values: Vec<Value> = items.iter().filter_map(|i| self.scalar(i)).collect();
+            axes.push((name.to_string(), values));
+        }
+        let keys: Vec<String> = entries(t)
+            .iter()
+            .map(|(k, _)| k.get_ref().to_string())
+            .filter(|k| k != "exclude" && k != "include")
+            .collect();
+        let exclude = self.cell_filters(t, "exclude", &keys);
+        let include = self.cell_filters(t, "include", &keys);
+        Matrix {
+            axes,
+            exclude,
+            include,
+        }
+    }
+
+    /// `matrix.exclude` / `matrix.include`: arrays of tables whose keys are matrix keys.
+    fn cell_filters(
+        &mut self,
+        t: &DeTable<'_>,
+        which: &str,
+        keys: &[String],
+    ) -> Vec<BTreeMap<String, Value>> {
+        let mut out = Vec::new();
+        let Some(v) = self.field(Some(t), "matrix", which) else {
+            return out;
+        };
+        let DeValue::Array(items) = v.get_ref() else {
+            self.type_err(
+                v,
+                &format!("an array of tables, like {which} = [{{ key = \"value\" }}]"),
+            );
+            return out;
+        };
+        for (n, item) in items.iter().enumerate() {
+            self.spans.insert(format!("matrix.{which}.{n}"), item.span());
+            let DeValue::Table(entry) = item.get_ref() else {
+                self.type_err(item, "a table like { key = \"value\" }");
+                continue;
+            };
+            let mut cell = BTreeMap::new();
+            for (k, val) in entries(entry) {
+                let name: &str = k.get_ref();
+                if !keys.iter().any(|m| m == name) {
+                    let mut help = String::new();
+                    if let Some(s) = did_you_mean(name, keys.iter().map(String::as_str)) {
+                        help.push_str(&format!("did you mean `{s}`? "));
+                    }
+                    help.push_str(&format!(
+                        "matrix keys: {}",
+                        if keys.is_empty() {
+                            "none".into()
+                        } else {
+                            keys.join(", ")
+                        }
+                    ));
+                    self.err(
+                        k.span(),
+                        format!("`{which}` names `{name}`, which is not a matrix key"),
+                        Some(help),
+                    );
+                    continue;
+                }
+                if let Some(value) = self.scalar(val) {
+                    cell.insert(name.to_string(), value);
+                }
+            }
+            if which == "include" {
+                let missing: Vec<&str> = keys
+                    .iter()
+                    .filter(|k| !entry.contains_key(k.as_str()))
+                    .map(String::as_str)
+                    .collect();
+                if !missing.is_empty() {
+                    self.err(
+                        item.span(),
+                        format!(
+                            "include entry is missing matrix key{} {}",
+                            if missing.len() > 1 { "s" } else { "" },
+                            missing
+                                .iter()
+                                .map(|m| format!("`{m}`"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                        Some("an included cell must give a value for every matrix key".into()),
+                    );
+                }
+            }
+            out.push(cell);
+        }
+        out
+    }
+}

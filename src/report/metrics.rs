@@ -1,0 +1,300 @@
+//! The one table of metrics a report knows from the retention schema (DESIGN 2, 7, 9).
+//!
+//! Each metric is defined once, here: its key (JSON and model key; CSV names it with `_` for `-`),
+//! its label (table headers), its unit, where it comes from, which tables show it and whether it is
+//! estimated against the control and compared between bundles. Every format (table, Markdown, CSV,
+//! JSON, HTML) and `compare` read this table; none keeps a list of its own.
+//!
+//! Adding a metric: a variant in the `metrics!` list, its [`Metric::def`] arm and its
+//! [`Metric::of`] arm (both matches are exhaustive, so a missed edit does not compile), plus the
+//! sample field it reads in [`super::retention`] when it needs a new one, and a line in
+//! docs/report.md.
+
+use serde::Serialize;
+
+use super::retention::Retention;
+
+/// What a metric's numbers are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Unit {
+    /// Bytes (signed: memory can shrink). Shown in KiB / MiB in tables, exact in CSV and JSON.
+    Bytes,
+    /// Bytes per 1000 loop iterations.
+    BytesPer1000,
+    /// A count (file descriptors).
+    Count,
+}
+
+/// Which family a metric belongs to: which equivalence margin applies to it (DESIGN 9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Family {
+    /// Growth: final `loop` sample minus `baseline` (bytes); the growth margin applies.
+    Growth,
+    /// Growth divided by loop iterations, or a Theil-Sen slope (bytes per 1000 iterations); the
+    /// rate margin applies.
+    Rate,
+    /// After-close: `closed` sample minus `baseline` (bytes); the growth margin applies.
+    AfterClose,
+    /// Anything else (no margin).
+    Other,
+}
+
+/// The definition of one metric (see [`Metric::def`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Def {
+    /// Key in JSON (`retention` of a cell, `metric` of an estimate) and the CSV column name with
+    /// `_` for `-`.
+    pub key: &'static str,
+    /// Column label in tables.
+    pub label: &'static str,
+    /// Unit of the values.
+    pub unit: Unit,
+    /// Family (which margin applies).
+    pub family: Family,
+    /// Where the value comes from, for docs/report.md and the notes under tables.
+    pub source: &'static str,
+    /// Shown in the per-cell table (min / median / max across repetitions). Every metric is in the
+    /// per-run table, CSV and JSON.
+    pub per_cell: bool,
+    /// Estimated against the control (Hodges-Lehmann shift with interval, verdict).
+    pub vs_control: bool,
+    /// Compared between two bundles by `compare` (shift B - A with interval, verdict).
+    pub compared: bool,
+}
+
+macro_rules! metrics {
+    ($($(#[$doc:meta])* $name:ident,)+) => {
+        /// A metric read from the retention schema of one run's output (see [`Metric::def`]).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Metric {
+            $($(#[$doc])* $name,)+
+        }
+
+        impl Metric {
+            /// Every metric, in the order of every table's columns and CSV's.
+            pub const ALL: &'static [Metric] = &[$(Metric::$name,)+];
+        }
+    };
+}
+
+metrics! {
+    /// Private bytes growth.
+    PrivateGrowth,
+    /// Private growth per 1000 loop iterations.
+    PrivateGrowthPer1000,
+    /// Anonymous bytes growth.
+    AnonymousGrowth,
+    /// Anonymous growth per 1000 loop iterations.
+    AnonymousGrowthPer1000,
+    /// RSS growth.
+    RssGrowth,
+    /// RSS growth per 1000 loop iterations.
+    RssGrowthPer1000,
+    /// Private bytes after close.
+    PrivateAfterClose,
+    /// Anonymous bytes after close.
+    AnonymousAfterClose,
+    /// RSS after close.
+    RssAfterClose,
+    /// Open file descriptors, final loop sample minus baseline.
+    FdDelta,
+}
+
+impl Metric {
+    /// The metric's definition.
+    pub const fn def(self) -> Def {
+        const fn d(
+            key: &'static str,
+            label: &'static str,
+            unit: Unit,
+            family: Family,
+            source: &'static str,
+        ) -> Def {
+            Def {
+                key,
+                label,
+                unit,
+                family,
+                source,
+                per_cell: true,
+                vs_control: false,
+                compared: true,
+            }
+        }
+        use Family::*;
+        use Unit::*;
+        match self {
+            Metric::PrivateGrowth => Def {
+                vs_control: true,
+                ..d(
+                    "private-growth-bytes",
+                    "private growth",
+                    Bytes,
+                    Growth,
+                    "private_bytes of the final loop sample minus the baseline's",
+                )
+            },
+            Metric::AnonymousGrowth => Def {
+                vs_control: true,
+                ..d(
+                    "anonymous-growth-bytes",
+                    "anon growth",
+                    Bytes,
+                    Growth,
+                    "anonymous_bytes of the final loop sample minus the baseline's",
+                )
+            },
+            Metric::RssGrowth => Def {
+                vs_control: true,
+                ..d(
+                    "rss-growth-bytes",
+                    "RSS growth",
+                    Bytes,
+                    Growth,
+                    "rss_bytes of the final loop sample minus the baseline's",
+                )
+            },
+            Metric::PrivateGrowthPer1000 => Def {
+                vs_control: true,
+                ..d(
+                    "private-growth-per-1000",
+                    "private /1k it",
+                    BytesPer1000,
+                    Rate,
+                    "private growth x 1000 / loop iterations",
+                )
+            },
+            Metric::AnonymousGrowthPer1000 => Def {
+                per_cell: false,
+                vs_control: true,
+                compared: false,
+                ..d(
+                    "anonymous-growth-per-1000",
+                    "anon /1k it",
+                    BytesPer1000,
+                    Rate,
+                    "anonymous growth x 1000 / loop iterations",
+                )
+            },
+            Metric::RssGrowthPer1000 => Def {
+                per_cell: false,
+                vs_control: true,
+                compared: false,
+                ..d(
+                    "rss-growth-per-1000",
+                    "RSS /1k it",
+                    BytesPer1000,
+                    Rate,
+                    "RSS growth x 1000 / loop iterations",
+                )
+            },
+            Metric::PrivateAfterClose => d(
+                "private-after-close-bytes",
+                "private after-close",
+                Bytes,
+                AfterClose,
+                "private_bytes of the closed sample minus the baseline's",
+            ),
+            Metric::AnonymousAfterClose => d(
+                "anonymous-after-close-bytes",
+                "anon after-close",
+                Bytes,
+                AfterClose,
+                "anonymous_bytes of the closed sample minus the baseline's",
+            ),
+            Metric::RssAfterClose => Def {
+                per_cell: false,
+                compared: false,
+                ..d(
+                    "rss-after-close-bytes",
+                    "RSS after-close",
+                    Bytes,
+                    AfterClose,
+                    "rss_bytes of the closed sample minus the baseline's",
+                )
+            },
+            Metric::FdDelta => d(
+                "fd-delta",
+                "fd delta",
+                Count,
+                Other,
+                "fd_count of the final loop sample minus the baseline's",
+            ),
+        }
+    }
+
+    /// The metric's value for one run's retention numbers; `None` when the run lacks it (a field
+    /// missing from a sample, no closed sample, a loop of 0 iterations), never 0.
+    pub fn of(self, r: &Retention) -> Option<f64> {
+        let f = |x: Option<i128>| x.map(|v| v as f64);
+        match self {
+            Metric::PrivateGrowth => f(r.growth.private_bytes),
+            Metric::AnonymousGrowth => f(r.growth.anonymous_bytes),
+            Metric::RssGrowth => f(r.growth.rss_bytes),
+            Metric::PrivateGrowthPer1000 => r.per_1000(r.growth.private_bytes),
+            Metric::AnonymousGrowthPer1000 => r.per_1000(r.growth.anonymous_bytes),
+            Metric::RssGrowthPer1000 => r.per_1000(r.growth.rss_bytes),
+            Metric::PrivateAfterClose => f(r.after_close.private_bytes),
+            Metric::AnonymousAfterClose => f(r.after_close.anonymous_bytes),
+            Metric::RssAfterClose => f(r.after_close.rss_bytes),
+            Metric::FdDelta => f(r.fd_delta),
+        }
+    }
+
+    /// The value as exact text for CSV and the per-run table: integers as integers (exact whatever
+    /// their size), others in full precision; `None` when the run lacks it.
+    pub fn exact(self, r: &Retention) -> Option<String> {
+        let i = |x: Option<i128>| x.map(|v| v.to_string());
+        match self.def().unit {
+            Unit::BytesPer1000 => self.of(r).map(|v| v.to_string()),
+            Unit::Bytes | Unit::Count => i(match self {
+                Metric::PrivateGrowth => r.growth.private_bytes,
+                Metric::AnonymousGrowth => r.growth.anonymous_bytes,
+                Metric::RssGrowth => r.growth.rss_bytes,
+                Metric::PrivateAfterClose => r.after_close.private_bytes,
+                Metric::AnonymousAfterClose => r.after_close.anonymous_bytes,
+                Metric::RssAfterClose => r.after_close.rss_bytes,
+                Metric::FdDelta => r.fd_delta,
+                _ => return self.of(r).map(|v| v.to_string()),
+            }),
+        }
+    }
+
+    /// The key (see [`Def::key`]).
+    pub const fn key(self) -> &'static str {
+        self.def().key
+    }
+
+    /// The CSV column name: the key with `_` for `-`.
+    pub fn csv_name(self) -> String {
+        self.key().replace('-', "_")
+    }
+
+    /// The metric whose key is `key`.
+    pub fn from_key(key: &str) -> Option<Metric> {
+        Metric::ALL.iter().copied().find(|m| m.key() == key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_unique_and_kebab_case() {
+        let mut keys: Vec<&str> = Metric::ALL.iter().map(|m| m.key()).collect();
+        assert!(keys.iter().all(|k| {
+            k.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        }));
+        let n = keys.len();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), n);
+        for m in Metric::ALL {
+            assert_eq!(Metric::from_key(m.key()), Some(*m));
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! Where a session's runs execute: the one place that chooses between the backends (the
+//! manifest's `[executor] kind`, `run --executor`, bundle.json `executor`). Nothing else matches
+//! on [`ExecutorKind`].
+//!
+//! A backend answers, for a session:
+//!
+//! - **plan**: problems of the manifest that depend on where runs execute
+//!   ([`Backend::plan_problems`]: a fixed CPU list outside the host's allowed set; any fixed list
+//!   on Slurm) and whether the plan gives runs their CPUs ([`Backend::plans_cpus`]);
+//! - **preflight**: the checks before a bundle exists beyond the common ones
+//!   ([`Backend::preflight`]: the cluster answers), giving a [`Ready`] backend;
+//! - **run**: execute or submit the session's runs and finish the bundle ([`Ready::run`]);
+//!   `resume` and `rerun` take the same path;
+//! - **wait**, **cancel**: whether a session can be left running and attached to later
+//!   ([`Backend::detaches`]: `run --detach`, `hwr-exp wait`, `hwr-exp cancel`, all Slurm's, in
+//!   `archive::slurm` over [`super::slurm`]).
+//!
+//! The local backend executes the runs in this process ([`super::execute`], through the
+//! [`crate::exec::Launcher`] the session carries); the Slurm backend submits job arrays whose tasks
+//! each run `hwr-exp slurm-task` with a launcher of their own ([`super::slurm`]).
+
+use std::path::Path;
+
+use crate::bundle::BundleInfo;
+use crate::manifest::{ExecutorConfig, ExecutorKind, Manifest};
+use crate::plan::PlanError;
+
+use super::session::{Session, SessionError, SessionReport};
+
+/// Where the runs of a session execute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// On this machine, under this process.
+    Local,
+    /// As Slurm job arrays, one array task per run (DESIGN 8).
+    Slurm,
+}
+
+impl Backend {
+    /// Every backend.
+    pub const ALL: [Backend; 2] = [Backend::Local, Backend::Slurm];
+
+    /// The backend of an `[executor] kind`.
+    pub fn of(kind: ExecutorKind) -> Backend {
+        match kind {
+            ExecutorKind::Local => Backend::Local,
+            ExecutorKind::Slurm => Backend::Slurm,
+        }
+    }
+
+    /// The `[executor] kind` of this backend.
+    pub fn kind(self) -> ExecutorKind {
+        match self {
+            Backend::Local => ExecutorKind::Local,
+            Backend::Slurm => ExecutorKind::Slurm,
+        }
+    }
+
+    /// Its name: the `kind` value, `run --executor`, bundle.json `executor`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Local => "local",
+            Backend::Slurm => "slurm",
+        }
+    }
+
+    /// The backend named `name` ([`Backend::name`]).
+    pub fn named(name: &str) -> Option<Backend> {
+        Backend::ALL.into_iter().find(|b| b.name() == name)
+    }
+
+    /// The backend a bundle's runs executed on (bundle.json `executor`); `None` for a bundle
+    /// without one (written before it was recorded) or with a name this build does not know.
+    pub fn recorded(info: &BundleInfo) -> Option<Backend> {
+        info.executor.as_deref().and_then(Backend::named)
+    }
+
+    /// Sets the `[executor] kind` of a bundle's archived `manifest` to the backend the bundle
+    /// recorded ([`Backend::recorded`]; `run --executor` may have overridden the manifest), so
+    /// that it expands to the plan the bundle ran.
+    pub fn apply_recorded(info: &BundleInfo, manifest: &mut Manifest) {
+        if let Some(backend) = Backend::recorded(info) {
+            manifest.executor.kind = backend.kind();
+        }
+    }
+
+    /// Whether the plan gives each run its CPUs (from `[isolation] cpus`, the job slots): locally
+    /// yes; on Slurm each task runs on the CPUs of its allocation (DESIGN 8) and `jobs` is the
+    /// array throttle.
+    pub fn plans_cpus(self) -> bool {
+        match self {
+            Backend::Local => true,
+            Backend::Slurm => false,
+        }
+    }
+
+    /// The manifest's problems that depend on where its runs execute, located at their keys,
+    /// found before the plan is expanded: locally, CPUs of `[isolation] cpus` outside `allowed`
+    /// (this process's allowed set, [`super::preflight::cpus_outside_allowed_set`]); on Slurm, any
+    /// fixed CPU list (possible when `run --executor slurm` overrides a local manifest).
+    pub fn plan_problems(self, manifest: &Manifest, allowed: &[usize]) -> Vec<PlanError> {
+        match self {
+            Backend::Local => super::preflight::cpus_outside_allowed_set(manifest, allowed),
+            Backend::Slurm => super::slurm::fixed_cpus_problem(manifest).into_iter().collect(),
+        }
+    }
+
+    /// Whether a session can be left running (`run --detach`), attached to (`hwr-exp wait`) and
+    /// cancelled from elsewhere (`hwr-exp cancel`): its runs do not depend on this process.
+    pub fn detaches(self) -> bool {
+        match self {
+            Backend::Local => false,
+            Backend::Slurm => true,
+        }
+    }
+
+    /// The backend's own checks before a bundle exists (after the common ones,
+    /// [`super::preflight::check`]): locally none; on Slurm the cluster must answer
+    /// ([`super::slurm::preflight`], which warns unless `quiet` about folders the nodes may not
+    /// reach).
+    ///
+    /// # Errors
+    /// One message per problem (exit 3 through [`SessionError::Preflight`]).
+    pub fn preflight(self, results_dir: &Path, quiet: bool) -> Result<Ready, Vec<String>> {
+        Ok(match self {
+            Backend::Local => Ready::Local,
+            Backend::Slurm => Ready::Slurm(super::slurm::preflight(results_dir, quiet)?),
+        })
+    }
+}
+
+/// A backend whose preflight passed, with what it found.
+#[derive(Debug, Clone)]
+pub enum Ready {
+    /// [`Backend::Local`].
+    Local,
+    /// [`Backend::Slurm`], with the cluster as its preflight found it.
+    Slurm(super::slurm::Cluster),
+}
+
+/// The manifest's choices for the backend of one session.
+#[derive(Debug, Clone, Copy)]
+pub struct Job<'a> {
+    /// `[executor]`.
+    pub config: &'a ExecutorConfig,
+    /// `[isolation] cpus-per-run` (Slurm: `--cpus-per-task`).
+    pub cpus_per_run: usize,
+    /// Return once the runs are handed over, without waiting (`run --detach`; only where
+    /// [`Backend::detaches`]).
+    pub detach: bool,
+}
+
+impl<'a> Job<'a> {
+    /// The choices of `manifest`, not detached.
+    pub fn of(manifest: &'a Manifest) -> Job<'a> {
+        Job {
+            config: &manifest.executor,
+            cpus_per_run: manifest.isolation.cpus_per_run,
+            detach: false,
+        }
+    }
+}
+
+impl Ready {
+    /// Which backend this is.
+    pub fn backend(&self) -> Backend {
+        match self {
+            Ready::Local => Backend::Local,
+            Ready::Slurm(_) => Backend::Slurm,
+        }
+    }
+
+    /// Executes (locally, [`Session::execute_and_finish`]) or submits and waits for (Slurm,
+    /// [`super::slurm::submit_and_wait`]) the session's runs, and finishes the bundle. Shared by
+    /// `run`, `rerun` and `resume`.
+    ///
+    /// # Errors
+    /// As [`Session::finish`]; Slurm: [`SessionError::Preflight`] when nothing could be submitted.
+    pub fn run(&self, session: Session<'_>, job: &Job<'_>) -> Result<SessionReport, SessionError> {
+        match self {
+            Ready::Local => session.execute_and_finish(),
+            Ready::Slurm(cluster) => {
+                let submit = super::slurm::Submit {
+                    cluster,
+                    config: &job.config.slurm,
+                    cpus_per_task: job.cpus_per_run,
+                    detach: job.detach,
+                };
+                super::slurm::submit_and_wait(session, &submit)
+            }
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! Issue 22, "wrong records and lost data": what a run writes is kept whole, the bundle records
+//! what it must (and says what it could not), and every bundle hwr-exp writes reads back.
+
+use crate::support::{ManifestBuilder, code, repo, run, stderr};
+
+/// A run that reopens `/dev/stdout` or `/dev/stderr` (the shell's `>` truncates what it opens)
+/// loses nothing written before, and the order is kept (BenchExec issue 535).
+#[test]
+fn reopening_dev_stdout_or_dev_stderr_keeps_earlier_output() {
+    let repo = repo();
+    let m = ManifestBuilder::shell(
+        "reopen",
+        "echo a; echo b > /dev/stdout; echo c; echo x >&2; echo y > /dev/stderr; echo z >&2; \
+         printf 'd\\n' | tee /dev/stderr; echo e >> /dev/stdout",
+    )
+    .text_output()
+    .output("out.txt")
+    .write(repo.path());
+    let (out, bundle) = run(repo.path(), &m);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = bundle.expect("bundle path");
+    let runs: Vec<_> = std::fs::read_dir(bundle.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(runs.len(), 1);
+    let read = |name: &str| std::fs::read(runs[0].join(name)).unwrap();
+    assert_eq!(String::from_utf8_lossy(&read("out.txt")), "a\nb\nc\nd\ne\n");
+    assert_eq!(String::from_utf8_lossy(&read("stderr.log")), "x\ny\nz\nd\n");
+}
+
+/// Any valid JSON document is valid output, however deep (a 130-deep call tree was
+/// `invalid-output`, "nested deeper than 127"), and the report reads the bundle.
+#[test]
+fn deep_json_outputs_are_valid_and_the_report_reads_them() {
+    let repo = repo();
+    let m = ManifestBuilder::shell(
+        "deep",
+        r#"d={depth}; printf '{{"m": 3, "tree": '; head -c "$d" /dev/zero | tr '\0' '['; printf 1; head -c "$d" /dev/zero | tr '\0' ']'; printf '}}\n'"#,
+    )
+    .matrix("depth", [130, 100_000])
+    .set("report", "metrics", crate::support::manifest::table([("m", "/m")]))
+    .write(repo.path());
+    let (out, bundle) = run(repo.path(), &m);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = bundle.expect("bundle path");
+    for rec in crate::support::run_records(&bundle) {
+        assert_eq!(rec["output-check"], "valid", "{rec:#}");
+    }
+    let report = crate::support::hwr(
+        repo.path(),
+        &["report", bundle.to_str().unwrap(), "--format", "json"],
+    );
+    assert_eq!(code(&report), 0, "{}", stderr(&report));
+    let text = crate::support::stdout(&report);
+    assert!(text.contains("\"m\""), "{text}");
+}
+
+/// A metric pointer is at most 120 tokens deep (the reader recurses along it only); `check` says
+/// so instead of a report that cannot read it.
+#[test]
+fn check_refuses_a_metric_pointer_deeper_than_120_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let ok = "/a".repeat(120);
+    let deep = "/a".repeat(121);
+    let base = ManifestBuilder::shell("ptr", "echo 1");
+    let m = base
+        .clone()
+        .set(
+            "report",
+            "metrics",
+            crate::support::manifest::table([("m", ok.as_str())]),
+        )
+        .write(dir.path());
+    let out = crate::support::hwr(dir.path(), &["check", m.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let m = base
+        .set(
+            "report",
+            "metrics",
+            crate::support::manifest::table([("m", deep.as_str())]),
+        )
+        .write(dir.path());
+    let out = crate::support::hwr(dir.path(), &["check", m.to_str().unwrap()]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("121 tokens, more than 120"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// `hwr-exp ARGS` in `dir` from a shell that set `umask 077` first (never in this process).
+fn hwr_umask_077(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    let mut sh = std::process::Command::new("/bin/sh");
+    crate::support::isolate_git(&mut sh)
+        .arg("-c")
+        .arg(r#"umask 077; exec "$@""#)
+        .arg("sh")
+        .arg(crate::support::bin())
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+/// Every folder and file under `root` whose mode is not 0755 (folders) or 0644 (files).
+fn wrong_modes(root: &std::path::Path) -> Vec<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut wrong = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let e = e.unwrap();
+            let meta = std::fs::symlink_metadata(e.path()).unwrap();
+            let mode = meta.permissions().mode() & 0o777;
+            let want = if meta.is_dir() { 0o755 } else { 0o644 };
+            if mode != want {
+                wrong.push(format!("{} {mode:o}", e.path().display()));
+            }
+            if meta.is_dir() {
+                stack.push(e.path());
+            }
+        }
+    }
+    wrong
+}
+
+/// Under `umask 077`, the `attempts/` folders resume makes are 0755 like every other folder (they
+/// were 0700), and a second resume numbers the next attempt after the first.
+#[test]
+fn resume_under_umask_077_keeps_attempts_in_0755_folders() {
+    let repo = repo();
+    repo.write(".gitignore", "results/\nstop\n").commit("ignore");
+    // The second run interrupts the runner (its parent) while the `stop` marker exists.
+    let m = ManifestBuilder::shell(
+        "attempts",
+        "echo started-{repetition}; if [ {repetition} -eq 2 ] && [ -e stop ]; then kill -INT $PPID; sleep 30; fi; echo done",
+    )
+    .text_output()
+    .repetitions(2)
+    .write(repo.path());
+    std::fs::write(repo.path().join("stop"), "").unwrap();
+    let m = m.to_str().unwrap();
+    let out = hwr_umask_077(repo.path(), &["run", m, "--quiet", "--results-dir", "results"]);
+    assert_eq!(code(&out), 130, "{}", stderr(&out));
+    let bundle = crate::support::the_bundle(&repo.path().join("results"), "attempts");
+    let b = bundle.to_str().unwrap();
+    // Resumed while the marker is still there: interrupted again, attempt 1 kept.
+    let out = hwr_umask_077(repo.path(), &["resume", b, "--quiet"]);
+    assert_eq!(code(&out), 130, "{}", stderr(&out));
+    std::fs::remove_file(repo.path().join("stop")).unwrap();
+    let out = hwr_umask_077(repo.path(), &["resume", b, "--quiet"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let run_dir = bundle.join("runs/001-r2");
+    for n in ["1", "2"] {
+        let kept = run_dir.join("attempts").join(n);
+        assert_eq!(
+            std::fs::read_to_string(kept.join("stderr.log")).map(|_| ()).ok(),
+            Some(()),
+            "attempt {n} kept whole: {}",
+            kept.display()
+        );
+        assert!(
+            std::fs::read_to_string(kept.join("001-r2.txt"))
+                .unwrap()
+                .starts_with("started-2\n"),
+            "attempt {n}"
+        );
+    }
+    assert!(!run_dir.join("attempts/3").exists());
+    assert_eq!(
+        wrong_modes(&bundle),
+        Vec::<String>::new(),
+        "files not 0644 / folders not 0755"
+    );
+    let verify = crate::support::hwr(repo.path(), &["verify", b]);
+    assert_eq!(code(&verify), 0, "{}", crate::support::stdout(&verify));
+}
