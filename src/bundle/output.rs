@@ -603,7 +603,7 @@ fn bytes_at(path: &Path, line: usize, column: usize) -> Option<String> {
                 if chunk.is_empty() {
                     return None;
                 }
-                match memchr::memchr(b'\n', chunk) {
+                match chunk.iter().position(|b| *b == b'\n') {
                     Some(i) => (true, i + 1),
                     None => (false, chunk.len()),
                 }
@@ -621,7 +621,7 @@ fn bytes_at(path: &Path, line: usize, column: usize) -> Option<String> {
         .take(QUOTED_BYTES as u64 + 4)
         .read_to_end(&mut window)
         .ok()?;
-    let end = memchr::memchr(b'\n', &window).unwrap_or(window.len());
+    let end = window.iter().position(|b| *b == b'\n').unwrap_or(window.len());
     let window = &window[..end];
     if window.is_empty() {
         return None;
