@@ -87,14 +87,10 @@ pub struct RunArgs {
     /// The manifest (TOML).
     pub manifest: PathBuf,
     /// Folder that holds `<experiment>/<bundle>` folders, relative to the current directory.
-    /// Default: `results/` in the current directory.
-    #[arg(
-        long,
-        value_name = "DIR",
-        default_value = "results",
-        hide_default_value = true
-    )]
-    pub results_dir: PathBuf,
+    /// Default: `results/` at the root of the git repository holding the current directory (as
+    /// cargo's `target/` sits at the workspace root), or in the current directory outside one.
+    #[arg(long, value_name = "DIR")]
+    pub results_dir: Option<PathBuf>,
     /// No progress output.
     #[arg(long, short)]
     pub quiet: bool,
@@ -162,14 +158,9 @@ pub struct PlanArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = PlanFormat::Table)]
     pub format: PlanFormat,
-    /// `--format sbatch`: the results folder the bundle would go under. Default: `results/`.
-    #[arg(
-        long,
-        value_name = "DIR",
-        default_value = "results",
-        hide_default_value = true
-    )]
-    pub results_dir: PathBuf,
+    /// `--format sbatch`: the results folder the bundle would go under. Default: as `run`'s.
+    #[arg(long, value_name = "DIR")]
+    pub results_dir: Option<PathBuf>,
 }
 
 /// `hwr-exp probe ...`.
@@ -311,10 +302,10 @@ pub enum ListFormat {
 /// `hwr-exp list`.
 #[derive(Debug, Args)]
 pub struct ListArgs {
-    /// Results folder holding `<experiment>/<bundle>` folders. Default: `results/` in the current
-    /// directory.
-    #[arg(default_value = "results", hide_default_value = true)]
-    pub dir: PathBuf,
+    /// Results folder holding `<experiment>/<bundle>` folders. Default: as `run`'s (`results/` at
+    /// the root of the git repository holding the current directory, else in the current
+    /// directory).
+    pub dir: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = ListFormat::Table)]
     pub format: ListFormat,

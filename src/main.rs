@@ -108,7 +108,7 @@ fn run_manifest(args: &RunArgs) -> Result<i32, Failure> {
     }
     let signals = interrupt_handlers(SecondSignal::Exit(exit_codes::INTERRUPTED))?;
     let opts = RunOptions {
-        results_dir: args.results_dir.clone(),
+        results_dir: results_dir(args.results_dir.as_deref()),
         quiet: args.quiet,
         detach: args.detach,
         ..RunOptions::default()
@@ -204,8 +204,8 @@ fn plan(args: &PlanArgs) -> Result<i32, Failure> {
     let mut manifest = manifest::load(&args.manifest).map_err(Failure::usage)?;
     if args.format == PlanFormat::Sbatch {
         manifest.executor.kind = Backend::Slurm.kind();
-        let text =
-            hwr_exp::runner::slurm::plan_scripts(&manifest, &args.results_dir).map_err(session_failure)?;
+        let text = hwr_exp::runner::slurm::plan_scripts(&manifest, &results_dir(args.results_dir.as_deref()))
+            .map_err(session_failure)?;
         return to_stdout(|out| out.write_all(text.as_bytes()));
     }
     let plan = session::plan_context(Path::new("<bundle>"))
@@ -258,9 +258,24 @@ fn probe_retention(args: &RetentionArgs) -> Result<i32, Failure> {
     Ok(code)
 }
 
+/// The results folder `given` on the command line, or the default: `results/` at the root of the
+/// git working tree holding the current directory (as cargo's `target/` at the workspace root),
+/// or in the current directory outside one.
+fn results_dir(given: Option<&Path>) -> PathBuf {
+    if let Some(dir) = given {
+        return dir.to_path_buf();
+    }
+    let here = Path::new(".");
+    match hwr_exp::provenance::work_tree_root(here) {
+        Some(root) => display_path(&root.join("results")),
+        None => PathBuf::from("results"),
+    }
+}
+
 /// `hwr-exp list [DIR] [--format table|json]`.
 fn list(args: &ListArgs) -> Result<i32, Failure> {
-    let (entries, problems) = archive::list::scan(&args.dir).map_err(archive_failure)?;
+    let (entries, problems) =
+        archive::list::scan(&results_dir(args.dir.as_deref())).map_err(archive_failure)?;
     for p in &problems {
         to_stderr(format_args!(
             "warning: skipped {}: {}",

@@ -268,6 +268,9 @@ pub fn write_bundle(dir: &Path, s: &Synth) -> std::io::Result<()> {
             stray_processes_killed: 0,
             runner_cpus: None,
             cgroup_memory_peak_bytes: None,
+            cgroup_memory_source: None,
+            sampling: None,
+            shared_memory_left: Vec::new(),
             allocator: None,
             memory_samples,
             sha256: BTreeMap::new(),
@@ -284,6 +287,8 @@ pub fn write_bundle(dir: &Path, s: &Synth) -> std::io::Result<()> {
     let info = BundleInfo {
         bundle_format: BUNDLE_FORMAT,
         hwr_exp_version: "0.1.0".into(),
+        hwr_exp_path: None,
+        hwr_exp_sha256: None,
         experiment: s.experiment.clone(),
         description: None,
         status: if interrupted {

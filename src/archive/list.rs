@@ -34,6 +34,9 @@ pub struct ListEntry {
     /// Working tree dirty when the experiment started (`true`, `false` or `"unknown"` in JSON);
     /// `None` when provenance.json is unreadable or the experiment was not in a git repository.
     pub dirty: Option<crate::provenance::Dirty>,
+    /// `false` when provenance.json says the manifest was in no git repository: no revision and
+    /// no working tree were recorded (the table's dirty column says `not recorded`).
+    pub provenance_recorded: bool,
     /// Finished runs with outcome `ok`.
     pub runs_ok: usize,
     /// Finished runs with any other outcome.
@@ -185,17 +188,17 @@ fn relative_to(path: &Path, base: &Path) -> String {
 fn entry(dir: &Path, base: &Path) -> Result<ListEntry, ArchiveError> {
     let bundle = super::open(dir)?;
     let info = bundle.info();
-    let dirty = read_versioned::<DirtyState>(
+    let state = read_versioned::<DirtyState>(
         &bundle.path(files::PROVENANCE),
         "format",
         crate::provenance::PROVENANCE_FORMAT,
     )
-    .ok()
-    .and_then(|d| {
-        // Unknown is shown even when no repository root was recorded (a repository that could
-        // not be opened): never as clean.
-        (d.repo.is_some() || d.dirty == crate::provenance::Dirty::Unknown).then_some(d.dirty)
-    });
+    .ok();
+    // Unknown is shown even when no repository root was recorded (a repository that could not
+    // be opened): never as clean. No root and no unknown state: nothing was recorded.
+    let recorded = |d: &DirtyState| d.repo.is_some() || d.dirty == crate::provenance::Dirty::Unknown;
+    let provenance_recorded = state.as_ref().is_none_or(recorded);
+    let dirty = state.filter(recorded).map(|d| d.dirty);
     let runs_ok = info.counts.get(&Outcome::Ok).copied().unwrap_or(0);
     let runs_failed = info
         .counts
@@ -220,6 +223,7 @@ fn entry(dir: &Path, base: &Path) -> Result<ListEntry, ArchiveError> {
         status,
         revision: bundle.recorded_commit(),
         dirty,
+        provenance_recorded,
         runs_ok,
         runs_failed,
         planned_runs: info.planned_runs,
@@ -268,7 +272,11 @@ pub fn write_table(entries: &[ListEntry], out: &mut impl Write) -> io::Result<()
                 e.revision
                     .as_deref()
                     .map_or_else(|| "-".to_string(), |r| r[..r.len().min(10)].to_string()),
-                e.dirty.map_or_else(|| "-".into(), |d| d.as_str().to_string()),
+                match e.dirty {
+                    Some(d) => d.as_str().to_string(),
+                    None if !e.provenance_recorded => "not recorded".into(),
+                    None => "-".into(),
+                },
                 e.runs_ok.to_string(),
                 e.runs_failed.to_string(),
                 e.planned_runs.to_string(),
@@ -306,6 +314,7 @@ mod tests {
             status,
             revision: Some("0123456789abcdef0123456789abcdef01234567".into()),
             dirty: Some(crate::provenance::Dirty::Clean),
+            provenance_recorded: true,
             runs_ok: 7,
             runs_failed: 1,
             planned_runs: 8,

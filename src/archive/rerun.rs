@@ -326,7 +326,80 @@ pub fn differences(
             now_host.hwr_exp_version
         ));
     }
+    if let Some(line) = binary_difference(bundle, crate::runner::binary::running()) {
+        lines.push(line);
+    }
     lines
+}
+
+/// `hwr-exp binary: sha256 A -> B`, when the binary that wrote `bundle` (bundle.json
+/// `hwr-exp-sha256`) is not `now`; a bundle that records none says so.
+pub fn binary_difference(bundle: &Bundle, now: &crate::runner::binary::Binary) -> Option<String> {
+    let now_sum = now.sha256.as_deref().unwrap_or("unreadable");
+    match bundle.info().hwr_exp_sha256.as_deref() {
+        Some(recorded) if Some(recorded) == now.sha256.as_deref() => None,
+        Some(recorded) => Some(format!(
+            "hwr-exp binary: sha256 {} -> {} ({})",
+            short(recorded),
+            short(now_sum),
+            now.path.display()
+        )),
+        None => Some(format!(
+            "hwr-exp binary: not recorded -> sha256 {} ({})",
+            short(now_sum),
+            now.path.display()
+        )),
+    }
+}
+
+/// What `{hwr-exp}` means in a rerun at the recorded revision: the running binary, not one built
+/// from the recorded tree (hwr-exp never builds the recorded revision: DESIGN 5, README "Archived
+/// bundles"). `None` when the manifest does not use `{hwr-exp}`.
+pub fn hwr_exp_note(manifest: &Manifest, bundle: &Bundle) -> Option<String> {
+    if !uses_hwr_exp(manifest) {
+        return None;
+    }
+    let now = crate::runner::binary::running();
+    let same = bundle.info().hwr_exp_sha256.is_some() && bundle.info().hwr_exp_sha256 == now.sha256;
+    Some(format!(
+        "{{hwr-exp}} is this binary, {} (hwr-exp {}, sha256 {}), not one built from the recorded revision; {}",
+        now.path.display(),
+        now.version,
+        short(now.sha256.as_deref().unwrap_or("unreadable")),
+        if same {
+            "it is the binary that wrote the archived bundle".to_string()
+        } else {
+            match bundle.info().hwr_exp_sha256.as_deref() {
+                Some(sum) => format!(
+                    "the archived bundle was written by hwr-exp {} with sha256 {}: the built-in probe may differ",
+                    bundle.info().hwr_exp_version,
+                    short(sum)
+                ),
+                None => format!(
+                    "the archived bundle (hwr-exp {}) records no binary sha256: the built-in probe may differ",
+                    bundle.info().hwr_exp_version
+                ),
+            }
+        }
+    ))
+}
+
+/// Whether the manifest's command, workdir, output or env use the `{hwr-exp}` placeholder.
+fn uses_hwr_exp(manifest: &Manifest) -> bool {
+    use crate::manifest::Program;
+    let mut texts: Vec<&str> = match &manifest.command.program {
+        Program::Argv(a) => a.iter().map(String::as_str).collect(),
+        Program::Shell(s) => vec![s.as_str()],
+    };
+    texts.push(&manifest.command.workdir);
+    texts.extend(manifest.isolation.env.iter().map(|(_, v)| v.as_str()));
+    texts.iter().any(|t| {
+        crate::manifest::template::parse(t).is_ok_and(|segments| {
+            segments.iter().any(|s| {
+                matches!(s, crate::manifest::template::Segment::Placeholder { name, .. } if *name == "hwr-exp")
+            })
+        })
+    })
 }
 
 fn short(sha: &str) -> String {
@@ -404,6 +477,10 @@ pub fn prepare(dir: &Path, opts: &RerunOptions) -> Result<PreparedRerun, Archive
                 "ran at the recorded revision {} in a temporary git worktree with working-tree.patch applied (worktree removed afterwards)",
                 tree.revision()
             ));
+            if let Some(note) = hwr_exp_note(&m, &bundle) {
+                user_notes.push(note.clone());
+                bundle_notes.push(note);
+            }
             m
         }
     };

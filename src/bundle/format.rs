@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::artifacts::{Artifact, EarlierAttempt};
-use crate::exec::{Containment, Termination};
+use crate::exec::{Containment, SamplingSummary, SharedMemoryLeft, Termination};
 use crate::manifest::Value;
 
 /// The bundle format this build writes (major version).
@@ -40,6 +40,8 @@ pub mod files {
     pub const STDERR: &str = "stderr.log";
     /// Per-run external memory samples.
     pub const MEMORY: &str = "memory.jsonl";
+    /// Per-run breakdown of memory by mapping (first and last), where one was taken.
+    pub const MAPPINGS: &str = crate::exec::MAPPINGS_FILE;
     /// SHA-256 of every file of the finished bundle except itself and the lock file, in
     /// `sha256sum` format ([`crate::bundle::checksums`]).
     pub const CHECKSUMS: &str = "checksums.sha256";
@@ -96,6 +98,13 @@ pub struct BundleInfo {
     pub bundle_format: u32,
     /// Version of hwr-exp that wrote it.
     pub hwr_exp_version: String,
+    /// Absolute path of the hwr-exp binary that wrote it (`{hwr-exp}` in its runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hwr_exp_path: Option<String>,
+    /// sha256 (hex) of that binary: `{hwr-exp}` is that exact file. Absent in bundles written
+    /// before this key existed, or when the binary could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hwr_exp_sha256: Option<String>,
     /// `[experiment] name`.
     pub experiment: String,
     /// `[experiment] description`.
@@ -287,7 +296,9 @@ pub struct RunRecord {
     pub user_seconds: Option<f64>,
     /// System CPU time, seconds (wait4).
     pub sys_seconds: Option<f64>,
-    /// Peak RSS of the run's process, bytes (wait4 ru_maxrss).
+    /// The largest peak RSS of one process of the run, bytes: `ru_maxrss` of `wait4`, the larger
+    /// of the leader's own peak and the largest among the descendants it waited for. Not the
+    /// tree's peak (`cgroup-memory-peak-bytes`) and not always the leader's.
     pub peak_rss_bytes: Option<u64>,
     /// Exit code when exited.
     pub exit_code: Option<i32>,
@@ -316,9 +327,13 @@ pub struct RunRecord {
     /// CPUs the runner's supervising and sampling thread could run on during the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner_cpus: Option<Vec<usize>>,
-    /// `memory.peak` of the run's cgroup, bytes, where it has the memory controller.
+    /// The peak of all the run's processes together, bytes, from its memory cgroup (page cache
+    /// and kernel memory charged to the run included); `cgroup-memory-source` names the file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup_memory_peak_bytes: Option<u64>,
+    /// `cgroup2 memory.peak` or `cgroup1 memory.max_usage_in_bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_memory_source: Option<String>,
     /// `[isolation] allocator`: name, path and sha256 of the library preloaded, and whether the
     /// run's process was seen with it loaded (`seen-loaded`, from its `/proc/<pid>/maps`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -326,6 +341,14 @@ pub struct RunRecord {
     /// Number of lines in memory.jsonl.
     #[serde(default)]
     pub memory_samples: u32,
+    /// How the run's sampling went ([`SamplingSummary`]); absent when it was not sampled (and
+    /// in bundles written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<SamplingSummary>,
+    /// SysV shared memory segments and `/dev/shm` files that appeared during the run and
+    /// outlived it (kept, never removed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_memory_left: Vec<SharedMemoryLeft>,
     /// sha256 (hex) of the runner's own files of the run folder (output, stderr.log,
     /// memory.jsonl), by file name.
     pub sha256: BTreeMap<String, String>,

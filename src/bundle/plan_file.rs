@@ -18,7 +18,7 @@ use crate::plan::{Plan, PlannedRun, RunEnv, RunFolderLayout};
 /// (`run.json`, `stderr.log`, `memory.jsonl`), for [`crate::plan::PlanContext::layout`].
 pub const RUN_FOLDER_LAYOUT: RunFolderLayout = RunFolderLayout {
     runs: files::RUNS,
-    reserved: &[files::RUN, files::STDERR, files::MEMORY],
+    reserved: &[files::RUN, files::STDERR, files::MEMORY, files::MAPPINGS],
 };
 
 impl From<&RunEnv> for EnvChanges {
@@ -124,7 +124,7 @@ mod tests {
             plans_cpus: true,
             ..ctx()
         };
-        for name in [files::RUN, files::STDERR, files::MEMORY] {
+        for name in [files::RUN, files::STDERR, files::MEMORY, files::MAPPINGS] {
             let mut m = size_compare();
             m.command.output = name.into();
             m.schedule.repetitions = 1;

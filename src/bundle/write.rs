@@ -765,8 +765,17 @@ fn run_record(
         } else {
             check_output(&dir.join(&run.output), format)
         };
-    let sha256 = super::checksums::hash_run_files(dir, &[run.output.as_str(), files::STDERR, files::MEMORY])?;
-    let own = [run.output.as_str(), files::STDERR, files::MEMORY, files::RUN];
+    let sha256 = super::checksums::hash_run_files(
+        dir,
+        &[run.output.as_str(), files::STDERR, files::MEMORY, files::MAPPINGS],
+    )?;
+    let own = [
+        run.output.as_str(),
+        files::STDERR,
+        files::MEMORY,
+        files::MAPPINGS,
+        files::RUN,
+    ];
     let (artifacts, earlier_attempts) = super::artifacts::scan_run_folder(dir, &own)?;
     let record = RunRecord {
         format: BUNDLE_FORMAT,
@@ -798,8 +807,11 @@ fn run_record(
         stray_processes_killed: outcome.stray_processes_killed,
         runner_cpus: outcome.runner_cpus.clone(),
         cgroup_memory_peak_bytes: outcome.cgroup_memory_peak_bytes,
+        cgroup_memory_source: outcome.cgroup_memory_source.clone(),
         allocator: outcome.allocator.clone(),
         memory_samples: outcome.memory_samples,
+        sampling: outcome.sampling.clone(),
+        shared_memory_left: outcome.shared_memory_left.clone(),
         sha256,
         artifacts,
         attempt: earlier_attempts.iter().map(|a| a.attempt).max().unwrap_or(0) + 1,

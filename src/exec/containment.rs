@@ -299,6 +299,11 @@ impl RunContainment {
         }
     }
 
+    /// Whether the run's cgroup has the memory controller (`memory.current`, `memory.peak`).
+    pub(super) fn has_memory(&self) -> bool {
+        self.cgroup.is_some() && cgroup::base().is_ok_and(|b| b.memory)
+    }
+
     /// `memory.current` and `memory.peak` of the run's cgroup, bytes, where it has the memory
     /// controller.
     pub(super) fn memory(&self) -> (Option<u64>, Option<u64>) {

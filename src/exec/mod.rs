@@ -71,8 +71,10 @@ mod containment;
 mod drain;
 mod environment;
 pub mod guardian;
+mod memcg;
 mod pinning;
 mod sampling;
+mod shm;
 mod spawn;
 mod supervise;
 mod tree;
@@ -90,6 +92,8 @@ use serde::{Deserialize, Serialize};
 pub use containment::{CONTAINMENT_VAR, Containment, check_setting as check_containment_setting};
 pub use environment::{CLEAN_KEPT, CLEAN_KEPT_PREFIX, EnvPolicy, build_env, clean_keeps};
 pub use pinning::pin_current_thread;
+pub use sampling::{MAPPINGS_FILE, PRIOR_NS_PER_PAGE, WALK_BUDGET};
+pub use shm::{SharedMemoryKind, SharedMemoryLeft};
 pub use spawn::{resolve_program, return_freed_memory};
 
 /// Everything needed to start one run; paths are absolute.
@@ -210,23 +214,122 @@ pub struct RunOutcome {
     pub user_seconds: Option<f64>,
     /// System CPU seconds from `wait4` rusage.
     pub sys_seconds: Option<f64>,
-    /// Peak RSS in bytes (`ru_maxrss` from `wait4`, KiB x 1024).
+    /// The largest peak RSS of a single process, bytes: `ru_maxrss` from `wait4` (KiB x 1024),
+    /// which is the larger of the leader's own peak and the largest peak among the descendants
+    /// the leader waited for. Not the tree's peak (see `cgroup_memory_peak_bytes`), and not
+    /// always the leader's.
     pub peak_rss_bytes: Option<u64>,
     /// Processes of the run still alive after the leader exited (or was stopped), which the
     /// runner then killed.
     pub stray_processes_killed: u32,
     /// Number of external memory samples written.
     pub memory_samples: u32,
+    /// How sampling went (interval achieved, page-table walks, their cost); `None` when the run
+    /// was not sampled.
+    pub sampling: Option<SamplingSummary>,
+    /// Where `cgroup_memory_peak_bytes` (and the samples' cgroup figures) come from:
+    /// `cgroup2 memory.peak` or `cgroup1 memory.max_usage_in_bytes`.
+    pub cgroup_memory_source: Option<String>,
+    /// SysV shared memory segments and `/dev/shm` files that appeared during the run and
+    /// outlived it.
+    pub shared_memory_left: Vec<SharedMemoryLeft>,
     /// How the run's processes were held together; `None` when nothing was started.
     pub containment: Option<Containment>,
     /// CPUs the supervising (and sampling) thread of the runner could run on during the run
     /// (`sched_getaffinity` of that thread).
     pub runner_cpus: Option<Vec<usize>>,
-    /// `memory.peak` of the run's cgroup at its end, bytes: the peak of all its processes
-    /// together. Only where the cgroup has the memory controller.
+    /// The peak of all the run's processes together, bytes: `memory.peak` of the run's cgroup
+    /// v2 where it has the memory controller, else `memory.max_usage_in_bytes` of its v1 memory
+    /// cgroup (`cgroup_memory_source` says which). Page cache and kernel memory charged to the
+    /// run are included.
     pub cgroup_memory_peak_bytes: Option<u64>,
     /// What was seen of [`RunSpec::allocator`] in the process's maps; `None` without one.
     pub allocator: Option<crate::allocator::Record>,
+}
+
+/// Which file a [`MemorySample`]'s per-process figures come from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SampleSource {
+    /// `/proc/<pid>/smaps_rollup` of every process (a page-table walk): `rss`, `pss`, `pss-anon`,
+    /// `private`, `anonymous`, `swap` come from it (`rss-anon`, `rss-file`, `rss-shmem` from
+    /// status). Samples written before this field existed are all of this kind.
+    #[default]
+    #[serde(rename = "smaps_rollup")]
+    SmapsRollup,
+    /// `/proc/<pid>/status` of every process (counters, no walk): `rss`, `rss-anon`,
+    /// `rss-file`, `rss-shmem`, `swap`; no `pss`, `private` or `anonymous`.
+    #[serde(rename = "status")]
+    Status,
+}
+
+/// The leader's own figures in one sample, bytes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct LeaderFigures {
+    /// The leader's pid.
+    pub pid: i32,
+    /// The thread whose `/proc/<pid>/task/<tid>/` was read, when the main thread has exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via_thread: Option<i32>,
+    /// Its `/proc/<pid>/status` counters.
+    #[serde(flatten)]
+    pub status: crate::memory::StatusCounters,
+    /// `Pss` of its smaps_rollup (walk samples only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pss: Option<u64>,
+    /// `Pss_Anon` (walk samples only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pss_anon: Option<u64>,
+    /// `Private_Clean + Private_Dirty` (walk samples only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private: Option<u64>,
+    /// `Anonymous` (walk samples only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anonymous: Option<u64>,
+}
+
+/// How a run's sampling went (run.json `sampling`). Seconds unless named otherwise.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct SamplingSummary {
+    /// `sample-interval` as the manifest asked.
+    pub requested_interval_seconds: f64,
+    /// Mean time between consecutive samples; `None` with fewer than two.
+    #[serde(default)]
+    pub achieved_interval_seconds: Option<f64>,
+    /// Longest time between consecutive samples.
+    #[serde(default)]
+    pub longest_gap_seconds: Option<f64>,
+    /// Whether samples came at the requested interval (the mean gap within 25% + 2 ms of it,
+    /// and at least one sample); when not, `note` says why.
+    pub honoured: bool,
+    /// Samples written (memory.jsonl lines).
+    pub samples: u32,
+    /// Of those, samples with smaps_rollup (page-table walk) figures.
+    pub walk_samples: u32,
+    /// Mean time between walk samples; `None` with fewer than two.
+    #[serde(default)]
+    pub walk_interval_seconds: Option<f64>,
+    /// Share of the run's wall time the walks may take (0.01).
+    pub walk_budget: f64,
+    /// Time spent in page-table walks (smaps_rollup and smaps reads), summed.
+    pub walk_cost_seconds: f64,
+    /// The longest single smaps_rollup read.
+    pub longest_walk_seconds: f64,
+    /// `walk-cost-seconds` / the run's wall time.
+    #[serde(default)]
+    pub walk_share: Option<f64>,
+    /// Time spent taking samples, everything included (status, walks, cgroup files, writing).
+    pub cost_seconds: f64,
+    /// Per-mapping breakdowns taken (mappings.json holds the first and the last).
+    #[serde(default)]
+    pub mapping_breakdowns: u32,
+    /// Whether a process was read through a live thread (its main thread had exited).
+    #[serde(default)]
+    pub read_through_thread: bool,
+    /// What was not as requested: no sample, an interval not kept, walks rarer than samples.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// One external sample of the run's process, one JSON line of memory.jsonl. Bytes.
@@ -240,16 +343,39 @@ pub struct MemorySample {
     /// counts its `/bin/sh`).
     #[serde(default = "one")]
     pub processes: u32,
-    /// smaps_rollup figures summed over those processes. PSS, private and anonymous bytes add up
-    /// exactly; RSS counts pages shared between them once per process.
+    /// Which file the per-process figures come from (see [`SampleSource`]).
+    #[serde(default)]
+    pub source: SampleSource,
+    /// Figures summed over those processes: `rss`, `swap` always; `pss`, `pss-anon`, `private`,
+    /// `anonymous` in smaps_rollup samples only. `pss` is the tree's figure: shared pages are
+    /// divided among the processes that map them, so the sum counts each page once. `rss`
+    /// counts a page shared by two processes twice. `private` is the sum of each process's
+    /// private bytes: a page mapped by two processes of the run is private to neither and is
+    /// not in it, so for a tree it is "memory no other process maps", not "memory of the run".
     #[serde(flatten)]
     pub rollup: crate::memory::Rollup,
-    /// `memory.current` of the run's cgroup, bytes (page cache and kernel memory charged to the
-    /// run included). Only where the cgroup has the memory controller.
+    /// `RssAnon` of `/proc/<pid>/status`, summed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_anon: Option<u64>,
+    /// `RssFile`, summed (counts a file page once per process that maps it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_file: Option<u64>,
+    /// `RssShmem`, summed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_shmem: Option<u64>,
+    /// The leader's own figures (absent once the leader is gone, or in old samples).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<LeaderFigures>,
+    /// What taking this sample cost the runner, seconds (the reads and the walk).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_seconds: Option<f64>,
+    /// `memory.current` of the run's cgroup v2, else `memory.usage_in_bytes` of its v1 memory
+    /// cgroup, bytes (page cache and kernel memory charged to the run included). Only where the
+    /// run has a memory cgroup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup_memory_current: Option<u64>,
-    /// `memory.peak` of the run's cgroup so far, bytes. Only where the cgroup has the memory
-    /// controller (Linux 5.19+).
+    /// `memory.peak` (cgroup v2, Linux 5.19+) or `memory.max_usage_in_bytes` (v1) of the run's
+    /// memory cgroup so far, bytes: the tree's peak. Only where the run has a memory cgroup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup_memory_peak: Option<u64>,
 }
@@ -392,7 +518,17 @@ impl Launcher for ProcessLauncher {
             }
         };
         let kind = containment.kind();
-        let child = spawn::spawn(spec, containment.cgroup_dir());
+        // The tree's peak: the run's cgroup v2 has it where it has the memory controller, else
+        // a v1 memory cgroup of the run's own, where the host has one (only when measuring).
+        let memcg = (spec.memory_path.is_some() && !containment.has_memory())
+            .then(memcg::RunMemcg::create)
+            .flatten();
+        let shm_before = shm::snapshot();
+        let child = spawn::spawn(
+            spec,
+            containment.cgroup_dir(),
+            memcg.as_ref().map(|m| m.procs_fd()),
+        );
         started();
         let mut outcome = match child {
             Ok(child) => {
@@ -401,10 +537,22 @@ impl Launcher for ProcessLauncher {
                     .deferring
                     .load(Ordering::Relaxed)
                     .then_some(&self.ahead.leftovers);
-                supervise::supervise(spec, cancel, child, (containment, later), started_at, start)
+                let measure = supervise::Measure { memcg, shm_before };
+                supervise::supervise(
+                    spec,
+                    cancel,
+                    child,
+                    (containment, later),
+                    measure,
+                    started_at,
+                    start,
+                )
             }
             Err(error) => {
                 containment.abandon();
+                if let Some(m) = memcg {
+                    m.remove();
+                }
                 let mut outcome = RunOutcome::empty(started_at, start);
                 outcome.termination = Termination::SpawnFailed;
                 outcome.start_os_error = error.os_error;
@@ -467,6 +615,9 @@ impl RunOutcome {
             peak_rss_bytes: None,
             stray_processes_killed: 0,
             memory_samples: 0,
+            sampling: None,
+            cgroup_memory_source: None,
+            shared_memory_left: Vec::new(),
             containment: None,
             runner_cpus: None,
             cgroup_memory_peak_bytes: None,

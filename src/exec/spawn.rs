@@ -120,7 +120,14 @@ fn check_executable(path: &Path) -> Result<(), &'static str> {
 /// # Errors
 /// User-facing messages: bad workdir, program not found or not executable, output file not
 /// creatable, fork/exec failure (with a hint when the CPU affinity may be the cause).
-pub(super) fn spawn(spec: &RunSpec, cgroup: Option<BorrowedFd<'_>>) -> Result<Child, StartError> {
+///
+/// `memcg` is the `cgroup.procs` of the run's v1 memory cgroup (`memcg.rs`), open for writing:
+/// the child joins it (best effort) before anything else.
+pub(super) fn spawn(
+    spec: &RunSpec,
+    cgroup: Option<BorrowedFd<'_>>,
+    memcg: Option<BorrowedFd<'_>>,
+) -> Result<Child, StartError> {
     let Some(argv0) = spec.argv.first() else {
         return Err(StartError::new("the command is empty (no argv)"));
     };
@@ -216,6 +223,7 @@ pub(super) fn spawn(spec: &RunSpec, cgroup: Option<BorrowedFd<'_>>) -> Result<Ch
         stdio: [fds[0].as_raw_fd(), fds[1].as_raw_fd(), fds[2].as_raw_fd()],
         cpus: cpu_set,
         parent: rustix::process::getpid(),
+        memcg: memcg.map(|fd| fd.as_raw_fd()),
     };
     let started = fork_exec(&setup, cgroup);
     // The runner keeps no write end: the pipes end when the run's last process is gone.
@@ -305,6 +313,8 @@ struct Setup<'a> {
     stdio: [RawFd; 3],
     cpus: Option<CpuSet>,
     parent: Pid,
+    /// `cgroup.procs` of the run's v1 memory cgroup, open for writing; joined best effort.
+    memcg: Option<RawFd>,
 }
 
 /// The steps of the child's setup, reported with the errno when one fails.
@@ -498,6 +508,11 @@ fn child(setup: &Setup<'_>, report: RawFd, join: Option<RawFd>) -> ! {
         }
     };
     let errno = |e: rustix::io::Errno| e.raw_os_error();
+    if let Some(fd) = setup.memcg {
+        // SAFETY: `fd` is open in the parent for the whole spawn, so in this copy of it too.
+        // Best effort: a run outside its memory cgroup only lacks the tree's peak.
+        let _ = rustix::io::write(unsafe { BorrowedFd::borrow_raw(fd) }, b"0");
+    }
     if let Some(fd) = join {
         // SAFETY: `fd` is open in the parent for the whole spawn, so in this copy of it too.
         let fd = unsafe { BorrowedFd::borrow_raw(fd) };

@@ -11,6 +11,7 @@ use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions};
 
 use super::containment::{Leftovers, RunContainment};
+use super::memcg::RunMemcg;
 use super::sampling::Sampler;
 use super::spawn::Child;
 use super::{CancelFlag, RunOutcome, RunSpec, Termination};
@@ -33,6 +34,13 @@ struct Reaped {
     usage: libc::rusage,
 }
 
+/// What the run's measurement brings besides the sampler: its v1 memory cgroup, if any, and the
+/// shared memory present before its spawn.
+pub(super) struct Measure {
+    pub(super) memcg: Option<RunMemcg>,
+    pub(super) shm_before: super::shm::Snapshot,
+}
+
 /// Waits for the child, samples, enforces timeout and cancellation, reaps, then stops the rest
 /// of the run. `started`/`start` are the run's wall-clock and monotonic start. When it returns,
 /// no process of the run is alive (or `error` says which could not be stopped); its empty cgroup
@@ -42,6 +50,7 @@ pub(super) fn supervise(
     cancel: &CancelFlag,
     child: Child,
     (mut containment, later): (RunContainment, Option<&Leftovers>),
+    measure: Measure,
     started: SystemTime,
     start: Instant,
 ) -> RunOutcome {
@@ -50,6 +59,15 @@ pub(super) fn supervise(
     let mut outcome = RunOutcome::empty(started, start);
     outcome.pid = Some(pid as u32);
     outcome.cpus_effective = read_cpus_allowed(pid);
+    // A child that could not join its memory cgroup (the write is best effort) has no tree peak.
+    let memcg = match measure.memcg {
+        Some(m) if m.holds(pid) => Some(m),
+        Some(m) => {
+            m.remove();
+            None
+        }
+        None => None,
+    };
 
     let mut sampler = match &spec.memory_path {
         Some(path) => match Sampler::create(path, spec.sample_interval, start) {
@@ -98,7 +116,13 @@ pub(super) fn supervise(
         if let Some(s) = sampler.as_mut()
             && s.next_due().is_some_and(|next| now >= next)
         {
-            s.sample(&mut containment, start);
+            let pids = containment.members();
+            let from_cgroup = containment.has_memory();
+            s.sample(&pids, pid, || match (&memcg, from_cgroup) {
+                (_, true) => containment.memory(),
+                (Some(m), false) => m.memory(),
+                (None, false) => (None, None),
+            });
         }
         containment.tick();
         // Sleep until the next thing to do, the child's exit, or the cancel check.
@@ -155,6 +179,16 @@ pub(super) fn supervise(
     super::children::run_ended();
     outcome.stray_processes_killed = finished.strays;
     outcome.cgroup_memory_peak_bytes = finished.memory_peak;
+    if outcome.cgroup_memory_peak_bytes.is_some() {
+        outcome.cgroup_memory_source = Some("cgroup2 memory.peak".into());
+    } else if let Some(m) = memcg {
+        outcome.cgroup_memory_peak_bytes = m.memory().1;
+        if outcome.cgroup_memory_peak_bytes.is_some() {
+            outcome.cgroup_memory_source = Some("cgroup1 memory.max_usage_in_bytes".into());
+        }
+        m.remove();
+    }
+    outcome.shared_memory_left = super::shm::left_since(&measure.shm_before);
     if let Some(e) = finished.error {
         outcome.error.get_or_insert(e);
     }
@@ -169,7 +203,9 @@ pub(super) fn supervise(
     }
 
     if let Some(s) = sampler {
-        outcome.memory_samples = s.finish();
+        let summary = s.finish(outcome.wall_seconds);
+        outcome.memory_samples = summary.samples;
+        outcome.sampling = Some(summary);
     }
     outcome.allocator = watch.map(|w| w.record);
     outcome

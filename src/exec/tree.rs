@@ -35,7 +35,9 @@ pub(super) struct ProcStat {
     pub(super) sid: i32,
     /// Start time after boot, in clock ticks: with the pid, identifies a process over time.
     pub(super) start: u64,
-    /// `true` for a zombie (exited, not yet reaped) or a dead process.
+    /// `true` for a zombie (exited, not yet reaped) or a dead process. A thread-group leader
+    /// whose main thread has exited (`pthread_exit` in `main`) also shows state `Z` while its
+    /// other threads run: it counts as alive while `num_threads` is above 1.
     pub(super) dead: bool,
 }
 
@@ -46,12 +48,13 @@ pub(super) fn parse_stat(pid: i32, text: &str) -> Option<ProcStat> {
     let rest = &text[text.rfind(')')? + 1..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let state = *fields.first()?;
+    let threads: u32 = fields.get(17)?.parse().ok()?;
     Some(ProcStat {
         pid,
         ppid: fields.get(1)?.parse().ok()?,
         sid: fields.get(3)?.parse().ok()?,
         start: fields.get(19)?.parse().ok()?,
-        dead: matches!(state, "Z" | "X" | "x"),
+        dead: matches!(state, "X" | "x") || (state == "Z" && threads <= 1),
     })
 }
 
@@ -280,6 +283,9 @@ mod tests {
         let z = parse_stat(9, "9 (x) Z 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 77 0 0").unwrap();
         assert!(z.dead);
         assert_eq!(z.start, 77);
+        // A leader whose main thread exited, with another thread alive: not dead.
+        let t = parse_stat(9, "9 (x) Z 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 2 0 77 0 0").unwrap();
+        assert!(!t.dead);
         assert!(parse_stat(1, "garbage").is_none());
     }
 

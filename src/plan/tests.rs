@@ -71,7 +71,7 @@ pub(crate) fn ctx() -> PlanContext {
 /// The bundle's run-folder layout, written out so that plan tests need no bundle.
 pub(crate) const LAYOUT: RunFolderLayout = RunFolderLayout {
     runs: "runs",
-    reserved: &["run.json", "stderr.log", "memory.jsonl"],
+    reserved: &["run.json", "stderr.log", "memory.jsonl", "mappings.json"],
 };
 
 fn s(x: &str) -> Value {

@@ -78,6 +78,11 @@ pub struct Snapshot {
     /// request ([`super::capture_excluding`]), e.g. the results directory the runner writes into.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) excluded: Vec<String>,
+    /// Untracked bundle folders (folders holding a bundle.json hwr-exp wrote) found in the working
+    /// tree and left out of the status and the patch: earlier results are not the experiment's
+    /// source.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(super) bundles_left_out: usize,
     /// Non-fatal git or I/O errors met while capturing (the affected part is incomplete).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) errors: Vec<String>,
@@ -490,6 +495,7 @@ impl Snapshot {
             patch_sha256: crate::digest::sha256_bytes(b""),
             captured_at: crate::timestamp::now(),
             excluded: Vec::new(),
+            bundles_left_out: 0,
             errors: Vec::new(),
             warnings: Vec::new(),
             patch: Vec::new(),
@@ -536,6 +542,11 @@ pub(super) fn quote_path(path: &str) -> String {
     }
     out.push('"');
     out
+}
+
+/// `skip_serializing_if` for counts that are left out when 0.
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

@@ -80,6 +80,20 @@ fn capture_with(start: &Path, exclude: &[&Path], before: Option<&Snapshot>) -> S
     snap
 }
 
+/// The root of the working tree holding `start` (`git rev-parse --show-toplevel`; libgit2 when
+/// git is not on PATH or refuses the repository), `None` outside a working tree. The anchor of the
+/// default results folder: `<root>/results`, as cargo's `target/` sits at the workspace root
+/// whichever subfolder it is run from.
+pub fn work_tree_root(start: &Path) -> Option<PathBuf> {
+    match git_cli::locate(start) {
+        Ok(Location::WorkTree { root, .. }) => Some(root),
+        Ok(Location::NoRepository | Location::NoWorkTree { .. }) => None,
+        Err(_) => Repository::discover(start)
+            .ok()
+            .and_then(|r| r.workdir().map(|w| w.components().collect())),
+    }
+}
+
 /// The `git-cli` method.
 ///
 /// # Errors
@@ -231,9 +245,10 @@ fn record_entries(
     snap: &mut Snapshot,
     depth: usize,
 ) {
+    let mut bundles = BundleFolders::new(root);
     for e in entries {
         let untracked = e.code == "??";
-        if untracked && is_excluded(Path::new(&e.path), excluded) {
+        if untracked && (is_excluded(Path::new(&e.path), excluded) || bundles.contains(Path::new(&e.path))) {
             continue;
         }
         let rel = e.path.trim_end_matches('/');
@@ -266,6 +281,7 @@ fn record_entries(
             mode: facts.mode,
         });
     }
+    snap.bundles_left_out += bundles.found().count();
 }
 
 /// Records the untracked nested repository at `dir` (`rel` from the outer root) and, `depth`
@@ -319,6 +335,12 @@ fn same_tree_record(before: &Snapshot, now: &Snapshot) -> bool {
 /// Warnings for the terminal and the bundle notes: the operation in progress, an unknown dirty
 /// state, untracked files left out of the patch.
 fn finish(snap: &mut Snapshot) {
+    if snap.repo.is_none() && snap.head.is_none() && snap.dirty != Dirty::Unknown {
+        snap.warnings.push(format!(
+            "provenance not recorded: {}; the bundle holds no revision and no working tree (report and list say `not recorded`)",
+            snap.reason.as_deref().unwrap_or("no git working tree")
+        ));
+    }
     if let Some(op) = &snap.operation {
         let markers = if op == "bisect" {
             ""
@@ -435,6 +457,95 @@ pub(super) fn relative_exclusions(root: &Path, exclude: &[&Path]) -> Vec<PathBuf
 
 pub(super) fn is_excluded(path: &Path, excluded: &[PathBuf]) -> bool {
     excluded.iter().any(|e| path.starts_with(e))
+}
+
+/// The file that marks a bundle folder (DESIGN 5; `bundle::files::BUNDLE`, which this module
+/// cannot name: bundle/ depends on provenance/, not the other way).
+const BUNDLE_FILE: &str = "bundle.json";
+
+/// Bytes of a bundle.json read to recognise it: its first keys are `bundle-format` and
+/// `hwr-exp-version`.
+const BUNDLE_HEAD_BYTES: usize = 4096;
+
+/// Whether the folder `dir` holds a bundle.json that hwr-exp wrote (a regular file, not followed
+/// through a symlink, whose opening names `"bundle-format"` and `"hwr-exp-version"`).
+pub fn is_bundle_folder(dir: &Path) -> bool {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(BUNDLE_FILE);
+    let Ok(file) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&path)
+    else {
+        return false;
+    };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut head = Vec::with_capacity(BUNDLE_HEAD_BYTES);
+    if file
+        .take(BUNDLE_HEAD_BYTES as u64)
+        .read_to_end(&mut head)
+        .is_err()
+    {
+        return false;
+    }
+    let head = String::from_utf8_lossy(&head);
+    head.trim_start().starts_with('{')
+        && head.contains("\"bundle-format\"")
+        && head.contains("\"hwr-exp-version\"")
+}
+
+/// The untracked bundle folders of a working tree: every untracked path inside a folder that
+/// holds a bundle.json hwr-exp wrote ([`is_bundle_folder`]) is left out of the record, wherever
+/// the folder is (`results/` of an earlier run from another folder, a copied bundle). A bundle
+/// that is committed is tracked content and recorded as such.
+#[derive(Debug)]
+pub(super) struct BundleFolders {
+    root: PathBuf,
+    /// Folders (relative to `root`) looked at, and whether each is a bundle folder.
+    known: std::collections::HashMap<PathBuf, bool>,
+    /// The bundle folders that held untracked paths.
+    found: std::collections::BTreeSet<PathBuf>,
+}
+
+impl BundleFolders {
+    pub(super) fn new(root: &Path) -> BundleFolders {
+        BundleFolders {
+            root: root.to_path_buf(),
+            known: std::collections::HashMap::new(),
+            found: std::collections::BTreeSet::new(),
+        }
+    }
+
+    /// Whether the untracked `rel` (relative to the root; a folder may end in `/`) is or lies in
+    /// a bundle folder below the root.
+    pub(super) fn contains(&mut self, rel: &Path) -> bool {
+        for dir in rel.ancestors() {
+            if dir.as_os_str().is_empty() {
+                break;
+            }
+            let bundle = match self.known.get(dir) {
+                Some(&b) => b,
+                None => {
+                    let b = is_bundle_folder(&self.root.join(dir));
+                    self.known.insert(dir.to_path_buf(), b);
+                    b
+                }
+            };
+            if bundle {
+                self.found.insert(dir.to_path_buf());
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The bundle folders found so far (relative to the root).
+    pub(super) fn found(&self) -> impl Iterator<Item = &PathBuf> {
+        self.found.iter()
+    }
 }
 
 /// Submodules registered in `.gitmodules` with their state (git2: submodule list and status).

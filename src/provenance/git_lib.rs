@@ -18,8 +18,8 @@ use git2::{DiffFormat, DiffOptions, ErrorCode, Repository, Status, StatusOptions
 
 use super::doc::{CaptureMethod, Dirty, NestedRepository, Snapshot, StatusLine, UnknownPath, UntrackedFile};
 use super::git::{
-    FileFacts, UNTRACKED_PATCH_LIMIT_BYTES, file_facts, index_bits, is_excluded, operation, read_submodules,
-    relative_exclusions,
+    BundleFolders, FileFacts, UNTRACKED_PATCH_LIMIT_BYTES, file_facts, index_bits, is_excluded, operation,
+    read_submodules, relative_exclusions,
 };
 use crate::digest::sha256_bytes;
 
@@ -106,9 +106,14 @@ pub(super) fn capture(start: &Path, exclude: &[&Path], why: &str, snap: &mut Sna
             }
         }
     }
-    if let Err(e) = read_status(&repo, &root, &excluded, &mut unknown, snap) {
+    let mut bundles = BundleFolders::new(&root);
+    if let Err(e) = read_status(&repo, &root, &excluded, &mut bundles, &mut unknown, snap) {
         snap.errors.push(format!("git status: {}", e.message()));
     }
+    snap.bundles_left_out = bundles.found().count();
+    // The patch leaves out the untracked files of the bundle folders the status left out.
+    let mut excluded = excluded;
+    excluded.extend(bundles.found().cloned());
     if let Err(e) = read_submodules(&repo, snap) {
         snap.errors.push(format!("submodules: {}", e.message()));
     }
@@ -223,6 +228,7 @@ fn read_status(
     repo: &Repository,
     root: &Path,
     excluded: &[PathBuf],
+    bundles: &mut BundleFolders,
     unknown: &mut Vec<UnknownPath>,
     snap: &mut Snapshot,
 ) -> Result<(), git2::Error> {
@@ -296,7 +302,7 @@ fn read_status(
             });
         }
         if untracked_too {
-            if is_excluded(rel, excluded) {
+            if is_excluded(rel, excluded) || bundles.contains(rel) {
                 continue;
             }
             if folder {
@@ -391,7 +397,14 @@ fn nested(dir: &Path, path: &str) -> NestedRepository {
             n.head = inner.head.clone();
             n.branch = inner.branch.clone();
             let mut unknown = Vec::new();
-            match read_status(&repo, dir, &[], &mut unknown, &mut inner) {
+            match read_status(
+                &repo,
+                dir,
+                &[],
+                &mut BundleFolders::new(dir),
+                &mut unknown,
+                &mut inner,
+            ) {
                 Ok(()) if unknown.is_empty() => {
                     n.dirty = inner.dirty;
                     n.status = inner.status;

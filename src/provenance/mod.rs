@@ -25,4 +25,6 @@ pub use doc::{
     StatusLine, SubmoduleState, UncheckedPath, UnknownPath, UntrackedFile,
 };
 pub use drift::differences;
-pub use git::{UNTRACKED_PATCH_LIMIT_BYTES, capture, capture_after, capture_excluding};
+pub use git::{
+    UNTRACKED_PATCH_LIMIT_BYTES, capture, capture_after, capture_excluding, is_bundle_folder, work_tree_root,
+};

@@ -385,6 +385,10 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
         hwr_exp_version: info.hwr_exp_version,
         revision,
         dirty: provenance.as_ref().and_then(|p| find_bool(p, "dirty")),
+        provenance_recorded: provenance.as_ref().is_none_or(|p| {
+            p.get("repo").is_some_and(|r| !r.is_null())
+                || p.get("dirty").and_then(Json::as_str) == Some("unknown")
+        }),
         drift: provenance.as_ref().and_then(|p| find_bool(p, "drift")),
         manifest_sha256: info.manifest_sha256,
         planned_runs: info.planned_runs.max(runs.len()),

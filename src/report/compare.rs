@@ -50,7 +50,7 @@ pub struct MetricRow {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct FactDifference {
-    /// What differs (`revision`, `dirty`, `hostname`, `cpu-model`, `kernel`, `hwr-exp-version`,
+    /// What differs (`revision`, `dirty`, `hostname`, `cpu-model`, `kernel`, `hwr-exp-version`, `hwr-exp-sha256`,
     /// `manifest-sha256`).
     pub fact: String,
     /// Value in A (`unknown` when absent).
@@ -90,7 +90,7 @@ fn json_text(v: Option<&Json>) -> String {
 }
 
 /// host.json of a bundle, with provenance.json's `patch-sha256` and bundle.json's `experiment`
-/// added, so that two bundles at the same revision and dirty state but with different uncommitted
+/// and `hwr-exp-sha256` (the binary that was `{hwr-exp}`) added, so that two bundles at the same revision and dirty state but with different uncommitted
 /// changes, or of different experiments, are told apart.
 fn host_of(dir: &Path) -> Result<Option<Json>, ReadError> {
     let bundle = Bundle::open(dir)?;
@@ -107,6 +107,9 @@ fn host_of(dir: &Path) -> Result<Option<Json>, ReadError> {
             "experiment".into(),
             Json::String(bundle.info().experiment.clone()),
         );
+        if let Some(sum) = &bundle.info().hwr_exp_sha256 {
+            map.insert("hwr-exp-sha256".into(), Json::String(sum.clone()));
+        }
     }
     Ok(Some(host))
 }
@@ -118,13 +121,18 @@ fn facts(r: &Report, host: Option<&Json>) -> Vec<(&'static str, String)> {
         ("revision", r.revision.clone().unwrap_or_else(|| "unknown".into())),
         (
             "dirty",
-            r.dirty.map_or_else(|| "unknown".into(), |d| d.to_string()),
+            if r.provenance_recorded {
+                r.dirty.map_or_else(|| "unknown".into(), |d| d.to_string())
+            } else {
+                "not recorded".into()
+            },
         ),
         ("working-tree-patch-sha256", h("patch-sha256")),
         ("hostname", h("hostname")),
         ("cpu-model", h("cpu-model")),
         ("kernel", h("kernel")),
         ("hwr-exp-version", r.hwr_exp_version.clone()),
+        ("hwr-exp-sha256", h("hwr-exp-sha256")),
         ("manifest-sha256", r.manifest_sha256.clone()),
     ]
 }

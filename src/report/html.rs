@@ -159,14 +159,6 @@ fn outcome_text(o: Outcome) -> String {
         .unwrap_or_else(|| format!("{o:?}"))
 }
 
-fn yes_no(b: Option<bool>) -> &'static str {
-    match b {
-        Some(true) => "yes",
-        Some(false) => "no",
-        None => "unknown",
-    }
-}
-
 fn page(title: &str, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
@@ -240,8 +232,8 @@ fn summary(r: &Report, f: &BundleFacts) -> Markup {
                 }
             }
             dt { "revision" } dd { (r.revision.as_deref().unwrap_or("unknown")) }
-            dt { "dirty tree" } dd { (yes_no(r.dirty)) }
-            dt { "drift" } dd { (yes_no(r.drift)) }
+            dt { "dirty tree" } dd { (super::render::provenance_yes_no(r, r.dirty)) }
+            dt { "drift" } dd { (super::render::provenance_yes_no(r, r.drift)) }
             dt { "hwr-exp" } dd { (r.hwr_exp_version) }
             dt { "manifest sha256" } dd { (r.manifest_sha256) }
         }
@@ -358,11 +350,11 @@ fn provenance(r: &Report, f: &BundleFacts) -> Markup {
             @if let Some(branch) = s("branch") { dt { "branch" } dd { (branch) } }
             @if let Some(repo) = s("repo") { dt { "repository" } dd { (repo) } }
             @if let Some(reason) = s("reason") { dt { "no revision because" } dd { (reason) } }
-            dt { "dirty tree" } dd { (yes_no(r.dirty)) }
+            dt { "dirty tree" } dd { (super::render::provenance_yes_no(r, r.dirty)) }
             @if let Some(sha) = s("patch-sha256") { dt { "working-tree.patch sha256" } dd { (sha) } }
             @if let Some(at) = s("captured-at") { dt { "captured at" } dd { (at) } }
             dt { "drift" } dd {
-                (yes_no(r.drift))
+                (super::render::provenance_yes_no(r, r.drift))
                 @if !changed.is_empty() { " (changed during the experiment: " (changed.join(", ")) ")" }
             }
         }
@@ -432,8 +424,8 @@ pub fn render_compare(c: &Comparison, a: (&Report, &BundleFacts), b: (&Report, &
             ("status", status_text(r)),
             ("runs", counts_text(r)),
             ("revision", r.revision.clone().unwrap_or_else(|| "unknown".into())),
-            ("dirty tree", yes_no(r.dirty).into()),
-            ("drift", yes_no(r.drift).into()),
+            ("dirty tree", super::render::provenance_yes_no(r, r.dirty).into()),
+            ("drift", super::render::provenance_yes_no(r, r.drift).into()),
             ("hwr-exp", r.hwr_exp_version.clone()),
         ]
     };
@@ -569,6 +561,7 @@ mod tests {
             hwr_exp_version: "0.1.0".into(),
             revision: Some(HOSTILE.into()),
             dirty: Some(true),
+            provenance_recorded: true,
             drift: Some(false),
             manifest_sha256: "00".into(),
             planned_runs: runs.len(),

@@ -254,6 +254,9 @@ pub struct Report {
     pub revision: Option<String>,
     /// provenance.json `dirty`.
     pub dirty: Option<bool>,
+    /// `false` when provenance.json says the manifest was in no git repository: no revision or
+    /// working tree was recorded, and the dirty tree and drift are shown as `not recorded`.
+    pub provenance_recorded: bool,
     /// provenance.json `drift`.
     pub drift: Option<bool>,
     /// `manifest-sha256` from bundle.json.

@@ -183,6 +183,16 @@ fn yes_no(b: Option<bool>) -> &'static str {
     }
 }
 
+/// The dirty tree or drift of `r` as shown: `not recorded` when the manifest was in no git
+/// repository, else yes / no / unknown.
+pub(super) fn provenance_yes_no(r: &Report, b: Option<bool>) -> &'static str {
+    if r.provenance_recorded {
+        yes_no(b)
+    } else {
+        "not recorded"
+    }
+}
+
 fn outcome_name(o: Outcome) -> &'static str {
     match o {
         Outcome::Ok => "ok",
@@ -219,8 +229,8 @@ pub fn summary_line(r: &Report) -> String {
             counts.join(", ")
         },
         r.not_run,
-        yes_no(r.drift),
-        yes_no(r.dirty),
+        provenance_yes_no(r, r.drift),
+        provenance_yes_no(r, r.dirty),
     )
 }
 

@@ -4,6 +4,7 @@
 //! whose index is `k` modulo `jobs`, in order, so which CPUs a run gets is fixed by the plan.
 
 pub mod backend;
+pub mod binary;
 pub mod preflight;
 pub mod progress;
 pub mod session;
@@ -510,6 +511,23 @@ pub fn execute(runs: Runs<'_>, indices: &[usize], writer: &Mutex<BundleWriter>) 
     } else {
         Ok(SessionEnd::Complete)
     }
+}
+
+/// The variable naming hwr-exp's cache folder (built Python environments, binary checksums);
+/// default `$XDG_CACHE_HOME/hwr-exp`, else `$HOME/.cache/hwr-exp`.
+pub const CACHE_VAR: &str = "HWR_EXP_CACHE";
+
+/// hwr-exp's cache folder ([`CACHE_VAR`]); `None` when neither it, `XDG_CACHE_HOME` nor `HOME`
+/// is set. Not created here.
+pub fn cache_dir() -> Option<std::path::PathBuf> {
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from)
+    };
+    var(CACHE_VAR)
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("hwr-exp")))
+        .or_else(|| var("HOME").map(|d| d.join(".cache").join("hwr-exp")))
 }
 
 #[cfg(test)]

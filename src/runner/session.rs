@@ -236,7 +236,9 @@ pub fn run_manifest(
 
     let info = BundleInfo {
         bundle_format: crate::bundle::BUNDLE_FORMAT,
-        hwr_exp_version: env!("CARGO_PKG_VERSION").to_string(),
+        hwr_exp_version: super::binary::running().version.clone(),
+        hwr_exp_path: Some(super::binary::running().path.display().to_string()),
+        hwr_exp_sha256: super::binary::running().sha256.clone(),
         experiment: manifest.experiment.name.clone(),
         description: manifest.experiment.description.clone(),
         status: BundleStatus::Running,

@@ -85,6 +85,9 @@ impl Launcher for Fake {
             containment: None,
             runner_cpus: None,
             cgroup_memory_peak_bytes: None,
+            cgroup_memory_source: None,
+            sampling: None,
+            shared_memory_left: Vec::new(),
             allocator: None,
         }
     }
@@ -116,6 +119,8 @@ fn setup(jobs: u32) -> (Plan, tempfile::TempDir, Mutex<BundleWriter>) {
     let info = BundleInfo {
         bundle_format: 1,
         hwr_exp_version: "0".into(),
+        hwr_exp_path: None,
+        hwr_exp_sha256: None,
         experiment: "t".into(),
         description: None,
         status: BundleStatus::Running,

@@ -288,3 +288,119 @@ fn rerun_and_verify_in_a_moved_repository() {
     assert!(stderr(&out).contains("does not exist; used"), "{}", stderr(&out));
     assert_eq!(out_path(&printed_path(moved.path(), &out)), hash);
 }
+
+/// bundle.json `hwr-exp-sha256` with `sum` written in place of the recorded one.
+fn set_recorded_binary(bundle: &Path, sum: &str) {
+    let path = bundle.join("bundle.json");
+    let mut info = json(&path);
+    info["hwr-exp-sha256"] = sum.into();
+    std::fs::write(&path, serde_json::to_vec_pretty(&info).unwrap()).unwrap();
+}
+
+#[test]
+fn the_binary_that_was_hwr_exp_is_recorded_and_a_different_one_shows_as_drift() {
+    let repo = repo();
+    repo.write(".gitignore", "results/\n").commit("ignore results");
+    let m = ManifestBuilder::argv(
+        "builtin",
+        &[
+            "{hwr-exp}",
+            "probe",
+            "safetensors-retention",
+            "--mode",
+            "reuse",
+            "--iterations",
+            "100",
+            "--sample-every",
+            "50",
+        ],
+    )
+    .write(repo.path());
+    repo.commit("manifest");
+    let (out, old) = run(repo.path(), &m);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let old = old.unwrap();
+    let info = json(&old.join("bundle.json"));
+    let binary = crate::support::bin();
+    let sum = crate::support::sha256_hex(&std::fs::read(binary).unwrap());
+    assert_eq!(info["hwr-exp-sha256"], sum.as_str(), "{info}");
+    assert_eq!(
+        info["hwr-exp-path"],
+        std::fs::canonicalize(binary).unwrap().to_str().unwrap(),
+        "{info}"
+    );
+    assert_eq!(info["hwr-exp-version"], env!("CARGO_PKG_VERSION"));
+
+    // Same binary: a rerun at the recorded revision says what {hwr-exp} is, and nothing differs.
+    let out = rerun_at_recorded_revision(repo.path(), &old);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    let note = err
+        .lines()
+        .find(|l| l.starts_with("note: {hwr-exp} is this binary"))
+        .unwrap_or_else(|| panic!("no note on {{hwr-exp}}: {err}"));
+    assert!(
+        note.contains("it is the binary that wrote the archived bundle"),
+        "{note}"
+    );
+    let before_runs = err.find("rerun of").expect("rerun line");
+    assert!(
+        err.find(note).unwrap() < before_runs,
+        "said before the runs start: {err}"
+    );
+    assert!(
+        err.contains("same revision, working tree, host and hwr-exp version"),
+        "{err}"
+    );
+    let new = printed_path(repo.path(), &out);
+    assert!(
+        json(&new.join("bundle.json"))["notes"]
+            .to_string()
+            .contains("{hwr-exp} is this binary")
+    );
+
+    // Another binary wrote the archived bundle: drift in rerun and in compare.
+    let other = "ab".repeat(32);
+    set_recorded_binary(&old, &other);
+    let out = rerun_at_recorded_revision(repo.path(), &old);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "hwr-exp binary: sha256 {} -> {}",
+            &other[..12],
+            &sum[..12]
+        )),
+        "{err}"
+    );
+    assert!(err.contains("the built-in probe may differ"), "{err}");
+    let compare = hwr(
+        repo.path(),
+        &[
+            "compare",
+            old.to_str().unwrap(),
+            new.to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(code(&compare), 0, "{}", stderr(&compare));
+    let doc: serde_json::Value = serde_json::from_slice(&compare.stdout).unwrap();
+    assert!(
+        doc.to_string().contains("hwr-exp-sha256"),
+        "compare names the binary difference: {doc}"
+    );
+    // A rerun without --at-recorded-revision shows the difference too, without the note.
+    let out = hwr(repo.path(), &["rerun", old.to_str().unwrap(), "--quiet"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("hwr-exp binary: sha256"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !stderr(&out).contains("{hwr-exp} is this binary"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -71,6 +71,7 @@ mod report_reasons;
 mod report_width;
 mod run_containment;
 mod run_e2e;
+mod run_measure;
 mod run_reasons;
 mod run_records;
 mod run_settings;

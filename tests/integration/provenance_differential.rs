@@ -1600,3 +1600,122 @@ fn rerun_at_recorded_revision_with_a_git_file_pointing_elsewhere() {
         crate::support::stderr(&out)
     );
 }
+
+/// `hwr-exp ARGS` in `cwd` with the isolated environment plus `extra`; asserts exit 0 and returns
+/// the bundle folder it printed (canonical) and its stderr.
+fn run_from(w: &World, cwd: &Path, args: &[&str], extra: &[(&str, &str)]) -> (PathBuf, String) {
+    let mut cmd = w.cmd(crate::support::bin().to_str().expect("UTF-8 binary path"));
+    cmd.current_dir(cwd).args(args).stdin(Stdio::null());
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("hwr-exp runs");
+    let stderr = crate::support::stderr(&out);
+    assert_eq!(crate::support::code(&out), 0, "{stderr}");
+    let printed = crate::support::stdout(&out);
+    let bundle = cwd.join(printed.lines().last().expect("bundle path printed"));
+    (bundle.canonicalize().unwrap(), stderr)
+}
+
+/// Issue 22.1: earlier bundles never leak into the record. From a subfolder, the default results
+/// folder is the repository root's `results/` (as cargo's `target/`); with `--results-dir`
+/// outside the repository, the bundles under the root's `results/` (and a bundle copied
+/// elsewhere in the tree) are neither listed as untracked nor copied into working-tree.patch, by
+/// either capture method; untracked files that are not in a bundle still are.
+#[test]
+fn earlier_bundles_are_never_part_of_the_recorded_tree() {
+    let w = World::new();
+    let repo = w.base("repo");
+    let root = repo.canonicalize().unwrap();
+    write(
+        &repo,
+        "experiments/leak.toml",
+        b"format = 1\n[experiment]\nname = \"leak\"\n[command]\nshell = \"true\"\noutput-format = \"text\"\n[measure]\nsample-interval = \"off\"\n",
+    );
+    w.commit_all(&repo, "manifest");
+    let exp = repo.join("experiments");
+    // The first bundle, run from the root with the default results folder.
+    let (first, _) = run_from(&w, &repo, &["run", "experiments/leak.toml", "--quiet"], &[]);
+    assert!(
+        first.starts_with(root.join("results/leak")),
+        "{}",
+        first.display()
+    );
+    copy_tree(&first, &repo.join("experiments/old-copy"));
+    write(&repo, "results/notes.txt", b"mine\n");
+    write(&repo, "experiments/scratch.txt", b"scratch\n");
+    let outside = w.path("outside");
+    let outside = outside.to_str().unwrap();
+    let no_git = path_without_git(&w);
+    for (method, extra) in [("git-cli", vec![]), ("libgit2", vec![("PATH", no_git.as_str())])] {
+        // From the subfolder with the default results folder: the bundle goes to the root's.
+        let (bundle, _) = run_from(&w, &exp, &["run", "leak.toml", "--quiet"], &extra);
+        assert!(
+            bundle.starts_with(root.join("results/leak")),
+            "[{method}] {}",
+            bundle.display()
+        );
+        // From the subfolder with the results outside the repository.
+        let (away, _) = run_from(
+            &w,
+            &exp,
+            &["run", "leak.toml", "--quiet", "--results-dir", outside],
+            &extra,
+        );
+        for (case, b, notes_listed) in [("default results", &bundle, false), ("outside", &away, true)] {
+            let state = format!("{method}, {case}");
+            let prov = crate::support::json(&b.join("provenance.json"));
+            assert_eq!(prov["capture-method"], method, "[{state}]");
+            let tree = std::fs::read_to_string(b.join("working-tree.txt")).unwrap();
+            let patch =
+                String::from_utf8_lossy(&std::fs::read(b.join("working-tree.patch")).unwrap()).into_owned();
+            for leaked in ["bundle.json", "results/leak/", "old-copy", "run.json"] {
+                assert!(
+                    !tree.contains(leaked),
+                    "[{state}] {leaked} in working-tree.txt:\n{tree}"
+                );
+                assert!(
+                    !patch.contains(leaked),
+                    "[{state}] {leaked} in working-tree.patch"
+                );
+            }
+            assert!(tree.contains("?? experiments/scratch.txt"), "[{state}] {tree}");
+            assert!(patch.contains("experiments/scratch.txt"), "[{state}]");
+            assert_eq!(
+                tree.contains("?? results/notes.txt"),
+                notes_listed,
+                "[{state}] {tree}"
+            );
+            assert!(
+                prov["bundles-left-out"].as_u64().unwrap_or(0) >= 1,
+                "[{state}] {prov:#}"
+            );
+            assert_eq!(prov["dirty"], true, "[{state}]");
+        }
+    }
+    // Only bundles untracked: the tree is clean, whichever method.
+    std::fs::remove_file(repo.join("results/notes.txt")).unwrap();
+    std::fs::remove_file(repo.join("experiments/scratch.txt")).unwrap();
+    for extra in [vec![], vec![("PATH", no_git.as_str())]] {
+        let (b, _) = run_from(
+            &w,
+            &exp,
+            &["run", "leak.toml", "--quiet", "--results-dir", outside],
+            &extra,
+        );
+        assert_eq!(std::fs::read_to_string(b.join("working-tree.txt")).unwrap(), "");
+        assert_eq!(std::fs::metadata(b.join("working-tree.patch")).unwrap().len(), 0);
+        let prov = crate::support::json(&b.join("provenance.json"));
+        assert_eq!(prov["dirty"], false, "{prov:#}");
+        assert_eq!(prov["drift"], false, "{prov:#}");
+    }
+    // `list` from the subfolder reads the same default folder.
+    let mut cmd = w.cmd(crate::support::bin().to_str().unwrap());
+    let out = cmd
+        .current_dir(&exp)
+        .args(["list", "--format", "json"])
+        .output()
+        .unwrap();
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 3, "{listed:#}");
+}

@@ -496,9 +496,11 @@ fn memory_samples_cover_the_program_behind_a_shell() {
     )
     .unwrap();
     let samples: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    // `rss-anon` (status counters) is in every sample; `private` only in the samples whose
+    // page-table walk the 1% budget allowed, which a short run under load may not reach.
     let biggest = samples
         .iter()
-        .filter_map(|s| s["private"].as_u64())
+        .filter_map(|s| s["rss-anon"].as_u64())
         .max()
         .unwrap_or(0);
     assert!(

@@ -177,3 +177,55 @@ fn resume_under_umask_077_keeps_attempts_in_0755_folders() {
     let verify = crate::support::hwr(repo.path(), &["verify", b]);
     assert_eq!(code(&verify), 0, "{}", crate::support::stdout(&verify));
 }
+
+/// Issue 22.2: a manifest outside any git repository runs with a warning, and `report`, the HTML
+/// report and `list` say the provenance was `not recorded` (they said `dirty tree: no`).
+#[test]
+fn provenance_outside_a_repository_is_not_recorded_and_said_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = ManifestBuilder::shell("norepo", "echo hi")
+        .text_output()
+        .write(dir.path());
+    let out = crate::support::hwr(
+        dir.path(),
+        &["run", m.to_str().unwrap(), "--results-dir", "results"],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("warning: provenance not recorded: no git repository"),
+        "{}",
+        stderr(&out)
+    );
+    let bundle = crate::support::printed_path(dir.path(), &out);
+    let b = bundle.to_str().unwrap();
+    let report = crate::support::hwr(dir.path(), &["report", b]);
+    assert_eq!(code(&report), 0, "{}", stderr(&report));
+    let text = crate::support::stdout(&report);
+    assert!(text.contains("dirty tree: not recorded"), "{text}");
+    assert!(text.contains("drift: not recorded"), "{text}");
+    assert!(!text.lines().any(|l| l.ends_with("dirty tree: no")), "{text}");
+    let json = crate::support::hwr(dir.path(), &["report", b, "--format", "json"]);
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(json["provenance-recorded"], false, "{json:#}");
+    let list = crate::support::hwr(dir.path(), &["list", "results"]);
+    let text = crate::support::stdout(&list);
+    assert!(text.contains("not recorded"), "{text}");
+    let list = crate::support::hwr(dir.path(), &["list", "results", "--format", "json"]);
+    let list: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(list[0]["provenance-recorded"], false, "{list:#}");
+    assert!(list[0]["dirty"].is_null(), "{list:#}");
+    // In a repository the same keys say it was recorded.
+    let repo = repo();
+    let m = ManifestBuilder::shell("inrepo", "echo hi")
+        .text_output()
+        .write(repo.path());
+    let (out, bundle) = run(repo.path(), &m);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("provenance not recorded"),
+        "{}",
+        stderr(&out)
+    );
+    let report = crate::support::hwr(repo.path(), &["report", bundle.unwrap().to_str().unwrap()]);
+    assert!(crate::support::stdout(&report).contains("dirty tree: yes"));
+}

@@ -24,5 +24,5 @@ pub use files::{
 };
 pub use git::{Repo, commit_all, git, init_repo, isolate_git, repo};
 pub use manifest::{ManifestBuilder, write_manifest};
-pub use process::{group_members, process_state, wait_for};
+pub use process::{compile_c, group_members, process_state, wait_for};
 pub use slurm::cluster;

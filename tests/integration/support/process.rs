@@ -43,3 +43,24 @@ pub fn wait_for(what: &str, within: Duration, mut ok: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// Compiles the C program `source` with `cc -O2 -pthread` into `dir/name`; returns its path, or
+/// `None` (after saying why the test is skipped) where no C compiler is installed.
+pub fn compile_c(dir: &std::path::Path, name: &str, source: &str) -> Option<std::path::PathBuf> {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let exe = dir.join(name);
+    match std::process::Command::new("cc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+    {
+        Ok(out) if out.status.success() => Some(exe),
+        Ok(out) => panic!("cc failed on {name}.c: {}", String::from_utf8_lossy(&out.stderr)),
+        Err(e) => {
+            eprintln!("skipped: no C compiler (cc: {e})");
+            None
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! A per-run memory cgroup v1, for the tree's true peak where the run's cgroup v2 has no memory
+//! controller (hybrid hosts, where `memory` is bound to the v1 hierarchy at
+//! `/sys/fs/cgroup/memory`).
+//!
+//! Once per process, [`base`] finds the v1 memory mount (`/proc/self/mountinfo`, file system
+//! type `cgroup` with the `memory` option) and the runner's own memory cgroup in it
+//! (`N:memory:<path>` of `/proc/self/cgroup`), and makes (or reuses) `hwr-exp` inside that
+//! cgroup: runs are nested under the runner's own memory cgroup, so its limits and accounting
+//! hold for them too. A run gets `hwr-exp/<runner pid>-<n>` ([`RunMemcg::create`]); its child
+//! joins it between fork and exec (writes `0` to its `cgroup.procs`), and every process it starts
+//! inherits it. `memory.usage_in_bytes` and `memory.max_usage_in_bytes` are then the run's
+//! processes together (page cache they read or wrote and kernel memory charged to them
+//! included; v1 batches charges per CPU, so small figures are approximate). After the run the
+//! cgroup is removed (its remaining page-cache charges move to the parent).
+//!
+//! Leftovers of a runner killed mid-run (empty folders named after a pid that is gone) are
+//! removed by the next runner's [`base`].
+
+use std::fs;
+use std::io::{self, Read};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rustix::fs::{Mode, OFlags};
+
+/// Name of the folder the runs' memory cgroups are made in.
+const PARENT: &str = "hwr-exp";
+
+/// The folder runs' v1 memory cgroups are made in, or why there is none.
+pub(super) fn base() -> Result<&'static Path, &'static str> {
+    static BASE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BASE.get_or_init(discover)
+        .as_ref()
+        .map(PathBuf::as_path)
+        .map_err(String::as_str)
+}
+
+fn discover() -> Result<PathBuf, String> {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+    let (point, root) = memory_mount(&mountinfo).ok_or("no cgroup v1 memory controller is mounted")?;
+    let own = fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|t| own_memcg(&t))
+        .ok_or("/proc/self/cgroup names no v1 memory cgroup")?;
+    let rel = Path::new(&own)
+        .strip_prefix(&root)
+        .map_err(|_| format!("the runner's memory cgroup {own} is outside the mount's root"))?;
+    let dir = point.join(rel).join(PARENT);
+    match fs::create_dir(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("cannot make {}: {e}", dir.display())),
+    }
+    rustix::fs::access(dir.join("cgroup.procs").as_path(), rustix::fs::Access::WRITE_OK)
+        .map_err(|e| format!("{}: cgroup.procs is not writable: {e}", dir.display()))?;
+    remove_stale(&dir);
+    Ok(dir)
+}
+
+/// Removes empty run memory cgroups left by runners that are gone (`<pid>-<n>`, no `/proc/<pid>`).
+fn remove_stale(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.split('-').next()?.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = fs::remove_dir(e.path());
+        }
+    }
+}
+
+/// `(mount point, root)` of the v1 memory controller's mount in mountinfo text.
+fn memory_mount(mountinfo: &str) -> Option<(PathBuf, PathBuf)> {
+    mountinfo.lines().find_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        let mut r = right.split_whitespace();
+        if r.next()? != "cgroup" {
+            return None;
+        }
+        let _source = r.next()?;
+        if !r.next()?.split(',').any(|o| o == "memory") {
+            return None;
+        }
+        let mut fields = left.split_whitespace();
+        let root = PathBuf::from(fields.nth(3)?);
+        let point = PathBuf::from(fields.next()?);
+        Some((point, root))
+    })
+}
+
+/// The path of the memory line (`N:...memory...:<path>`) of `/proc/self/cgroup` text.
+fn own_memcg(text: &str) -> Option<String> {
+    text.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let _n = parts.next()?;
+        let controllers = parts.next()?;
+        let path = parts.next()?;
+        controllers
+            .split(',')
+            .any(|c| c == "memory")
+            .then(|| path.to_string())
+    })
+}
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// One run's v1 memory cgroup; [`RunMemcg::remove`] removes it.
+#[derive(Debug)]
+pub(super) struct RunMemcg {
+    path: PathBuf,
+    /// `cgroup.procs`, open for writing: the child writes `0` to it before exec.
+    procs: OwnedFd,
+}
+
+impl RunMemcg {
+    /// Makes a run's memory cgroup under [`base`]; `None` where there is no base or the mkdir
+    /// fails (the run then has no tree peak from a memory cgroup, and run.json says so).
+    pub(super) fn create() -> Option<RunMemcg> {
+        let base = base().ok()?;
+        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        let path = base.join(format!("{}-{seq}", std::process::id()));
+        fs::create_dir(&path).ok()?;
+        match rustix::fs::open(
+            path.join("cgroup.procs").as_path(),
+            OFlags::WRONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(procs) => Some(RunMemcg { path, procs }),
+            Err(_) => {
+                let _ = fs::remove_dir(&path);
+                None
+            }
+        }
+    }
+
+    /// `cgroup.procs` of the cgroup, open for writing (for the child to join).
+    pub(super) fn procs_fd(&self) -> BorrowedFd<'_> {
+        self.procs.as_fd()
+    }
+
+    fn value(&self, file: &str) -> Option<u64> {
+        let mut text = String::with_capacity(32);
+        fs::File::open(self.path.join(file))
+            .and_then(|mut f| f.read_to_string(&mut text))
+            .ok()?;
+        text.trim().parse().ok()
+    }
+
+    /// Whether `pid` joined the cgroup (listed in its `cgroup.procs`).
+    pub(super) fn holds(&self, pid: i32) -> bool {
+        fs::read_to_string(self.path.join("cgroup.procs"))
+            .map(|t| t.lines().any(|l| l.trim().parse() == Ok(pid)))
+            .unwrap_or(false)
+    }
+
+    /// `memory.usage_in_bytes` and `memory.max_usage_in_bytes`, bytes.
+    pub(super) fn memory(&self) -> (Option<u64>, Option<u64>) {
+        (
+            self.value("memory.usage_in_bytes"),
+            self.value("memory.max_usage_in_bytes"),
+        )
+    }
+
+    /// Removes the cgroup (every process of the run has ended).
+    pub(super) fn remove(self) {
+        drop(self.procs);
+        let _ = fs::remove_dir(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_memory_mount_and_own_cgroup() {
+        let mi = "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n\
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n";
+        assert_eq!(
+            memory_mount(mi),
+            Some((PathBuf::from("/sys/fs/cgroup/memory"), PathBuf::from("/")))
+        );
+        assert_eq!(memory_mount("41 31 0:38 / /x rw - cgroup2 cgroup2 rw\n"), None);
+        assert_eq!(
+            own_memcg("5:devices:/\n4:memory:/a/b\n0::/\n").as_deref(),
+            Some("/a/b")
+        );
+        assert_eq!(own_memcg("0::/\n"), None);
+    }
+}

@@ -1,0 +1,285 @@
+//! What the runner measures of a run (DESIGN 4, issue 20): samples of a process whose main
+//! thread has exited, the tree's figures for processes sharing one file, shared memory a run
+//! leaves behind, and a run without any sample. The C programs are compiled with `cc` here.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::support::{ManifestBuilder, bin, code, compile_c, json, run_records, stderr};
+
+const MIB: u64 = 1 << 20;
+
+/// Runs `experiment.toml` in `dir` with `HWR_CONTAINMENT=containment`; returns the output and
+/// the run's run.json and memory.jsonl lines.
+fn run_with(dir: &Path, containment: &str) -> (Output, Value, Vec<Value>, PathBuf) {
+    let out = Command::new(bin())
+        .current_dir(dir)
+        .env("HWR_CONTAINMENT", containment)
+        .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
+        .output()
+        .expect("hwr-exp runs");
+    let results = dir.join("results");
+    let experiment = std::fs::read_dir(&results)
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let bundle = std::fs::read_dir(experiment)
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let run = run_records(&bundle).remove(0);
+    let run_dir = bundle.join("runs").join(run["run-id"].as_str().unwrap());
+    let samples = std::fs::read_to_string(run_dir.join("memory.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (out, run, samples, run_dir)
+}
+
+/// `HWR_CONTAINMENT` values to test: `process-tree` always, `cgroup` where one can be made.
+fn modes() -> Vec<&'static str> {
+    let mut m = vec!["process-tree"];
+    let cgroup2 = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.contains(" - cgroup2 ") && l.contains(" rw"));
+    if cgroup2 {
+        m.push("cgroup");
+    }
+    m
+}
+
+fn u(v: &Value, key: &str) -> u64 {
+    v[key].as_u64().unwrap_or_else(|| panic!("no {key} in {v}"))
+}
+
+const MAIN_THREAD_EXITS: &str = r#"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+static void *hold(void *arg) {
+    size_t n = 200u << 20;
+    char *p = malloc(n);
+    memset(p, 1, n);
+    sleep(2);
+    printf("{\"held\": %d}\n", p[n - 1]);
+    fflush(stdout);
+    return arg;
+}
+int main(void) {
+    pthread_t t;
+    pthread_create(&t, 0, hold, 0);
+    pthread_exit(0);
+}
+"#;
+
+/// psutil#2283: main calls `pthread_exit()`, another thread holds 200 MB for 2 s. The leader's
+/// `/proc/<pid>/smaps_rollup` and status are empty then; it is read through the live thread.
+#[test]
+fn a_process_whose_main_thread_exited_is_sampled() {
+    for mode in modes() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(exe) = compile_c(dir.path(), "main_exits", MAIN_THREAD_EXITS) else {
+            return;
+        };
+        ManifestBuilder::argv("main-exits", &[exe.to_str().unwrap()])
+            .repetitions(1)
+            .set("measure", "sample-interval", "100ms")
+            .write(dir.path());
+        let (out, run, samples, _) = run_with(dir.path(), mode);
+        assert_eq!(code(&out), 0, "{mode}: {}", stderr(&out));
+        assert!(samples.len() >= 5, "{mode}: {} samples: {run}", samples.len());
+        let largest = samples.iter().map(|s| u(s, "rss")).max().unwrap();
+        assert!(largest >= 200 * MIB, "{mode}: largest rss {largest}");
+        let leader = &samples.last().unwrap()["leader"];
+        assert!(leader["via-thread"].as_u64().is_some(), "{mode}: {leader}");
+        assert!(u(leader, "rss-anon") >= 200 * MIB, "{mode}: {leader}");
+        assert_eq!(run["sampling"]["read-through-thread"], true, "{mode}: {run}");
+        assert_eq!(run["memory-samples"].as_u64(), Some(samples.len() as u64));
+    }
+}
+
+const TWO_MAP_ONE_FILE: &str = r#"
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int fd = open(argv[1], O_RDONLY);
+    struct stat st;
+    fstat(fd, &st);
+    pid_t child = fork();
+    const volatile char *p = mmap(0, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return 3;
+    unsigned long sum = 0;
+    for (off_t i = 0; i < st.st_size; i += 4096) sum += p[i];
+    sleep(4);
+    if (child == 0) return 0;
+    waitpid(child, 0, 0);
+    printf("{\"sum\": %lu}\n", sum);
+    return 0;
+}
+"#;
+
+/// Two processes mapping one 200 MiB file: the tree's PSS is the file once (about 200 MiB),
+/// each process's PSS half of it, RSS counts it twice, and `private` (documented as pages no
+/// other process maps) leaves it out.
+#[test]
+fn two_processes_mapping_one_file_give_the_tree_pss() {
+    for mode in modes() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(exe) = compile_c(dir.path(), "two_map", TWO_MAP_ONE_FILE) else {
+            return;
+        };
+        let data = dir.path().join("weights.bin");
+        std::fs::write(&data, vec![7u8; 200 * MIB as usize]).unwrap();
+        ManifestBuilder::argv("two-map", &[exe.to_str().unwrap(), data.to_str().unwrap()])
+            .repetitions(1)
+            .set("measure", "sample-interval", "100ms")
+            .set("isolation", "timeout", "60s")
+            .write(dir.path());
+        let (out, run, samples, run_dir) = run_with(dir.path(), mode);
+        assert_eq!(code(&out), 0, "{mode}: {}", stderr(&out));
+        let walks: Vec<&Value> = samples
+            .iter()
+            .filter(|s| s["source"] == "smaps_rollup" && u(s, "processes") == 2 && u(s, "rss") >= 400 * MIB)
+            .collect();
+        assert!(
+            !walks.is_empty(),
+            "{mode}: no smaps_rollup sample of both processes with the file resident: {run}"
+        );
+        let s = walks.last().unwrap();
+        let pss = u(s, "pss");
+        assert!(
+            (200 * MIB..=200 * MIB + 20 * MIB).contains(&pss),
+            "{mode}: tree pss {pss} is not the file once: {s}"
+        );
+        assert!(u(s, "private") < 20 * MIB, "{mode}: {s}");
+        let leader_pss = u(&s["leader"], "pss");
+        assert!(
+            (100 * MIB..=100 * MIB + 10 * MIB).contains(&leader_pss),
+            "{mode}: the leader's own pss {leader_pss} is not half the file: {s}"
+        );
+        // Status samples between the walks: RSS and its split, never PSS.
+        let status = samples
+            .iter()
+            .find(|s| s["source"] == "status")
+            .expect("status samples");
+        assert!(
+            status.get("pss").is_none() && status["rss-file"].as_u64().is_some(),
+            "{status}"
+        );
+        // The breakdown names the file, with its file-backed bytes in both processes.
+        let mappings = json(&run_dir.join("mappings.json"));
+        let rows = mappings["last"]["rows"].as_array().unwrap();
+        let file = rows
+            .iter()
+            .find(|r| r["name"].as_str().is_some_and(|n| n.ends_with("weights.bin")))
+            .unwrap_or_else(|| panic!("{mode}: no row for the file: {mappings}"));
+        assert_eq!(file["kind"], "file");
+        assert!(u(file, "file-backed") >= 400 * MIB, "{mode}: {file}");
+        assert!(run["sha256"]["mappings.json"].as_str().is_some(), "{run}");
+    }
+}
+
+const LEAVES_SHARED_MEMORY: &str = r#"
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ipc.h>
+#include <sys/shm.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int id = shmget(IPC_PRIVATE, 1 << 20, IPC_CREAT | 0600);
+    if (id < 0) return 3;
+    char *p = shmat(id, 0, 0);
+    memset(p, 1, 1 << 20);
+    shmdt(p);
+    int fd = open(argv[1], O_CREAT | O_WRONLY, 0600);
+    char buf[4096];
+    memset(buf, 2, sizeof buf);
+    for (int i = 0; i < 16; i++) write(fd, buf, sizeof buf);
+    close(fd);
+    printf("{\"shmid\": %d}\n", id);
+    return 0;
+}
+"#;
+
+/// A SysV segment and a `/dev/shm` file made by the run outlive it: both are listed in run.json
+/// (the run has no IPC or mount namespace that owns them, so they are kept).
+#[test]
+fn shared_memory_left_behind_is_listed() {
+    if !Path::new("/dev/shm").is_dir() {
+        eprintln!("skipped: no /dev/shm");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(exe) = compile_c(dir.path(), "leaves_shm", LEAVES_SHARED_MEMORY) else {
+        return;
+    };
+    let name = format!("hwr-exp-test-{}", std::process::id());
+    let shm_file = Path::new("/dev/shm").join(&name);
+    ManifestBuilder::argv("leaves-shm", &[exe.to_str().unwrap(), shm_file.to_str().unwrap()])
+        .repetitions(1)
+        .write(dir.path());
+    let (out, run, _, run_dir) = run_with(dir.path(), "auto");
+    let shmid = json(&run_dir.join(run["output"].as_str().unwrap()))["shmid"].as_i64();
+    // Clean up before asserting.
+    if let Some(id) = shmid {
+        let _ = Command::new("ipcrm").args(["-m", &id.to_string()]).status();
+    }
+    let file_was_left = shm_file.exists();
+    let _ = std::fs::remove_file(&shm_file);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(file_was_left, "the file was removed by hwr-exp");
+    let left = run["shared-memory-left"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{run}"));
+    let seg = left
+        .iter()
+        .find(|l| l["kind"] == "sysv" && l["shmid"].as_i64() == shmid)
+        .unwrap_or_else(|| panic!("segment {shmid:?} not listed: {left:?}"));
+    assert_eq!(u(seg, "bytes"), MIB);
+    assert_eq!(seg["removed"], false);
+    assert!(seg["creator-pid"].as_i64().is_some(), "{seg}");
+    let file = left
+        .iter()
+        .find(|l| l["kind"] == "dev-shm" && l["name"] == shm_file.to_str().unwrap())
+        .unwrap_or_else(|| panic!("{} not listed: {left:?}", shm_file.display()));
+    assert_eq!(u(file, "bytes"), 64 * 1024);
+}
+
+/// A run that ends before its first sample says so in run.json (`sampling.note`), and the
+/// report names it.
+#[test]
+fn a_run_without_any_sample_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    ManifestBuilder::argv("no-sample", &["true"])
+        .text_output()
+        .repetitions(1)
+        .set("measure", "sample-interval", "10s")
+        .write(dir.path());
+    let (out, run, samples, _) = run_with(dir.path(), "auto");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(samples.is_empty());
+    assert_eq!(run["memory-samples"], 0);
+    let sampling = &run["sampling"];
+    assert_eq!(sampling["honoured"], false, "{run}");
+    assert!(
+        sampling["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("no memory sample")),
+        "{run}"
+    );
+}
