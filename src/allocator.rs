@@ -2,7 +2,7 @@
 //! preloaded), the libraries known by name (`jemalloc`, `tcmalloc`, `mimalloc`, found through the
 //! dynamic linker's cache, `ldconfig -p`), or a path to a shared library. The run gets the library
 //! in `LD_PRELOAD`; after its process starts, its `/proc/<pid>/maps` is read to see whether the
-//! library was really loaded ([`watch_maps`]).
+//! library was really loaded ([`look`]).
 //!
 //! Imports only [`crate::digest`].
 

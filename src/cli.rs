@@ -1,10 +1,13 @@
 //! Command-line types (clap): every clap type of hwr-exp and nothing else. `main` dispatches on
-//! [`Command`] and turns these arguments into the plain option types of the library modules, so this
-//! file imports no other module of the crate.
+//! [`Command`] and turns these arguments into the plain option types of the library modules. The
+//! value enums the library acts on too ([`ExecutorKind`], [`ReportFormat`], [`ProbeMode`]) are
+//! [`crate::choices`]'s, re-exported here; that leaf is the only module this file imports.
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+pub use crate::choices::{ExecutorKind, ProbeMode, ReportFormat};
 
 /// Declarative experiment runner: expands a TOML manifest into isolated runs and records them in a
 /// result bundle with the repository's state beside the results.
@@ -72,15 +75,6 @@ pub struct ManArgs {
     pub command: Vec<String>,
 }
 
-/// `--executor` of `hwr-exp run`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ExecutorChoice {
-    /// On this machine.
-    Local,
-    /// As Slurm job arrays (sbatch), one array task per run.
-    Slurm,
-}
-
 /// `hwr-exp run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -96,7 +90,7 @@ pub struct RunArgs {
     pub quiet: bool,
     /// Where the runs execute; overrides the manifest's `[executor] kind`.
     #[arg(long, value_enum, value_name = "KIND")]
-    pub executor: Option<ExecutorChoice>,
+    pub executor: Option<ExecutorKind>,
     /// Slurm executor: submit, print the bundle path and the job ids, and return without waiting
     /// (`hwr-exp wait BUNDLE` attaches later).
     #[arg(long)]
@@ -170,21 +164,6 @@ pub enum ProbeCommand {
     SafetensorsRetention(RetentionArgs),
 }
 
-/// What each iteration of `probe safetensors-retention` does with the tensor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ProbeMode {
-    /// Parse the safetensors header from the mapping and copy the tensor into a newly allocated
-    /// owned buffer (dropped at the end of the iteration).
-    #[value(name = "get_tensor")]
-    GetTensor,
-    /// Parse the header and take a borrowed view of the mapped bytes (no copy).
-    #[value(name = "view")]
-    View,
-    /// Read the one owned copy made by the first read (the control).
-    #[value(name = "reuse")]
-    Reuse,
-}
-
 /// Largest `--tensor-elements`: 2^30 f32 values, a 4 GiB file.
 pub const MAX_TENSOR_ELEMENTS: u64 = 1 << 30;
 
@@ -235,22 +214,6 @@ fn parse_elements(text: &str) -> Result<u64, String> {
         ));
     }
     Ok(n)
-}
-
-/// Output format of `hwr-exp report` and `hwr-exp compare`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
-pub enum ReportFormat {
-    /// Terminal tables.
-    #[default]
-    Table,
-    /// Markdown tables, to paste into a pull request.
-    Md,
-    /// CSV, one row per run (pandas-friendly; `compare`: one row per cell).
-    Csv,
-    /// One JSON document.
-    Json,
-    /// One self-contained HTML page (inline CSS and SVG plots, no scripts).
-    Html,
 }
 
 /// `hwr-exp report`.

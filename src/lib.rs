@@ -11,7 +11,9 @@
 //! `docs/architecture.md`.
 //!
 //! - leaves, importing no other module: [`exit_codes`], [`signal`], [`cpus`], [`memory`],
-//!   [`digest`], [`timestamp`], [`table`], [`cli`], [`slurm`];
+//!   [`digest`], [`timestamp`], [`table`], [`slurm`], [`choices`] (the value enums the command
+//!   line and the library share);
+//! - [`cli`] -> `choices` (clap types only);
 //! - [`allocator`] -> `digest` (allocator names, the linker cache, `/proc/<pid>/maps` checks);
 //! - [`manifest`] -> `cpus` (CPU list syntax only; it reads no host facts);
 //! - [`exec`] -> `memory`, `cpus`, `allocator` (takes an [`exec::RunSpec`], nothing from manifest or plan);
@@ -27,6 +29,7 @@
 pub mod allocator;
 pub mod archive;
 pub mod bundle;
+pub mod choices;
 pub mod cli;
 pub mod cli_docs;
 pub mod cpus;

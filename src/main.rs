@@ -13,8 +13,7 @@ use clap::Parser;
 use hwr_exp::archive::{self, ArchiveError};
 use hwr_exp::cli::{
     CancelArgs, CheckArgs, Cli, Command, CompareArgs, ListArgs, ListFormat, PlanArgs, PlanFormat,
-    ProbeCommand, ProbeMode, RerunArgs, ResumeArgs, RetentionArgs, RunArgs, SlurmTaskArgs, VerifyArgs,
-    WaitArgs,
+    ProbeCommand, RerunArgs, ResumeArgs, RetentionArgs, RunArgs, SlurmTaskArgs, VerifyArgs, WaitArgs,
 };
 use hwr_exp::exec::ProcessLauncher;
 use hwr_exp::exit_codes::{self, Failure};
@@ -57,7 +56,7 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
         Command::Report(args) => {
             let options = report::ReportOptions {
                 bundle: args.bundle,
-                format: report_format(args.format),
+                format: args.format,
                 plot: args.plot,
                 width: table_width(args.wide),
                 stderr: args.stderr,
@@ -69,7 +68,7 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
             let options = report::CompareOptions {
                 a,
                 b,
-                format: report_format(format),
+                format,
                 width: table_width(wide),
             };
             let text = report::compare_to_string(&options).map_err(Failure::usage)?;
@@ -92,14 +91,8 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
 /// the current directory).
 fn run_manifest(args: &RunArgs) -> Result<i32, Failure> {
     let mut manifest = manifest::load(&args.manifest).map_err(Failure::usage)?;
-    if let Some(choice) = args.executor {
-        let name = clap::ValueEnum::to_possible_value(&choice).map(|v| v.get_name().to_string());
-        let backend = name.as_deref().and_then(Backend::named).ok_or_else(|| {
-            Failure::usage(anyhow::anyhow!(
-                "--executor {name:?}: no such backend in this build"
-            ))
-        })?;
-        manifest.executor.kind = backend.kind();
+    if let Some(kind) = args.executor {
+        manifest.executor.kind = kind;
     }
     if args.detach && !Backend::of(manifest.executor.kind).detaches() {
         return Err(Failure::usage(anyhow::anyhow!(
@@ -230,11 +223,7 @@ fn probe_retention(args: &RetentionArgs) -> Result<i32, Failure> {
     let signals = signal::install(SecondSignal::SetFlag)
         .map_err(|e| Failure::new(exit_codes::RUN_FAILED, anyhow::Error::new(e).context(context)))?;
     let options = probe::RetentionOptions {
-        mode: match args.mode {
-            ProbeMode::GetTensor => probe::Mode::GetTensor,
-            ProbeMode::View => probe::Mode::View,
-            ProbeMode::Reuse => probe::Mode::Reuse,
-        },
+        mode: args.mode,
         tensor_elements: args.tensor_elements,
         iterations: args.iterations,
         sample_every: args.sample_every,
@@ -387,13 +376,10 @@ fn finished(report: &SessionReport, quiet: bool) -> i32 {
             ));
         }
         print_failures(report);
-        let status = serde_json::to_value(report.status)
-            .ok()
-            .and_then(|v| v.as_str().map(String::from));
         to_stderr(format_args!(
             "{}; bundle {}:",
             session::summarize(report),
-            status.unwrap_or_default()
+            report.status.as_str()
         ));
     }
     let mut out = io::stdout().lock();
@@ -530,18 +516,6 @@ fn table_width(wide: bool) -> Option<usize> {
         .filter(|c| *c > 0);
     let terminal = || terminal_size::terminal_size().map(|(terminal_size::Width(w), _)| usize::from(w));
     Some(columns.or_else(terminal).unwrap_or(DEFAULT_WIDTH))
-}
-
-/// The library's report format for the command line's.
-fn report_format(format: hwr_exp::cli::ReportFormat) -> report::Format {
-    use hwr_exp::cli::ReportFormat as F;
-    match format {
-        F::Table => report::Format::Table,
-        F::Md => report::Format::Md,
-        F::Csv => report::Format::Csv,
-        F::Json => report::Format::Json,
-        F::Html => report::Format::Html,
-    }
 }
 
 /// `hwr-exp completions` and `hwr-exp man`: the generated text on stdout; an unknown subcommand

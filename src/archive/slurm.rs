@@ -113,10 +113,7 @@ pub fn wait(dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionRepor
             return Err(ArchiveError::Refused(format!(
                 "{}: status is {}; nothing to wait for (resume an interrupted bundle)",
                 bundle.dir().display(),
-                serde_json::to_value(bundle.info().status)
-                    .ok()
-                    .and_then(|v| v.as_str().map(String::from))
-                    .unwrap_or_default()
+                bundle.info().status.as_str()
             )));
         }
         let arrays = recorded_arrays(&bundle)?;
@@ -196,11 +193,9 @@ pub fn cancel(dir: &Path) -> Result<Cancelled, ArchiveError> {
         client
             .cancel(&targets)
             .map_err(|e| ArchiveError::Environment(e.to_string()))?;
-        let status = serde_json::to_value(bundle.info().status)
-            .ok()
-            .and_then(|v| v.as_str().map(String::from))
-            .unwrap_or_default();
-        return Ok(Cancelled::AlreadyFinished(status));
+        return Ok(Cancelled::AlreadyFinished(
+            bundle.info().status.as_str().to_string(),
+        ));
     }
     crate::bundle::write::write_cancel_marker(bundle.dir(), SystemTime::now()).map_err(write_err)?;
     let targets: Vec<CancelTarget> = map.job_ids().into_iter().map(CancelTarget::Job).collect();

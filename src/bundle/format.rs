@@ -70,6 +70,18 @@ pub enum BundleStatus {
     Failed,
 }
 
+impl BundleStatus {
+    /// The name bundle.json `status` uses (`running`, `complete`, `interrupted`, `failed`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BundleStatus::Running => "running",
+            BundleStatus::Complete => "complete",
+            BundleStatus::Interrupted => "interrupted",
+            BundleStatus::Failed => "failed",
+        }
+    }
+}
+
 /// How one run counts (`outcome` in run.json, keys of `counts` in bundle.json).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -88,6 +100,21 @@ pub enum Outcome {
     Interrupted,
     /// Slurm executor: the array task vanished without run.json (`lost-reason` says why).
     Lost,
+}
+
+impl Outcome {
+    /// The name run.json `outcome` and bundle.json `counts` use (`ok`, `invalid-output`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Failed => "failed",
+            Outcome::Timeout => "timeout",
+            Outcome::InvalidOutput => "invalid-output",
+            Outcome::SpawnFailed => "spawn-failed",
+            Outcome::Interrupted => "interrupted",
+            Outcome::Lost => "lost",
+        }
+    }
 }
 
 /// bundle.json.
@@ -376,4 +403,38 @@ pub struct RunRecord {
 
 fn first_attempt() -> u32 {
     1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `as_str` is the serde name, both ways, of every variant.
+    #[test]
+    fn names_are_the_serde_names() {
+        for v in [
+            Outcome::Ok,
+            Outcome::Failed,
+            Outcome::Timeout,
+            Outcome::InvalidOutput,
+            Outcome::SpawnFailed,
+            Outcome::Interrupted,
+            Outcome::Lost,
+        ] {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.as_str(), "{v:?}");
+            assert_eq!(serde_json::from_value::<Outcome>(v.as_str().into()).unwrap(), v);
+        }
+        for v in [
+            BundleStatus::Running,
+            BundleStatus::Complete,
+            BundleStatus::Interrupted,
+            BundleStatus::Failed,
+        ] {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.as_str(), "{v:?}");
+            assert_eq!(
+                serde_json::from_value::<BundleStatus>(v.as_str().into()).unwrap(),
+                v
+            );
+        }
+    }
 }

@@ -3,11 +3,34 @@
 //! # Where
 //!
 //! Once per process, [`base`] looks for a cgroup2 mount in `/proc/self/mountinfo` (preferring
-//! `/sys/fs/cgroup`, the unified layout, then `/sys/fs/cgroup/unified`, the hybrid one) and makes
-//! (or reuses) a parent cgroup `hwr-exp` in it: first at the mount's root, else inside the cgroup
-//! the runner sits in (`0::<path>` of `/proc/self/cgroup`: a subtree delegated to the user). The
-//! parent must offer `cgroup.kill` (Linux 5.14+) and a writable `cgroup.procs`. Where the mount
-//! offers the memory controller it is enabled for the runs (`+memory` in the parent's
+//! `/sys/fs/cgroup`, the unified layout, then `/sys/fs/cgroup/unified`, the hybrid one) and the
+//! cgroup the runner sits in (`0::<path>` of `/proc/self/cgroup`). Run cgroups nest inside the
+//! runner's own cgroup, so that whatever stops that cgroup (`systemctl stop` of a unit, Slurm's
+//! `proctrack/cgroup` on `scancel`, an outer hwr-exp run's `cgroup.kill`) stops the runs too, and
+//! whatever measures it (`memory.current` of the caller, an outer run's samples) counts them:
+//!
+//! ```text
+//! <own cgroup>/                          the caller's cgroup (a unit, a Slurm step, an outer run)
+//! <own cgroup>/hwr-exp-runner-<pid>/     the runner itself (and its guardian), moved here
+//! <own cgroup>/hwr-exp/                  the parent of the runs' cgroups
+//! <own cgroup>/hwr-exp/<pid>-<n>-<run>/  one run
+//! ```
+//!
+//! The runner moves itself into a leaf of its own first (cgroup v2's no-internal-process rule:
+//! a cgroup that hands controllers to its children holds no processes itself; BenchExec and
+//! systemd scopes do the same), then enables the memory controller in its old cgroup where that
+//! cgroup offers it and holds no other process. A runner at the root of the hierarchy (the root
+//! cgroup, or the root of a cgroup namespace: a container) makes `<root>/hwr-exp` as before and
+//! does not move. Where the own cgroup cannot be used (not writable, no `cgroup.kill`, a child
+//! cannot join), run cgroups go to `<mount root>/hwr-exp`, outside it, and [`CgroupBase::note`]
+//! says where and why (the runner prints it as a warning and records it in bundle.json `notes`).
+//!
+//! On a hybrid layout (cgroup2 at `/sys/fs/cgroup/unified`, the controllers on cgroup v1) the
+//! v2 hierarchy has no controllers: run cgroups there hold and stop runs, without
+//! `memory.current`; the v1 cgroups (memory limits included) are inherited from the runner.
+//!
+//! The parent must offer `cgroup.kill` (Linux 5.14+) and a writable `cgroup.procs`. Where the
+//! mount offers the memory controller it is enabled for the runs (`+memory` in the parent's
 //! `cgroup.subtree_control`), so each run's cgroup has `memory.current` and `memory.peak`.
 //!
 //! # One run
@@ -15,9 +38,11 @@
 //! [`RunCgroup::create_at`] makes `hwr-exp/<runner pid>-<n>-<run id>` ([`RunCgroup::path_for`]); the child is started in it
 //! (`clone3(CLONE_INTO_CGROUP)` with the folder fd [`RunCgroup::dir_fd`], else it writes `0` into
 //! its `cgroup.procs` between fork and exec), so every process the run starts is in it, whatever
-//! it does (`setsid`, double fork, `timeout`).
+//! it does (`setsid`, double fork, `timeout`). A run that is itself a runner (hwr-exp inside
+//! hwr-exp) nests its runs' cgroups inside the run's: [`RunCgroup::pids`] lists the processes of
+//! the whole subtree, [`RunCgroup::remove`] removes the empty subtree.
 //! [`RunCgroup::kill`] writes `1` to `cgroup.kill` (SIGKILL to every member, forks racing with it
-//! included); [`RunCgroup::remove`] removes the empty cgroup.
+//! and nested cgroups included); [`RunCgroup::remove`] removes the empty cgroup.
 
 use std::ffi::OsStr;
 use std::fs;
@@ -32,6 +57,9 @@ use rustix::fs::{Mode, OFlags};
 /// Name of the parent cgroup every run's cgroup is made in.
 const PARENT: &str = "hwr-exp";
 
+/// Name prefix of the leaf cgroup a nested runner moves itself into (`hwr-exp-runner-<pid>`).
+const RUNNER_LEAF: &str = "hwr-exp-runner-";
+
 /// Longest run-id part of a cgroup name (a cgroup name is a file name: at most 255 bytes).
 const NAME_RUN_ID_MAX: usize = 180;
 
@@ -44,6 +72,9 @@ pub(super) struct CgroupBase {
     pub(super) hierarchy: PathBuf,
     /// Whether runs' cgroups get the memory controller (`memory.current`, `memory.peak`).
     pub(super) memory: bool,
+    /// Where run cgroups went when not inside the runner's own cgroup, and why; `None` when
+    /// they nest in it (or the runner sits at the hierarchy's root).
+    pub(super) note: Option<String>,
 }
 
 impl CgroupBase {
@@ -79,31 +110,178 @@ fn discover() -> Result<CgroupBase, String> {
     mounts.sort_by_key(|(point, _)| rank(point));
     let own = fs::read_to_string("/proc/self/cgroup")
         .ok()
-        .and_then(|t| t.lines().find_map(|l| l.strip_prefix("0::").map(str::to_string)));
+        .and_then(|t| t.lines().find_map(|l| l.strip_prefix("0::").map(PathBuf::from)));
     let mut tried = Vec::new();
-    for (point, root) in &mounts {
-        let mut candidates = vec![(point.join(PARENT), root.join(PARENT))];
-        // The runner's own cgroup, relative to this mount's root (a delegated subtree).
-        if let Some(own) = &own
-            && let Some(rel) = Path::new(own).strip_prefix(root).ok()
-            && !rel.as_os_str().is_empty()
-        {
-            candidates.push((point.join(rel).join(PARENT), Path::new(own).join(PARENT)));
-        }
-        for (dir, hierarchy) in candidates {
-            match prepare_parent(&dir) {
-                Ok(memory) => {
-                    return Ok(CgroupBase {
-                        dir,
-                        hierarchy,
-                        memory,
-                    });
+    // Inside the runner's own cgroup, on the mount that shows it.
+    let mut own_dir = None;
+    if let Some(own) = &own {
+        for (point, root) in &mounts {
+            let Ok(rel) = own.strip_prefix(root) else {
+                continue;
+            };
+            let dir = point.join(rel);
+            if rel.as_os_str().is_empty() {
+                // At the hierarchy's root: nothing above to nest in, no rule against processes
+                // here; `<root>/hwr-exp` as always.
+                match prepare_parent(&point.join(PARENT)) {
+                    Ok(memory) => {
+                        return Ok(CgroupBase {
+                            dir: point.join(PARENT),
+                            hierarchy: root.join(PARENT),
+                            memory,
+                            note: None,
+                        });
+                    }
+                    Err(e) => tried.push(format!("{}: {e}", point.join(PARENT).display())),
                 }
-                Err(e) => tried.push(format!("{}: {e}", dir.display())),
+            } else {
+                match nest(&dir, own) {
+                    Ok(base) => return Ok(base),
+                    Err(e) => tried.push(format!("{}: {e}", dir.display())),
+                }
             }
+            own_dir = Some(dir);
+            break;
+        }
+    }
+    // Outside it: `hwr-exp` at a mount's root.
+    for (point, root) in &mounts {
+        let dir = point.join(PARENT);
+        if own_dir.as_deref() == Some(point.as_path()) {
+            continue; // tried above
+        }
+        match prepare_parent(&dir) {
+            Ok(memory) => {
+                let note = match &own_dir {
+                    Some(own) => format!(
+                        "run cgroups are made in {}, outside this runner's cgroup {} ({}): stopping that cgroup does not stop the runs",
+                        dir.display(),
+                        own.display(),
+                        tried.join("; ")
+                    ),
+                    None => format!(
+                        "run cgroups are made in {}: this runner's cgroup ({}) is on no cgroup2 mount",
+                        dir.display(),
+                        own.as_ref().map_or("unknown".into(), |o| o.display().to_string())
+                    ),
+                };
+                return Ok(CgroupBase {
+                    dir,
+                    hierarchy: root.join(PARENT),
+                    memory,
+                    note: Some(note),
+                });
+            }
+            Err(e) => tried.push(format!("{}: {e}", dir.display())),
         }
     }
     Err(format!("no usable cgroup2 parent ({})", tried.join("; ")))
+}
+
+/// Makes the runs' parent inside the runner's own cgroup `own_dir` (`own` as
+/// `/proc/self/cgroup` names it): moves this process into the leaf `hwr-exp-runner-<pid>` under
+/// it, enables the memory controller in `own_dir` where offered, and prepares `own_dir/hwr-exp`.
+/// On failure the process is moved back (best effort) and the leaf removed.
+fn nest(own_dir: &Path, own: &Path) -> io::Result<CgroupBase> {
+    rustix::fs::access(
+        own_dir.join("cgroup.procs").as_path(),
+        rustix::fs::Access::WRITE_OK,
+    )
+    .map_err(|e| {
+        io::Error::new(
+            io::Error::from(e).kind(),
+            format!("cgroup.procs is not writable: {e}"),
+        )
+    })?;
+    if !own_dir.join("cgroup.kill").exists() {
+        return Err(io::Error::other("no cgroup.kill (Linux 5.14+ needed)"));
+    }
+    remove_stale_leaves(own_dir);
+    let pid = std::process::id();
+    let leaf = own_dir.join(format!("{RUNNER_LEAF}{pid}"));
+    match fs::create_dir(&leaf) {
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+        _ => {}
+    }
+    if let Err(e) = fs::write(leaf.join("cgroup.procs"), pid.to_string()) {
+        let _ = fs::remove_dir(&leaf);
+        return Err(io::Error::new(
+            e.kind(),
+            format!("cannot move the runner into {}: {e}", leaf.display()),
+        ));
+    }
+    let has = |dir: &Path, file: &str| {
+        fs::read_to_string(dir.join(file))
+            .map(|t| t.split_whitespace().any(|c| c == "memory"))
+            .unwrap_or(false)
+    };
+    if has(own_dir, "cgroup.controllers") && !has(own_dir, "cgroup.subtree_control") {
+        // Refused (EBUSY) while another process shares the runner's old cgroup: the runs then
+        // go without the memory controller, still nested.
+        let _ = fs::write(own_dir.join("cgroup.subtree_control"), "+memory");
+    }
+    let dir = own_dir.join(PARENT);
+    match prepare_parent(&dir) {
+        Ok(memory) => Ok(CgroupBase {
+            dir,
+            hierarchy: own.join(PARENT),
+            memory,
+            note: None,
+        }),
+        Err(e) => {
+            let _ = fs::write(own_dir.join("cgroup.procs"), pid.to_string());
+            let _ = fs::remove_dir(&leaf);
+            Err(e)
+        }
+    }
+}
+
+/// Removes the empty runner leaves of runners gone from `own_dir` (a live one is not empty:
+/// `rmdir` refuses it).
+fn remove_stale_leaves(own_dir: &Path) {
+    let Ok(entries) = fs::read_dir(own_dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if e.file_name().as_bytes().starts_with(RUNNER_LEAF.as_bytes()) {
+            let _ = fs::remove_dir(e.path());
+        }
+    }
+}
+
+/// Removes the cgroup `dir` with the cgroups nested in it, deepest first, once no process is
+/// left in the subtree (`populated 0`: a subtree still in use is not touched).
+///
+/// # Errors
+/// The first error of `rmdir` (`EBUSY` while a process is still in the subtree).
+pub(super) fn remove_tree(dir: &Path) -> io::Result<()> {
+    let busy = match fs::remove_dir(dir) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => e,
+        Err(e) => return Err(e),
+    };
+    let empty = fs::read_to_string(dir.join("cgroup.events"))
+        .is_ok_and(|t| t.lines().any(|l| l.trim() == "populated 0"));
+    if !empty {
+        return Err(busy);
+    }
+    for sub in child_cgroups(dir) {
+        remove_tree(&sub)?;
+    }
+    fs::remove_dir(dir)
+}
+
+/// The cgroups directly nested in the cgroup `dir`.
+fn child_cgroups(dir: &Path) -> Vec<PathBuf> {
+    fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// `(mount point, root within the hierarchy)` of every cgroup2 mount in mountinfo text.
@@ -298,11 +476,26 @@ impl RunCgroup {
         Some(text)
     }
 
-    /// Pids of the processes in the cgroup now (`cgroup.procs`; zombies are not listed).
+    /// Pids of the processes in the cgroup and the cgroups nested in it now (`cgroup.procs` of
+    /// each; zombies are not listed).
     pub(super) fn pids(&self) -> Vec<i32> {
-        self.read("cgroup.procs")
-            .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect())
-            .unwrap_or_default()
+        let mut pids = Vec::new();
+        let parse = |text: Option<String>, pids: &mut Vec<i32>| {
+            pids.extend(
+                text.iter()
+                    .flat_map(|t| t.lines().filter_map(|l| l.trim().parse::<i32>().ok())),
+            );
+        };
+        parse(self.read("cgroup.procs"), &mut pids);
+        // A run that is a runner itself nests cgroups here (hwr-exp inside hwr-exp).
+        let mut nested = child_cgroups(&self.path);
+        while let Some(dir) = nested.pop() {
+            let mut text = String::new();
+            let read = fs::File::open(dir.join("cgroup.procs")).and_then(|mut f| f.read_to_string(&mut text));
+            parse(read.ok().map(|_| text), &mut pids);
+            nested.extend(child_cgroups(&dir));
+        }
+        pids
     }
 
     /// `true` while a live process is in the cgroup (`populated 1` in `cgroup.events`).
@@ -331,12 +524,12 @@ impl RunCgroup {
         (value("memory.current"), value("memory.peak"))
     }
 
-    /// Removes the (empty) cgroup.
+    /// Removes the (empty) cgroup, and the empty cgroups nested in it ([`remove_tree`]).
     ///
     /// # Errors
     /// The error of `rmdir`: `EBUSY` while a process is still in it.
     pub(super) fn remove(&self) -> io::Result<()> {
-        fs::remove_dir(&self.path)
+        remove_tree(&self.path)
     }
 }
 

@@ -86,6 +86,17 @@ pub fn check_setting() -> Result<(), String> {
     }
 }
 
+/// Where this process's run cgroups go when that is not inside the runner's own cgroup, and why
+/// (`None` when they nest in it, or no cgroup is used). Found once (`cgroup::base`); called
+/// before the guardian is forked, since a runner nested in its caller's cgroup first moves
+/// itself (and so everything it starts later) into a leaf of it.
+pub fn placement_note() -> Option<&'static str> {
+    if choice().ok()? == Choice::ProcessTree {
+        return None;
+    }
+    cgroup::base().ok()?.note.as_deref()
+}
+
 /// Sequence number of runs in this process: names their cgroups.
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
@@ -118,9 +129,9 @@ impl Leftovers {
     pub(super) fn remove_all(&self) {
         let left = std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()));
         for (path, listing) in left {
-            if std::fs::remove_dir(&path).is_err() {
+            if cgroup::remove_tree(&path).is_err() {
                 let limit = Instant::now() + KILL_WAIT_LIMIT;
-                while std::fs::remove_dir(&path).is_err() && path.exists() && Instant::now() < limit {
+                while cgroup::remove_tree(&path).is_err() && path.exists() && Instant::now() < limit {
                     let _ = std::fs::write(path.join("cgroup.kill"), b"1");
                     std::thread::sleep(Duration::from_millis(1));
                 }
@@ -489,9 +500,11 @@ mod tests {
     #[test]
     fn leftover_cgroups_are_bounded() {
         let Ok(base) = cgroup::base() else {
+            let strict =
+                |var: &str, yes: &[&str]| std::env::var(var).is_ok_and(|v| yes.contains(&v.as_str()));
             assert!(
-                std::env::var("HWR_REQUIRE_CGROUP").map_or(true, |v| v != "1"),
-                "HWR_REQUIRE_CGROUP=1 but no cgroup can be made here"
+                !strict("HWR_REQUIRE_CGROUP", &["1"]) && !strict("CI", &["true", "1"]),
+                "no cgroup can be made here, and skips are failures (CI or HWR_REQUIRE_CGROUP=1)"
             );
             eprintln!("skipped: no cgroup can be made here");
             return;

@@ -89,7 +89,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-pub use containment::{CONTAINMENT_VAR, Containment, check_setting as check_containment_setting};
+pub use containment::{CONTAINMENT_VAR, Containment, check_setting as check_containment_setting, placement_note};
 pub use environment::{CLEAN_KEPT, CLEAN_KEPT_PREFIX, EnvPolicy, build_env, clean_keeps};
 pub use pinning::pin_current_thread;
 pub use sampling::{MAPPINGS_FILE, PRIOR_NS_PER_PAGE, WALK_BUDGET};
@@ -183,6 +183,20 @@ pub enum Termination {
     /// Slurm executor only: the array task left the queue without writing run.json (scancel,
     /// node failure, Slurm's time limit); recorded by the waiting hwr-exp, never by a launcher.
     Lost,
+}
+
+impl Termination {
+    /// The name run.json `termination` uses (`exited`, `spawn-failed`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Termination::Exited => "exited",
+            Termination::Signaled => "signaled",
+            Termination::Timeout => "timeout",
+            Termination::SpawnFailed => "spawn-failed",
+            Termination::Interrupted => "interrupted",
+            Termination::Lost => "lost",
+        }
+    }
 }
 
 /// What one run did, as measured by the launcher.
@@ -469,10 +483,11 @@ impl ProcessLauncher {
     /// (`prctl(PR_SET_CHILD_SUBREAPER, 1)`, once per process), so that orphaned grandchildren of a
     /// run are reparented to the runner, where they can be reaped.
     ///
-    /// It also starts the [guardian](guardian), once per process, which stops the runs in
+    /// It also starts the [guardian], once per process, which stops the runs in
     /// flight if the runner dies (SIGKILL included).
     pub fn new() -> Self {
         become_subreaper();
+        containment::placement_note();
         guardian::ensure_started();
         ProcessLauncher::default()
     }
@@ -494,6 +509,7 @@ impl Launcher for ProcessLauncher {
 
     fn execute_then(&self, spec: &RunSpec, cancel: &CancelFlag, started: &mut dyn FnMut()) -> RunOutcome {
         become_subreaper();
+        containment::placement_note();
         guardian::ensure_started();
         let started_at = SystemTime::now();
         let start = Instant::now();
@@ -623,5 +639,46 @@ impl RunOutcome {
             cgroup_memory_peak_bytes: None,
             allocator: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `as_str` is the serde name, both ways, of every variant.
+    #[test]
+    fn termination_names_are_the_serde_names() {
+        for v in [
+            Termination::Exited,
+            Termination::Signaled,
+            Termination::Timeout,
+            Termination::SpawnFailed,
+            Termination::Interrupted,
+            Termination::Lost,
+        ] {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.as_str(), "{v:?}");
+            assert_eq!(
+                serde_json::from_value::<Termination>(v.as_str().into()).unwrap(),
+                v
+            );
+        }
+    }
+
+    /// A start error keeps the OS error of its cause, and a wrapping message keeps it too.
+    #[test]
+    fn start_errors_keep_the_os_error() {
+        let cause = std::io::Error::from_raw_os_error(libc::EMFILE);
+        let e = StartError::os(format!("cannot create stdout file: {cause}"), &cause);
+        assert_eq!(e.os_error, Some(rustix::io::Errno::MFILE));
+        assert_eq!(e.to_string(), format!("cannot create stdout file: {cause}"));
+        let wrapped = e.context("outer");
+        assert_eq!(
+            (wrapped.message.as_str(), wrapped.os_error),
+            ("outer", Some(rustix::io::Errno::MFILE))
+        );
+        let plain = StartError::os("x", &std::io::Error::other("not an OS error"));
+        assert_eq!(plain.os_error, None);
+        assert_eq!(StartError::new("y").os_error, None);
     }
 }

@@ -225,6 +225,17 @@ pub enum Order {
     Shuffled,
 }
 
+impl Order {
+    /// The name `[schedule] order` and plan.json use (`interleaved`, `grouped`, `shuffled`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Order::Interleaved => "interleaved",
+            Order::Grouped => "grouped",
+            Order::Shuffled => "shuffled",
+        }
+    }
+}
+
 /// `[schedule]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Schedule {
@@ -303,16 +314,8 @@ pub struct ReportConfig {
     pub metrics: Vec<(String, String)>,
 }
 
-/// `[executor] kind`: where the runs execute (DESIGN 8).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ExecutorKind {
-    /// On this machine (default).
-    #[default]
-    Local,
-    /// As Slurm job arrays, one array task per run.
-    Slurm,
-}
+/// `[executor] kind`: where the runs execute (DESIGN 8); shared with `run --executor`.
+pub use crate::choices::ExecutorKind;
 
 /// Default `time-margin`: 60 s added to `timeout + grace` for Slurm's `--time`.
 pub const DEFAULT_TIME_MARGIN: Duration = Duration::from_secs(60);
@@ -351,4 +354,18 @@ pub struct ExecutorConfig {
     pub kind: ExecutorKind,
     /// The slurm keys (defaults when `kind` is local: they are refused there).
     pub slurm: SlurmConfig,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `as_str` is the serde name, both ways, of every variant.
+    #[test]
+    fn names_are_the_serde_names() {
+        for v in [Order::Interleaved, Order::Grouped, Order::Shuffled] {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.as_str(), "{v:?}");
+            assert_eq!(serde_json::from_value::<Order>(v.as_str().into()).unwrap(), v);
+        }
+    }
 }

@@ -182,7 +182,7 @@ pub struct RawIsolation {
     pub env_unset: Option<Vec<String>>,
     /// Memory allocator of each run (a template): "glibc" (nothing preloaded, LD_PRELOAD removed),
     /// "jemalloc", "tcmalloc", "mimalloc" (found through the dynamic linker's cache, `ldconfig -p`)
-    /// or a library path; preloaded with LD_PRELOAD and verified loaded in /proc/<pid>/maps.
+    /// or a library path; preloaded with LD_PRELOAD and verified loaded in `/proc/<pid>/maps`.
     pub allocator: Option<String>,
 }
 

@@ -73,10 +73,7 @@ pub fn table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
         out,
         "{} runs, order {}{}, jobs {}, timeout {timeout}, grace {}",
         plan.len(),
-        serde_json::to_value(plan.order)
-            .ok()
-            .and_then(|v| v.as_str().map(String::from))
-            .unwrap_or_default(),
+        plan.order.as_str(),
         plan.seed.map_or(String::new(), |s| format!(" (seed {s})")),
         plan.jobs,
         humantime::format_duration(plan.grace)

@@ -17,20 +17,8 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// Name of the tensor in the synthetic safetensors file.
 pub const TENSOR_NAME: &str = "weight";
 
-/// What one loop iteration does with the tensor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Mode {
-    /// Parse the safetensors header from the mapping and copy the tensor into a newly allocated
-    /// owned buffer (dropped at the end of the iteration).
-    #[serde(rename = "get_tensor")]
-    GetTensor,
-    /// Parse the header and take a borrowed view of the mapped bytes (no copy).
-    #[serde(rename = "view")]
-    View,
-    /// Read the one owned copy made by the first read (the control).
-    #[serde(rename = "reuse")]
-    Reuse,
-}
+/// What one loop iteration does with the tensor; shared with `--mode`.
+pub use crate::choices::ProbeMode as Mode;
 
 /// When a sample was taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,7 +6,7 @@
 //! - `git-cli` (whenever `git` is on PATH, [`super::git_cli`]): status and patch are git's own
 //!   output, so filters, sparse checkouts, index bits, conflicts and layouts (linked worktrees,
 //!   `.git` files, `core.worktree`) are decided by git.
-//! - `libgit2` (no git on PATH, or git failed; [`super::git_lib`]): git2 alone. Where libgit2
+//! - `libgit2` (no git on PATH, or git failed; `super::git_lib`): git2 alone. Where libgit2
 //!   cannot decide what git would (external filters, skip-worktree and assume-unchanged bits,
 //!   intent-to-add entries, conflicts, unreadable files), the paths are listed in
 //!   `unknown-paths` and `dirty` is `"unknown"` with the reason; nothing is guessed.

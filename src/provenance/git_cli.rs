@@ -27,7 +27,7 @@ const KEPT_GIT_VARIABLES: &[&str] = &[
     "GIT_ATTR_NOSYSTEM",
 ];
 
-/// Removes from `cmd` every inherited `GIT_*` variable but [`KEPT_GIT_VARIABLES`] (read from
+/// Removes from `cmd` every inherited `GIT_*` variable but `KEPT_GIT_VARIABLES` (read from
 /// this process's environment), so that git finds the repository from its working directory or
 /// `-C` argument alone.
 pub fn scrub_environment(cmd: &mut Command) -> &mut Command {

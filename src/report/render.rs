@@ -10,21 +10,8 @@ use super::metrics::{Metric, Unit};
 use super::model::{Report, RunSummary, fmt_num};
 use crate::bundle::Outcome;
 
-/// Output format of `report` and `compare`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Format {
-    /// Terminal tables.
-    #[default]
-    Table,
-    /// Markdown tables, to paste into a pull request.
-    Md,
-    /// CSV, one row per run (pandas-friendly; `compare`: one row per cell).
-    Csv,
-    /// One JSON document.
-    Json,
-    /// One self-contained HTML page (inline CSS and SVG plots, no scripts; see [`super::html`]).
-    Html,
-}
+/// Output format of `report` and `compare` (`html`: [`super::html`]); shared with `--format`.
+pub use crate::choices::ReportFormat as Format;
 
 /// How [`render_sections`] writes text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -240,10 +227,7 @@ fn preamble(r: &Report) -> Vec<String> {
             "bundle: {} (experiment {}, status {}, hwr-exp {})",
             r.bundle,
             r.experiment,
-            serde_json::to_value(r.status)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
+            r.status.as_str(),
             r.hwr_exp_version
         ),
         format!("revision: {}", r.revision.as_deref().unwrap_or("unknown")),
@@ -474,10 +458,7 @@ fn run_section(r: &Report) -> Section {
     if !not_run.is_empty() {
         s.notes.push(format!(
             "not run (no run.json; bundle status {}): {}",
-            serde_json::to_value(r.status)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
+            r.status.as_str(),
             not_run.join(", ")
         ));
     }

@@ -114,6 +114,16 @@ impl Backend {
         }
     }
 
+    /// Where this process holds its runs when that is not inside the runner's own cgroup, and
+    /// why ([`crate::exec::placement_note`]): locally the session warns and notes it; on Slurm the
+    /// runs are the tasks' (each task's runner says so in its own output).
+    pub fn containment_note(self) -> Option<&'static str> {
+        match self {
+            Backend::Local => crate::exec::placement_note(),
+            Backend::Slurm => None,
+        }
+    }
+
     /// The backend's own checks before a bundle exists (after the common ones,
     /// [`super::preflight::check`]): locally none; on Slurm the cluster must answer
     /// ([`super::slurm::preflight`], which warns unless `quiet` about folders the nodes may not

@@ -133,7 +133,7 @@ impl Runs<'_> {
     /// calling `started` once its program has been started ([`Launcher::execute_then`]).
     ///
     /// # Errors
-    /// A run the runner could not start for want of its own resources ([`runner_resource_error`]):
+    /// A run the runner could not start for want of its own resources (`runner_resource_error`):
     /// not the run's fault, so it is left unrecorded (resume redoes it) and the session stops.
     pub fn launch(
         &self,
@@ -450,9 +450,9 @@ fn recording_cpus(plan: &Plan) -> Option<Vec<usize>> {
 /// Executes the runs of `runs.plan` whose indices are in `indices` (ascending plan order) and
 /// records each into `writer` as soon as it finishes.
 ///
-/// Each job slot ([`Slot`]) executes its runs one after another. Where some allowed CPU is used
-/// by no job slot ([`recording_cpus`]), a slot's runs are recorded (output check, hashes,
-/// run.json, progress) by a thread of its own pinned to those CPUs ([`Recorder`]), which gets each
+/// Each job slot (`Slot`) executes its runs one after another. Where some allowed CPU is used
+/// by no job slot (`recording_cpus`), a slot's runs are recorded (output check, hashes,
+/// run.json, progress) by a thread of its own pinned to those CPUs (`Recorder`), which gets each
 /// run once the next one has been started: recording a run then overlaps the next run, and never
 /// shares its CPU (when recording takes longer than running, as for a huge output, the next run
 /// waits for it); every executed run is recorded before this returns. Before it records a run,
@@ -463,7 +463,7 @@ fn recording_cpus(plan: &Plan) -> Option<Vec<usize>> {
 ///
 /// # Errors
 /// The first I/O error writing the bundle, or the first run that could not be started for lack of
-/// a resource of the runner (see [`RUNNER_RESOURCE_ERRORS`]); runs in flight in other job slots are
+/// a resource of the runner (see `RUNNER_RESOURCE_ERRORS`); runs in flight in other job slots are
 /// finished first.
 pub fn execute(runs: Runs<'_>, indices: &[usize], writer: &Mutex<BundleWriter>) -> io::Result<SessionEnd> {
     let plan = runs.plan;

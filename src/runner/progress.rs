@@ -169,10 +169,7 @@ pub fn describe(
     width: Option<usize>,
 ) -> String {
     let digits = total.to_string().len();
-    let outcome = serde_json::to_value(record.outcome)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default();
+    let outcome = record.outcome.as_str();
     let head = format!("[{done:>digits$}/{total}] {}  {outcome}", record.run_id);
     if let Some(f) = failure {
         let line = format!("{head}  {:.2}s  ", record.wall_seconds);
@@ -185,10 +182,7 @@ pub fn describe(
     let how = match (record.exit_code, record.signal) {
         (Some(c), _) => format!("exit {c}"),
         (None, Some(s)) => format!("signal {s}"),
-        _ => serde_json::to_value(record.termination)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
+        _ => record.termination.as_str().to_string(),
     };
     format!("{head}  {how}  {:.2}s", record.wall_seconds)
 }

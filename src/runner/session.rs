@@ -232,6 +232,11 @@ pub fn run_manifest(
     for warning in before.warnings() {
         progress::say(format_args!("warning: {warning}"));
     }
+    // Run cgroups outside the runner's own cgroup: whatever stops that cgroup misses the runs.
+    let placement = backend.backend().containment_note();
+    if let Some(note) = placement {
+        progress::say(format_args!("warning: {note}"));
+    }
     let host = crate::provenance::host::collect();
 
     let info = BundleInfo {
@@ -255,7 +260,13 @@ pub fn run_manifest(
         parent: opts.parent.clone(),
         runner_pid: std::process::id(),
         seed: plan.seed,
-        notes: opts.notes.iter().chain(before.warnings()).cloned().collect(),
+        notes: opts
+            .notes
+            .iter()
+            .chain(before.warnings())
+            .cloned()
+            .chain(placement.map(str::to_string))
+            .collect(),
         executor: Some(backend.backend().name().to_string()),
         slurm: None,
     };
@@ -503,15 +514,7 @@ pub fn summarize(report: &SessionReport) -> String {
     let mut parts: Vec<String> = report
         .counts
         .iter()
-        .map(|(o, n)| {
-            format!(
-                "{n} {}",
-                serde_json::to_value(o)
-                    .ok()
-                    .and_then(|v| v.as_str().map(String::from))
-                    .unwrap_or_default()
-            )
-        })
+        .map(|(o, n)| format!("{n} {}", o.as_str()))
         .collect();
     if finished < report.planned {
         parts.push(format!("{} not run", report.planned - finished));

@@ -83,7 +83,7 @@ const SHARED_FS_MAGIC: &[u32] = &[
 ];
 
 /// Whether `path` (or its nearest existing ancestor) is on a file system other hosts may mount,
-/// judged by `statfs(2)` `f_type` against [`SHARED_FS_MAGIC`]; `None` when statfs fails.
+/// judged by `statfs(2)` `f_type` against `SHARED_FS_MAGIC`; `None` when statfs fails.
 pub fn on_shared_fs(path: &Path) -> Option<bool> {
     let mut probe = path.to_path_buf();
     while !probe.exists() {
@@ -532,7 +532,7 @@ pub enum TaskEnd {
 /// allocation (`sched_getaffinity` of this process: what Slurm gave the task), runs it with the
 /// launcher of `runs` ([`super::Runs::launch`]: timeout, sampling as locally) and writes its
 /// folder and run.json with `hostname` and the Slurm ids. Takes no lock: the submitting or
-/// waiting hwr-exp holds it. A run stopped by Slurm ([`stopped_by_slurm`]) gets no run.json: the
+/// waiting hwr-exp holds it. A run stopped by Slurm (`stopped_by_slurm`) gets no run.json: the
 /// waiter records it as `lost`.
 ///
 /// # Errors

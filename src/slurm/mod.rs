@@ -4,7 +4,7 @@
 //! ([`script::TASK_SUBCOMMAND`]) with the local executor, on its node.
 //!
 //! - [`client`]: `sbatch`, `squeue`, `scontrol`, `scancel` as typed calls ([`SlurmClient`]).
-//! - [`array`]: `--array` specs (`0-3,7,9%2`) and the split of run indices into arrays below the
+//! - [`array`](mod@array): `--array` specs (`0-3,7,9%2`) and the split of run indices into arrays below the
 //!   cluster's `MaxArraySize`, each with an index offset ([`split`]).
 //! - [`script`]: the batch script of one array ([`ScriptSpec::render`]).
 //! - [`queue`]: task states and reasons as `squeue` / `scontrol show job` print them.

@@ -2,24 +2,28 @@
 //! `/proc/<pid>/maps` (run.json `allocator`), glibc with nothing preloaded, the report flagging a
 //! run where it was not loaded, and `check` refusing an allocator that is not installed.
 //!
-//! Needs Debian's libjemalloc2; without it the test skips, unless `HWR_REQUIRE_ALLOCATORS=1`
-//! (set by `.ci/run`, which installs it) makes that a failure.
+//! Needs Debian's libjemalloc2; without it the test skips, unless CI (`CI=true`) or
+//! `HWR_REQUIRE_ALLOCATORS=1` (both set by `.ci/run`, which installs it) makes that a failure.
 
 use std::path::{Path, PathBuf};
 
-use crate::support::{ManifestBuilder, code, hwr, hwr_command, json, run, run_records, stderr, stdout};
+use crate::support::{
+    Check, ManifestBuilder, code, hwr, hwr_command, json, need, run, run_records, stderr, stdout,
+};
 
-/// The jemalloc library as the linker cache names it, or `None` (skip) when it is not installed.
+/// The jemalloc library as the linker cache names it, or `None` (skip, or a failure under CI or
+/// `HWR_REQUIRE_ALLOCATORS=1`: [`need`]) when it is not installed.
+#[track_caller]
 fn jemalloc() -> Option<PathBuf> {
-    let found = hwr_exp::allocator::installed().get("jemalloc").cloned();
-    if found.is_none() {
-        assert!(
-            std::env::var("HWR_REQUIRE_ALLOCATORS").as_deref() != Ok("1"),
-            "HWR_REQUIRE_ALLOCATORS=1 but libjemalloc.so.2 is not in `ldconfig -p` (apt-get install libjemalloc2)"
-        );
-        eprintln!("skipping: libjemalloc2 is not installed (apt-get install libjemalloc2)");
-    }
-    found
+    need(
+        Check::new("libjemalloc2", "apt-get install -y libjemalloc2", || {
+            hwr_exp::allocator::installed()
+                .get("jemalloc")
+                .cloned()
+                .ok_or_else(|| "libjemalloc.so.2 is not in `ldconfig -p`".to_string())
+        })
+        .required_by("HWR_REQUIRE_ALLOCATORS"),
+    )
 }
 
 /// A shell run that prints its own maps' allocator lines (the child `grep` inherits LD_PRELOAD)

@@ -8,6 +8,7 @@ use crate::support::{
     ManifestBuilder, code, git, hwr, hwr_command, json, printed_path, repo, run, run_records, stderr,
     wait_for, write_manifest,
 };
+use crate::support::{Signal, processes_with_env, run_marker, signal};
 
 fn out_path(bundle: &Path) -> String {
     let records = run_records(bundle);
@@ -239,11 +240,15 @@ fn interrupted_rerun_at_recorded_revision_removes_its_worktree() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for("the rerun to start", Duration::from_secs(20), || {
-        worktrees(repo.path()) >= 2 && std::fs::read_dir(old.parent().unwrap()).unwrap().count() >= 2
+    // The rerun's run sleeps in its worktree: the rerun is in flight.
+    let marker = run_marker(repo.path());
+    wait_for("the rerun's run to start", Duration::from_secs(20), || {
+        worktrees(repo.path()) >= 2
+            && processes_with_env(&marker)
+                .iter()
+                .any(|(_, cmd)| cmd.starts_with("sleep 30"))
     });
-    std::thread::sleep(Duration::from_millis(300));
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    signal(child.id(), Signal::INT);
     let out = child.wait_with_output().unwrap();
     assert_eq!(code(&out), 130, "{}", stderr(&out));
     assert_eq!(worktrees(repo.path()), 1, "worktree removed after Ctrl-C");

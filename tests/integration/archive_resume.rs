@@ -8,6 +8,7 @@ use crate::support::{
     ManifestBuilder, Repo, code, group_members, hwr, json, process_state, repo, run_records, spawn_run,
     stderr, the_bundle, wait_for,
 };
+use crate::support::{Signal, signal};
 
 /// Five runs; the third sleeps 30 s while `results/slow` exists. Each run writes its shell's pid to
 /// `results/pid-<repetition>` and prints a fresh timestamp, so a redone run has other bytes.
@@ -85,7 +86,7 @@ fn sigint_after_the_second_run_then_resume_keeps_the_first_two() {
     wait_for("runs 1 and 2 recorded", Duration::from_secs(20), || {
         run_records(&bundle).len() == 2
     });
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    signal(child.id(), Signal::INT);
     let out = child.wait_with_output().unwrap();
     assert_eq!(code(&out), 130, "{}", stderr(&out));
     assert_eq!(json(&bundle.join("bundle.json"))["status"], "interrupted");
@@ -167,7 +168,7 @@ fn sigkill_leaves_an_abandoned_bundle_that_resume_completes() {
     let listed = hwr(repo.path(), &["list", "results"]);
     assert!(String::from_utf8_lossy(&listed.stdout).contains(" running "));
 
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    signal(child.id(), Signal::KILL);
     child.wait().unwrap();
     // The run in flight dies with its runner (parent-death signal) and no process of its group is left.
     wait_for("the run to die", Duration::from_secs(20), || {

@@ -1,6 +1,8 @@
 //! `hwr-exp verify` and `hwr-exp list` end to end, and two runners sharing a results folder.
 
-use crate::support::{ManifestBuilder, code, hwr, printed_path, repo, run, run_records, spawn_run, stderr};
+use crate::support::{
+    ManifestBuilder, code, hwr, output_within, printed_path, repo, run, run_records, spawn_run, stderr,
+};
 
 /// Three runs, each printing `{"rep": N}`.
 fn three() -> ManifestBuilder {
@@ -184,16 +186,12 @@ fn a_fifo_in_place_of_the_patch_does_not_hang_the_runner() {
         r#"rm "$HWR_BUNDLE/working-tree.patch"; mkfifo "$HWR_BUNDLE/working-tree.patch"; echo '{{"ok": true}}'"#,
     )
     .write(repo.path());
-    let mut child = spawn_run(repo.path());
-    let start = std::time::Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > std::time::Duration::from_secs(60) {
-            child.kill().unwrap();
-            panic!("the runner hung on the FIFO for 60 s");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
+    let child = spawn_run(repo.path());
+    let out = output_within(
+        child,
+        std::time::Duration::from_secs(60),
+        "the runner (hung on the FIFO)",
+    );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let bundle = repo.path().join(String::from_utf8_lossy(&out.stdout).trim());
     let info: serde_json::Value =

@@ -4,55 +4,23 @@
 //! Every hwr-exp here runs under a 4 GB address-space limit and a time limit, so a reader that
 //! follows `/dev/zero` fails the test instead of filling the machine or hanging it.
 
-use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::support::*;
 
 /// `hwr-exp <args>` in `cwd` under `ulimit -v 4000000` (KiB); panics when it runs longer than
 /// `limit`, after killing it.
 fn hwr_limited(cwd: &Path, args: &[&str], limit: Duration) -> Output {
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg("ulimit -v 4000000; exec \"$0\" \"$@\"")
-        .arg(bin())
-        .args(args)
-        .current_dir(cwd)
+    let mut cmd = hwr_command(cwd);
+    cmd.args(args);
+    let child = limited(&cmd, "ulimit -v 4000000")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut o = Vec::new();
-        let _ = out.read_to_end(&mut o);
-        o
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut e = Vec::new();
-        let _ = err.read_to_end(&mut e);
-        e
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("hwr-exp {args:?} still running after {limit:?}: it hangs");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    Output {
-        status,
-        stdout: reader.join().unwrap(),
-        stderr: err_reader.join().unwrap(),
-    }
+    output_within(child, limit, &format!("hwr-exp {args:?} (it hangs)"))
 }
 
 const LIMIT: Duration = Duration::from_secs(60);

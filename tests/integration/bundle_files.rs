@@ -3,9 +3,8 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use crate::support::{bin, code, isolate_git, json, repo, run_records, stderr, write_manifest};
+use crate::support::{code, hwr_command, json, limited, repo, run_records, stderr, write_manifest};
 
 /// Every file and folder under `dir` with its permission bits, sorted by path.
 fn modes(dir: &Path) -> Vec<(PathBuf, u32, bool)> {
@@ -69,16 +68,13 @@ sample-interval = "10ms"
     );
     let results = repo.path().join("results");
     // The umask is set in the shell that then becomes hwr-exp, never in this test process.
-    let mut sh = Command::new("/bin/sh");
-    let out = isolate_git(&mut sh)
-        .arg("-c")
-        .arg(r#"umask 077; exec "$0" run "$1" --results-dir "$2" --quiet"#)
-        .arg(bin())
+    let mut hwr = hwr_command(repo.path());
+    hwr.arg("run")
         .arg(&m)
+        .arg("--results-dir")
         .arg(&results)
-        .current_dir(repo.path())
-        .output()
-        .unwrap();
+        .arg("--quiet");
+    let out = limited(&hwr, "umask 077").output().unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let bundle = repo.path().join(stdout.lines().last().unwrap());

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use crate::support::{Signal, signal};
 use crate::support::{
     bin, bundles, code, hwr, isolate_git, json, repo, run_records, stderr, wait_for, write_manifest,
 };
@@ -150,8 +151,7 @@ fn a_sigkilled_runner_leaves_a_bundle_that_report_and_list_call_abandoned() {
     wait_for("the first run", PATIENCE, || lines(&count) >= 1);
     assert_eq!(reported_status(repo.path(), &bundle), "running");
 
-    // SAFETY: kill(2) on the pid of our own child, which has not been reaped yet.
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    signal(child.id(), Signal::KILL);
     child.wait().unwrap();
     // The run in flight dies with its runner; should it not, it must not wait forever.
     std::fs::remove_file(&gate).unwrap();

@@ -6,6 +6,7 @@ use std::process::{Command, Stdio};
 
 use clap::CommandFactory;
 
+use crate::support::{Program, need};
 use crate::support::{code, hwr, package_root, stderr};
 
 /// The subcommands DESIGN.md names plus the two that print this documentation (hidden ones, such
@@ -136,8 +137,7 @@ fn man_page_has_the_header_and_every_subcommand() {
 
 #[test]
 fn man_pages_are_valid_roff() {
-    if Command::new("groff").arg("--version").output().is_err() {
-        eprintln!("skipping: groff not installed (apt-get install -y groff)");
+    if need(Program("groff")).is_none() {
         return;
     }
     for sub in [

@@ -12,7 +12,7 @@ use hwr_exp::exec::{
     resolve_program,
 };
 
-use crate::support::{group_members, process_state, rerun_this_test, wait_for};
+use crate::support::{group_exists, group_members, process_state, rerun_this_test, wait_for, wait_for_file};
 
 /// A spec running `argv` in `dir` with the test's PATH, output into `dir`.
 fn spec(dir: &Path, argv: &[&str]) -> RunSpec {
@@ -52,10 +52,8 @@ fn stdout(dir: &Path) -> String {
 
 /// The group is gone for the kernel too: kill(-pgid, 0) fails with ESRCH.
 fn assert_group_gone(pgid: u32) {
-    let r = unsafe { libc::kill(-(pgid as i32), 0) };
-    let err = std::io::Error::last_os_error();
     assert!(
-        r == -1 && err.raw_os_error() == Some(libc::ESRCH),
+        !group_exists(pgid as i32),
         "group {pgid} still exists: {:?}",
         group_members(i64::from(pgid))
     );
@@ -352,20 +350,25 @@ fn memory_samples_are_json_lines() {
 #[test]
 fn cancel_flag_interrupts_promptly() {
     let dir = tempfile::tempdir().unwrap();
-    let s = sh(dir.path(), "sleep 30 & sleep 30");
+    let s = sh(dir.path(), "sleep 30 & echo started > started; sleep 30");
     let cancel = no_cancel();
     let c2 = cancel.clone();
+    let started = dir.path().join("started");
+    // The flag is set once the run is under way (its file is written), not after a fixed time.
     let setter = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(300));
+        wait_for_file(&started, "started\n", Duration::from_secs(20));
         c2.store(true, Ordering::SeqCst);
+        Instant::now()
     });
-    let t = Instant::now();
     let o = ProcessLauncher::new().execute(&s, &cancel);
-    let took = t.elapsed();
-    setter.join().unwrap();
+    let returned = Instant::now();
+    let cancelled = setter.join().unwrap();
     assert_eq!(o.termination, Termination::Interrupted, "{o:?}");
-    assert!(took < Duration::from_millis(2000), "took {took:?}");
-    assert!(took >= Duration::from_millis(300), "took {took:?}");
+    let took = returned.duration_since(cancelled);
+    assert!(
+        took < Duration::from_millis(2000),
+        "returned {took:?} after the flag was set"
+    );
     assert_group_gone(o.pid.unwrap());
 }
 

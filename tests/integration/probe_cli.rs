@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::support::probe::{BUILTIN_ONLY_KEYS, DOCUMENT_KEYS, SAMPLE_KEYS, phases, probe};
+use crate::support::{Signal, cpu_time, signal, wait_for};
 
 fn run_ok(args: &[&str]) -> Value {
     let out = probe().args(args).output().unwrap();
@@ -217,10 +218,12 @@ fn sigterm_mid_loop_prints_what_it_has_and_exits_143() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    // SAFETY: kill(2) on the pid of our own child, which has not been waited for yet.
-    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-    assert_eq!(rc, 0);
+    // Into its loop: the set-up (a 64-element file, ten warm-up iterations) takes well under a
+    // tick of CPU time, so once the probe has used 100 ms it is sampling the loop.
+    wait_for("the probe to run its loop", Duration::from_secs(30), || {
+        cpu_time(child.id()) >= Duration::from_millis(100)
+    });
+    signal(child.id(), Signal::TERM);
     let out = child.wait_with_output().unwrap();
     assert_eq!(
         out.status.code(),
@@ -238,7 +241,10 @@ fn sigterm_mid_loop_prints_what_it_has_and_exits_143() {
     let phases = phases(&doc);
     assert_eq!(&phases[..2], ["before_file", "baseline"]);
     assert!(phases[2..].iter().all(|p| *p == "loop"), "{phases:?}");
-    assert!(phases.len() > 2, "some loop samples in 300 ms: {phases:?}");
+    assert!(
+        phases.len() > 2,
+        "some loop samples in 100 ms of CPU time: {phases:?}"
+    );
     // The samples stop at a multiple of sample-every; the work done since is in the count.
     let last = doc["samples"].as_array().unwrap().last().unwrap();
     assert_eq!(last["iterations"].as_u64().unwrap() % 500, 0);

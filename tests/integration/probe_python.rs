@@ -7,6 +7,7 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::support::probe::{DOCUMENT_KEYS, SAMPLE_KEYS, phases, probe, python_ready, python_script};
+use crate::support::{Signal, catches, signal, wait_for};
 
 fn keys(doc: &Value) -> Vec<&str> {
     doc.as_object().unwrap().keys().map(String::as_str).collect()
@@ -144,10 +145,14 @@ fn python_probe_prints_what_it_has_on_sigterm() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // The handler is installed before the imports; one second is past interpreter start-up.
-    std::thread::sleep(std::time::Duration::from_millis(1000));
-    // SAFETY: kill(2) on the pid of our own child, which has not been waited for yet.
-    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
+    // The handler is installed before the imports: once Python catches SIGTERM, the probe
+    // prints what it has when stopped.
+    wait_for(
+        "the probe's SIGTERM handler",
+        std::time::Duration::from_secs(30),
+        || catches(child.id(), Signal::TERM),
+    );
+    signal(child.id(), Signal::TERM);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(143));
     let doc: Value = serde_json::from_slice(&out.stdout).expect("valid JSON after SIGTERM");

@@ -17,11 +17,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hwr_exp::report::collect;
 
-use crate::support::{code, hwr, json, package_root, run, run_records, stderr, write_manifest};
+use crate::support::{
+    Chromium, code, hwr, json, need, package_root, run, run_records, stderr, wait_child, write_manifest,
+};
 
 /// The checked-in bundle under results/ (the one shown in docs/).
 const CHECKED_IN: &str = "results/size-compare/20261130T021245Z-18f8";
@@ -37,24 +39,11 @@ const RUN_LINE: &str = "stroke-width=\"2\"";
 /// not a timing assertion).
 const BROWSER_DEADLINE: Duration = Duration::from_secs(180);
 
-/// chromium (or chromium-browser) on PATH. `None` means skip, unless `HWR_REQUIRE_CHROMIUM=1`,
-/// which turns a missing browser into a failure.
+/// chromium (or chromium-browser) on PATH. `None` means skip, unless skips are failures
+/// (`CI`, `HWR_REQUIRE_CHROMIUM=1`: [`need`]).
+#[track_caller]
 fn browser() -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .flat_map(|dir| ["chromium", "chromium-browser"].map(|n| dir.join(n)))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var("HWR_REQUIRE_CHROMIUM").as_deref() != Ok("1"),
-            "HWR_REQUIRE_CHROMIUM=1 but no chromium on PATH (apt-get install -y chromium)"
-        );
-        eprintln!(
-            "skipping: chromium not found on PATH (apt-get install -y chromium; HWR_REQUIRE_CHROMIUM=1 makes this a failure)"
-        );
-    }
-    found
+    need(Chromium)
 }
 
 /// What chromium made of a page.
@@ -116,18 +105,7 @@ fn render(chromium: &Path, page: &Path, shot: &Path, (width, height): (u32, u32)
         .stderr(std::fs::File::create(&stderr_path).unwrap())
         .spawn()
         .expect("chromium starts");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > BROWSER_DEADLINE {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("chromium did not finish loading {url} within {BROWSER_DEADLINE:?}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = wait_child(&mut child, BROWSER_DEADLINE, &format!("chromium loading {url}"));
     let stderr = String::from_utf8_lossy(&std::fs::read(&stderr_path).unwrap()).into_owned();
     assert!(status.success(), "chromium {status} on {url}:\n{stderr}");
     Rendered {

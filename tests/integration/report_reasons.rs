@@ -7,8 +7,9 @@
 //! Python-like traceback, so the test does not depend on what Python has installed.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
+use crate::support::{Python, need};
 use crate::support::{code, hwr_columns, json, stderr, stdout, write_manifest};
 
 const MISSING: &str = "ModuleNotFoundError: No module named 'numpy_missing_xyz'";
@@ -175,9 +176,7 @@ fn run_and_report_name_the_missing_module_without_opening_a_file() {
 
 #[test]
 fn a_real_python_without_the_module_is_named_too() {
-    let python = Command::new("python3").arg("--version").output();
-    if !python.map(|o| o.status.success()).unwrap_or(false) {
-        eprintln!("skipped: python3 is not on PATH");
+    if need(Python(&[])).is_none() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

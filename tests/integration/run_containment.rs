@@ -28,52 +28,18 @@ impl Mode {
         }
     }
 
-    /// `false` (after saying why) when this mode cannot be tested on this machine.
+    /// `false` (after saying why, or failing under CI) when this mode cannot be tested on this
+    /// machine: the cgroup mode needs a writable cgroup2 mount ([`Cgroup`]).
+    #[track_caller]
     fn usable(self) -> bool {
-        if self == Mode::Tree || writable_cgroup2().is_some() {
-            return true;
-        }
-        let required = std::env::var("HWR_REQUIRE_CGROUP").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "HWR_REQUIRE_CGROUP=1 but no writable cgroup2 mount was found in /proc/self/mountinfo"
-        );
-        eprintln!(
-            "skipped: no writable cgroup2 mount on this machine (HWR_REQUIRE_CGROUP=1 makes this a failure)"
-        );
-        false
+        self == Mode::Tree || need(Cgroup).is_some()
     }
-}
-
-/// A cgroup2 mount point where a sub-cgroup can be created (tried with mkdir and rmdir), found
-/// independently of hwr-exp so that a runner that never uses cgroups fails the cgroup tests.
-fn writable_cgroup2() -> Option<PathBuf> {
-    static FOUND: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
-    FOUND
-        .get_or_init(|| {
-            let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-            mountinfo
-                .lines()
-                .filter_map(|line| {
-                    let (left, right) = line.split_once(" - ")?;
-                    let point = left.split_whitespace().nth(4)?;
-                    (right.split_whitespace().next() == Some("cgroup2")).then(|| PathBuf::from(point))
-                })
-                .find(|mount| {
-                    let probe = mount.join(format!("hwr-exp-test-probe-{}", std::process::id()));
-                    let ok = std::fs::create_dir(&probe).is_ok() && mount.join("cgroup.procs").exists();
-                    let _ = std::fs::remove_dir(&probe);
-                    ok
-                })
-        })
-        .clone()
 }
 
 /// `hwr-exp run experiment.toml --quiet --results-dir results` in `dir` with the containment of
 /// `mode` forced; returns the output and the bundle folder.
 fn run_in(dir: &Path, mode: Mode) -> (Output, PathBuf) {
-    let out = Command::new(bin())
-        .current_dir(dir)
+    let out = hwr_command(dir)
         .env("HWR_CONTAINMENT", mode.name())
         .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
         .output()
@@ -96,75 +62,43 @@ fn the_bundle(dir: &Path) -> PathBuf {
     found.pop().unwrap()
 }
 
-/// Live processes whose environment holds an entry starting with `prefix` (e.g.
-/// `HWR_BUNDLE=/tmp/x/results/`): the processes of runs that are still there. Zombies have an
-/// empty environ and are not listed.
-fn processes_with_env(prefix: &str) -> Vec<(i32, String)> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
-            continue;
-        };
-        if environ
-            .split(|&b| b == 0)
-            .any(|e| e.starts_with(prefix.as_bytes()))
-        {
-            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-            out.push((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
-        }
-    }
-    out
-}
-
-/// The environment prefix every process of a run in `dir` carries.
+/// The environment prefix every process of a run in `dir` carries ([`run_marker`]).
 fn marker(dir: &Path) -> String {
-    format!("HWR_BUNDLE={}/", dir.join("results").display())
-}
-
-/// Kills whatever of the runs in `dir` is left when dropped, so that a failing test (or a test
-/// run against a runner without containment) does not leave `sleep 300`s behind.
-struct Leftovers(String);
-
-impl Drop for Leftovers {
-    fn drop(&mut self) {
-        for (pid, _) in processes_with_env(&self.0) {
-            // SAFETY: kill has no memory-safety preconditions.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-    }
+    run_marker(dir)
 }
 
 /// A temporary folder with `experiment.toml` holding `text` (outside any git repository).
-fn setup(text: &str) -> (tempfile::TempDir, Leftovers) {
+fn setup(text: &str) -> (tempfile::TempDir, KillOnDrop) {
     let dir = tempfile::tempdir().unwrap();
     write_manifest(dir.path(), text);
-    let leftovers = Leftovers(marker(dir.path()));
+    let leftovers = KillOnDrop(marker(dir.path()));
     (dir, leftovers)
 }
 
-/// `false` (after saying why the test is skipped) when fewer than two CPUs are allowed here;
-/// `what` says what needs them (may be empty).
+/// `false` (after saying why the test is skipped, or failing under CI) when fewer than two CPUs
+/// are allowed here; `what` says what needs them (may be empty).
+#[track_caller]
 fn two_cpus(what: &str) -> bool {
-    if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
-        return true;
-    }
     let what = if what.is_empty() {
-        String::new()
+        "two allowed CPUs".to_string()
     } else {
-        format!(" ({what})")
+        format!("two allowed CPUs ({what})")
     };
-    eprintln!("skipped: needs two allowed CPUs{what}");
-    false
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    need(Check::new(what, "run on a machine with two CPUs", || {
+        if n >= 2 {
+            Ok(())
+        } else {
+            Err(format!("{n} allowed"))
+        }
+    }))
+    .is_some()
 }
 
 /// Starts `hwr-exp run experiment.toml --quiet --results-dir results` in `dir` with
 /// `HWR_CONTAINMENT=containment`, output discarded, and returns it running.
 fn start_runner(dir: &Path, containment: &str) -> Child {
-    Command::new(bin())
-        .current_dir(dir)
+    hwr_command(dir)
         .env("HWR_CONTAINMENT", containment)
         .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
         .stdout(Stdio::null())
@@ -176,8 +110,7 @@ fn start_runner(dir: &Path, containment: &str) -> Child {
 /// `hwr-exp run experiment.toml --quiet --results-dir results` in `dir` with the default
 /// containment; asserts it exits 0.
 fn run_ok(dir: &Path) {
-    let out = Command::new(bin())
-        .current_dir(dir)
+    let out = hwr_command(dir)
         .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
         .output()
         .expect("hwr-exp runs");
@@ -188,20 +121,6 @@ fn run_ok(dir: &Path) {
 fn printed(bundle: &Path, run: &serde_json::Value) -> String {
     let id = run["run-id"].as_str().expect("run-id");
     std::fs::read_to_string(bundle.join("runs").join(id).join(format!("{id}.txt"))).expect("the run's output")
-}
-
-/// Polls `ok` every 20 ms for up to `limit`; `true` when it held.
-fn eventually(limit: Duration, mut ok: impl FnMut() -> bool) -> bool {
-    let t = Instant::now();
-    loop {
-        if ok() {
-            return true;
-        }
-        if t.elapsed() > limit {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn verify_ok(bundle: &Path) {
@@ -220,27 +139,10 @@ fn assert_nothing_left(dir: &Path) {
     assert!(left.is_empty(), "processes of the run survived: {left:?}");
 }
 
-/// Run cgroups of runner `pid` still there (`<cgroup2 mount>/hwr-exp/<pid>-*`).
-fn cgroups_of_runner(pid: u64) -> Vec<PathBuf> {
-    let Some(parent) = writable_cgroup2().map(|m| m.join("hwr-exp")) else {
-        return Vec::new();
-    };
-    let prefix = format!("{pid}-");
-    std::fs::read_dir(parent)
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
-                .map(|e| e.path())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// The bundle's runner removed every cgroup it made.
 fn assert_cgroups_removed(bundle: &Path) {
     let pid = json(&bundle.join("bundle.json"))["runner-pid"].as_u64().unwrap();
-    let left = cgroups_of_runner(pid);
+    let left = run_cgroups_of(pid);
     assert!(left.is_empty(), "run cgroups left behind: {left:?}");
 }
 
@@ -250,14 +152,7 @@ fn timeout_python_memory(mode: Mode) {
     if !mode.usable() {
         return;
     }
-    let has_python = Command::new("python3")
-        .args(["-c", "pass"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !has_python {
-        eprintln!("skipped: python3 not found");
+    if need(Python(&[])).is_none() {
         return;
     }
     // GNU timeout puts itself and python into a new process group: the run is more than the
@@ -351,11 +246,12 @@ grace = "1s"
         .join("out.txt");
     let size = std::fs::metadata(&output).unwrap().len();
     assert!(size > 0, "the loop printed ticks");
-    std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(
-        std::fs::metadata(&output).unwrap().len(),
-        size,
-        "the output grew after run.json was written"
+    // Sealed: no process of the run is alive (above) and no process anywhere holds the output
+    // open, so nothing can make it grow after run.json was written.
+    let holders = holders_of(&output);
+    assert!(
+        holders.is_empty(),
+        "processes still hold the output open: {holders:?}"
     );
     verify_ok(&bundle);
     assert_eq!(run["containment"], mode.name(), "{run}");
@@ -477,8 +373,7 @@ fn dev_tty_fails_fast(mode: Mode) {
     if !mode.usable() {
         return;
     }
-    if Command::new("script").arg("--version").output().is_err() {
-        eprintln!("skipped: util-linux `script` not found");
+    if need(Program("script")).is_none() {
         return;
     }
     let (dir, _left) = setup(
@@ -566,7 +461,7 @@ timeout = "120s"
             >= 2
     });
     assert!(started, "the run's processes: {:?}", processes_with_env(&marker));
-    std::thread::sleep(Duration::from_millis(300));
+    // No pause: the run was listed with the guardian before its spawn.
     runner.kill().unwrap(); // SIGKILL
     runner.wait().unwrap();
     let gone = eventually(Duration::from_secs(10), || processes_with_env(&marker).is_empty());
@@ -577,9 +472,9 @@ timeout = "120s"
     );
     // The guardian also removes the cgroup of the run it stopped.
     let removed = eventually(Duration::from_secs(10), || {
-        cgroups_of_runner(u64::from(runner.id())).is_empty()
+        run_cgroups_of(u64::from(runner.id())).is_empty()
     });
-    assert!(removed, "{:?}", cgroups_of_runner(u64::from(runner.id())));
+    assert!(removed, "{:?}", run_cgroups_of(u64::from(runner.id())));
 }
 
 /// While a run executes, the runner makes the next run's folder and cgroup, so that less is left
@@ -615,7 +510,7 @@ timeout = "120s"
     git(repo.path(), &["commit", "-q", "-m", "experiment"]);
     std::fs::create_dir(repo.path().join("work")).unwrap();
     std::fs::write(repo.path().join("work/hold"), "").unwrap();
-    let _left = Leftovers(marker(repo.path()));
+    let _left = KillOnDrop(marker(repo.path()));
     let mut runner = start_runner(repo.path(), Mode::Cgroup.name());
     let marker = marker(repo.path());
     let sleeping = eventually(Duration::from_secs(20), || {
@@ -629,7 +524,7 @@ timeout = "120s"
     let next = bundle.join("runs/002-r3");
     let ahead = eventually(Duration::from_secs(10), || {
         next.is_dir()
-            && cgroups_of_runner(pid)
+            && run_cgroups_of(pid)
                 .iter()
                 .any(|c| c.to_string_lossy().ends_with("-002-r3"))
     });
@@ -637,15 +532,15 @@ timeout = "120s"
         ahead,
         "run 3's folder and cgroup are made while run 2 executes: folder {}, cgroups {:?}",
         next.is_dir(),
-        cgroups_of_runner(pid)
+        run_cgroups_of(pid)
     );
     runner.kill().unwrap(); // SIGKILL
     runner.wait().unwrap();
-    let removed = eventually(Duration::from_secs(10), || cgroups_of_runner(pid).is_empty());
+    let removed = eventually(Duration::from_secs(10), || run_cgroups_of(pid).is_empty());
     assert!(
         removed,
         "cgroups left after the guardian: {:?}",
-        cgroups_of_runner(pid)
+        run_cgroups_of(pid)
     );
     assert!(
         eventually(Duration::from_secs(10), || processes_with_env(&marker).is_empty()),
@@ -779,26 +674,21 @@ timeout = "120s"
     std::fs::create_dir(repo.path().join("work")).unwrap();
     let slow = repo.path().join("work/slow");
     std::fs::write(&slow, "").unwrap();
-    let _left = Leftovers(marker(repo.path()));
+    let _left = KillOnDrop(marker(repo.path()));
 
-    let runner = Command::new(bin())
-        .current_dir(repo.path())
-        .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let runner = spawn_run(repo.path());
     let marker = marker(repo.path());
-    assert!(
-        eventually(Duration::from_secs(20), || processes_with_env(&marker)
-            .iter()
-            .any(|(_, cmd)| cmd.contains("safetensors-retention"))),
-        "the probe started"
-    );
-    // Let it get through its preparation into the loop.
-    std::thread::sleep(Duration::from_millis(800));
-    // SAFETY: kill has no memory-safety preconditions.
-    unsafe { libc::kill(runner.id() as i32, libc::SIGINT) };
+    let probe = wait_for_value("the probe to start", Duration::from_secs(20), || {
+        processes_with_env(&marker)
+            .into_iter()
+            .find(|(_, cmd)| cmd.contains("safetensors-retention"))
+            .map(|(pid, _)| pid as u32)
+    });
+    // Its SIGTERM handler is in place: stopped now, it prints what it has.
+    wait_for("the probe's SIGTERM handler", Duration::from_secs(20), || {
+        catches(probe, Signal::TERM)
+    });
+    signal(runner.id(), Signal::INT);
     let out = runner.wait_with_output().unwrap();
     assert_eq!(code(&out), 130, "{}", stderr(&out));
     let bundle = the_bundle(repo.path());
@@ -894,11 +784,10 @@ output-format = "text"
 repetitions = 4
 "#,
     );
-    let out = Command::new(bin())
-        .current_dir(dir.path())
-        .args(["run", "experiment.toml", "--results-dir", "results"])
-        .output()
-        .unwrap();
+    let out = hwr(
+        dir.path(),
+        &["run", "experiment.toml", "--results-dir", "results"],
+    );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let progress: Vec<String> = stderr(&out)
         .lines()

@@ -4,6 +4,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::support::manifest::table;
+use crate::support::{Cpus, Lines, Signal, need, signal, wait_for_file};
 use crate::support::{
     ManifestBuilder, code, group_members, hwr, hwr_command, json, printed_path, repo, run, run_records,
     sha256_hex, spawn_run, stderr, wait_for,
@@ -284,11 +285,20 @@ fn sigint_stops_the_run_in_flight_and_marks_the_bundle_interrupted() {
         .text_output()
         .repetitions(5)
         .write(repo.path());
-    let child = spawn_run(repo.path());
-    std::thread::sleep(Duration::from_millis(2500));
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    // Without --quiet, stderr is one line per finished run.
+    let mut child = hwr_command(repo.path())
+        .args(["run", "experiment.toml", "--results-dir", "results"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut progress = Lines::read(child.stderr.take().unwrap());
+    progress.wait_for("[2/5]", Duration::from_secs(30));
+    signal(child.id(), Signal::INT);
     let out = child.wait_with_output().unwrap();
-    assert_eq!(code(&out), 130);
+    let err = String::from_utf8_lossy(&progress.rest()).into_owned();
+    assert_eq!(code(&out), 130, "{err}");
     let bundle = printed_path(repo.path(), &out);
     let info = json(&bundle.join("bundle.json"));
     assert_eq!(info["status"], "interrupted");
@@ -306,9 +316,7 @@ fn sigint_stops_the_run_in_flight_and_marks_the_bundle_interrupted() {
 
 #[test]
 fn jobs_run_at_once_on_disjoint_cpus() {
-    let allowed = hwr_exp::cpus::allowed_cpus().unwrap();
-    if allowed.len() < 2 {
-        eprintln!("skipped: needs 2 allowed CPUs");
+    if need(Cpus(2)).is_none() {
         return;
     }
     let repo = repo();
@@ -406,18 +414,14 @@ fn sigkill_of_the_runner_leaves_no_process_of_the_run() {
     .write(repo.path());
     let mut child = spawn_run(repo.path());
     let pid_file = repo.path().join("leader.pid");
-    wait_for("the run to start", Duration::from_secs(10), || {
-        std::fs::read_to_string(&pid_file).is_ok_and(|t| !t.trim().is_empty())
-    });
-    std::thread::sleep(Duration::from_millis(300));
-    let leader: i64 = std::fs::read_to_string(&pid_file)
-        .unwrap()
+    let leader: i64 = wait_for_file(&pid_file, "\n", Duration::from_secs(10))
         .trim()
         .parse()
         .unwrap();
-    assert!(
-        group_members(leader).len() >= 3,
-        "leader, sleep 32, sh and sleep 31 run"
+    wait_for(
+        "leader, sleep 32, sh and sleep 31 to run",
+        Duration::from_secs(10),
+        || group_members(leader).len() >= 3,
     );
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();

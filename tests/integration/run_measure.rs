@@ -7,15 +7,14 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::support::{ManifestBuilder, bin, code, compile_c, json, run_records, stderr};
+use crate::support::{Check, ManifestBuilder, code, compile_c, hwr_command, json, need, run_records, stderr};
 
 const MIB: u64 = 1 << 20;
 
 /// Runs `experiment.toml` in `dir` with `HWR_CONTAINMENT=containment`; returns the output and
 /// the run's run.json and memory.jsonl lines.
 fn run_with(dir: &Path, containment: &str) -> (Output, Value, Vec<Value>, PathBuf) {
-    let out = Command::new(bin())
-        .current_dir(dir)
+    let out = hwr_command(dir)
         .env("HWR_CONTAINMENT", containment)
         .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
         .output()
@@ -220,8 +219,13 @@ int main(int argc, char **argv) {
 /// (the run has no IPC or mount namespace that owns them, so they are kept).
 #[test]
 fn shared_memory_left_behind_is_listed() {
-    if !Path::new("/dev/shm").is_dir() {
-        eprintln!("skipped: no /dev/shm");
+    let shm = Check::new("/dev/shm", "mount a tmpfs at /dev/shm", || {
+        Path::new("/dev/shm")
+            .is_dir()
+            .then_some(())
+            .ok_or_else(|| "not a folder".to_string())
+    });
+    if need(shm).is_none() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::{Check, need, wrapped};
 use crate::support::{
-    ManifestBuilder, Repo, bin, bundles, code, hwr_command, json, run_records, stderr, the_bundle, wait_for,
+    ManifestBuilder, Repo, bundles, code, hwr_command, json, run_records, stderr, the_bundle, wait_for,
 };
 
 /// How long the runner may take to reach a state the test waits for (a hang guard, not a timing
@@ -285,21 +286,10 @@ fn resume_refuses_unreadable_or_newer_run_json_and_deletes_nothing() {
 
 /// `hwr-exp ARGS` started through `prlimit LIMIT` (util-linux): the limit applies to the runner.
 fn hwr_limited(dir: &Path, limit: &str, args: &[&str]) -> Output {
-    let plain = hwr(dir, args);
-    let mut cmd = Command::new("prlimit");
-    cmd.arg(limit)
-        .arg("--")
-        .arg(bin())
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null());
-    for (k, v) in plain.get_envs() {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
-    cmd.output().expect("prlimit runs")
+    wrapped(&["prlimit", limit, "--"], &hwr(dir, args))
+        .stdin(Stdio::null())
+        .output()
+        .expect("prlimit runs")
 }
 
 fn assert_clean_exit_3(out: &Output, names: &str) {
@@ -425,31 +415,32 @@ fn too_many_open_files_stop_the_session_and_resume_completes_it() {
 }
 
 /// A tmpfs of `size` mounted at `path` for the life of the guard; `None` (with a message) where
-/// the test may not mount one, a failure when `HWR_REQUIRE_TMPFS=1`.
+/// the test may not mount one, a failure under CI or `HWR_REQUIRE_TMPFS=1` ([`need`]).
 struct Tmpfs(PathBuf);
 
 impl Tmpfs {
+    #[track_caller]
     fn mount(path: &Path, size: &str) -> Option<Tmpfs> {
         std::fs::create_dir_all(path).unwrap();
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(path)
-            .output();
-        match out {
-            Ok(o) if o.status.success() => Some(Tmpfs(path.to_path_buf())),
-            other => {
-                let why = match other {
-                    Ok(o) => String::from_utf8_lossy(&o.stderr).into_owned(),
-                    Err(e) => e.to_string(),
-                };
-                assert!(
-                    std::env::var_os("HWR_REQUIRE_TMPFS").is_none_or(|v| v != "1"),
-                    "HWR_REQUIRE_TMPFS=1 but mounting a tmpfs failed: {why}"
-                );
-                eprintln!("skipped: cannot mount a tmpfs ({why}); run as root to test a full disk");
-                None
-            }
-        }
+        need(
+            Check::new(
+                "a tmpfs the test may mount",
+                "run as root to test a full disk",
+                || {
+                    let out = Command::new("mount")
+                        .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+                        .arg(path)
+                        .output()
+                        .map_err(|e| e.to_string())?;
+                    if out.status.success() {
+                        Ok(Tmpfs(path.to_path_buf()))
+                    } else {
+                        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+                    }
+                },
+            )
+            .required_by("HWR_REQUIRE_TMPFS"),
+        )
     }
 }
 

@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::support::cluster;
 use hwr_exp::slurm::script::{self, ScriptSpec};
@@ -54,19 +54,17 @@ fn wait_for(
     mut each: impl FnMut(&QueueSnapshot),
     done: impl Fn(&QueueSnapshot) -> bool,
 ) -> QueueSnapshot {
-    let start = Instant::now();
-    loop {
+    let mut last = None;
+    let found = crate::support::poll(limit, Duration::from_millis(200), || {
         let snap = client.queue(ids).unwrap_or_else(|e| panic!("{e}"));
         each(&snap);
         if done(&snap) {
-            return snap;
+            return Some(snap);
         }
-        assert!(
-            start.elapsed() < limit,
-            "still waiting after {limit:?}: {snap:#?}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+        last = Some(snap);
+        None
+    });
+    found.unwrap_or_else(|| panic!("still waiting after {limit:?}: {last:#?}"))
 }
 
 const LIMIT: Duration = Duration::from_secs(180);

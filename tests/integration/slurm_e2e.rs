@@ -13,6 +13,7 @@ use std::process::{Child, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::support::{Check, need, poll};
 use crate::support::{cluster, code, hwr, hwr_command, json, run_records, stderr, write_manifest};
 use hwr_exp::slurm::{self, SlurmClient, TaskState};
 
@@ -43,13 +44,12 @@ fn job_ids(bundle: &Path) -> Vec<u64> {
         .unwrap_or_default()
 }
 
-/// Waits until `cond` holds, polling every 100 ms, at most `limit`.
+/// Waits until `cond` holds, polling every 100 ms (each poll may ask the cluster), at most
+/// `limit` ([`poll`]).
+#[track_caller]
 fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
-    let until = Instant::now() + limit;
-    while !cond() {
-        assert!(Instant::now() < until, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let held = poll(limit, Duration::from_millis(100), || cond().then_some(()));
+    assert!(held.is_some(), "timed out after {limit:?} waiting for {what}");
 }
 
 /// Cancels a bundle's arrays when dropped, so a failing test leaves nothing in the queue.
@@ -380,10 +380,19 @@ fn a_plan_larger_than_max_array_size_is_split_into_chained_arrays() {
     let _guard = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let Some(client) = cluster() else { return };
     let max = client.array_limits().unwrap().max_array_size as usize;
-    if max > 64 {
-        eprintln!(
-            "note: skipping: MaxArraySize is {max}; start the cluster with SLURM_EXTRA_CONF=MaxArraySize=11"
-        );
+    let small = Check::new(
+        "a Slurm cluster with MaxArraySize <= 64",
+        "start the cluster with SLURM_EXTRA_CONF=MaxArraySize=11",
+        || {
+            if max > 64 {
+                Err(format!("MaxArraySize is {max}"))
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .required_by("HWR_REQUIRE_SLURM");
+    if need(small).is_none() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -209,10 +209,7 @@ fn describe_counts(counts: &BTreeMap<Outcome, usize>) -> String {
     counts
         .iter()
         .map(|(o, n)| {
-            let word = serde_json::to_value(o)
-                .ok()
-                .and_then(|v| v.as_str().map(String::from))
-                .unwrap_or_default();
+            let word = o.as_str();
             format!("{n} {word}")
         })
         .collect::<Vec<_>>()

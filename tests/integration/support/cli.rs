@@ -17,6 +17,31 @@ pub fn hwr_command(cwd: &Path) -> Command {
     cmd
 }
 
+/// `cmd` started through `PREFIX...` (`prlimit --fsize=1024 --`, `sh -c 'ulimit -v 4000000;
+/// exec "$0" "$@"'`): the prefix's argv, then `cmd`'s program and arguments, with `cmd`'s working
+/// directory and environment changes. Stdio is not carried over: set it on the result.
+pub fn wrapped<S: AsRef<std::ffi::OsStr>>(prefix: &[S], cmd: &Command) -> Command {
+    let (first, rest) = prefix.split_first().expect("a prefix program");
+    let mut out = Command::new(first);
+    out.args(rest).arg(cmd.get_program()).args(cmd.get_args());
+    if let Some(dir) = cmd.get_current_dir() {
+        out.current_dir(dir);
+    }
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => out.env(k, v),
+            None => out.env_remove(k),
+        };
+    }
+    out
+}
+
+/// `cmd` run by a shell that first runs `setup` (`ulimit -v 4000000`), then `exec`s it
+/// ([`wrapped`]).
+pub fn limited(cmd: &Command, setup: &str) -> Command {
+    wrapped(&["sh", "-c", &format!(r#"{setup}; exec "$0" "$@""#)], cmd)
+}
+
 /// Runs `hwr-exp ARGS` in `cwd` ([`hwr_command`]) to the end, output captured, stdin empty.
 pub fn hwr(cwd: &Path, args: &[&str]) -> Output {
     hwr_command(cwd).args(args).output().expect("hwr-exp runs")

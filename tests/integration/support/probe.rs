@@ -46,7 +46,7 @@ pub const SAMPLE_KEYS: &[&str] = &[
 /// `hwr-exp probe safetensors-retention` with `HWR_PROBE_SMAPS_PATH` removed (the real
 /// `/proc/self/smaps_rollup` is read); add the flags.
 pub fn probe() -> Command {
-    let mut cmd = Command::new(super::bin());
+    let mut cmd = super::hwr_command(super::package_root());
     cmd.args(["probe", "safetensors-retention"]);
     cmd.env_remove("HWR_PROBE_SMAPS_PATH");
     cmd
@@ -67,15 +67,9 @@ pub fn python_script() -> PathBuf {
     super::source_path("tests/python/retention_probe.py")
 }
 
-/// `true` when `python3 -c 'import safetensors, numpy'` succeeds; prints a note on stderr
-/// when it does not (the Python tests then skip themselves).
+/// `true` when `python3 -c 'import safetensors, numpy'` succeeds; else says why the test is
+/// skipped, or fails it under CI ([`super::need`]).
+#[track_caller]
 pub fn python_ready() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import safetensors, numpy"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("note: skipping: `python3 -c 'import safetensors, numpy'` failed");
-    }
-    ok
+    super::need(super::Python(&["safetensors", "numpy"])).is_some()
 }

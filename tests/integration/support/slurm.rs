@@ -2,26 +2,34 @@
 
 use hwr_exp::slurm::{self, SlurmClient};
 
-/// The cluster's client, or `None` (with a note) when no cluster answers and none is required;
-/// with `HWR_REQUIRE_SLURM=1` (set by `.ci/run`) a missing cluster fails the test instead.
-pub fn cluster() -> Option<SlurmClient> {
-    let required = std::env::var("HWR_REQUIRE_SLURM").is_ok_and(|v| v == "1");
-    let why = if !slurm::cluster_configured() {
-        "SLURM_CONF is not set or names no file".to_string()
-    } else {
-        let client = SlurmClient::new();
-        match client.ping() {
-            Ok(()) => return Some(client),
-            Err(e) => e.to_string(),
+use super::need::{Requirement, need};
+
+/// A Slurm cluster that answers `scontrol ping`; gives its client. Mandatory with
+/// `HWR_REQUIRE_SLURM=1` (set by `.ci/run`).
+pub struct Slurm;
+
+impl Requirement for Slurm {
+    type Found = SlurmClient;
+    fn what(&self) -> String {
+        "a Slurm cluster".into()
+    }
+    fn hint(&self) -> String {
+        "start one with ../shared/slurm/start-slurm.sh and `source $SLURM_TEST_DIR/slurm.env`".into()
+    }
+    fn require_var(&self) -> Option<&'static str> {
+        Some("HWR_REQUIRE_SLURM")
+    }
+    fn find(self) -> Result<SlurmClient, String> {
+        if !slurm::cluster_configured() {
+            return Err("SLURM_CONF is not set or names no file".into());
         }
-    };
-    assert!(
-        !required,
-        "HWR_REQUIRE_SLURM=1 but no Slurm cluster answers: {why}"
-    );
-    eprintln!(
-        "note: skipping: no Slurm cluster ({why}); start one with ../shared/slurm/start-slurm.sh \
-         and `source $SLURM_TEST_DIR/slurm.env`"
-    );
-    None
+        let client = SlurmClient::new();
+        client.ping().map_err(|e| e.to_string())?;
+        Ok(client)
+    }
+}
+
+/// The cluster's client, or `None` after saying why the test is skipped ([`need`]`(Slurm)`).
+pub fn cluster() -> Option<SlurmClient> {
+    need(Slurm)
 }
