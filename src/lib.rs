@@ -24,7 +24,8 @@
 //!   files, and builds plan.json from the plan, `bundle::plan_file`);
 //! - [`runner`] -> `manifest`, `plan`, `exec`, `provenance`, `bundle` (one session: plan,
 //!   preflight, execute, record);
-//! - [`report`], [`archive`], [`probe`] and [`cli_docs`] sit on top.
+//! - [`report`], [`archive`], [`probe`], [`cli_docs`] and [`ui`] (what `main.rs` prints) sit on
+//!   top.
 
 pub mod allocator;
 pub mod archive;
@@ -45,5 +46,7 @@ pub mod report;
 pub mod runner;
 pub mod signal;
 pub mod slurm;
+pub mod stats;
 pub mod table;
 pub mod timestamp;
+pub mod ui;

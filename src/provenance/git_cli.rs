@@ -27,6 +27,59 @@ const KEPT_GIT_VARIABLES: &[&str] = &[
     "GIT_ATTR_NOSYSTEM",
 ];
 
+/// Configuration every git subprocess hwr-exp makes runs with (`git -c KEY=VALUE`, which beats the
+/// user's, the system's and the repository's configuration), so that what it records and checks
+/// does not depend on whose configuration it meets: the form of `git status` and `git diff` output
+/// (context lines, prefixes, colour, quoting, relative paths, rename detection in the status,
+/// hunk order), end-of-line conversion (`core.autocrlf`, `core.eol`, `core.safecrlf`: the bytes
+/// recorded and checked out are the files' bytes), what `git apply` accepts (`apply.whitespace`),
+/// and side effects (no hooks in a worktree `rerun` checks out, no automatic gc or maintenance,
+/// no fsmonitor daemon, no recursion into submodules). Global attributes are not read
+/// (`core.attributesFile`); the repository's `.gitattributes` and filter drivers are, as git
+/// decides content with them. What stays the user's: ignore rules (`core.excludesFile`), which
+/// decide what is source. External diff drivers and textconv are turned off by flags of `git diff`
+/// (`--no-ext-diff`, `--no-textconv`).
+pub const PINNED_CONFIG: &[&str] = &[
+    "core.quotePath=true",
+    "core.autocrlf=false",
+    "core.eol=lf",
+    "core.safecrlf=false",
+    "core.attributesFile=/dev/null",
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    "core.pager=cat",
+    "color.ui=never",
+    "color.diff=never",
+    "color.status=never",
+    "diff.context=3",
+    "diff.interHunkContext=0",
+    "diff.noprefix=false",
+    "diff.mnemonicPrefix=false",
+    "diff.relative=false",
+    "diff.suppressBlankEmpty=false",
+    "diff.orderFile=/dev/null",
+    "diff.submodule=short",
+    "status.renames=true",
+    "status.relativePaths=false",
+    "status.branch=false",
+    "status.showStash=false",
+    "status.submoduleSummary=false",
+    "apply.whitespace=nowarn",
+    "apply.ignoreWhitespace=no",
+    "submodule.recurse=false",
+    "gc.auto=0",
+    "maintenance.auto=false",
+];
+
+/// Adds [`PINNED_CONFIG`] (as `-c` options, before the subcommand) and `LC_ALL=C` (git's messages,
+/// which hwr-exp reads, in English) to `cmd`.
+fn pin(cmd: &mut Command) -> &mut Command {
+    for kv in PINNED_CONFIG {
+        cmd.arg("-c").arg(kv);
+    }
+    cmd.env("LC_ALL", "C")
+}
+
 /// Removes from `cmd` every inherited `GIT_*` variable but `KEPT_GIT_VARIABLES` (read from
 /// this process's environment), so that git finds the repository from its working directory or
 /// `-C` argument alone.
@@ -40,12 +93,13 @@ pub fn scrub_environment(cmd: &mut Command) -> &mut Command {
     cmd
 }
 
-/// `git -C <dir>` with the environment scrubbed ([`scrub_environment`]) and stdin closed.
-/// Callers add the subcommand; they may set variables such as GIT_INDEX_FILE themselves after
-/// this call.
+/// `git -C <dir>` with the environment scrubbed ([`scrub_environment`]), the configuration it
+/// depends on pinned ([`PINNED_CONFIG`]) and stdin closed. Callers add the subcommand; they may
+/// set variables such as GIT_INDEX_FILE themselves after this call.
 pub fn command(dir: &Path) -> Command {
     let mut cmd = Command::new("git");
     scrub_environment(&mut cmd);
+    pin(&mut cmd);
     cmd.arg("-C").arg(dir).stdin(Stdio::null());
     cmd
 }
@@ -56,6 +110,7 @@ pub fn command(dir: &Path) -> Command {
 pub fn command_for_git_dir(git_dir: &Path) -> Command {
     let mut cmd = Command::new("git");
     scrub_environment(&mut cmd);
+    pin(&mut cmd);
     cmd.arg("--git-dir").arg(git_dir).stdin(Stdio::null());
     cmd
 }
@@ -311,6 +366,8 @@ const DIFF_OPTIONS: &[&str] = &[
     "-c",
     "core.quotePath=true",
     "diff",
+    "--unified=3",
+    "--inter-hunk-context=0",
     "--binary",
     "--full-index",
     "--no-color",
@@ -452,6 +509,7 @@ fn add_intent(root: &Path, index: &Path, args: &[&str], paths: &[&str]) -> Resul
 pub(super) fn available() -> Result<(), GitError> {
     let mut cmd = Command::new("git");
     scrub_environment(&mut cmd);
+    pin(&mut cmd);
     run_cmd(cmd.arg("--version").stdin(Stdio::null()), &["--version"]).map(|_| ())
 }
 

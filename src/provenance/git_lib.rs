@@ -489,7 +489,13 @@ fn make_patch(
             .ignore_submodules(true)
             .include_typechange(false)
             .show_binary(true)
-            .id_abbrev(40);
+            .id_abbrev(40)
+            // Explicit, whatever the user's configuration says (`diff.noprefix`,
+            // `diff.mnemonicPrefix`, `diff.context`): the patch `git apply` replays.
+            .old_prefix("a/")
+            .new_prefix("b/")
+            .context_lines(3)
+            .interhunk_lines(0);
         opts
     };
     let diff = repo.diff_tree_to_workdir_with_index(tree.as_ref(), Some(&mut options()))?;

@@ -1,11 +1,11 @@
 //! Aggregates of a report's runs: per cell min / median / max across the repetitions left in
 //! ([`cells`]), the matrix key that names the mode ([`mode_key`]), and per size each mode's median
-//! growth minus the `reuse` control's ([`control_deltas`]). Pure functions of the run summaries.
+//! growth against the control: see [`super::estimates`]. Pure functions of the run summaries.
 
 use std::collections::{BTreeMap, HashMap};
 
 use super::metrics::Metric;
-use super::model::{CONTROL_MODE, CellStats, ControlDelta, MetricValue, RunSummary, Stats, cell_label};
+use super::model::{CellStats, MetricValue, RunSummary, Stats, cell_label};
 
 impl Stats {
     /// Stats of the values; `None` when there are none.
@@ -134,42 +134,6 @@ pub fn cells(
             acc.stats
         })
         .collect()
-}
-
-/// Per size, each mode's median of every metric estimated against the control
-/// ([`super::metrics::Def::vs_control`]) minus the `reuse`
-/// control's median at the same size; sizes without a control cell give nothing.
-pub fn control_deltas(cells: &[CellStats]) -> Vec<ControlDelta> {
-    let mut out = Vec::new();
-    for cell in cells {
-        let Some(mode) = &cell.mode else { continue };
-        if mode == CONTROL_MODE {
-            continue;
-        }
-        let Some(control) = cells
-            .iter()
-            .find(|c| c.size == cell.size && c.mode.as_deref() == Some(CONTROL_MODE))
-        else {
-            continue;
-        };
-        let minus_control: BTreeMap<String, f64> = Metric::ALL
-            .iter()
-            .filter(|m| m.def().vs_control)
-            .filter_map(|m| {
-                let a = cell.retention.get(m.key())?;
-                let b = control.retention.get(m.key())?;
-                Some((m.key().to_string(), a.median - b.median))
-            })
-            .collect();
-        if !minus_control.is_empty() {
-            out.push(ControlDelta {
-                size: cell.size.clone(),
-                mode: mode.clone(),
-                minus_control,
-            });
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -41,6 +41,15 @@ pub enum Family {
     Other,
 }
 
+/// Which per-run table shows a metric (every metric is in CSV and JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunTable {
+    /// "Retention per run": growth, growth per 1000 iterations, after-close, fd delta.
+    Growth,
+    /// "Retention rate per run": the Theil-Sen slopes.
+    Rate,
+}
+
 /// The definition of one metric (see [`Metric::def`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Def {
@@ -55,6 +64,8 @@ pub struct Def {
     pub family: Family,
     /// Where the value comes from, for docs/report.md and the notes under tables.
     pub source: &'static str,
+    /// The per-run table that shows it.
+    pub run_table: RunTable,
     /// Shown in the per-cell table (min / median / max across repetitions). Every metric is in the
     /// per-run table, CSV and JSON.
     pub per_cell: bool,
@@ -92,6 +103,24 @@ metrics! {
     RssGrowth,
     /// RSS growth per 1000 loop iterations.
     RssGrowthPer1000,
+    /// Theil-Sen slope of private bytes.
+    PrivateRate,
+    /// Theil-Sen slope of private bytes, first half of the loop.
+    PrivateRateFirstHalf,
+    /// Theil-Sen slope of private bytes, second half of the loop.
+    PrivateRateSecondHalf,
+    /// Theil-Sen slope of anonymous bytes.
+    AnonymousRate,
+    /// Theil-Sen slope of anonymous bytes, first half.
+    AnonymousRateFirstHalf,
+    /// Theil-Sen slope of anonymous bytes, second half.
+    AnonymousRateSecondHalf,
+    /// Theil-Sen slope of RSS.
+    RssRate,
+    /// Theil-Sen slope of RSS, first half.
+    RssRateFirstHalf,
+    /// Theil-Sen slope of RSS, second half.
+    RssRateSecondHalf,
     /// Private bytes after close.
     PrivateAfterClose,
     /// Anonymous bytes after close.
@@ -118,9 +147,21 @@ impl Metric {
                 unit,
                 family,
                 source,
+                run_table: RunTable::Growth,
                 per_cell: true,
                 vs_control: false,
                 compared: true,
+            }
+        }
+        /// A rate: the whole-loop one is estimated against the control and compared, the halves
+        /// only shown per run.
+        const fn rate(key: &'static str, label: &'static str, whole: bool, source: &'static str) -> Def {
+            Def {
+                run_table: RunTable::Rate,
+                per_cell: whole,
+                vs_control: whole,
+                compared: whole,
+                ..d(key, label, Unit::BytesPer1000, Family::Rate, source)
             }
         }
         use Family::*;
@@ -157,7 +198,6 @@ impl Metric {
                 )
             },
             Metric::PrivateGrowthPer1000 => Def {
-                vs_control: true,
                 ..d(
                     "private-growth-per-1000",
                     "private /1k it",
@@ -168,7 +208,6 @@ impl Metric {
             },
             Metric::AnonymousGrowthPer1000 => Def {
                 per_cell: false,
-                vs_control: true,
                 compared: false,
                 ..d(
                     "anonymous-growth-per-1000",
@@ -180,7 +219,6 @@ impl Metric {
             },
             Metric::RssGrowthPer1000 => Def {
                 per_cell: false,
-                vs_control: true,
                 compared: false,
                 ..d(
                     "rss-growth-per-1000",
@@ -190,21 +228,82 @@ impl Metric {
                     "RSS growth x 1000 / loop iterations",
                 )
             },
-            Metric::PrivateAfterClose => d(
-                "private-after-close-bytes",
-                "private after-close",
-                Bytes,
-                AfterClose,
-                "private_bytes of the closed sample minus the baseline's",
+            Metric::PrivateRate => rate(
+                "private-rate-per-1000",
+                "private rate",
+                true,
+                "Theil-Sen slope of private_bytes over the baseline and loop samples x 1000",
             ),
-            Metric::AnonymousAfterClose => d(
-                "anonymous-after-close-bytes",
-                "anon after-close",
-                Bytes,
-                AfterClose,
-                "anonymous_bytes of the closed sample minus the baseline's",
+            Metric::PrivateRateFirstHalf => rate(
+                "private-rate-first-half-per-1000",
+                "private rate 1st half",
+                false,
+                "Theil-Sen slope of private_bytes over the first half of the loop x 1000",
             ),
+            Metric::PrivateRateSecondHalf => rate(
+                "private-rate-second-half-per-1000",
+                "private rate 2nd half",
+                false,
+                "Theil-Sen slope of private_bytes over the second half of the loop x 1000",
+            ),
+            Metric::AnonymousRate => rate(
+                "anonymous-rate-per-1000",
+                "anon rate",
+                true,
+                "Theil-Sen slope of anonymous_bytes over the baseline and loop samples x 1000",
+            ),
+            Metric::AnonymousRateFirstHalf => rate(
+                "anonymous-rate-first-half-per-1000",
+                "anon rate 1st half",
+                false,
+                "Theil-Sen slope of anonymous_bytes over the first half of the loop x 1000",
+            ),
+            Metric::AnonymousRateSecondHalf => rate(
+                "anonymous-rate-second-half-per-1000",
+                "anon rate 2nd half",
+                false,
+                "Theil-Sen slope of anonymous_bytes over the second half of the loop x 1000",
+            ),
+            Metric::RssRate => rate(
+                "rss-rate-per-1000",
+                "RSS rate",
+                true,
+                "Theil-Sen slope of rss_bytes over the baseline and loop samples x 1000",
+            ),
+            Metric::RssRateFirstHalf => rate(
+                "rss-rate-first-half-per-1000",
+                "RSS rate 1st half",
+                false,
+                "Theil-Sen slope of rss_bytes over the first half of the loop x 1000",
+            ),
+            Metric::RssRateSecondHalf => rate(
+                "rss-rate-second-half-per-1000",
+                "RSS rate 2nd half",
+                false,
+                "Theil-Sen slope of rss_bytes over the second half of the loop x 1000",
+            ),
+            Metric::PrivateAfterClose => Def {
+                vs_control: true,
+                ..d(
+                    "private-after-close-bytes",
+                    "private after-close",
+                    Bytes,
+                    AfterClose,
+                    "private_bytes of the closed sample minus the baseline's",
+                )
+            },
+            Metric::AnonymousAfterClose => Def {
+                vs_control: true,
+                ..d(
+                    "anonymous-after-close-bytes",
+                    "anon after-close",
+                    Bytes,
+                    AfterClose,
+                    "anonymous_bytes of the closed sample minus the baseline's",
+                )
+            },
             Metric::RssAfterClose => Def {
+                vs_control: true,
                 per_cell: false,
                 compared: false,
                 ..d(
@@ -236,6 +335,15 @@ impl Metric {
             Metric::PrivateGrowthPer1000 => r.per_1000(r.growth.private_bytes),
             Metric::AnonymousGrowthPer1000 => r.per_1000(r.growth.anonymous_bytes),
             Metric::RssGrowthPer1000 => r.per_1000(r.growth.rss_bytes),
+            Metric::PrivateRate => r.rate.private_bytes.all,
+            Metric::PrivateRateFirstHalf => r.rate.private_bytes.first_half,
+            Metric::PrivateRateSecondHalf => r.rate.private_bytes.second_half,
+            Metric::AnonymousRate => r.rate.anonymous_bytes.all,
+            Metric::AnonymousRateFirstHalf => r.rate.anonymous_bytes.first_half,
+            Metric::AnonymousRateSecondHalf => r.rate.anonymous_bytes.second_half,
+            Metric::RssRate => r.rate.rss_bytes.all,
+            Metric::RssRateFirstHalf => r.rate.rss_bytes.first_half,
+            Metric::RssRateSecondHalf => r.rate.rss_bytes.second_half,
             Metric::PrivateAfterClose => f(r.after_close.private_bytes),
             Metric::AnonymousAfterClose => f(r.after_close.anonymous_bytes),
             Metric::RssAfterClose => f(r.after_close.rss_bytes),

@@ -20,6 +20,7 @@
 pub mod aggregation;
 pub mod collection;
 pub mod compare;
+pub mod estimates;
 pub mod html;
 pub mod metrics;
 pub mod model;

@@ -6,9 +6,11 @@
 //! wrap; with no width (`--wide`) every table is one line per row. Markdown, CSV and JSON always
 //! keep every column on one line.
 
-use super::metrics::{Metric, Unit};
+use super::estimates::Estimate;
+use super::metrics::{Metric, RunTable, Unit};
 use super::model::{Report, RunSummary, fmt_num};
 use crate::bundle::Outcome;
+use crate::stats::Verdict;
 
 /// Output format of `report` and `compare` (`html`: [`super::html`]); shared with `--format`.
 pub use crate::choices::ReportFormat as Format;
@@ -245,7 +247,7 @@ fn run_table(r: &Report) -> Section {
             ("termination", false),
             ("exit", true),
             ("wall s", true),
-            ("peak RSS (B)", true),
+            ("peak RSS 1 proc (B)", true),
             ("output", false),
             ("reason", false),
         ],
@@ -265,6 +267,58 @@ fn run_table(r: &Report) -> Section {
     }
     if let Some(note) = allocator_note(r) {
         s.notes.push(note);
+    }
+    s.notes.extend(memory_notes(r));
+    s
+}
+
+/// The notes under the runs table about memory: what `peak RSS` covers, and each run whose
+/// sampling was not as requested (no sample at all, an interval not kept, walks rarer).
+pub(crate) fn memory_notes(r: &Report) -> Vec<String> {
+    let mut notes = Vec::new();
+    if r.runs.iter().any(|run| run.peak_rss_bytes.is_some()) {
+        notes.push(
+            "peak RSS: the largest single process's peak (wait4 ru_maxrss of the leader and the \
+             descendants it waited for), not the run's processes together"
+                .to_string(),
+        );
+    }
+    for run in &r.runs {
+        if let Some(note) = &run.memory_note {
+            notes.push(format!("memory sampling of {}: {note}", run.run_id));
+        }
+    }
+    notes
+}
+
+/// What grew, per run: the mappings whose private bytes changed most between the run's first
+/// and last per-mapping breakdown (mappings.json).
+fn mappings_table(r: &Report) -> Section {
+    let mut s = Section::new(
+        "What grew: mappings with the largest change between the first and last breakdown \
+         (/proc/<pid>/smaps of the run's processes, summed; bytes)",
+        &[
+            ("run-id", false),
+            ("kind", false),
+            ("mapping", false),
+            ("private growth", true),
+            ("RSS growth", true),
+            ("from s", true),
+            ("to s", true),
+        ],
+    );
+    for run in &r.runs {
+        for g in &run.mappings_grown {
+            s.rows.push(vec![
+                run.run_id.clone(),
+                g.kind.clone(),
+                g.name.clone(),
+                format!("{:+}", g.private_growth),
+                format!("{:+}", g.rss_growth),
+                format!("{:.2}", g.from_seconds),
+                format!("{:.2}", g.to_seconds),
+            ]);
+        }
     }
     s
 }
@@ -306,7 +360,12 @@ pub(crate) fn allocator_note(r: &Report) -> Option<String> {
 
 fn retention_run_table(r: &Report) -> Section {
     let mut cols: Vec<(&str, bool)> = vec![("run-id", false), ("loop it", true)];
-    cols.extend(Metric::ALL.iter().map(|m| (m.def().label, true)));
+    let shown: Vec<Metric> = Metric::ALL
+        .iter()
+        .copied()
+        .filter(|m| m.def().run_table == RunTable::Growth)
+        .collect();
+    cols.extend(shown.iter().map(|m| (m.def().label, true)));
     cols.extend([("last tensor alive", false), ("aggregated", false)]);
     let mut s = Section::new(
         "Retention per run (growth = final loop - baseline; after-close = closed - baseline; bytes)",
@@ -327,7 +386,7 @@ fn retention_run_table(r: &Report) -> Section {
             continue;
         };
         let mut row = vec![run.run_id.clone(), ret.loop_iterations.to_string()];
-        row.extend(Metric::ALL.iter().map(|m| match m.def().unit {
+        row.extend(shown.iter().map(|m| match m.def().unit {
             Unit::BytesPer1000 => signed_f(m.of(ret)),
             Unit::Bytes | Unit::Count => m.exact(ret).map_or_else(
                 || "-".into(),
@@ -379,34 +438,270 @@ fn retention_cell_table(r: &Report) -> Section {
     s
 }
 
-fn control_table(r: &Report) -> Section {
+/// `v` bytes in human units with a sign: `+512 B`, `-4.0 KiB`, `+1.3 MiB` (binary units).
+pub fn human_bytes(v: f64) -> String {
+    if !v.is_finite() {
+        return fmt_num(v);
+    }
+    let sign = if v > 0.0 {
+        "+"
+    } else if v < 0.0 {
+        "-"
+    } else {
+        ""
+    };
+    let a = v.abs();
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if a < 1024.0 {
+        return format!("{sign}{} B", fmt_num((a * 10.0).round() / 10.0));
+    }
+    let mut x = a;
+    let mut unit = "B";
+    for u in UNITS {
+        if x < 1024.0 {
+            break;
+        }
+        x /= 1024.0;
+        unit = u;
+    }
+    if x >= 1024.0 {
+        // Beyond EiB: keep the largest unit.
+        return format!("{sign}{x:.0} {unit}");
+    }
+    format!("{sign}{x:.1} {unit}")
+}
+
+/// A value of `metric` in human units (bytes, bytes per 1000 iterations, counts).
+pub fn human(metric: Option<Metric>, v: f64) -> String {
+    match metric.map(|m| m.def().unit) {
+        Some(Unit::Bytes) => human_bytes(v),
+        Some(Unit::BytesPer1000) => format!("{}/1k it", human_bytes(v)),
+        _ => signed_f(Some(v)),
+    }
+}
+
+/// The binary unit for the largest of `values` (bytes): divisor and name.
+fn byte_unit(values: &[f64]) -> (f64, &'static str) {
+    let a = values.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let mut div = 1.0;
+    let mut unit = "B";
+    for u in ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"] {
+        if a < div * 1024.0 {
+            break;
+        }
+        div *= 1024.0;
+        unit = u;
+    }
+    (div, unit)
+}
+
+/// `shift [low, high] unit` in human units (one unit for the three), `-` without a shift; the
+/// interval's confidence in parentheses when the runs cannot reach 95%.
+pub fn interval_text(e: &Estimate) -> String {
+    let (Some(s), Some(lo), Some(hi)) = (e.shift, e.ci_low, e.ci_high) else {
+        return "-".into();
+    };
+    let conf = e.confidence.unwrap_or(0.95);
+    let c = if (conf - 0.95).abs() < 1e-9 {
+        String::new()
+    } else {
+        format!(" ({}%)", fmt_num(conf * 100.0))
+    };
+    let unit = e.metric().map(|m| m.def().unit);
+    if !matches!(unit, Some(Unit::Bytes | Unit::BytesPer1000)) {
+        return format!(
+            "{} [{}, {}]{c}",
+            signed_f(Some(s)),
+            signed_f(Some(lo)),
+            signed_f(Some(hi))
+        );
+    }
+    let (div, name) = byte_unit(&[s, lo, hi]);
+    let f = |v: f64| {
+        let x = v / div;
+        let t = if div == 1.0 {
+            fmt_num(x.round())
+        } else {
+            format!("{x:.1}")
+        };
+        if v > 0.0 { format!("+{t}") } else { t }
+    };
+    let per = if unit == Some(Unit::BytesPer1000) {
+        "/1k it"
+    } else {
+        ""
+    };
+    format!("{} [{}, {}] {name}{per}{c}", f(s), f(lo), f(hi))
+}
+
+/// The verdict with what it needs said: the interval's width, the repetitions needed.
+pub fn verdict_text(e: &Estimate) -> String {
+    match e.verdict {
+        Verdict::NoDetectableDifference => match e.width() {
+            Some(w) => format!(
+                "{} (interval width {})",
+                e.verdict.as_str(),
+                human(e.metric(), w).trim_start_matches('+')
+            ),
+            None => e.verdict.as_str().into(),
+        },
+        Verdict::TooFewRuns => match e.repetitions_needed {
+            Some(n) => format!("{} (need {n} per cell)", e.verdict.as_str()),
+            None => e.verdict.as_str().into(),
+        },
+        v => v.as_str().into(),
+    }
+}
+
+fn p_text(p: Option<f64>) -> String {
+    p.map_or_else(
+        || "-".into(),
+        |p| if p < 0.001 { format!("{p:.1e}") } else { fmt_num(p) },
+    )
+}
+
+/// The notes under the verdict table: the control, the correction, the margin, the cells without
+/// a control.
+pub fn estimate_notes(r: &Report) -> Vec<String> {
+    let e = &r.estimates;
+    let mut notes = Vec::new();
+    if let Some(c) = &e.control {
+        notes.push(format!(
+            "control: {} ({}); shift: Hodges-Lehmann, cell minus control, over runs; CI: exact, distribution-free; p: permutation, exact with ties",
+            c.text(),
+            if c.source == "manifest" { "[report] control" } else { "default; [report] control names another" }
+        ));
+    }
+    if let Some(why) = &e.no_control {
+        notes.push(why.clone());
+    }
+    if e.compared_cells > 1 {
+        notes.push(format!(
+            "p Holm-corrected across {} cells; too few runs = the smallest p the runs allow is not below {}",
+            e.compared_cells,
+            fmt_num(e.level)
+        ));
+    } else if e.compared_cells == 1 {
+        notes.push("one cell compared: no correction for several comparisons applied".into());
+    }
+    match (e.growth_margin, e.rate_margin) {
+        (None, None) => notes.push(
+            "no equivalence margin ([report] equivalence-margin = \"64KiB\" enables `equivalent`)".into(),
+        ),
+        (g, rate) => notes.push(format!(
+            "equivalence margin: growth and after-close {}, rate {}",
+            g.map_or_else(
+                || "none".into(),
+                |g| human_bytes(g).trim_start_matches('+').to_string()
+            ),
+            rate.map_or_else(
+                || "none".into(),
+                |g| format!("{}/1k it", human_bytes(g).trim_start_matches('+'))
+            ),
+        )),
+    }
+    if !e.without_control.is_empty() {
+        notes.push(format!("no control cell for: {}", e.without_control.join(", ")));
+    }
+    notes
+}
+
+/// The verdict table: one row per compared cell, private growth and rate against the control.
+pub fn verdict_section(r: &Report) -> Section {
+    let e = &r.estimates;
+    let title = match &e.control {
+        Some(c) => format!(
+            "Verdicts: each cell against its control ({}), private bytes",
+            c.text()
+        ),
+        None => "Verdicts: no control".into(),
+    };
+    let mut s = Section::new(
+        title,
+        &[
+            ("cell", false),
+            ("n", true),
+            ("growth shift [95% CI]", true),
+            ("rate shift [95% CI]", true),
+            ("p", true),
+            ("verdict", false),
+        ],
+    );
+    for g in e
+        .rows
+        .iter()
+        .filter(|x| x.metric() == Some(Metric::PrivateGrowth))
+    {
+        let rate = e
+            .rows
+            .iter()
+            .find(|x| x.cell == g.cell && x.metric() == Some(Metric::PrivateRate));
+        s.rows.push(vec![
+            g.cell.clone(),
+            format!("{}/{}", g.n_cell, g.n_control),
+            interval_text(g),
+            rate.map_or_else(|| "-".into(), interval_text),
+            p_text(g.p_adjusted),
+            verdict_text(g),
+        ]);
+    }
+    s.notes = vec![
+        "n = runs of the cell / of its control; verdict of the growth; rate in B per 1000 iterations".into(),
+    ];
+    s.notes.extend(estimate_notes(r));
+    s
+}
+
+/// Every metric estimated against the control, one row per cell and metric.
+pub fn estimates_section(r: &Report) -> Section {
+    let mut s = Section::new(
+        "Against the control, every metric (Hodges-Lehmann shift over runs, exact 95% interval)",
+        &[
+            ("cell", false),
+            ("metric", false),
+            ("n", true),
+            ("shift [95% interval]", true),
+            ("p", true),
+            ("verdict", false),
+        ],
+    );
+    s.key_columns = 2;
+    for e in &r.estimates.rows {
+        s.rows.push(vec![
+            e.cell.clone(),
+            e.metric()
+                .map_or(e.metric.as_str(), |m| m.def().label)
+                .to_string(),
+            format!("{}/{}", e.n_cell, e.n_control),
+            interval_text(e),
+            p_text(e.p_adjusted),
+            verdict_text(e),
+        ]);
+    }
+    s
+}
+
+fn rate_run_table(r: &Report) -> Section {
     let shown: Vec<Metric> = Metric::ALL
         .iter()
         .copied()
-        .filter(|m| m.def().vs_control)
+        .filter(|m| m.def().run_table == RunTable::Rate)
         .collect();
-    let mut cols: Vec<(&str, bool)> = vec![("size", false), ("mode", false)];
+    let mut cols: Vec<(&str, bool)> = vec![("run-id", false)];
     cols.extend(shown.iter().map(|m| (m.def().label, true)));
     let mut s = Section::new(
-        "Growth minus the reuse control (difference of medians; bytes)",
+        "Retention rate per run (Theil-Sen slope over baseline and loop samples; bytes per 1000 iterations)",
         &cols,
     );
-    s.key_columns = 2;
-    for d in &r.controls {
-        let mut row = vec![d.size.clone(), d.mode.clone()];
-        row.extend(
-            shown
-                .iter()
-                .map(|m| signed_f(d.minus_control.get(m.key()).copied())),
-        );
+    for run in &r.runs {
+        let Some(ret) = &run.retention else { continue };
+        let mut row = vec![run.run_id.clone()];
+        row.extend(shown.iter().map(|m| signed_f(m.of(ret))));
         s.rows.push(row);
     }
-    if r.controls.is_empty() {
-        s.notes.push(format!(
-            "no control comparison: no cell with mode = {} beside another mode at the same size",
-            super::model::CONTROL_MODE
-        ));
-    }
+    s.notes.push(
+        "1st / 2nd half: the slope over the first / second half of the loop's iterations (growth that stops looks like a cache filling)".into(),
+    );
     s
 }
 
@@ -468,21 +763,36 @@ fn run_section(r: &Report) -> Section {
 /// Builders of the report's sections, in order; each returns no section when it does not apply.
 type SectionBuilder = fn(&Report) -> Vec<Section>;
 
-const SECTIONS: [SectionBuilder; 5] = [
+const SECTIONS: [SectionBuilder; 8] = [
+    |r| r.has_retention.then(|| verdict_section(r)).into_iter().collect(),
     |r| vec![run_section(r)],
+    |r| {
+        r.runs
+            .iter()
+            .any(|run| !run.mappings_grown.is_empty())
+            .then(|| mappings_table(r))
+            .into_iter()
+            .collect()
+    },
     |r| {
         r.has_retention
             .then(|| retention_run_table(r))
             .into_iter()
             .collect()
     },
+    |r| r.has_retention.then(|| rate_run_table(r)).into_iter().collect(),
     |r| {
         r.has_retention
             .then(|| retention_cell_table(r))
             .into_iter()
             .collect()
     },
-    |r| r.has_retention.then(|| control_table(r)).into_iter().collect(),
+    |r| {
+        (r.has_retention && !r.estimates.rows.is_empty())
+            .then(|| estimates_section(r))
+            .into_iter()
+            .collect()
+    },
     |r| {
         if r.metric_pointers.is_empty() {
             Vec::new()
@@ -497,10 +807,11 @@ pub fn report_sections(r: &Report) -> Vec<Section> {
     SECTIONS.iter().flat_map(|build| build(r)).collect()
 }
 
-/// The sections after the run table (retention per run, per cell, against the control, metrics),
-/// in order; the HTML page draws its own run table and renders these as they are.
+/// The sections after the run table (retention per run, rates, per cell, against the control,
+/// metrics), in order; the HTML page draws its own verdict and run tables and renders these as
+/// they are.
 pub fn analysis_sections(r: &Report) -> Vec<Section> {
-    SECTIONS[1..].iter().flat_map(|build| build(r)).collect()
+    SECTIONS[2..].iter().flat_map(|build| build(r)).collect()
 }
 
 /// The whole report as terminal tables or Markdown. Sections are built and rendered one at a

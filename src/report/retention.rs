@@ -42,6 +42,56 @@ pub struct Retention {
     pub last_tensor_alive: Option<bool>,
     /// `completed`, when the output has it (`false` when the probe was stopped by SIGTERM).
     pub completed: Option<bool>,
+    /// Theil-Sen slopes of the baseline and loop samples against loop iterations, bytes per 1000
+    /// iterations (DESIGN 9).
+    pub rate: Rates,
+}
+
+/// Theil-Sen slopes of one measure (bytes per 1000 iterations): over every baseline and loop
+/// sample, and over the first and second half of the loop's iterations. `None` with fewer than
+/// two samples at different iterations having the field.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Slopes {
+    /// Over all baseline and loop samples.
+    pub all: Option<f64>,
+    /// Over the samples in the first half of the iterations.
+    pub first_half: Option<f64>,
+    /// Over the samples in the second half of the iterations.
+    pub second_half: Option<f64>,
+}
+
+/// Rates of private, anonymous and RSS bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Rates {
+    /// Of `private_bytes`.
+    pub private_bytes: Slopes,
+    /// Of `anonymous_bytes`.
+    pub anonymous_bytes: Slopes,
+    /// Of `rss_bytes`.
+    pub rss_bytes: Slopes,
+}
+
+/// Most loop samples of one run kept for its rates (thinned evenly beyond twice this): Theil-Sen
+/// takes O(n^2) pairs, and a few hundred evenly spaced samples give the slope of thousands.
+pub const MAX_RATE_SAMPLES: usize = 256;
+
+/// One sample as kept for the rates: iterations and the three byte counts.
+type RateSample = (u64, [Option<i128>; 3]);
+
+fn slopes(samples: &[RateSample], which: usize) -> Slopes {
+    let mut points: Vec<(u64, i128)> = samples
+        .iter()
+        .filter_map(|(x, v)| Some((*x, v[which]?)))
+        .collect();
+    let (all, first_half, second_half) = crate::stats::theil_sen::halves(&mut points);
+    let k = |v: Option<f64>| v.map(|v| v * 1000.0);
+    Slopes {
+        all: k(all),
+        first_half: k(first_half),
+        second_half: k(second_half),
+    }
 }
 
 impl Retention {
@@ -273,6 +323,10 @@ pub struct Accumulator {
     /// Baseline and loop samples with private bytes seen, for the stride.
     plotted: usize,
     last_point: Option<PlotPoint>,
+    /// Loop samples kept for the rates (every `rate_stride`-th), and how many were seen.
+    rate_samples: Vec<RateSample>,
+    rate_stride: usize,
+    rate_seen: usize,
 }
 
 impl Accumulator {
@@ -289,6 +343,9 @@ impl Accumulator {
             points: Vec::new(),
             plotted: 0,
             last_point: None,
+            rate_samples: Vec::new(),
+            rate_stride: 1,
+            rate_seen: 0,
         }
     }
 
@@ -340,6 +397,17 @@ impl Accumulator {
             }
             self.plotted += 1;
         }
+        if phase == "loop" {
+            if self.rate_seen.is_multiple_of(self.rate_stride) {
+                self.rate_samples
+                    .push((s.iterations, [s.private_bytes, s.anonymous_bytes, s.rss_bytes]));
+                if self.rate_samples.len() >= 2 * MAX_RATE_SAMPLES {
+                    self.rate_samples = self.rate_samples.iter().copied().step_by(2).collect();
+                    self.rate_stride *= 2;
+                }
+            }
+            self.rate_seen += 1;
+        }
         match phase {
             "baseline" => self.baseline = Some(s),
             "loop"
@@ -369,7 +437,38 @@ impl Accumulator {
         let Some(last_loop) = self.last_loop else {
             return Parsed::Unusable("no loop sample".into());
         };
+        // The rates: the baseline, the kept loop samples from it on, and the final loop sample.
+        let mut rate_samples: Vec<RateSample> = vec![(
+            baseline.iterations,
+            [
+                baseline.private_bytes,
+                baseline.anonymous_bytes,
+                baseline.rss_bytes,
+            ],
+        )];
+        rate_samples.extend(
+            self.rate_samples
+                .iter()
+                .filter(|(x, _)| *x >= baseline.iterations),
+        );
+        let last = (
+            last_loop.iterations,
+            [
+                last_loop.private_bytes,
+                last_loop.anonymous_bytes,
+                last_loop.rss_bytes,
+            ],
+        );
+        if !rate_samples.contains(&last) {
+            rate_samples.push(last);
+        }
+        let rate = Rates {
+            private_bytes: slopes(&rate_samples, 0),
+            anonymous_bytes: slopes(&rate_samples, 1),
+            rss_bytes: slopes(&rate_samples, 2),
+        };
         let retention = Retention {
+            rate,
             mode: doc.mode,
             tensor_elements: doc.tensor_elements,
             loop_iterations: last_loop.iterations.saturating_sub(baseline.iterations),

@@ -81,6 +81,7 @@ mod schema_validation;
 mod slurm_cluster;
 mod slurm_e2e;
 mod smaps_rollup;
+mod stats_fixtures;
 
 /// `tests/` holds one test crate (this one) and data; a stray `tests/*.rs` would be a second
 /// test binary that links the crate again and runs outside this harness.

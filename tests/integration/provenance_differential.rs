@@ -1719,3 +1719,165 @@ fn earlier_bundles_are_never_part_of_the_recorded_tree() {
     let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(listed.as_array().unwrap().len(), 3, "{listed:#}");
 }
+
+/// A user's git configuration as hostile to hwr-exp's own git calls as it gets: no diff context,
+/// no or mnemonic prefixes, colour always, an external diff driver that fails, unquoted paths,
+/// CRLF conversion, untracked files hidden, whitespace errors refused by `git apply`, a hook
+/// folder whose post-checkout hook writes into the tree. Written to `home/.gitconfig` and
+/// `home/.config/git/config`; returns the variables that make hwr-exp read it.
+fn hostile_home(w: &World) -> Vec<(String, String)> {
+    let home = w.path("hostile-home");
+    let hooks = home.join("hooks");
+    std::fs::create_dir_all(home.join(".config/git")).unwrap();
+    std::fs::create_dir_all(&hooks).unwrap();
+    std::fs::write(
+        hooks.join("post-checkout"),
+        "#!/bin/sh\necho hooked > hooked.txt\n",
+    )
+    .unwrap();
+    chmod(&home, "hooks/post-checkout", 0o755);
+    let config = format!(
+        "[diff]\n\tcontext = 0\n\tnoprefix = true\n\tmnemonicPrefix = true\n\texternal = /bin/false\n\trelative = true\n\tinterHunkContext = 7\n\tsuppressBlankEmpty = true\n\trenames = copies\n\tsubmodule = diff\n\
+         [color]\n\tui = always\n\tdiff = always\n\tstatus = always\n\
+         [core]\n\tquotepath = false\n\tautocrlf = true\n\tsafecrlf = true\n\teol = crlf\n\thooksPath = {}\n\twhitespace = trailing-space,space-before-tab\n\
+         [status]\n\tshowUntrackedFiles = no\n\tshort = false\n\tbranch = true\n\trenames = false\n\trelativePaths = true\n\tshowStash = true\n\
+         [apply]\n\twhitespace = error\n[submodule]\n\trecurse = true\n[gc]\n\tauto = 1\n[advice]\n\tdetachedHead = true\n",
+        hooks.display()
+    );
+    std::fs::write(home.join(".gitconfig"), &config).unwrap();
+    std::fs::write(home.join(".config/git/config"), &config).unwrap();
+    vec![
+        ("HOME".into(), home.display().to_string()),
+        (
+            "XDG_CONFIG_HOME".into(),
+            home.join(".config").display().to_string(),
+        ),
+        (
+            "GIT_CONFIG_GLOBAL".into(),
+            home.join(".gitconfig").display().to_string(),
+        ),
+    ]
+}
+
+/// Issue 22.6: the user's git configuration never changes what hwr-exp records or checks. The
+/// same dirty tree recorded with and without a hostile global configuration gives the same
+/// working-tree.txt and working-tree.patch bytes; under it, `verify` passes and `rerun
+/// --at-recorded-revision` rebuilds the recorded tree (no hook ran in it) and runs.
+#[test]
+fn hostile_user_git_configuration_changes_nothing_recorded() {
+    let w = World::new();
+    let repo = w.base("repo");
+    w.commit_manifest(&repo);
+    // Changes that need context lines, prefixes, quoting and exact bytes to replay.
+    let forty: String = (0..40)
+        .map(|i| {
+            if i == 20 {
+                "line twenty changed  \n".to_owned()
+            } else {
+                format!("line {i}\n")
+            }
+        })
+        .collect();
+    write(&repo, "src/a.txt", forty.as_bytes());
+    write(&repo, "src/b.txt", b"one\ntwo \t\nthree\n\n\n");
+    write(&repo, "untracked \u{fc}n\u{ef}.txt", b"caf\xc3\xa9\n");
+    write(&repo, "crlf.txt", b"one\r\ntwo\r\n");
+    write(&repo, "dir2/deep/new.txt", b"trailing space \n");
+    w.git(&repo, &["mv", "dir2/c.txt", "dir2/moved.txt"]);
+    let results = w.path("results");
+    let results = results.to_str().unwrap();
+    let args = ["run", "experiment.toml", "--quiet", "--results-dir", results];
+    let (plain, _) = run_from(&w, &repo, &args, &[]);
+    let hostile = hostile_home(&w);
+    let hostile: Vec<(&str, &str)> = hostile.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let (bad, _) = run_from(&w, &repo, &args, &hostile);
+    let read = |b: &Path, name: &str| std::fs::read(b.join(name)).unwrap();
+    for name in ["revision.txt", "working-tree.txt", "working-tree.patch"] {
+        assert!(
+            read(&plain, name) == read(&bad, name),
+            "{name} differs under the hostile configuration:\n--- isolated\n{}\n--- hostile\n{}",
+            String::from_utf8_lossy(&read(&plain, name)),
+            String::from_utf8_lossy(&read(&bad, name))
+        );
+    }
+    let prov = crate::support::json(&bad.join("provenance.json"));
+    assert_eq!(prov["capture-method"], "git-cli");
+    assert_eq!(prov["drift"], false, "{prov:#}");
+    assert!(prov.get("errors").is_none(), "{prov:#}");
+    // The record is the working tree: a clean clone plus the patch rebuilds it.
+    let rec = w.record_manifest(&w.outside_manifest(&repo, "true"), &hostile);
+    let clone = w.rebuild(&repo, &rec, &Replay::default(), "replayed-hostile");
+    assert_trees_equal(
+        "hostile configuration",
+        &w.tree(&repo, &repo, &[]),
+        &w.tree(&clone, &clone, &[]),
+    );
+    let b = bad.to_str().unwrap();
+    let out = w.hwr(&["verify", b], &hostile);
+    assert_eq!(
+        crate::support::code(&out),
+        0,
+        "verify: {}",
+        crate::support::stdout(&out)
+    );
+    // libgit2 (no git on PATH) under the same configuration: explicit prefixes and context, so
+    // the patch it writes still applies.
+    let no_git = path_without_git(&w);
+    let mut lib_env = hostile.clone();
+    lib_env.push(("PATH", no_git.as_str()));
+    let (lib, _) = run_from(&w, &repo, &args, &lib_env);
+    let lib_patch = String::from_utf8_lossy(&read(&lib, "working-tree.patch")).into_owned();
+    assert!(
+        lib_patch.contains("--- a/src/a.txt\n+++ b/src/a.txt\n"),
+        "{lib_patch}"
+    );
+    assert!(
+        lib_patch.contains(" line 19\n-line 20\n"),
+        "no context lines: {lib_patch}"
+    );
+    let out = w.hwr(&["verify", lib.to_str().unwrap()], &hostile);
+    assert_eq!(
+        crate::support::code(&out),
+        0,
+        "verify: {}",
+        crate::support::stdout(&out)
+    );
+    // Rebuilt and run under each configuration: the rebuilt trees record the same (a staged
+    // rename comes back as a deletion and a new file: `git apply` without `--index`).
+    let rerun = |bundle: &Path, extra: &[(&str, &str)]| {
+        let out = w.hwr(
+            &[
+                "rerun",
+                bundle.to_str().unwrap(),
+                "--at-recorded-revision",
+                "--quiet",
+            ],
+            extra,
+        );
+        assert_eq!(
+            crate::support::code(&out),
+            0,
+            "rerun: {}",
+            crate::support::stderr(&out)
+        );
+        let again = PathBuf::from(crate::support::stdout(&out).lines().last().unwrap());
+        if again.is_absolute() {
+            again
+        } else {
+            w.path("").join(again)
+        }
+    };
+    let (again_plain, again_bad) = (rerun(&plain, &[]), rerun(&bad, &hostile));
+    let tree = String::from_utf8(read(&again_bad, "working-tree.txt")).unwrap();
+    assert!(
+        !tree.contains("hooked"),
+        "a hook ran in the recorded tree:\n{tree}"
+    );
+    for name in ["revision.txt", "working-tree.txt", "working-tree.patch"] {
+        assert!(
+            read(&again_plain, name) == read(&again_bad, name),
+            "{name} of the rebuilt tree differs under the hostile configuration:\n{}",
+            String::from_utf8_lossy(&read(&again_bad, name))
+        );
+    }
+}

@@ -106,9 +106,25 @@ fn json_report_parses_and_counts() {
     assert_eq!(v["runs"].as_array().unwrap().len(), 8);
     assert_eq!(v["runs"][6]["excluded"], "timeout");
     assert_eq!(v["mode-key"], "mode");
-    let control = &v["controls"][1];
-    assert_eq!(control["size"], "elements=64");
-    assert_eq!(control["minus-control"]["private-growth-bytes"], 49152.0);
+    let e = &v["estimates"];
+    assert_eq!(e["control"]["values"], serde_json::json!({"mode": "reuse"}));
+    assert_eq!(e["correction"], "holm");
+    let growth = e["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["cell"] == "mode=get_tensor elements=64" && r["metric"] == "private-growth-bytes")
+        .unwrap();
+    assert_eq!(growth["control"], "mode=reuse elements=64");
+    assert_eq!(growth["shift"], 49152.0);
+    assert_eq!(
+        (growth["n-cell"].as_u64(), growth["n-control"].as_u64()),
+        (Some(2), Some(2))
+    );
+    assert_eq!(growth["verdict"], "too few runs");
+    for key in ["ci-low", "ci-high", "confidence", "p"] {
+        assert!(growth[key].is_number(), "{key}: {growth}");
+    }
 }
 
 #[test]

@@ -229,3 +229,79 @@ fn provenance_outside_a_repository_is_not_recorded_and_said_so() {
     let report = crate::support::hwr(repo.path(), &["report", bundle.unwrap().to_str().unwrap()]);
     assert!(crate::support::stdout(&report).contains("dirty tree: yes"));
 }
+
+/// Issue 22.4: `inf`/`nan` matrix values made plan.json and run.json hold `null`, and the bundle
+/// could not be read (report and compare exit 2, verify 1). `check` refuses them (JSON has no
+/// such numbers), saying to write a string; as strings they run, and every reader reads the
+/// bundle.
+#[test]
+fn non_finite_matrix_values_are_refused_and_strings_of_them_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    for (value, what) in [
+        ("inf", "is infinite"),
+        ("-inf", "is infinite"),
+        ("+inf", "is infinite"),
+        ("nan", "is not a number (nan)"),
+        ("-nan", "is not a number (nan)"),
+        ("1e400", "is out of range of a 64-bit float"),
+    ] {
+        let text = format!(
+            "format = 1\n[experiment]\nname = \"nf\"\n[command]\nshell = \"echo {{x}}\"\noutput-format = \"text\"\n[matrix]\nx = [1.5, {value}]\n"
+        );
+        let m = crate::support::write_manifest(dir.path(), &text);
+        for cmd in ["check", "plan"] {
+            let out = crate::support::hwr(dir.path(), &[cmd, m.to_str().unwrap()]);
+            assert_eq!(code(&out), 2, "[{cmd} {value}] {}", stderr(&out));
+            let err = stderr(&out);
+            assert!(
+                err.contains(&format!("matrix value `{value}` {what}")),
+                "[{cmd} {value}] {err}"
+            );
+            assert!(
+                err.contains(&format!("write it as a string, \"{value}\"")),
+                "[{value}] {err}"
+            );
+        }
+        let out = crate::support::hwr(
+            dir.path(),
+            &["run", m.to_str().unwrap(), "--results-dir", "results"],
+        );
+        assert_eq!(code(&out), 2, "[run {value}] {}", stderr(&out));
+        assert!(!dir.path().join("results").exists(), "[{value}] nothing written");
+    }
+    // The same values as strings: the run gets the text, and the bundle reads back everywhere.
+    let repo = repo();
+    let m = ManifestBuilder::shell("nf", "echo {x}")
+        .text_output()
+        .matrix("x", ["inf", "nan", "-inf"])
+        .write(repo.path());
+    let mut bundles = Vec::new();
+    for _ in 0..2 {
+        let (out, bundle) = run(repo.path(), &m);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        bundles.push(bundle.unwrap());
+    }
+    let b = bundles[0].to_str().unwrap();
+    let plan = crate::support::json(&bundles[0].join("plan.json"));
+    assert!(plan.to_string().contains("\"inf\""), "{plan}");
+    let outputs: Vec<String> = crate::support::run_records(&bundles[0])
+        .iter()
+        .map(|r| r["cell"]["x"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(outputs, ["inf", "nan", "-inf"]);
+    for args in [
+        vec!["report", b],
+        vec!["report", b, "--format", "json"],
+        vec!["verify", b],
+        vec!["compare", b, bundles[1].to_str().unwrap()],
+    ] {
+        let out = crate::support::hwr(repo.path(), &args);
+        assert_eq!(
+            code(&out),
+            0,
+            "{args:?}: {}{}",
+            crate::support::stdout(&out),
+            stderr(&out)
+        );
+    }
+}

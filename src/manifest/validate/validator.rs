@@ -234,6 +234,26 @@ impl<'s> Validator<'s> {
             DeValue::Boolean(b) => Some(Value::Bool(*b)),
             DeValue::Integer(_) => self.integer(v).map(Value::Int),
             DeValue::Float(x) => match x.as_str().parse::<f64>() {
+                // plan.json and run.json record cells in JSON, which has no inf or nan (they
+                // became `null`, and the bundle could not be read back); a string keeps the text.
+                Ok(f) if !f.is_finite() => {
+                    let text = self.src.get(v.span()).unwrap_or(x.as_str()).to_string();
+                    let what = if f.is_nan() {
+                        "not a number (nan)"
+                    } else if text.trim_start_matches(['+', '-']).starts_with("inf") {
+                        "infinite"
+                    } else {
+                        "out of range of a 64-bit float (infinite)"
+                    };
+                    self.err(
+                        v.span(),
+                        format!("matrix value `{text}` is {what}: plan.json and run.json are JSON, which cannot hold it"),
+                        Some(format!(
+                            "write it as a string, \"{text}\": commands, environment, file names and run ids get the same text"
+                        )),
+                    );
+                    None
+                }
                 Ok(f) => Some(Value::Float(Float {
                     value: f,
                     // The source text, not the parser's normalised form: values reach commands

@@ -1,0 +1,409 @@
+//! Every compared cell against its control (DESIGN 9): per metric estimated against the control
+//! ([`super::metrics::Def::vs_control`]), the Hodges-Lehmann shift of the per-run values (cell
+//! minus control) with its exact 95% interval, the permutation p-value, Holm's correction across
+//! the compared cells, and one verdict word ([`crate::stats`]). The run is the unit: one value
+//! per run.
+//!
+//! The control is `[report] control = { KEY = "VALUE", ... }` of the bundle's manifest.toml, else
+//! `mode = "reuse"` where the matrix has that cell. A cell's comparison group is its matrix values
+//! other than the control's keys; its control cell is the group's cell with the control's values.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use super::metrics::{Family, Metric};
+use super::model::{CONTROL_MODE, RunSummary};
+use crate::stats::{self, ALPHA, Shift, Verdict};
+
+/// `[report]` settings read from the bundle's manifest.toml that the estimates use.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Settings {
+    /// `control = { KEY = "VALUE" }`: matrix keys and values (as text) of the control cell.
+    pub control: Option<Vec<(String, String)>>,
+    /// `equivalence-margin`: for growth and after-close, bytes.
+    pub growth_margin: Option<f64>,
+    /// `equivalence-margin = { rate = ... }`: for rates, bytes per 1000 iterations.
+    pub rate_margin: Option<f64>,
+}
+
+/// Parses a byte size: an integer with an optional unit `B`, `KiB`, `MiB`, `GiB`, `TiB`, `kB`,
+/// `MB`, `GB` (`"64KiB"`, `"4096"`, `"1.5 MiB"`); a bare TOML integer is bytes.
+///
+/// # Errors
+/// A message naming the text when it is no size.
+pub fn parse_size(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("\"{text}\" is not a size like \"64KiB\""))?;
+    let factor = match unit.trim() {
+        "" | "B" => 1.0,
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        "TiB" => 1024.0f64.powi(4),
+        "kB" | "KB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        other => {
+            return Err(format!(
+                "\"{text}\": unknown unit \"{other}\" (B, KiB, MiB, GiB, TiB, kB, MB, GB)"
+            ));
+        }
+    };
+    if !n.is_finite() || n < 0.0 {
+        return Err(format!("\"{text}\" is not a size like \"64KiB\""));
+    }
+    Ok(n * factor)
+}
+
+fn size_value(v: &toml::Value, what: &str) -> Result<f64, String> {
+    match v {
+        toml::Value::Integer(i) if *i >= 0 => Ok(*i as f64),
+        toml::Value::String(s) => parse_size(s).map_err(|e| format!("{what}: {e}")),
+        other => Err(format!("{what}: expected a size like \"64KiB\", found {other}")),
+    }
+}
+
+/// The text of a TOML value as a matrix value prints (strings without quotes).
+pub fn value_text(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Reads `[report] control` and `[report] equivalence-margin` from manifest text.
+///
+/// # Errors
+/// A message when the text is not TOML or a value has the wrong shape (the manifest's own
+/// validation refuses these before a run; this is for bundles written by hand or older versions).
+pub fn settings(manifest_text: &str) -> Result<Settings, String> {
+    let table: toml::Table = toml::from_str(manifest_text).map_err(|e| e.to_string())?;
+    let mut out = Settings::default();
+    let Some(report) = table.get("report").and_then(|r| r.as_table()) else {
+        return Ok(out);
+    };
+    if let Some(c) = report.get("control") {
+        let c = c
+            .as_table()
+            .filter(|t| !t.is_empty())
+            .ok_or("[report] control is not a table like { mode = \"reuse\" }")?;
+        out.control = Some(c.iter().map(|(k, v)| (k.clone(), value_text(v))).collect());
+    }
+    match report.get("equivalence-margin") {
+        None => {}
+        Some(toml::Value::Table(t)) => {
+            for (k, v) in t {
+                let what = format!("[report] equivalence-margin.{k}");
+                match k.as_str() {
+                    "growth" => out.growth_margin = Some(size_value(v, &what)?),
+                    "rate" => out.rate_margin = Some(size_value(v, &what)?),
+                    _ => return Err(format!("{what}: unknown key (growth, rate)")),
+                }
+            }
+        }
+        Some(v) => out.growth_margin = Some(size_value(v, "[report] equivalence-margin")?),
+    }
+    Ok(out)
+}
+
+/// The control cell of a report.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Control {
+    /// Matrix keys and values of the control cell.
+    pub values: BTreeMap<String, String>,
+    /// `manifest` (`[report] control`) or `default` (mode = reuse).
+    pub source: &'static str,
+}
+
+impl Control {
+    /// `key = value` pairs, comma separated.
+    pub fn text(&self) -> String {
+        self.values
+            .iter()
+            .map(|(k, v)| format!("{k} = {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// One metric of one compared cell against its control (JSON names of DESIGN 9).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Estimate {
+    /// The compared cell (`key=value ...`).
+    pub cell: String,
+    /// Its control cell.
+    pub control: String,
+    /// Metric key ([`super::metrics::Def::key`]).
+    pub metric: String,
+    /// Runs of the cell with the metric.
+    pub n_cell: usize,
+    /// Runs of the control with the metric.
+    pub n_control: usize,
+    /// Hodges-Lehmann shift, cell minus control (the metric's unit); `None` when a side is empty.
+    pub shift: Option<f64>,
+    /// Lower end of the interval.
+    pub ci_low: Option<f64>,
+    /// Upper end of the interval.
+    pub ci_high: Option<f64>,
+    /// The interval's confidence (0.95 where the sample sizes reach it).
+    pub confidence: Option<f64>,
+    /// Two-sided permutation p-value.
+    pub p: Option<f64>,
+    /// `p` after Holm's correction across the compared cells (equal to `p` with one cell).
+    pub p_adjusted: Option<f64>,
+    /// `true`: exact distributions; `false`: normal approximation (more than
+    /// [`stats::shift::EXACT_MAX_RUNS`] runs in the two cells).
+    pub exact: Option<bool>,
+    /// The equivalence margin that applies (bytes, or bytes per 1000 iterations).
+    pub margin: Option<f64>,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// With `too few runs`: repetitions per cell that could reach the level.
+    pub repetitions_needed: Option<usize>,
+}
+
+impl Estimate {
+    /// `ci-high - ci-low`.
+    pub fn width(&self) -> Option<f64> {
+        Some(self.ci_high? - self.ci_low?)
+    }
+
+    /// The metric.
+    pub fn metric(&self) -> Option<Metric> {
+        Metric::from_key(&self.metric)
+    }
+}
+
+/// The estimates of a report.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Estimates {
+    /// The control cell, `None` when there is none.
+    pub control: Option<Control>,
+    /// Why there is no control, or which control keys are unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_control: Option<String>,
+    /// Cells compared with their control.
+    pub compared_cells: usize,
+    /// `holm` with several compared cells, `none` with one.
+    pub correction: &'static str,
+    /// Level the smallest attainable p must be below: 0.05, divided by the compared cells under
+    /// Holm (its strictest step).
+    pub level: f64,
+    /// Growth / after-close margin, bytes.
+    pub growth_margin: Option<f64>,
+    /// Rate margin, bytes per 1000 iterations.
+    pub rate_margin: Option<f64>,
+    /// One row per compared cell and metric, cells in plan order, metrics in table order.
+    pub rows: Vec<Estimate>,
+    /// Cells whose group has no control cell.
+    pub without_control: Vec<String>,
+}
+
+/// The control: `settings.control`, else mode = reuse when `mode_key` names a matrix key with
+/// a `reuse` cell; otherwise `None` with a message saying how to name one.
+fn choose_control(
+    runs: &[RunSummary],
+    keys: &[String],
+    mode_key: Option<&str>,
+    settings: &Settings,
+) -> Result<Control, String> {
+    if let Some(values) = &settings.control {
+        let unknown: Vec<&str> = values
+            .iter()
+            .filter(|(k, _)| !keys.contains(k))
+            .map(|(k, _)| k.as_str())
+            .collect();
+        if !unknown.is_empty() {
+            return Err(format!(
+                "[report] control names {} which is not a matrix key (matrix keys: {})",
+                unknown.join(", "),
+                keys.join(", ")
+            ));
+        }
+        return Ok(Control {
+            values: values.iter().cloned().collect(),
+            source: "manifest",
+        });
+    }
+    let hint = format!(
+        "name one with [report] control = {{ KEY = \"VALUE\" }} in the manifest (matrix keys: {})",
+        if keys.is_empty() {
+            "none".to_string()
+        } else {
+            keys.join(", ")
+        }
+    );
+    let Some(k) = mode_key else {
+        return Err(format!("no control: no matrix key `mode`; {hint}"));
+    };
+    if !runs
+        .iter()
+        .any(|r| r.mode(Some(k)).as_deref() == Some(CONTROL_MODE))
+    {
+        return Err(format!("no control: no cell with {k} = {CONTROL_MODE}; {hint}"));
+    }
+    Ok(Control {
+        values: BTreeMap::from([(k.to_string(), CONTROL_MODE.to_string())]),
+        source: "default",
+    })
+}
+
+struct CellRuns<'a> {
+    label: &'a str,
+    cell: &'a BTreeMap<String, crate::manifest::Value>,
+    runs: Vec<&'a RunSummary>,
+}
+
+/// Estimates of every compared cell against its control.
+pub fn estimates(
+    runs: &[RunSummary],
+    keys: &[String],
+    mode_key: Option<&str>,
+    settings: &Settings,
+) -> Estimates {
+    let mut out = Estimates {
+        correction: "none",
+        level: ALPHA,
+        growth_margin: settings.growth_margin,
+        rate_margin: settings.rate_margin,
+        ..Estimates::default()
+    };
+    let control = match choose_control(runs, keys, mode_key, settings) {
+        Ok(c) => c,
+        Err(why) => {
+            out.no_control = Some(why);
+            return out;
+        }
+    };
+    let mut cells: Vec<CellRuns<'_>> = Vec::new();
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    for r in runs {
+        let i = *index.entry(r.cell_label.as_str()).or_insert_with(|| {
+            cells.push(CellRuns {
+                label: &r.cell_label,
+                cell: &r.cell,
+                runs: Vec::new(),
+            });
+            cells.len() - 1
+        });
+        if r.excluded.is_none() && r.retention.is_some() {
+            cells[i].runs.push(r);
+        }
+    }
+    let is_control = |c: &CellRuns<'_>| {
+        control
+            .values
+            .iter()
+            .all(|(k, v)| c.cell.get(k).is_some_and(|x| x.to_string() == *v))
+    };
+    let group = |c: &CellRuns<'_>| -> Vec<(String, String)> {
+        c.cell
+            .iter()
+            .filter(|(k, _)| !control.values.contains_key(*k))
+            .map(|(k, v)| (k.clone(), v.to_string()))
+            .collect()
+    };
+    let mut pairs: Vec<(&CellRuns<'_>, &CellRuns<'_>)> = Vec::new();
+    for c in cells.iter().filter(|c| !is_control(c)) {
+        let g = group(c);
+        match cells.iter().find(|o| is_control(o) && group(o) == g) {
+            Some(ctrl) => pairs.push((c, ctrl)),
+            None => out.without_control.push(c.label.to_string()),
+        }
+    }
+    if !cells.iter().any(is_control) {
+        out.no_control = Some(format!(
+            "no cell has the control's values ({}); name another with [report] control = {{ KEY = \"VALUE\" }}",
+            control.text()
+        ));
+    }
+    out.control = Some(control);
+    let k = pairs.len();
+    out.compared_cells = k;
+    if k > 1 {
+        out.correction = "holm";
+        out.level = ALPHA / k as f64;
+    }
+    for metric in Metric::ALL.iter().copied().filter(|m| m.def().vs_control) {
+        let margin = match metric.def().family {
+            Family::Growth | Family::AfterClose => settings.growth_margin,
+            Family::Rate => settings.rate_margin,
+            Family::Other => None,
+        };
+        let values = |c: &CellRuns<'_>| -> Vec<f64> {
+            c.runs
+                .iter()
+                .filter_map(|r| metric.of(r.retention.as_ref()?))
+                .filter(|v| v.is_finite())
+                .collect()
+        };
+        let shifts: Vec<(usize, usize, Option<Shift>)> = pairs
+            .iter()
+            .map(|(c, ctrl)| {
+                let (x, y) = (values(c), values(ctrl));
+                (x.len(), y.len(), stats::shift(&x, &y))
+            })
+            .collect();
+        let ps: Vec<f64> = shifts.iter().map(|(_, _, s)| s.map_or(1.0, |s| s.p)).collect();
+        let adjusted = stats::holm(&ps);
+        for (((c, ctrl), (n_cell, n_control, s)), p_adj) in pairs.iter().zip(shifts).zip(adjusted) {
+            let verdict = stats::verdict::decide(s.as_ref(), p_adj, out.level, margin);
+            out.rows.push(Estimate {
+                cell: c.label.to_string(),
+                control: ctrl.label.to_string(),
+                metric: metric.key().to_string(),
+                n_cell,
+                n_control,
+                shift: s.map(|s| s.shift),
+                ci_low: s.map(|s| s.ci_low),
+                ci_high: s.map(|s| s.ci_high),
+                confidence: s.map(|s| s.confidence),
+                p: s.map(|s| s.p),
+                p_adjusted: s.map(|_| p_adj),
+                exact: s.map(|s| s.exact),
+                margin,
+                verdict,
+                repetitions_needed: (verdict == Verdict::TooFewRuns)
+                    .then(|| stats::repetitions_needed(out.level)),
+            });
+        }
+    }
+    // Rows by cell (plan order), then metric (table order).
+    let order: HashMap<&str, usize> = cells.iter().enumerate().map(|(i, c)| (c.label, i)).collect();
+    out.rows.sort_by_key(|e| {
+        (
+            order.get(e.cell.as_str()).copied().unwrap_or(usize::MAX),
+            e.metric().map(|m| m as usize),
+        )
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_from_manifest() {
+        let s = settings("[report]\ncontrol = { allocator = \"glibc\" }\nequivalence-margin = \"64KiB\"\n")
+            .unwrap();
+        assert_eq!(s.control, Some(vec![("allocator".into(), "glibc".into())]));
+        assert_eq!(s.growth_margin, Some(65536.0));
+        let s = settings("[report]\nequivalence-margin = { growth = 4096, rate = \"1KiB\" }\n").unwrap();
+        assert_eq!((s.growth_margin, s.rate_margin), (Some(4096.0), Some(1024.0)));
+        assert!(settings("[report]\nequivalence-margin = \"64 furlongs\"\n").is_err());
+        assert!(settings("[report]\ncontrol = 3\n").is_err());
+        assert_eq!(settings("format = 1\n").unwrap(), Settings::default());
+        assert_eq!(parse_size("1.5 MiB").unwrap(), 1.5 * 1024.0 * 1024.0);
+    }
+}

@@ -1,0 +1,356 @@
+//! What hwr-exp prints, on stdout and stderr, once a command has done its work: the one error
+//! printer, each command's closing lines, and the two writers every line goes through. `main.rs`
+//! dispatches (builds each command's options from [`crate::cli`], calls the library, maps errors
+//! to exit codes) and hands the results here; the library returns data and prints nothing but a
+//! running session's progress lines ([`crate::runner::progress`]).
+//!
+//! Two rules hold for every line:
+//! - stdout goes through [`to_stdout`]: one buffered lock, flushed; a reader that closed the pipe
+//!   early (`| head`) is not an error, any other write error is an environment error (exit 3);
+//! - stderr goes through [`to_stderr`]: errors are ignored, since a closed stderr has no reader
+//!   left to tell and the work it reports on goes on (unlike `eprintln!`, which panics).
+//!
+//! Sits on top of the crate, beside [`crate::cli_docs`]: nothing imports it.
+
+use std::io::{self, BufWriter, StdoutLock, Write};
+use std::path::{Path, PathBuf};
+
+use crate::archive::list::{self, ListEntry, ListProblem};
+use crate::archive::rerun::PreparedRerun;
+use crate::archive::slurm::Cancelled;
+use crate::archive::verify::Verification;
+use crate::cli::{ListFormat, PlanFormat};
+use crate::exit_codes::{self, Failure};
+use crate::manifest::Diagnostics;
+use crate::plan::{Plan, render};
+use crate::probe::RetentionDocument;
+use crate::runner::session::{self, SessionReport};
+
+/// Writes one line to stderr. Errors are ignored: a closed stderr (`2>&1 | head -1`) has no
+/// reader left to tell, and the work it reports on goes on (unlike `eprintln!`, which panics).
+pub fn to_stderr(line: std::fmt::Arguments<'_>) {
+    let _ = writeln!(io::stderr().lock(), "{line}");
+}
+
+/// Writes a command's stdout through one buffered lock and flushes it; `Ok` is exit 0. A reader
+/// that closed the pipe early (`| head`) is not an error.
+///
+/// # Errors
+/// Any other write error, as an environment failure (exit 3) `cannot write to stdout`.
+pub fn to_stdout(
+    write: impl FnOnce(&mut BufWriter<StdoutLock<'static>>) -> io::Result<()>,
+) -> Result<i32, Failure> {
+    let mut out = BufWriter::new(io::stdout().lock());
+    match write(&mut out).and_then(|()| out.flush()) {
+        Ok(()) => Ok(exit_codes::SUCCESS),
+        Err(e) if reader_gone(&e) => Ok(exit_codes::SUCCESS),
+        Err(e) => Err(Failure::environment(
+            anyhow::Error::new(e).context("cannot write to stdout"),
+        )),
+    }
+}
+
+/// Whether a write error says the reader closed the pipe: an `EPIPE` anywhere in its chain of
+/// causes (a serializer or a formatter may wrap the `io::Error` it met).
+fn reader_gone(error: &io::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = cause {
+        if let Some(io) = e.downcast_ref::<io::Error>() {
+            if io.kind() == io::ErrorKind::BrokenPipe {
+                return true;
+            }
+            // `io::Error::source` skips the error it wraps (it returns that error's source).
+            if let Some(inner) = io.get_ref() {
+                cause = Some(inner);
+                continue;
+            }
+        }
+        if let Some(json) = e.downcast_ref::<serde_json::Error>()
+            && json.io_error_kind() == Some(io::ErrorKind::BrokenPipe)
+        {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
+}
+
+/// A command's whole text output (`report`, `compare`, `plan --format sbatch`) on stdout.
+///
+/// # Errors
+/// As [`to_stdout`].
+pub fn text(text: &str) -> Result<i32, Failure> {
+    to_stdout(|out| out.write_all(text.as_bytes()))
+}
+
+/// `hwr-exp schema`: the manifest's JSON Schema, pretty, on stdout.
+///
+/// # Errors
+/// As [`to_stdout`]; a schema that does not serialize is an environment failure.
+pub fn schema(schema: &serde_json::Value) -> Result<i32, Failure> {
+    let schema = serde_json::to_string_pretty(schema).map_err(Failure::environment)?;
+    to_stdout(|out| writeln!(out, "{schema}"))
+}
+
+/// The one error printer. A manifest's diagnostics print as they are (each with its own `error:`
+/// line, file:line:col, source line and caret); anything else prints as `error: ` and its chain of
+/// causes, a cause left out when the text before already contains it (errors that inline their
+/// source in their message).
+pub fn print_error(error: &anyhow::Error) {
+    if let Some(diagnostics) = error.downcast_ref::<Diagnostics>() {
+        // A closed stderr is ignored: the exit code still tells.
+        let _ = write!(io::stderr().lock(), "{diagnostics}");
+        return;
+    }
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    to_stderr(format_args!("error: {text}"));
+}
+
+/// Prints a finished session: a drift warning and the summary line on stderr (unless `quiet`),
+/// the bundle path on stdout; returns the session's exit code. The bundle is written by now: a
+/// closed stdout or stderr (`| head`, `| true`) changes nothing, the exit code is the session's.
+pub fn finished(report: &SessionReport, quiet: bool) -> i32 {
+    if !quiet {
+        if report.drift {
+            to_stderr(format_args!(
+                "warning: the working tree changed while the experiment ran, or differs from the recorded one (drift recorded in provenance.json)"
+            ));
+        }
+        print_failures(report);
+        to_stderr(format_args!(
+            "{}; bundle {}:",
+            session::summarize(report),
+            report.status.as_str()
+        ));
+    }
+    let mut out = io::stdout().lock();
+    let _ = writeln!(out, "{}", display_path(&report.bundle).display()).and_then(|()| out.flush());
+    report.exit_code
+}
+
+/// The closing list of a session's runs that are not ok, on stderr: each run's reason and the last
+/// lines of its stderr.log (left out when they are just the line the reason already quotes), then
+/// how many more failed runs there are and the command that shows all of them.
+fn print_failures(report: &SessionReport) {
+    let failures = &report.failures;
+    if failures.listed.is_empty() {
+        return;
+    }
+    to_stderr(format_args!(
+        "runs that are not ok (reason, then the last lines of stderr.log):"
+    ));
+    for f in &failures.listed {
+        to_stderr(format_args!("  {}: {}", f.run_id, f.reason));
+        let only_the_quoted_line = f.stderr_tail.len() == 1 && f.reason.ends_with(f.stderr_tail[0].as_str());
+        if !only_the_quoted_line {
+            for line in &f.stderr_tail {
+                to_stderr(format_args!("    | {line}"));
+            }
+        }
+    }
+    if failures.unlisted > 0 {
+        to_stderr(format_args!(
+            "  ... and {} more; all of them: hwr-exp report {} --stderr",
+            failures.unlisted,
+            display_path(&report.bundle).display()
+        ));
+    }
+}
+
+/// `run --detach`: the bundle path on stdout, the job ids on stderr; exit 0.
+pub fn detached(report: &SessionReport) -> i32 {
+    let jobs: Vec<String> = report.slurm_jobs.iter().map(u64::to_string).collect();
+    to_stderr(format_args!(
+        "submitted {} runs as slurm job(s) {}; `hwr-exp wait {}` to attach, `hwr-exp cancel` to stop",
+        report.planned,
+        jobs.join(", "),
+        display_path(&report.bundle).display()
+    ));
+    // A closed stdout (`| true`) is no reason to fail a submission that succeeded.
+    let _ = writeln!(io::stdout().lock(), "{}", display_path(&report.bundle).display());
+    exit_codes::SUCCESS
+}
+
+/// `hwr-exp cancel BUNDLE`: what was cancelled, on stderr.
+pub fn cancelled(bundle: &Path, cancelled: &Cancelled) {
+    let text = match cancelled {
+        Cancelled::ByWaiter => "cancelled; the waiting hwr-exp marks the bundle interrupted".to_string(),
+        Cancelled::Marked => "cancelled; bundle marked interrupted".to_string(),
+        Cancelled::AlreadyFinished(status) => format!("bundle already {status}; its arrays were cancelled"),
+    };
+    to_stderr(format_args!("{}: {text}", bundle.display()));
+}
+
+/// `hwr-exp check`: the line of a manifest that would run, on stdout.
+///
+/// # Errors
+/// As [`to_stdout`].
+pub fn checked(path: &Path, plan: &Plan) -> Result<i32, Failure> {
+    to_stdout(|out| writeln!(out, "ok: {} ({} runs)", path.display(), plan.len()))
+}
+
+/// `hwr-exp plan --format table|json|shell`: the plan on stdout (`sbatch` is written by the
+/// caller: it needs no expanded plan).
+///
+/// # Errors
+/// As [`to_stdout`].
+pub fn plan(plan: &Plan, format: PlanFormat) -> Result<i32, Failure> {
+    to_stdout(|out| match format {
+        PlanFormat::Table => render::table(plan, out),
+        PlanFormat::Json => {
+            crate::bundle::plan_file::write_plan_json(plan, &mut *out).and_then(|()| writeln!(out))
+        }
+        PlanFormat::Shell => plan
+            .runs()
+            .try_for_each(|r| writeln!(out, "{}", render::shell_line(plan, &r))),
+        PlanFormat::Sbatch => Ok(()),
+    })
+}
+
+/// `hwr-exp list`: a warning on stderr per folder skipped, the bundles on stdout.
+///
+/// # Errors
+/// As [`to_stdout`].
+pub fn list(entries: &[ListEntry], problems: &[ListProblem], format: ListFormat) -> Result<i32, Failure> {
+    for p in problems {
+        to_stderr(format_args!(
+            "warning: skipped {}: {}",
+            p.bundle.display(),
+            p.message
+        ));
+    }
+    to_stdout(|out| match format {
+        ListFormat::Table => list::write_table(entries, out),
+        ListFormat::Json => list::write_json(entries, out),
+    })
+}
+
+/// `hwr-exp verify BUNDLE`: notes on stderr, `ok` or the problems on stdout; exit 0 when intact,
+/// 1 with problems.
+///
+/// # Errors
+/// As [`to_stdout`].
+pub fn verification(bundle: &Path, v: &Verification) -> Result<i32, Failure> {
+    for note in &v.notes {
+        to_stderr(format_args!("note: {note}"));
+    }
+    if v.problems.is_empty() {
+        to_stdout(|out| {
+            writeln!(
+                out,
+                "ok: {} ({} files match their recorded sha256)",
+                bundle.display(),
+                v.files_hashed
+            )
+        })?;
+        Ok(exit_codes::SUCCESS)
+    } else {
+        to_stdout(|out| {
+            writeln!(out, "{}: {} problem(s):", bundle.display(), v.problems.len())?;
+            v.problems.iter().try_for_each(|p| writeln!(out, "  {p}"))
+        })?;
+        Ok(exit_codes::RUN_FAILED)
+    }
+}
+
+/// `hwr-exp rerun`: its notes and what differs from the archived bundle, on stderr, before the
+/// first run.
+pub fn rerun_header(rerun: &PreparedRerun) {
+    for note in &rerun.notes {
+        to_stderr(format_args!("note: {note}"));
+    }
+    to_stderr(format_args!(
+        "rerun of {} (archived {})",
+        rerun.archived.display(),
+        rerun.archived_created
+    ));
+    if rerun.differences.is_empty() {
+        to_stderr(format_args!(
+            "  same revision, working tree, host and hwr-exp version as the archived bundle"
+        ));
+    } else {
+        to_stderr(format_args!("  differs from the archived bundle:"));
+        for d in &rerun.differences {
+            to_stderr(format_args!("    {d}"));
+        }
+    }
+}
+
+/// `hwr-exp probe safetensors-retention`: the JSON document on stdout (pretty, flushed), then its
+/// problem, if any, as an error on stderr. `context` names the command in messages.
+///
+/// # Errors
+/// A write error of any kind (a closed stdout included: the document is the probe's result), as
+/// exit 1 `<context>: cannot write the document`.
+pub fn probe_document(document: &RetentionDocument, context: &str) -> Result<(), Failure> {
+    let written = serde_json::to_string_pretty(document)
+        .map_err(io::Error::from)
+        .and_then(|text| {
+            let mut out = io::stdout().lock();
+            writeln!(out, "{text}").and_then(|()| out.flush())
+        });
+    if let Err(e) = written {
+        let e = anyhow::Error::new(e).context(format!("{context}: cannot write the document"));
+        return Err(Failure::new(exit_codes::RUN_FAILED, e));
+    }
+    if let Some(problem) = document.problem() {
+        print_error(&anyhow::anyhow!("{context}: {problem}"));
+    }
+    Ok(())
+}
+
+/// `hwr-exp completions` and `hwr-exp man`: the generated text on stdout; an unknown subcommand
+/// name is a usage error (exit 2), a closed stdout is success.
+///
+/// # Errors
+/// The refusal of `write` (exit 2), or as [`to_stdout`].
+pub fn cli_docs(
+    write: impl FnOnce(&mut dyn Write) -> Result<(), crate::cli_docs::CliDocsError>,
+) -> Result<i32, Failure> {
+    let mut refused = None;
+    let code = to_stdout(|out| match write(out) {
+        Ok(()) => Ok(()),
+        Err(crate::cli_docs::CliDocsError::Io(e)) => Err(e),
+        Err(e) => {
+            refused = Some(e);
+            Ok(())
+        }
+    })?;
+    match refused {
+        Some(e) => Err(Failure::usage(e)),
+        None => Ok(code),
+    }
+}
+
+/// Columns assumed when stdout is not a terminal and `COLUMNS` is unset.
+pub const DEFAULT_WIDTH: usize = 100;
+
+/// The width terminal tables must fit, in columns: `None` with `--wide`; else `COLUMNS` when it
+/// is a positive number (as clap and most tools read it), else the width of the terminal on
+/// stdout (`terminal_size`, TIOCGWINSZ), else [`DEFAULT_WIDTH`].
+pub fn table_width(wide: bool) -> Option<usize> {
+    if wide {
+        return None;
+    }
+    let columns = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|c| *c > 0);
+    let terminal = || terminal_size::terminal_size().map(|(terminal_size::Width(w), _)| usize::from(w));
+    Some(columns.or_else(terminal).unwrap_or(DEFAULT_WIDTH))
+}
+
+/// `path` relative to the current directory when it lies below it, else as is.
+pub fn display_path(path: &Path) -> PathBuf {
+    std::env::current_dir()
+        .ok()
+        .and_then(|cwd| path.strip_prefix(cwd).ok().map(Path::to_path_buf))
+        .unwrap_or_else(|| path.to_path_buf())
+}

@@ -1,0 +1,99 @@
+//! src/stats/ against reference values from scipy and R's wilcox.test algorithm
+//! (tests/fixtures/stats/stats.json, made by tests/fixtures/stats/make_fixtures.py).
+
+use hwr_exp::stats::{shift, theil_sen};
+use serde_json::Value;
+
+fn fixtures() -> Value {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/stats/stats.json"
+    ))
+    .expect("tests/fixtures/stats/stats.json");
+    serde_json::from_str(&text).unwrap()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+fn floats(v: &Value) -> Vec<f64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
+}
+
+#[test]
+fn theil_sen_matches_scipy_theilslopes() {
+    let f = fixtures();
+    let cases = f["theil-sen"].as_array().unwrap();
+    assert!(cases.len() >= 6);
+    for c in cases {
+        let xs = c["x"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap());
+        let ys = c["y"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| i128::from(v.as_i64().unwrap()));
+        let points: Vec<(u64, i128)> = xs.zip(ys).collect();
+        let got = theil_sen(&points).unwrap();
+        let want = c["slope"].as_f64().unwrap();
+        assert!(close(got, want), "{}: {got} != scipy {want}", c["name"]);
+    }
+}
+
+#[test]
+fn shift_interval_and_p_match_scipy_and_r() {
+    let f = fixtures();
+    let cases = f["shift"].as_array().unwrap();
+    assert!(cases.len() >= 14);
+    for c in cases {
+        let name = &c["name"];
+        let got = shift(&floats(&c["x"]), &floats(&c["y"]));
+        if c["none"] == true {
+            assert!(got.is_none(), "{name}");
+            continue;
+        }
+        let s = got.unwrap_or_else(|| panic!("{name}"));
+        let want = |k: &str| c[k].as_f64().unwrap();
+        assert!(
+            close(s.shift, want("shift")),
+            "{name}: shift {} != {}",
+            s.shift,
+            want("shift")
+        );
+        // The normal approximation's erfc is good to 1.2e-7 relative.
+        let p_ok = if s.exact {
+            close(s.p, want("p"))
+        } else {
+            (s.p - want("p")).abs() <= 1e-6 * want("p")
+        };
+        assert!(p_ok, "{name}: p {} != {}", s.p, want("p"));
+        assert_eq!(s.exact, c["exact"] == true, "{name}");
+        if s.exact {
+            assert!(
+                close(s.ci_low, want("ci-low")),
+                "{name}: ci-low {} != {}",
+                s.ci_low,
+                want("ci-low")
+            );
+            assert!(
+                close(s.ci_high, want("ci-high")),
+                "{name}: ci-high {} != {}",
+                s.ci_high,
+                want("ci-high")
+            );
+            assert!(
+                close(s.confidence, want("confidence")),
+                "{name}: confidence {} != {}",
+                s.confidence,
+                want("confidence")
+            );
+        }
+        if let Some(p) = c["scipy-mannwhitneyu-exact-p"].as_f64() {
+            assert!(close(s.p, p), "{name}: p {} != mannwhitneyu {p}", s.p);
+        }
+    }
+}
