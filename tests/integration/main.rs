@@ -35,6 +35,7 @@ mod support;
 
 mod allocators;
 mod architecture;
+mod archive_names;
 mod archive_rerun;
 mod archive_resume;
 mod archive_verify;
