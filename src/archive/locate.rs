@@ -71,7 +71,7 @@ pub fn locate(name: &Path, results_dir: &Path) -> Result<Located, ArchiveError> 
     let mut bundles = bundles_in(&folder);
     if bundles.is_empty() {
         return Err(bad(format!(
-            "not a bundle folder, and no bundle in it (a bundle folder holds a {})",
+            "not a bundle folder (no {}), and no bundle in it or in its folders",
             files::BUNDLE
         )));
     }
@@ -123,7 +123,11 @@ fn bundles_in(folder: &Path) -> Vec<((String, PathBuf), PathBuf)> {
         if child.join(files::BUNDLE).is_file() {
             found.push(child);
         } else {
-            found.extend(subdirs(&child).into_iter().filter(|g| g.join(files::BUNDLE).is_file()));
+            found.extend(
+                subdirs(&child)
+                    .into_iter()
+                    .filter(|g| g.join(files::BUNDLE).is_file()),
+            );
         }
     }
     found
@@ -188,7 +192,10 @@ mod tests {
         assert_eq!(at(Path::new("latest~2")), a1);
         assert!(locate(Path::new("latest~3"), &results).is_err());
         let note = locate(&results.join("a"), &results).unwrap().note.unwrap();
-        assert!(note.contains("its newest bundle") && note.contains("20261201T110000Z-0002"), "{note}");
+        assert!(
+            note.contains("its newest bundle") && note.contains("20261201T110000Z-0002"),
+            "{note}"
+        );
         // A folder with no bundle says so; a name that is nothing passes through.
         let empty = tmp.path().join("empty");
         std::fs::create_dir(&empty).unwrap();

@@ -9,7 +9,10 @@ use crate::support::{ManifestBuilder, code, hwr, printed_path, repo, stderr, std
 
 /// Runs `manifest` (not quiet) in `dir` into `results/`; returns the bundle and the output.
 fn run(dir: &Path, manifest: &Path) -> (PathBuf, std::process::Output) {
-    let out = hwr(dir, &["run", manifest.to_str().unwrap(), "--results-dir", "results"]);
+    let out = hwr(
+        dir,
+        &["run", manifest.to_str().unwrap(), "--results-dir", "results"],
+    );
     (printed_path(dir, &out), out)
 }
 
@@ -79,7 +82,11 @@ fn rerun_and_resume_take_the_shorter_names() {
     // resume of the newest (complete) bundle is refused for what it is, not for its name.
     let out = hwr(dir, &["resume", "latest"]);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(stderr(&out).contains("note: latest: its newest bundle"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("note: latest: its newest bundle"),
+        "{}",
+        stderr(&out)
+    );
     assert!(stderr(&out).contains("status is complete"), "{}", stderr(&out));
 }
 
@@ -95,7 +102,10 @@ fn run_names_the_next_command_on_stderr() {
     let last = stderr(&out).lines().last().unwrap_or_default().to_owned();
     assert_eq!(last, format!("next: hwr-exp report {shown}"));
     // --quiet: nothing on stderr.
-    let out = hwr(dir, &["run", ok.to_str().unwrap(), "--results-dir", "results", "--quiet"]);
+    let out = hwr(
+        dir,
+        &["run", ok.to_str().unwrap(), "--results-dir", "results", "--quiet"],
+    );
     assert_eq!(stderr(&out), "");
 }
 
@@ -103,7 +113,9 @@ fn run_names_the_next_command_on_stderr() {
 fn an_interrupted_run_names_resume() {
     let repo = repo();
     let dir = repo.path();
-    let manifest = ManifestBuilder::shell("next", "sleep 30").text_output().write(dir);
+    let manifest = ManifestBuilder::shell("next", "sleep 30")
+        .text_output()
+        .write(dir);
     let child = crate::support::hwr_command(dir)
         .args(["run", manifest.to_str().unwrap(), "--results-dir", "results"])
         .stdout(std::process::Stdio::piped())
