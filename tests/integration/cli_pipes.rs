@@ -77,7 +77,11 @@ fn every_printing_command_ends_quietly_when_the_reader_is_gone() {
     let mut problems = Vec::new();
     for args in &commands {
         let (code, err) = with_closed_stdout(hwr_command(dir).args(args));
-        if code != 0 || !err.trim().is_empty() {
+        // Warnings about the manifest itself may come; nothing about the closed pipe may.
+        let told = err
+            .lines()
+            .any(|l| !l.trim().is_empty() && !l.starts_with("warning: "));
+        if code != 0 || told {
             problems.push(format!("hwr-exp {}: exit {code}, stderr {err:?}", args.join(" ")));
         }
     }
