@@ -38,6 +38,24 @@ pub struct RawManifest {
     pub report: Option<RawReport>,
     /// Where the runs execute: this machine (default) or Slurm job arrays.
     pub executor: Option<RawExecutor>,
+    /// Python environments built with uv, by name; the matrix key `environment` selects one.
+    pub environments: Option<BTreeMap<String, RawEnvironment>>,
+}
+
+/// `[environments.<name>]`: a Python environment built with uv (`uv pip compile --generate-hashes`,
+/// a venv per lock in hwr-exp's cache); the run gets its `bin/` first on PATH and `VIRTUAL_ENV`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawEnvironment {
+    /// PEP 508 requirement strings, like "safetensors==0.4.5".
+    #[schemars(length(min = 1))]
+    pub requirements: Vec<String>,
+    /// Python version ("3.11") or interpreter path; default: uv's choice.
+    pub python: Option<String>,
+    /// Folders (relative to the manifest's folder) or URLs of wheels (`uv --find-links`).
+    pub find_links: Option<Vec<String>>,
+    /// Resolve from `find-links` only (`uv --no-index`).
+    pub no_index: Option<bool>,
 }
 
 /// `[experiment]`.
@@ -221,6 +239,38 @@ pub struct RawReport {
     /// "" for the whole document).
     #[schemars(extend("additionalProperties" = { "type": "string", "pattern": "^$|^/" }))]
     pub metrics: Option<BTreeMap<String, String>>,
+    /// The control cell by matrix keys and values, like { mode = "reuse" }; default: mode =
+    /// "reuse" where that cell exists.
+    pub control: Option<BTreeMap<String, RawValue>>,
+    /// Equivalence margin: a byte size like "64KiB" (growth and after-close), or { growth =
+    /// SIZE, rate = SIZE } (rate in bytes per 1000 iterations). Enables the `equivalent` and
+    /// `reproduced` verdicts.
+    pub equivalence_margin: Option<RawMargin>,
+}
+
+/// `[report] equivalence-margin`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RawMargin {
+    /// A byte size for growth and after-close ("64KiB", or an integer of bytes).
+    Size(RawSize),
+    /// Separate margins.
+    Split {
+        /// Growth and after-close, bytes.
+        growth: Option<RawSize>,
+        /// Rate, bytes per 1000 iterations.
+        rate: Option<RawSize>,
+    },
+}
+
+/// A byte size: "64KiB" or an integer of bytes.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RawSize {
+    /// Bytes.
+    Bytes(u64),
+    /// A number with a unit (B, KiB, MiB, GiB, TiB, kB, MB, GB).
+    Text(String),
 }
 
 /// `[executor]`. `partition`, `account`, `qos`, `time-margin` and `sbatch-args` are accepted only
