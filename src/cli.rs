@@ -224,8 +224,9 @@ pub struct ReportArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
     pub format: ReportFormat,
-    /// Also write an SVG plot: private bytes against loop iterations per run, one panel per size,
-    /// plus the external memory.jsonl samples over time where present.
+    /// Also write an SVG plot: the probe's private bytes against loop iterations per run, one panel
+    /// per size, plus the run's tree PSS (memory.jsonl, summed over its processes) over time where
+    /// present.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
     /// After the tables, print the last lines of stderr.log of every run that is not ok (table

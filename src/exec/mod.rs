@@ -36,7 +36,7 @@
 //!    stdin is `/dev/null`; stdout and stderr are pipes that one thread of the runner copies
 //!    into the output file and `stderr.log` (`drain.rs`): a run that reopens `/dev/stdout`
 //!    truncates nothing; both go through one pipe when they name the same file.
-//! 5. The parent waits on a pidfd with `poll` (`supervise.rs`), waking for external smaps_rollup
+//! 5. The parent waits on a pidfd with `poll` (`supervise.rs`), waking for external memory
 //!    samples of every process of the run (`sampling.rs`), the timeout, the SIGTERM grace period
 //!    and (every 50 ms) the cancel flag. The output thread is the only other thread. On timeout or interrupt every
 //!    process of the run gets SIGTERM, and SIGKILL after the grace period.
@@ -116,7 +116,8 @@ pub struct RunSpec {
     pub stdout_path: PathBuf,
     /// File the child's stderr is streamed to (created/truncated).
     pub stderr_path: PathBuf,
-    /// Where external smaps_rollup samples go as JSON lines ([`MemorySample`]); `None` = no sampling.
+    /// Where external memory samples go as JSON lines ([`MemorySample`]; see `sampling.rs`);
+    /// `None` = no sampling. The per-mapping breakdown goes to [`MAPPINGS_FILE`] beside it.
     pub memory_path: Option<PathBuf>,
     /// Sampling period for `memory_path`.
     pub sample_interval: Duration,

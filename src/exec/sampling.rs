@@ -19,7 +19,9 @@
 //! sample (`"source": "smaps_rollup"`), only when its predicted cost fits the budget: the
 //! page-table walks of a run may take at most [`WALK_BUDGET`] (1%) of the run's time so far. The
 //! cost is predicted per process from its resident pages and the cost per page measured at its
-//! last walk ([`PRIOR_NS_PER_PAGE`] before the first). So a small process gets a walk at every
+//! last walk (before its first: the largest recent cost per page of this runner's walks, or
+//! [`PRIOR_NS_PER_PAGE`]). A first walk that costs more than predicted can overrun the budget
+//! once; the next waits until the run's time has caught up with it. So a small process gets a walk at every
 //! sample, a 4 GB one a walk every ten seconds or so, and one that grows fast none until the
 //! budget allows.
 //!
@@ -50,9 +52,31 @@ use crate::memory::{Mappings, Rollup, StatusCounters};
 /// Share of the run's wall time its page-table walks (smaps_rollup and smaps reads) may take.
 pub const WALK_BUDGET: f64 = 0.01;
 
-/// Predicted cost of walking one resident 4 KiB page, before a process's first walk (measured:
-/// 50-80 ns on the machines this was written on; predicting high delays a first walk a little).
-pub const PRIOR_NS_PER_PAGE: f64 = 100.0;
+/// Predicted cost of walking one resident 4 KiB page, before any walk was measured in this
+/// runner (measured: 50-80 ns on an idle machine, up to 700 ns on a loaded one, where the
+/// reading thread is also preempted while it walks; predicting high delays a first walk a little,
+/// predicting low lets one walk overrun the budget).
+pub const PRIOR_NS_PER_PAGE: f64 = 250.0;
+
+/// The largest cost per page measured by the latest walks of this runner (any run), in
+/// nanoseconds as f64 bits; the prediction for a process not walked yet. Each new measurement
+/// replaces it when larger, and moves it a quarter of the way down when smaller.
+static LEARNED_NS_PER_PAGE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn learned_ns_per_page() -> f64 {
+    let v = f64::from_bits(LEARNED_NS_PER_PAGE.load(std::sync::atomic::Ordering::Relaxed));
+    if v > 0.0 { v } else { PRIOR_NS_PER_PAGE }
+}
+
+fn learn_ns_per_page(measured: f64) {
+    let old = learned_ns_per_page();
+    let new = if measured >= old {
+        measured
+    } else {
+        (old - (old - measured) / 4.0).max(PRIOR_NS_PER_PAGE / 5.0)
+    };
+    LEARNED_NS_PER_PAGE.store(new.to_bits(), std::sync::atomic::Ordering::Relaxed);
+}
 
 /// Fixed part of the predicted cost of one walk (opening and formatting the file).
 const WALK_FIXED: Duration = Duration::from_micros(30);
@@ -262,8 +286,13 @@ impl Sampler {
                     if smaps {
                         pages *= SMAPS_FACTOR;
                     }
+                    // Pages below 256 (1 MiB) say little about the cost per page.
+                    let per_page = cost.as_nanos() as f64 / pages;
+                    if pages >= 256.0 {
+                        learn_ns_per_page(per_page);
+                    }
                     if let Some(p) = self.procs.get_mut(pid) {
-                        p.ns_per_page = Some(cost.as_nanos() as f64 / pages);
+                        p.ns_per_page = Some(per_page);
                     }
                     got.push((*pid, r));
                 }
@@ -387,7 +416,7 @@ impl Sampler {
                     .get(pid)
                     .and_then(|p| p.ns_per_page)
                     .or(known_max)
-                    .unwrap_or(PRIOR_NS_PER_PAGE);
+                    .unwrap_or_else(learned_ns_per_page);
                 let pages = (s.rss.unwrap_or(0) / 4096) as f64;
                 WALK_FIXED + Duration::from_nanos((pages * per_page) as u64)
             })

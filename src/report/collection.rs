@@ -118,6 +118,9 @@ fn not_run(p: PlannedRunRecord, keys: &[String]) -> RunSummary {
         retention: None,
         excluded: Some("not run".into()),
         allocator: None,
+        memory_note: None,
+        tree_peak_bytes: None,
+        mappings_grown: Vec::new(),
         metrics: BTreeMap::new(),
         points: Vec::new(),
         memory: Vec::new(),
@@ -137,7 +140,8 @@ pub fn decimate<T: Copy>(v: Vec<T>, max: usize) -> Vec<T> {
     (0..max).map(|i| v[i * last / (max - 1)]).collect()
 }
 
-/// Reads memory.jsonl line by line: (t-seconds, private bytes) of samples that have private bytes.
+/// Reads memory.jsonl line by line: (t-seconds, PSS summed over the run's processes) of the
+/// samples that have it (smaps_rollup samples; status samples have no PSS).
 fn read_memory(bundle: &Bundle, run_id: &str) -> Vec<(f64, u64)> {
     let Ok(f) = bundle.open_run_file(run_id, crate::bundle::files::MEMORY) else {
         return Vec::new();
@@ -146,9 +150,51 @@ fn read_memory(bundle: &Bundle, run_id: &str) -> Vec<(f64, u64)> {
         .lines()
         .map_while(Result::ok)
         .filter_map(|l| serde_json::from_str::<MemorySample>(&l).ok())
-        .filter_map(|s| Some((s.t_seconds, s.rollup.private?)))
+        .filter_map(|s| Some((s.t_seconds, s.rollup.pss?)))
         .collect::<Vec<_>>();
     decimate(all, MAX_PLOT_POINTS)
+}
+
+/// The mappings that grew most between the first and the last breakdown of mappings.json.
+fn read_mappings_growth(bundle: &Bundle, run_id: &str) -> Vec<super::model::MappingGrowth> {
+    #[derive(serde::Deserialize)]
+    struct Breakdown {
+        #[serde(rename = "t-seconds")]
+        t_seconds: f64,
+        rows: crate::memory::Mappings,
+    }
+    #[derive(serde::Deserialize)]
+    struct File {
+        first: Option<Breakdown>,
+        last: Option<Breakdown>,
+    }
+    let Ok(f) = bundle.open_run_file(run_id, crate::bundle::files::MAPPINGS) else {
+        return Vec::new();
+    };
+    let Ok(File {
+        first: Some(first),
+        last: Some(last),
+    }) = serde_json::from_reader::<_, File>(std::io::BufReader::new(f))
+    else {
+        return Vec::new();
+    };
+    last.rows
+        .growth(&first.rows)
+        .into_iter()
+        .filter(|(_, private, rss)| *private != 0 || *rss != 0)
+        .take(super::model::MAPPING_GROWTH_ROWS)
+        .map(|(row, private, rss)| super::model::MappingGrowth {
+            kind: serde_json::to_value(row.kind)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            name: row.name.clone(),
+            private_growth: private,
+            rss_growth: rss,
+            from_seconds: first.t_seconds,
+            to_seconds: last.t_seconds,
+        })
+        .collect()
 }
 
 struct RunContext<'a> {
@@ -184,6 +230,13 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
         excluded: None,
         allocator: rec.allocator.clone(),
         metrics: BTreeMap::new(),
+        memory_note: rec.sampling.as_ref().and_then(|s| s.note.clone()),
+        tree_peak_bytes: rec.cgroup_memory_peak_bytes,
+        mappings_grown: if rec.sha256.contains_key(crate::bundle::files::MAPPINGS) {
+            read_mappings_growth(ctx.bundle, &rec.run_id)
+        } else {
+            Vec::new()
+        },
         points: Vec::new(),
         memory: Vec::new(),
     };

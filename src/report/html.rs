@@ -240,7 +240,7 @@ fn run_table(r: &Report) -> Markup {
             table #runs {
                 thead { tr {
                     th { "run-id" } th { "cell" } th { "rep" } th { "outcome" } th { "termination" }
-                    th { "exit" } th { "wall s" } th { "peak RSS (B)" } th { "output" } th { "reason" }
+                    th { "exit" } th { "wall s" } th { "peak RSS 1 proc (B)" } th { "output" } th { "reason" }
                 } }
                 tbody {
                     @for run in &r.runs {
@@ -266,6 +266,7 @@ fn run_table(r: &Report) -> Markup {
                     }
                 }
             }
+            @for n in super::render::memory_notes(r) { p.note { (n) } }
         }
     }
 }
@@ -536,6 +537,9 @@ mod tests {
             retention: None,
             excluded: None,
             allocator: None,
+            memory_note: None,
+            tree_peak_bytes: None,
+            mappings_grown: Vec::new(),
             metrics: BTreeMap::new(),
             points: Vec::new(),
             memory: Vec::new(),

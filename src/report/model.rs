@@ -109,12 +109,47 @@ pub struct RunSummary {
     pub allocator: Option<crate::allocator::Record>,
     /// Metric values by metric name (`None` = pointer not found).
     pub metrics: BTreeMap<String, Option<MetricValue>>,
+    /// run.json `sampling.note`: what of the run's memory sampling was not as requested (no
+    /// sample at all, an interval not kept, page-table walks rarer than samples).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_note: Option<String>,
+    /// run.json `cgroup-memory-peak-bytes`: the peak of all the run's processes together, from
+    /// its memory cgroup (`cgroup-memory-source` in run.json names the file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tree_peak_bytes: Option<u64>,
+    /// The mappings whose private bytes grew most between the run's first and last per-mapping
+    /// breakdown (mappings.json), largest change first, at most [`MAPPING_GROWTH_ROWS`].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mappings_grown: Vec<MappingGrowth>,
     /// Baseline and loop samples' private bytes (only with a plot).
     #[serde(skip)]
     pub points: Vec<PlotPoint>,
-    /// memory.jsonl: (t-seconds, private bytes) (only with a plot).
+    /// memory.jsonl: (t-seconds, PSS summed over the run's processes) of its smaps_rollup
+    /// samples (only with a plot).
     #[serde(skip)]
     pub memory: Vec<(f64, u64)>,
+}
+
+/// Most rows of [`RunSummary::mappings_grown`] a report keeps per run.
+pub const MAPPING_GROWTH_ROWS: usize = 3;
+
+/// One mapping's change between a run's first and last per-mapping breakdown (mappings.json:
+/// `/proc/<pid>/smaps` of every process of the run, summed by mapping). Bytes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct MappingGrowth {
+    /// `heap`, `stack`, `anonymous`, `file`, `shmem` or `other`.
+    pub kind: String,
+    /// The file path, `[heap]`, `[anonymous]`, ...
+    pub name: String,
+    /// Private bytes (`Private_Clean + Private_Dirty`) last minus first.
+    pub private_growth: i64,
+    /// RSS last minus first.
+    pub rss_growth: i64,
+    /// Seconds since the run's start of the first and the last breakdown.
+    pub from_seconds: f64,
+    /// See `from_seconds`.
+    pub to_seconds: f64,
 }
 
 /// Most stderr lines a report keeps per run that is not ok (`report --stderr`, JSON `stderr-tail`).

@@ -1,6 +1,9 @@
-//! `report --plot FILE.svg`: private bytes against loop iterations, one line (an SVG `<polyline>`)
-//! per run, coloured by mode, one panel per size; below, where memory.jsonl exists, the external
-//! smaps_rollup samples' private bytes against seconds since the run started, one line per run.
+//! `report --plot FILE.svg`: private bytes against loop iterations (the probe's own samples of
+//! its own process), one line (an SVG `<polyline>`) per run, coloured by mode, one panel per
+//! size; below, where memory.jsonl exists, the run's tree figure from the external samples: PSS
+//! summed over every process of the run (smaps_rollup samples only; each shared page counted
+//! once), against seconds since the run started, one line per run. Each panel's title and axis
+//! name the figure it shows.
 //!
 //! Drawn with plotters' SVG backend without the `ttf` feature: text is emitted as `<text>` elements
 //! and no font file is read.
@@ -72,6 +75,8 @@ type Series = Vec<(f64, f64)>;
 struct Panel {
     title: String,
     x_desc: &'static str,
+    /// The figure on the y axis, with its scope.
+    y_desc: &'static str,
     integer_x: bool,
     lines: Vec<(String, Series)>,
 }
@@ -116,7 +121,7 @@ where
     chart
         .configure_mesh()
         .x_desc(panel.x_desc)
-        .y_desc("private bytes")
+        .y_desc(panel.y_desc)
         .y_label_formatter(&|y| fmt_axis_bytes(*y, y1 - y0))
         .x_label_formatter(&|x| {
             if panel.integer_x {
@@ -183,14 +188,16 @@ pub fn render_svg(report: &Report) -> Result<String, PlotError> {
     let mut memory: Vec<Panel> = Vec::new();
     for size in &sizes {
         retention.push(Panel {
-            title: format!("{size}: private bytes vs loop iterations"),
+            title: format!("{size}: probe's private bytes vs loop iterations"),
             x_desc: "loop iterations",
+            y_desc: "private bytes (probe process)",
             integer_x: true,
             lines: Vec::new(),
         });
         memory.push(Panel {
-            title: format!("{size}: external samples (memory.jsonl)"),
+            title: format!("{size}: PSS summed over the run's processes (memory.jsonl)"),
             x_desc: "seconds since run start (s)",
+            y_desc: "PSS bytes (all processes)",
             integer_x: false,
             lines: Vec::new(),
         });
@@ -238,7 +245,10 @@ pub fn render_svg(report: &Report) -> Result<String, PlotError> {
         root.fill(&WHITE).map_err(draw_err)?;
         let root = root
             .titled(
-                &format!("{}: private bytes per run, colour = mode", report.experiment),
+                &format!(
+                    "{}: probe private bytes (top), run tree PSS (bottom); colour = mode",
+                    report.experiment
+                ),
                 ("sans-serif", 20),
             )
             .map_err(draw_err)?;

@@ -247,7 +247,7 @@ fn run_table(r: &Report) -> Section {
             ("termination", false),
             ("exit", true),
             ("wall s", true),
-            ("peak RSS (B)", true),
+            ("peak RSS 1 proc (B)", true),
             ("output", false),
             ("reason", false),
         ],
@@ -267,6 +267,58 @@ fn run_table(r: &Report) -> Section {
     }
     if let Some(note) = allocator_note(r) {
         s.notes.push(note);
+    }
+    s.notes.extend(memory_notes(r));
+    s
+}
+
+/// The notes under the runs table about memory: what `peak RSS` covers, and each run whose
+/// sampling was not as requested (no sample at all, an interval not kept, walks rarer).
+pub(crate) fn memory_notes(r: &Report) -> Vec<String> {
+    let mut notes = Vec::new();
+    if r.runs.iter().any(|run| run.peak_rss_bytes.is_some()) {
+        notes.push(
+            "peak RSS: the largest single process's peak (wait4 ru_maxrss of the leader and the \
+             descendants it waited for), not the run's processes together"
+                .to_string(),
+        );
+    }
+    for run in &r.runs {
+        if let Some(note) = &run.memory_note {
+            notes.push(format!("memory sampling of {}: {note}", run.run_id));
+        }
+    }
+    notes
+}
+
+/// What grew, per run: the mappings whose private bytes changed most between the run's first
+/// and last per-mapping breakdown (mappings.json).
+fn mappings_table(r: &Report) -> Section {
+    let mut s = Section::new(
+        "What grew: mappings with the largest change between the first and last breakdown \
+         (/proc/<pid>/smaps of the run's processes, summed; bytes)",
+        &[
+            ("run-id", false),
+            ("kind", false),
+            ("mapping", false),
+            ("private growth", true),
+            ("RSS growth", true),
+            ("from s", true),
+            ("to s", true),
+        ],
+    );
+    for run in &r.runs {
+        for g in &run.mappings_grown {
+            s.rows.push(vec![
+                run.run_id.clone(),
+                g.kind.clone(),
+                g.name.clone(),
+                format!("{:+}", g.private_growth),
+                format!("{:+}", g.rss_growth),
+                format!("{:.2}", g.from_seconds),
+                format!("{:.2}", g.to_seconds),
+            ]);
+        }
     }
     s
 }
@@ -711,9 +763,17 @@ fn run_section(r: &Report) -> Section {
 /// Builders of the report's sections, in order; each returns no section when it does not apply.
 type SectionBuilder = fn(&Report) -> Vec<Section>;
 
-const SECTIONS: [SectionBuilder; 7] = [
+const SECTIONS: [SectionBuilder; 8] = [
     |r| r.has_retention.then(|| verdict_section(r)).into_iter().collect(),
     |r| vec![run_section(r)],
+    |r| {
+        r.runs
+            .iter()
+            .any(|run| !run.mappings_grown.is_empty())
+            .then(|| mappings_table(r))
+            .into_iter()
+            .collect()
+    },
     |r| {
         r.has_retention
             .then(|| retention_run_table(r))

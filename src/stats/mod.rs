@@ -1,7 +1,7 @@
 //! The statistics of a report (DESIGN 9), pure functions without I/O: Theil-Sen slopes
-//! ([`theil_sen`]), the Hodges-Lehmann shift of two samples with its exact distribution-free
-//! interval and an exact permutation p-value that is valid with ties ([`shift`]), Holm's correction
-//! ([`holm`]) and the verdict words ([`verdict`]).
+//! ([`theil_sen`](mod@theil_sen)), the Hodges-Lehmann shift of two samples with its exact distribution-free
+//! interval and an exact permutation p-value that is valid with ties ([`shift`](mod@shift)), Holm's correction
+//! ([`holm`](mod@holm)) and the verdict words ([`verdict`]).
 //!
 //! The run is the unit of analysis: every sample here is one number per run. Checked against
 //! scipy (`theilslopes`, `permutation_test`, `mannwhitneyu`) and R's `wilcox.test(conf.int = TRUE)`

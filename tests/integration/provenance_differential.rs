@@ -21,8 +21,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use crate::support::{binary_bytes, sha256_hex};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 /// Size of the large untracked file: over the limit above which untracked files are left out of
 /// working-tree.patch (16 MiB).
@@ -512,18 +512,6 @@ fn touch_later(root: &Path, rel: &str) {
         .unwrap();
 }
 
-fn sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Pseudo-random bytes with NULs (git sees them as binary), deterministic.
-fn binary_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut rng = fastrand::Rng::with_seed(seed);
-    (0..len)
-        .map(|i| if i % 7 == 0 { 0 } else { rng.u8(..) })
-        .collect()
-}
-
 /// Copies a folder tree without keeping times or inodes (symlinks copied as symlinks).
 fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
@@ -605,7 +593,7 @@ fn state_untracked_files() {
         .iter()
         .find(|u| u["path"] == "notes/deep/er/n.txt")
         .unwrap();
-    assert_eq!(n["sha256"], sha256(b"nested untracked\n"));
+    assert_eq!(n["sha256"], sha256_hex(b"nested untracked\n"));
 }
 
 #[test]
@@ -793,7 +781,7 @@ fn assert_unchecked(state: &str, rec: &Recorded, path: &str, bit: &str, content:
         .find(|e| e["path"] == path)
         .unwrap_or_else(|| panic!("[{state}] {path} missing from `unchecked`: {list:?}"));
     assert_eq!(entry["bit"], bit, "[{state}]");
-    assert_eq!(entry["sha256"], sha256(content), "[{state}]");
+    assert_eq!(entry["sha256"], sha256_hex(content), "[{state}]");
 }
 
 #[test]
@@ -1092,7 +1080,7 @@ fn state_untracked_nested_repository() {
         .iter()
         .find(|l| l["path"] == "lib.c")
         .unwrap();
-    assert_eq!(lib_c["sha256"], sha256(b"int f(void) { return 2; }\n"));
+    assert_eq!(lib_c["sha256"], sha256_hex(b"int f(void) { return 2; }\n"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1209,7 +1197,7 @@ fn state_large_untracked_file() {
         .unwrap()
         .clone();
     assert_eq!(entry["size-bytes"], LARGE_UNTRACKED_BYTES as u64);
-    assert_eq!(entry["sha256"], sha256(&big));
+    assert_eq!(entry["sha256"], sha256_hex(&big));
     assert_eq!(entry["in-patch"], false, "{entry}");
     let small = rec.prov["untracked"]
         .as_array()

@@ -9,16 +9,9 @@ use hwr_exp::provenance::{self, host};
 use serde_json::Value;
 
 use crate::support::{
-    commit_all, git, init_repo, isolate_git, json, rerun_this_test, sha256_hex, write_file as write,
+    binary_bytes, commit_all, git, init_repo, isolate_git, json, rerun_this_test, sha256_hex,
+    write_file as write,
 };
-
-/// Pseudo-random bytes with NULs, deterministic.
-fn binary_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut rng = fastrand::Rng::with_seed(seed);
-    (0..len)
-        .map(|i| if i % 7 == 0 { 0 } else { rng.u8(..) })
-        .collect()
-}
 
 /// Every file under `root` except `.git` and names ending in `.log` (ignored in the fixtures):
 /// relative path -> (content or symlink target, executable bit).

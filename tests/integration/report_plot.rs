@@ -53,11 +53,12 @@ fn one_polyline_per_run_and_per_memory_series() {
     // Panels per size, axis labels with units, legend by mode.
     let t = texts(&svg);
     for needle in [
-        "elements=16: private bytes vs loop iterations",
-        "elements=64: private bytes vs loop iterations",
-        "elements=16: external samples (memory.jsonl)",
+        "elements=16: probe's private bytes vs loop iterations",
+        "elements=64: probe's private bytes vs loop iterations",
+        "elements=16: PSS summed over the run's processes (memory.jsonl)",
         "loop iterations",
-        "private bytes",
+        "private bytes (probe process)",
+        "PSS bytes (all processes)",
         "seconds since run start (s)",
         "get_tensor",
         "reuse",
@@ -91,12 +92,12 @@ fn real_probe_bundle_one_line_per_run() {
     let report = collect(&dir, true).unwrap();
     let svg = plot::render_svg(&report).unwrap();
     // Every run with a retention output (8 ok runs; the 2 failed runs printed nothing) plus every
-    // run whose memory.jsonl has at least one sample with private bytes.
+    // run whose memory.jsonl has at least one sample with the tree's PSS.
     let with_memory = std::fs::read_dir(dir.join("runs"))
         .unwrap()
         .filter(|e| {
             let p = e.as_ref().unwrap().path().join("memory.jsonl");
-            std::fs::read_to_string(p).is_ok_and(|t| t.contains("\"private\""))
+            std::fs::read_to_string(p).is_ok_and(|t| t.contains("\"pss\""))
         })
         .count();
     assert!(with_memory > 0);

@@ -7,7 +7,17 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::support::{Check, ManifestBuilder, code, compile_c, hwr_command, json, need, run_records, stderr};
+use crate::support::{
+    Check, ManifestBuilder, code, compile_c, hwr, hwr_command, json, need, run_records, stderr, stdout,
+};
+
+/// `hwr-exp report --format md` of the bundle holding `run_dir`.
+fn report_md(run_dir: &Path) -> String {
+    let bundle = run_dir.parent().unwrap().parent().unwrap();
+    let out = hwr(bundle, &["report", "--format", "md", bundle.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    stdout(&out)
+}
 
 const MIB: u64 = 1 << 20;
 
@@ -123,7 +133,7 @@ int main(int argc, char **argv) {
     if (p == MAP_FAILED) return 3;
     unsigned long sum = 0;
     for (off_t i = 0; i < st.st_size; i += 4096) sum += p[i];
-    sleep(4);
+    sleep(6);
     if (child == 0) return 0;
     waitpid(child, 0, 0);
     printf("{\"sum\": %lu}\n", sum);
@@ -189,7 +199,64 @@ fn two_processes_mapping_one_file_give_the_tree_pss() {
         assert_eq!(file["kind"], "file");
         assert!(u(file, "file-backed") >= 400 * MIB, "{mode}: {file}");
         assert!(run["sha256"]["mappings.json"].as_str().is_some(), "{run}");
+        // The report's runs table says what its peak covers.
+        let report = report_md(&run_dir);
+        assert!(
+            report.contains("peak RSS: the largest single process's peak"),
+            "{report}"
+        );
     }
+}
+
+const GROWS_LATER: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+int main(void) {
+    usleep(800000);
+    size_t n = 64u << 20;
+    char *p = malloc(n);
+    memset(p, 1, n);
+    usleep(1500000);
+    printf("{\"grew\": %d}\n", p[n - 1]);
+    return 0;
+}
+"#;
+
+/// A small process that allocates 64 MiB after a while: mappings.json has a first breakdown
+/// from before and a last one from after, and the report's "What grew" names the anonymous
+/// mappings with about 64 MiB more private bytes.
+#[test]
+fn the_report_shows_which_mappings_grew() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(exe) = compile_c(dir.path(), "grows", GROWS_LATER) else {
+        return;
+    };
+    ManifestBuilder::argv("grows", &[exe.to_str().unwrap()])
+        .repetitions(1)
+        .set("measure", "sample-interval", "100ms")
+        .write(dir.path());
+    let (out, run, _, run_dir) = run_with(dir.path(), "auto");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let mappings = json(&run_dir.join("mappings.json"));
+    let (first, last) = (&mappings["first"], &mappings["last"]);
+    assert!(
+        first["t-seconds"].as_f64().unwrap() < 0.8 && last["t-seconds"].as_f64().unwrap() > 1.0,
+        "breakdowns before and after the allocation: {} {}; {run}",
+        first["t-seconds"],
+        last["t-seconds"]
+    );
+    let report = report_md(&run_dir);
+    let grew = report
+        .lines()
+        .find(|l| l.contains("| 000-r1 | anonymous | [anonymous] |"))
+        .unwrap_or_else(|| panic!("no anonymous row in What grew: {report}"));
+    let growth: i64 = grew.split('|').nth(4).unwrap().trim().parse().unwrap();
+    assert!(
+        (60 << 20..=70 << 20).contains(&growth),
+        "private growth {growth}: {grew}"
+    );
 }
 
 const LEAVES_SHARED_MEMORY: &str = r#"
@@ -274,9 +341,14 @@ fn a_run_without_any_sample_says_so() {
         .repetitions(1)
         .set("measure", "sample-interval", "10s")
         .write(dir.path());
-    let (out, run, samples, _) = run_with(dir.path(), "auto");
+    let (out, run, samples, run_dir) = run_with(dir.path(), "auto");
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(samples.is_empty());
+    let report = report_md(&run_dir);
+    assert!(
+        report.contains("memory sampling of 000-r1: no memory sample"),
+        "{report}"
+    );
     assert_eq!(run["memory-samples"], 0);
     let sampling = &run["sampling"];
     assert_eq!(sampling["honoured"], false, "{run}");

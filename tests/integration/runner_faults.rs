@@ -338,7 +338,9 @@ fn a_file_size_limit_during_the_setup_is_one_clear_error_and_leaves_no_bundle() 
 /// says the bundle is abandoned, `list` shows it so, and resume completes it.
 #[test]
 fn a_file_size_limit_after_the_setup_leaves_a_bundle_that_resume_completes() {
-    for (limit, left) in [("200", "shows as abandoned"), ("1000", "is marked failed")] {
+    // 1600 bytes: below a run.json (about 2 KB), above the `failed` bundle.json (about 1.1 KB
+    // since it records the binary's path and sha256).
+    for (limit, left) in [("200", "shows as abandoned"), ("1600", "is marked failed")] {
         let repo = repo();
         let results = repo.path().join("results");
         let shell = format!(

@@ -79,6 +79,15 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// `len` pseudo-random bytes from `seed`, every seventh a NUL (git sees them as binary);
+/// deterministic.
+pub fn binary_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    (0..len)
+        .map(|i| if i % 7 == 0 { 0 } else { rng.u8(..) })
+        .collect()
+}
+
 /// Writes `bytes` to `root/rel`, creating the folders on the way.
 pub fn write_file(root: &Path, rel: &str, bytes: &[u8]) {
     let path = root.join(rel);

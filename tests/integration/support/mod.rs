@@ -28,8 +28,8 @@ pub use cli::{
     stdout, wrapped,
 };
 pub use files::{
-    bundle_fixture, bundles, copy_dir, json, package_root, report_text, run_records, sha256_hex, source_path,
-    the_bundle, write_file,
+    binary_bytes, bundle_fixture, bundles, copy_dir, json, package_root, report_text, run_records,
+    sha256_hex, source_path, the_bundle, write_file,
 };
 pub use git::{Repo, commit_all, git, init_repo, isolate_git, repo};
 pub use manifest::{ManifestBuilder, write_manifest};

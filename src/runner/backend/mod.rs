@@ -15,6 +15,15 @@
 //!   ([`Backend::detaches`]: `run --detach`, `hwr-exp wait`, `hwr-exp cancel`, all Slurm's, in
 //!   `archive::slurm` over [`super::slurm`]).
 //!
+//! # Adding a backend
+//!
+//! Its own module here (`backend/<name>.rs`, declared below), a variant of [`Backend`] and of
+//! [`Ready`] with an arm in each `match` of this file (the compiler lists every one), and in the
+//! manifest its `[executor] kind` value (`choices.rs`: the `ExecutorKind` variant, which
+//! `run --executor` takes too; `manifest/raw.rs`; `manifest/validate/executor.rs`).
+//! Nothing else matches on the backend: `run`, `rerun`, `resume`, `check`, `plan` and
+//! `wait`/`cancel` ask this module.
+//!
 //! The local backend executes the runs in this process ([`super::execute`], through the
 //! [`crate::exec::Launcher`] the session carries); the Slurm backend submits job arrays whose tasks
 //! each run `hwr-exp slurm-task` with a launcher of their own ([`super::slurm`]).
@@ -56,12 +65,10 @@ impl Backend {
         }
     }
 
-    /// Its name: the `kind` value, `run --executor`, bundle.json `executor`.
+    /// Its name: the `kind` value, `run --executor`, bundle.json `executor`
+    /// ([`ExecutorKind::as_str`]).
     pub fn name(self) -> &'static str {
-        match self {
-            Backend::Local => "local",
-            Backend::Slurm => "slurm",
-        }
+        self.kind().as_str()
     }
 
     /// The backend named `name` ([`Backend::name`]).
