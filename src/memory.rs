@@ -268,6 +268,20 @@ pub enum MappingKind {
     Other,
 }
 
+impl MappingKind {
+    /// The kebab-case word, as in JSON (`heap`, `anonymous`, `shmem`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MappingKind::Heap => "heap",
+            MappingKind::Stack => "stack",
+            MappingKind::Anonymous => "anonymous",
+            MappingKind::File => "file",
+            MappingKind::Shmem => "shmem",
+            MappingKind::Other => "other",
+        }
+    }
+}
+
 /// One row of a [`Mappings`] breakdown: the sum over the mappings it stands for, bytes.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -542,6 +556,19 @@ fn classify(header: &str) -> (MappingKind, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `as_str` is the serde name, both ways, of every variant.
+    #[test]
+    fn mapping_kind_names_are_the_serde_names() {
+        use MappingKind::*;
+        for v in [Heap, Stack, Anonymous, File, Shmem, Other] {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.as_str(), "{v:?}");
+            assert_eq!(
+                serde_json::from_value::<MappingKind>(v.as_str().into()).unwrap(),
+                v
+            );
+        }
+    }
 
     #[test]
     fn parses_status_counters() {

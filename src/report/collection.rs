@@ -184,10 +184,7 @@ fn read_mappings_growth(bundle: &Bundle, run_id: &str) -> Vec<super::model::Mapp
         .filter(|(_, private, rss)| *private != 0 || *rss != 0)
         .take(super::model::MAPPING_GROWTH_ROWS)
         .map(|(row, private, rss)| super::model::MappingGrowth {
-            kind: serde_json::to_value(row.kind)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
+            kind: row.kind.as_str().to_string(),
             name: row.name.clone(),
             private_growth: private,
             rss_growth: rss,
