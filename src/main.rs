@@ -159,6 +159,7 @@ fn check(args: &CheckArgs) -> Result<i32, Failure> {
         let ctx = session::plan_context(Path::new("<bundle>")).map_err(session_failure)?;
         match session::expand(&manifest, &ctx) {
             Ok(plan) => {
+                warn_too_few_runs(&manifest, &plan);
                 ui::checked(path, &plan)?;
             }
             Err(e) => {
@@ -169,6 +170,14 @@ fn check(args: &CheckArgs) -> Result<i32, Failure> {
         }
     }
     Ok(code)
+}
+
+/// Prints a warning on stderr when the plan can give only `too few runs` against the control.
+fn warn_too_few_runs(manifest: &manifest::Manifest, plan: &hwr_exp::plan::Plan) {
+    let cells: Vec<manifest::Cell> = plan.runs().map(|r| r.cell).collect();
+    if let Some(w) = report::estimates::plan_warning(&manifest.report, &cells) {
+        ui::to_stderr(format_args!("warning: {}: {w}", manifest.path.display()));
+    }
 }
 
 /// `hwr-exp plan MANIFEST [--format table|json|shell]`.
@@ -183,6 +192,7 @@ fn plan(args: &PlanArgs) -> Result<i32, Failure> {
     let plan = session::plan_context(Path::new("<bundle>"))
         .and_then(|ctx| session::expand(&manifest, &ctx))
         .map_err(session_failure)?;
+    warn_too_few_runs(&manifest, &plan);
     ui::plan(&plan, args.format)
 }
 

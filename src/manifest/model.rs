@@ -307,11 +307,53 @@ pub struct ProvenanceConfig {
 }
 
 /// `[report]`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ReportConfig {
     /// `metrics = { name = "/json/pointer" }`: RFC 6901 pointers into each run's JSON output, in
     /// manifest order.
     pub metrics: Vec<(String, String)>,
+    /// `control = { KEY = VALUE }`: the control cell by matrix keys and values; empty = the
+    /// default (mode = "reuse" where that cell exists).
+    pub control: Vec<(String, Value)>,
+    /// `equivalence-margin` (or its `growth`): for growth and after-close, bytes.
+    pub growth_margin: Option<f64>,
+    /// `equivalence-margin.rate`: bytes per 1000 iterations.
+    pub rate_margin: Option<f64>,
+}
+
+/// Parses a byte size: a number with an optional unit `B`, `KiB`, `MiB`, `GiB`, `TiB`, `kB`,
+/// `MB`, `GB` (`"64KiB"`, `"4096"`, `"1.5 MiB"`).
+///
+/// # Errors
+/// A message naming the text when it is no size (or negative, or not finite).
+pub fn parse_size(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("\"{text}\" is not a size like \"64KiB\""))?;
+    let factor = match unit.trim() {
+        "" | "B" => 1.0,
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        "TiB" => 1024.0f64.powi(4),
+        "kB" | "KB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        other => {
+            return Err(format!(
+                "\"{text}\": unknown unit \"{other}\" (B, KiB, MiB, GiB, TiB, kB, MB, GB)"
+            ));
+        }
+    };
+    if !n.is_finite() {
+        return Err(format!("\"{text}\" is not a size like \"64KiB\""));
+    }
+    Ok(n * factor)
 }
 
 /// `[executor] kind`: where the runs execute (DESIGN 8); shared with `run --executor`.

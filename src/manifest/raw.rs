@@ -221,6 +221,38 @@ pub struct RawReport {
     /// "" for the whole document).
     #[schemars(extend("additionalProperties" = { "type": "string", "pattern": "^$|^/" }))]
     pub metrics: Option<BTreeMap<String, String>>,
+    /// The control cell by matrix keys and values, like { mode = "reuse" }; default: mode =
+    /// "reuse" where that cell exists.
+    pub control: Option<BTreeMap<String, RawValue>>,
+    /// Equivalence margin: a byte size like "64KiB" (growth and after-close), or { growth =
+    /// SIZE, rate = SIZE } (rate in bytes per 1000 iterations). Enables the `equivalent` and
+    /// `reproduced` verdicts.
+    pub equivalence_margin: Option<RawMargin>,
+}
+
+/// `[report] equivalence-margin`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RawMargin {
+    /// A byte size for growth and after-close ("64KiB", or an integer of bytes).
+    Size(RawSize),
+    /// Separate margins.
+    Split {
+        /// Growth and after-close, bytes.
+        growth: Option<RawSize>,
+        /// Rate, bytes per 1000 iterations.
+        rate: Option<RawSize>,
+    },
+}
+
+/// A byte size: "64KiB" or an integer of bytes.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RawSize {
+    /// Bytes.
+    Bytes(u64),
+    /// A number with a unit (B, KiB, MiB, GiB, TiB, kB, MB, GB).
+    Text(String),
 }
 
 /// `[executor]`. `partition`, `account`, `qos`, `time-margin` and `sbatch-args` are accepted only

@@ -44,6 +44,118 @@ pub struct MetricRow {
     pub median_difference: Option<f64>,
     /// Whether [min, max] of A and B overlap: the difference is within the repetitions' noise.
     pub ranges_overlap: Option<bool>,
+    /// Hodges-Lehmann shift B - A over runs (retention metrics only), with its exact interval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shift: Option<f64>,
+    /// Lower end of the 95% interval of the shift.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ci_low: Option<f64>,
+    /// Upper end of the interval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ci_high: Option<f64>,
+    /// Permutation p-value, Holm-corrected across the cells.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p: Option<f64>,
+    /// `no detectable change`, `higher in B`, `lower in B`, `reproduced`, `too few runs`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<crate::stats::CompareVerdict>,
+}
+
+/// A cell's per-run values of `metric` in a report (included runs with the figure).
+fn run_values(r: &Report, cell: &str, metric: Metric) -> Vec<f64> {
+    r.runs
+        .iter()
+        .filter(|run| run.cell_label == cell && run.excluded.is_none())
+        .filter_map(|run| metric.of(run.retention.as_ref()?))
+        .filter(|v| v.is_finite())
+        .collect()
+}
+
+/// Shift B - A with verdicts for `rows` (cell, metric, A values, B values), Holm-corrected per
+/// metric across cells; `margin` by metric.
+fn shifts(
+    rows: Vec<(String, Metric, Vec<f64>, Vec<f64>)>,
+    margin: impl Fn(Metric) -> Option<f64>,
+) -> Vec<(
+    String,
+    Metric,
+    Option<crate::stats::Shift>,
+    f64,
+    crate::stats::CompareVerdict,
+)> {
+    let mut out = Vec::new();
+    for metric in Metric::ALL {
+        let these: Vec<&(String, Metric, Vec<f64>, Vec<f64>)> =
+            rows.iter().filter(|r| r.1 == *metric).collect();
+        let s: Vec<Option<crate::stats::Shift>> =
+            these.iter().map(|r| crate::stats::shift(&r.3, &r.2)).collect();
+        let ps: Vec<f64> = s.iter().map(|s| s.map_or(1.0, |s| s.p)).collect();
+        let adjusted = crate::stats::holm(&ps);
+        let level = if these.len() > 1 {
+            crate::stats::ALPHA / these.len() as f64
+        } else {
+            crate::stats::ALPHA
+        };
+        for ((r, s), p) in these.iter().zip(s).zip(adjusted) {
+            let v = crate::stats::verdict::decide(s.as_ref(), p, level, margin(*metric)).as_compare();
+            out.push((r.0.clone(), *metric, s, p, v));
+        }
+    }
+    out
+}
+
+fn margin_of(r: &Report) -> impl Fn(Metric) -> Option<f64> + '_ {
+    move |m: Metric| match m.def().family {
+        super::metrics::Family::Growth | super::metrics::Family::AfterClose => r.estimates.growth_margin,
+        super::metrics::Family::Rate => r.estimates.rate_margin,
+        super::metrics::Family::Other => None,
+    }
+}
+
+/// Control-relative figures of both bundles: per compared cell and metric estimated against the
+/// control, each run's value minus the median of its control cell's runs in the same bundle, then
+/// the shift B - A of those.
+fn control_relative(a: &Report, b: &Report) -> Vec<MetricRow> {
+    let mut rows = Vec::new();
+    for e in &a.estimates.rows {
+        let Some(metric) = e.metric() else { continue };
+        let Some(eb) = b
+            .estimates
+            .rows
+            .iter()
+            .find(|x| x.cell == e.cell && x.metric == e.metric)
+        else {
+            continue;
+        };
+        let relative = |r: &Report, cell: &str, control: &str| -> Vec<f64> {
+            let Some(c) = crate::stats::median(&mut run_values(r, control, metric)) else {
+                return Vec::new();
+            };
+            run_values(r, cell, metric).into_iter().map(|v| v - c).collect()
+        };
+        rows.push((
+            e.cell.clone(),
+            metric,
+            relative(a, &e.cell, &e.control),
+            relative(b, &eb.cell, &eb.control),
+        ));
+    }
+    shifts(rows, margin_of(b))
+        .into_iter()
+        .map(|(cell, metric, s, p, v)| MetricRow {
+            cell,
+            metric: format!("{} minus control", metric.key()),
+            a: None,
+            b: None,
+            median_difference: None,
+            ranges_overlap: None,
+            shift: s.map(|s| s.shift),
+            ci_low: s.map(|s| s.ci_low),
+            ci_high: s.map(|s| s.ci_high),
+            p: s.map(|_| p),
+            verdict: Some(v),
+        })
+        .collect()
 }
 
 /// One provenance fact that differs between the bundles.
@@ -71,6 +183,9 @@ pub struct Comparison {
     pub differences: Vec<FactDifference>,
     /// Cells in both bundles, metric by metric.
     pub rows: Vec<MetricRow>,
+    /// Per compared cell, the control-relative figures (run minus its bundle's control median),
+    /// shift B - A with interval and verdict.
+    pub control_relative: Vec<MetricRow>,
     /// Cells only in A.
     pub only_in_a: Vec<String>,
     /// Cells only in B.
@@ -185,9 +300,39 @@ pub fn compare(a: &Report, host_a: Option<&Json>, b: &Report, host_b: Option<&Js
                 b: sb,
                 median_difference: sa.zip(sb).map(|(x, y)| y.median - x.median),
                 ranges_overlap: sa.zip(sb).map(|(x, y)| x.overlaps(&y)),
+                shift: None,
+                ci_low: None,
+                ci_high: None,
+                p: None,
+                verdict: None,
             });
         }
     }
+    let raw: Vec<(String, Metric, Vec<f64>, Vec<f64>)> = rows
+        .iter()
+        .filter_map(|r: &MetricRow| {
+            let m = Metric::from_key(&r.metric)?;
+            Some((
+                r.cell.clone(),
+                m,
+                run_values(a, &r.cell, m),
+                run_values(b, &r.cell, m),
+            ))
+        })
+        .collect();
+    for (cell, metric, s, p, v) in shifts(raw, margin_of(b)) {
+        if let Some(row) = rows
+            .iter_mut()
+            .find(|r| r.cell == cell && r.metric == metric.key())
+        {
+            row.shift = s.map(|s| s.shift);
+            row.ci_low = s.map(|s| s.ci_low);
+            row.ci_high = s.map(|s| s.ci_high);
+            row.p = s.map(|_| p);
+            row.verdict = Some(v);
+        }
+    }
+    let control_relative = control_relative(a, b);
     let only_in_b = b
         .cells
         .iter()
@@ -199,6 +344,7 @@ pub fn compare(a: &Report, host_a: Option<&Json>, b: &Report, host_b: Option<&Js
         b: b.bundle.clone(),
         differences,
         rows,
+        control_relative,
         only_in_a,
         only_in_b,
     }
@@ -248,6 +394,104 @@ fn text(c: &Comparison, style: TextStyle) -> String {
             }
         }
         sections.push(s);
+    }
+    let mut v = Section::new(
+        "Verdicts: each cell, B against A (Hodges-Lehmann shift B - A over runs, exact 95% interval)",
+        &[
+            ("cell", false),
+            ("metric", false),
+            ("n A/B", true),
+            ("shift [95% CI]", true),
+            ("p", true),
+            ("verdict", false),
+        ],
+    );
+    v.key_columns = 2;
+    for r in c
+        .rows
+        .iter()
+        .chain(&c.control_relative)
+        .filter(|r| r.verdict.is_some())
+    {
+        let base = r.metric.trim_end_matches(" minus control");
+        let metric = Metric::from_key(base);
+        let label = match metric {
+            Some(m) if base != r.metric => format!("{} - control", m.def().label),
+            Some(m) => m.def().label.to_string(),
+            None => r.metric.clone(),
+        };
+        let e = super::estimates::Estimate {
+            cell: r.cell.clone(),
+            control: String::new(),
+            metric: base.to_string(),
+            n_cell: 0,
+            n_control: 0,
+            shift: r.shift,
+            ci_low: r.ci_low,
+            ci_high: r.ci_high,
+            confidence: Some(0.95),
+            p: r.p,
+            p_adjusted: r.p,
+            exact: None,
+            margin: None,
+            verdict: crate::stats::Verdict::NoDetectableDifference,
+            repetitions_needed: None,
+        };
+        v.rows.push(vec![
+            r.cell.clone(),
+            label,
+            format!(
+                "{}/{}",
+                r.a.map_or_else(|| "-".into(), |s| s.n.to_string()),
+                r.b.map_or_else(|| "-".into(), |s| s.n.to_string())
+            ),
+            super::render::interval_text(&e),
+            r.p.map_or_else(|| "-".into(), fmt_num),
+            r.verdict.map_or("", |v| v.as_str()).to_string(),
+        ]);
+    }
+    v.notes.push(
+        "p: permutation, exact with ties, Holm-corrected across cells per metric; `reproduced` needs [report] equivalence-margin in B's manifest; X - control: each run minus its bundle's control median".into(),
+    );
+    if v.rows.is_empty() {
+    } else if narrow {
+        // One table per cell, the metric as key column, so that it fits the width.
+        let mut cells: Vec<String> = Vec::new();
+        for row in &v.rows {
+            if !cells.contains(&row[0]) {
+                cells.push(row[0].clone());
+            }
+        }
+        let mut first = true;
+        for cell in cells {
+            let mut part = Section::new(
+                if first {
+                    format!("{}\ncell {cell}", v.title)
+                } else {
+                    format!("cell {cell}")
+                },
+                &[
+                    ("metric", false),
+                    ("n A/B", true),
+                    ("shift [95% CI]", true),
+                    ("p", true),
+                    ("verdict", false),
+                ],
+            );
+            first = false;
+            part.rows = v
+                .rows
+                .iter()
+                .filter(|r| r[0] == cell)
+                .map(|r| r[1..].to_vec())
+                .collect();
+            sections.push(part);
+        }
+        if let Some(last) = sections.last_mut() {
+            last.notes = v.notes.clone();
+        }
+    } else {
+        sections.push(v);
     }
     let title =
         "Cells side by side (min / median / max over aggregated runs; difference = median B - median A)";
@@ -354,9 +598,14 @@ fn csv(c: &Comparison) -> anyhow::Result<String> {
         "b_max",
         "median_difference",
         "ranges_overlap",
+        "shift",
+        "ci_low",
+        "ci_high",
+        "p",
+        "verdict",
     ])?;
     let o = |v: Option<String>| v.unwrap_or_default();
-    for r in &c.rows {
+    for r in c.rows.iter().chain(&c.control_relative) {
         let side = |s: Option<Stats>| {
             [
                 o(s.map(|s| s.n.to_string())),
@@ -370,6 +619,10 @@ fn csv(c: &Comparison) -> anyhow::Result<String> {
         row.extend(side(r.b));
         row.push(o(r.median_difference.map(|d| d.to_string())));
         row.push(o(r.ranges_overlap.map(|b| b.to_string())));
+        for x in [r.shift, r.ci_low, r.ci_high, r.p] {
+            row.push(o(x.map(|v| v.to_string())));
+        }
+        row.push(o(r.verdict.map(|v| v.as_str().to_string())));
         w.write_record(&row)?;
     }
     Ok(String::from_utf8(w.into_inner()?)?)

@@ -27,40 +27,7 @@ pub struct Settings {
     pub rate_margin: Option<f64>,
 }
 
-/// Parses a byte size: an integer with an optional unit `B`, `KiB`, `MiB`, `GiB`, `TiB`, `kB`,
-/// `MB`, `GB` (`"64KiB"`, `"4096"`, `"1.5 MiB"`); a bare TOML integer is bytes.
-///
-/// # Errors
-/// A message naming the text when it is no size.
-pub fn parse_size(text: &str) -> Result<f64, String> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("\"{text}\" is not a size like \"64KiB\""))?;
-    let factor = match unit.trim() {
-        "" | "B" => 1.0,
-        "KiB" => 1024.0,
-        "MiB" => 1024.0 * 1024.0,
-        "GiB" => 1024.0 * 1024.0 * 1024.0,
-        "TiB" => 1024.0f64.powi(4),
-        "kB" | "KB" => 1e3,
-        "MB" => 1e6,
-        "GB" => 1e9,
-        other => {
-            return Err(format!(
-                "\"{text}\": unknown unit \"{other}\" (B, KiB, MiB, GiB, TiB, kB, MB, GB)"
-            ));
-        }
-    };
-    if !n.is_finite() || n < 0.0 {
-        return Err(format!("\"{text}\" is not a size like \"64KiB\""));
-    }
-    Ok(n * factor)
-}
+pub use crate::manifest::parse_size;
 
 fn size_value(v: &toml::Value, what: &str) -> Result<f64, String> {
     match v {
@@ -387,6 +354,85 @@ pub fn estimates(
         )
     });
     out
+}
+
+/// The warning `check` and `plan` print when a plan can give only `too few runs`: for the cells
+/// of `cells` (every planned run's matrix values), the control of `report` (or mode = reuse), the
+/// comparisons whose smallest attainable p is not below the level. `None` when some comparison
+/// can be decided, or there is no control to compare with.
+pub fn plan_warning(
+    report: &crate::manifest::ReportConfig,
+    cells: &[crate::manifest::Cell],
+) -> Option<String> {
+    let mut counts: Vec<(Vec<(String, String)>, usize)> = Vec::new();
+    for c in cells {
+        let key: Vec<(String, String)> = c.iter().map(|(k, v)| (k.clone(), v.to_string())).collect();
+        match counts.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((key, 1)),
+        }
+    }
+    let control: Vec<(String, String)> = if report.control.is_empty() {
+        vec![("mode".to_string(), CONTROL_MODE.to_string())]
+    } else {
+        report
+            .control
+            .iter()
+            .map(|(k, v)| (k.clone(), v.to_string()))
+            .collect()
+    };
+    let is_control = |c: &[(String, String)]| control.iter().all(|kv| c.contains(kv));
+    let group = |c: &[(String, String)]| -> Vec<(String, String)> {
+        c.iter()
+            .filter(|(k, _)| !control.iter().any(|(ck, _)| ck == k))
+            .cloned()
+            .collect()
+    };
+    let pairs: Vec<(usize, usize)> = counts
+        .iter()
+        .filter(|(c, _)| !is_control(c))
+        .filter_map(|(c, m)| {
+            let g = group(c);
+            counts
+                .iter()
+                .find(|(o, _)| is_control(o) && group(o) == g)
+                .map(|(_, n)| (*m, *n))
+        })
+        .collect();
+    if pairs.is_empty() {
+        return None;
+    }
+    let level = if pairs.len() > 1 {
+        ALPHA / pairs.len() as f64
+    } else {
+        ALPHA
+    };
+    let smallest = pairs
+        .iter()
+        .map(|&(m, n)| stats::smallest_p(m, n))
+        .fold(f64::INFINITY, f64::min);
+    if smallest < level {
+        return None;
+    }
+    let reps = pairs.iter().map(|p| p.0.min(p.1)).min().unwrap_or(0);
+    let control_text = control
+        .iter()
+        .map(|(k, v)| format!("{k} = {v}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some(format!(
+        "with {reps} run(s) per cell no comparison against the control ({control_text}) can reach p < {}{}: \
+         the smallest attainable p is {}, so every verdict will be `too few runs`; \
+         use repetitions = {} or more",
+        super::model::fmt_num(level),
+        if pairs.len() > 1 {
+            format!(" (0.05 Holm-corrected over {} cells)", pairs.len())
+        } else {
+            String::new()
+        },
+        super::model::fmt_num(smallest),
+        stats::repetitions_needed(level)
+    ))
 }
 
 #[cfg(test)]

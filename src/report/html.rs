@@ -386,6 +386,11 @@ pub fn render_report(r: &Report, facts: &BundleFacts) -> Markup {
     let body = html! {
         h1 { "hwr-exp report: " (r.experiment) }
         p.subtitle { (r.bundle) }
+        @if r.has_retention {
+            h2 #verdicts-heading { "Verdicts against the control" }
+            div #verdicts { (section(&super::render::verdict_section(r))) }
+            (interval_plot(r))
+        }
         h2 #summary { "Summary" }
         (summary(r, facts))
         h2 #run-table { "Runs" }
@@ -403,6 +408,62 @@ pub fn render_report(r: &Report, facts: &BundleFacts) -> Markup {
         (host(facts))
     };
     page(&format!("hwr-exp report: {}", r.experiment), body)
+}
+
+/// An inline SVG of each compared cell's private-growth interval against its control: one bar per
+/// cell from ci-low to ci-high, a dot at the shift, the zero line marked. Text is escaped by maud.
+fn interval_plot(r: &Report) -> Markup {
+    use super::metrics::Metric;
+    let rows: Vec<&super::estimates::Estimate> = r
+        .estimates
+        .rows
+        .iter()
+        .filter(|e| e.metric() == Some(Metric::PrivateGrowth) && e.shift.is_some())
+        .collect();
+    if rows.is_empty() {
+        return html! { p.note { "No interval plot: no cell compared with a control." } };
+    }
+    let (label_w, plot_w, row_h, top) = (260.0, 520.0, 28.0, 30.0);
+    let mut lo = 0.0f64;
+    let mut hi = 0.0f64;
+    for e in &rows {
+        lo = lo.min(e.ci_low.unwrap_or(0.0));
+        hi = hi.max(e.ci_high.unwrap_or(0.0));
+    }
+    if hi - lo <= 0.0 {
+        lo -= 1.0;
+        hi += 1.0;
+    }
+    let pad = (hi - lo) * 0.08;
+    let (lo, hi) = (lo - pad, hi + pad);
+    let x = |v: f64| label_w + (v - lo) / (hi - lo) * plot_w;
+    let height = top + row_h * rows.len() as f64 + 30.0;
+    let width = label_w + plot_w + 20.0;
+    let zero = x(0.0);
+    html! {
+        figure #interval-plot {
+            svg xmlns="http://www.w3.org/2000/svg" width=(width) height=(height) viewBox={ "0 0 " (width) " " (height) } role="img" {
+                title { "Private growth, cell minus control: Hodges-Lehmann shift and 95% interval" }
+                line x1=(zero) y1=(top - 10.0) x2=(zero) y2=(height - 25.0) stroke="#57606a" stroke-dasharray="4 3" {}
+                text x=(zero) y=(top - 14.0) font-size="11" text-anchor="middle" fill="#57606a" { "0" }
+                text x=(label_w) y=(height - 8.0) font-size="11" fill="#57606a" { (super::render::human_bytes(lo)) }
+                text x=(label_w + plot_w) y=(height - 8.0) font-size="11" text-anchor="end" fill="#57606a" { (super::render::human_bytes(hi)) }
+                @for (i, e) in rows.iter().enumerate() {
+                    @let y = top + row_h * i as f64 + row_h / 2.0;
+                    @let colour = match e.verdict {
+                        crate::stats::Verdict::AboveControl => "#a40e26",
+                        crate::stats::Verdict::BelowControl => "#0969da",
+                        crate::stats::Verdict::Equivalent => "#1a7f37",
+                        _ => "#57606a",
+                    };
+                    text x="4" y=(y + 4.0) font-size="12" { (e.cell) }
+                    line x1=(x(e.ci_low.unwrap_or(0.0))) y1=(y) x2=(x(e.ci_high.unwrap_or(0.0))) y2=(y) stroke=(colour) stroke-width="6" stroke-linecap="round" {}
+                    circle cx=(x(e.shift.unwrap_or(0.0))) cy=(y) r="5" fill="#fff" stroke=(colour) stroke-width="2" {}
+                }
+            }
+            figcaption { "Private growth, cell minus control: Hodges-Lehmann shift (dot) and exact 95% interval (bar); the dashed line is 0. Red: above control, blue: below, green: equivalent, grey: no detectable difference or too few runs." }
+        }
+    }
 }
 
 fn stats_cell(s: Option<Stats>) -> String {

@@ -145,7 +145,7 @@ fn markdown_table(s: &Section) -> String {
         .collect();
     out.push_str(&format!("|{}|\n", align.join("|")));
     for row in &s.rows {
-        let cells: Vec<String> = row.iter().map(|c| md_escape(c)).collect();
+        let cells: Vec<String> = row.iter().map(|c| md_escape(c).replace('\n', "<br>")).collect();
         out.push_str(&format!("| {} |\n", cells.join(" | ")));
     }
     out.push('\n');
@@ -539,7 +539,7 @@ pub fn verdict_text(e: &Estimate) -> String {
     match e.verdict {
         Verdict::NoDetectableDifference => match e.width() {
             Some(w) => format!(
-                "{} (interval width {})",
+                "{} (width {})",
                 e.verdict.as_str(),
                 human(e.metric(), w).trim_start_matches('+')
             ),
@@ -621,9 +621,7 @@ pub fn verdict_section(r: &Report) -> Section {
         &[
             ("cell", false),
             ("n", true),
-            ("growth shift [95% CI]", true),
-            ("rate shift [95% CI]", true),
-            ("p", true),
+            ("shift [95% CI]: growth, rate", true),
             ("verdict", false),
         ],
     );
@@ -639,14 +637,16 @@ pub fn verdict_section(r: &Report) -> Section {
         s.rows.push(vec![
             g.cell.clone(),
             format!("{}/{}", g.n_cell, g.n_control),
-            interval_text(g),
-            rate.map_or_else(|| "-".into(), interval_text),
-            p_text(g.p_adjusted),
-            verdict_text(g),
+            format!(
+                "{}\n{}",
+                interval_text(g),
+                rate.map_or_else(|| "-".into(), interval_text)
+            ),
+            verdict_text(g).replacen(" (", "\n(", 1),
         ]);
     }
     s.notes = vec![
-        "n = runs of the cell / of its control; verdict of the growth; rate in B per 1000 iterations".into(),
+        "n = runs of the cell / of its control; the verdict is the growth's; p-values in the table of every metric below".into(),
     ];
     s.notes.extend(estimate_notes(r));
     s

@@ -127,7 +127,7 @@ pub(crate) fn validate(source: &str, path: &Path, base_dir: &Path) -> Result<Man
     let isolation = v.isolation(&root, &known, schedule.jobs);
     let measure = v.measure(&root);
     let provenance = v.provenance(&root, base_dir);
-    let report = v.report(&root);
+    let report = v.report(&root, &matrix);
     let executor = v.executor(&root, &isolation);
 
     if !v.diags.is_empty() {

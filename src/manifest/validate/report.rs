@@ -1,15 +1,104 @@
-//! `[report]` (DESIGN 3): `metrics`, named JSON pointers into each run's JSON output.
+//! `[report]` (DESIGN 3): `metrics`, named JSON pointers into each run's JSON output; `control`,
+//! the control cell by matrix keys and values; `equivalence-margin`, a byte size (growth and
+//! after-close) or `{ growth = SIZE, rate = SIZE }` (rate: bytes per 1000 iterations).
 
 use toml::de::{DeTable, DeValue};
 
-use super::{Validator, entries};
-use crate::manifest::model::ReportConfig;
+use super::{Val, Validator, entries};
+use crate::manifest::model::{Matrix, ReportConfig, parse_size};
 
 /// Every key of `[report]`.
-pub(super) const KEYS: &[&str] = &["metrics"];
+pub(super) const KEYS: &[&str] = &["metrics", "control", "equivalence-margin"];
 
 impl Validator<'_> {
-    pub(super) fn report(&mut self, root: &DeTable<'_>) -> ReportConfig {
+    fn size(&mut self, v: &Val<'_>, what: &str) -> Option<f64> {
+        match v.get_ref() {
+            DeValue::Integer(_) => match self.scalar(v) {
+                Some(crate::manifest::Value::Int(i)) if i >= 0 => Some(i as f64),
+                _ => {
+                    self.err(v.span(), format!("{what}: a size cannot be negative"), None);
+                    None
+                }
+            },
+            DeValue::String(_) => {
+                let text = self.string(v)?.to_string();
+                match parse_size(&text) {
+                    Ok(x) => Some(x),
+                    Err(e) => {
+                        self.err(
+                            v.span(),
+                            format!("{what}: {e}"),
+                            Some("sizes look like \"64KiB\", \"1MiB\" or 4096 (bytes)".into()),
+                        );
+                        None
+                    }
+                }
+            }
+            _ => {
+                self.type_err(v, "a size like \"64KiB\"");
+                None
+            }
+        }
+    }
+
+    fn control(&mut self, v: &Val<'_>, matrix: &Matrix) -> Vec<(String, crate::manifest::Value)> {
+        let DeValue::Table(t) = v.get_ref() else {
+            self.type_err(v, "a table like control = { mode = \"reuse\" }");
+            return Vec::new();
+        };
+        if t.is_empty() {
+            self.err(
+                v.span(),
+                "[report] control is empty",
+                Some("name the control cell, like control = { mode = \"reuse\" }".into()),
+            );
+        }
+        let keys: Vec<&str> = matrix.axes.iter().map(|(k, _)| k.as_str()).collect();
+        let mut out = Vec::new();
+        for (k, val) in entries(t) {
+            let name: &str = k.get_ref();
+            let Some(value) = self.scalar(val) else { continue };
+            let Some((_, values)) = matrix.axes.iter().find(|(a, _)| a == name) else {
+                self.err(
+                    k.span(),
+                    format!("[report] control: `{name}` is not a matrix key"),
+                    Some(format!(
+                        "matrix keys: {}",
+                        if keys.is_empty() {
+                            "none".into()
+                        } else {
+                            keys.join(", ")
+                        }
+                    )),
+                );
+                continue;
+            };
+            let text = value.to_string();
+            let in_include = matrix
+                .include
+                .iter()
+                .any(|c| c.get(name).is_some_and(|x| x.to_string() == text));
+            if !values.iter().any(|x| x.to_string() == text) && !in_include {
+                self.err(
+                    val.span(),
+                    format!("[report] control: {name} = {text} is not one of the matrix's values"),
+                    Some(format!(
+                        "{name} takes {}",
+                        values
+                            .iter()
+                            .map(|x| x.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
+                );
+                continue;
+            }
+            out.push((name.to_string(), value));
+        }
+        out
+    }
+
+    pub(super) fn report(&mut self, root: &DeTable<'_>, matrix: &Matrix) -> ReportConfig {
         let t = self.section(root, "report", KEYS);
         let mut metrics = Vec::new();
         if let Some(v) = self.field(t, "report", "metrics") {
@@ -46,6 +135,36 @@ impl Validator<'_> {
                 _ => self.type_err(v, "a table like metrics = { name = \"/json/pointer\" }"),
             }
         }
-        ReportConfig { metrics }
+        let control = match self.field(t, "report", "control") {
+            Some(v) => self.control(v, matrix),
+            None => Vec::new(),
+        };
+        let (mut growth_margin, mut rate_margin) = (None, None);
+        if let Some(v) = self.field(t, "report", "equivalence-margin") {
+            match v.get_ref() {
+                DeValue::Table(m) => {
+                    for (k, val) in entries(m) {
+                        match k.get_ref().as_ref() {
+                            "growth" => growth_margin = self.size(val, "equivalence-margin.growth"),
+                            "rate" => rate_margin = self.size(val, "equivalence-margin.rate"),
+                            other => self.err(
+                                k.span(),
+                                format!("[report] equivalence-margin: unknown key `{other}`"),
+                                Some(
+                                    "the keys are growth (bytes) and rate (bytes per 1000 iterations)".into(),
+                                ),
+                            ),
+                        }
+                    }
+                }
+                _ => growth_margin = self.size(v, "equivalence-margin"),
+            }
+        }
+        ReportConfig {
+            metrics,
+            control,
+            growth_margin,
+            rate_margin,
+        }
     }
 }

@@ -1,0 +1,232 @@
+//! Issue 19: retention estimates against a control, end to end (real runs of a small script that
+//! prints the retention schema, DESIGN 7). The `leak` mode grows by a known rate; `steady` and
+//! the control do not.
+
+use std::path::{Path, PathBuf};
+
+use crate::support::{ManifestBuilder, code, hwr, printed_path, repo, run, stderr, stdout};
+
+/// Private bytes per 1000 iterations of the leaking mode: 10 pages.
+const RATE: i64 = 40960;
+
+/// Prints a retention-schema document: baseline at 0 and loop samples every 1000 iterations up
+/// to 5000; private = 1 MB + rate x i + one page on every other sample (which samples depends on
+/// the repetition, so runs differ).
+const SCRIPT: &str = r#"#!/bin/sh
+mode=$1
+case "$mode" in leak|new) rate=40960 ;; *) rate=0 ;; esac
+R=${HWR_REPETITION:-1}
+printf '{"schema_version":1,"arguments":{"mode":"%s"},"samples":[' "$mode"
+i=0
+while [ $i -le 5 ]; do
+  j=$(( (R + i) % 2 ))
+  p=$(( 1048576 + rate * i + 4096 * j ))
+  phase=loop; [ $i -eq 0 ] && phase=baseline
+  printf '{"phase":"%s","iterations":%d,"private_bytes":%d,"anonymous_bytes":%d,"rss_bytes":%d,"fd_count":3},' $phase $((i * 1000)) $p $p $((p + 65536))
+  i=$((i + 1))
+done
+printf '{"phase":"closed","iterations":5000,"private_bytes":1048576,"anonymous_bytes":1048576,"rss_bytes":1114112,"fd_count":3}],"completed":true}\n'
+"#;
+
+fn manifest(dir: &Path, key: &str, values: &[&str], reps: i64) -> PathBuf {
+    std::fs::write(dir.join("leak.sh"), SCRIPT).unwrap();
+    let arg = format!("{{{key}}}");
+    ManifestBuilder::argv("leak-rate", &["sh", "leak.sh", &arg])
+        .matrix(key, values.iter().copied())
+        .repetitions(reps)
+        .write(dir)
+}
+
+fn report_json(dir: &Path, bundle: &Path) -> serde_json::Value {
+    let out = hwr(dir, &["report", bundle.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    serde_json::from_str(&stdout(&out)).unwrap()
+}
+
+fn row<'a>(doc: &'a serde_json::Value, cell: &str, metric: &str) -> &'a serde_json::Value {
+    doc["estimates"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["cell"] == cell && r["metric"] == metric)
+        .unwrap_or_else(|| panic!("no {cell} {metric} in {:#}", doc["estimates"]))
+}
+
+#[test]
+fn five_repetitions_find_the_leak_with_an_interval_holding_the_true_rate() {
+    let repo = repo();
+    let m = manifest(repo.path(), "mode", &["leak", "steady", "reuse"], 5);
+    let check = hwr(repo.path(), &["check", m.to_str().unwrap()]);
+    assert_eq!(code(&check), 0, "{}", stderr(&check));
+    assert!(!stderr(&check).contains("too few runs"), "{}", stderr(&check));
+    let (out, bundle) = run(repo.path(), &m);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = bundle.expect("bundle");
+    let doc = report_json(repo.path(), &bundle);
+    assert_eq!(doc["estimates"]["correction"], "holm");
+    let rate = row(&doc, "mode=leak", "private-rate-per-1000");
+    assert_eq!(rate["verdict"], "above control", "{rate:#}");
+    let (lo, hi) = (
+        rate["ci-low"].as_f64().unwrap(),
+        rate["ci-high"].as_f64().unwrap(),
+    );
+    assert!(lo <= RATE as f64 && RATE as f64 <= hi, "{rate:#}");
+    assert_eq!(
+        (rate["n-cell"].as_u64(), rate["n-control"].as_u64()),
+        (Some(5), Some(5))
+    );
+    assert_eq!(rate["confidence"], 0.95);
+    let growth = row(&doc, "mode=leak", "private-growth-bytes");
+    assert_eq!(growth["verdict"], "above control", "{growth:#}");
+    let steady = row(&doc, "mode=steady", "private-growth-bytes");
+    assert_eq!(steady["verdict"], "no detectable difference", "{steady:#}");
+    assert!(steady["ci-low"].as_f64().unwrap() <= 0.0 && steady["ci-high"].as_f64().unwrap() >= 0.0);
+    // The terminal report opens with the verdict table.
+    let out = crate::support::hwr_columns(repo.path(), &["report", bundle.to_str().unwrap()], Some("100"));
+    let text = stdout(&out);
+    let head: Vec<&str> = text.lines().take(15).collect();
+    let head = head.join("\n");
+    assert!(head.contains("Verdicts"), "{text}");
+    assert!(
+        head.contains("mode=leak") && head.contains("above control"),
+        "{head}"
+    );
+    assert!(
+        head.contains("mode=steady")
+            && head.contains("no detectable difference")
+            && head.contains("(width 16.0 KiB)"),
+        "{head}"
+    );
+    assert!(head.contains("KiB"), "{head}");
+    // The HTML page opens with the same table and an interval plot.
+    let out = hwr(
+        repo.path(),
+        &["report", bundle.to_str().unwrap(), "--format", "html"],
+    );
+    let page = stdout(&out);
+    let verdicts = page.find("id=\"verdicts\"").expect("verdict table");
+    assert!(verdicts < page.find("id=\"runs\"").unwrap());
+    assert!(page.contains("id=\"interval-plot\""), "interval plot");
+    // compare with a rerun: no detectable change.
+    let rerun = hwr(repo.path(), &["rerun", bundle.to_str().unwrap(), "--quiet"]);
+    assert_eq!(code(&rerun), 0, "{}", stderr(&rerun));
+    let again = printed_path(repo.path(), &rerun);
+    let out = hwr(
+        repo.path(),
+        &[
+            "compare",
+            bundle.to_str().unwrap(),
+            again.to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let c: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let rows = c["rows"].as_array().unwrap();
+    let growth = rows
+        .iter()
+        .find(|r| r["cell"] == "mode=leak" && r["metric"] == "private-growth-bytes")
+        .unwrap();
+    assert_eq!(growth["verdict"], "no detectable change", "{growth:#}");
+    let relative = c["control-relative"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["cell"] == "mode=leak" && r["metric"] == "private-growth-bytes minus control")
+        .unwrap();
+    assert_eq!(relative["verdict"], "no detectable change", "{relative:#}");
+    let table = stdout(&hwr(
+        repo.path(),
+        &["compare", bundle.to_str().unwrap(), again.to_str().unwrap()],
+    ));
+    assert!(table.contains("no detectable change"), "{table}");
+}
+
+#[test]
+fn two_repetitions_give_too_few_runs_and_check_warns() {
+    let repo = repo();
+    let m = manifest(repo.path(), "mode", &["leak", "reuse"], 2);
+    let check = hwr(repo.path(), &["check", m.to_str().unwrap()]);
+    assert_eq!(code(&check), 0, "{}", stderr(&check));
+    let warning = stderr(&check);
+    assert!(
+        warning.contains("warning:") && warning.contains("too few runs"),
+        "{warning}"
+    );
+    assert!(warning.contains("use repetitions = 4 or more"), "{warning}");
+    let plan = hwr(repo.path(), &["plan", m.to_str().unwrap()]);
+    assert!(stderr(&plan).contains("too few runs"), "{}", stderr(&plan));
+    let (out, bundle) = run(repo.path(), &m);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let doc = report_json(repo.path(), &bundle.unwrap());
+    let growth = row(&doc, "mode=leak", "private-growth-bytes");
+    assert_eq!(growth["verdict"], "too few runs", "{growth:#}");
+    assert_eq!(growth["repetitions-needed"], 4);
+    assert_eq!(doc["estimates"]["correction"], "none");
+}
+
+#[test]
+fn a_control_named_by_another_key_and_an_equivalence_margin() {
+    let repo = repo();
+    std::fs::write(repo.path().join("leak.sh"), SCRIPT).unwrap();
+    let m = ManifestBuilder::argv("builds", &["sh", "leak.sh", "{build}"])
+        .matrix("build", ["new", "old", "same"])
+        .repetitions(5)
+        .set(
+            "report",
+            "control",
+            crate::support::manifest::table([("build", "old")]),
+        )
+        .set("report", "equivalence-margin", "64KiB")
+        .write(repo.path());
+    let (out, bundle) = run(repo.path(), &m);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let doc = report_json(repo.path(), &bundle.unwrap());
+    assert_eq!(
+        doc["estimates"]["control"]["values"],
+        serde_json::json!({"build": "old"})
+    );
+    assert_eq!(doc["estimates"]["control"]["source"], "manifest");
+    assert_eq!(
+        row(&doc, "build=new", "private-growth-bytes")["verdict"],
+        "above control"
+    );
+    assert_eq!(
+        row(&doc, "build=same", "private-growth-bytes")["verdict"],
+        "equivalent"
+    );
+    // A control key that is not a matrix key is refused by check, with the keys named.
+    let bad = ManifestBuilder::argv("builds", &["sh", "leak.sh", "{build}"])
+        .matrix("build", ["new", "old"])
+        .set(
+            "report",
+            "control",
+            crate::support::manifest::table([("mode", "reuse")]),
+        )
+        .write(repo.path());
+    let check = hwr(repo.path(), &["check", bad.to_str().unwrap()]);
+    assert_eq!(code(&check), 2);
+    assert!(
+        stderr(&check).contains("`mode` is not a matrix key"),
+        "{}",
+        stderr(&check)
+    );
+    assert!(
+        stderr(&check).contains("matrix keys: build"),
+        "{}",
+        stderr(&check)
+    );
+}
+
+#[test]
+fn a_report_without_a_control_says_how_to_name_one() {
+    let repo = repo();
+    let m = manifest(repo.path(), "build", &["a", "b"], 2);
+    let (out, bundle) = run(repo.path(), &m);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = hwr(repo.path(), &["report", bundle.unwrap().to_str().unwrap()]);
+    let text = stdout(&out);
+    assert!(text.contains("[report] control = { KEY = \"VALUE\" }"), "{text}");
+    assert!(text.contains("matrix keys: build"), "{text}");
+}
