@@ -272,6 +272,7 @@ pub fn write_bundle(dir: &Path, s: &Synth) -> std::io::Result<()> {
             sampling: None,
             shared_memory_left: Vec::new(),
             allocator: None,
+            environment: None,
             memory_samples,
             sha256: BTreeMap::new(),
             hostname: None,
@@ -308,6 +309,7 @@ pub fn write_bundle(dir: &Path, s: &Synth) -> std::io::Result<()> {
         seed: None,
         notes: vec![],
         executor: None,
+        environments: Default::default(),
         slurm: None,
     };
     write_json(&dir.join(files::BUNDLE), &info)?;

@@ -507,6 +507,12 @@ pub fn prepare(dir: &Path, opts: &RerunOptions) -> Result<PreparedRerun, Archive
             quiet: opts.quiet,
             parent: Some(bundle.dir().display().to_string()),
             notes: bundle_notes,
+            // The same resolution of [environments] as the archived bundle's, newer releases aside.
+            exclude_newer: bundle
+                .info()
+                .environments
+                .values()
+                .find_map(|e| e.exclude_newer.clone()),
             ..RunOptions::default()
         },
         manifest,

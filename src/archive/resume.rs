@@ -175,6 +175,28 @@ fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result
     if let Some(seed) = info.seed {
         ctx.fallback_seed = seed;
     }
+    // [environments]: the bundle's own locks, into the same (cached) venvs.
+    if !manifest.environments.is_empty() {
+        let locks = manifest
+            .environments
+            .iter()
+            .filter_map(|(name, _)| {
+                let path = bundle
+                    .dir()
+                    .join(crate::bundle::files::ENVIRONMENTS)
+                    .join(name)
+                    .join("lock.txt");
+                Some((name.clone(), std::fs::read_to_string(path).ok()?))
+            })
+            .collect();
+        let built = crate::runner::environments::build_all(
+            &manifest,
+            &crate::runner::environments::Locks::Given(locks, info.created.clone()),
+            opts.quiet,
+        )
+        .map_err(|p| ArchiveError::Session(SessionError::Preflight(p)))?;
+        ctx.environments = crate::runner::environments::context_map(&built);
+    }
     let plan = session::expand(&manifest, &ctx)?;
     let recorded = bundle.plan()?.runs;
     let mismatch = (0..plan.len().max(recorded.len()))

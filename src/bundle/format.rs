@@ -34,6 +34,8 @@ pub mod files {
     pub const PROVENANCE: &str = "provenance.json";
     /// Folder holding one folder per run.
     pub const RUNS: &str = "runs";
+    /// Folder holding one folder per Python environment: lock.txt, freeze.txt, python.txt.
+    pub const ENVIRONMENTS: &str = "environments";
     /// Per-run record.
     pub const RUN: &str = "run.json";
     /// Per-run stderr.
@@ -175,9 +177,29 @@ pub struct BundleInfo {
     /// executors existed, which are local.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executor: Option<String>,
+    /// `[environments]`: each Python environment built for the runs, by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub environments: BTreeMap<String, EnvironmentRecord>,
     /// Slurm executor: the submitted job arrays, appended as each is submitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm: Option<SlurmSubmissions>,
+}
+
+/// bundle.json `environments.<name>`: a Python environment as built (its files are under
+/// `environments/<name>/`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct EnvironmentRecord {
+    /// sha256 (hex) of `environments/<name>/lock.txt`.
+    pub lock_sha256: String,
+    /// The `uv pip compile --exclude-newer` time the lock was resolved with (RFC 3339); absent for
+    /// a lock taken from the bundle (`resume`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclude_newer: Option<String>,
+    /// The venv the runs used.
+    pub venv: String,
+    /// Whether the venv was already built (reused from the cache).
+    pub reused: bool,
 }
 
 /// bundle.json `slurm`: what was submitted to Slurm for this bundle.
@@ -361,6 +383,9 @@ pub struct RunRecord {
     /// `cgroup2 memory.peak` or `cgroup1 memory.max_usage_in_bytes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup_memory_source: Option<String>,
+    /// `[environments]`: the run's Python environment (name, lock sha256, venv).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<crate::plan::RunEnvironment>,
     /// `[isolation] allocator`: name, path and sha256 of the library preloaded, and whether the
     /// run's process was seen with it loaded (`seen-loaded`, from its `/proc/<pid>/maps`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -260,6 +260,7 @@ mod tests {
             sampling: None,
             shared_memory_left: Vec::new(),
             allocator: None,
+            environment: None,
             artifacts: Vec::new(),
             attempt: 1,
             earlier_attempts: Vec::new(),

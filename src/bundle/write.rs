@@ -478,6 +478,19 @@ impl BundleWriter {
         write_atomic(&self.dir.join(name), bytes)
     }
 
+    /// Writes `environments/<name>/<file>` for each `(file, bytes)`, creating the folder.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn write_environment(&self, name: &str, parts: &[(&str, &[u8])]) -> io::Result<()> {
+        let dir = self.dir.join(files::ENVIRONMENTS).join(name);
+        std::fs::create_dir_all(&dir)?;
+        for (file, bytes) in parts {
+            write_atomic(&dir.join(file), bytes)?;
+        }
+        Ok(())
+    }
+
     /// Writes a JSON file at the bundle's top level atomically.
     ///
     /// # Errors
@@ -789,6 +802,7 @@ fn run_record(
         cgroup_memory_peak_bytes: outcome.cgroup_memory_peak_bytes,
         cgroup_memory_source: outcome.cgroup_memory_source.clone(),
         allocator: outcome.allocator.clone(),
+        environment: run.environment.clone(),
         memory_samples: outcome.memory_samples,
         sampling: outcome.sampling.clone(),
         shared_memory_left: outcome.shared_memory_left.clone(),

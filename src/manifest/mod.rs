@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 pub use diagnostic::{Diagnostic, Diagnostics};
 pub use model::*;
-pub use validate::{MAX_DURATION, known_keys};
+pub use validate::{ENVIRONMENT_KEY, MAX_DURATION, known_keys};
 
 /// Most tokens a JSON Pointer of the manifest (`[report] metrics`) may have. The output reader
 /// recurses only along the pointers it is asked for: a pointer of k tokens takes it at most k + 3

@@ -42,6 +42,8 @@ pub struct Manifest {
     pub report: ReportConfig,
     /// `[executor]`.
     pub executor: ExecutorConfig,
+    /// `[environments.<name>]`, in manifest order; selected by the matrix key `environment`.
+    pub environments: Vec<(String, EnvironmentSpec)>,
     /// Byte ranges in `source` of keys and values, by dotted key path (`"command.output"`,
     /// `"matrix.mode"`, `"isolation.cpus"`), so later stages (plan expansion) can point at the source.
     pub spans: BTreeMap<String, Range<usize>>,
@@ -396,6 +398,20 @@ pub struct ExecutorConfig {
     pub kind: ExecutorKind,
     /// The slurm keys (defaults when `kind` is local: they are refused there).
     pub slurm: SlurmConfig,
+}
+
+/// One `[environments.<name>]`: a Python environment built with uv (DESIGN 3).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct EnvironmentSpec {
+    /// `requirements`: PEP 508 strings, at least one.
+    pub requirements: Vec<String>,
+    /// `python`: a version ("3.11") or an absolute interpreter path; `None` = uv's default.
+    pub python: Option<String>,
+    /// `find-links`: absolute folders or URLs.
+    pub find_links: Vec<String>,
+    /// `no-index`: resolve from `find-links` only.
+    pub no_index: bool,
 }
 
 #[cfg(test)]

@@ -38,6 +38,24 @@ pub struct RawManifest {
     pub report: Option<RawReport>,
     /// Where the runs execute: this machine (default) or Slurm job arrays.
     pub executor: Option<RawExecutor>,
+    /// Python environments built with uv, by name; the matrix key `environment` selects one.
+    pub environments: Option<BTreeMap<String, RawEnvironment>>,
+}
+
+/// `[environments.<name>]`: a Python environment built with uv (`uv pip compile --generate-hashes`,
+/// a venv per lock in hwr-exp's cache); the run gets its `bin/` first on PATH and `VIRTUAL_ENV`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawEnvironment {
+    /// PEP 508 requirement strings, like "safetensors==0.4.5".
+    #[schemars(length(min = 1))]
+    pub requirements: Vec<String>,
+    /// Python version ("3.11") or interpreter path; default: uv's choice.
+    pub python: Option<String>,
+    /// Folders (relative to the manifest's folder) or URLs of wheels (`uv --find-links`).
+    pub find_links: Option<Vec<String>>,
+    /// Resolve from `find-links` only (`uv --no-index`).
+    pub no_index: Option<bool>,
 }
 
 /// `[experiment]`.

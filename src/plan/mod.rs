@@ -32,6 +32,9 @@ pub struct PlanContext {
     /// The known allocators installed on this host, by name, with their library paths
     /// ([`crate::allocator::installed`]); `[isolation] allocator` names are looked up here.
     pub allocators: BTreeMap<String, PathBuf>,
+    /// The built Python environments by name (`[environments]`), from the runner's preflight;
+    /// empty where nothing is built (`check`, `plan`): runs then name their environment only.
+    pub environments: BTreeMap<String, RunEnvironment>,
     /// Whether the plan gives each run its CPUs (job slots from `[isolation] cpus`); false where
     /// the backend decides them where a run executes (Slurm: the task's allocation, DESIGN 8),
     /// and `jobs` only bounds the runs in flight. Set by `runner::backend::Backend::plans_cpus`.
@@ -85,6 +88,22 @@ pub struct PlannedRun {
     /// `[isolation] allocator` of this run, resolved to its library (its `sha256` is left to the
     /// runner); `None` when the manifest gives none.
     pub allocator: Option<Allocator>,
+    /// The Python environment of this run (matrix key `environment`), when the manifest has
+    /// `[environments]`.
+    pub environment: Option<RunEnvironment>,
+}
+
+/// A run's Python environment: its name and, once built, its lock's sha256 and venv folder (the
+/// run gets `VIRTUAL_ENV` set to it, and its `bin/` first on PATH from the runner).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct RunEnvironment {
+    /// `[environments.<name>]`.
+    pub name: String,
+    /// sha256 (hex) of the environment's lock.txt.
+    pub lock_sha256: Option<String>,
+    /// The venv folder.
+    pub venv: Option<PathBuf>,
 }
 
 /// The allocator of one run (`[isolation] allocator` after placeholders), resolved without I/O: a
@@ -683,6 +702,8 @@ struct Templates {
     cuda_default: bool,
     allocator: Option<Template>,
     allocators: BTreeMap<String, PathBuf>,
+    has_environments: bool,
+    environments: BTreeMap<String, RunEnvironment>,
     base_dir: PathBuf,
     hwr_exp: String,
     bundle: PathBuf,
@@ -724,6 +745,8 @@ impl Templates {
                 .map(|a| compile("isolation.allocator", a))
                 .transpose()?,
             allocators: ctx.allocators.clone(),
+            has_environments: !manifest.environments.is_empty(),
+            environments: ctx.environments.clone(),
             cuda_default: !(iso.env.iter().any(|(k, _)| k == "CUDA_VISIBLE_DEVICES")
                 || iso.env_unset.iter().any(|k| k == "CUDA_VISIBLE_DEVICES")),
             base_dir: manifest.base_dir.clone(),
@@ -927,6 +950,21 @@ impl Plan {
             }
             None => None,
         };
+        let environment = t
+            .has_environments
+            .then(|| cell.value_of(crate::manifest::ENVIRONMENT_KEY))
+            .flatten()
+            .map(|(v, _)| {
+                let name = v.to_string();
+                t.environments.get(&name).cloned().unwrap_or(RunEnvironment {
+                    name,
+                    lock_sha256: None,
+                    venv: None,
+                })
+            });
+        if let Some(venv) = environment.as_ref().and_then(|e| e.venv.as_ref()) {
+            set.push(("VIRTUAL_ENV".to_string(), venv.display().to_string()));
+        }
         set.push(("HWR_RUN_ID".to_string(), vars.run_id.clone()));
         set.push(("HWR_REPETITION".to_string(), rep));
         set.push(("HWR_BUNDLE".to_string(), t.bundle_text.clone()));
@@ -947,6 +985,7 @@ impl Plan {
             env,
             cpus: self.slots.get(slot).cloned().unwrap_or_default(),
             allocator,
+            environment,
         })
     }
 

@@ -51,6 +51,7 @@ pub(crate) fn manifest(axes: Vec<(&str, Vec<Value>)>) -> Manifest {
         provenance: ProvenanceConfig { repo: None },
         report: ReportConfig::default(),
         executor: ExecutorConfig::default(),
+        environments: Vec::new(),
         spans: BTreeMap::new(),
     }
 }
@@ -64,6 +65,7 @@ pub(crate) fn ctx() -> PlanContext {
         fallback_seed: 42,
         layout: LAYOUT,
         allocators: [("jemalloc".to_string(), PathBuf::from("/lib/libjemalloc.so.2"))].into(),
+        environments: Default::default(),
         plans_cpus: true,
     }
 }

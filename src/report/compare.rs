@@ -225,6 +225,16 @@ fn host_of(dir: &Path) -> Result<Option<Json>, ReadError> {
         if let Some(sum) = &bundle.info().hwr_exp_sha256 {
             map.insert("hwr-exp-sha256".into(), Json::String(sum.clone()));
         }
+        // [environments]: each environment's lock, so that other resolved versions show.
+        let envs: Vec<String> = bundle
+            .info()
+            .environments
+            .iter()
+            .map(|(name, e)| format!("{name}={}", e.lock_sha256.chars().take(12).collect::<String>()))
+            .collect();
+        if !envs.is_empty() {
+            map.insert("environments".into(), Json::String(envs.join(" ")));
+        }
     }
     Ok(Some(host))
 }
@@ -248,6 +258,7 @@ fn facts(r: &Report, host: Option<&Json>) -> Vec<(&'static str, String)> {
         ("kernel", h("kernel")),
         ("hwr-exp-version", r.hwr_exp_version.clone()),
         ("hwr-exp-sha256", h("hwr-exp-sha256")),
+        ("environments", h("environments")),
         ("manifest-sha256", r.manifest_sha256.clone()),
     ]
 }

@@ -5,6 +5,7 @@
 
 pub mod backend;
 pub mod binary;
+pub mod environments;
 pub mod preflight;
 pub mod progress;
 pub mod session;
@@ -43,7 +44,23 @@ pub fn run_env(run: &PlannedRun) -> Vec<(OsString, OsString)> {
         EnvPolicy::Inherit => exec::EnvPolicy::Inherit,
         EnvPolicy::Clean => exec::EnvPolicy::Clean,
     };
-    exec::build_env(policy, &run.env.set, &run.env.unset)
+    let mut env = exec::build_env(policy, &run.env.set, &run.env.unset);
+    // A run in a Python environment gets the venv's bin/ first on PATH (VIRTUAL_ENV is in `set`).
+    if let Some(venv) = run.environment.as_ref().and_then(|e| e.venv.as_ref()) {
+        let bin = venv.join("bin").into_os_string();
+        match env.iter_mut().find(|(k, _)| k == "PATH") {
+            Some((_, path)) => {
+                let mut joined = bin;
+                if !path.is_empty() {
+                    joined.push(":");
+                    joined.push(&*path);
+                }
+                *path = joined;
+            }
+            None => env.push((OsString::from("PATH"), bin)),
+        }
+    }
+    env
 }
 
 /// The [`RunSpec`] of one planned run of `plan`, with its files inside `run_dir` (the output,

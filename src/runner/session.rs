@@ -33,6 +33,11 @@ pub struct RunOptions {
     pub notes: Vec<String>,
     /// Slurm executor: submit and return at once, without waiting (`run --detach`).
     pub detach: bool,
+    /// `[environments]`: resolve with this `--exclude-newer` time (RFC 3339) instead of the
+    /// session's start (`rerun`: the archived bundle's time, for the same resolution).
+    pub exclude_newer: Option<String>,
+    /// `[environments]`: use these locks as they are, by environment name (`resume`).
+    pub locks: Option<BTreeMap<String, String>>,
 }
 
 /// Why a session did not produce a bundle.
@@ -167,6 +172,7 @@ pub fn plan_context(bundle: &Path) -> Result<PlanContext, SessionError> {
         fallback_seed: fastrand::u64(..1 << 53),
         layout: crate::bundle::plan_file::RUN_FOLDER_LAYOUT,
         allocators: crate::allocator::installed().clone(),
+        environments: Default::default(),
         plans_cpus: true,
     })
 }
@@ -219,8 +225,21 @@ pub fn run_manifest(
     let results_dir = std::path::absolute(&opts.results_dir).unwrap_or_else(|_| opts.results_dir.clone());
     let created = SystemTime::now();
     let mut dir = bundle_path(&results_dir, &manifest.experiment.name, created);
-    let ctx = plan_context(&dir)?;
+    let mut ctx = plan_context(&dir)?;
     let mut plan = expand(manifest, &ctx)?;
+    // The manifest and plan are valid: build its Python environments (preflight, before any run).
+    let locks = match &opts.locks {
+        Some(given) => super::environments::Locks::Given(given.clone(), rfc3339(created)),
+        None => super::environments::Locks::Resolve(
+            opts.exclude_newer.clone().unwrap_or_else(|| rfc3339(created)),
+        ),
+    };
+    let built =
+        super::environments::build_all(manifest, &locks, opts.quiet).map_err(SessionError::Preflight)?;
+    if !built.is_empty() {
+        ctx.environments = super::environments::context_map(&built);
+        plan = expand(manifest, &ctx)?;
+    }
     super::preflight::check(&plan, &results_dir).map_err(SessionError::Preflight)?;
     let backend = Backend::of(manifest.executor.kind)
         .preflight(&results_dir, opts.quiet)
@@ -268,6 +287,20 @@ pub fn run_manifest(
             .chain(placement.map(str::to_string))
             .collect(),
         executor: Some(backend.backend().name().to_string()),
+        environments: built
+            .iter()
+            .map(|b| {
+                (
+                    b.name.clone(),
+                    crate::bundle::EnvironmentRecord {
+                        lock_sha256: b.lock_sha256.clone(),
+                        exclude_newer: b.exclude_newer.clone(),
+                        venv: b.venv.display().to_string(),
+                        reused: b.reused,
+                    },
+                )
+            })
+            .collect(),
         slurm: None,
     };
     // The first files are written into a hidden staging folder that is renamed into place when
@@ -291,6 +324,16 @@ pub fn run_manifest(
         crate::bundle::write::write_host(writer.dir(), &host)?;
         test_pause("host");
         crate::bundle::write::write_provenance(writer.dir(), &before)?;
+        for b in &built {
+            writer.write_environment(
+                &b.name,
+                &[
+                    ("lock.txt", b.lock.as_bytes()),
+                    ("freeze.txt", b.freeze.as_bytes()),
+                    ("python.txt", b.python.as_bytes()),
+                ],
+            )?;
+        }
         test_pause("provenance");
         Ok(())
     };

@@ -113,6 +113,7 @@ fn setup(jobs: u32) -> (Plan, tempfile::TempDir, Mutex<BundleWriter>) {
         fallback_seed: 1,
         layout: crate::bundle::plan_file::RUN_FOLDER_LAYOUT,
         allocators: Default::default(),
+        environments: Default::default(),
         plans_cpus: true,
     };
     let plan = expand(&m, &ctx).unwrap();
@@ -136,6 +137,7 @@ fn setup(jobs: u32) -> (Plan, tempfile::TempDir, Mutex<BundleWriter>) {
         seed: None,
         notes: vec![],
         executor: None,
+        environments: Default::default(),
         slurm: None,
     };
     let writer = Mutex::new(BundleWriter::create(&bundle, info).unwrap());

@@ -47,6 +47,7 @@ mod check_means_runnable;
 mod cli_docs;
 mod cli_front;
 mod containment_nesting;
+mod environments;
 mod exec_process;
 mod experiments_e2e;
 mod manifest_errors;

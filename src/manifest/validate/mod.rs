@@ -31,9 +31,11 @@ use super::model::Manifest;
 use super::template::BUILTINS;
 use validator::{Val, Validator, did_you_mean, entries, found, is_placeholder_name, join_normalized};
 
+pub use environments::ENVIRONMENT_KEY;
 pub use validator::MAX_DURATION;
 
 mod command;
+mod environments;
 mod executor;
 mod experiment;
 mod format;
@@ -57,6 +59,7 @@ const SECTIONS: &[(&str, &[&str])] = &[
     ("provenance", provenance::KEYS),
     ("report", report::KEYS),
     ("executor", executor::KEYS),
+    ("environments", &[]),
 ];
 
 /// The keys accepted at the top level: `format` and every section.
@@ -129,6 +132,7 @@ pub(crate) fn validate(source: &str, path: &Path, base_dir: &Path) -> Result<Man
     let provenance = v.provenance(&root, base_dir);
     let report = v.report(&root, &matrix);
     let executor = v.executor(&root, &isolation);
+    let environments = v.environments(&root, base_dir, &matrix);
 
     if !v.diags.is_empty() {
         let mut items = v.diags;
@@ -155,6 +159,7 @@ pub(crate) fn validate(source: &str, path: &Path, base_dir: &Path) -> Result<Man
         provenance,
         report,
         executor,
+        environments,
         spans: v.spans,
     })
 }
@@ -183,7 +188,8 @@ mod tests {
                 "measure",
                 "provenance",
                 "report",
-                "executor"
+                "executor",
+                "environments"
             ]
         );
     }

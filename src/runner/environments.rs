@@ -1,0 +1,380 @@
+//! Building the `[environments]` of a manifest with uv, in the preflight (never in a run's timed
+//! window; DESIGN 3 and 5):
+//!
+//! 1. resolve: `uv pip compile --generate-hashes --no-header --exclude-newer <time>` of the
+//!    requirements (with `--python`, `--find-links`, `--no-index` as given), tried `--offline`
+//!    first (uv's cache) and online only when that fails. The time is the session's start, or the
+//!    time an archived bundle recorded (`rerun`), so a rerun resolves the same versions even after
+//!    newer releases. `resume` takes the bundle's lock.txt as it is.
+//! 2. install: one venv per lock, `<cache>/venvs/<lock sha256>` ([`super::cache_dir`]), made with
+//!    `uv venv` and filled with `uv pip sync` (offline first), then marked complete. A complete venv
+//!    is reused by every run, rerun and resume with the same lock; a folder without the mark (a
+//!    build that was killed) is built again. A lock file (`flock`) keeps two runners from building
+//!    the same venv at once.
+//! 3. check: `uv pip freeze` of the venv must list exactly the lock's `name==version` pins;
+//!    otherwise the preflight refuses (a venv changed by hand since it was built).
+//!
+//! The bundle keeps, per environment, `environments/<name>/lock.txt`, `freeze.txt` and
+//! `python.txt` (the interpreter's `sys.version` and path).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::manifest::{EnvironmentSpec, Manifest};
+use crate::plan::RunEnvironment;
+
+/// One built environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Built {
+    /// `[environments.<name>]`.
+    pub name: String,
+    /// lock.txt: `uv pip compile` output.
+    pub lock: String,
+    /// sha256 (hex) of `lock`.
+    pub lock_sha256: String,
+    /// The `--exclude-newer` time the lock was resolved with (RFC 3339), `None` for a lock taken
+    /// from a bundle as it is.
+    pub exclude_newer: Option<String>,
+    /// The venv folder.
+    pub venv: PathBuf,
+    /// freeze.txt: `uv pip freeze` of the venv.
+    pub freeze: String,
+    /// python.txt: the interpreter's version and path.
+    pub python: String,
+    /// Whether the venv was already built (nothing installed this time).
+    pub reused: bool,
+}
+
+impl Built {
+    /// What the plan needs of it.
+    pub fn run_environment(&self) -> RunEnvironment {
+        RunEnvironment {
+            name: self.name.clone(),
+            lock_sha256: Some(self.lock_sha256.clone()),
+            venv: Some(self.venv.clone()),
+        }
+    }
+}
+
+/// The plan context's map of built environments.
+pub fn context_map(built: &[Built]) -> BTreeMap<String, RunEnvironment> {
+    built
+        .iter()
+        .map(|b| (b.name.clone(), b.run_environment()))
+        .collect()
+}
+
+/// How the locks are made.
+#[derive(Debug, Clone)]
+pub enum Locks {
+    /// Resolve with `--exclude-newer` this time (RFC 3339 UTC).
+    Resolve(String),
+    /// Use these lock texts by environment name (`resume`); an environment without one is
+    /// resolved with the time given.
+    Given(BTreeMap<String, String>, String),
+}
+
+/// Builds every environment of `manifest` (none: nothing to do), saying what it does on stderr
+/// unless `quiet`.
+///
+/// # Errors
+/// One message per environment that could not be built or whose venv does not match its lock;
+/// uv missing from PATH is one message saying `pip install uv`.
+pub fn build_all(manifest: &Manifest, locks: &Locks, quiet: bool) -> Result<Vec<Built>, Vec<String>> {
+    if manifest.environments.is_empty() {
+        return Ok(Vec::new());
+    }
+    let uv = find_uv().map_err(|e| vec![e])?;
+    let Some(cache) = super::cache_dir() else {
+        return Err(vec![format!(
+            "no cache folder for the Python environments: set {} (or XDG_CACHE_HOME or HOME)",
+            super::CACHE_VAR
+        )]);
+    };
+    let mut built = Vec::new();
+    let mut problems = Vec::new();
+    for (name, spec) in &manifest.environments {
+        let (given, time) = match locks {
+            Locks::Resolve(t) => (None, t.clone()),
+            Locks::Given(map, t) => (map.get(name).cloned(), t.clone()),
+        };
+        match build_one(&uv, &cache, name, spec, given, &time, quiet) {
+            Ok(b) => built.push(b),
+            Err(e) => problems.push(format!("environment `{name}`: {e}")),
+        }
+    }
+    if problems.is_empty() {
+        Ok(built)
+    } else {
+        Err(problems)
+    }
+}
+
+fn say(quiet: bool, text: std::fmt::Arguments<'_>) {
+    if !quiet {
+        eprintln!("{text}");
+    }
+}
+
+/// `uv` on PATH.
+fn find_uv() -> Result<PathBuf, String> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join("uv"))
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            "uv is not on PATH; [environments] are built with uv: `pip install uv` (or see https://docs.astral.sh/uv/)".to_string()
+        })
+}
+
+/// Runs `cmd`, returning stdout, or stderr's last lines in the error.
+fn output(cmd: &mut Command, what: &str) -> Result<String, String> {
+    let out = cmd
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("{what}: cannot run: {e}"))?;
+    if out.status.success() {
+        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    let tail: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    let tail = tail[tail.len().saturating_sub(6)..].join("\n    ");
+    Err(format!("{what} failed ({}):\n    {tail}", out.status))
+}
+
+fn uv_command(uv: &Path) -> Command {
+    let mut cmd = Command::new(uv);
+    // uv's own progress bars would go to our stderr; its errors are kept.
+    cmd.env("UV_NO_PROGRESS", "1").env_remove("VIRTUAL_ENV");
+    cmd
+}
+
+fn index_args(cmd: &mut Command, spec: &EnvironmentSpec) {
+    for link in &spec.find_links {
+        cmd.arg("--find-links").arg(link);
+    }
+    if spec.no_index {
+        cmd.arg("--no-index");
+    }
+}
+
+/// Runs the command made by `make` with `--offline` first, then without.
+fn offline_first(make: impl Fn() -> Command, what: &str) -> Result<String, String> {
+    let mut offline = make();
+    offline.arg("--offline");
+    match output(&mut offline, what) {
+        Ok(out) => Ok(out),
+        Err(_) => output(&mut make(), what),
+    }
+}
+
+fn build_one(
+    uv: &Path,
+    cache: &Path,
+    name: &str,
+    spec: &EnvironmentSpec,
+    given: Option<String>,
+    time: &str,
+    quiet: bool,
+) -> Result<Built, String> {
+    let tmp = tempfile::Builder::new()
+        .prefix("hwr-exp-env-")
+        .tempdir()
+        .map_err(|e| format!("cannot create a temporary folder: {e}"))?;
+    let (lock, exclude_newer) = match given {
+        Some(lock) => (lock, None),
+        None => {
+            say(
+                quiet,
+                format_args!("environment {name}: resolving with uv pip compile (exclude-newer {time})"),
+            );
+            let input = tmp.path().join("requirements.in");
+            std::fs::write(&input, spec.requirements.join("\n") + "\n")
+                .map_err(|e| format!("{}: {e}", input.display()))?;
+            let lock = offline_first(
+                || {
+                    let mut cmd = uv_command(uv);
+                    // Run in the temporary folder with a relative input and no annotations, so
+                    // that the lock holds no temporary path: the same resolution, the same lock.
+                    cmd.current_dir(tmp.path())
+                        .args([
+                            "pip",
+                            "compile",
+                            "--quiet",
+                            "--generate-hashes",
+                            "--no-header",
+                            "--no-annotate",
+                        ])
+                        .arg("--exclude-newer")
+                        .arg(time)
+                        .arg("requirements.in");
+                    if let Some(p) = &spec.python {
+                        cmd.arg("--python").arg(p);
+                    }
+                    index_args(&mut cmd, spec);
+                    cmd
+                },
+                "uv pip compile",
+            )?;
+            (lock, Some(time.to_string()))
+        }
+    };
+    let lock_sha256 = crate::digest::sha256_bytes(lock.as_bytes());
+    let venvs = cache.join("venvs");
+    std::fs::create_dir_all(&venvs).map_err(|e| format!("{}: {e}", venvs.display()))?;
+    let venv = venvs.join(&lock_sha256);
+    let complete = venv.join(".hwr-exp-complete");
+    let guard = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(venvs.join(format!("{lock_sha256}.lock")))
+        .map_err(|e| format!("{}: {e}", venvs.display()))?;
+    rustix::fs::flock(&guard, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(|e| format!("locking {}: {e}", venv.display()))?;
+    let reused = complete.is_file();
+    if reused {
+        say(
+            quiet,
+            format_args!("environment {name}: reusing {}", venv.display()),
+        );
+    } else {
+        say(
+            quiet,
+            format_args!(
+                "environment {name}: building {} (uv venv, uv pip sync)",
+                venv.display()
+            ),
+        );
+        if venv.exists() {
+            std::fs::remove_dir_all(&venv)
+                .map_err(|e| format!("removing the unfinished {}: {e}", venv.display()))?;
+        }
+        let mut cmd = uv_command(uv);
+        cmd.args(["venv", "--quiet"]).arg(&venv);
+        if let Some(p) = &spec.python {
+            cmd.arg("--python").arg(p);
+        }
+        output(&mut cmd, "uv venv")?;
+        let lock_file = tmp.path().join("lock.txt");
+        std::fs::write(&lock_file, &lock).map_err(|e| format!("{}: {e}", lock_file.display()))?;
+        let python = venv.join("bin").join("python");
+        offline_first(
+            || {
+                let mut cmd = uv_command(uv);
+                cmd.args(["pip", "sync", "--quiet", "--require-hashes"])
+                    .arg("--python")
+                    .arg(&python)
+                    .arg(&lock_file);
+                index_args(&mut cmd, spec);
+                cmd
+            },
+            "uv pip sync",
+        )?;
+        std::fs::write(&complete, format!("{lock_sha256}\n"))
+            .map_err(|e| format!("{}: {e}", complete.display()))?;
+    }
+    let python = venv.join("bin").join("python");
+    let freeze = output(
+        uv_command(uv).args(["pip", "freeze", "--python"]).arg(&python),
+        "uv pip freeze",
+    )?;
+    let version = output(
+        Command::new(&python).args(["-c", "import sys; print(sys.version); print(sys.executable)"]),
+        "python --version",
+    )?;
+    drop(guard);
+    let problems = mismatch(&lock, &freeze);
+    if !problems.is_empty() {
+        return Err(format!(
+            "the venv {} does not match its lock ({}); remove the folder to rebuild it",
+            venv.display(),
+            problems.join(", ")
+        ));
+    }
+    Ok(Built {
+        name: name.to_string(),
+        lock,
+        lock_sha256,
+        exclude_newer,
+        venv,
+        freeze,
+        python: version,
+        reused,
+    })
+}
+
+/// `name==version` pins of a lock or a freeze, names normalized (PEP 503: lowercase, runs of
+/// `-_.` as `-`).
+pub fn pins(text: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        if line.starts_with([' ', '\t', '#']) || line.trim().is_empty() {
+            continue;
+        }
+        let line = line.trim_end_matches('\\').trim();
+        let line = line.split(';').next().unwrap_or(line).trim();
+        if let Some((name, version)) = line.split_once("==") {
+            out.insert(normalize(name), version.trim().to_string());
+        }
+    }
+    out
+}
+
+fn normalize(name: &str) -> String {
+    let mut out = String::new();
+    let mut sep = false;
+    for c in name.trim().chars() {
+        if matches!(c, '-' | '_' | '.') {
+            sep = true;
+        } else {
+            if sep && !out.is_empty() {
+                out.push('-');
+            }
+            sep = false;
+            out.push(c.to_ascii_lowercase());
+        }
+    }
+    out
+}
+
+/// How the freeze differs from the lock, one entry per package; empty when they agree.
+pub fn mismatch(lock: &str, freeze: &str) -> Vec<String> {
+    let (a, b) = (pins(lock), pins(freeze));
+    let mut out = Vec::new();
+    for (name, v) in &a {
+        match b.get(name) {
+            Some(w) if w == v => {}
+            Some(w) => out.push(format!("{name} {v} locked, {w} installed")),
+            None => out.push(format!("{name} {v} locked, not installed")),
+        }
+    }
+    for (name, w) in &b {
+        if !a.contains_key(name) {
+            out.push(format!("{name} {w} installed, not locked"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_and_freeze_pins_are_compared_by_normalized_name() {
+        let lock = "tiny-pkg==1.0 \\\n    --hash=sha256:ab\nnumpy==2.0.1 ; python_version >= '3.9' \\\n    --hash=sha256:cd\n";
+        let freeze = "Tiny_Pkg==1.0\nnumpy==2.0.1\n";
+        assert!(mismatch(lock, freeze).is_empty());
+        let freeze = "tiny.pkg==2.0\nextra==1\n";
+        assert_eq!(
+            mismatch(lock, freeze),
+            [
+                "numpy 2.0.1 locked, not installed",
+                "tiny-pkg 1.0 locked, 2.0 installed",
+                "extra 1 installed, not locked"
+            ]
+        );
+    }
+}
