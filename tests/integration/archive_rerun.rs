@@ -240,14 +240,15 @@ fn interrupted_rerun_at_recorded_revision_removes_its_worktree() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // The rerun's run sleeps in its worktree: the rerun is in flight.
+    // The rerun's run sleeps in its worktree: the rerun is in flight. The worktree is counted
+    // only then: `git worktree list` fails while a worktree is half made.
     let marker = run_marker(repo.path());
     wait_for("the rerun's run to start", Duration::from_secs(20), || {
-        worktrees(repo.path()) >= 2
-            && processes_with_env(&marker)
-                .iter()
-                .any(|(_, cmd)| cmd.starts_with("sleep 30"))
+        processes_with_env(&marker)
+            .iter()
+            .any(|(_, cmd)| cmd.starts_with("sleep 30"))
     });
+    assert_eq!(worktrees(repo.path()), 2, "the rerun's worktree");
     signal(child.id(), Signal::INT);
     let out = child.wait_with_output().unwrap();
     assert_eq!(code(&out), 130, "{}", stderr(&out));
