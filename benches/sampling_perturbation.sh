@@ -4,8 +4,9 @@
 # MiB, touches it, then loops ITERATIONS times over mmap + touch + munmap: each munmap waits while
 # a page-table walk of the process (smaps_rollup) holds its memory-map lock.
 #
-# Alternated pairs: the program by hand, then under `hwr-exp run` with default settings (sampling
-# every 100ms), PAIRS times. Prints the program's own total time (its clock, so hwr-exp's start-up
+# Alternated pairs: the program by hand (pinned with `taskset` to the CPU hwr-exp's `cpus = "auto"`
+# picks, the first allowed one: an unpinned program may use both CPUs of a loaded 2-CPU machine),
+# then under `hwr-exp run` with default settings (sampling every 100ms), PAIRS times. Prints the program's own total time (its clock, so hwr-exp's start-up
 # is not counted) for both, min/median/max, and the ratio hwr-exp/hand per pair. Never asserts.
 # Usage: benches/sampling_perturbation.sh [size-mib=auto] [iterations=200000] [pairs=5] [interval=default]
 # size-mib auto: 4096 where MemAvailable is above 12 GiB, else 2048 (the figure printed says which).
@@ -36,13 +37,14 @@ repetitions = 1
 timeout = "600s"
 $measure_section
 TOML
+cpu=$(python3 -c 'import os; print(min(os.sched_getaffinity(0)))')
 echo "workload: map ${size} MiB, touch, ${iterations} x (mmap + touch + munmap of 64 KiB); ${pairs} alternated pairs"
-echo "hwr-exp: sample-interval ${interval:-default (100ms)}; $(nproc) CPUs; MemAvailable $((avail_kib / 1024)) MiB"
+echo "hwr-exp: sample-interval ${interval:-default (100ms)}; both pinned to CPU $cpu; $(nproc) CPUs; MemAvailable $((avail_kib / 1024)) MiB; load $(cut -d' ' -f1-3 /proc/loadavg)"
 : > "$work/times"
 for i in $(seq 1 "$pairs"); do
-  hand=$("$work/mmap_loop" "$size" "$iterations" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total-seconds"])')
+  hand=$(taskset -c "$cpu" "$work/mmap_loop" "$size" "$iterations" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total-seconds"])')
   rm -rf "$work/results"
-  "$bin" run "$work/perturb.toml" --quiet --results-dir "$work/results" > /dev/null
+  "$bin" run "$work/perturb.toml" --quiet --results-dir "$work/results" > /dev/null 2>&1
   run=$(ls -d "$work"/results/perturb/*/runs/*)
   hwr=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["total-seconds"])' "$run"/*-r1.json)
   python3 - "$run/run.json" "$hand" "$hwr" >> "$work/times" <<'PY'

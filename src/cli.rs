@@ -171,8 +171,9 @@ pub const MAX_TENSOR_ELEMENTS: u64 = 1 << 30;
 /// else is a usage error (exit 2).
 #[derive(Debug, Clone, Args)]
 pub struct RetentionArgs {
-    /// What each iteration does: get_tensor (parse + owned copy), view (parse + borrowed view),
-    /// reuse (read the cached copy; the control).
+    /// What each iteration does: get_tensor (look the tensor up in the reader, whose header was
+    /// parsed once, and copy it into a new owned buffer), view (look it up, borrowed view, no
+    /// copy), reuse (read the one cached copy; the control).
     #[arg(long, value_enum)]
     pub mode: ProbeMode,
     /// f32 elements of the synthetic tensor `weight` (values 0..N).

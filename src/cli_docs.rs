@@ -16,13 +16,14 @@ pub const BIN_NAME: &str = "hwr-exp";
 #[derive(Debug, thiserror::Error)]
 pub enum CliDocsError {
     /// `hwr-exp man A B` names a subcommand that does not exist.
-    #[error("no subcommand `{path}`; subcommands of `{parent}`: {available}")]
+    #[error("no subcommand `{path}`; {available}")]
     UnknownCommand {
         /// The subcommand path as given, space separated.
         path: String,
         /// The deepest command that exists on the path (`hwr-exp`, `hwr-exp probe`).
         parent: String,
-        /// Its subcommands, comma separated.
+        /// What there is instead: `subcommands of `hwr-exp probe`: safetensors-retention` (hidden
+        /// ones left out), or `` `hwr-exp report` has no subcommands``.
         available: String,
     },
     /// Writing to the output failed.
@@ -59,15 +60,23 @@ pub fn man_page(path: &[String], out: &mut dyn Write) -> Result<(), CliDocsError
     let mut cmd = command();
     let mut walked = vec![BIN_NAME.to_string()];
     for name in path {
-        let Some(sub) = cmd.find_subcommand(name).cloned() else {
+        let found = cmd.find_subcommand(name).cloned();
+        let Some(sub) = found else {
+            let names: Vec<String> = cmd
+                .get_subcommands()
+                .filter(|s| !s.is_hide_set())
+                .map(|s| s.get_name().to_string())
+                .collect();
+            let parent = walked.join(" ");
+            let available = if names.is_empty() {
+                format!("`{parent}` has no subcommands")
+            } else {
+                format!("subcommands of `{parent}`: {}", names.join(", "))
+            };
             return Err(CliDocsError::UnknownCommand {
                 path: path.join(" "),
-                parent: walked.join(" "),
-                available: cmd
-                    .get_subcommands()
-                    .map(|s| s.get_name().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                parent,
+                available,
             });
         };
         walked.push(name.clone());
@@ -85,7 +94,7 @@ pub fn man_page(path: &[String], out: &mut dyn Write) -> Result<(), CliDocsError
 const SEE_ALSO: &str = r#".SH "SEE ALSO"
 The page of each subcommand is printed by \fBhwr\-exp man\fR \fISUBCOMMAND\fR, e.g.
 \fBhwr\-exp man run | man \-l \-\fR.
-Shell completions: \fBhwr\-exp completions\fR \fIbash\fR|\fIzsh\fR|\fIfish\fR.
+Shell completions: \fBhwr\-exp completions\fR \fIbash\fR|\fIzsh\fR|\fIfish\fR|\fIelvish\fR|\fIpowershell\fR.
 "#;
 
 #[cfg(test)]

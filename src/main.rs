@@ -53,7 +53,7 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
         Command::Probe(ProbeCommand::SafetensorsRetention(args)) => probe_retention(&args)?,
         Command::Report(args) => {
             let options = report::ReportOptions {
-                bundle: args.bundle,
+                bundle: bundle_named(&args.bundle)?,
                 format: args.format,
                 plot: args.plot,
                 width: table_width(args.wide),
@@ -64,8 +64,8 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
         }
         Command::Compare(CompareArgs { a, b, format, wide }) => {
             let options = report::CompareOptions {
-                a,
-                b,
+                a: bundle_named(&a)?,
+                b: bundle_named(&b)?,
                 format,
                 width: table_width(wide),
             };
@@ -229,6 +229,17 @@ fn results_dir(given: Option<&Path>) -> PathBuf {
     }
 }
 
+/// The bundle folder a command-line name stands for ([`archive::locate`]: the folder itself, an
+/// experiment or results folder's newest bundle, `latest`, `latest~N`); which one, on stderr
+/// when the name was a shorter one.
+fn bundle_named(name: &Path) -> Result<PathBuf, Failure> {
+    let located = archive::locate::locate(name, &results_dir(None)).map_err(archive_failure)?;
+    if let Some(note) = &located.note {
+        ui::to_stderr(format_args!("note: {note}"));
+    }
+    Ok(located.bundle)
+}
+
 /// `hwr-exp list [DIR] [--format table|json]`.
 fn list(args: &ListArgs) -> Result<i32, Failure> {
     let (entries, problems) =
@@ -238,8 +249,9 @@ fn list(args: &ListArgs) -> Result<i32, Failure> {
 
 /// `hwr-exp verify BUNDLE`: 0 when intact, 1 with the list of problems.
 fn verify(args: &VerifyArgs) -> Result<i32, Failure> {
-    let v = archive::verify::verify(&args.bundle).map_err(archive_failure)?;
-    ui::verification(&args.bundle, &v)
+    let bundle = bundle_named(&args.bundle)?;
+    let v = archive::verify::verify(&bundle).map_err(archive_failure)?;
+    ui::verification(&bundle, &v)
 }
 
 /// `hwr-exp rerun BUNDLE [--at-recorded-revision]`: what differs from the archived bundle on
@@ -256,7 +268,7 @@ fn rerun(args: &RerunArgs) -> Result<i32, Failure> {
         quiet: args.quiet,
         at_recorded_revision: args.at_recorded_revision,
     };
-    let rerun = archive::rerun::prepare(&args.bundle, &opts).map_err(archive_failure)?;
+    let rerun = archive::rerun::prepare(&bundle_named(&args.bundle)?, &opts).map_err(archive_failure)?;
     ui::rerun_header(&rerun);
     let report = rerun
         .run(&ProcessLauncher::new(), signals.cancel_flag())
@@ -272,7 +284,7 @@ fn resume(args: &ResumeArgs) -> Result<i32, Failure> {
         quiet: args.quiet,
     };
     let report = archive::resume::resume(
-        &args.bundle,
+        &bundle_named(&args.bundle)?,
         &opts,
         &ProcessLauncher::new(),
         signals.cancel_flag(),

@@ -43,11 +43,36 @@ pub fn to_stdout(
     let mut out = BufWriter::new(io::stdout().lock());
     match write(&mut out).and_then(|()| out.flush()) {
         Ok(()) => Ok(exit_codes::SUCCESS),
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(exit_codes::SUCCESS),
+        Err(e) if reader_gone(&e) => Ok(exit_codes::SUCCESS),
         Err(e) => Err(Failure::environment(
             anyhow::Error::new(e).context("cannot write to stdout"),
         )),
     }
+}
+
+/// Whether a write error says the reader closed the pipe: an `EPIPE` anywhere in its chain of
+/// causes (a serializer or a formatter may wrap the `io::Error` it met).
+fn reader_gone(error: &io::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = cause {
+        if let Some(io) = e.downcast_ref::<io::Error>() {
+            if io.kind() == io::ErrorKind::BrokenPipe {
+                return true;
+            }
+            // `io::Error::source` skips the error it wraps (it returns that error's source).
+            if let Some(inner) = io.get_ref() {
+                cause = Some(inner);
+                continue;
+            }
+        }
+        if let Some(json) = e.downcast_ref::<serde_json::Error>()
+            && json.io_error_kind() == Some(io::ErrorKind::BrokenPipe)
+        {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
 }
 
 /// A command's whole text output (`report`, `compare`, `plan --format sbatch`) on stdout.
@@ -89,7 +114,7 @@ pub fn print_error(error: &anyhow::Error) {
 }
 
 /// Prints a finished session: a drift warning and the summary line on stderr (unless `quiet`),
-/// the bundle path on stdout; returns the session's exit code. The bundle is written by now: a
+/// the bundle path on stdout, then (unless `quiet`) the next command on stderr ([`next_command`]); returns the session's exit code. The bundle is written by now: a
 /// closed stdout or stderr (`| head`, `| true`) changes nothing, the exit code is the session's.
 pub fn finished(report: &SessionReport, quiet: bool) -> i32 {
     if !quiet {
@@ -107,7 +132,22 @@ pub fn finished(report: &SessionReport, quiet: bool) -> i32 {
     }
     let mut out = io::stdout().lock();
     let _ = writeln!(out, "{}", display_path(&report.bundle).display()).and_then(|()| out.flush());
+    drop(out);
+    if !quiet {
+        to_stderr(format_args!("next: {}", next_command(report)));
+    }
     report.exit_code
+}
+
+/// The command to run next on a session's bundle: `hwr-exp resume <path>` when runs are left
+/// (interrupted, failed), else `hwr-exp report <path>`; the path quoted for a shell when needed.
+pub fn next_command(report: &SessionReport) -> String {
+    let path = display_path(&report.bundle).display().to_string();
+    let path = crate::plan::render::sh_quote(&path);
+    match report.status {
+        crate::bundle::BundleStatus::Complete => format!("hwr-exp report {path}"),
+        _ => format!("hwr-exp resume {path}"),
+    }
 }
 
 /// The closing list of a session's runs that are not ok, on stderr: each run's reason and the last

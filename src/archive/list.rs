@@ -298,7 +298,7 @@ pub fn write_table(entries: &[ListEntry], out: &mut impl Write) -> io::Result<()
 /// # Errors
 /// Write errors.
 pub fn write_json(entries: &[ListEntry], out: &mut impl Write) -> io::Result<()> {
-    serde_json::to_writer_pretty(&mut *out, entries).map_err(io::Error::other)?;
+    serde_json::to_writer_pretty(&mut *out, entries).map_err(io::Error::from)?;
     writeln!(out)
 }
 

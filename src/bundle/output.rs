@@ -568,14 +568,104 @@ pub fn check_output(path: &Path, format: OutputFormat) -> (OutputCheck, Option<S
     match read_output(file, &Interest::default(), &mut |_| {}) {
         Ok(_) => (OutputCheck::Valid, None),
         Err(OutputError::Empty) => (OutputCheck::Empty, None),
+        Err(OutputError::Invalid(e)) => {
+            let quoted = match e.classify() {
+                serde_json::error::Category::Syntax | serde_json::error::Category::Data => {
+                    bytes_at(path, e.line(), e.column())
+                }
+                _ => None,
+            };
+            let text = match quoted {
+                Some(q) => format!("{e}, at {q}"),
+                None => e.to_string(),
+            };
+            (OutputCheck::Invalid, Some(text))
+        }
         Err(e) => (OutputCheck::Invalid, Some(e.to_string())),
     }
+}
+
+/// Bytes quoted from where a JSON parser stopped.
+const QUOTED_BYTES: usize = 24;
+
+/// The first [`QUOTED_BYTES`] bytes of the file at `path` from `line` (1-based) and `column`
+/// (1-based, in bytes, as serde_json counts them), up to the end of that line, made printable and
+/// quoted: `"Traceback (most recent c…"`. `None` when the file cannot be read again or the place
+/// is past its end.
+fn bytes_at(path: &Path, line: usize, column: usize) -> Option<String> {
+    use std::io::BufRead;
+    let mut reader = BufReader::new(open_regular(path).ok()?);
+    for _ in 1..line {
+        // A line is skipped in pieces so a huge one is never held whole.
+        loop {
+            let (done, used) = {
+                let chunk = reader.fill_buf().ok()?;
+                if chunk.is_empty() {
+                    return None;
+                }
+                match chunk.iter().position(|b| *b == b'\n') {
+                    Some(i) => (true, i + 1),
+                    None => (false, chunk.len()),
+                }
+            };
+            reader.consume(used);
+            if done {
+                break;
+            }
+        }
+    }
+    let skip = column.saturating_sub(1) as u64;
+    io::copy(&mut (&mut reader).take(skip), &mut io::sink()).ok()?;
+    let mut window = Vec::with_capacity(QUOTED_BYTES + 4);
+    (&mut reader)
+        .take(QUOTED_BYTES as u64 + 4)
+        .read_to_end(&mut window)
+        .ok()?;
+    let end = window.iter().position(|b| *b == b'\n').unwrap_or(window.len());
+    let window = &window[..end];
+    if window.is_empty() {
+        return None;
+    }
+    let more = window.len() > QUOTED_BYTES;
+    let mut text = super::reason::printable(&window[..window.len().min(QUOTED_BYTES)]);
+    if more {
+        text.push('…');
+    }
+    Some(format!("\"{text}\""))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::fs;
+
+    #[test]
+    fn invalid_output_quotes_the_bytes_the_parser_stopped_at() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("o");
+        let why = |bytes: &[u8]| {
+            fs::write(&p, bytes).unwrap();
+            let (check, why) = check_output(&p, OutputFormat::Json);
+            assert_eq!(check, OutputCheck::Invalid);
+            why.unwrap()
+        };
+        assert_eq!(
+            why(b"Traceback (most recent call last):\n  File x\n"),
+            "expected value at line 1 column 1, at \"Traceback (most recent c\u{2026}\""
+        );
+        assert_eq!(
+            why(b"{\"a\": 1} and more"),
+            "trailing characters at line 1 column 10, at \"and more\""
+        );
+        assert_eq!(
+            why(b"{\n  \"a\": nope\n}"),
+            "expected ident at line 2 column 9, at \"ope\""
+        );
+        let escaped = why(b"\x1b[31mred\x1b[0m");
+        assert!(escaped.ends_with("at \"\\u{1b}[31mred\\u{1b}[0m\""), "{escaped}");
+        // Where the document just ends there is nothing to quote.
+        assert_eq!(why(b"{\"a\": "), "EOF while parsing a value at line 1 column 6");
+    }
 
     fn nested(depth: usize) -> String {
         format!("{}1{}", "[".repeat(depth), "]".repeat(depth))

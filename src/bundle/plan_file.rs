@@ -70,7 +70,7 @@ pub fn write_plan_json(plan: &Plan, out: impl Write) -> io::Result<()> {
     let mut ser = serde_json::Serializer::pretty(out);
     let mut st = (&mut ser)
         .serialize_struct("PlanFile", 8)
-        .map_err(io::Error::other)?;
+        .map_err(io::Error::from)?;
     let fields = (|| {
         st.serialize_field("format", &BUNDLE_FORMAT)?;
         st.serialize_field("order", &plan.order)?;
@@ -85,7 +85,7 @@ pub fn write_plan_json(plan: &Plan, out: impl Write) -> io::Result<()> {
         st.serialize_field("runs", &Runs(plan))?;
         st.end()
     })();
-    fields.map_err(io::Error::other)
+    fields.map_err(io::Error::from)
 }
 
 #[cfg(test)]

@@ -10,7 +10,10 @@
 //! stderr.log is read from its end only ([`TAIL_BYTES`] at most), whatever its size. Bytes that are
 //! not UTF-8 become U+FFFD; control characters (and the Unicode bidirectional controls) are escaped
 //! as `\u{1b}`, so a line never moves the cursor or recolours a terminal; a carriage return keeps what
-//! a terminal would show last (progress bars). Lines are cut to a width with an ellipsis.
+//! a terminal would show last (progress bars). A line made only of escape sequences and blanks (a
+//! colour reset, a cursor show) is not a line. Long text keeps its useful end: [`shorten`] keeps
+//! the first clause (`exit 1: `) and the end (`No such file or directory`), cutting in the middle,
+//! after the last `/` of a path it cuts into; the progress line fits the terminal's width.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
@@ -26,11 +29,12 @@ use crate::exec::Termination;
 /// Most bytes read from the end of a stderr.log.
 pub const TAIL_BYTES: u64 = 64 * 1024;
 
-/// Widest reason, in terminal columns (the ellipsis included).
-pub const REASON_WIDTH: usize = 100;
+/// Widest reason kept, in terminal columns (the ellipsis included): longer ones are [`shorten`]ed.
+/// Where a reason is shown, it is fitted to the width there (the progress line, a table cell).
+pub const REASON_WIDTH: usize = 500;
 
-/// Widest stderr line kept, in terminal columns (the ellipsis included).
-pub const LINE_WIDTH: usize = 160;
+/// Widest stderr line kept, in terminal columns (the ellipsis included), [`shorten`]ed.
+pub const LINE_WIDTH: usize = 500;
 
 /// Why one run is not ok, with the last lines of its stderr.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -76,7 +80,7 @@ impl RunFailure {
 }
 
 /// The one-line reason of a run that is not ok, given the last non-blank line of its stderr (already
-/// made [`printable`]); `None` for an ok run. Cut to [`REASON_WIDTH`] columns with an ellipsis.
+/// made [`printable`]); `None` for an ok run. At most [`REASON_WIDTH`] columns ([`shorten`]).
 pub fn reason(record: &RunRecord, last_stderr_line: Option<&str>) -> Option<String> {
     if record.outcome == Outcome::Ok {
         return None;
@@ -117,7 +121,7 @@ pub fn reason(record: &RunRecord, last_stderr_line: Option<&str>) -> Option<Stri
         OutputCheck::Empty | OutputCheck::Valid => {}
     }
     let mut text = parts.join(", ");
-    if let Some(line) = last_stderr_line.filter(|l| !l.trim().is_empty()) {
+    if let Some(line) = last_stderr_line.filter(|l| !only_escapes_and_blanks(l)) {
         if !text.is_empty() {
             text.push_str(": ");
         }
@@ -126,7 +130,7 @@ pub fn reason(record: &RunRecord, last_stderr_line: Option<&str>) -> Option<Stri
     if text.is_empty() {
         text = "not ok".to_owned();
     }
-    Some(truncate(&text, REASON_WIDTH))
+    Some(shorten(&text, REASON_WIDTH))
 }
 
 /// `SIGKILL` for 9; `signal 77` for a number without a name.
@@ -159,9 +163,9 @@ pub fn read_tail(path: &Path, lines: usize) -> io::Result<Vec<String>> {
         .iter()
         .rev()
         .map(|l| printable(l))
-        .filter(|l| !l.trim().is_empty())
+        .filter(|l| !only_escapes_and_blanks(l))
         .take(lines)
-        .map(|l| truncate(&l, LINE_WIDTH))
+        .map(|l| shorten(&l, LINE_WIDTH))
         .collect();
     tail.reverse();
     Ok(tail)
@@ -186,6 +190,94 @@ pub fn printable(line: &[u8]) -> String {
     }
     out.truncate(out.trim_end().len());
     out
+}
+
+/// Whether a [`printable`] line holds nothing but blanks and terminal escape sequences (as
+/// `printable` writes them: `\u{1b}[0m`, `\u{1b}[?25h`, `\u{1b}]0;title\u{7}`, `\u{1b}(B`):
+/// what a terminal would show of it is empty, so it explains nothing.
+pub fn only_escapes_and_blanks(line: &str) -> bool {
+    const ESC: &str = "\\u{1b}";
+    const BEL: &str = "\\u{7}";
+    let mut rest = line.trim_start();
+    while !rest.is_empty() {
+        let Some(after) = rest.strip_prefix(ESC) else {
+            return false;
+        };
+        rest = if let Some(csi) = after.strip_prefix('[') {
+            // CSI: parameter and intermediate bytes, then one final byte in @..~.
+            let end = csi
+                .find(|c: char| ('@'..='~').contains(&c))
+                .map_or(csi.len(), |i| i + 1);
+            &csi[end..]
+        } else if let Some(osc) = after.strip_prefix(']') {
+            // OSC: up to BEL or ST (ESC and a backslash).
+            let bel = osc.find(BEL).map(|i| i + BEL.len());
+            let st = osc.find(&format!("{ESC}\\")).map(|i| i + ESC.len() + 1);
+            match (bel, st) {
+                (Some(a), Some(b)) => &osc[a.min(b)..],
+                (Some(a), None) | (None, Some(a)) => &osc[a..],
+                (None, None) => "",
+            }
+        } else if let Some(c) = after.chars().next() {
+            // A two-character escape, or a character-set choice (`ESC ( B`).
+            let skip = c.len_utf8();
+            if matches!(c, '(' | ')' | '*' | '+') {
+                let tail = &after[skip..];
+                &tail[tail.chars().next().map_or(0, char::len_utf8)..]
+            } else {
+                &after[skip..]
+            }
+        } else {
+            ""
+        };
+        rest = rest.trim_start();
+    }
+    true
+}
+
+/// `text` within `width` terminal columns, keeping what explains the most: its first clause (up
+/// to the first `: `, when that is short) and its end, joined by `…`. When the cut falls inside a
+/// path, the kept end starts after that path's last `/`:
+/// `exit 2: …missing.py': [Errno 2] No such file or directory`. Text that fits is unchanged;
+/// a width under 16 columns keeps the start alone ([`truncate`]).
+pub fn shorten(text: &str, width: usize) -> String {
+    let columns = |s: &str| s.chars().map(|c| c.width().unwrap_or(0)).sum::<usize>();
+    if columns(text) <= width {
+        return text.to_owned();
+    }
+    if width < 16 {
+        return truncate(text, width);
+    }
+    let (head, rest) = match text.find(": ") {
+        Some(i) if columns(&text[..i + 2]) <= width / 3 => text.split_at(i + 2),
+        _ => ("", text),
+    };
+    let room = width - columns(head) - 1;
+    // The last `room` columns of `rest`.
+    let mut start = rest.len();
+    let mut used = 0;
+    for (i, c) in rest.char_indices().rev() {
+        let w = c.width().unwrap_or(0);
+        if used + w > room {
+            break;
+        }
+        used += w;
+        start = i;
+    }
+    let mut tail = &rest[start..];
+    let cut_mid_word = rest[..start]
+        .chars()
+        .next_back()
+        .is_some_and(|c| !c.is_whitespace());
+    if cut_mid_word {
+        let word_end = tail.find(char::is_whitespace).unwrap_or(tail.len());
+        if let Some(slash) = tail[..word_end].rfind('/')
+            && slash + 1 < tail.len()
+        {
+            tail = &tail[slash + 1..];
+        }
+    }
+    format!("{head}…{}", tail.trim_start())
 }
 
 /// Unicode's explicit bidirectional formatting characters, which reorder the text around them.
@@ -311,12 +403,31 @@ mod tests {
     }
 
     #[test]
-    fn long_reasons_are_cut_with_an_ellipsis() {
+    fn long_reasons_keep_their_first_clause_and_their_end() {
         let failed = record(Termination::Exited, Some(1), None);
-        let long = "x".repeat(300);
+        let long = format!("{}end", "x".repeat(REASON_WIDTH * 2));
         let r = reason(&failed, Some(&long)).unwrap();
         assert_eq!(r.chars().count(), REASON_WIDTH);
-        assert!(r.starts_with("exit 1: xxx") && r.ends_with('…'));
+        assert!(r.starts_with("exit 1: …xxx") && r.ends_with("xxend"), "{r}");
+        let python = "python3: can't open file '/home/someone/projects/a-long-folder-name/experiments/missing_script.py': [Errno 2] No such file or directory";
+        assert_eq!(
+            shorten(&format!("exit 2: {python}"), 80),
+            "exit 2: …missing_script.py': [Errno 2] No such file or directory"
+        );
+        assert_eq!(shorten("spawn failed: short", 80), "spawn failed: short");
+        // No short first clause: the end alone.
+        let r = shorten("word ".repeat(40).trim_end(), 30);
+        assert!(
+            r.starts_with('…') && r.ends_with("word") && r.chars().count() <= 30,
+            "{r}"
+        );
+        assert!(
+            shorten("日本語です日本語です日本語です日本語です", 20)
+                .chars()
+                .map(|c| c.width().unwrap_or(0))
+                .sum::<usize>()
+                <= 20
+        );
         // Wide characters count two columns.
         assert_eq!(truncate("日本語です", 6), "日本…");
         assert_eq!(truncate("short", 6), "short");
@@ -329,6 +440,35 @@ mod tests {
         assert_eq!(printable(b" 10%\r 50%\r100%\r"), "100%");
         assert_eq!(printable("a\u{202e}b".as_bytes()), "a\\u{202e}b");
         assert_eq!(printable(b"trailing   "), "trailing");
+    }
+
+    #[test]
+    fn a_line_of_escape_sequences_and_blanks_is_no_line() {
+        for line in [
+            &b"\x1b[0m"[..],
+            b"  \x1b[?25h \x1b[2K\x1b[1G",
+            b"\x1b]0;title\x07\x1b(B",
+            b"\x1b]8;;\x1b\\",
+            b"\t ",
+        ] {
+            assert!(only_escapes_and_blanks(&printable(line)), "{:?}", printable(line));
+        }
+        for line in [&b"\x1b[31mError\x1b[0m"[..], b"x", b"\x1b[0m done"] {
+            assert!(
+                !only_escapes_and_blanks(&printable(line)),
+                "{:?}",
+                printable(line)
+            );
+        }
+        let failed = record(Termination::Exited, Some(1), None);
+        assert_eq!(
+            reason(&failed, Some(&printable(b"\x1b[0m"))).as_deref(),
+            Some("exit 1")
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stderr.log");
+        std::fs::write(&path, b"Error: disk full\n\x1b[0m\n\x1b[?25h  \n").unwrap();
+        assert_eq!(read_tail(&path, 3).unwrap(), ["Error: disk full"]);
     }
 
     #[test]

@@ -110,7 +110,7 @@ pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> io::Result<()>
 
 fn write_json<T: Serialize>(path: &Path, durability: Durability, value: &T) -> io::Result<()> {
     replace_file(path, durability, |out| {
-        serde_json::to_writer_pretty(&mut *out, value).map_err(io::Error::other)?;
+        serde_json::to_writer_pretty(&mut *out, value).map_err(io::Error::from)?;
         out.write_all(b"\n")
     })
 }
@@ -193,6 +193,26 @@ pub fn remove_stale_temporaries(dir: &Path) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The steps [`test_pause`] knows.
+const PAUSE_STEPS: [&str; 6] = ["staged", "manifest", "plan", "host", "provenance", "published"];
+
+/// Checks the test hook `HWR_TEST_PAUSE_AT` (see [`test_pause`]): unset, or one of its steps; a
+/// misspelt step would never pause and the test waiting for it would hang.
+///
+/// # Errors
+/// The value and the steps.
+pub fn check_test_pause_setting() -> Result<(), String> {
+    match std::env::var_os("HWR_TEST_PAUSE_AT") {
+        None => Ok(()),
+        Some(v) if PAUSE_STEPS.iter().any(|s| v == *s) => Ok(()),
+        Some(v) => Err(format!(
+            "HWR_TEST_PAUSE_AT={:?} (a test hook) is not one of {}",
+            v.to_string_lossy(),
+            PAUSE_STEPS.join(", ")
+        )),
+    }
 }
 
 /// Test hook, for the test suite only (not a user setting): when the environment variable

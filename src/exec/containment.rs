@@ -59,13 +59,31 @@ fn choice() -> Result<Choice, &'static str> {
             Ok(v) if v == "cgroup" => Ok(Choice::Cgroup),
             Ok(v) if v == "process-tree" => Ok(Choice::ProcessTree),
             Ok(v) => Err(format!(
-                "{CONTAINMENT_VAR}={v:?} is not one of auto, cgroup, process-tree"
+                "{CONTAINMENT_VAR}={v:?} is not one of auto (the default), cgroup, process-tree"
             )),
             Err(e) => Err(format!("{CONTAINMENT_VAR}: {e}")),
         })
         .as_ref()
         .map(|c| *c)
         .map_err(String::as_str)
+}
+
+/// Checks the containment setting before any run: [`CONTAINMENT_VAR`] must be one of its values,
+/// and `cgroup` needs a cgroup2 this process can make cgroups in. Run once by the runner's
+/// preflight, so a bad setting is one error before a bundle is made instead of one
+/// `spawn-failed` run per planned run.
+///
+/// # Errors
+/// What is wrong and what the values are.
+pub fn check_setting() -> Result<(), String> {
+    match choice()? {
+        Choice::Cgroup => cgroup::base().map(|_| ()).map_err(|why| {
+            format!(
+                "{CONTAINMENT_VAR}=cgroup, but no cgroup can be made here: {why} (unset it, or use auto or process-tree)"
+            )
+        }),
+        Choice::Auto | Choice::ProcessTree => Ok(()),
+    }
 }
 
 /// Where this process's run cgroups go when that is not inside the runner's own cgroup, and why

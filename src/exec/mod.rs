@@ -89,7 +89,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-pub use containment::{CONTAINMENT_VAR, Containment, placement_note};
+pub use containment::{
+    CONTAINMENT_VAR, Containment, check_setting as check_containment_setting, placement_note,
+};
 pub use environment::{CLEAN_KEPT, CLEAN_KEPT_PREFIX, EnvPolicy, build_env, clean_keeps};
 pub use pinning::pin_current_thread;
 pub use sampling::{MAPPINGS_FILE, PRIOR_NS_PER_PAGE, WALK_BUDGET};

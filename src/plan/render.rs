@@ -42,20 +42,23 @@ pub fn table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
             *w = (*w).max(c.chars().count());
         }
     }
+    // Padding is written out rather than through `{:w$}`: a format width above u16::MAX panics,
+    // and a cell (a long matrix value) can be that wide.
     let line = |out: &mut dyn Write, c: [&str; 5]| {
-        writeln!(
-            out,
-            "{:w0$}  {:w1$}  {:>w2$}  {:w3$}  {}",
-            c[0],
-            c[1],
-            c[2],
-            c[3],
-            c[4],
-            w0 = widths[0],
-            w1 = widths[1],
-            w2 = widths[2],
-            w3 = widths[3]
-        )
+        for (i, (cell, width)) in c.iter().zip(widths).enumerate() {
+            if i > 0 {
+                out.write_all(b"  ")?;
+            }
+            let pad = width.saturating_sub(cell.chars().count());
+            if i == 2 {
+                write_spaces(out, pad)?;
+                out.write_all(cell.as_bytes())?;
+            } else {
+                out.write_all(cell.as_bytes())?;
+                write_spaces(out, pad)?;
+            }
+        }
+        writeln!(out, "  {}", c[4])
     };
     line(out, header)?;
     for r in plan.runs() {
@@ -75,6 +78,18 @@ pub fn table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
         plan.jobs,
         humantime::format_duration(plan.grace)
     )
+}
+
+/// Writes `n` spaces to `out`.
+fn write_spaces(out: &mut dyn Write, n: usize) -> io::Result<()> {
+    const SPACES: [u8; 64] = [b' '; 64];
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(SPACES.len());
+        out.write_all(&SPACES[..k])?;
+        left -= k;
+    }
+    Ok(())
 }
 
 /// One shell line equivalent to the run, for reproducing it by hand:

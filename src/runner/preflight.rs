@@ -95,7 +95,7 @@ pub fn allocator_paths(plan: &Plan) -> Vec<PlanError> {
 
 /// Runs every preflight check and returns every problem found, one message each.
 ///
-/// Checks: each distinct `argv[0]` is found (in the run's `PATH` when it has no `/`), each distinct
+/// Checks: the environment settings (`HWR_CONTAINMENT`, the test hook `HWR_TEST_PAUSE_AT`), each distinct `argv[0]` is found (in the run's `PATH` when it has no `/`), each distinct
 /// workdir exists, `/proc/self/smaps_rollup` is readable when sampling is on, the folder the
 /// repository is discovered from exists, and `<results_dir>/<experiment>` can be created. (The
 /// plan's CPUs were checked against the allowed set when it was made:
@@ -105,6 +105,12 @@ pub fn allocator_paths(plan: &Plan) -> Vec<PlanError> {
 /// The list of problems, when there is any.
 pub fn check(plan: &Plan, results_dir: &Path) -> Result<(), Vec<String>> {
     let mut problems = Vec::new();
+    if let Err(e) = crate::exec::check_containment_setting() {
+        problems.push(e);
+    }
+    if let Err(e) = crate::bundle::write::check_test_pause_setting() {
+        problems.push(e);
+    }
     let mut seen_programs = HashSet::new();
     let mut seen_dirs = HashSet::new();
     for run in plan.runs() {

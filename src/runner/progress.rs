@@ -10,7 +10,7 @@ use std::sync::Mutex;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::bundle::reason::RunFailure;
+use crate::bundle::reason::{RunFailure, shorten};
 use crate::bundle::{Outcome, RunRecord};
 use crate::plan::PlannedRun;
 
@@ -159,12 +159,25 @@ pub struct Lines {
 /// One line describing a finished run: `[ 3/8] 002-reuse-16-r1  ok  exit 0  0.52s`; a run that is
 /// not ok ends with its reason instead of the exit code:
 /// `[ 4/8] 003-reuse-64-r1  failed  0.05s  exit 1: ModuleNotFoundError: No module named 'numpy'`.
-pub fn describe(record: &RunRecord, failure: Option<&RunFailure>, done: usize, total: usize) -> String {
-    let width = total.to_string().len();
+/// With `width`, a long reason is [`shorten`]ed so the line fits that many columns (its first
+/// clause and its end kept).
+pub fn describe(
+    record: &RunRecord,
+    failure: Option<&RunFailure>,
+    done: usize,
+    total: usize,
+    width: Option<usize>,
+) -> String {
+    let digits = total.to_string().len();
     let outcome = record.outcome.as_str();
-    let head = format!("[{done:>width$}/{total}] {}  {outcome}", record.run_id);
+    let head = format!("[{done:>digits$}/{total}] {}  {outcome}", record.run_id);
     if let Some(f) = failure {
-        return format!("{head}  {:.2}s  {}", record.wall_seconds, f.reason);
+        let line = format!("{head}  {:.2}s  ", record.wall_seconds);
+        let reason = match width {
+            Some(w) => shorten(&f.reason, w.saturating_sub(line.chars().count()).max(40)),
+            None => f.reason.clone(),
+        };
+        return format!("{line}{reason}");
     }
     let how = match (record.exit_code, record.signal) {
         (Some(c), _) => format!("exit {c}"),
@@ -184,8 +197,24 @@ impl Progress for Lines {
         total: usize,
     ) {
         let _guard = self.lock.lock();
-        say(format_args!("{}", describe(record, failure, done, total)));
+        say(format_args!(
+            "{}",
+            describe(record, failure, done, total, columns())
+        ));
     }
+}
+
+/// `COLUMNS` when it is a positive number (as clap and most tools read it).
+fn columns() -> Option<usize> {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|c| *c > 0)
+}
+
+/// The width of the terminal on stderr (TIOCGWINSZ).
+fn stderr_width() -> Option<usize> {
+    terminal_size::terminal_size_of(std::io::stderr()).map(|(terminal_size::Width(w), _)| usize::from(w))
 }
 
 /// An indicatif bar with ETA; runs that do not count as `ok` are printed above the bar.
@@ -222,7 +251,8 @@ impl Progress for Bar {
         total: usize,
     ) {
         if record.outcome != Outcome::Ok {
-            self.bar.println(describe(record, failure, done, total));
+            let width = columns().or_else(stderr_width);
+            self.bar.println(describe(record, failure, done, total, width));
         }
         self.bar.set_position(done as u64);
     }

@@ -102,3 +102,29 @@ fn a_cpu_range_outside_the_allowed_set_is_one_error() {
     assert!(err.contains("are not in this process's allowed CPU set"), "{err}");
     assert!(err.contains("-999"), "{err}");
 }
+
+/// Issue 22, item 14: a duration written as a bare number (`timeout = 60`) gets a help line that
+/// shows how to write it, for every duration key.
+#[test]
+fn a_number_for_a_duration_gets_a_help_line() {
+    let dir = tempfile::tempdir().unwrap();
+    for (section, key) in [
+        ("isolation", "timeout"),
+        ("isolation", "grace"),
+        ("measure", "sample-interval"),
+    ] {
+        let text = format!(
+            "format = 1\n[experiment]\nname = \"t\"\n[command]\nshell = \"echo 1\"\noutput-format = \"text\"\n[{section}]\n{key} = 60\n"
+        );
+        let path = crate::support::write_manifest(dir.path(), &text);
+        let out = crate::support::hwr(dir.path(), &["check", path.to_str().unwrap()]);
+        assert_eq!(crate::support::code(&out), 2);
+        let err = crate::support::stderr(&out);
+        assert!(
+            err.contains(&format!(
+                "help: a duration is a string with its unit: `{key} = \"60s\"`"
+            )),
+            "{err}"
+        );
+    }
+}

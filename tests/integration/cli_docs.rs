@@ -162,3 +162,109 @@ fn man_of_an_unknown_subcommand_is_a_usage_error() {
     assert!(stderr(&out).contains("subcommands of `hwr-exp probe`: safetensors-retention"));
     assert!(out.stdout.is_empty());
 }
+
+/// Issue 22, item 14: a command without subcommands says so (not an empty list), and the hidden
+/// `slurm-task` is never offered.
+#[test]
+fn man_names_what_there_is_without_hidden_commands() {
+    let out = hwr(package_root(), &["man", "report", "plan"]);
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("`hwr-exp report` has no subcommands"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains(": \n"), "{}", stderr(&out));
+    let out = hwr(package_root(), &["man", "nosuch"]);
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("subcommands of `hwr-exp`: run"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("slurm-task"), "{}", stderr(&out));
+}
+
+/// Issue 22, item 14: the probe's `--help`, its man page and experiments/size-compare.toml say
+/// what the code does (docs/probe.md, DESIGN 7): `get_tensor` parses the header once, then
+/// looks the tensor up and copies it each iteration.
+#[test]
+fn the_probe_says_the_header_is_parsed_once() {
+    let help = hwr(package_root(), &["probe", "safetensors-retention", "--help"]);
+    let man = hwr(package_root(), &["man", "probe", "safetensors-retention"]);
+    let toml = std::fs::read_to_string(package_root().join("experiments/size-compare.toml")).unwrap();
+    for (what, text) in [
+        ("--help", String::from_utf8_lossy(&help.stdout).into_owned()),
+        ("man", String::from_utf8_lossy(&man.stdout).replace("\\-", "-")),
+        ("size-compare.toml", toml),
+    ] {
+        let words = text
+            .split_whitespace()
+            .map(|w| w.trim_start_matches('#'))
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(words.contains("parsed once"), "{what}: {words}");
+        assert!(
+            !words.contains("parse +") && !words.contains("each iteration),"),
+            "{what}: {words}"
+        );
+    }
+}
+
+/// Issue 22, item 14: the README's commands table names every shell `completions` takes and
+/// every option of `plan`, `rerun` and `resume`; every table row in the README belongs to a table
+/// (a header and a rule above it) and has as many cells as its header.
+#[test]
+fn the_readme_tables_render_and_name_every_option() {
+    let readme = std::fs::read_to_string(package_root().join("README.md")).unwrap();
+    let row_of = |command: &str| {
+        readme
+            .lines()
+            .find(|l| l.starts_with(&format!("| `hwr-exp {command} ")))
+            .unwrap_or_else(|| panic!("no row for {command}"))
+            .to_owned()
+    };
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        assert!(row_of("completions").contains(shell), "{shell}");
+    }
+    for command in ["plan", "rerun", "resume"] {
+        let help = String::from_utf8_lossy(&hwr(package_root(), &[command, "--help"]).stdout).into_owned();
+        let row = row_of(command);
+        for option in help
+            .split_whitespace()
+            .filter(|w| w.starts_with("--") && w.len() > 2)
+        {
+            let option = option.trim_end_matches(',');
+            if option == "--help" || option == "--version" {
+                continue;
+            }
+            assert!(row.contains(option), "README's {command} row lacks {option}");
+        }
+    }
+    let cells = |line: &str| line.replace("\\|", "").matches('|').count();
+    let lines: Vec<&str> = readme.lines().collect();
+    let rule =
+        |l: &str| l.starts_with("|-") || l.starts_with("|:") || l.starts_with("| -") || l.starts_with("|---");
+    let mut header_cells = None;
+    for (i, line) in lines.iter().enumerate() {
+        if !line.starts_with('|') {
+            header_cells = None;
+            continue;
+        }
+        if header_cells.is_none() {
+            assert!(
+                lines.get(i + 1).is_some_and(|next| rule(next)),
+                "README line {}: a row outside a table: {line:.80}",
+                i + 1
+            );
+            header_cells = Some(cells(line));
+        } else {
+            assert_eq!(
+                Some(cells(line)),
+                header_cells,
+                "README line {}: {line:.80}",
+                i + 1
+            );
+        }
+    }
+}

@@ -230,3 +230,48 @@ fn a_report_without_a_control_says_how_to_name_one() {
     assert!(text.contains("[report] control = { KEY = \"VALUE\" }"), "{text}");
     assert!(text.contains("matrix keys: build"), "{text}");
 }
+
+/// Issue 22.5: 64-bit extremes neither wrap nor flip sign, and a number the report cannot hold
+/// is named as out of range (the output check accepts both documents).
+#[test]
+fn extreme_values_are_exact_or_named_out_of_range() {
+    let repo = repo();
+    let doc = |baseline: &str, last: &str| {
+        format!(
+            r#"{{"samples":[{{"phase":"baseline","iterations":0,"private_bytes":{baseline}}},{{"phase":"loop","iterations":1000,"private_bytes":{last}}}]}}"#
+        )
+    };
+    std::fs::write(repo.path().join("max.json"), doc("18446744073709551615", "0")).unwrap();
+    std::fs::write(
+        repo.path().join("min.json"),
+        doc("-9223372036854775808", "9223372036854775807"),
+    )
+    .unwrap();
+    std::fs::write(repo.path().join("huge.json"), doc("0", "1e400")).unwrap();
+    let m = ManifestBuilder::argv("extremes", &["cat", "{case}.json"])
+        .matrix("case", ["max", "min", "huge"])
+        .write(repo.path());
+    let (out, bundle) = run(repo.path(), &m);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = bundle.unwrap();
+    let doc = report_json(repo.path(), &bundle);
+    let runs = doc["runs"].as_array().unwrap();
+    // Exact integers in the JSON text (a reader parsing into f64 rounds them; the text does not).
+    let text = stdout(&hwr(
+        repo.path(),
+        &["report", bundle.to_str().unwrap(), "--format", "json"],
+    ));
+    assert!(
+        text.contains("\"private-bytes\": -18446744073709551615"),
+        "{text}"
+    );
+    assert!(text.contains("\"private-bytes\": 18446744073709551615"), "{text}");
+    let csv = stdout(&hwr(
+        repo.path(),
+        &["report", bundle.to_str().unwrap(), "--format", "csv"],
+    ));
+    assert!(csv.contains(",-18446744073709551615,"), "{csv}");
+    assert!(runs[0]["retention"]["growth"]["private-bytes"].as_f64().unwrap() < 0.0);
+    let excluded = runs[2]["excluded"].as_str().unwrap_or_default();
+    assert!(excluded.contains("out of range"), "{:#}", runs[2]);
+}

@@ -189,9 +189,15 @@ fn two_processes_mapping_one_file_give_the_tree_pss() {
             status.get("pss").is_none() && status["rss-file"].as_u64().is_some(),
             "{status}"
         );
-        // The breakdown names the file, with its file-backed bytes in both processes.
+        // The breakdown names the file, with its file-backed bytes in both processes (the last
+        // breakdown may come after the child exited: the one of both processes is used).
         let mappings = json(&run_dir.join("mappings.json"));
-        let rows = mappings["last"]["rows"].as_array().unwrap();
+        let both = ["first", "last"]
+            .iter()
+            .map(|k| &mappings[*k])
+            .find(|b| b["processes"] == 2)
+            .unwrap_or_else(|| panic!("{mode}: no breakdown of both processes: {mappings}"));
+        let rows = both["rows"].as_array().unwrap();
         let file = rows
             .iter()
             .find(|r| r["name"].as_str().is_some_and(|n| n.ends_with("weights.bin")))

@@ -273,6 +273,18 @@ impl<'s> Validator<'s> {
     }
 
     pub(super) fn duration(&mut self, v: &Val<'_>, key: &str) -> Option<Duration> {
+        if let DeValue::Integer(_) | DeValue::Float(_) = v.get_ref() {
+            // `timeout = 60`: a number without a unit; say how to write it.
+            let number = self.src.get(v.span()).unwrap_or("60").trim().to_owned();
+            self.err(
+                v.span(),
+                format!("expected a duration string for `{key}`, found a number ({number})"),
+                Some(format!(
+                    "a duration is a string with its unit: `{key} = \"{number}s\"` (or \"{number}ms\", \"{number}m\")"
+                )),
+            );
+            return None;
+        }
         let s = self.string(v)?;
         match humantime::parse_duration(s) {
             Ok(d) if d > MAX_DURATION => {

@@ -124,3 +124,54 @@ pub fn rerun_this_test(module_path: &str, name: &str) -> Command {
         .arg("--test-threads=1");
     cmd
 }
+
+/// `hwr-exp ARGS` in `cwd` on a pseudo-terminal `columns` wide and 24 rows high (util-linux
+/// `script`), git isolated as in [`hwr_command`], `TERM=xterm-256color`, `COLUMNS` unset; not
+/// started yet. Its stdout carries everything the terminal received (stdout and stderr, `\r\n`
+/// line ends, the progress bar's redraws); its exit code is hwr-exp's (`script -e`).
+pub fn in_terminal(cwd: &Path, columns: u16, args: &[&str]) -> Command {
+    let words: Vec<String> = std::iter::once(bin().display().to_string())
+        .chain(args.iter().map(|a| (*a).to_owned()))
+        .map(|w| shlex::try_quote(&w).expect("no NUL in a word").into_owned())
+        .collect();
+    let script = format!("stty rows 24 cols {columns}; exec {}", words.join(" "));
+    let mut cmd = Command::new("script");
+    cmd.current_dir(cwd)
+        .args(["-qefc", &script, "/dev/null"])
+        .env("TERM", "xterm-256color")
+        .env_remove("COLUMNS")
+        .stdin(Stdio::null());
+    super::isolate_git(&mut cmd);
+    cmd
+}
+
+/// What a terminal shows of `raw` pseudo-terminal output, roughly: each `\r`-separated piece of a
+/// line after the last erase-line (`ESC [2K`) sequence, escape sequences removed; one entry per
+/// line. Enough to find the lines the progress bar printed above itself.
+pub fn terminal_lines(raw: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(raw);
+    let mut lines = Vec::new();
+    for piece in text.split(['\r', '\n']) {
+        let mut shown = String::new();
+        let mut chars = piece.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c == '\u{1b}' {
+                if chars.peek() == Some(&'[') {
+                    chars.next();
+                    while let Some(&n) = chars.peek() {
+                        chars.next();
+                        if ('@'..='~').contains(&n) {
+                            break;
+                        }
+                    }
+                } else {
+                    chars.next();
+                }
+            } else {
+                shown.push(c);
+            }
+        }
+        lines.push(shown);
+    }
+    lines
+}

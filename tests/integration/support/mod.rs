@@ -24,8 +24,8 @@ pub mod slurm;
 
 pub use cgroup::{CallerCgroup, Cgroup, cgroup_of, run_cgroups_of};
 pub use cli::{
-    bin, code, hwr, hwr_columns, hwr_command, limited, printed_path, rerun_this_test, run, spawn_run, stderr,
-    stdout, wrapped,
+    bin, code, hwr, hwr_columns, hwr_command, in_terminal, limited, printed_path, rerun_this_test, run,
+    spawn_run, stderr, stdout, terminal_lines, wrapped,
 };
 pub use files::{
     binary_bytes, bundle_fixture, bundles, copy_dir, json, package_root, report_text, run_records,

@@ -1,0 +1,123 @@
+//! A stopped reader never tells (issue 22, item 9): every command that prints ends quietly with
+//! exit 0 when its stdout is a pipe nobody reads any more (`| head`), and a table column wider
+//! than a format width can hold (65,535) prints instead of panicking.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use crate::support::{
+    ManifestBuilder, code, hwr, hwr_command, printed_path, repo, source_path, stderr, stdout,
+};
+
+/// Runs `cmd` with stdout a pipe whose read end is already closed (the first write gets EPIPE,
+/// as under `| head` once head has gone); returns the exit code and stderr.
+fn with_closed_stdout(cmd: &mut Command) -> (i32, String) {
+    let (read, write) = rustix::pipe::pipe().expect("pipe");
+    drop(read);
+    let out = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(write))
+        .stderr(Stdio::piped())
+        .output()
+        .expect("hwr-exp runs");
+    (code(&out), stderr(&out))
+}
+
+/// A finished bundle with two ok runs (text output) in `dir`.
+fn bundle(dir: &Path) -> String {
+    let manifest = ManifestBuilder::shell("pipes", "echo 1.5")
+        .text_output()
+        .repetitions(2)
+        .write(dir);
+    let out = hwr(
+        dir,
+        &[
+            "run",
+            manifest.to_str().unwrap(),
+            "--quiet",
+            "--results-dir",
+            "results",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    printed_path(dir, &out).display().to_string()
+}
+
+#[test]
+fn every_printing_command_ends_quietly_when_the_reader_is_gone() {
+    let repo = repo();
+    let dir = repo.path();
+    let bundle = bundle(dir);
+    let manifest = source_path("experiments/size-compare.toml");
+    let manifest = manifest.to_str().unwrap();
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["plan", manifest],
+        vec!["plan", manifest, "--format", "json"],
+        vec!["plan", manifest, "--format", "shell"],
+        vec!["plan", manifest, "--format", "sbatch"],
+        vec!["check", manifest],
+        vec!["schema"],
+        vec!["report", &bundle],
+        vec!["report", &bundle, "--format", "md"],
+        vec!["report", &bundle, "--format", "csv"],
+        vec!["report", &bundle, "--format", "json"],
+        vec!["report", &bundle, "--format", "html"],
+        vec!["compare", &bundle, &bundle],
+        vec!["compare", &bundle, &bundle, "--format", "json"],
+        vec!["list", "results"],
+        vec!["list", "results", "--format", "json"],
+        vec!["verify", &bundle],
+        vec!["man"],
+        vec!["man", "run"],
+        vec!["completions", "bash"],
+        vec!["--help"],
+        vec!["run", "--help"],
+        vec!["--version"],
+    ];
+    let mut problems = Vec::new();
+    for args in &commands {
+        let (code, err) = with_closed_stdout(hwr_command(dir).args(args));
+        // Warnings about the manifest itself may come; nothing about the closed pipe may.
+        let told = err
+            .lines()
+            .any(|l| !l.trim().is_empty() && !l.starts_with("warning: "));
+        if code != 0 || told {
+            problems.push(format!("hwr-exp {}: exit {code}, stderr {err:?}", args.join(" ")));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn plan_prints_a_column_wider_than_a_format_width_can_hold() {
+    let repo = repo();
+    let dir = repo.path();
+    let wide = "x".repeat(70_000);
+    let manifest = ManifestBuilder::shell("wide", "true {v}")
+        .text_output()
+        .matrix("v", [wide.as_str()])
+        .write(dir);
+    let manifest = manifest.to_str().unwrap();
+    let check = hwr(dir, &["check", manifest]);
+    assert_eq!(code(&check), 0, "{}", stderr(&check));
+    for format in ["table", "json", "shell"] {
+        let out = hwr(dir, &["plan", manifest, "--format", format]);
+        assert_eq!(code(&out), 0, "plan --format {format}: {}", stderr(&out));
+        assert!(
+            stdout(&out).contains(&wide),
+            "plan --format {format} lost the value"
+        );
+    }
+    // The table still lines up: the header's `rep` column starts where each row's does.
+    let out = hwr(dir, &["plan", manifest]);
+    let text = stdout(&out);
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    let row = lines.next().unwrap();
+    let cell_end = row.find(&wide).unwrap() + wide.len();
+    assert_eq!(
+        header.find("  rep").map(|i| i + 2),
+        Some(cell_end + 2),
+        "{header:.80}"
+    );
+}
