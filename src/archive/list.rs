@@ -39,8 +39,12 @@ pub struct ListEntry {
     pub provenance_recorded: bool,
     /// Finished runs with outcome `ok`.
     pub runs_ok: usize,
-    /// Finished runs with any other outcome.
+    /// Finished runs with any other outcome but `interrupted` (a run stopped by the user did not
+    /// fail: it counts as not run).
     pub runs_failed: usize,
+    /// Planned runs that are neither ok nor failed: never started, or interrupted (what `resume`
+    /// runs).
+    pub runs_not_run: usize,
     /// Planned runs.
     pub planned_runs: usize,
     /// The bundle this one reruns, relative to the listed folder when inside it.
@@ -203,9 +207,10 @@ fn entry(dir: &Path, base: &Path) -> Result<ListEntry, ArchiveError> {
     let runs_failed = info
         .counts
         .iter()
-        .filter(|(o, _)| **o != Outcome::Ok)
+        .filter(|(o, _)| !matches!(**o, Outcome::Ok | Outcome::Interrupted))
         .map(|(_, n)| n)
         .sum();
+    let runs_not_run = info.planned_runs.saturating_sub(runs_ok + runs_failed);
     let mut status = effective_status(bundle.dir(), info);
     let slurm = info.is_slurm().then(|| {
         let unfinished = matches!(status, EffectiveStatus::Running | EffectiveStatus::Abandoned);
@@ -226,6 +231,7 @@ fn entry(dir: &Path, base: &Path) -> Result<ListEntry, ArchiveError> {
         provenance_recorded,
         runs_ok,
         runs_failed,
+        runs_not_run,
         planned_runs: info.planned_runs,
         parent: info.parent.as_deref().map(|p| relative_to(Path::new(p), base)),
         slurm,
@@ -248,6 +254,7 @@ pub fn write_table(entries: &[ListEntry], out: &mut impl Write) -> io::Result<()
         "DIRTY",
         "OK",
         "FAILED",
+        "NOT-RUN",
         "PLANNED",
         "PARENT",
     ];
@@ -279,13 +286,16 @@ pub fn write_table(entries: &[ListEntry], out: &mut impl Write) -> io::Result<()
                 },
                 e.runs_ok.to_string(),
                 e.runs_failed.to_string(),
+                e.runs_not_run.to_string(),
                 e.planned_runs.to_string(),
                 e.parent.clone().unwrap_or_else(|| "-".into()),
             ]
         })
         .collect();
     let header = header.map(String::from).to_vec();
-    let numeric = [false, false, false, false, false, false, true, true, true, false];
+    let numeric = [
+        false, false, false, false, false, false, true, true, true, true, false,
+    ];
     writeln!(
         out,
         "{}",
@@ -317,6 +327,7 @@ mod tests {
             provenance_recorded: true,
             runs_ok: 7,
             runs_failed: 1,
+            runs_not_run: 0,
             planned_runs: 8,
             parent: parent.map(String::from),
             slurm: None,
@@ -340,9 +351,9 @@ mod tests {
         assert!(lines[1].contains("0123456789 ") && !lines[1].contains("0123456789a"));
         assert!(lines[2].ends_with("exp/a"));
         let counts =
-            |l: &str| -> Vec<String> { l.split_whitespace().skip(6).take(3).map(String::from).collect() };
-        assert_eq!(counts(lines[0]), ["OK", "FAILED", "PLANNED"]);
-        assert_eq!(counts(lines[2]), ["7", "1", "8"]);
+            |l: &str| -> Vec<String> { l.split_whitespace().skip(6).take(4).map(String::from).collect() };
+        assert_eq!(counts(lines[0]), ["OK", "FAILED", "NOT-RUN", "PLANNED"]);
+        assert_eq!(counts(lines[2]), ["7", "1", "0", "8"]);
         let mut json = Vec::new();
         write_json(&rows, &mut json).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&json).unwrap();

@@ -135,4 +135,19 @@ fn an_interrupted_run_names_resume() {
     let shown = stdout(&out).trim().to_owned();
     let last = stderr(&out).lines().last().unwrap_or_default().to_owned();
     assert_eq!(last, format!("next: hwr-exp resume {shown}"), "{}", stderr(&out));
+    // Issue 22, item 14: `list` counts the interrupted run as not run, never as failed.
+    let list = hwr(dir, &["list", "results", "--format", "json"]);
+    let rows: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(rows[0]["runs-failed"], 0, "{rows}");
+    assert_eq!(rows[0]["runs-not-run"], 1, "{rows}");
+    let table = stdout(&hwr(dir, &["list", "results"]));
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .unwrap()
+        .split("  ")
+        .filter(|c| !c.is_empty())
+        .map(str::trim)
+        .collect();
+    assert!(header.contains(&"NOT-RUN"), "{table}");
 }
