@@ -184,14 +184,7 @@ impl RunSummary {
         let Some(t) = self.termination else {
             return "not run".into();
         };
-        let name = match t {
-            Termination::Exited => "exited",
-            Termination::Signaled => "signaled",
-            Termination::Timeout => "timeout",
-            Termination::SpawnFailed => "spawn-failed",
-            Termination::Interrupted => "interrupted",
-            Termination::Lost => "lost",
-        };
+        let name = t.as_str();
         match self.signal {
             Some(s) if t != Termination::Exited => format!("{name} ({s})"),
             _ => name.into(),

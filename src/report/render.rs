@@ -9,7 +9,6 @@
 use super::estimates::Estimate;
 use super::metrics::{Metric, RunTable, Unit};
 use super::model::{Report, RunSummary, fmt_num};
-use crate::bundle::Outcome;
 use crate::stats::Verdict;
 
 /// Output format of `report` and `compare` (`html`: [`super::html`]); shared with `--format`.
@@ -182,25 +181,13 @@ pub(super) fn provenance_yes_no(r: &Report, b: Option<bool>) -> &'static str {
     }
 }
 
-fn outcome_name(o: Outcome) -> &'static str {
-    match o {
-        Outcome::Ok => "ok",
-        Outcome::Failed => "failed",
-        Outcome::Timeout => "timeout",
-        Outcome::InvalidOutput => "invalid-output",
-        Outcome::SpawnFailed => "spawn-failed",
-        Outcome::Interrupted => "interrupted",
-        Outcome::Lost => "lost",
-    }
-}
-
 /// The summary line: counts by outcome, not-run runs, drift and dirty tree.
 pub fn summary_line(r: &Report) -> String {
     let finished: usize = r.counts.values().sum();
     let counts: Vec<String> = r
         .counts
         .iter()
-        .map(|(o, n)| format!("{n} {}", outcome_name(*o)))
+        .map(|(o, n)| format!("{n} {}", o.as_str()))
         .collect();
     let redone = r.runs.iter().filter(|run| run.attempts > 1).count();
     let redone = if redone == 0 {
@@ -952,7 +939,7 @@ pub fn report_csv(r: &Report) -> anyhow::Result<String> {
             o(run.wall_seconds.map(|v| v.to_string())),
             o(run.peak_rss_bytes.map(|v| v.to_string())),
             o(run.output_check.map(|_| run.output_text())),
-            o(run.outcome.map(|v| outcome_name(v).to_string())),
+            o(run.outcome.map(|v| v.as_str().to_string())),
             run.excluded.is_none().to_string(),
             o(run.excluded.clone()),
             o(run.reason.clone()),
