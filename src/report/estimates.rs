@@ -364,12 +364,17 @@ pub fn plan_warning(
     report: &crate::manifest::ReportConfig,
     cells: &[crate::manifest::Cell],
 ) -> Option<String> {
+    // Runs per cell, in first-seen order; hashed, so a plan of many cells stays linear.
+    let mut index: HashMap<Vec<(String, String)>, usize> = HashMap::new();
     let mut counts: Vec<(Vec<(String, String)>, usize)> = Vec::new();
     for c in cells {
         let key: Vec<(String, String)> = c.iter().map(|(k, v)| (k.clone(), v.to_string())).collect();
-        match counts.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, n)) => *n += 1,
-            None => counts.push((key, 1)),
+        match index.get(&key) {
+            Some(&i) => counts[i].1 += 1,
+            None => {
+                index.insert(key.clone(), counts.len());
+                counts.push((key, 1));
+            }
         }
     }
     let control: Vec<(String, String)> = if report.control.is_empty() {
@@ -388,16 +393,15 @@ pub fn plan_warning(
             .cloned()
             .collect()
     };
+    // The control's runs per comparison group (the first control cell of a group, as before).
+    let mut controls: HashMap<Vec<(String, String)>, usize> = HashMap::new();
+    for (c, n) in counts.iter().filter(|(c, _)| is_control(c)) {
+        controls.entry(group(c)).or_insert(*n);
+    }
     let pairs: Vec<(usize, usize)> = counts
         .iter()
         .filter(|(c, _)| !is_control(c))
-        .filter_map(|(c, m)| {
-            let g = group(c);
-            counts
-                .iter()
-                .find(|(o, _)| is_control(o) && group(o) == g)
-                .map(|(_, n)| (*m, *n))
-        })
+        .filter_map(|(c, m)| controls.get(&group(c)).map(|n| (*m, *n)))
         .collect();
     if pairs.is_empty() {
         return None;
