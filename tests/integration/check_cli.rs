@@ -76,6 +76,9 @@ fn schema_is_json_schema_with_every_section() {
         "isolation",
         "measure",
         "provenance",
+        "report",
+        "executor",
+        "environments",
     ] {
         assert!(schema["properties"].get(section).is_some(), "{section} missing");
     }
