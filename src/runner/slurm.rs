@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -26,10 +26,13 @@ use crate::bundle::{BundleWriter, RunRecord, SlurmTaskIds, files};
 use crate::exec::{CancelFlag, Termination};
 use crate::manifest::{CpuSelection, Manifest, SlurmConfig};
 use crate::plan::{Plan, PlanError};
-use crate::slurm::{ArrayLimits, CancelTarget, ScriptSpec, SlurmClient, SubmittedArray, TaskMap, script};
+use crate::slurm::{
+    Activity, ArrayLimits, CancelTarget, ScriptSpec, SlurmClient, SubmittedArray, TaskMap, script,
+};
 
 use super::progress::FAILURE_TAIL_LINES;
 use super::session::{Session, SessionError, SessionReport};
+use super::slurm_pieces::{Feeder, Release, apply, govern, read_limits};
 use super::{Progress, SessionEnd};
 
 /// How often [`wait`] looks for run.json files and asks `squeue`.
@@ -184,11 +187,24 @@ pub fn script_specs(
         .collect())
 }
 
+/// How one piece's arrays are built and handed over ([`submit`]).
+#[derive(Debug, Clone, Copy)]
+pub struct PieceParams<'a> {
+    /// `[executor]` slurm keys.
+    pub config: &'a SlurmConfig,
+    /// `cpus-per-run`, `--cpus-per-task`.
+    pub cpus_per_task: usize,
+    /// `MaxArraySize` and `max_array_tasks`.
+    pub limits: ArrayLimits,
+    /// Held for the waiter to release, or chained for a detached bundle.
+    pub release: Release,
+}
+
 /// Submits runs `indices` of `plan` into the bundle `writer` holds: for each array, its script
-/// `slurm/array-<n>.sbatch` (numbered after the arrays already recorded), `sbatch`, and the job id
-/// appended to bundle.json at once. Arrays are chained (`--dependency=afterany:<previous>`) so
-/// that `jobs` bounds the running tasks across all of them. When a submission fails, the arrays
-/// already submitted are cancelled.
+/// `slurm/array-<n>.sbatch` (numbered after the arrays already recorded), `sbatch` (held, or
+/// chained with `--dependency=afterany:<previous>` for [`Release::Chained`]), and the job id
+/// appended to bundle.json at once. When a submission fails, the arrays this call submitted are
+/// cancelled.
 ///
 /// # Errors
 /// A message naming the failed step (script, sbatch with its stderr, bundle.json).
@@ -196,31 +212,34 @@ pub fn submit(
     plan: &Plan,
     indices: &[usize],
     writer: &mut BundleWriter,
-    submit: &Submit<'_>,
+    client: &SlurmClient,
+    params: &PieceParams<'_>,
 ) -> Result<Vec<SubmittedArray>, String> {
     let specs = script_specs(
         plan,
         indices,
-        submit.config,
-        submit.cpus_per_task,
-        submit.cluster.limits,
+        params.config,
+        params.cpus_per_task,
+        params.limits,
         writer.dir(),
     )?;
     let first = writer.info().slurm.as_ref().map_or(0, |s| s.arrays.len());
     let mut done: Vec<SubmittedArray> = Vec::new();
     let result = (|| -> Result<(), String> {
         for (k, mut spec) in specs.into_iter().enumerate() {
-            spec.after = done.last().map(|a| a.job_id);
+            if params.release == Release::Chained {
+                spec.after = done.last().map(|a| a.job_id);
+            }
             let text = spec.render().map_err(|e| e.to_string())?;
             let name = format!("array-{}.sbatch", first + k);
             let path = writer
                 .write_slurm_script(&name, &text)
                 .map_err(|e| format!("writing {}/{name}: {e}", files::SLURM))?;
-            let submission = submit
-                .cluster
-                .client
-                .submit_script(&path)
-                .map_err(|e| e.to_string())?;
+            let submission = match params.release {
+                Release::Governed => client.submit_held(&path),
+                Release::Chained => client.submit_script(&path),
+            }
+            .map_err(|e| e.to_string())?;
             let array = SubmittedArray {
                 job_id: submission.job_id,
                 offset: spec.offset,
@@ -238,16 +257,18 @@ pub fn submit(
         Ok(()) => Ok(done),
         Err(e) => {
             let targets: Vec<CancelTarget> = done.iter().map(|a| CancelTarget::Job(a.job_id)).collect();
-            let _ = submit.cluster.client.cancel(&targets);
+            let _ = client.cancel(&targets);
             Err(e)
         }
     }
 }
 
-/// Submits the session's runs (see [`submit`]), then, unless `submit.detach`, waits for them
-/// ([`wait`]) and finishes the session as the local backend does (provenance after, counts,
-/// status, exit code). Detached, the bundle stays `running` without a lock holder and the report
-/// says so (exit 0).
+/// Submits the session's runs in pieces ([`Feeder`]: the first piece now, what fits under the
+/// cluster's limits), then, unless `submit.detach`, waits for them ([`wait`], which submits the
+/// rest as room frees) and finishes the session as the local backend does (provenance after,
+/// counts, status, exit code). Detached, the bundle stays `running` without a lock holder and
+/// the report says so (exit 0); its arrays are chained (no waiter releases them), and runs that
+/// did not fit are submitted by `hwr-exp wait`.
 ///
 /// # Errors
 /// [`SessionError::Preflight`] when nothing could be submitted (exit 3; the bundle is marked
@@ -264,8 +285,21 @@ pub fn submit_and_wait(mut session: Session<'_>, params: &Submit<'_>) -> Result<
             writer.dir().display()
         ));
     }
-    let arrays = match submit(plan, &indices, writer, params) {
-        Ok(a) => a,
+    let client = &params.cluster.client;
+    let release = if params.detach {
+        Release::Chained
+    } else {
+        Release::Governed
+    };
+    let fed =
+        read_limits(client, params.cluster.limits, params.config.account.as_deref()).and_then(|limits| {
+            let mut feeder = Feeder::new(&indices, limits, params.config, params.cpus_per_task);
+            feeder
+                .feed(plan, writer, client, release, quiet)
+                .map(|arrays| (feeder, arrays))
+        });
+    let (feeder, arrays) = match fed {
+        Ok(f) => f,
         Err(e) => {
             let _ = writer.finish(crate::bundle::BundleStatus::Failed, SystemTime::now());
             return Err(SessionError::Preflight(vec![format!(
@@ -276,6 +310,13 @@ pub fn submit_and_wait(mut session: Session<'_>, params: &Submit<'_>) -> Result<
     };
     let jobs: Vec<u64> = arrays.iter().map(|a| a.job_id).collect();
     if params.detach {
+        if feeder.remaining() > 0 && !quiet {
+            super::progress::say(format_args!(
+                "{} not submitted yet (no room under the cluster's limits): `hwr-exp wait {}` submits them as room frees",
+                super::progress::runs(feeder.remaining()),
+                writer.dir().display()
+            ));
+        }
         // Dropping the session's writer releases the lock; `hwr-exp wait` takes it later.
         return Ok(SessionReport {
             bundle: writer.dir().to_path_buf(),
@@ -299,6 +340,7 @@ pub fn submit_and_wait(mut session: Session<'_>, params: &Submit<'_>) -> Result<
         client: params.cluster.client.clone(),
         arrays,
         shared_fs: params.cluster.shared_fs,
+        feeder: Some(feeder),
     };
     wait_and_finish(session, &waiting)
 }
@@ -312,6 +354,9 @@ pub struct Waiting {
     pub arrays: Vec<SubmittedArray>,
     /// Whether the bundle is on a file system the nodes share ([`SHARED_FS_LOST_GRACE`]).
     pub shared_fs: bool,
+    /// Runs of the session not submitted yet, submitted as room frees; `None` when every run
+    /// of the session has a task.
+    pub feeder: Option<Feeder>,
 }
 
 /// Waits for the session's runs ([`wait`]) with the progress display, then finishes the session
@@ -320,7 +365,6 @@ pub struct Waiting {
 /// # Errors
 /// As [`Session::finish`]; a recorded array spec that does not parse is a bundle error.
 pub fn wait_and_finish(mut session: Session<'_>, waiting: &Waiting) -> Result<SessionReport, SessionError> {
-    let jobs: Vec<u64> = waiting.arrays.iter().map(|a| a.job_id).collect();
     let map = match TaskMap::new(&waiting.arrays) {
         Ok(map) => map,
         Err(e) => {
@@ -336,7 +380,11 @@ pub fn wait_and_finish(mut session: Session<'_>, waiting: &Waiting) -> Result<Se
         super::progress::say(format_args!(
             "waiting for {} of slurm job(s) {} in {}",
             super::progress::runs(session.indices.len()),
-            jobs.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
+            map.job_ids()
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
             session.dir().display()
         ));
     }
@@ -346,16 +394,44 @@ pub fn wait_and_finish(mut session: Session<'_>, waiting: &Waiting) -> Result<Se
     } else {
         Duration::ZERO
     };
-    let end = wait(&mut session, &waiting.client, &map, grace);
+    let mut feeder = waiting.feeder.clone();
+    let end = wait(&mut session, &waiting.client, map, grace, feeder.as_mut());
+    let jobs: Vec<u64> = session
+        .writer_mut()
+        .info()
+        .slurm
+        .as_ref()
+        .map(|s| s.arrays.iter().map(|a| a.job_id).collect())
+        .unwrap_or_default();
     session.finish(end, jobs)
 }
 
-/// Waits until every run of the session has a run.json, polling every [`POLL`]: first `squeue`
-/// for the tasks of `map` (one snapshot), then each unfinished run's run.json by opening its path
-/// (not by listing a folder: NFS caches listings). A run whose task is gone from the snapshot or
-/// in a finished state, still without run.json `lost_grace` later, is recorded as `lost` with
-/// Slurm's account of the task (`scontrol show job`). Each run.json found is counted in
-/// bundle.json.
+/// The shortest pause between two polls of [`wait`], taken again whenever something changed.
+pub const POLL_MIN: Duration = POLL;
+
+/// The longest pause between two polls of [`wait`], reached while nothing changes.
+pub const POLL_MAX: Duration = Duration::from_secs(5);
+
+/// The next pause of [`wait`]: [`POLL_MIN`] after a poll that saw a change, else half as long
+/// again as `previous`, at most [`POLL_MAX`].
+pub fn next_pause(previous: Duration, changed: bool) -> Duration {
+    if changed {
+        POLL_MIN
+    } else {
+        (previous + previous / 2).clamp(POLL_MIN, POLL_MAX)
+    }
+}
+
+/// Waits until every run of the session has a run.json. Each poll asks `squeue` once for the
+/// active tasks of the bundle's arrays ([`SlurmClient::active`]: the states of tasks not over,
+/// an array's pending rest as one line) and looks at a run's folder only once its task is no
+/// longer active: no folder of a pending or running task is opened. It releases held arrays in
+/// order ([`govern`]), submits the next piece when `feeder` has runs left and room frees
+/// ([`Feeder::feed`]), and pauses [`next_pause`]: from [`POLL_MIN`] after a change up to
+/// [`POLL_MAX`] while nothing changes. A run whose task ended, still without run.json
+/// `lost_grace` later, is recorded as `lost` with Slurm's account of the task (`scontrol show
+/// job`). Each run.json found is counted in bundle.json. When `squeue` fails, only folders of
+/// runs seen running are looked at until it answers again.
 ///
 /// The cancel flag (Ctrl-C) or the marker `slurm/cancel-requested` (`hwr-exp cancel`) cancels
 /// every array (`scancel`), waits up to [`CANCEL_WAIT`] until none of their tasks is active and
@@ -366,32 +442,67 @@ pub fn wait_and_finish(mut session: Session<'_>, waiting: &Waiting) -> Result<Se
 pub fn wait(
     session: &mut Session<'_>,
     client: &SlurmClient,
-    map: &TaskMap,
+    mut map: TaskMap,
     lost_grace: Duration,
+    mut feeder: Option<&mut Feeder>,
 ) -> io::Result<SessionEnd> {
-    let (plan, cancel, total) = (session.plan, session.cancel, session.indices.len());
+    let (plan, cancel, total, quiet) = (
+        session.plan,
+        session.cancel,
+        session.indices.len(),
+        session.finish.quiet,
+    );
     let (indices, progress) = (&session.indices, &session.progress);
     let writer = session
         .writer
         .get_mut()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    // run.json path of each pending run, rendered once (a plan renders runs on demand).
-    let mut pending: BTreeMap<usize, PathBuf> = indices
-        .iter()
-        .map(|&i| (i, writer.run_dir(&plan.run(i)).join(files::RUN)))
-        .collect();
+    let mut pending: BTreeSet<usize> = indices.iter().copied().collect();
     let mut gone_since: BTreeMap<usize, Instant> = BTreeMap::new();
     let mut started: BTreeSet<usize> = BTreeSet::new();
     let mut done = 0usize;
     let marker = writer.dir().join(files::SLURM).join(files::CANCEL_REQUESTED);
     let mut warned = false;
+    let mut pause = POLL_MIN;
+    let order = |writer: &BundleWriter| -> Vec<u64> {
+        writer
+            .info()
+            .slurm
+            .as_ref()
+            .map(|s| s.arrays.iter().map(|a| a.job_id).collect())
+            .unwrap_or_default()
+    };
     loop {
         if cancel.load(Ordering::SeqCst) || marker.exists() {
-            cancel_arrays(client, map);
+            cancel_arrays(client, &map);
             return Ok(SessionEnd::Interrupted);
         }
-        let snapshot = match client.queue(&map.job_ids()) {
-            Ok(s) => Some(s),
+        let mut changed = false;
+        if let Some(f) = feeder.as_deref_mut()
+            && f.remaining() > 0
+        {
+            match f.feed(plan, writer, client, Release::Governed, quiet) {
+                Ok(arrays) if !arrays.is_empty() => {
+                    changed = true;
+                    let all = writer
+                        .info()
+                        .slurm
+                        .as_ref()
+                        .map(|s| s.arrays.clone())
+                        .unwrap_or_default();
+                    map = TaskMap::new(&all).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                }
+                Ok(_) => {}
+                Err(e) => super::progress::say(format_args!(
+                    "warning: submitting the next piece failed, trying again later: {e}"
+                )),
+            }
+        }
+        let queue = match client.active(&map.job_ids()) {
+            Ok(q) => {
+                warned = false;
+                Some(q)
+            }
             Err(e) => {
                 if !warned {
                     super::progress::say(format_args!("warning: squeue failed, retrying: {e}"));
@@ -400,26 +511,55 @@ pub fn wait(
                 None
             }
         };
-        let mut finished_now = Vec::new();
-        let mut lost_now = Vec::new();
-        for (&i, path) in &pending {
-            if let Ok(record) =
-                crate::bundle::read::read_versioned::<RunRecord>(path, "format", crate::bundle::BUNDLE_FORMAT)
-            {
-                finished_now.push((i, record));
-                continue;
-            }
-            let (Some(snapshot), Some(key)) = (&snapshot, map.task(i)) else {
+        if let Some(q) = &queue {
+            apply(client, &govern(q, &order(writer), plan.jobs));
+        }
+        // Runs whose task Slurm no longer lists as active: their folders are looked at.
+        let mut ended: Vec<usize> = Vec::new();
+        for &i in &pending {
+            let Some(key) = map.task(i) else {
                 continue;
             };
-            let entry = snapshot.get(key);
-            if entry.is_some_and(|e| e.state == crate::slurm::TaskState::Running) && started.insert(i) {
-                progress.run_started(&plan.run(i));
+            match &queue {
+                Some(q) => match q.activity(key) {
+                    Some(Activity::Started(state, _)) => {
+                        if *state == crate::slurm::TaskState::Running && started.insert(i) {
+                            changed = true;
+                            progress.run_started(&plan.run(i));
+                        }
+                    }
+                    Some(Activity::Pending) => {}
+                    None => ended.push(i),
+                },
+                // No answer from squeue: only runs seen running may have ended.
+                None if started.contains(&i) => ended.push(i),
+                None => {}
             }
-            if entry.is_some_and(|e| !e.state.is_finished()) {
+        }
+        for i in ended {
+            let run = plan.run(i);
+            let path = writer.run_dir(&run).join(files::RUN);
+            if let Ok(record) = crate::bundle::read::read_versioned::<RunRecord>(
+                &path,
+                "format",
+                crate::bundle::BUNDLE_FORMAT,
+            ) {
+                pending.remove(&i);
                 gone_since.remove(&i);
+                started.remove(&i);
+                writer.count_run(&record)?;
+                done += 1;
+                changed = true;
+                let failure = RunFailure::read(&record, &writer.run_dir(&run), FAILURE_TAIL_LINES);
+                progress.run_finished(&run, &record, failure.as_ref(), done, total);
                 continue;
             }
+            if queue.is_none() {
+                continue;
+            }
+            let Some(key) = map.task(i) else {
+                continue;
+            };
             let since = *gone_since.entry(i).or_insert_with(Instant::now);
             if since.elapsed() < lost_grace {
                 continue;
@@ -427,23 +567,13 @@ pub fn wait(
             let job = client.show_task(key).ok().flatten();
             let reason = match &job {
                 Some(j) => j.describe(),
-                None => match entry {
-                    Some(e) => format!(
-                        "{}{}",
-                        e.state,
-                        e.reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default()
-                    ),
-                    None => {
-                        "no longer known to Slurm (cancelled while pending, or purged after MinJobAge)".into()
-                    }
-                },
+                None => {
+                    "no longer known to Slurm (cancelled while pending, or purged after MinJobAge)".into()
+                }
             };
-            let node = job
-                .as_ref()
-                .and_then(|j| j.nodes.clone())
-                .or_else(|| entry.and_then(|e| e.nodes.clone()));
+            let node = job.as_ref().and_then(|j| j.nodes.clone());
             let ids = SlurmTaskIds {
-                job_id: job.as_ref().map(|j| j.job_id).or(entry.map(|e| e.job_id)),
+                job_id: job.as_ref().map(|j| j.job_id),
                 array_job_id: Some(key.array_job_id),
                 array_task_id: Some(key.task_id),
             };
@@ -452,31 +582,25 @@ pub fn wait(
                 continue;
             }
             // record_lost counts the run in bundle.json itself.
-            let run = plan.run(i);
             let record =
                 writer.record_lost(&run, plan.output_format, reason, node, ids, SystemTime::now())?;
             done += 1;
+            changed = true;
             let failure = RunFailure::read(&record, &writer.run_dir(&run), FAILURE_TAIL_LINES);
             progress.run_finished(&run, &record, failure.as_ref(), done, total);
-            lost_now.push(i);
-        }
-        for i in lost_now {
             pending.remove(&i);
             gone_since.remove(&i);
-        }
-        for (i, record) in finished_now {
-            pending.remove(&i);
-            gone_since.remove(&i);
-            writer.count_run(&record)?;
-            done += 1;
-            let run = plan.run(i);
-            let failure = RunFailure::read(&record, &writer.run_dir(&run), FAILURE_TAIL_LINES);
-            progress.run_finished(&run, &record, failure.as_ref(), done, total);
+            started.remove(&i);
         }
         if pending.is_empty() {
             return Ok(SessionEnd::Complete);
         }
-        std::thread::sleep(POLL);
+        pause = next_pause(pause, changed);
+        // Sleep in slices, so that Ctrl-C and `hwr-exp cancel` are seen within POLL_MIN.
+        let until = Instant::now() + pause;
+        while Instant::now() < until && !cancel.load(Ordering::SeqCst) && !marker.exists() {
+            std::thread::sleep(POLL_MIN.min(until.saturating_duration_since(Instant::now())));
+        }
     }
 }
 
@@ -489,8 +613,8 @@ pub fn cancel_arrays(client: &SlurmClient, map: &TaskMap) {
     }
     let until = Instant::now() + CANCEL_WAIT;
     while Instant::now() < until {
-        match client.queue(&map.job_ids()) {
-            Ok(s) if !s.any_active() => return,
+        match client.active(&map.job_ids()) {
+            Ok(q) if q.is_empty() => return,
             Err(_) => return,
             Ok(_) => std::thread::sleep(POLL),
         }
@@ -624,10 +748,11 @@ pub fn plan_scripts(manifest: &Manifest, results_dir: &Path) -> Result<String, S
     }
     for (k, spec) in specs.iter().enumerate() {
         let chained = if k == 0 {
-            String::new()
+            "; submitted held (sbatch --hold), released by the waiter".to_string()
         } else {
             format!(
-                "; submitted with --dependency=afterany:<job id of array-{}>",
+                "; submitted held, released once array-{} has no pending task (run --detach: --dependency=afterany:<job id of array-{}>)",
+                k - 1,
                 k - 1
             )
         };

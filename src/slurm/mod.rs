@@ -22,8 +22,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use array::{ArrayChunk, ArrayLimits, ArraySpec, ArraySpecError, SplitError, split};
-pub use client::{CancelTarget, SlurmClient, SlurmError, Submission, cluster_configured};
-pub use queue::{JobRecord, QueueEntry, QueueSnapshot, TaskKey, TaskState};
+pub use client::{CancelTarget, JobLimits, SlurmClient, SlurmError, Submission, cluster_configured};
+pub use queue::{
+    ActiveArray, ActiveQueue, Activity, JobRecord, JobRecords, QueueEntry, QueueSnapshot, TaskKey, TaskState,
+};
 pub use script::{ScriptError, ScriptSpec, TASK_SUBCOMMAND};
 
 /// One submitted job array as a bundle records it: which plan indices its tasks run.
