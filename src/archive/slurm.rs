@@ -152,9 +152,11 @@ pub fn wait(dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionRepor
     let mut info = bundle.info().clone();
     // Every run.json is counted again as the wait finds it.
     info.counts.clear();
-    let writer = BundleWriter::reopen(bundle.dir(), info, lock).map_err(|source| ArchiveError::Write {
-        bundle: bundle.dir().to_path_buf(),
-        source,
+    let writer = BundleWriter::reopen_while_tasks_run(bundle.dir(), info, lock).map_err(|source| {
+        ArchiveError::Write {
+            bundle: bundle.dir().to_path_buf(),
+            source,
+        }
     })?;
     // Every run: those with a task are counted again as their run.json is found, the others
     // are submitted first (`feeder`).
