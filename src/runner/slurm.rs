@@ -508,6 +508,11 @@ pub fn wait(
                 .as_ref()
                 .and_then(|j| j.nodes.clone())
                 .or_else(|| entry.and_then(|e| e.nodes.clone()));
+            // The reason names the node the task was on (run.json `node` too).
+            let reason = match &node {
+                Some(n) => format!("{reason} on node {n}"),
+                None => reason,
+            };
             let ids = SlurmTaskIds {
                 job_id: job.as_ref().map(|j| j.job_id).or(entry.map(|e| e.job_id)),
                 array_job_id: Some(key.array_job_id),
