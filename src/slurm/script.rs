@@ -364,6 +364,18 @@ exec '/opt/hwr exp/hwr-exp' slurm-task {b} \"$index\"
     }
 
     #[test]
+    fn nodelist_and_exclude() {
+        let mut s = spec();
+        s.nodelist = Some("n[1-2]".into());
+        s.exclude = Some("n3,n4".into());
+        let text = s.render().unwrap();
+        assert!(
+            text.contains("#SBATCH \"--nodelist=n[1-2]\"\n#SBATCH --exclude=n3,n4\n#SBATCH --ntasks=1\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn offset_dependency_and_extra_args() {
         let mut s = spec();
         s.offset = 1001;

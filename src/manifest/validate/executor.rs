@@ -337,6 +337,26 @@ mod tests {
     }
 
     #[test]
+    fn nodes_and_exclude_nodes_take_a_host_list_or_names() {
+        let m = parse("[executor]\nkind = \"slurm\"\nnodes = [\"n1\", \"n2\"]\nexclude-nodes = \"n[3-4]\"\n")
+            .unwrap();
+        assert_eq!(m.executor.slurm.nodes.as_deref(), Some("n1,n2"));
+        assert_eq!(m.executor.slurm.exclude_nodes.as_deref(), Some("n[3-4]"));
+        let e = errors("[executor]\nkind = \"slurm\"\nnodes = [\"n 1\", \"a,b\"]\nexclude-nodes = []\n");
+        assert_eq!(e.len(), 3, "{e:?}");
+        assert!(e[0].2.contains("node name \"n 1\""), "{e:?}");
+        assert!(e[2].2.contains("`exclude-nodes` is empty"), "{e:?}");
+        let e = errors("[executor]\nkind = \"slurm\"\nsbatch-args = [\"--nodelist=n1\", \"-x\", \"n2\"]\n");
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert!(
+            e[0].2.contains("--nodelist") && e[1].2.contains("--exclude"),
+            "{e:?}"
+        );
+        let e = errors("[executor]\nnodes = \"n1\"\n");
+        assert!(e[0].2.contains("applies only to the slurm executor"), "{e:?}");
+    }
+
+    #[test]
     fn slurm_keys_need_the_slurm_kind() {
         assert_eq!(
             errors("[executor]\npartition = \"cpu\"\n"),
