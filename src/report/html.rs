@@ -633,6 +633,7 @@ mod tests {
             runs,
             cells: Vec::new(),
             estimates: Default::default(),
+            adaptive: None,
         }
     }
 
