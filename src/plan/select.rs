@@ -63,7 +63,8 @@ impl std::str::FromStr for Filter {
 pub struct Selection {
     /// `--where KEY=VALUE`, in the order given.
     pub filters: Vec<Filter>,
-    /// `--repetitions N`: repetitions of every cell instead of `[schedule] repetitions`.
+    /// `--repetitions N`: repetitions of every cell instead of `[schedule] repetitions` (a fixed
+    /// number, also in place of an adaptive rule).
     pub repetitions: Option<u32>,
 }
 
@@ -164,7 +165,9 @@ pub fn apply(manifest: &mut Manifest, selection: &Selection) -> Result<(), Selec
         return Err(SelectError { problems });
     }
     if let Some(n) = selection.repetitions {
+        // A fixed number, also in place of an adaptive rule (`{ min, max, until }`).
         reduced.schedule.repetitions = n;
+        reduced.schedule.adaptive = None;
     }
     *manifest = reduced;
     Ok(())

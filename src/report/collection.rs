@@ -464,6 +464,7 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
         cells,
         estimates,
         overrides: info.overrides,
+        adaptive: info.adaptive,
     })
 }
 

@@ -638,6 +638,7 @@ mod tests {
             cells: Vec::new(),
             estimates: Default::default(),
             overrides: None,
+            adaptive: None,
         }
     }
 

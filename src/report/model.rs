@@ -303,6 +303,10 @@ pub struct Report {
     /// The finished runs that are not ok, grouped by their reason (outcome and one-line reason
     /// alike), in plan order of each group's first run.
     pub failures_by_reason: Vec<FailureReason>,
+    /// bundle.json `adaptive`: the adaptive `repetitions` rule, its rounds and why each cell
+    /// stopped; absent for a fixed number of repetitions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adaptive: Option<crate::bundle::AdaptiveRecord>,
 }
 
 /// Finished runs that are not ok for the same reason ([`Report::failures_by_reason`]).

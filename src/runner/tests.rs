@@ -140,6 +140,8 @@ fn setup(jobs: u32) -> (Plan, tempfile::TempDir, Mutex<BundleWriter>) {
         environments: Default::default(),
         slurm: None,
         overrides: None,
+        adaptive: None,
+        bisect: None,
     };
     let writer = Mutex::new(BundleWriter::create(&bundle, info).unwrap());
     (plan, dir, writer)

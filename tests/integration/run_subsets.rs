@@ -427,3 +427,17 @@ fn twelve_identical_failures_are_one_reason_with_a_count() {
 fn json_of(out: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(out)))
 }
+
+#[test]
+fn repetitions_replaces_an_adaptive_rule_with_a_fixed_number() {
+    let manifest = crate::support::package_root().join("tests/manifests/good/adaptive.toml");
+    let manifest = manifest.to_str().unwrap();
+    let here = crate::support::package_root();
+    let adaptive = stdout(&hwr(here, &["plan", manifest]));
+    assert!(adaptive.contains("adaptive repetitions: 4 to 30"), "{adaptive}");
+    let out = hwr(here, &["plan", manifest, "--repetitions", "2"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let fixed = stdout(&out);
+    assert!(fixed.contains("6 runs, order shuffled"), "{fixed}");
+    assert!(!fixed.contains("adaptive"), "{fixed}");
+}
