@@ -469,9 +469,12 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
         has_retention,
         executor: info.executor.clone(),
         nodes,
+        failures_by_reason: super::model::failures_by_reason(&runs),
         runs,
         cells,
         estimates,
+        overrides: info.overrides,
+        adaptive: info.adaptive,
     })
 }
 
