@@ -353,7 +353,10 @@ pub fn bisected(outcome: &crate::archive::bisect::BisectOutcome) -> Result<i32, 
             writeln!(
                 out,
                 "not decidable: {}",
-                outcome.undecided.as_deref().unwrap_or("no commit could be judged")
+                outcome
+                    .undecided
+                    .as_deref()
+                    .unwrap_or("no commit could be judged")
             )
         }
     })?;

@@ -150,7 +150,13 @@ fn git_out(dir: &Path, args: &[&str]) -> Result<String, String> {
 fn resolve(root: &Path, rev: &str, flag: &str) -> Result<String, ArchiveError> {
     git_out(
         root,
-        &["rev-parse", "--verify", "--quiet", "--end-of-options", &format!("{rev}^{{commit}}")],
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "--end-of-options",
+            &format!("{rev}^{{commit}}"),
+        ],
     )
     .ok()
     .filter(|s| !s.is_empty())
@@ -160,8 +166,7 @@ fn resolve(root: &Path, rev: &str, flag: &str) -> Result<String, ArchiveError> {
 /// The validated manifest at `path`, with its source text and the root of the repository
 /// holding it.
 fn load(path: &Path) -> Result<(Manifest, PathBuf), ArchiveError> {
-    let manifest =
-        manifest::load(path).map_err(|d| ArchiveError::Session(SessionError::Plan(d)))?;
+    let manifest = manifest::load(path).map_err(|d| ArchiveError::Session(SessionError::Plan(d)))?;
     let start = manifest.repo_start().to_path_buf();
     let root = git_out(&start, &["rev-parse", "--show-toplevel"])
         .map(PathBuf::from)
@@ -280,7 +285,13 @@ fn session_id() -> String {
 fn judge(bundle: &Path, filters: &[(String, String)]) -> (Judgement, Vec<Estimate>, String) {
     let report = match crate::report::collect(bundle, false) {
         Ok(r) => r,
-        Err(e) => return (Judgement::Skipped, Vec::new(), format!("the bundle cannot be read: {e}")),
+        Err(e) => {
+            return (
+                Judgement::Skipped,
+                Vec::new(),
+                format!("the bundle cannot be read: {e}"),
+            );
+        }
     };
     let wanted: Vec<crate::plan::select::Filter> = filters
         .iter()
@@ -291,11 +302,15 @@ fn judge(bundle: &Path, filters: &[(String, String)]) -> (Judgement, Vec<Estimat
         .collect();
     let selected = |label: &str| {
         wanted.is_empty()
-            || report.runs.iter().find(|r| r.cell_label == label).is_some_and(|r| {
-                let cell: Vec<(String, crate::manifest::Value)> =
-                    r.cell.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-                crate::plan::select::cell_matches(&cell, &wanted)
-            })
+            || report
+                .runs
+                .iter()
+                .find(|r| r.cell_label == label)
+                .is_some_and(|r| {
+                    let cell: Vec<(String, crate::manifest::Value)> =
+                        r.cell.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                    crate::plan::select::cell_matches(&cell, &wanted)
+                })
     };
     let evidence: Vec<Estimate> = report
         .estimates
@@ -329,7 +344,11 @@ fn judge(bundle: &Path, filters: &[(String, String)]) -> (Judgement, Vec<Estimat
             .clone()
             .or_else(|| (!report.has_retention).then(|| "no run gave retention samples".to_string()))
             .unwrap_or_else(|| "no selected cell is compared with a control".into());
-        let why = if not_ok.is_empty() { why } else { format!("{not_ok}; {why}") };
+        let why = if not_ok.is_empty() {
+            why
+        } else {
+            format!("{not_ok}; {why}")
+        };
         return (Judgement::Skipped, evidence, why);
     }
     let words = evidence
@@ -337,7 +356,13 @@ fn judge(bundle: &Path, filters: &[(String, String)]) -> (Judgement, Vec<Estimat
         .map(|e| format!("{}: {}", e.cell, e.verdict.as_str()))
         .collect::<Vec<_>>()
         .join(", ");
-    let with_runs = |w: String| if not_ok.is_empty() { w } else { format!("{w} ({not_ok})") };
+    let with_runs = |w: String| {
+        if not_ok.is_empty() {
+            w
+        } else {
+            format!("{w} ({not_ok})")
+        }
+    };
     if evidence.iter().any(|e| e.verdict == Verdict::AboveControl) {
         return (Judgement::Bad, evidence, with_runs(words));
     }
@@ -349,7 +374,11 @@ fn judge(bundle: &Path, filters: &[(String, String)]) -> (Judgement, Vec<Estimat
     }) {
         return (Judgement::Good, evidence, with_runs(words));
     }
-    let why = if not_ok.is_empty() { words } else { format!("{not_ok}; {words}") };
+    let why = if not_ok.is_empty() {
+        words
+    } else {
+        format!("{not_ok}; {words}")
+    };
     (Judgement::Skipped, evidence, why)
 }
 
@@ -367,8 +396,7 @@ pub fn bisect(
 ) -> Result<BisectOutcome, ArchiveError> {
     if opts.repetitions.is_some_and(|n| n < 2) {
         return Err(ArchiveError::Refused(
-            "--repetitions must be at least 2 for bisect: with one run per side there is no interval"
-                .into(),
+            "--repetitions must be at least 2 for bisect: with one run per side there is no interval".into(),
         ));
     }
     let (given, root) = load(&opts.manifest)?;
@@ -463,11 +491,26 @@ pub fn bisect(
             short(if lo == 0 { &good } else { &candidates[lo - 1].0 }),
             short(&candidates[hi - 1].0),
         ));
-        let probe = probe(opts, &given, &root, &commit, &subject, step, &session, parent.as_deref(), launcher, cancel)?;
+        let probe = probe(
+            opts,
+            &given,
+            &root,
+            &commit,
+            &subject,
+            step,
+            &session,
+            parent.as_deref(),
+            launcher,
+            cancel,
+        )?;
         say(format!(
-            "bisect step {step}: {} is {} ({})",
+            "bisect step {step}: {} {} ({})",
             short(&commit),
-            probe.judgement.as_str(),
+            match probe.judgement {
+                Judgement::Good => "is good",
+                Judgement::Bad => "is bad",
+                Judgement::Skipped => "is skipped",
+            },
             probe.why
         ));
         if let Some(b) = &probe.bundle {
@@ -552,7 +595,10 @@ fn probe(
         Ok(r) => r,
         // Does not build or run at this commit: skipped, like `git bisect skip`.
         Err(e @ (SessionError::Plan(_) | SessionError::Preflight(_))) => {
-            return Ok(skip(format!("does not run at this commit: {}", first_line(&e.to_string()))));
+            return Ok(skip(format!(
+                "does not run at this commit: {}",
+                first_line(&e.to_string())
+            )));
         }
         Err(e) => return Err(ArchiveError::Session(e)),
     };
@@ -589,10 +635,19 @@ pub fn short(id: &str) -> String {
 /// cell, n, shift [95% interval] of private growth, verdict, judgement), rendered with
 /// [`crate::table`].
 pub fn evidence_table(outcome: &BisectOutcome) -> String {
-    let header: Vec<String> = ["step", "commit", "subject", "cell", "n", "shift [95% CI]", "verdict", "judged"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let header: Vec<String> = [
+        "step",
+        "commit",
+        "subject",
+        "cell",
+        "n",
+        "shift [95% CI]",
+        "verdict",
+        "judged",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     let mut rows = Vec::new();
     for p in &outcome.probes {
         let base = |cell: String, n: String, shift: String, verdict: String| {

@@ -108,7 +108,11 @@ impl RecordedTree {
     /// # Errors
     /// [`ArchiveError::Environment`] when the temporary folder cannot be made or a git command
     /// fails (whatever was created is removed).
-    pub fn at_commit(root: &Path, revision: &str, patch: Option<&Path>) -> Result<RecordedTree, ArchiveError> {
+    pub fn at_commit(
+        root: &Path,
+        revision: &str,
+        patch: Option<&Path>,
+    ) -> Result<RecordedTree, ArchiveError> {
         let env = ArchiveError::Environment;
         let tmp = tempfile::Builder::new()
             .prefix("hwr-exp-rerun-")

@@ -52,7 +52,8 @@ fn history(repo: &Repo, commits: &[(i64, bool)]) -> Vec<String> {
     let mut ids = Vec::new();
     for (n, &(leak, broken)) in commits.iter().enumerate() {
         if n == 0 {
-            repo.write("experiment.toml", MANIFEST).write(".gitignore", "results/\n");
+            repo.write("experiment.toml", MANIFEST)
+                .write(".gitignore", "results/\n");
         }
         repo.write("probe.sh", script(leak, broken));
         repo.write("HISTORY", format!("commit {}\n", n + 1));
@@ -119,8 +120,14 @@ fn eight_commits_the_fifth_leaks_and_the_sixth_fails() {
         .iter()
         .map(|i| i["bisect"]["commit"].as_str().unwrap())
         .collect();
-    assert!(probed.contains(&ids[4].as_str()), "the 5th was probed: {probed:?}");
-    assert!(probed.contains(&ids[5].as_str()), "the 6th was probed: {probed:?}");
+    assert!(
+        probed.contains(&ids[4].as_str()),
+        "the 5th was probed: {probed:?}"
+    );
+    assert!(
+        probed.contains(&ids[5].as_str()),
+        "the 6th was probed: {probed:?}"
+    );
     // One session; each step names the one before as parent.
     let session = infos[0]["bisect"]["session"].clone();
     for (k, info) in infos.iter().enumerate() {
@@ -144,8 +151,14 @@ fn eight_commits_the_fifth_leaks_and_the_sixth_fails() {
         .lines()
         .find(|l| l.contains(&ids[4][..10]))
         .unwrap_or_else(|| panic!("no row for the 5th:\n{text}"));
-    assert!(fifth.contains("above control") && fifth.contains("bad"), "{fifth}");
-    assert!(fifth.contains('[') && fifth.contains("KiB"), "shift and interval: {fifth}");
+    assert!(
+        fifth.contains("above control") && fifth.contains("bad"),
+        "{fifth}"
+    );
+    assert!(
+        fifth.contains('[') && fifth.contains("KiB"),
+        "shift and interval: {fifth}"
+    );
     let sixth = text
         .lines()
         .find(|l| l.contains(&ids[5][..10]))
@@ -169,8 +182,14 @@ fn only_skipped_commits_between_good_and_bad_is_not_decidable() {
     let text = stdout(&out);
     assert_eq!(code(&out), 1, "{text}\n{}", stderr(&out));
     let last = text.lines().last().unwrap();
-    assert!(last.starts_with("not decidable: the first bad commit is one of"), "{last}");
-    assert!(last.contains(&ids[1][..10]) && last.contains(&ids[2][..10]), "{last}");
+    assert!(
+        last.starts_with("not decidable: the first bad commit is one of"),
+        "{last}"
+    );
+    assert!(
+        last.contains(&ids[1][..10]) && last.contains(&ids[2][..10]),
+        "{last}"
+    );
 }
 
 #[test]
@@ -179,10 +198,18 @@ fn revisions_that_do_not_bisect_are_usage_errors() {
     let ids = history(&repo, &[(0, false), (40960, false)]);
     let out = bisect(repo.path(), &ids[1], &ids[0], &[]);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(stderr(&out).contains("is not an ancestor of --bad"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is not an ancestor of --bad"),
+        "{}",
+        stderr(&out)
+    );
     let out = bisect(repo.path(), "no-such-rev", &ids[1], &[]);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(stderr(&out).contains("--good no-such-rev: no such commit"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--good no-such-rev: no such commit"),
+        "{}",
+        stderr(&out)
+    );
     let out = bisect(repo.path(), &ids[0], &ids[1], &["--repetitions", "1"]);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     let out = bisect(repo.path(), &ids[0], &ids[1], &["--where", "mode=nope"]);
