@@ -263,6 +263,37 @@ impl QueueSnapshot {
     pub fn any_active(&self) -> bool {
         self.tasks.values().any(|e| !e.state.is_finished())
     }
+
+    /// Why the listed tasks that `wanted` keeps wait: pending tasks counted by Slurm's reason
+    /// (`%r`), see [`pending_text`].
+    pub fn pending_reasons(&self, mut wanted: impl FnMut(TaskKey) -> bool) -> BTreeMap<String, usize> {
+        let mut out = BTreeMap::new();
+        for (k, e) in &self.tasks {
+            if e.state == TaskState::Pending && wanted(*k) {
+                let reason = e.reason.clone().unwrap_or_else(|| "None".into());
+                *out.entry(reason).or_insert(0) += 1;
+            }
+        }
+        out
+    }
+}
+
+/// Pending tasks by reason in words, most frequent first: `3 pending (2 Resources, 1
+/// PartitionTimeLimit)`, `1 pending (ReqNodeNotAvail, UnavailableNodes:n2)`; `None` when
+/// nothing is pending.
+pub fn pending_text(reasons: &BTreeMap<String, usize>) -> Option<String> {
+    let total: usize = reasons.values().sum();
+    if total == 0 {
+        return None;
+    }
+    let mut by: Vec<(&String, &usize)> = reasons.iter().collect();
+    by.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let parts: Vec<String> = if by.len() == 1 {
+        vec![by[0].0.clone()]
+    } else {
+        by.iter().map(|(r, n)| format!("{n} {r}")).collect()
+    };
+    Some(format!("{total} pending ({})", parts.join(", ")))
 }
 
 /// `squeue -t` states of a task that is not over: the complement of [`TaskState::is_finished`]
@@ -289,6 +320,8 @@ pub struct ActiveArray {
     pub throttle: Option<u32>,
     /// Started tasks not yet over (running, completing, suspended, ...): id -> (state, nodes).
     pub started: BTreeMap<u32, (TaskState, Option<String>)>,
+    /// Each pending line's reason (`%r`, `None` as `"None"`) and its number of tasks.
+    pub reasons: Vec<(String, Vec<u32>)>,
 }
 
 /// The active (not finished) tasks of some arrays, from one `squeue -h -j IDS -t`
@@ -324,6 +357,35 @@ impl ActiveQueue {
             .binary_search(&key.task_id)
             .is_ok()
             .then_some(Activity::Pending)
+    }
+
+    /// Why the pending tasks that `wanted` keeps wait, counted by Slurm's reason (`%r`) as
+    /// [`QueueSnapshot::pending_reasons`] does; a hold hwr-exp put on an array that waits for
+    /// earlier ones is `held for earlier arrays`.
+    pub fn pending_reasons(&self, mut wanted: impl FnMut(TaskKey) -> bool) -> BTreeMap<String, usize> {
+        let mut out = BTreeMap::new();
+        for (&array_job_id, a) in &self.arrays {
+            for (reason, ids) in &a.reasons {
+                let n = ids
+                    .iter()
+                    .filter(|&&task_id| {
+                        wanted(TaskKey {
+                            array_job_id,
+                            task_id,
+                        })
+                    })
+                    .count();
+                if n > 0 {
+                    let reason = if reason == HELD_REASON {
+                        "held for earlier arrays".to_string()
+                    } else {
+                        reason.clone()
+                    };
+                    *out.entry(reason).or_insert(0) += n;
+                }
+            }
+        }
+        out
     }
 
     /// Started tasks over all arrays.
@@ -376,6 +438,10 @@ pub fn parse_active(text: &str) -> Result<ActiveQueue, QueueParseError> {
                 entry.throttle = spec.throttle;
             }
             entry.held |= reason.trim() == HELD_REASON;
+            entry.reasons.push((
+                optional(reason).unwrap_or_else(|| "None".into()),
+                spec.task_ids().to_vec(),
+            ));
         } else {
             let id: u32 = tasks
                 .parse()
@@ -578,6 +644,9 @@ mod tests {
         assert_eq!(q.arrays[&5].throttle, Some(2));
         assert_eq!(q.started(), 2);
         assert!(!q.is_empty());
+        let reasons = q.pending_reasons(|k| k.task_id != 7);
+        assert_eq!(reasons["JobArrayTaskLimit"], 9);
+        assert_eq!(reasons["held for earlier arrays"], 4);
         assert!(parse_active("").unwrap().is_empty());
         assert!(parse_active("5|2-x|PENDING|None|\n").is_err());
         assert!(
