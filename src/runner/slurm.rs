@@ -583,6 +583,12 @@ pub fn wait(
                 None
             }
         };
+        // `hwr-exp cancel` writes the marker before it runs scancel: a snapshot taken after that
+        // scancel shows the cancelled tasks gone, and they must not be recorded as lost.
+        if cancel.load(Ordering::SeqCst) || marker.exists() {
+            cancel_arrays(client, &map);
+            return Ok(SessionEnd::Interrupted);
+        }
         if let Some(q) = &queue {
             apply(client, &govern(q, &order(writer), plan.jobs));
             let reasons = q.pending_reasons(|k| map.index(k).is_some_and(|i| pending.contains(&i)));

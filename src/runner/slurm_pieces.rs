@@ -314,6 +314,7 @@ mod tests {
                 .iter()
                 .map(|&t| (t, (TaskState::Running, Some("n1".into()))))
                 .collect(),
+            reasons: Vec::new(),
         }
     }
 
