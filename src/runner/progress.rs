@@ -306,6 +306,7 @@ impl Bar {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        crate::signal::terminal_line(true);
         Bar { bar }
     }
 }
@@ -330,6 +331,7 @@ impl Progress for Bar {
     }
     fn finish(&self) {
         self.bar.finish_and_clear();
+        crate::signal::terminal_line(false);
     }
 }
 
