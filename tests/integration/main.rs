@@ -40,6 +40,7 @@ mod archive_names;
 mod archive_rerun;
 mod archive_resume;
 mod archive_verify;
+mod bisect;
 mod bundle_checksums;
 mod bundle_containment;
 mod bundle_files;
@@ -86,6 +87,7 @@ mod runner_faults;
 mod schema_validation;
 mod slurm_cluster;
 mod slurm_e2e;
+mod slurm_nodes;
 mod smaps_rollup;
 mod stats_fixtures;
 
