@@ -210,7 +210,26 @@ pub fn summary_line(r: &Report) -> String {
     )
 }
 
+/// The preamble line naming what `run` was told to change, when anything: `overrides: run with
+/// --where mode=reuse --repetitions 1 (bundle.json overrides; resume and rerun do the same)`.
+pub(crate) fn overrides_line(r: &Report) -> Option<String> {
+    r.overrides.as_ref().map(|o| {
+        format!(
+            "overrides: run with {} (bundle.json overrides; resume and rerun do the same)",
+            o.to_args().join(" ")
+        )
+    })
+}
+
 fn preamble(r: &Report) -> Vec<String> {
+    let mut lines = preamble_lines(r);
+    if let Some(line) = overrides_line(r) {
+        lines.insert(2, line);
+    }
+    lines
+}
+
+fn preamble_lines(r: &Report) -> Vec<String> {
     vec![
         format!(
             "bundle: {} (experiment {}, status {}, hwr-exp {})",
@@ -222,6 +241,47 @@ fn preamble(r: &Report) -> Vec<String> {
         format!("revision: {}", r.revision.as_deref().unwrap_or("unknown")),
         summary_line(r),
     ]
+    .into_iter()
+    .chain(r.adaptive.as_ref().map(adaptive_line))
+    .collect()
+}
+
+/// `adaptive repetitions (4 to 30 per cell until decided, time budget 2h): 5 rounds in 12.3 s,
+/// stopped: decided` (or `not finished` while rounds remain).
+pub fn adaptive_line(a: &crate::bundle::AdaptiveRecord) -> String {
+    format!(
+        "adaptive repetitions ({} to {} per cell until {}{}): {} round{} in {:.1} s, {}",
+        a.rule.min,
+        a.rule.max,
+        a.rule.until.as_str(),
+        a.rule.time_budget.map_or(String::new(), |b| format!(
+            ", time budget {}",
+            humantime::format_duration(b)
+        )),
+        a.rounds,
+        if a.rounds == 1 { "" } else { "s" },
+        a.elapsed_seconds,
+        match a.stopping_reason {
+            Some(r) => format!("stopped: {}", r.as_str()),
+            None => "not finished (`hwr-exp resume` continues the rule)".into(),
+        }
+    )
+}
+
+/// One line per cell of an adaptive bundle: `mode=leak: 4 runs, above control; stopped: decided`.
+pub fn adaptive_cell_lines(a: &crate::bundle::AdaptiveRecord, keys: &[String]) -> Vec<String> {
+    a.cells
+        .iter()
+        .map(|c| {
+            format!(
+                "{}: {} runs{}; stopped: {}",
+                super::model::cell_label(&c.cell, keys, None),
+                c.runs,
+                c.verdict.as_deref().map_or(String::new(), |v| format!(", {v}")),
+                c.stopping_reason.map_or("not yet", |r| r.as_str())
+            )
+        })
+        .collect()
 }
 
 fn run_table(r: &Report) -> Section {
@@ -590,6 +650,13 @@ pub fn estimate_notes(r: &Report) -> Vec<String> {
     if !e.without_control.is_empty() {
         notes.push(format!("no control cell for: {}", e.without_control.join(", ")));
     }
+    if let Some(a) = &r.adaptive {
+        notes.push(format!(
+            "{}; the intervals are not adjusted for the rounds' repeated looks",
+            adaptive_line(a)
+        ));
+        notes.extend(adaptive_cell_lines(a, &r.matrix_keys));
+    }
     notes
 }
 
@@ -729,6 +796,42 @@ fn metric_sections(r: &Report) -> Vec<Section> {
     vec![per_run, per_cell]
 }
 
+/// Most run ids named per reason in the table of reasons; the others are counted.
+const NAMED_RUNS: usize = 3;
+
+/// The finished runs that are not ok, one row per reason with its count: twelve runs failing
+/// alike are one row, not twelve.
+fn failures_section(r: &Report) -> Section {
+    let mut s = Section::new(
+        "Runs that are not ok, by reason",
+        &[
+            ("runs", true),
+            ("outcome", false),
+            ("reason", false),
+            ("run-ids", false),
+        ],
+    );
+    for g in &r.failures_by_reason {
+        let mut ids = g
+            .runs
+            .iter()
+            .take(NAMED_RUNS)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
+        if g.count > NAMED_RUNS {
+            ids.push_str(&format!(" and {} more", g.count - NAMED_RUNS));
+        }
+        s.rows.push(vec![
+            g.count.to_string(),
+            g.outcome.as_str().to_owned(),
+            g.reason.clone(),
+            ids,
+        ]);
+    }
+    s
+}
+
 fn run_section(r: &Report) -> Section {
     let mut s = run_table(r);
     let not_run: Vec<&str> = r
@@ -750,9 +853,15 @@ fn run_section(r: &Report) -> Section {
 /// Builders of the report's sections, in order; each returns no section when it does not apply.
 type SectionBuilder = fn(&Report) -> Vec<Section>;
 
-const SECTIONS: [SectionBuilder; 8] = [
+const SECTIONS: [SectionBuilder; 9] = [
     |r| r.has_retention.then(|| verdict_section(r)).into_iter().collect(),
     |r| vec![run_section(r)],
+    |r| {
+        (!r.failures_by_reason.is_empty())
+            .then(|| failures_section(r))
+            .into_iter()
+            .collect()
+    },
     |r| {
         r.runs
             .iter()
@@ -836,12 +945,41 @@ pub fn stderr_text(r: &Report, style: TextStyle) -> String {
         out.push_str("every run is ok\n");
         return out;
     }
+    // Runs with the same reason and the same stderr tail are shown once, with their count.
+    let mut groups: Vec<(&RunSummary, Vec<&str>)> = Vec::new();
+    let mut at: std::collections::HashMap<(&str, &[String]), usize> = std::collections::HashMap::new();
     for run in failed {
+        let key = (run.reason_text(), run.stderr_tail());
+        match at.get(&key) {
+            Some(&g) => groups[g].1.push(&run.run_id),
+            None => {
+                at.insert(key, groups.len());
+                groups.push((run, vec![&run.run_id]));
+            }
+        }
+    }
+    for (run, ids) in groups {
         let tail = run.stderr_tail();
+        let who = if ids.len() == 1 {
+            run.run_id.clone()
+        } else {
+            let named: Vec<&str> = ids.iter().take(NAMED_RUNS).copied().collect();
+            let more = ids.len() - named.len();
+            format!(
+                "{} runs ({}{})",
+                ids.len(),
+                named.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            )
+        };
         if style.is_md() {
             out.push_str(&format!(
                 "**{}**: {}\n\n",
-                md_escape(&run.run_id),
+                md_escape(&who),
                 md_escape(run.reason_text())
             ));
             if tail.is_empty() {
@@ -862,7 +1000,7 @@ pub fn stderr_text(r: &Report, style: TextStyle) -> String {
             }
             out.push_str(&format!("{fence}\n\n"));
         } else {
-            out.push_str(&style.wrap(&format!("{}: {}", run.run_id, run.reason_text())));
+            out.push_str(&style.wrap(&format!("{who}: {}", run.reason_text())));
             out.push('\n');
             if tail.is_empty() {
                 out.push_str("  (stderr.log is empty)\n");

@@ -55,6 +55,16 @@ pub struct Cluster {
     pub shared_fs: bool,
 }
 
+/// The problem of adaptive `repetitions` on Slurm (refused: the arrays are submitted whole),
+/// located at `schedule.repetitions`; `None` for a fixed number.
+pub fn adaptive_problem(manifest: &Manifest) -> Option<PlanError> {
+    manifest.schedule.adaptive.map(|_| PlanError {
+        key: "schedule.repetitions".into(),
+        message: "adaptive repetitions cannot be used with the slurm executor: it submits the whole plan as job arrays, and the rule decides each round from the one before".into(),
+        help: Some("give a fixed number, like repetitions = 10, or run with --executor local".into()),
+    })
+}
+
 /// The fixed-CPU-list problem of a manifest run with the Slurm executor (DESIGN 3: `cpus` must be
 /// `"auto"`, the task's allocation), located at `isolation.cpus`; `None` for `"auto"`.
 pub fn fixed_cpus_problem(manifest: &Manifest) -> Option<PlanError> {
@@ -253,7 +263,8 @@ pub fn submit(
 /// [`SessionError::Preflight`] when nothing could be submitted (exit 3; the bundle is marked
 /// `failed`); [`SessionError::Bundle`] when writing the bundle fails.
 pub fn submit_and_wait(mut session: Session<'_>, params: &Submit<'_>) -> Result<SessionReport, SessionError> {
-    let (plan, quiet) = (session.plan, session.finish.quiet);
+    let (plan, quiet) = (session.plan.clone(), session.finish.quiet);
+    let plan: &Plan = &plan;
     let indices = std::mem::take(&mut session.indices);
     let writer = session.writer_mut();
     if !quiet {
@@ -286,6 +297,7 @@ pub fn submit_and_wait(mut session: Session<'_>, params: &Submit<'_>) -> Result<
             exit_code: crate::exit_codes::SUCCESS,
             failures: Default::default(),
             slurm_jobs: jobs,
+            failed_fast: false,
         });
     }
     let arrays = writer
@@ -369,7 +381,8 @@ pub fn wait(
     map: &TaskMap,
     lost_grace: Duration,
 ) -> io::Result<SessionEnd> {
-    let (plan, cancel, total) = (session.plan, session.cancel, session.indices.len());
+    let (plan, cancel, total) = (session.plan.clone(), session.cancel, session.indices.len());
+    let plan: &Plan = &plan;
     let (indices, progress) = (&session.indices, &session.progress);
     let writer = session
         .writer
