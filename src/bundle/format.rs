@@ -49,7 +49,7 @@ pub mod files {
     pub const CHECKSUMS: &str = "checksums.sha256";
     /// Folder with the Slurm batch scripts, Slurm's task logs and the cancel marker.
     pub const SLURM: &str = "slurm";
-    /// Folder with one host-facts file per node that ran a Slurm task, `hosts/<hostname>.json`.
+    /// Folder with one host-facts file per node that ran a Slurm task, `hosts/<node>.json` (run.json `node`).
     pub const HOSTS: &str = "hosts";
     /// Marker written by `hwr-exp cancel` inside [`SLURM`]: a waiter that sees it finishes as on Ctrl-C.
     pub const CANCEL_REQUESTED: &str = "cancel-requested";
@@ -270,8 +270,9 @@ pub struct AdaptiveRecord {
     /// counts).
     pub elapsed_seconds: f64,
     /// Why no further round was run: the cells' reasons combined (`time budget` when the budget
-    /// stopped any cell, else `max reached` when any cell reached `max`, else `decided`); `None`
-    /// while rounds remain (a running or interrupted bundle).
+    /// stopped any cell, else `max reached` when any cell reached `max`, else `decided`, else
+    /// `no estimates` or `no control`); `None` while rounds remain (a running or interrupted
+    /// bundle).
     pub stopping_reason: Option<StoppingReason>,
     /// Every cell, plan order.
     pub cells: Vec<AdaptiveCell>,
@@ -308,6 +309,10 @@ pub enum StoppingReason {
     /// It has no control to be compared with (and is no control): it gets `min` runs.
     #[serde(rename = "no control")]
     NoControl,
+    /// No run of the bundle gave retention samples (every run failed, timed out without output,
+    /// or prints another schema): nothing can be decided, so no cell gets more than `min` runs.
+    #[serde(rename = "no estimates")]
+    NoEstimates,
 }
 
 impl StoppingReason {
@@ -318,6 +323,7 @@ impl StoppingReason {
             StoppingReason::MaxReached => "max reached",
             StoppingReason::TimeBudget => "time budget",
             StoppingReason::NoControl => "no control",
+            StoppingReason::NoEstimates => "no estimates",
         }
     }
 }
@@ -557,6 +563,11 @@ pub struct RunRecord {
     /// named for a `lost` run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostname: Option<String>,
+    /// Slurm executor: the node's name as Slurm knows it (`SLURMD_NODENAME` in the task, else
+    /// the hostname), which names its host facts `hosts/<node>.json`; for a `lost` run, the node
+    /// Slurm named for the task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     /// Slurm executor: the array task's ids.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm: Option<SlurmTaskIds>,

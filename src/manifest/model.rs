@@ -439,6 +439,11 @@ pub struct SlurmConfig {
     pub time_margin: Duration,
     /// `sbatch-args`: extra sbatch arguments, each one word, passed as given after hwr-exp's own.
     pub sbatch_args: Vec<String>,
+    /// `nodes`: `sbatch --nodelist`, the only nodes the tasks may run on (names joined by `,`,
+    /// or a Slurm host list as written, `n[1-2]`).
+    pub nodes: Option<String>,
+    /// `exclude-nodes`: `sbatch --exclude`, nodes the tasks never run on.
+    pub exclude_nodes: Option<String>,
 }
 
 impl Default for SlurmConfig {
@@ -449,6 +454,8 @@ impl Default for SlurmConfig {
             qos: None,
             time_margin: DEFAULT_TIME_MARGIN,
             sbatch_args: Vec::new(),
+            nodes: None,
+            exclude_nodes: None,
         }
     }
 }

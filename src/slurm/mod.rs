@@ -16,6 +16,7 @@
 pub mod array;
 pub mod client;
 pub mod log;
+pub mod partition;
 pub mod queue;
 pub mod script;
 

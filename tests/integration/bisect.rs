@@ -9,8 +9,8 @@ use crate::support::{Repo, code, hwr, json, repo, stderr, stdout};
 
 /// The probe at a commit: `mode` other than `reuse` grows by `leak` bytes per 1000 iterations;
 /// both modes get the same page of noise (by repetition), so without a leak no number of runs
-/// tells them apart. `broken` makes it exit 1 before printing anything.
-fn script(leak: i64, broken: bool) -> String {
+/// tells them apart. `first` is a line run before anything else ([`BROKEN`], [`HANGS`] or "").
+fn script(leak: i64, first: &str) -> String {
     format!(
         r#"#!/bin/sh
 {}mode=$1
@@ -27,13 +27,15 @@ while [ $i -le 5 ]; do
 done
 printf '{{"phase":"closed","iterations":5000,"private_bytes":1048576,"anonymous_bytes":1048576,"rss_bytes":1114112,"fd_count":3}}],"completed":true}}\n'
 "#,
-        if broken {
-            "echo 'probe.sh: syntax error near line 3' >&2; exit 1\n"
-        } else {
-            ""
-        }
+        first
     )
 }
+
+/// A probe that fails before printing anything.
+const BROKEN: &str = "echo 'probe.sh: syntax error near line 3' >&2; exit 1\n";
+
+/// A probe that hangs (past the manifest's timeout, when it has one).
+const HANGS: &str = "exec sleep 60\n";
 
 const MANIFEST: &str = r#"format = 1
 [experiment]
@@ -46,16 +48,16 @@ mode = ["get", "view", "reuse"]
 control = { mode = "reuse" }
 "#;
 
-/// Commits `(leak, broken)` one after the other (the manifest and `.gitignore` in the first);
-/// returns the commit ids in order.
-fn history(repo: &Repo, commits: &[(i64, bool)]) -> Vec<String> {
+/// Commits `(leak, first line)` one after the other (the manifest, with `extra` lines appended,
+/// and `.gitignore` in the first); returns the commit ids in order.
+fn history_with(repo: &Repo, extra: &str, commits: &[(i64, &str)]) -> Vec<String> {
     let mut ids = Vec::new();
-    for (n, &(leak, broken)) in commits.iter().enumerate() {
+    for (n, &(leak, first)) in commits.iter().enumerate() {
         if n == 0 {
-            repo.write("experiment.toml", MANIFEST)
+            repo.write("experiment.toml", format!("{MANIFEST}{extra}"))
                 .write(".gitignore", "results/\n");
         }
-        repo.write("probe.sh", script(leak, broken));
+        repo.write("probe.sh", script(leak, first));
         repo.write("HISTORY", format!("commit {}\n", n + 1));
         ids.push(repo.commit(&format!("commit {}", n + 1)));
     }
@@ -77,6 +79,10 @@ fn bisect(dir: &Path, good: &str, bad: &str, extra: &[&str]) -> std::process::Ou
     hwr(dir, &args)
 }
 
+fn history(repo: &Repo, commits: &[(i64, &str)]) -> Vec<String> {
+    history_with(repo, "", commits)
+}
+
 /// The steps' bundle.json files, by step.
 fn steps(dir: &Path) -> Vec<serde_json::Value> {
     let mut infos: Vec<serde_json::Value> = crate::support::bundles(&dir.join("results"), "bisect-demo")
@@ -94,14 +100,14 @@ fn eight_commits_the_fifth_leaks_and_the_sixth_fails() {
     let ids = history(
         &repo,
         &[
-            (0, false),
-            (0, false),
-            (0, false),
-            (0, false),
-            (LEAK, false),
-            (LEAK, true),
-            (LEAK, false),
-            (LEAK, false),
+            (0, ""),
+            (0, ""),
+            (0, ""),
+            (0, ""),
+            (LEAK, ""),
+            (LEAK, BROKEN),
+            (LEAK, ""),
+            (LEAK, ""),
         ],
     );
     let out = bisect(
@@ -177,7 +183,7 @@ fn eight_commits_the_fifth_leaks_and_the_sixth_fails() {
 #[test]
 fn only_skipped_commits_between_good_and_bad_is_not_decidable() {
     let repo = repo();
-    let ids = history(&repo, &[(0, false), (0, true), (40960, false)]);
+    let ids = history(&repo, &[(0, ""), (0, BROKEN), (40960, "")]);
     let out = bisect(repo.path(), &ids[0], &ids[2], &["--repetitions", "4", "--quiet"]);
     let text = stdout(&out);
     assert_eq!(code(&out), 1, "{text}\n{}", stderr(&out));
@@ -195,7 +201,7 @@ fn only_skipped_commits_between_good_and_bad_is_not_decidable() {
 #[test]
 fn revisions_that_do_not_bisect_are_usage_errors() {
     let repo = repo();
-    let ids = history(&repo, &[(0, false), (40960, false)]);
+    let ids = history(&repo, &[(0, ""), (40960, "")]);
     let out = bisect(repo.path(), &ids[1], &ids[0], &[]);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     assert!(
@@ -215,4 +221,38 @@ fn revisions_that_do_not_bisect_are_usage_errors() {
     let out = bisect(repo.path(), &ids[0], &ids[1], &["--where", "mode=nope"]);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     assert!(!repo.path().join("results").exists());
+}
+
+#[test]
+fn a_commit_whose_runs_time_out_is_skipped_and_the_bisect_goes_on() {
+    let repo = repo();
+    let ids = history_with(
+        &repo,
+        "[isolation]\ntimeout = \"1s\"\ngrace = \"1s\"\n",
+        &[(0, ""), (40960, ""), (40960, HANGS), (40960, ""), (40960, "")],
+    );
+    let out = bisect(
+        repo.path(),
+        &ids[0],
+        &ids[4],
+        &["--where", "mode=get", "--repetitions", "4"],
+    );
+    let text = stdout(&out);
+    assert_eq!(code(&out), 0, "{text}\n{}", stderr(&out));
+    assert_eq!(
+        text.lines().last().unwrap(),
+        format!("first bad commit: {} commit 2", ids[1]),
+        "{text}"
+    );
+    // The middle commit was probed first: its runs timed out, a value recorded in its bundle.
+    let third = text
+        .lines()
+        .find(|l| l.contains(&ids[2][..10]))
+        .unwrap_or_else(|| panic!("no row for the 3rd:\n{text}"));
+    assert!(third.contains("skip") && third.contains("timeout"), "{third}");
+    let infos = steps(repo.path());
+    assert_eq!(infos[0]["bisect"]["commit"], ids[2].as_str());
+    assert_eq!(infos[0]["status"], "complete", "{:#}", infos[0]);
+    assert_eq!(infos[0]["counts"]["timeout"], 8, "{:#}", infos[0]);
+    assert_eq!(infos[0]["adaptive"]["stopping-reason"], "no estimates");
 }
