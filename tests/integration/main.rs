@@ -82,6 +82,7 @@ mod run_reasons;
 mod run_records;
 mod run_settings;
 mod run_subsets;
+mod run_terminal;
 mod runner_faults;
 mod schema_validation;
 mod slurm_cluster;
