@@ -211,6 +211,10 @@ pub fn summary_line(r: &Report) -> String {
 }
 
 fn preamble(r: &Report) -> Vec<String> {
+    let refusals = r
+        .sbatch_refusals
+        .iter()
+        .map(|refusal| format!("sbatch refused {refusal}"));
     vec![
         format!(
             "bundle: {} (experiment {}, status {}, hwr-exp {})",
@@ -222,6 +226,9 @@ fn preamble(r: &Report) -> Vec<String> {
         format!("revision: {}", r.revision.as_deref().unwrap_or("unknown")),
         summary_line(r),
     ]
+    .into_iter()
+    .chain(refusals)
+    .collect()
 }
 
 fn run_table(r: &Report) -> Section {
