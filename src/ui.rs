@@ -208,7 +208,10 @@ pub fn cancelled(bundle: &Path, cancelled: &Cancelled) {
 /// # Errors
 /// As [`to_stdout`].
 pub fn checked(path: &Path, plan: &Plan) -> Result<i32, Failure> {
-    to_stdout(|out| writeln!(out, "ok: {} ({} runs)", path.display(), plan.len()))
+    to_stdout(|out| match plan.adaptive_text() {
+        Some(text) => writeln!(out, "ok: {} ({} runs; {text})", path.display(), plan.len()),
+        None => writeln!(out, "ok: {} ({} runs)", path.display(), plan.len()),
+    })
 }
 
 /// `hwr-exp plan --format table|json|shell`: the plan on stdout (`sbatch` is written by the

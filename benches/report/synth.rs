@@ -311,6 +311,8 @@ pub fn write_bundle(dir: &Path, s: &Synth) -> std::io::Result<()> {
         executor: None,
         environments: Default::default(),
         slurm: None,
+        adaptive: None,
+        bisect: None,
     };
     write_json(&dir.join(files::BUNDLE), &info)?;
     std::fs::write(dir.join(files::REVISION), format!("{}\n", s.revision))?;

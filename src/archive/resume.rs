@@ -97,7 +97,7 @@ pub fn resume(
                 }
             })?;
             let session = Session {
-                plan: &plan,
+                plan: std::borrow::Cow::Borrowed(&plan),
                 indices: todo,
                 writer: std::sync::Mutex::new(writer),
                 launcher,
@@ -208,8 +208,21 @@ fn prepare(
         .map_err(|p| ArchiveError::Session(SessionError::Preflight(p)))?;
         ctx.environments = crate::runner::environments::context_map(&built);
     }
-    let plan = session::expand(&manifest, &ctx)?;
+    let mut plan = session::expand(&manifest, &ctx)?;
     let recorded = bundle.plan()?.runs;
+    if plan.adaptive.is_some() {
+        // Adaptive repetitions: the rounds plan.json records (the rule added them one by one).
+        let cells: std::collections::HashMap<String, usize> = (0..plan.cell_count())
+            .map(|c| (cell_key(plan.cell(c).iter().map(|(k, v)| (k, v))), c))
+            .collect();
+        let runs: Option<Vec<(usize, u32)>> = recorded
+            .iter()
+            .map(|r| Some((*cells.get(&cell_key(r.cell.iter()))?, r.repetition)))
+            .collect();
+        if let Some(runs) = runs {
+            plan.set_runs(runs);
+        }
+    }
     let mismatch = (0..plan.len().max(recorded.len()))
         .find(|&i| i >= plan.len() || i >= recorded.len() || plan.run(i).run_id != recorded[i].run_id);
     if let Some(i) = mismatch {
@@ -291,4 +304,11 @@ fn prepare(
         executor: manifest.executor.clone(),
         cpus_per_run: manifest.isolation.cpus_per_run,
     })
+}
+
+/// A cell's values as one text, keys sorted, for matching plan.json's cells with the plan's.
+fn cell_key<'a>(values: impl Iterator<Item = (&'a String, &'a crate::manifest::Value)>) -> String {
+    let mut pairs: Vec<(String, String)> = values.map(|(k, v)| (k.clone(), format!("{v:?}"))).collect();
+    pairs.sort();
+    format!("{pairs:?}")
 }

@@ -371,7 +371,7 @@ pub fn wait(dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionRepor
     };
     let results_dir = bundle.results_dir();
     let session = Session {
-        plan: &plan,
+        plan: std::borrow::Cow::Borrowed(&plan),
         indices,
         writer: std::sync::Mutex::new(writer),
         // No run executes in this process.

@@ -183,6 +183,90 @@ pub struct BundleInfo {
     /// Slurm executor: the submitted job arrays, appended as each is submitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm: Option<SlurmSubmissions>,
+    /// Adaptive `repetitions` (DESIGN 3, 5): the rule, the rounds run, and why each cell stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adaptive: Option<AdaptiveRecord>,
+    /// `hwr-exp bisect`: the session this bundle is a step of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bisect: Option<BisectStep>,
+}
+
+/// bundle.json `adaptive`: the state of an adaptive `repetitions` rule, rewritten after each
+/// round (so an interrupted bundle says where it was and `resume` continues the rule).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct AdaptiveRecord {
+    /// `min`, `max`, `until`, `time-budget-seconds`.
+    #[serde(flatten)]
+    pub rule: crate::manifest::Adaptive,
+    /// Rounds run (the most runs any cell has).
+    pub rounds: u32,
+    /// Wall seconds spent in rounds, summed over the run and its resumes (what the time budget
+    /// counts).
+    pub elapsed_seconds: f64,
+    /// Why no further round was run: the cells' reasons combined (`time budget` when the budget
+    /// stopped any cell, else `max reached` when any cell reached `max`, else `decided`); `None`
+    /// while rounds remain (a running or interrupted bundle).
+    pub stopping_reason: Option<StoppingReason>,
+    /// Every cell, plan order.
+    pub cells: Vec<AdaptiveCell>,
+}
+
+/// One cell of [`AdaptiveRecord`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct AdaptiveCell {
+    /// Matrix values.
+    pub cell: BTreeMap<String, Value>,
+    /// Runs of the cell in the plan.
+    pub runs: u32,
+    /// The verdict that decides it (private-bytes growth against its control, DESIGN 9); for a
+    /// control cell, `control`; `None` before the first decision or without a control.
+    pub verdict: Option<String>,
+    /// Why the cell got no further round; `None` while it may get one.
+    pub stopping_reason: Option<StoppingReason>,
+}
+
+/// Why an adaptive cell stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum StoppingReason {
+    /// Its verdict is `above control`, `below control` or `equivalent` (a control cell: every
+    /// cell compared with it is decided).
+    #[serde(rename = "decided")]
+    Decided,
+    /// It has `max` runs.
+    #[serde(rename = "max reached")]
+    MaxReached,
+    /// The time budget was spent.
+    #[serde(rename = "time budget")]
+    TimeBudget,
+    /// It has no control to be compared with (and is no control): it gets `min` runs.
+    #[serde(rename = "no control")]
+    NoControl,
+}
+
+impl StoppingReason {
+    /// The name bundle.json and the report use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoppingReason::Decided => "decided",
+            StoppingReason::MaxReached => "max reached",
+            StoppingReason::TimeBudget => "time budget",
+            StoppingReason::NoControl => "no control",
+        }
+    }
+}
+
+/// bundle.json `bisect`: which `hwr-exp bisect` session a bundle is a step of.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct BisectStep {
+    /// The session's id (`<YYYYMMDDTHHMMSSZ>-<4 hex>`), shared by its steps.
+    pub session: String,
+    /// The probed commit.
+    pub commit: String,
+    /// The step's number, 1-based.
+    pub step: u32,
 }
 
 /// bundle.json `environments.<name>`: a Python environment as built (its files are under

@@ -490,6 +490,40 @@ impl BundleWriter {
         &self.info
     }
 
+    /// Records the adaptive rule's state (bundle.json `adaptive`) and writes bundle.json durably.
+    ///
+    /// # Errors
+    /// I/O errors writing bundle.json.
+    pub fn set_adaptive(&mut self, record: super::format::AdaptiveRecord) -> io::Result<()> {
+        self.info.adaptive = Some(record);
+        self.save_info(Durability::Synced)
+    }
+
+    /// Rewrites plan.json with `fill` after an adaptive round was added (`planned` runs now): its
+    /// sha256 in `setup-sha256` follows, and `planned-runs`. A plan.json that a run changed
+    /// since it was written is noted first, as [`BundleWriter::finish`] would.
+    ///
+    /// # Errors
+    /// I/O errors writing or reading plan.json or writing bundle.json.
+    pub fn rewrite_plan(
+        &mut self,
+        planned: usize,
+        fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> io::Result<()> {
+        for note in self.changed_setup_files() {
+            if note.starts_with(files::PLAN) && !self.info.notes.contains(&note) {
+                self.info.notes.push(note);
+            }
+        }
+        let path = self.dir.join(files::PLAN);
+        write_atomic_with(&path, fill)?;
+        let sha =
+            super::contained::sha256_in(&self.dir, Path::new(files::PLAN)).map_err(on(&path, "read"))?;
+        self.info.setup_sha256.insert(files::PLAN.to_string(), sha);
+        self.info.planned_runs = planned;
+        self.save_info(Durability::Synced)
+    }
+
     /// Writes a file at the bundle's top level atomically (manifest.toml, plan.json, ...).
     ///
     /// # Errors

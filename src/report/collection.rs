@@ -472,6 +472,7 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
         runs,
         cells,
         estimates,
+        adaptive: info.adaptive,
     })
 }
 

@@ -640,6 +640,7 @@ mod tests {
             runs,
             cells: Vec::new(),
             estimates: Default::default(),
+            adaptive: None,
         }
     }
 

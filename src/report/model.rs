@@ -300,6 +300,10 @@ pub struct Report {
     pub cells: Vec<CellStats>,
     /// Every compared cell against its control ([`super::estimates`]).
     pub estimates: super::estimates::Estimates,
+    /// bundle.json `adaptive`: the adaptive `repetitions` rule, its rounds and why each cell
+    /// stopped; absent for a fixed number of repetitions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adaptive: Option<crate::bundle::AdaptiveRecord>,
 }
 
 /// `key=value` pairs of a cell, space separated: matrix keys in `keys` order first, then any other

@@ -227,8 +227,47 @@ fn preamble(r: &Report) -> Vec<String> {
         summary_line(r),
     ]
     .into_iter()
+    .chain(r.adaptive.as_ref().map(adaptive_line))
     .chain(refusals)
     .collect()
+}
+
+/// `adaptive repetitions (4 to 30 per cell until decided, time budget 2h): 5 rounds in 12.3 s,
+/// stopped: decided` (or `not finished` while rounds remain).
+pub fn adaptive_line(a: &crate::bundle::AdaptiveRecord) -> String {
+    format!(
+        "adaptive repetitions ({} to {} per cell until {}{}): {} round{} in {:.1} s, {}",
+        a.rule.min,
+        a.rule.max,
+        a.rule.until.as_str(),
+        a.rule.time_budget.map_or(String::new(), |b| format!(
+            ", time budget {}",
+            humantime::format_duration(b)
+        )),
+        a.rounds,
+        if a.rounds == 1 { "" } else { "s" },
+        a.elapsed_seconds,
+        match a.stopping_reason {
+            Some(r) => format!("stopped: {}", r.as_str()),
+            None => "not finished (`hwr-exp resume` continues the rule)".into(),
+        }
+    )
+}
+
+/// One line per cell of an adaptive bundle: `mode=leak: 4 runs, above control; stopped: decided`.
+pub fn adaptive_cell_lines(a: &crate::bundle::AdaptiveRecord, keys: &[String]) -> Vec<String> {
+    a.cells
+        .iter()
+        .map(|c| {
+            format!(
+                "{}: {} runs{}; stopped: {}",
+                super::model::cell_label(&c.cell, keys, None),
+                c.runs,
+                c.verdict.as_deref().map_or(String::new(), |v| format!(", {v}")),
+                c.stopping_reason.map_or("not yet", |r| r.as_str())
+            )
+        })
+        .collect()
 }
 
 fn run_table(r: &Report) -> Section {
@@ -596,6 +635,13 @@ pub fn estimate_notes(r: &Report) -> Vec<String> {
     }
     if !e.without_control.is_empty() {
         notes.push(format!("no control cell for: {}", e.without_control.join(", ")));
+    }
+    if let Some(a) = &r.adaptive {
+        notes.push(format!(
+            "{}; the intervals are not adjusted for the rounds' repeated looks",
+            adaptive_line(a)
+        ));
+        notes.extend(adaptive_cell_lines(a, &r.matrix_keys));
     }
     notes
 }

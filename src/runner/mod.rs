@@ -3,6 +3,7 @@
 //! Runs execute in plan order. With `jobs > 1`, job slot `k` (its own disjoint CPUs) takes the runs
 //! whose index is `k` modulo `jobs`, in order, so which CPUs a run gets is fixed by the plan.
 
+pub mod adaptive;
 pub mod backend;
 pub mod binary;
 pub mod environments;

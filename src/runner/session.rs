@@ -38,6 +38,8 @@ pub struct RunOptions {
     pub exclude_newer: Option<String>,
     /// `[environments]`: use these locks as they are, by environment name (`resume`).
     pub locks: Option<BTreeMap<String, String>>,
+    /// `hwr-exp bisect`: the session and step this bundle is (bundle.json `bisect`).
+    pub bisect: Option<crate::bundle::BisectStep>,
 }
 
 /// Why a session did not produce a bundle.
@@ -302,6 +304,10 @@ pub fn run_manifest(
             })
             .collect(),
         slurm: None,
+        adaptive: plan
+            .adaptive
+            .map(|rule| super::adaptive::initial_record(&plan, rule, 0.0)),
+        bisect: opts.bisect.clone(),
     };
     // The first files are written into a hidden staging folder that is renamed into place when
     // complete: a runner killed during the setup leaves no bundle that cannot be read. Two runners
@@ -371,7 +377,7 @@ pub fn run_manifest(
     before.release_patch();
     crate::exec::return_freed_memory();
     let session = Session {
-        plan: &plan,
+        plan: std::borrow::Cow::Borrowed(&plan),
         indices: (0..plan.len()).collect(),
         writer: Mutex::new(writer),
         launcher,
@@ -409,8 +415,8 @@ pub struct Finish<'a> {
 /// progress::Collect::deferred(quiet)`); a backend ([`super::backend::Ready::run`]) executes or
 /// submits its runs and finishes it ([`Session::finish`]).
 pub struct Session<'a> {
-    /// The plan of the bundle.
-    pub plan: &'a Plan,
+    /// The plan of the bundle (owned once an adaptive round is added to it).
+    pub plan: std::borrow::Cow<'a, Plan>,
     /// Plan indices of the runs of this session, ascending.
     pub indices: Vec<usize>,
     /// The bundle's only writer (behind a mutex: the local job slots share it).
@@ -441,7 +447,7 @@ impl<'a> Session<'a> {
     /// What executing runs needs ([`super::Runs`]).
     pub fn runs(&self) -> super::Runs<'_> {
         super::Runs {
-            plan: self.plan,
+            plan: &self.plan,
             launcher: self.launcher,
             cancel: self.cancel,
             progress: &self.progress,
@@ -464,7 +470,9 @@ impl<'a> Session<'a> {
             ));
         }
         self.progress.start(self.indices.len());
+        let started = std::time::Instant::now();
         let end = super::execute(self.runs(), &self.indices, &self.writer);
+        let end = super::adaptive::continue_rounds(&mut self, end, started);
         self.finish(end, Vec::new())
     }
 

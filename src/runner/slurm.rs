@@ -58,6 +58,16 @@ pub struct Cluster {
     pub shared_fs: bool,
 }
 
+/// The problem of adaptive `repetitions` on Slurm (refused: the arrays are submitted whole),
+/// located at `schedule.repetitions`; `None` for a fixed number.
+pub fn adaptive_problem(manifest: &Manifest) -> Option<PlanError> {
+    manifest.schedule.adaptive.map(|_| PlanError {
+        key: "schedule.repetitions".into(),
+        message: "adaptive repetitions cannot be used with the slurm executor: it submits the whole plan as job arrays, and the rule decides each round from the one before".into(),
+        help: Some("give a fixed number, like repetitions = 10, or run with --executor local".into()),
+    })
+}
+
 /// The fixed-CPU-list problem of a manifest run with the Slurm executor (DESIGN 3: `cpus` must be
 /// `"auto"`, the task's allocation), located at `isolation.cpus`; `None` for `"auto"`.
 pub fn fixed_cpus_problem(manifest: &Manifest) -> Option<PlanError> {
@@ -411,7 +421,8 @@ pub fn adoptable(bundle: &Path, found: &crate::slurm::TaggedArray) -> Option<Sub
 /// [`SessionError::Preflight`] when nothing could be submitted (exit 3; the bundle is marked
 /// `failed`, an sbatch refusal recorded); [`SessionError::Bundle`] when writing the bundle fails.
 pub fn submit_and_wait(mut session: Session<'_>, params: &Submit<'_>) -> Result<SessionReport, SessionError> {
-    let (plan, quiet) = (session.plan, session.finish.quiet);
+    let (plan, quiet) = (session.plan.clone(), session.finish.quiet);
+    let plan: &Plan = &plan;
     let client = submission_client(params.cluster, params.config, session.cancel, quiet);
     let indices = std::mem::take(&mut session.indices);
     let writer = session.writer_mut();
@@ -532,7 +543,8 @@ pub fn wait(
     map: &TaskMap,
     lost_grace: Duration,
 ) -> io::Result<SessionEnd> {
-    let (plan, cancel, total) = (session.plan, session.cancel, session.indices.len());
+    let (plan, cancel, total) = (session.plan.clone(), session.cancel, session.indices.len());
+    let plan: &Plan = &plan;
     let (indices, progress) = (&session.indices, &session.progress);
     let writer = session
         .writer

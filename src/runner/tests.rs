@@ -139,6 +139,8 @@ fn setup(jobs: u32) -> (Plan, tempfile::TempDir, Mutex<BundleWriter>) {
         executor: None,
         environments: Default::default(),
         slurm: None,
+        adaptive: None,
+        bisect: None,
     };
     let writer = Mutex::new(BundleWriter::create(&bundle, info).unwrap());
     (plan, dir, writer)

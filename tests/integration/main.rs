@@ -33,6 +33,7 @@
 
 mod support;
 
+mod adaptive;
 mod allocators;
 mod architecture;
 mod archive_names;
