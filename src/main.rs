@@ -14,11 +14,12 @@ use clap::Parser;
 use hwr_exp::archive::{self, ArchiveError};
 use hwr_exp::cli::{
     CancelArgs, CheckArgs, Cli, Command, CompareArgs, ListArgs, PlanArgs, PlanFormat, ProbeCommand,
-    RerunArgs, ResumeArgs, RetentionArgs, RunArgs, SlurmTaskArgs, VerifyArgs, WaitArgs,
+    RerunArgs, ResumeArgs, RetentionArgs, RunArgs, SelectArgs, SlurmTaskArgs, VerifyArgs, WaitArgs,
 };
 use hwr_exp::exec::ProcessLauncher;
 use hwr_exp::exit_codes::{self, Failure};
 use hwr_exp::manifest;
+use hwr_exp::plan::select;
 use hwr_exp::runner::backend::Backend;
 use hwr_exp::runner::session::{self, RunOptions, SessionError};
 use hwr_exp::signal::{self, SecondSignal, Signals};
@@ -97,11 +98,19 @@ fn run_manifest(args: &RunArgs) -> Result<i32, Failure> {
             "--detach needs the slurm executor (`[executor] kind = \"slurm\"` or `--executor slurm`)"
         )));
     }
+    if args.fail_fast && Backend::of(manifest.executor.kind).detaches() {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--fail-fast needs the local executor: the slurm executor submits every run at once"
+        )));
+    }
+    let selection = selection(&args.select);
+    select::apply(&mut manifest, &selection).map_err(Failure::usage)?;
     let signals = interrupt_handlers(SecondSignal::Exit(exit_codes::INTERRUPTED))?;
     let opts = RunOptions {
         results_dir: results_dir(args.results_dir.as_deref()),
         quiet: args.quiet,
         detach: args.detach,
+        overrides: hwr_exp::bundle::Overrides::of(&selection, args.fail_fast),
         ..RunOptions::default()
     };
     let report = session::run_manifest(&manifest, &opts, &ProcessLauncher::new(), signals.cancel_flag())
@@ -189,6 +198,7 @@ fn warn_too_few_runs(manifest: &manifest::Manifest, plan: &hwr_exp::plan::Plan) 
 /// `hwr-exp plan MANIFEST [--format table|json|shell]`.
 fn plan(args: &PlanArgs) -> Result<i32, Failure> {
     let mut manifest = manifest::load(&args.manifest).map_err(Failure::usage)?;
+    select::apply(&mut manifest, &selection(&args.select)).map_err(Failure::usage)?;
     if args.format == PlanFormat::Sbatch {
         manifest.executor.kind = Backend::Slurm.kind();
         let text = hwr_exp::runner::slurm::plan_scripts(&manifest, &results_dir(args.results_dir.as_deref()))
@@ -219,6 +229,22 @@ fn probe_retention(args: &RetentionArgs) -> Result<i32, Failure> {
         .map_err(|e| Failure::new(e.exit_code(), anyhow::Error::new(e).context(context)))?;
     ui::probe_document(&document, context)?;
     Ok(code)
+}
+
+/// The plan selection of `--where` / `--repetitions` ([`select::apply`] checks it against a
+/// manifest).
+fn selection(args: &SelectArgs) -> select::Selection {
+    select::Selection {
+        filters: args
+            .where_
+            .iter()
+            .map(|(key, value)| select::Filter {
+                key: key.clone(),
+                value: value.clone(),
+            })
+            .collect(),
+        repetitions: args.repetitions,
+    }
 }
 
 /// The results folder `given` on the command line, or the default: `results/` at the root of the

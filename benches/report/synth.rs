@@ -311,6 +311,7 @@ pub fn write_bundle(dir: &Path, s: &Synth) -> std::io::Result<()> {
         executor: None,
         environments: Default::default(),
         slurm: None,
+        overrides: None,
         adaptive: None,
         bisect: None,
     };

@@ -66,6 +66,32 @@ pub enum ArchiveError {
     },
 }
 
+/// Applies to a bundle's archived `manifest` the plan selection its `run` was given (bundle.json
+/// `overrides`: `--where`, `--repetitions`, [`crate::plan::select::apply`]), so that it expands
+/// to the plan the bundle ran (the executor is [`crate::runner::backend::Backend::apply_recorded`]'s).
+/// Returns the recorded overrides (`--fail-fast` among them), `None` when there are none.
+///
+/// # Errors
+/// [`ArchiveError::Refused`] when the recorded selection does not apply to the manifest (a
+/// bundle edited by hand).
+pub fn apply_recorded(
+    info: &crate::bundle::BundleInfo,
+    manifest: &mut crate::manifest::Manifest,
+) -> Result<Option<crate::bundle::Overrides>, ArchiveError> {
+    let Some(overrides) = &info.overrides else {
+        return Ok(None);
+    };
+    let refused = |e: String| {
+        ArchiveError::Refused(format!(
+            "bundle.json overrides ({}) do not apply to its manifest: {e}",
+            overrides.to_args().join(" ")
+        ))
+    };
+    let selection = overrides.selection().map_err(refused)?;
+    crate::plan::select::apply(manifest, &selection).map_err(|e| refused(e.to_string()))?;
+    Ok(Some(overrides.clone()))
+}
+
 impl ArchiveError {
     /// The documented exit code (DESIGN 6) for this error.
     pub fn exit_code(&self) -> i32 {

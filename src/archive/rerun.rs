@@ -486,6 +486,15 @@ pub fn prepare(dir: &Path, opts: &RerunOptions) -> Result<PreparedRerun, Archive
     };
     // Paths inside the manifest resolve against base_dir already; keep the recorded path.
     manifest.path = PathBuf::from(&bundle.info().manifest_path);
+    // The same selection as the archived bundle's run (`--where`, `--repetitions`,
+    // `--fail-fast`), recorded again in the new bundle.
+    let overrides = super::apply_recorded(bundle.info(), &mut manifest)?;
+    if let Some(o) = &overrides {
+        user_notes.push(format!(
+            "the archived bundle ran with {}: so does this rerun",
+            o.to_args().join(" ")
+        ));
+    }
 
     let abs_results = std::path::absolute(&results_dir).unwrap_or_else(|_| results_dir.clone());
     let now = crate::provenance::capture_excluding(manifest.repo_start(), &[&abs_results]);
@@ -513,6 +522,7 @@ pub fn prepare(dir: &Path, opts: &RerunOptions) -> Result<PreparedRerun, Archive
                 .environments
                 .values()
                 .find_map(|e| e.exclude_newer.clone()),
+            overrides,
             ..RunOptions::default()
         },
         manifest,

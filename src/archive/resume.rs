@@ -72,6 +72,7 @@ pub fn resume(
                 before,
                 executor: executor_config,
                 cpus_per_run,
+                fail_fast,
             } = prepared;
             let backend = Backend::of(executor_config.kind);
             let ready = match backend.preflight(&results_dir, opts.quiet) {
@@ -103,6 +104,7 @@ pub fn resume(
                 launcher,
                 cancel,
                 progress: crate::runner::progress::Collect::deferred(opts.quiet),
+                fail_fast,
                 finish: Finish {
                     results_dir: &results_dir,
                     before: &before,
@@ -138,6 +140,8 @@ struct Prepared {
     /// (the Slurm backend submits with them).
     executor: crate::manifest::ExecutorConfig,
     cpus_per_run: usize,
+    /// bundle.json `overrides` `fail-fast`: the resume stops after a run that is not ok too.
+    fail_fast: bool,
 }
 
 /// Steps 2 to 4 of the module docs, under the bundle's lock: checks the status, the manifest, the
@@ -182,6 +186,7 @@ fn prepare(
     let (base_dir, moved) = base_dir_now(&bundle, Some(&provenance));
     let mut manifest = archived_manifest(&bundle, &base_dir)?;
     Backend::apply_recorded(&info, &mut manifest);
+    let overrides = super::apply_recorded(&info, &mut manifest)?;
     let mut ctx = session::plan_context(bundle.dir())?;
     if let Some(seed) = info.seed {
         ctx.fallback_seed = seed;
@@ -303,6 +308,7 @@ fn prepare(
         before: provenance.before,
         executor: manifest.executor.clone(),
         cpus_per_run: manifest.isolation.cpus_per_run,
+        fail_fast: overrides.is_some_and(|o| o.fail_fast),
     })
 }
 

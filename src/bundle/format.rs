@@ -183,12 +183,77 @@ pub struct BundleInfo {
     /// Slurm executor: the submitted job arrays, appended as each is submitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm: Option<SlurmSubmissions>,
+    /// What `run` was told to change in the manifest's plan and execution (`--where`,
+    /// `--repetitions`, `--fail-fast`); absent when nothing was. `resume`, `rerun` and the Slurm
+    /// tasks apply it again, so they expand the same plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overrides: Option<Overrides>,
     /// Adaptive `repetitions` (DESIGN 3, 5): the rule, the rounds run, and why each cell stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adaptive: Option<AdaptiveRecord>,
     /// `hwr-exp bisect`: the session this bundle is a step of.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bisect: Option<BisectStep>,
+}
+
+/// bundle.json `overrides`: the command-line options of `run` that changed what the manifest
+/// says, as given.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Overrides {
+    /// `--where KEY=VALUE`, in the order given (`["mode=reuse", "elements=64"]`): only the cells
+    /// matching them were planned ([`crate::plan::select`]).
+    #[serde(default, rename = "where", skip_serializing_if = "Vec::is_empty")]
+    pub where_: Vec<String>,
+    /// `--repetitions N`: repetitions of each cell instead of `[schedule] repetitions`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repetitions: Option<u32>,
+    /// `--fail-fast`: no run started after the first run that was not ok.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fail_fast: bool,
+}
+
+impl Overrides {
+    /// The record of `selection` and `fail_fast`; `None` when they change nothing.
+    pub fn of(selection: &crate::plan::select::Selection, fail_fast: bool) -> Option<Overrides> {
+        (!selection.is_empty() || fail_fast).then(|| Overrides {
+            where_: selection.filters.iter().map(ToString::to_string).collect(),
+            repetitions: selection.repetitions,
+            fail_fast,
+        })
+    }
+
+    /// The plan selection recorded (`where`, `repetitions`).
+    ///
+    /// # Errors
+    /// A `where` entry that is not `KEY=VALUE` (a bundle edited by hand).
+    pub fn selection(&self) -> Result<crate::plan::select::Selection, String> {
+        Ok(crate::plan::select::Selection {
+            filters: self
+                .where_
+                .iter()
+                .map(|w| crate::plan::select::Filter::parse(w))
+                .collect::<Result<_, _>>()?,
+            repetitions: self.repetitions,
+        })
+    }
+
+    /// The command-line words that give these overrides: `--where mode=reuse --fail-fast`.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        for w in &self.where_ {
+            args.push("--where".to_owned());
+            args.push(w.clone());
+        }
+        if let Some(n) = self.repetitions {
+            args.push("--repetitions".to_owned());
+            args.push(n.to_string());
+        }
+        if self.fail_fast {
+            args.push("--fail-fast".to_owned());
+        }
+        args
+    }
 }
 
 /// bundle.json `adaptive`: the state of an adaptive `repetitions` rule, rewritten after each

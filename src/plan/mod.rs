@@ -6,6 +6,7 @@
 //! plan.json is written by the bundle (`bundle::plan_file`), which owns the on-disk format.
 
 pub mod render;
+pub mod select;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

@@ -469,9 +469,11 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
         mode_key,
         metric_pointers: pointers,
         has_retention,
+        failures_by_reason: super::model::failures_by_reason(&runs),
         runs,
         cells,
         estimates,
+        overrides: info.overrides,
         adaptive: info.adaptive,
     })
 }

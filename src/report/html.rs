@@ -227,6 +227,9 @@ fn summary(r: &Report, f: &BundleFacts) -> Markup {
                 @if let Some(p) = &info.parent {
                     dt { "parent" } dd { (p) }
                 }
+                @if let Some(o) = &info.overrides {
+                    dt { "overrides" } dd { "run with " (o.to_args().join(" ")) " (resume and rerun do the same)" }
+                }
                 @for n in &info.notes {
                     dt { "note" } dd { (n) }
                 }
@@ -637,9 +640,11 @@ mod tests {
             mode_key: Some("mode".into()),
             metric_pointers: Vec::new(),
             has_retention: false,
+            failures_by_reason: crate::report::model::failures_by_reason(&runs),
             runs,
             cells: Vec::new(),
             estimates: Default::default(),
+            overrides: None,
             adaptive: None,
         }
     }

@@ -300,10 +300,58 @@ pub struct Report {
     pub cells: Vec<CellStats>,
     /// Every compared cell against its control ([`super::estimates`]).
     pub estimates: super::estimates::Estimates,
+    /// bundle.json `overrides`: what `run` was told to change (`--where`, `--repetitions`,
+    /// `--fail-fast`); absent when nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overrides: Option<crate::bundle::Overrides>,
+    /// The finished runs that are not ok, grouped by their reason (outcome and one-line reason
+    /// alike), in plan order of each group's first run.
+    pub failures_by_reason: Vec<FailureReason>,
     /// bundle.json `adaptive`: the adaptive `repetitions` rule, its rounds and why each cell
     /// stopped; absent for a fixed number of repetitions.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub adaptive: Option<crate::bundle::AdaptiveRecord>,
+}
+
+/// Finished runs that are not ok for the same reason ([`Report::failures_by_reason`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct FailureReason {
+    /// How the runs count.
+    pub outcome: Outcome,
+    /// Their one-line reason ([`RunSummary::reason`]).
+    pub reason: String,
+    /// How many runs.
+    pub count: usize,
+    /// Their run ids, in plan order.
+    pub runs: Vec<String>,
+}
+
+/// The finished runs of `runs` that are not ok, grouped by (outcome, reason), groups in plan order
+/// of their first run.
+pub fn failures_by_reason(runs: &[RunSummary]) -> Vec<FailureReason> {
+    let mut groups: Vec<FailureReason> = Vec::new();
+    let mut at: std::collections::HashMap<(Outcome, &str), usize> = std::collections::HashMap::new();
+    for run in runs.iter().filter(|r| r.finished) {
+        let (Some(outcome), Some(reason)) = (run.outcome, run.reason.as_deref()) else {
+            continue;
+        };
+        if outcome == Outcome::Ok {
+            continue;
+        }
+        let g = *at.entry((outcome, reason)).or_insert_with(|| {
+            groups.push(FailureReason {
+                outcome,
+                reason: reason.to_owned(),
+                count: 0,
+                runs: Vec::new(),
+            });
+            groups.len() - 1
+        });
+        groups[g].count += 1;
+        groups[g].runs.push(run.run_id.clone());
+    }
+    groups
 }
 
 /// `key=value` pairs of a cell, space separated: matrix keys in `keys` order first, then any other

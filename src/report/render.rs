@@ -210,7 +210,26 @@ pub fn summary_line(r: &Report) -> String {
     )
 }
 
+/// The preamble line naming what `run` was told to change, when anything: `overrides: run with
+/// --where mode=reuse --repetitions 1 (bundle.json overrides; resume and rerun do the same)`.
+pub(crate) fn overrides_line(r: &Report) -> Option<String> {
+    r.overrides.as_ref().map(|o| {
+        format!(
+            "overrides: run with {} (bundle.json overrides; resume and rerun do the same)",
+            o.to_args().join(" ")
+        )
+    })
+}
+
 fn preamble(r: &Report) -> Vec<String> {
+    let mut lines = preamble_lines(r);
+    if let Some(line) = overrides_line(r) {
+        lines.insert(2, line);
+    }
+    lines
+}
+
+fn preamble_lines(r: &Report) -> Vec<String> {
     let refusals = r
         .sbatch_refusals
         .iter()
@@ -782,6 +801,42 @@ fn metric_sections(r: &Report) -> Vec<Section> {
     vec![per_run, per_cell]
 }
 
+/// Most run ids named per reason in the table of reasons; the others are counted.
+const NAMED_RUNS: usize = 3;
+
+/// The finished runs that are not ok, one row per reason with its count: twelve runs failing
+/// alike are one row, not twelve.
+fn failures_section(r: &Report) -> Section {
+    let mut s = Section::new(
+        "Runs that are not ok, by reason",
+        &[
+            ("runs", true),
+            ("outcome", false),
+            ("reason", false),
+            ("run-ids", false),
+        ],
+    );
+    for g in &r.failures_by_reason {
+        let mut ids = g
+            .runs
+            .iter()
+            .take(NAMED_RUNS)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
+        if g.count > NAMED_RUNS {
+            ids.push_str(&format!(" and {} more", g.count - NAMED_RUNS));
+        }
+        s.rows.push(vec![
+            g.count.to_string(),
+            g.outcome.as_str().to_owned(),
+            g.reason.clone(),
+            ids,
+        ]);
+    }
+    s
+}
+
 fn run_section(r: &Report) -> Section {
     let mut s = run_table(r);
     let not_run: Vec<&str> = r
@@ -803,9 +858,15 @@ fn run_section(r: &Report) -> Section {
 /// Builders of the report's sections, in order; each returns no section when it does not apply.
 type SectionBuilder = fn(&Report) -> Vec<Section>;
 
-const SECTIONS: [SectionBuilder; 8] = [
+const SECTIONS: [SectionBuilder; 9] = [
     |r| r.has_retention.then(|| verdict_section(r)).into_iter().collect(),
     |r| vec![run_section(r)],
+    |r| {
+        (!r.failures_by_reason.is_empty())
+            .then(|| failures_section(r))
+            .into_iter()
+            .collect()
+    },
     |r| {
         r.runs
             .iter()
@@ -889,12 +950,41 @@ pub fn stderr_text(r: &Report, style: TextStyle) -> String {
         out.push_str("every run is ok\n");
         return out;
     }
+    // Runs with the same reason and the same stderr tail are shown once, with their count.
+    let mut groups: Vec<(&RunSummary, Vec<&str>)> = Vec::new();
+    let mut at: std::collections::HashMap<(&str, &[String]), usize> = std::collections::HashMap::new();
     for run in failed {
+        let key = (run.reason_text(), run.stderr_tail());
+        match at.get(&key) {
+            Some(&g) => groups[g].1.push(&run.run_id),
+            None => {
+                at.insert(key, groups.len());
+                groups.push((run, vec![&run.run_id]));
+            }
+        }
+    }
+    for (run, ids) in groups {
         let tail = run.stderr_tail();
+        let who = if ids.len() == 1 {
+            run.run_id.clone()
+        } else {
+            let named: Vec<&str> = ids.iter().take(NAMED_RUNS).copied().collect();
+            let more = ids.len() - named.len();
+            format!(
+                "{} runs ({}{})",
+                ids.len(),
+                named.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            )
+        };
         if style.is_md() {
             out.push_str(&format!(
                 "**{}**: {}\n\n",
-                md_escape(&run.run_id),
+                md_escape(&who),
                 md_escape(run.reason_text())
             ));
             if tail.is_empty() {
@@ -915,7 +1005,7 @@ pub fn stderr_text(r: &Report, style: TextStyle) -> String {
             }
             out.push_str(&format!("{fence}\n\n"));
         } else {
-            out.push_str(&style.wrap(&format!("{}: {}", run.run_id, run.reason_text())));
+            out.push_str(&style.wrap(&format!("{who}: {}", run.reason_text())));
             out.push('\n');
             if tail.is_empty() {
                 out.push_str("  (stderr.log is empty)\n");

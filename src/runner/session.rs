@@ -38,6 +38,9 @@ pub struct RunOptions {
     pub exclude_newer: Option<String>,
     /// `[environments]`: use these locks as they are, by environment name (`resume`).
     pub locks: Option<BTreeMap<String, String>>,
+    /// What the command line changed (`--where`, `--repetitions`, `--fail-fast`), recorded in
+    /// bundle.json `overrides`; the manifest given has the selection applied already.
+    pub overrides: Option<crate::bundle::Overrides>,
     /// `hwr-exp bisect`: the session and step this bundle is (bundle.json `bisect`).
     pub bisect: Option<crate::bundle::BisectStep>,
 }
@@ -155,6 +158,8 @@ pub struct SessionReport {
     pub failures: progress::Failures,
     /// Slurm executor: the job ids of the arrays submitted by this session, in order.
     pub slurm_jobs: Vec<u64>,
+    /// `--fail-fast` stopped the session after a run that was not ok, before every run started.
+    pub failed_fast: bool,
 }
 
 /// Plan context for a bundle folder: the running binary, the allowed CPUs, a fresh fallback seed,
@@ -304,6 +309,7 @@ pub fn run_manifest(
             })
             .collect(),
         slurm: None,
+        overrides: opts.overrides.clone(),
         adaptive: plan
             .adaptive
             .map(|rule| super::adaptive::initial_record(&plan, rule, 0.0)),
@@ -383,6 +389,7 @@ pub fn run_manifest(
         launcher,
         cancel,
         progress: progress::Collect::deferred(opts.quiet),
+        fail_fast: opts.overrides.as_ref().is_some_and(|o| o.fail_fast),
         finish: Finish {
             results_dir: &results_dir,
             before: &before,
@@ -427,6 +434,8 @@ pub struct Session<'a> {
     pub cancel: &'a CancelFlag,
     /// The progress display ([`progress::Collect::deferred`]: started when the runs are).
     pub progress: progress::Collect,
+    /// `--fail-fast` (bundle.json `overrides`): no run starts after one that is not ok.
+    pub fail_fast: bool,
     /// What [`Session::finish`] needs.
     pub finish: Finish<'a>,
 }
@@ -451,6 +460,7 @@ impl<'a> Session<'a> {
             launcher: self.launcher,
             cancel: self.cancel,
             progress: &self.progress,
+            fail_fast: self.fail_fast,
         }
     }
 
@@ -533,13 +543,17 @@ impl<'a> Session<'a> {
         };
         let status = match end {
             SessionEnd::Complete => BundleStatus::Complete,
-            SessionEnd::Interrupted => BundleStatus::Interrupted,
+            SessionEnd::Interrupted | SessionEnd::FailedFast => BundleStatus::Interrupted,
         };
         if let Err(source) = writer.finish(status, SystemTime::now()) {
             return Err(failed_bundle(writer, source));
         }
         let counts = writer.info().counts.clone();
-        let exit_code = if status == BundleStatus::Interrupted || cancel.load(Ordering::SeqCst) {
+        // --fail-fast stopped the session because a run failed: that failure is the exit code
+        // (1), not an interruption (130), though the bundle is `interrupted` (resumable).
+        let exit_code = if end == SessionEnd::FailedFast && !cancel.load(Ordering::SeqCst) {
+            exit_codes::RUN_FAILED
+        } else if status == BundleStatus::Interrupted || cancel.load(Ordering::SeqCst) {
             exit_codes::INTERRUPTED
         } else if counts.keys().all(|o| *o == Outcome::Ok) {
             exit_codes::SUCCESS
@@ -555,6 +569,7 @@ impl<'a> Session<'a> {
             exit_code,
             failures,
             slurm_jobs,
+            failed_fast: end == SessionEnd::FailedFast,
         })
     }
 }

@@ -139,6 +139,7 @@ fn setup(jobs: u32) -> (Plan, tempfile::TempDir, Mutex<BundleWriter>) {
         executor: None,
         environments: Default::default(),
         slurm: None,
+        overrides: None,
         adaptive: None,
         bisect: None,
     };
@@ -317,6 +318,7 @@ fn runs<'a>(plan: &'a Plan, launcher: &'a dyn Launcher, cancel: &'a CancelFlag) 
         launcher,
         cancel,
         progress: &progress::Quiet,
+        fail_fast: false,
     }
 }
 

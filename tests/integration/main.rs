@@ -80,6 +80,7 @@ mod run_measure;
 mod run_reasons;
 mod run_records;
 mod run_settings;
+mod run_subsets;
 mod runner_faults;
 mod schema_validation;
 mod slurm_cluster;
