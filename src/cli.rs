@@ -45,6 +45,8 @@ pub enum Command {
     Rerun(RerunArgs),
     /// Finish an interrupted, failed or abandoned bundle: run only its unfinished runs, into it.
     Resume(ResumeArgs),
+    /// Find the first commit at which the selected cells retain memory against their control.
+    Bisect(BisectArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
     Completions(CompletionsArgs),
     /// Print the man page (roff) of hwr-exp or of one subcommand on stdout: `hwr-exp man | man -l -`.
@@ -56,6 +58,34 @@ pub enum Command {
     /// Run one planned run of a bundle on this node (what each Slurm array task executes).
     #[command(name = "slurm-task", hide = true)]
     SlurmTask(SlurmTaskArgs),
+}
+
+/// `hwr-exp bisect`.
+#[derive(Debug, Args)]
+pub struct BisectArgs {
+    /// The manifest: today's file runs at each probed commit, its folder taken at the same path
+    /// inside a temporary worktree of that commit.
+    pub manifest: PathBuf,
+    /// A revision without the retention (not run).
+    #[arg(long, value_name = "REV")]
+    pub good: String,
+    /// A revision with it, a descendant of --good (not run).
+    #[arg(long, value_name = "REV")]
+    pub bad: String,
+    /// Judge only the cells whose matrix value of KEY is VALUE (their control cells run too).
+    /// Repeatable: values of one key are alternatives, different keys must all match.
+    #[arg(long = "where", value_name = "KEY=VALUE", value_parser = parse_where)]
+    pub where_: Vec<(String, String)>,
+    /// Most runs per cell at each probed commit (adaptive rounds stop earlier once every selected
+    /// cell is decided). Default: the manifest's adaptive `max`, else 20.
+    #[arg(long, value_name = "N", value_parser = parse_repetitions)]
+    pub repetitions: Option<u32>,
+    /// Folder for the steps' bundles. Default: as `run`'s.
+    #[arg(long, value_name = "DIR")]
+    pub results_dir: Option<PathBuf>,
+    /// No progress output (the evidence table and the result are still printed).
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 /// `hwr-exp completions`.

@@ -13,8 +13,9 @@ use std::process::ExitCode;
 use clap::Parser;
 use hwr_exp::archive::{self, ArchiveError};
 use hwr_exp::cli::{
-    CancelArgs, CheckArgs, Cli, Command, CompareArgs, ListArgs, PlanArgs, PlanFormat, ProbeCommand,
-    RerunArgs, ResumeArgs, RetentionArgs, RunArgs, SelectArgs, SlurmTaskArgs, VerifyArgs, WaitArgs,
+    BisectArgs, CancelArgs, CheckArgs, Cli, Command, CompareArgs, ListArgs, PlanArgs, PlanFormat,
+    ProbeCommand, RerunArgs, ResumeArgs, RetentionArgs, RunArgs, SelectArgs, SlurmTaskArgs, VerifyArgs,
+    WaitArgs,
 };
 use hwr_exp::exec::ProcessLauncher;
 use hwr_exp::exit_codes::{self, Failure};
@@ -77,6 +78,7 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
         Command::Verify(args) => verify(&args)?,
         Command::Rerun(args) => rerun(&args)?,
         Command::Resume(args) => resume(&args)?,
+        Command::Bisect(args) => bisect(&args)?,
         Command::Completions(args) => ui::cli_docs(|out| hwr_exp::cli_docs::completions(args.shell, out))?,
         Command::Man(args) => ui::cli_docs(|out| hwr_exp::cli_docs::man_page(&args.command, out))?,
         Command::Wait(args) => wait(&args)?,
@@ -323,6 +325,25 @@ fn resume(args: &ResumeArgs) -> Result<i32, Failure> {
     )
     .map_err(archive_failure)?;
     Ok(ui::finished(&report, args.quiet))
+}
+
+/// `hwr-exp bisect MANIFEST --good REV --bad REV [--where KEY=VALUE]... [--repetitions N]`: exit
+/// 0 when the first bad commit is found, 1 when it is not decidable (DESIGN 6), 130 interrupted.
+fn bisect(args: &BisectArgs) -> Result<i32, Failure> {
+    // Temporary worktrees to remove: signals only ever set the flag so the cleanup always runs.
+    let signals = interrupt_handlers(SecondSignal::SetFlag)?;
+    let opts = archive::bisect::BisectOptions {
+        manifest: args.manifest.clone(),
+        good: args.good.clone(),
+        bad: args.bad.clone(),
+        filters: args.where_.clone(),
+        repetitions: args.repetitions,
+        results_dir: results_dir(args.results_dir.as_deref()),
+        quiet: args.quiet,
+    };
+    let outcome = archive::bisect::bisect(&opts, &ProcessLauncher::new(), signals.cancel_flag())
+        .map_err(archive_failure)?;
+    ui::bisected(&outcome)
 }
 
 /// SIGINT, SIGTERM, SIGHUP and SIGQUIT set the cancel flag: the run in flight is stopped as on timeout and the

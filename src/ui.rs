@@ -324,6 +324,51 @@ pub fn rerun_header(rerun: &PreparedRerun) {
     }
 }
 
+/// `hwr-exp bisect`: the evidence table, then the first bad commit (exit 0) or why there is none
+/// (exit 1), on stdout; interrupted: 130.
+///
+/// # Errors
+/// As [`to_stdout`].
+pub fn bisected(outcome: &crate::archive::bisect::BisectOutcome) -> Result<i32, Failure> {
+    use crate::archive::bisect::{evidence_table, short};
+    to_stdout(|out| {
+        writeln!(
+            out,
+            "bisect {}: good {}, bad {}, {} commit{} after good; {} probed",
+            outcome.session,
+            short(&outcome.good),
+            short(&outcome.bad),
+            outcome.candidates.len(),
+            if outcome.candidates.len() == 1 { "" } else { "s" },
+            outcome.probes.len()
+        )?;
+        if !outcome.probes.is_empty() {
+            writeln!(out, "{}", evidence_table(outcome))?;
+        }
+        if outcome.interrupted {
+            writeln!(out, "interrupted: no first bad commit named")
+        } else if let Some((commit, subject)) = &outcome.first_bad {
+            writeln!(out, "first bad commit: {commit} {subject}")
+        } else {
+            writeln!(
+                out,
+                "not decidable: {}",
+                outcome
+                    .undecided
+                    .as_deref()
+                    .unwrap_or("no commit could be judged")
+            )
+        }
+    })?;
+    Ok(if outcome.interrupted {
+        exit_codes::INTERRUPTED
+    } else if outcome.first_bad.is_some() {
+        exit_codes::SUCCESS
+    } else {
+        exit_codes::RUN_FAILED
+    })
+}
+
 /// `hwr-exp probe safetensors-retention`: the JSON document on stdout (pretty, flushed), then its
 /// problem, if any, as an error on stderr. `context` names the command in messages.
 ///

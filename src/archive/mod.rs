@@ -9,11 +9,14 @@
 //! - [`rerun`]: the archived manifest bytes into a new bundle naming the old one as `parent`,
 //!   optionally inside a temporary git worktree rebuilt at the recorded revision.
 //! - [`locate`]: the bundle a shorter name stands for (an experiment folder, `latest`, `latest~1`).
+//! - [`bisect`]: the first commit between a good and a bad one at which the selected cells retain
+//!   memory against their control, each probed commit a bundle.
 //! - [`resume`]: the unfinished runs of an interrupted, failed or abandoned bundle, into the same bundle.
 //!
 //! Bundles are read with [`crate::bundle::read::Bundle`] (opened by [`open`]); every document's
 //! format major version is checked there.
 
+pub mod bisect;
 pub mod list;
 pub mod locate;
 pub mod rerun;

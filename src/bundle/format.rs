@@ -270,8 +270,9 @@ pub struct AdaptiveRecord {
     /// counts).
     pub elapsed_seconds: f64,
     /// Why no further round was run: the cells' reasons combined (`time budget` when the budget
-    /// stopped any cell, else `max reached` when any cell reached `max`, else `decided`); `None`
-    /// while rounds remain (a running or interrupted bundle).
+    /// stopped any cell, else `max reached` when any cell reached `max`, else `decided`, else
+    /// `no estimates` or `no control`); `None` while rounds remain (a running or interrupted
+    /// bundle).
     pub stopping_reason: Option<StoppingReason>,
     /// Every cell, plan order.
     pub cells: Vec<AdaptiveCell>,
@@ -308,6 +309,10 @@ pub enum StoppingReason {
     /// It has no control to be compared with (and is no control): it gets `min` runs.
     #[serde(rename = "no control")]
     NoControl,
+    /// No run of the bundle gave retention samples (every run failed, timed out without output,
+    /// or prints another schema): nothing can be decided, so no cell gets more than `min` runs.
+    #[serde(rename = "no estimates")]
+    NoEstimates,
 }
 
 impl StoppingReason {
@@ -318,6 +323,7 @@ impl StoppingReason {
             StoppingReason::MaxReached => "max reached",
             StoppingReason::TimeBudget => "time budget",
             StoppingReason::NoControl => "no control",
+            StoppingReason::NoEstimates => "no estimates",
         }
     }
 }

@@ -7,7 +7,8 @@
 //!   the verdict table's) is `above control`, `below control` or `equivalent`;
 //! - a control cell goes on while any cell compared with it does (it is decided with the last);
 //! - a cell with no control to be compared with (and that is no control) stops at `min`
-//!   (`no control`);
+//!   (`no control`); when no run gave retention samples at all (every run failed, say), every
+//!   cell stops at `min` (`no estimates`);
 //! - an undecided cell with `max` runs stops (`max reached`); once the rounds took the time
 //!   budget, no further round starts (`time budget`; the round in flight finishes, so every
 //!   undecided cell keeps the same number of runs).
@@ -110,7 +111,9 @@ pub fn decide(dir: &Path, plan: &Plan, rule: Adaptive, elapsed: Duration) -> Res
             None if controls.contains(label) => (Some("control".to_string()), open_controls.contains(label)),
             None => (None, false),
         };
-        let stopping_reason = if verdict.is_none() {
+        let stopping_reason = if !report.has_retention {
+            Some(StoppingReason::NoEstimates)
+        } else if verdict.is_none() {
             Some(StoppingReason::NoControl)
         } else if !open {
             Some(StoppingReason::Decided)
@@ -143,7 +146,7 @@ pub fn decide(dir: &Path, plan: &Plan, rule: Adaptive, elapsed: Duration) -> Res
 }
 
 /// The reason the rule stopped: `time budget` when it stopped any cell, else `max reached`, else
-/// `decided` (also when no cell has a control: nothing could be decided further).
+/// `decided`, else `no estimates`, else `no control`.
 fn overall(cells: &[AdaptiveCell]) -> StoppingReason {
     let any = |r: StoppingReason| cells.iter().any(|c| c.stopping_reason == Some(r));
     if any(StoppingReason::TimeBudget) {
@@ -152,6 +155,8 @@ fn overall(cells: &[AdaptiveCell]) -> StoppingReason {
         StoppingReason::MaxReached
     } else if any(StoppingReason::Decided) {
         StoppingReason::Decided
+    } else if any(StoppingReason::NoEstimates) {
+        StoppingReason::NoEstimates
     } else {
         StoppingReason::NoControl
     }

@@ -11,7 +11,7 @@ use crate::support::{code, hwr, package_root, stderr};
 
 /// The subcommands DESIGN.md names plus the two that print this documentation (hidden ones, such
 /// as the Slurm task's `slurm-task`, are left out of completions and man pages alike).
-const SUBCOMMANDS: [&str; 15] = [
+const SUBCOMMANDS: [&str; 16] = [
     "run",
     "check",
     "plan",
@@ -23,6 +23,7 @@ const SUBCOMMANDS: [&str; 15] = [
     "verify",
     "rerun",
     "resume",
+    "bisect",
     "wait",
     "cancel",
     "completions",

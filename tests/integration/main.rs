@@ -40,6 +40,7 @@ mod archive_names;
 mod archive_rerun;
 mod archive_resume;
 mod archive_verify;
+mod bisect;
 mod bundle_checksums;
 mod bundle_containment;
 mod bundle_files;
