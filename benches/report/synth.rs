@@ -276,6 +276,7 @@ pub fn write_bundle(dir: &Path, s: &Synth) -> std::io::Result<()> {
             memory_samples,
             sha256: BTreeMap::new(),
             hostname: None,
+            node: None,
             slurm: None,
             lost_reason: None,
             artifacts: Vec::new(),

@@ -75,7 +75,12 @@ pub fn resume(
                 fail_fast,
             } = prepared;
             let backend = Backend::of(executor_config.kind);
-            let ready = match backend.preflight(&results_dir, opts.quiet) {
+            let job = crate::runner::backend::Job {
+                config: &executor_config,
+                cpus_per_run,
+                detach: false,
+            };
+            let ready = match backend.preflight(&results_dir, opts.quiet, &plan, &job) {
                 Ok(ready) => ready,
                 Err(p) => {
                     let _ = lock.release();

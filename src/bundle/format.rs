@@ -49,7 +49,7 @@ pub mod files {
     pub const CHECKSUMS: &str = "checksums.sha256";
     /// Folder with the Slurm batch scripts, Slurm's task logs and the cancel marker.
     pub const SLURM: &str = "slurm";
-    /// Folder with one host-facts file per node that ran a Slurm task, `hosts/<hostname>.json`.
+    /// Folder with one host-facts file per node that ran a Slurm task, `hosts/<node>.json` (run.json `node`).
     pub const HOSTS: &str = "hosts";
     /// Marker written by `hwr-exp cancel` inside [`SLURM`]: a waiter that sees it finishes as on Ctrl-C.
     pub const CANCEL_REQUESTED: &str = "cancel-requested";
@@ -599,6 +599,11 @@ pub struct RunRecord {
     /// named for a `lost` run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostname: Option<String>,
+    /// Slurm executor: the node's name as Slurm knows it (`SLURMD_NODENAME` in the task, else
+    /// the hostname), which names its host facts `hosts/<node>.json`; for a `lost` run, the node
+    /// Slurm named for the task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     /// Slurm executor: the array task's ids.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm: Option<SlurmTaskIds>,

@@ -621,7 +621,8 @@ impl BundleWriter {
             create_dir(&dir)?;
         }
         let node = NodeIds {
-            hostname: node,
+            hostname: node.clone(),
+            node,
             slurm: Some(task),
         };
         let mut record = run_record(&dir, run, &RunOutcome::lost(at), format, node)?;
@@ -830,6 +831,8 @@ fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
 pub struct NodeIds {
     /// `hostname` in run.json.
     pub hostname: Option<String>,
+    /// `node` in run.json: the Slurm node name (`SLURMD_NODENAME`, else the hostname).
+    pub node: Option<String>,
     /// `slurm` in run.json.
     pub slurm: Option<SlurmTaskIds>,
 }
@@ -922,6 +925,7 @@ fn run_record(
         attempt: earlier_attempts.iter().map(|a| a.attempt).max().unwrap_or(0) + 1,
         earlier_attempts,
         hostname: node.hostname,
+        node: node.node,
         slurm: node.slurm,
         lost_reason: None,
     };
@@ -985,18 +989,19 @@ impl TaskRunWriter {
         write_run_record(&self.run_dir(run), run, outcome, format, self.node.clone())
     }
 
-    /// Writes `hosts/<hostname>.json` with the facts `host` collects, unless the file exists (one
-    /// file per node; tasks on the same node race harmlessly, each file is written atomically).
+    /// Writes `hosts/<node>.json` with the facts `host` collects, unless the file exists (one
+    /// file per node, keyed by the Slurm node name; tasks on the same node race harmlessly, each
+    /// file is written atomically).
     ///
     /// # Errors
     /// I/O errors creating the folder or writing the file.
-    pub fn write_node_host(&self, hostname: &str, host: impl FnOnce() -> HostFacts) -> io::Result<()> {
+    pub fn write_node_host(&self, node: &str, host: impl FnOnce() -> HostFacts) -> io::Result<()> {
         let hosts = self.dir.join(files::HOSTS);
         match create_dir(&hosts) {
             Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
             _ => {}
         }
-        let name: String = hostname
+        let name: String = node
             .chars()
             .map(|c| if c == '/' || c == '\0' { '_' } else { c })
             .collect();

@@ -443,6 +443,11 @@ pub struct SlurmConfig {
     /// to sbatch (recorded in bundle.json `slurm.kept-env`); default false: they are removed so
     /// the recorded batch script is what runs.
     pub keep_sbatch_env: bool,
+    /// `nodes`: `sbatch --nodelist`, the only nodes the tasks may run on (names joined by `,`,
+    /// or a Slurm host list as written, `n[1-2]`).
+    pub nodes: Option<String>,
+    /// `exclude-nodes`: `sbatch --exclude`, nodes the tasks never run on.
+    pub exclude_nodes: Option<String>,
 }
 
 impl Default for SlurmConfig {
@@ -454,6 +459,8 @@ impl Default for SlurmConfig {
             time_margin: DEFAULT_TIME_MARGIN,
             sbatch_args: Vec::new(),
             keep_sbatch_env: false,
+            nodes: None,
+            exclude_nodes: None,
         }
     }
 }

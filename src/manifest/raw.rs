@@ -307,7 +307,8 @@ pub enum RawSize {
     Text(String),
 }
 
-/// `[executor]`. `partition`, `account`, `qos`, `time-margin` and `sbatch-args` are accepted only
+/// `[executor]`. `partition`, `account`, `qos`, `time-margin`, `sbatch-args`, `nodes` and
+/// `exclude-nodes` are accepted only
 /// with `kind = "slurm"`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -328,6 +329,21 @@ pub struct RawExecutor {
     /// Pass the submitting shell's SBATCH_* / SLURM_* variables on to sbatch (recorded in
     /// bundle.json); default false: they are removed so the recorded batch script is what runs.
     pub keep_sbatch_env: Option<bool>,
+    /// Run only on these nodes (`sbatch --nodelist`): a Slurm host list (`"n[1-2]"`) or an array
+    /// of node names.
+    pub nodes: Option<RawNodeList>,
+    /// Never run on these nodes (`sbatch --exclude`): a host list or an array of node names.
+    pub exclude_nodes: Option<RawNodeList>,
+}
+
+/// `[executor] nodes` / `exclude-nodes`: a Slurm host list or node names.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RawNodeList {
+    /// A Slurm host list, `"n1,n2"` or `"n[1-2]"`.
+    List(String),
+    /// Node names, one each.
+    Names(Vec<String>),
 }
 
 /// `[executor] kind`.

@@ -68,6 +68,10 @@ pub struct RunSummary {
     pub cell_label: String,
     /// 1-based repetition.
     pub repetition: u32,
+    /// The node the run executed on (run.json `node`, else `hostname`: Slurm runs); `None` for
+    /// a local run or a run without run.json.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     /// `false` when run.json is missing (the runner stopped before this run finished).
     pub finished: bool,
     /// Attempts of the run, the final one included (run.json `attempt`; more than 1 when
@@ -154,6 +158,13 @@ pub struct MappingGrowth {
 
 /// Most stderr lines a report keeps per run that is not ok (`report --stderr`, JSON `stderr-tail`).
 pub const STDERR_TAIL_LINES: usize = 20;
+
+impl Report {
+    /// Whether the runs span more than one node (the reports then show a node column).
+    pub fn multi_node(&self) -> bool {
+        self.nodes.len() > 1
+    }
+}
 
 impl RunSummary {
     /// The last lines of the run's stderr.log when it is not ok (see [`RunSummary::stderr_tail`]).
@@ -294,6 +305,14 @@ pub struct Report {
     pub metric_pointers: Vec<(String, String)>,
     /// Whether any run's output follows the retention schema.
     pub has_retention: bool,
+    /// bundle.json `executor` (`slurm`; `None`: local).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub executor: Option<String>,
+    /// The nodes the finished runs ran on (run.json `node`), sorted; empty for a local bundle.
+    /// With more than one, every format shows a node column and the estimates name the nodes
+    /// of each side.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<String>,
     /// Every planned run, in plan order.
     pub runs: Vec<RunSummary>,
     /// Aggregates per cell, in order of first appearance in the plan.

@@ -304,8 +304,13 @@ fn run_table(r: &Report) -> Section {
             ("reason", false),
         ],
     );
+    let nodes = r.multi_node();
+    if nodes {
+        s.header.insert(2, "node".into());
+        s.numeric.insert(2, false);
+    }
     for run in &r.runs {
-        s.rows.push(vec![
+        let mut row = vec![
             run.run_id.clone(),
             run.cell_label.clone(),
             run.repetition.to_string(),
@@ -315,7 +320,18 @@ fn run_table(r: &Report) -> Section {
             opt(run.peak_rss_bytes),
             run.output_text(),
             run.reason_text().to_owned(),
-        ]);
+        ];
+        if nodes {
+            row.insert(2, run.node.clone().unwrap_or_else(|| "-".into()));
+        }
+        s.rows.push(row);
+    }
+    if nodes {
+        s.notes.push(format!(
+            "the runs ran on {} nodes: {} (host facts in hosts/<node>.json)",
+            r.nodes.len(),
+            r.nodes.join(", ")
+        ));
     }
     if let Some(note) = allocator_note(r) {
         s.notes.push(note);
@@ -655,6 +671,7 @@ pub fn estimate_notes(r: &Report) -> Vec<String> {
     if !e.without_control.is_empty() {
         notes.push(format!("no control cell for: {}", e.without_control.join(", ")));
     }
+    notes.extend(e.node_warnings.iter().cloned());
     if let Some(a) = &r.adaptive {
         notes.push(format!(
             "{}; the intervals are not adjusted for the rounds' repeated looks",
@@ -727,6 +744,38 @@ pub fn estimates_section(r: &Report) -> Section {
     s.key_columns = 2;
     for e in &r.estimates.rows {
         s.rows.push(vec![
+            e.cell.clone(),
+            e.metric()
+                .map_or(e.metric.as_str(), |m| m.def().label)
+                .to_string(),
+            format!("{}/{}", e.n_cell, e.n_control),
+            interval_text(e),
+            p_text(e.p_adjusted),
+            verdict_text(e),
+        ]);
+    }
+    s
+}
+
+/// The estimates within each node (runs spanning several nodes): one row per node, cell and
+/// metric, both sides' runs on that node only.
+pub fn per_node_section(r: &Report) -> Section {
+    let mut s = Section::new(
+        "Against the control on each node (both sides' runs on that node only; Holm across the cells compared on it)",
+        &[
+            ("node", false),
+            ("cell", false),
+            ("metric", false),
+            ("n", true),
+            ("shift [95% interval]", true),
+            ("p", true),
+            ("verdict", false),
+        ],
+    );
+    s.key_columns = 3;
+    for e in &r.estimates.per_node {
+        s.rows.push(vec![
+            e.node.clone().unwrap_or_default(),
             e.cell.clone(),
             e.metric()
                 .map_or(e.metric.as_str(), |m| m.def().label)
@@ -889,10 +938,14 @@ const SECTIONS: [SectionBuilder; 9] = [
             .collect()
     },
     |r| {
-        (r.has_retention && !r.estimates.rows.is_empty())
+        let mut v: Vec<Section> = (r.has_retention && !r.estimates.rows.is_empty())
             .then(|| estimates_section(r))
             .into_iter()
-            .collect()
+            .collect();
+        if r.has_retention && !r.estimates.per_node.is_empty() {
+            v.push(per_node_section(r));
+        }
+        v
     },
     |r| {
         if r.metric_pointers.is_empty() {
@@ -1038,6 +1091,10 @@ pub fn report_csv(r: &Report) -> anyhow::Result<String> {
     let mut w = csv::Writer::from_writer(Vec::new());
     let mut header: Vec<String> = ["run_id", "index"].map(String::from).to_vec();
     header.extend(r.matrix_keys.iter().cloned());
+    let nodes = r.multi_node();
+    if nodes {
+        header.push("node".into());
+    }
     header.extend(
         [
             "repetition",
@@ -1070,6 +1127,9 @@ pub fn report_csv(r: &Report) -> anyhow::Result<String> {
                 .iter()
                 .map(|k| o(run.cell.get(k).map(|v| v.to_string()))),
         );
+        if nodes {
+            row.push(o(run.node.clone()));
+        }
         row.extend([
             run.repetition.to_string(),
             if run.finished {

@@ -33,6 +33,9 @@ pub trait Progress: Send + Sync {
         done: usize,
         total: usize,
     );
+    /// Why the runs still to start wait (Slurm: pending tasks by reason, `2 pending
+    /// (PartitionTimeLimit)`); `None` once nothing is pending. Called when the text changes.
+    fn waiting(&self, _why: Option<&str>) {}
     /// The session ended.
     fn finish(&self) {}
 }
@@ -215,6 +218,11 @@ impl Progress for Collect {
             inner.run_finished(run, record, failure, done, total);
         }
     }
+    fn waiting(&self, why: Option<&str>) {
+        if let Some(inner) = self.inner.get() {
+            inner.waiting(why);
+        }
+    }
     fn finish(&self) {
         if let Some(inner) = self.inner.get() {
             inner.finish();
@@ -274,6 +282,12 @@ impl Progress for Lines {
             describe(record, failure, done, total, columns())
         ));
     }
+    fn waiting(&self, why: Option<&str>) {
+        if let Some(why) = why {
+            let _guard = self.lock.lock();
+            say(format_args!("waiting: {why}"));
+        }
+    }
 }
 
 /// `COLUMNS` when it is a positive number (as clap and most tools read it).
@@ -313,6 +327,15 @@ impl Bar {
 impl Progress for Bar {
     fn run_started(&self, run: &PlannedRun) {
         self.bar.set_message(run.run_id.clone());
+    }
+    fn waiting(&self, why: Option<&str>) {
+        match why {
+            Some(why) => {
+                self.bar.println(format!("waiting: {why}"));
+                self.bar.set_message(format!("waiting: {why}"));
+            }
+            None => self.bar.set_message(""),
+        }
     }
     fn run_finished(
         &self,

@@ -249,7 +249,7 @@ pub fn run_manifest(
     }
     super::preflight::check(&plan, &results_dir).map_err(SessionError::Preflight)?;
     let backend = Backend::of(manifest.executor.kind)
-        .preflight(&results_dir, opts.quiet)
+        .preflight(&results_dir, opts.quiet, &plan, &Job::of(manifest))
         .map_err(SessionError::Preflight)?;
 
     // Earlier bundles and the one being written live under results/: leave them out of the
