@@ -383,6 +383,10 @@ pub struct MemorySample {
     /// The leader's own figures (absent once the leader is gone, or in old samples).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leader: Option<LeaderFigures>,
+    /// Whether this walk sample read `/proc/<pid>/smaps` (a per-mapping breakdown, kept in
+    /// mappings.json as `first` or `last`) rather than smaps_rollup. Absent when not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub breakdown: bool,
     /// What taking this sample cost the runner, seconds (the reads and the walk).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_seconds: Option<f64>,

@@ -84,19 +84,10 @@ pub(super) fn supervise(
         None => None,
     };
 
-    let mut sampler = match &spec.memory_path {
-        Some(path) => match Sampler::create(path, spec.sample_interval, start) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                outcome.error = Some(format!(
-                    "cannot create memory sample file {}: {e}",
-                    path.display()
-                ));
-                None
-            }
-        },
-        None => None,
-    };
+    let mut sampler = spec
+        .memory_path
+        .as_ref()
+        .map(|path| Sampler::create(path, spec.sample_interval, start));
     let mut watch = spec.allocator.as_ref().map(|choice| MapsWatch {
         record: crate::allocator::Record::unseen(choice),
         expected: crate::allocator::expectation(choice),
@@ -223,6 +214,9 @@ pub(super) fn supervise(
     }
 
     if let Some(s) = sampler {
+        if let Some(e) = s.failed() {
+            outcome.error.get_or_insert_with(|| e.to_string());
+        }
         let summary = s.finish(outcome.wall_seconds);
         outcome.memory_samples = summary.samples;
         outcome.sampling = Some(summary);
