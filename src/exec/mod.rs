@@ -33,12 +33,13 @@
 //!      fds 0/1/2 survive exec,
 //!    - resets every signal disposition to the default and empties the signal mask.
 //!
-//!    stdin is `/dev/null`; stdout and stderr are pipes that one thread of the runner copies
-//!    into the output file and `stderr.log` (`drain.rs`): a run that reopens `/dev/stdout`
-//!    truncates nothing; both go through one pipe when they name the same file.
+//!    stdin is `/dev/null`; stdout and stderr are pipes that the supervising thread copies
+//!    into the output file and `stderr.log` while it waits (`drain.rs`): a run that reopens
+//!    `/dev/stdout` truncates nothing; both go through one pipe when they name the same file.
 //! 5. The parent waits on a pidfd with `poll` (`supervise.rs`), waking for external memory
 //!    samples of every process of the run (`sampling.rs`), the timeout, the SIGTERM grace period
-//!    and (every 50 ms) the cancel flag. The output thread is the only other thread. On timeout or interrupt every
+//!    and (every 50 ms) the cancel flag; the same `poll` watches the output pipes, so no thread is
+//!    made per run. On timeout or interrupt every
 //!    process of the run gets SIGTERM, and SIGKILL after the grace period.
 //! 6. The leader is reaped with `wait4`, which gives the exit status and its rusage (user and
 //!    system CPU seconds, peak RSS). `ended` and `wall_seconds` are taken here, so the stray

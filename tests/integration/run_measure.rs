@@ -199,7 +199,7 @@ fn two_processes_mapping_one_file_give_the_tree_pss() {
             .set("measure", "sample-interval", "100ms")
             .set("isolation", "timeout", "600s")
             .write(dir.path());
-        let mut child = hwr_command(dir.path())
+        let child = hwr_command(dir.path())
             .env("HWR_CONTAINMENT", mode)
             .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
             .stdout(std::process::Stdio::piped())
@@ -327,12 +327,98 @@ fn the_report_shows_which_mappings_grew() {
     let report = report_md(&run_dir);
     let grew = report
         .lines()
-        .find(|l| l.contains("| 000-r1 | anonymous | [anonymous] |"))
+        .find(|l| l.contains("| 000-r1 | first -> last | anonymous | [anonymous] |"))
         .unwrap_or_else(|| panic!("no anonymous row in What grew: {report}"));
-    let growth: i64 = grew.split('|').nth(4).unwrap().trim().parse().unwrap();
+    let growth: i64 = grew.split('|').nth(5).unwrap().trim().parse().unwrap();
     assert!(
         (60 << 20..=70 << 20).contains(&growth),
         "private growth {growth}: {grew}"
+    );
+}
+
+/// The built-in probe, run by `hwr-exp run` in a git repository, records its own per-mapping
+/// breakdowns at baseline, last loop and closed (issue 20 item 3): the safetensors file is a
+/// row of its own (file-backed, the whole file resident) at baseline and last loop and gone at
+/// closed; heap, stack and the anonymous sum are rows; and the report's "What grew" shows the
+/// probe's own changes: the file's mapping leaving between baseline and closed.
+#[test]
+fn the_probe_records_its_mappings_and_the_report_shows_what_changed() {
+    let repo = crate::support::repo();
+    let elements = 1 << 20; // 4 MiB of f32
+    ManifestBuilder::argv(
+        "probe-maps",
+        &[
+            "{hwr-exp}",
+            "probe",
+            "safetensors-retention",
+            "--mode",
+            "get_tensor",
+            "--tensor-elements",
+            &elements.to_string(),
+            "--iterations",
+            "20",
+            "--sample-every",
+            "10",
+            "--warmup",
+            "2",
+        ],
+    )
+    .repetitions(1)
+    .write(repo.path());
+    let (out, _, _, run_dir) = run_with(repo.path(), "auto");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let run = run_records(run_dir.parent().unwrap().parent().unwrap()).remove(0);
+    let doc = json(&run_dir.join(run["output"].as_str().unwrap()));
+    let maps = &doc["mappings"];
+    assert_eq!(maps["source"], "/proc/self/smaps", "{maps}");
+    let file_row = |phase: &str| {
+        maps[phase]["rows"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no {phase} breakdown: {maps}"))
+            .iter()
+            .find(|r| {
+                r["name"]
+                    .as_str()
+                    .is_some_and(|n| n.ends_with("weight.safetensors"))
+            })
+            .cloned()
+    };
+    let file_bytes = doc["file_bytes"].as_u64().unwrap();
+    for phase in ["baseline", "last_loop"] {
+        let row = file_row(phase).unwrap_or_else(|| panic!("no file row at {phase}: {maps}"));
+        assert_eq!(row["kind"], "file", "{row}");
+        assert!(
+            u(&row, "file-backed") >= file_bytes / 4096 * 4096,
+            "{phase}: {row}"
+        );
+        for key in ["private-dirty", "private-clean", "anon-huge-pages"] {
+            assert!(row[key].as_u64().is_some(), "{phase}: {key} missing: {row}");
+        }
+    }
+    assert!(
+        file_row("closed").is_none(),
+        "the file is unmapped at closed: {maps}"
+    );
+    let kinds: Vec<&str> = maps["baseline"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["kind"].as_str())
+        .collect();
+    for kind in ["heap", "stack", "anonymous", "file"] {
+        assert!(kinds.contains(&kind), "no {kind} row: {kinds:?}");
+    }
+    assert_eq!(maps["last_loop"]["iterations"], 20, "{maps}");
+    // The report names the probe's own breakdowns and the file's mapping gone at closed.
+    let report = report_md(&run_dir);
+    let gone = report
+        .lines()
+        .find(|l| l.contains("| probe baseline -> closed | file |") && l.contains("weight.safetensors"))
+        .unwrap_or_else(|| panic!("no file row in What grew: {report}"));
+    let rss: i64 = gone.split('|').nth(6).unwrap().trim().parse().unwrap();
+    assert!(
+        rss <= -((file_bytes / 4096 * 4096) as i64),
+        "RSS change {rss}: {gone}"
     );
 }
 
