@@ -55,7 +55,7 @@ pub struct ListEntry {
 }
 
 /// `list`'s counts for a bundle submitted to Slurm.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct SlurmCounts {
     /// Runs submitted (the plan's size).
@@ -64,6 +64,10 @@ pub struct SlurmCounts {
     pub running: Option<usize>,
     /// Runs with a run.json.
     pub finished: usize,
+    /// Pending tasks by Slurm's reason (`2 pending (PartitionTimeLimit)`); `None` when none is
+    /// pending, the bundle is finished or Slurm did not answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending: Option<String>,
 }
 
 /// The [`SlurmCounts`] of a Slurm bundle, and whether some task of it is still active in `squeue`
@@ -82,6 +86,7 @@ fn slurm_counts(bundle: &crate::bundle::read::Bundle, ask_queue: bool) -> (Slurm
         .unwrap_or(0);
     let mut running = None;
     let mut active = false;
+    let mut pending = None;
     if ask_queue && crate::slurm::cluster_configured() {
         let arrays = info.slurm.as_ref().map(|s| s.arrays.clone()).unwrap_or_default();
         if let Ok(map) = crate::slurm::TaskMap::new(&arrays)
@@ -96,6 +101,8 @@ fn slurm_counts(bundle: &crate::bundle::read::Bundle, ask_queue: bool) -> (Slurm
                     .count(),
             );
             active = states.iter().any(|s| !s.is_finished());
+            pending =
+                crate::slurm::queue::pending_text(&snapshot.pending_reasons(|k| map.index(k).is_some()));
         }
     }
     (
@@ -103,6 +110,7 @@ fn slurm_counts(bundle: &crate::bundle::read::Bundle, ask_queue: bool) -> (Slurm
             submitted: info.planned_runs,
             running,
             finished,
+            pending,
         },
         active,
     )
@@ -267,10 +275,12 @@ pub fn write_table(entries: &[ListEntry], out: &mut impl Write) -> io::Result<()
                 e.created.clone(),
                 match &e.slurm {
                     // `running (slurm: 2 running, 3/8 finished)`; `?` when Slurm did not answer.
+                    // With pending tasks: `running (slurm: 0 running, 2 pending (PartitionTimeLimit), 0/2 finished)`.
                     Some(c) if e.status == EffectiveStatus::Running => format!(
-                        "{} (slurm: {} running, {}/{} finished)",
+                        "{} (slurm: {} running, {}{}/{} finished)",
                         e.status.as_str(),
                         c.running.map_or_else(|| "?".to_string(), |n| n.to_string()),
+                        c.pending.as_ref().map(|p| format!("{p}, ")).unwrap_or_default(),
                         c.finished,
                         c.submitted
                     ),

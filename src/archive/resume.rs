@@ -72,9 +72,15 @@ pub fn resume(
                 before,
                 executor: executor_config,
                 cpus_per_run,
+                fail_fast,
             } = prepared;
             let backend = Backend::of(executor_config.kind);
-            let ready = match backend.preflight(&results_dir, opts.quiet) {
+            let job = crate::runner::backend::Job {
+                config: &executor_config,
+                cpus_per_run,
+                detach: false,
+            };
+            let ready = match backend.preflight(&results_dir, opts.quiet, &plan, &job) {
                 Ok(ready) => ready,
                 Err(p) => {
                     let _ = lock.release();
@@ -97,12 +103,13 @@ pub fn resume(
                 }
             })?;
             let session = Session {
-                plan: &plan,
+                plan: std::borrow::Cow::Borrowed(&plan),
                 indices: todo,
                 writer: std::sync::Mutex::new(writer),
                 launcher,
                 cancel,
                 progress: crate::runner::progress::Collect::deferred(opts.quiet),
+                fail_fast,
                 finish: Finish {
                     results_dir: &results_dir,
                     before: &before,
@@ -138,6 +145,8 @@ struct Prepared {
     /// (the Slurm backend submits with them).
     executor: crate::manifest::ExecutorConfig,
     cpus_per_run: usize,
+    /// bundle.json `overrides` `fail-fast`: the resume stops after a run that is not ok too.
+    fail_fast: bool,
 }
 
 /// Steps 2 to 4 of the module docs, under the bundle's lock: checks the status, the manifest, the
@@ -171,6 +180,7 @@ fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result
     let (base_dir, moved) = base_dir_now(&bundle, Some(&provenance));
     let mut manifest = archived_manifest(&bundle, &base_dir)?;
     Backend::apply_recorded(&info, &mut manifest);
+    let overrides = super::apply_recorded(&info, &mut manifest)?;
     let mut ctx = session::plan_context(bundle.dir())?;
     if let Some(seed) = info.seed {
         ctx.fallback_seed = seed;
@@ -197,8 +207,21 @@ fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result
         .map_err(|p| ArchiveError::Session(SessionError::Preflight(p)))?;
         ctx.environments = crate::runner::environments::context_map(&built);
     }
-    let plan = session::expand(&manifest, &ctx)?;
+    let mut plan = session::expand(&manifest, &ctx)?;
     let recorded = bundle.plan()?.runs;
+    if plan.adaptive.is_some() {
+        // Adaptive repetitions: the rounds plan.json records (the rule added them one by one).
+        let cells: std::collections::HashMap<String, usize> = (0..plan.cell_count())
+            .map(|c| (cell_key(plan.cell(c).iter().map(|(k, v)| (k, v))), c))
+            .collect();
+        let runs: Option<Vec<(usize, u32)>> = recorded
+            .iter()
+            .map(|r| Some((*cells.get(&cell_key(r.cell.iter()))?, r.repetition)))
+            .collect();
+        if let Some(runs) = runs {
+            plan.set_runs(runs);
+        }
+    }
     let mismatch = (0..plan.len().max(recorded.len()))
         .find(|&i| i >= plan.len() || i >= recorded.len() || plan.run(i).run_id != recorded[i].run_id);
     if let Some(i) = mismatch {
@@ -279,5 +302,13 @@ fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result
         before: provenance.before,
         executor: manifest.executor.clone(),
         cpus_per_run: manifest.isolation.cpus_per_run,
+        fail_fast: overrides.is_some_and(|o| o.fail_fast),
     })
+}
+
+/// A cell's values as one text, keys sorted, for matching plan.json's cells with the plan's.
+fn cell_key<'a>(values: impl Iterator<Item = (&'a String, &'a crate::manifest::Value)>) -> String {
+    let mut pairs: Vec<(String, String)> = values.map(|(k, v)| (k.clone(), format!("{v:?}"))).collect();
+    pairs.sort();
+    format!("{pairs:?}")
 }

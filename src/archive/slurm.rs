@@ -30,6 +30,7 @@ pub fn bundle_plan(bundle: &Bundle) -> Result<(Manifest, Plan), ArchiveError> {
     let (base_dir, _) = base_dir_now(bundle, None);
     let mut manifest = archived_manifest(bundle, &base_dir)?;
     Backend::apply_recorded(bundle.info(), &mut manifest);
+    super::apply_recorded(bundle.info(), &mut manifest)?;
     let mut ctx = session::plan_context(bundle.dir())?;
     if let Some(seed) = bundle.info().seed {
         ctx.fallback_seed = seed;
@@ -79,6 +80,7 @@ pub fn task(
         launcher,
         cancel,
         progress: &crate::runner::progress::Quiet,
+        fail_fast: false,
     };
     rslurm::run_task(runs, index, bundle.dir()).map_err(|source| ArchiveError::Write {
         bundle: bundle.dir().to_path_buf(),
@@ -141,13 +143,15 @@ pub fn wait(dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionRepor
     };
     let results_dir = bundle.results_dir();
     let session = Session {
-        plan: &plan,
+        plan: std::borrow::Cow::Borrowed(&plan),
         indices,
         writer: std::sync::Mutex::new(writer),
         // No run executes in this process.
         launcher: &crate::exec::ProcessLauncher::default(),
         cancel,
         progress: crate::runner::progress::Collect::deferred(quiet),
+        // The Slurm executor submits every run at once: `--fail-fast` is refused for it.
+        fail_fast: false,
         finish: Finish {
             results_dir: &results_dir,
             before: &before,

@@ -518,6 +518,40 @@ impl BundleWriter {
         &self.info
     }
 
+    /// Records the adaptive rule's state (bundle.json `adaptive`) and writes bundle.json durably.
+    ///
+    /// # Errors
+    /// I/O errors writing bundle.json.
+    pub fn set_adaptive(&mut self, record: super::format::AdaptiveRecord) -> io::Result<()> {
+        self.info.adaptive = Some(record);
+        self.save_info(Durability::Synced)
+    }
+
+    /// Rewrites plan.json with `fill` after an adaptive round was added (`planned` runs now): its
+    /// sha256 in `setup-sha256` follows, and `planned-runs`. A plan.json that a run changed
+    /// since it was written is noted first, as [`BundleWriter::finish`] would.
+    ///
+    /// # Errors
+    /// I/O errors writing or reading plan.json or writing bundle.json.
+    pub fn rewrite_plan(
+        &mut self,
+        planned: usize,
+        fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> io::Result<()> {
+        for note in self.changed_setup_files() {
+            if note.starts_with(files::PLAN) && !self.info.notes.contains(&note) {
+                self.info.notes.push(note);
+            }
+        }
+        let path = self.dir.join(files::PLAN);
+        write_atomic_with(&path, fill)?;
+        let sha =
+            super::contained::sha256_in(&self.dir, Path::new(files::PLAN)).map_err(on(&path, "read"))?;
+        self.info.setup_sha256.insert(files::PLAN.to_string(), sha);
+        self.info.planned_runs = planned;
+        self.save_info(Durability::Synced)
+    }
+
     /// Writes a file at the bundle's top level atomically (manifest.toml, plan.json, ...).
     ///
     /// # Errors
@@ -615,7 +649,8 @@ impl BundleWriter {
             create_dir(&dir)?;
         }
         let node = NodeIds {
-            hostname: node,
+            hostname: node.clone(),
+            node,
             slurm: Some(task),
         };
         let mut record = run_record(&dir, run, &RunOutcome::lost(at), format, node)?;
@@ -767,6 +802,8 @@ fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
 pub struct NodeIds {
     /// `hostname` in run.json.
     pub hostname: Option<String>,
+    /// `node` in run.json: the Slurm node name (`SLURMD_NODENAME`, else the hostname).
+    pub node: Option<String>,
     /// `slurm` in run.json.
     pub slurm: Option<SlurmTaskIds>,
 }
@@ -859,6 +896,7 @@ fn run_record(
         attempt: earlier_attempts.iter().map(|a| a.attempt).max().unwrap_or(0) + 1,
         earlier_attempts,
         hostname: node.hostname,
+        node: node.node,
         slurm: node.slurm,
         lost_reason: None,
     };
@@ -922,18 +960,19 @@ impl TaskRunWriter {
         write_run_record(&self.run_dir(run), run, outcome, format, self.node.clone())
     }
 
-    /// Writes `hosts/<hostname>.json` with the facts `host` collects, unless the file exists (one
-    /// file per node; tasks on the same node race harmlessly, each file is written atomically).
+    /// Writes `hosts/<node>.json` with the facts `host` collects, unless the file exists (one
+    /// file per node, keyed by the Slurm node name; tasks on the same node race harmlessly, each
+    /// file is written atomically).
     ///
     /// # Errors
     /// I/O errors creating the folder or writing the file.
-    pub fn write_node_host(&self, hostname: &str, host: impl FnOnce() -> HostFacts) -> io::Result<()> {
+    pub fn write_node_host(&self, node: &str, host: impl FnOnce() -> HostFacts) -> io::Result<()> {
         let hosts = self.dir.join(files::HOSTS);
         match create_dir(&hosts) {
             Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
             _ => {}
         }
-        let name: String = hostname
+        let name: String = node
             .chars()
             .map(|c| if c == '/' || c == '\0' { '_' } else { c })
             .collect();

@@ -28,6 +28,7 @@ pub(crate) fn manifest(axes: Vec<(&str, Vec<Value>)>) -> Manifest {
         },
         schedule: Schedule {
             repetitions: 2,
+            adaptive: None,
             order: Order::Interleaved,
             seed: None,
             jobs: 1,

@@ -103,6 +103,7 @@ fn not_run(p: PlannedRunRecord, keys: &[String]) -> RunSummary {
         index: p.index,
         cell: p.cell,
         repetition: p.repetition,
+        node: None,
         finished: false,
         attempts: 0,
         termination: None,
@@ -269,6 +270,7 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
         index: rec.index,
         cell: rec.cell.clone(),
         repetition: rec.repetition,
+        node: rec.node.clone().or_else(|| rec.hostname.clone()),
         finished: true,
         attempts: rec.attempt,
         termination: Some(rec.termination),
@@ -504,6 +506,12 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
             Err(e) => return Err(e.into()),
         }
     }
+    let nodes: Vec<String> = runs
+        .iter()
+        .filter_map(|r| r.node.clone())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
     let mode_key = aggregation::mode_key(&keys, &runs);
     let has_retention = runs.iter().any(|r| r.retention.is_some());
     let cells = aggregation::cells(&runs, &keys, mode_key.as_deref(), &pointers);
@@ -532,9 +540,14 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
         mode_key,
         metric_pointers: pointers,
         has_retention,
+        executor: info.executor.clone(),
+        nodes,
+        failures_by_reason: super::model::failures_by_reason(&runs),
         runs,
         cells,
         estimates,
+        overrides: info.overrides,
+        adaptive: info.adaptive,
     })
 }
 

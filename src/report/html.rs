@@ -221,6 +221,9 @@ fn summary(r: &Report, f: &BundleFacts) -> Markup {
                 @if let Some(p) = &info.parent {
                     dt { "parent" } dd { (p) }
                 }
+                @if let Some(o) = &info.overrides {
+                    dt { "overrides" } dd { "run with " (o.to_args().join(" ")) " (resume and rerun do the same)" }
+                }
                 @for n in &info.notes {
                     dt { "note" } dd { (n) }
                 }
@@ -235,11 +238,12 @@ fn summary(r: &Report, f: &BundleFacts) -> Markup {
 }
 
 fn run_table(r: &Report) -> Markup {
+    let nodes = r.multi_node();
     html! {
         div.wrap {
             table #runs {
                 thead { tr {
-                    th { "run-id" } th { "cell" } th { "rep" } th { "outcome" } th { "termination" }
+                    th { "run-id" } th { "cell" } @if nodes { th { "node" } } th { "rep" } th { "outcome" } th { "termination" }
                     th { "exit" } th { "wall s" } th { "peak RSS 1 proc (B)" } th { "output" } th { "reason" }
                 } }
                 tbody {
@@ -249,6 +253,7 @@ fn run_table(r: &Report) -> Markup {
                         tr data-run-id=(run.run_id) class=[class] {
                             td { (run.run_id) }
                             td { (run.cell_label) }
+                            @if nodes { td { (run.node.as_deref().unwrap_or("-")) } }
                             td.num { (run.repetition) }
                             td { (run.outcome.map_or_else(|| "not run".into(), outcome_text)) }
                             td { (run.termination_text()) }
@@ -579,6 +584,7 @@ mod tests {
             cell: BTreeMap::from([("mode".to_string(), Value::Str(HOSTILE.into()))]),
             cell_label: format!("mode={HOSTILE}"),
             repetition: 1,
+            node: None,
             finished: outcome.is_some(),
             attempts: u32::from(outcome.is_some()),
             termination: outcome.map(|_| Termination::Exited),
@@ -630,9 +636,14 @@ mod tests {
             mode_key: Some("mode".into()),
             metric_pointers: Vec::new(),
             has_retention: false,
+            executor: None,
+            nodes: Vec::new(),
+            failures_by_reason: crate::report::model::failures_by_reason(&runs),
             runs,
             cells: Vec::new(),
             estimates: Default::default(),
+            overrides: None,
+            adaptive: None,
         }
     }
 

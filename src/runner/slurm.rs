@@ -55,6 +55,16 @@ pub struct Cluster {
     pub shared_fs: bool,
 }
 
+/// The problem of adaptive `repetitions` on Slurm (refused: the arrays are submitted whole),
+/// located at `schedule.repetitions`; `None` for a fixed number.
+pub fn adaptive_problem(manifest: &Manifest) -> Option<PlanError> {
+    manifest.schedule.adaptive.map(|_| PlanError {
+        key: "schedule.repetitions".into(),
+        message: "adaptive repetitions cannot be used with the slurm executor: it submits the whole plan as job arrays, and the rule decides each round from the one before".into(),
+        help: Some("give a fixed number, like repetitions = 10, or run with --executor local".into()),
+    })
+}
+
 /// The fixed-CPU-list problem of a manifest run with the Slurm executor (DESIGN 3: `cpus` must be
 /// `"auto"`, the task's allocation), located at `isolation.cpus`; `None` for `"auto"`.
 pub fn fixed_cpus_problem(manifest: &Manifest) -> Option<PlanError> {
@@ -101,9 +111,16 @@ pub fn on_shared_fs(path: &Path) -> Option<bool> {
 /// folder or the hwr-exp binary is on a node-local file system: tasks on other nodes could not
 /// reach them (one-node clusters are fine, so this is no error).
 ///
+/// Then each task's request (`--time` = timeout + grace + time-margin, `--cpus-per-task`,
+/// `--mem`/`--mem-per-cpu`/`--nodes` of `sbatch-args`) is checked against the limits of its
+/// partition (`partition`, else the cluster's default) from `scontrol show partition`
+/// ([`crate::slurm::partition::check`]): a request above `MaxTime`, `MaxMemPerNode`,
+/// `MaxMemPerCPU`, `MaxCPUsPerNode` or the node count is refused with both numbers, since its
+/// tasks would pend forever.
+///
 /// # Errors
 /// One message per problem (exit 3 through [`SessionError::Preflight`]).
-pub fn preflight(results_dir: &Path, quiet: bool) -> Result<Cluster, Vec<String>> {
+pub fn preflight(results_dir: &Path, quiet: bool, request: &Request<'_>) -> Result<Cluster, Vec<String>> {
     let client = SlurmClient::new();
     client
         .ping()
@@ -111,6 +128,7 @@ pub fn preflight(results_dir: &Path, quiet: bool) -> Result<Cluster, Vec<String>
     let limits = client
         .array_limits()
         .map_err(|e| vec![format!("slurm executor: {e}")])?;
+    check_partition(&client, request)?;
     let shared_fs = on_shared_fs(results_dir).unwrap_or(false);
     if !quiet {
         let exe = std::env::current_exe().ok();
@@ -133,6 +151,51 @@ pub fn preflight(results_dir: &Path, quiet: bool) -> Result<Cluster, Vec<String>
         limits,
         shared_fs,
     })
+}
+
+/// What one session's tasks ask Slurm for, checked by [`preflight`] against the partition.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// `[executor]` slurm keys.
+    pub config: &'a SlurmConfig,
+    /// Each run's timeout (`None`: none, no `--time`).
+    pub timeout: Option<Duration>,
+    /// Each run's grace.
+    pub grace: Duration,
+    /// `cpus-per-run`, `--cpus-per-task`.
+    pub cpus_per_task: usize,
+}
+
+/// Refuses a request above its partition's limits ([`preflight`]). A partition that
+/// `scontrol show partition` does not list is left to sbatch to refuse (its message is recorded).
+fn check_partition(client: &SlurmClient, request: &Request<'_>) -> Result<(), Vec<String>> {
+    use crate::slurm::partition;
+    let config = request.config;
+    let mut task = partition::TaskRequest {
+        time: script::time_limit(request.timeout, request.grace, config.time_margin)
+            .map(|d| d.as_secs() + u64::from(d.subsec_nanos() > 0)),
+        cpus: request.cpus_per_task.max(1) as u64,
+        nodes: 1,
+        ..partition::TaskRequest::default()
+    };
+    partition::request_from_args(&config.sbatch_args, &mut task)
+        .map_err(|e| vec![format!("slurm executor: {e}")])?;
+    let partitions = client
+        .partitions()
+        .map_err(|e| vec![format!("slurm executor: {e}")])?;
+    let chosen = match &config.partition {
+        Some(name) => partitions.iter().find(|p| &p.name == name),
+        None => partitions.iter().find(|p| p.default),
+    };
+    let Some(p) = chosen else { return Ok(()) };
+    let problems = partition::check(p, &task);
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(problems
+        .into_iter()
+        .map(|m| format!("slurm executor: {m}"))
+        .collect())
 }
 
 /// What [`submit`] needs besides the plan.
@@ -174,6 +237,8 @@ pub fn script_specs(
             qos: config.qos.clone(),
             time_limit: script::time_limit(plan.timeout, plan.grace, config.time_margin),
             cpus_per_task: cpus_per_task.max(1),
+            nodelist: config.nodes.clone(),
+            exclude: config.exclude_nodes.clone(),
             array: chunk.spec(Some(plan.jobs.max(1))),
             offset: chunk.offset,
             after: None,
@@ -253,7 +318,8 @@ pub fn submit(
 /// [`SessionError::Preflight`] when nothing could be submitted (exit 3; the bundle is marked
 /// `failed`); [`SessionError::Bundle`] when writing the bundle fails.
 pub fn submit_and_wait(mut session: Session<'_>, params: &Submit<'_>) -> Result<SessionReport, SessionError> {
-    let (plan, quiet) = (session.plan, session.finish.quiet);
+    let (plan, quiet) = (session.plan.clone(), session.finish.quiet);
+    let plan: &Plan = &plan;
     let indices = std::mem::take(&mut session.indices);
     let writer = session.writer_mut();
     if !quiet {
@@ -286,6 +352,7 @@ pub fn submit_and_wait(mut session: Session<'_>, params: &Submit<'_>) -> Result<
             exit_code: crate::exit_codes::SUCCESS,
             failures: Default::default(),
             slurm_jobs: jobs,
+            failed_fast: false,
         });
     }
     let arrays = writer
@@ -369,7 +436,8 @@ pub fn wait(
     map: &TaskMap,
     lost_grace: Duration,
 ) -> io::Result<SessionEnd> {
-    let (plan, cancel, total) = (session.plan, session.cancel, session.indices.len());
+    let (plan, cancel, total) = (session.plan.clone(), session.cancel, session.indices.len());
+    let plan: &Plan = &plan;
     let (indices, progress) = (&session.indices, &session.progress);
     let writer = session
         .writer
@@ -385,6 +453,8 @@ pub fn wait(
     let mut done = 0usize;
     let marker = writer.dir().join(files::SLURM).join(files::CANCEL_REQUESTED);
     let mut warned = false;
+    // The last pending-reason summary shown (`2 pending (PartitionTimeLimit)`).
+    let mut shown_pending: Option<String> = None;
     loop {
         if cancel.load(Ordering::SeqCst) || marker.exists() {
             cancel_arrays(client, map);
@@ -400,6 +470,15 @@ pub fn wait(
                 None
             }
         };
+        if let Some(snapshot) = &snapshot {
+            let reasons =
+                snapshot.pending_reasons(|k| map.index(k).is_some_and(|i| pending.contains_key(&i)));
+            let text = crate::slurm::queue::pending_text(&reasons);
+            if text != shown_pending {
+                progress.waiting(text.as_deref());
+                shown_pending = text;
+            }
+        }
         let mut finished_now = Vec::new();
         let mut lost_now = Vec::new();
         for (&i, path) in &pending {
@@ -442,6 +521,11 @@ pub fn wait(
                 .as_ref()
                 .and_then(|j| j.nodes.clone())
                 .or_else(|| entry.and_then(|e| e.nodes.clone()));
+            // The reason names the node the task was on (run.json `node` too).
+            let reason = match &node {
+                Some(n) => format!("{reason} on node {n}"),
+                None => reason,
+            };
             let ids = SlurmTaskIds {
                 job_id: job.as_ref().map(|j| j.job_id).or(entry.map(|e| e.job_id)),
                 array_job_id: Some(key.array_job_id),
@@ -502,6 +586,17 @@ pub fn hostname() -> String {
     rustix::system::uname().nodename().to_string_lossy().into_owned()
 }
 
+/// The node's name as Slurm knows it: `SLURMD_NODENAME` (set by slurmd in every task; it differs
+/// from the hostname where `NodeName` is not the hostname, e.g. several slurmd on one machine),
+/// else `hostname`.
+pub fn node_name(hostname: &str) -> String {
+    std::env::var("SLURMD_NODENAME")
+        .ok()
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| hostname.to_string())
+}
+
 /// The Slurm ids of the task this process runs in, from `SLURM_JOB_ID`, `SLURM_ARRAY_JOB_ID` and
 /// `SLURM_ARRAY_TASK_ID` (each `None` when unset or not a number).
 pub fn task_ids_from_env() -> SlurmTaskIds {
@@ -528,10 +623,10 @@ pub enum TaskEnd {
 }
 
 /// One planned run of a bundle on the node, as `hwr-exp slurm-task BUNDLE INDEX` does: writes the
-/// node's host facts once (`hosts/<hostname>.json`), pins the run to the CPUs of the task's
+/// node's host facts once (`hosts/<node>.json`, [`node_name`]), pins the run to the CPUs of the task's
 /// allocation (`sched_getaffinity` of this process: what Slurm gave the task), runs it with the
 /// launcher of `runs` ([`super::Runs::launch`]: timeout, sampling as locally) and writes its
-/// folder and run.json with `hostname` and the Slurm ids. Takes no lock: the submitting or
+/// folder and run.json with `hostname`, `node` and the Slurm ids. Takes no lock: the submitting or
 /// waiting hwr-exp holds it. A run stopped by Slurm (`stopped_by_slurm`) gets no run.json: the
 /// waiter records it as `lost`.
 ///
@@ -540,10 +635,12 @@ pub enum TaskEnd {
 /// not start for want of its own resources.
 pub fn run_task(runs: super::Runs<'_>, index: usize, bundle: &Path) -> io::Result<TaskEnd> {
     let host = hostname();
+    let node = node_name(&host);
     let writer = TaskRunWriter::new(
         bundle,
         NodeIds {
-            hostname: Some(host.clone()),
+            hostname: Some(host),
+            node: Some(node.clone()),
             slurm: Some(task_ids_from_env()),
         },
     );
@@ -551,7 +648,7 @@ pub fn run_task(runs: super::Runs<'_>, index: usize, bundle: &Path) -> io::Resul
     if writer.finished(&run) {
         return Ok(TaskEnd::AlreadyFinished);
     }
-    writer.write_node_host(&host, crate::provenance::host::collect)?;
+    writer.write_node_host(&node, crate::provenance::host::collect)?;
     run.cpus =
         crate::cpus::allowed_cpus().map_err(|e| io::Error::other(format!("sched_getaffinity: {e}")))?;
     let run_dir = writer.prepare_run_dir(&run)?;

@@ -209,6 +209,15 @@ impl SlurmClient {
         Ok(parse_config(&out))
     }
 
+    /// Every partition's limits, `scontrol -o show partition`.
+    ///
+    /// # Errors
+    /// [`SlurmError`] when the command fails.
+    pub fn partitions(&self) -> Result<Vec<super::partition::PartitionLimits>, SlurmError> {
+        let (out, _) = self.run("scontrol", &args(["-o", "show", "partition"]))?;
+        Ok(super::partition::parse_partitions(&out))
+    }
+
     /// The cluster's array limits: `MaxArraySize` and `max_array_tasks=` of `SchedulerParameters`
     /// from `scontrol show config`.
     ///

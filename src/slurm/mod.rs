@@ -14,6 +14,7 @@
 
 pub mod array;
 pub mod client;
+pub mod partition;
 pub mod queue;
 pub mod script;
 

@@ -57,6 +57,11 @@ pub struct ScriptSpec {
     pub time_limit: Option<Duration>,
     /// `--cpus-per-task` (`cpus-per-run`), at least 1.
     pub cpus_per_task: usize,
+    /// `--nodelist` (`[executor] nodes`): the tasks run only on these nodes (a Slurm host list,
+    /// `n1,n2` or `n[1-2]`).
+    pub nodelist: Option<String>,
+    /// `--exclude` (`[executor] exclude-nodes`): the tasks never run on these nodes.
+    pub exclude: Option<String>,
     /// `--array` with the throttle (`jobs`).
     pub array: ArraySpec,
     /// Plan index of task id 0 ([`crate::slurm::ArrayChunk::offset`]).
@@ -246,6 +251,12 @@ impl ScriptSpec {
         if let Some(t) = self.time_limit {
             options.push(("--time", "time limit", format_slurm_time(t)));
         }
+        if let Some(n) = &self.nodelist {
+            options.push(("--nodelist", "nodes", n.clone()));
+        }
+        if let Some(n) = &self.exclude {
+            options.push(("--exclude", "exclude-nodes", n.clone()));
+        }
         options.push(("--ntasks", "ntasks", "1".into()));
         options.push((
             "--cpus-per-task",
@@ -314,6 +325,8 @@ mod tests {
                 Duration::from_secs(60),
             ),
             cpus_per_task: 2,
+            nodelist: None,
+            exclude: None,
             array: ArraySpec::new([0, 1, 2, 3, 7], Some(2)).unwrap(),
             offset: 0,
             after: None,
@@ -348,6 +361,18 @@ exec '/opt/hwr exp/hwr-exp' slurm-task {b} \"$index\"
             v = env!("CARGO_PKG_VERSION")
         );
         assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn nodelist_and_exclude() {
+        let mut s = spec();
+        s.nodelist = Some("n[1-2]".into());
+        s.exclude = Some("n3,n4".into());
+        let text = s.render().unwrap();
+        assert!(
+            text.contains("#SBATCH \"--nodelist=n[1-2]\"\n#SBATCH --exclude=n3,n4\n#SBATCH --ntasks=1\n"),
+            "{text}"
+        );
     }
 
     #[test]

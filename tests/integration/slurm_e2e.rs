@@ -134,16 +134,36 @@ fn probe_matrix_through_slurm_has_the_outputs_and_report_columns_of_a_local_run(
     assert_eq!(info["executor"], "slurm");
     assert_eq!(info["counts"]["ok"], 8, "{info}");
     assert!(remote.join("slurm/array-0.sbatch").is_file());
-    let host = hwr_exp::runner::slurm::hostname();
-    assert!(remote.join("hosts").join(format!("{host}.json")).is_file());
-
     let (l, r) = (run_records(&local), run_records(&remote));
     assert_eq!(l.len(), 8);
     assert_eq!(r.len(), 8);
+    // The cluster may have one node or several (CI: n1, n2): each run names its node, and
+    // each node that ran a run has its host facts in hosts/<node>.json.
+    let nodes: BTreeSet<String> = r
+        .iter()
+        .map(|b| {
+            b["node"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no node: {b}"))
+                .to_string()
+        })
+        .collect();
+    let hosts: BTreeSet<String> = std::fs::read_dir(remote.join("hosts"))
+        .unwrap()
+        .map(|e| {
+            e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .trim_end_matches(".json")
+                .to_string()
+        })
+        .collect();
+    assert_eq!(nodes, hosts);
     for (a, b) in l.iter().zip(&r) {
         assert_eq!(a["run-id"], b["run-id"]);
         assert_eq!(b["outcome"], "ok");
-        assert_eq!(b["hostname"], host.as_str());
+        assert!(a.get("node").is_none(), "a local run names no node: {a}");
+        assert!(b["hostname"].is_string(), "{b}");
         assert!(b["slurm"]["array-task-id"].is_u64(), "{b}");
         assert!(b["slurm"]["array-job-id"].is_u64(), "{b}");
         // Same probe output document shape as locally.
@@ -173,7 +193,14 @@ fn probe_matrix_through_slurm_has_the_outputs_and_report_columns_of_a_local_run(
             .unwrap()
             .to_string()
     };
-    assert_eq!(header(&local), header(&remote));
+    // Same columns as locally, plus `node` after the matrix keys when the runs span nodes.
+    let remote_header = header(&remote);
+    let expected = if nodes.len() > 1 {
+        header(&local).replace(",elements,", ",elements,node,")
+    } else {
+        header(&local)
+    };
+    assert_eq!(expected, remote_header);
 }
 
 /// Start and end of each run as milliseconds, from run.json `start`/`end`.
