@@ -201,7 +201,11 @@ fn probe_manifest(
             rel.display()
         ));
     }
-    let mut m = manifest::parse(&given.source, &given.path, &base).map_err(|d| d.to_string())?;
+    // Recorded as the manifest's path inside the worktree, so that `rerun --at-recorded-revision`
+    // of a step finds its folder in the recorded repository (plain `rerun` maps it to the
+    // repository holding the bundle); the bytes run are today's, kept in the bundle.
+    let name = given.path.file_name().unwrap_or_default();
+    let mut m = manifest::parse(&given.source, &base.join(name), &base).map_err(|d| d.to_string())?;
     if let Some(repo) = m.provenance.repo.as_mut()
         && let Ok(inner) = repo.strip_prefix(root)
     {
