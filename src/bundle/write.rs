@@ -127,12 +127,14 @@ fn replace_file(
         .unwrap_or(Path::new("."));
     // The temporary file is made here rather than with tempfile, whose errors name the temporary
     // path: the error names `path`, and carries the OS error as is.
+    // Made with its final mode where the umask keeps it (no fchmod then), else 0600 and fchmod.
+    let made_right = umask_keeps(FILE_MODE);
     let (tmp_path, file) = loop {
         let candidate = dir.join(format!("{TEMPORARY_PREFIX}{:016x}", fastrand::u64(..)));
         match fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o600)
+            .mode(if made_right { FILE_MODE } else { 0o600 })
             .open(&candidate)
         {
             Ok(f) => break (candidate, f),
@@ -144,8 +146,10 @@ fn replace_file(
         let mut out = io::BufWriter::new(file);
         fill(&mut out)?;
         let file = out.into_inner().map_err(|e| e.into_error())?;
-        // File::set_permissions is fchmod(2) on the open file: exact mode, no umask.
-        file.set_permissions(fs::Permissions::from_mode(FILE_MODE))?;
+        if !made_right {
+            // File::set_permissions is fchmod(2) on the open file: exact mode, no umask.
+            file.set_permissions(fs::Permissions::from_mode(FILE_MODE))?;
+        }
         if durability == Durability::Synced {
             file.sync_all()?;
         }
@@ -228,11 +232,35 @@ pub fn test_pause(step: &str) {
     }
 }
 
-/// Creates the folder `path` (failing when it exists) with mode [`DIR_MODE`] whatever the umask.
+/// Creates the folder `path` (failing when it exists) with mode [`DIR_MODE`] whatever the umask
+/// (a `chmod` only where the umask takes bits of it away).
 fn create_dir(path: &Path) -> io::Result<()> {
-    fs::create_dir(path)
-        .and_then(|()| fs::set_permissions(path, fs::Permissions::from_mode(DIR_MODE)))
+    use std::os::unix::fs::DirBuilderExt;
+    fs::DirBuilder::new()
+        .mode(DIR_MODE)
+        .create(path)
+        .and_then(|()| {
+            if umask_keeps(DIR_MODE) {
+                Ok(())
+            } else {
+                fs::set_permissions(path, fs::Permissions::from_mode(DIR_MODE))
+            }
+        })
         .map_err(on(path, "create folder"))
+}
+
+/// Whether the process's umask leaves every bit of `mode` (then a file or folder made with
+/// `mode` has it exactly, and needs no `chmod`). The umask is read once, from `/proc/self/status`
+/// (`Umask:`, Linux 4.7+: reading it with `umask(2)` would change it for a moment for every
+/// thread); unknown counts as "no".
+pub(crate) fn umask_keeps(mode: u32) -> bool {
+    static UMASK: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    let umask = UMASK.get_or_init(|| {
+        let status = fs::read_to_string("/proc/self/status").ok()?;
+        let line = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
+        u32::from_str_radix(line.trim(), 8).ok()
+    });
+    umask.is_some_and(|u| u & mode == 0)
 }
 
 /// A task Slurm ended without a run.json of the run's own ([`BundleWriter::record_lost`]).
