@@ -1,34 +1,50 @@
 #!/usr/bin/env bash
-# Slurm executor overhead (DESIGN 8, issues 24 and 25). Prints figures; never asserts timings.
+# Slurm executor overhead (DESIGN 8). Prints figures; never asserts timings.
 #
-# For each size N (default: 5000; e.g. `benches/slurm_overhead.sh 3 5000 20000`), R rounds side by
-# side of:
-#   - by hand: the same /bin/true runs as hand-written job arrays (`sbatch --array=A-B%J
-#     --wrap=/bin/true`, pieces of at most 5,000 tasks, each piece re-submitted every 5 s until
-#     Slurm accepts it, since MaxJobCount counts pending tasks), then `squeue -h -j IDS -o %i`
-#     every 0.25 s until it lists none of them;
-#   - hwr-exp: `hwr-exp run --executor slurm` of N runs of /bin/true, jobs = J (the node's CPUs).
-# and prints for each: total time, CPU of the submitting side (user + sys, its children such as
-# squeue and sbatch included: /usr/bin/time), its peak RSS, CPU per run, slurmctld's CPU
-# (/proc/<pid>/stat) and its RPCs (`sdiag -r` before, `sdiag` after: all RPCs, and the job-info
-# ones, REQUEST_JOB_INFO + REQUEST_JOB_INFO_SINGLE). min / median / max over the rounds.
+#   1. N runs of /bin/true through `hwr-exp run --executor slurm` (jobs = the node's CPUs) against
+#      the same array submitted by hand (`sbatch --array=0-(N-1) --wrap=/bin/true`, then polling
+#      `squeue` every 0.25 s until it lists none of its tasks), side by side for R rounds:
+#      min / median / max of each and of the ratio.
+#   2. A 5,000-run plan: wall time of `hwr-exp run --detach` (plan, bundle, provenance, scripts,
+#      every sbatch) and time from its start until the first task started (the first run.json's
+#      `start`); then `hwr-exp cancel`.
 #
-# Needs a cluster the environment points at (`source $SLURM_TEST_DIR/slurm.env`), measured with
-# MaxArraySize above 5,000 (start-slurm.sh with SLURM_EXTRA_CONF=MaxArraySize=20001) and Slurm's
-# default MaxJobCount (10,000), so 20,000 runs need pieces on both sides.
-# Usage: benches/slurm_overhead.sh [rounds=1] [sizes...=5000]
+#   With mode `two-nodes` (third argument; a cluster of two or more nodes, e.g. start-slurm.sh
+#   with SLURM_NODES=2): part 1 only, the hand-written array is a batch script of the same
+#   shape as hwr-exp's (one task, --cpus-per-task=1, --time, --no-requeue,
+#   --array=0-(N-1)%CPUs, /bin/true), and each round prints how many tasks each node ran
+#   (hwr-exp: run.json `node`; by hand: squeue %N of the finished tasks, kept for MinJobAge).
+#
+# Needs a cluster the environment points at (`source $SLURM_TEST_DIR/slurm.env`) whose
+# MaxArraySize exceeds N (start-slurm.sh's default 1001; CI's MaxArraySize=11 would compare 19
+# chained arrays with an sbatch that Slurm refuses).
+#   With `scale` as first argument: waiter CPU per run, slurmctld CPU and RPCs (sdiag) and total
+#   time beside hand-written arrays for large plans (5,000 and 20,000 runs, pieces under
+#   MaxJobCount): benches/slurm_overhead_scale.sh, which says more.
+# Usage: benches/slurm_overhead.sh [runs=200] [rounds=3] [mode=one|two-nodes]
+#        benches/slurm_overhead.sh scale [rounds=1] [sizes...=5000]
 set -euo pipefail
+if [ "${1:-}" = scale ]; then
+  shift
+  exec bash "$(dirname "$0")/slurm_overhead_scale.sh" "$@"
+fi
 cd "$(dirname "$0")/.."
-rounds=${1:-1}
-shift || true
-sizes=("$@")
-[ ${#sizes[@]} -gt 0 ] || sizes=(5000)
+runs=${1:-200}
+rounds=${2:-3}
+mode=${3:-one}
+case $mode in one|two-nodes) ;; *) echo "mode must be one or two-nodes, not $mode" >&2; exit 2 ;; esac
 scontrol ping >/dev/null || { echo "no Slurm cluster answers (source \$SLURM_TEST_DIR/slurm.env)" >&2; exit 1; }
 max=$(scontrol show config | awk '$1 == "MaxArraySize" {print $3}')
-maxjobs=$(scontrol show config | awk '$1 == "MaxJobCount" {print $3}')
-[ "$max" -gt 5000 ] || echo "note: MaxArraySize is $max: hand-written pieces of $((max - 1)) tasks (SLURM_EXTRA_CONF=MaxArraySize=20001 for pieces of 5,000)" >&2
+if [ "$max" -le "$runs" ]; then
+  echo "MaxArraySize is $max: restart the cluster without SLURM_EXTRA_CONF=MaxArraySize=... for $runs runs" >&2
+  exit 1
+fi
+nodes=$(sinfo -h -N -o %N | sort -u | wc -l)
+if [ "$mode" = two-nodes ] && [ "$nodes" -lt 2 ]; then
+  echo "mode two-nodes needs two nodes; this cluster has $nodes (start-slurm.sh with SLURM_NODES=2)" >&2
+  exit 1
+fi
 cpus=$(scontrol show node -o | tr ' ' '\n' | awk -F= '$1 == "CPUTot" {s += $2} END {print s}')
-ctld_pid=$(cat "${SLURM_TEST_DIR:-/tmp/slurmtest}/run/slurmctld.pid")
 # HWR_EXP=path/to/hwr-exp to measure another build (default: a release build of this tree).
 if [ -n "${HWR_EXP:-}" ]; then
   bin=$(realpath "$HWR_EXP")
@@ -39,30 +55,7 @@ fi
 # The bundles go to a folder the node can write (here: the same machine).
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-echo "cluster: MaxArraySize=$max, MaxJobCount=$maxjobs, $cpus CPUs; jobs = $cpus; $rounds round(s) of ${sizes[*]} runs of /bin/true"
-
-now() { date +%s.%N; }
-ctld_cpu() { awk '{printf "%.2f\n", ($14 + $15) / 100}' "/proc/$ctld_pid/stat"; }
-rpcs() { sdiag | awk '/by message type/ {on = 1; next} /by user/ {on = 0} on && /count:/ {
-  split($0, a, "count:"); split(a[2], b, " "); n += b[1]; if ($1 ~ /^REQUEST_JOB_INFO(_SINGLE)?$/) j += b[1] }
-  END {print n + 0, j + 0}'; }
-
-# by_hand N: prints nothing; the submitting loop as a person would write it.
-cat > "$work/by_hand.sh" <<'EOF'
-#!/usr/bin/env bash
-set -euo pipefail
-n=$1 jobs=$2 piece=$(( $3 - 1 < 5000 ? $3 - 1 : 5000 )) ids=()
-for ((start = 0; start < n; start += piece)); do
-  end=$((start + piece < n ? start + piece - 1 : n - 1))
-  until id=$(sbatch --parsable --array=$start-$end%$jobs --output=/dev/null --error=/dev/null --wrap=/bin/true 2>/dev/null); do
-    sleep 5
-  done
-  ids+=("$id")
-done
-all=$(IFS=,; echo "${ids[*]}")
-while [ -n "$(squeue -h -j "$all" -o %i 2>/dev/null | head -1)" ]; do sleep 0.25; done
-EOF
-chmod +x "$work/by_hand.sh"
+echo "cluster: MaxArraySize=$max, $nodes node(s), $cpus CPUs; mode $mode; $runs runs of /bin/true, $rounds rounds; hwr-exp jobs = $cpus"
 
 cat > "$work/true.toml" <<EOF
 format = 1
@@ -72,7 +65,7 @@ name = "slurm-true"
 argv = ["/bin/true"]
 output-format = "text"
 [schedule]
-repetitions = 1
+repetitions = $runs
 jobs = $cpus
 [isolation]
 timeout = "60s"
@@ -80,43 +73,88 @@ timeout = "60s"
 kind = "slurm"
 EOF
 
-# measure SIDE N: runs one side, prints "seconds cpu_seconds peak_kib ctld_cpu rpcs jobinfo_rpcs".
-measure() {
-  local side=$1 n=$2 t0 t1 c0 c1 usage
-  sdiag -r >/dev/null
-  c0=$(ctld_cpu)
+# The hand-written batch script of mode two-nodes: hwr-exp's resource lines (timeout 60s +
+# grace 5s + time-margin 60s), /bin/true.
+cat > "$work/hand.sbatch" <<EOF
+#!/bin/bash
+#SBATCH --job-name=by-hand
+#SBATCH --time=00:02:05
+#SBATCH --ntasks=1
+#SBATCH --cpus-per-task=1
+#SBATCH --no-requeue
+#SBATCH --output=/dev/null
+#SBATCH --error=/dev/null
+#SBATCH --array=0-$((runs - 1))%$cpus
+exec /bin/true
+EOF
+
+now() { date +%s.%N; }
+
+# Sets `took` (seconds) and `last_hand` (the array's job id).
+by_hand() {
+  local t0 id
   t0=$(now)
-  if [ "$side" = hand ]; then
-    /usr/bin/time -f '%U %S %M' -o "$work/time" "$work/by_hand.sh" "$n" "$cpus" "$max"
+  if [ "$mode" = two-nodes ]; then
+    id=$(sbatch --parsable "$work/hand.sbatch")
   else
-    sed "s/^repetitions = .*/repetitions = $n/" "$work/true.toml" > "$work/m.toml"
-    /usr/bin/time -f '%U %S %M' -o "$work/time" "$bin" run "$work/m.toml" --results-dir "$work/results" --quiet >/dev/null
-    rm -rf "$work/results"
+    id=$(sbatch --parsable --array=0-$((runs - 1)) --output=/dev/null --error=/dev/null --wrap=/bin/true)
   fi
-  t1=$(now)
-  c1=$(ctld_cpu)
-  usage=$(tail -1 "$work/time")
-  read -r u s m <<<"$usage"
-  read -r all job <<<"$(rpcs)"
-  echo "$(echo "$t1 - $t0" | bc) $(echo "$u + $s" | bc) $m $(echo "$c1 - $c0" | bc) $all $job"
+  while [ -n "$(squeue -h -j "$id" -o %i 2>/dev/null)" ]; do sleep 0.25; done
+  took=$(echo "$(now) - $t0" | bc)
+  last_hand=$id
 }
 
-stats() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {printf "%.2f / %.2f / %.2f", a[1], a[int((NR + 1) / 2)], a[NR]}'; }
-col() { local k=$1; shift; for line in "$@"; do echo "$line" | awk -v k="$k" '{print $k}'; done; }
+# Sets `took` and `last_bundle`.
+through_hwr() {
+  local t0
+  t0=$(now)
+  last_bundle=$("$bin" run "$work/true.toml" --results-dir "$work/results" --quiet)
+  took=$(echo "$(now) - $t0" | bc)
+}
 
-for n in "${sizes[@]}"; do
-  hand=() hwr=()
-  for r in $(seq 1 "$rounds"); do
-    h=$(measure hand "$n")
-    x=$(measure hwr "$n")
-    hand+=("$h") hwr+=("$x")
-    echo "$n runs, round $r: by hand [s cpu-s peak-KiB ctld-cpu-s rpcs job-info-rpcs] $h; hwr-exp $x"
-  done
-  echo "== $n runs (min / median / max over $rounds round(s))"
-  for side in hand hwr; do
-    if [ "$side" = hand ]; then lines=("${hand[@]}"); name="by hand"; else lines=("${hwr[@]}"); name="hwr-exp"; fi
-    mapfile -t per < <(for l in "${lines[@]}"; do echo "$l" | awk -v n="$n" '{printf "%.4f\n", $2 * 1000 / n}'; done)
-    echo "  $name: total $(stats $(col 1 "${lines[@]}")) s; CPU $(stats $(col 2 "${lines[@]}")) s = $(stats "${per[@]}") ms per run; peak RSS $(stats $(col 3 "${lines[@]}")) KiB"
-    echo "  $name: slurmctld CPU $(stats $(col 4 "${lines[@]}")) s; RPCs $(stats $(col 5 "${lines[@]}")), job-info RPCs $(stats $(col 6 "${lines[@]}"))"
-  done
+# Tasks per node, `n1 103, n2 97`: of a finished array (squeue -t all keeps them for MinJobAge),
+# and of a bundle (run.json `node`).
+hand_nodes() { squeue -h -t all -j "$1" -o %N 2>/dev/null | sort | uniq -c | awk '{printf "%s%s %d", s, $2, $1; s = ", "}'; }
+hwr_nodes() {
+  python3 -c '
+import collections, json, pathlib, sys
+c = collections.Counter(json.load(open(p)).get("node", "?") for p in pathlib.Path(sys.argv[1], "runs").glob("*/run.json"))
+print(", ".join(f"{n} {k}" for n, k in sorted(c.items())))
+' "$1"
+}
+
+hand=() hwr=() ratio=()
+for r in $(seq 1 "$rounds"); do
+  by_hand; h=$took
+  through_hwr; x=$took
+  q=$(echo "scale=3; $x / $h" | bc)
+  hand+=("$h") hwr+=("$x") ratio+=("$q")
+  printf 'round %d: by hand %.2f s, hwr-exp %.2f s, ratio %.2f\n' "$r" "$h" "$x" "$q"
+  if [ "$mode" = two-nodes ]; then
+    echo "  tasks per node: by hand $(hand_nodes "$last_hand"); hwr-exp $(hwr_nodes "$(realpath "$last_bundle")")"
+  fi
 done
+stats() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {printf "min %.2f  median %.2f  max %.2f", a[1], a[int((NR + 1) / 2)], a[NR]}'; }
+echo "by hand ($runs tasks):  $(stats "${hand[@]}") s"
+echo "hwr-exp ($runs runs):   $(stats "${hwr[@]}") s"
+echo "ratio hwr-exp/by hand:  $(stats "${ratio[@]}")"
+
+[ "$mode" = one ] || exit 0
+
+# 2. Submitting 5,000 runs.
+sed -e "s/^repetitions = .*/repetitions = 5000/" -e 's/^name = .*/name = "slurm-5000"/' "$work/true.toml" > "$work/big.toml"
+t0=$(now)
+bundle=$("$bin" run "$work/big.toml" --results-dir "$work/results" --detach --quiet)
+t1=$(now)
+first=""
+for _ in $(seq 1 600); do
+  first=$(find "$bundle/runs" -name run.json -print -quit 2>/dev/null || true)
+  [ -n "$first" ] && break
+  sleep 0.05
+done
+t2=$(now)
+printf '5,000-run plan: run --detach returned after %.2f s; first task finished its run.json %.2f s after the start\n' \
+  "$(echo "$t1 - $t0" | bc)" "$(echo "$t2 - $t0" | bc)"
+arrays=$(python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))['slurm']['arrays']))" "$bundle/bundle.json" 2>/dev/null || echo "?")
+echo "  ($arrays arrays)"
+"$bin" cancel "$bundle" 2>/dev/null || true

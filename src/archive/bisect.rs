@@ -201,7 +201,11 @@ fn probe_manifest(
             rel.display()
         ));
     }
-    let mut m = manifest::parse(&given.source, &given.path, &base).map_err(|d| d.to_string())?;
+    // Recorded as the manifest's path inside the worktree, so that `rerun --at-recorded-revision`
+    // of a step finds its folder in the recorded repository (plain `rerun` maps it to the
+    // repository holding the bundle); the bytes run are today's, kept in the bundle.
+    let name = given.path.file_name().unwrap_or_default();
+    let mut m = manifest::parse(&given.source, &base.join(name), &base).map_err(|d| d.to_string())?;
     if let Some(repo) = m.provenance.repo.as_mut()
         && let Ok(inner) = repo.strip_prefix(root)
     {
@@ -680,4 +684,27 @@ pub fn evidence_table(outcome: &BisectOutcome) -> String {
         rows,
         &[true, false, false, false, true, true, false, false],
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rule_of_a_probe() {
+        let default = rule(None, None);
+        assert_eq!((default.min, default.max), (4, 20));
+        assert_eq!(default.until, Until::Decided);
+        let capped = rule(None, Some(3));
+        assert_eq!((capped.min, capped.max), (3, 3), "min never above max");
+        let manifest = Adaptive {
+            min: 6,
+            max: 30,
+            until: Until::Decided,
+            time_budget: Some(std::time::Duration::from_secs(60)),
+        };
+        let r = rule(Some(manifest), Some(10));
+        assert_eq!((r.min, r.max, r.time_budget), (6, 10, manifest.time_budget));
+        assert_eq!(rule(Some(manifest), None), manifest);
+    }
 }

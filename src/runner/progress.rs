@@ -320,6 +320,7 @@ impl Bar {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        crate::signal::terminal_line(true);
         Bar { bar }
     }
 }
@@ -353,6 +354,7 @@ impl Progress for Bar {
     }
     fn finish(&self) {
         self.bar.finish_and_clear();
+        crate::signal::terminal_line(false);
     }
 }
 

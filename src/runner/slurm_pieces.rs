@@ -74,18 +74,21 @@ pub fn govern(queue: &ActiveQueue, arrays: &[u64], jobs: u32) -> Vec<Step> {
     steps
 }
 
-/// Applies [`govern`]'s steps; a failed step is said once per poll and tried again at the next.
-pub fn apply(client: &SlurmClient, steps: &[Step]) {
+/// Applies [`govern`]'s steps; a failed step is said and tried again at the next poll. Returns
+/// the arrays released (for bundle.json's `state`).
+pub fn apply(client: &SlurmClient, steps: &[Step]) -> Vec<u64> {
+    let mut released = Vec::new();
     for step in steps {
         let result = match *step {
             Step::Throttle(id, n) => client.set_throttle(id, n),
-            Step::Release(id) => client.release(id),
+            Step::Release(id) => client.release(&[id]).map(|()| released.push(id)),
         };
         if let Err(e) = result {
             super::progress::say(format_args!("warning: {e}"));
-            return;
+            break;
         }
     }
+    released
 }
 
 /// What limits how many tasks may be submitted now.
@@ -234,8 +237,8 @@ impl Feeder {
     /// ([`super::slurm::submit`]). Returns the arrays submitted (none when there is no room).
     ///
     /// # Errors
-    /// A message when the count or a submission fails (arrays submitted by this call before
-    /// the failure are cancelled; the runs stay unsubmitted).
+    /// [`super::slurm::SubmitError`] when the count or a submission fails (arrays submitted by
+    /// this call before the failure are cancelled; the runs stay unsubmitted).
     pub fn feed(
         &mut self,
         plan: &Plan,
@@ -243,7 +246,7 @@ impl Feeder {
         client: &SlurmClient,
         release: Release,
         quiet: bool,
-    ) -> Result<Vec<SubmittedArray>, String> {
+    ) -> Result<Vec<SubmittedArray>, super::slurm::SubmitError> {
         if self.unsubmitted.is_empty() {
             return Ok(Vec::new());
         }
@@ -254,7 +257,9 @@ impl Feeder {
         self.next_check = Some(now + ROOM_CHECK);
         let left = self.unsubmitted.len() as u64;
         let room = if self.limits.bounded() {
-            let records = client.job_records(&user_name()).map_err(|e| e.to_string())?;
+            let records = client
+                .job_records(&user_name())
+                .map_err(|e| super::slurm::SubmitError::Failed(e.to_string()))?;
             self.limits.room(records)
         } else {
             u64::MAX
@@ -285,7 +290,7 @@ impl Feeder {
             limits: self.limits.arrays,
             release,
         };
-        let arrays = super::slurm::submit(plan, &piece, writer, client, &params)?;
+        let arrays = super::slurm::submit(plan, &piece, writer, &params, client)?;
         self.unsubmitted.drain(..piece.len());
         self.said_waiting = false;
         if !quiet && (!self.unsubmitted.is_empty() || piece.len() < plan.len()) {

@@ -175,6 +175,21 @@ fn eight_commits_the_fifth_leaks_and_the_sixth_fails() {
         .lines()
         .find(|l| l.contains(" good") && l.contains("no detectable difference"));
     assert!(good_row.is_some(), "{text}");
+    // A step reruns at its commit (the bundle records the worktree's paths; the worktree is gone).
+    let bad_step = crate::support::bundles(&repo.path().join("results"), "bisect-demo")
+        .into_iter()
+        .find(|b| json(&b.join("bundle.json"))["bisect"]["commit"] == ids[4].as_str())
+        .unwrap();
+    let rerun = hwr(
+        repo.path(),
+        &[
+            "rerun",
+            bad_step.to_str().unwrap(),
+            "--at-recorded-revision",
+            "--quiet",
+        ],
+    );
+    assert_eq!(code(&rerun), 0, "{}", stderr(&rerun));
     // The temporary worktrees are gone.
     let worktrees = repo.git(&["worktree", "list"]);
     assert_eq!(worktrees.lines().count(), 1, "{worktrees}");
