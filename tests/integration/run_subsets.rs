@@ -414,6 +414,11 @@ fn twelve_identical_failures_are_one_reason_with_a_count() {
         report.contains("12 runs (000-1-r1, 001-2-r1, 002-3-r1 and 9 more)"),
         "{report}"
     );
+    let html = stdout(&hwr(dir, &["report", b, "--format", "html"]));
+    assert!(
+        html.contains("Runs that are not ok, by reason"),
+        "the HTML report has the table too"
+    );
     let md = stdout(&hwr(dir, &["report", b, "--format", "md"]));
     assert!(md.contains("| 12 | failed | exit 1: ModuleNotFoundError"), "{md}");
     let report = json_of(&hwr(dir, &["report", b, "--format", "json"]));
