@@ -235,6 +235,22 @@ fn create_dir(path: &Path) -> io::Result<()> {
         .map_err(on(path, "create folder"))
 }
 
+/// A task Slurm ended without a run.json of the run's own ([`BundleWriter::record_lost`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LostTask {
+    /// Slurm's account of the task (`CANCELLED (exit code 0:15)`, the log's `CANCELLED AT ...
+    /// DUE TO PREEMPTION` line).
+    pub reason: String,
+    /// The node Slurm named, if any.
+    pub node: Option<String>,
+    /// The task's Slurm ids.
+    pub task: SlurmTaskIds,
+    /// When the task's run started (the task's log, `scontrol` `StartTime`), if known.
+    pub started: Option<SystemTime>,
+    /// When Slurm ended it (`EndTime`, the log's `CANCELLED AT`), else when it was found lost.
+    pub ended: SystemTime,
+}
+
 /// Keeps what an earlier attempt left in the run folder `run_dir`: every entry but `attempts/`
 /// moves into `attempts/<n>/`, n one more than the highest attempt kept there (1 for the first),
 /// folders made with mode [`DIR_MODE`] whatever the umask (DESIGN 5). The one place that keeps
@@ -263,24 +279,45 @@ pub fn keep_attempt(run_dir: &Path) -> io::Result<Option<u32>> {
     }
     moving.sort();
     let attempts = run_dir.join(attempts_name);
-    let last = match fs::read_dir(&attempts) {
+    // Numbered folders; an empty one (a keeper killed between making it and moving into it)
+    // holds no attempt: it is removed, so attempts stay numbered 1, 2, 3... without gaps.
+    let numbered: Vec<(u32, bool)> = match fs::read_dir(&attempts) {
         Ok(entries) => entries
             .filter_map(Result::ok)
-            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-            .max()
-            .unwrap_or(0),
+            .filter_map(|e| {
+                let n = e.file_name().to_str()?.parse::<u32>().ok()?;
+                let empty = fs::read_dir(e.path()).is_ok_and(|mut d| d.next().is_none());
+                Some((n, empty))
+            })
+            .collect(),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             create_dir(&attempts)?;
-            0
+            Vec::new()
         }
         Err(e) => return Err(on(&attempts, "read folder")(e)),
     };
+    for &(n, empty) in &numbered {
+        if empty {
+            let _ = fs::remove_dir(attempts.join(n.to_string()));
+        }
+    }
+    let last = numbered
+        .iter()
+        .filter(|(_, empty)| !empty)
+        .map(|(n, _)| *n)
+        .max()
+        .unwrap_or(0);
     let n = last + 1;
     let folder = attempts.join(n.to_string());
     create_dir(&folder)?;
-    for name in moving {
-        let from = run_dir.join(&name);
-        fs::rename(&from, folder.join(&name)).map_err(on(&from, "move into attempts"))?;
+    for (k, name) in moving.iter().enumerate() {
+        let from = run_dir.join(name);
+        if let Err(e) = fs::rename(&from, folder.join(name)) {
+            if k == 0 {
+                let _ = fs::remove_dir(&folder);
+            }
+            return Err(on(&from, "move into attempts")(e));
+        }
     }
     Ok(Some(n))
 }
@@ -600,10 +637,13 @@ impl BundleWriter {
         Ok(())
     }
 
-    /// Records a Slurm array task that left the queue without writing run.json: a run.json with
-    /// termination `lost`, no timings beyond `at`, `lost-reason` = `reason` (Slurm's account of the
-    /// task) and `hostname` = the node Slurm named, if any; counted as [`Outcome::Lost`]. The run
-    /// folder is created when the task never got to it.
+    /// Records a Slurm array task that Slurm ended (or that left the queue) without a run.json of
+    /// the run's own: a run.json with termination `lost`, `start`/`end`/`wall-seconds` from
+    /// `lost.started` and `lost.ended` (when the task started and ended, as Slurm or the task's
+    /// log tell; `wall-seconds` 0 only when the start is unknown), `lost-reason` = Slurm's account
+    /// of the task and `hostname` = the node Slurm named, if any; counted as [`Outcome::Lost`].
+    /// The run folder is created when the task never got to it; a run.json the task wrote before
+    /// Slurm's kill reached it is replaced.
     ///
     /// # Errors
     /// I/O errors creating the folder or writing run.json / bundle.json.
@@ -611,22 +651,28 @@ impl BundleWriter {
         &mut self,
         run: &PlannedRun,
         format: OutputFormat,
-        reason: String,
-        node: Option<String>,
-        task: SlurmTaskIds,
-        at: SystemTime,
+        lost: LostTask,
     ) -> io::Result<RunRecord> {
         let dir = self.run_dir(run);
         if !dir.exists() {
             create_dir(&dir)?;
         }
         let node = NodeIds {
-            hostname: node.clone(),
-            node,
-            slurm: Some(task),
+            hostname: lost.node.clone(),
+            node: lost.node,
+            slurm: Some(lost.task),
         };
-        let mut record = run_record(&dir, run, &RunOutcome::lost(at), format, node)?;
-        record.lost_reason = Some(reason);
+        let mut outcome = RunOutcome::lost(lost.ended);
+        if let Some(started) = lost.started.filter(|s| *s <= lost.ended) {
+            outcome.started = started;
+            outcome.wall_seconds = lost
+                .ended
+                .duration_since(started)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0);
+        }
+        let mut record = run_record(&dir, run, &outcome, format, node)?;
+        record.lost_reason = Some(lost.reason);
         write_json(&dir.join(files::RUN), Durability::Unsynced, &record)?;
         self.count_run(&record)?;
         Ok(record)
@@ -987,6 +1033,32 @@ pub fn remove_cancel_marker(dir: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attempts_are_numbered_without_gaps_and_no_empty_folder_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path();
+        fs::write(run.join("run.json"), "{}").unwrap();
+        assert_eq!(keep_attempt(run).unwrap(), Some(1));
+        // A keeper killed between making attempts/2 and moving into it left it empty.
+        fs::create_dir(run.join("attempts/2")).unwrap();
+        fs::create_dir(run.join("attempts/5")).unwrap();
+        assert_eq!(
+            keep_attempt(run).unwrap(),
+            None,
+            "only attempts/: nothing to keep"
+        );
+        fs::write(run.join("stderr.log"), "x").unwrap();
+        assert_eq!(keep_attempt(run).unwrap(), Some(2));
+        let mut names: Vec<String> = fs::read_dir(run.join("attempts"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["1", "2"]);
+        assert!(run.join("attempts/2/stderr.log").is_file());
+        assert!(run.join("attempts/1/run.json").is_file());
+    }
 
     #[test]
     fn atomic_write_replaces() {

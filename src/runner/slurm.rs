@@ -21,7 +21,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::bundle::reason::RunFailure;
-use crate::bundle::write::{NodeIds, TaskRunWriter};
+use crate::bundle::write::{LostTask, NodeIds, TaskRunWriter};
 use crate::bundle::{BundleWriter, RunRecord, SlurmTaskIds, files};
 use crate::exec::{CancelFlag, Termination};
 use crate::manifest::{CpuSelection, Manifest, SlurmConfig};
@@ -482,13 +482,36 @@ pub fn wait(
         let mut finished_now = Vec::new();
         let mut lost_now = Vec::new();
         for (&i, path) in &pending {
+            let key = map.task(i);
             if let Ok(record) =
                 crate::bundle::read::read_versioned::<RunRecord>(path, "format", crate::bundle::BUNDLE_FORMAT)
             {
-                finished_now.push((i, record));
+                if !needs_slurms_word(&record) {
+                    finished_now.push((i, record));
+                    continue;
+                }
+                // A run that failed may have died of Slurm's signal before its task learnt that
+                // Slurm sent it: trust the record once Slurm says the task ended on its own.
+                let (Some(snapshot), Some(key)) = (&snapshot, key) else {
+                    continue;
+                };
+                let entry = snapshot.get(key);
+                if entry.is_some_and(|e| !e.state.is_finished()) {
+                    continue;
+                }
+                let account = SlurmAccount::of(client, key, entry, writer.dir());
+                match account.killed.then_some(()) {
+                    None => finished_now.push((i, record)),
+                    Some(()) => {
+                        let started = crate::slurm::log::parse_time(&record.start);
+                        let ended =
+                            crate::slurm::log::parse_time(&record.end).unwrap_or_else(SystemTime::now);
+                        lost_now.push((i, account.lost(key, started, ended)));
+                    }
+                }
                 continue;
             }
-            let (Some(snapshot), Some(key)) = (&snapshot, map.task(i)) else {
+            let (Some(snapshot), Some(key)) = (&snapshot, key) else {
                 continue;
             };
             let entry = snapshot.get(key);
@@ -503,47 +526,23 @@ pub fn wait(
             if since.elapsed() < lost_grace {
                 continue;
             }
-            let job = client.show_task(key).ok().flatten();
-            let reason = match &job {
-                Some(j) => j.describe(),
-                None => match entry {
-                    Some(e) => format!(
-                        "{}{}",
-                        e.state,
-                        e.reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default()
-                    ),
-                    None => {
-                        "no longer known to Slurm (cancelled while pending, or purged after MinJobAge)".into()
-                    }
-                },
-            };
-            let node = job
-                .as_ref()
-                .and_then(|j| j.nodes.clone())
-                .or_else(|| entry.and_then(|e| e.nodes.clone()));
-            // The reason names the node the task was on (run.json `node` too).
-            let reason = match &node {
-                Some(n) => format!("{reason} on node {n}"),
-                None => reason,
-            };
-            let ids = SlurmTaskIds {
-                job_id: job.as_ref().map(|j| j.job_id).or(entry.map(|e| e.job_id)),
-                array_job_id: Some(key.array_job_id),
-                array_task_id: Some(key.task_id),
-            };
+            let account = SlurmAccount::of(client, key, entry, writer.dir());
             // Read again: the task may have written run.json since the first look.
             if path.exists() {
                 continue;
             }
+            let (started, ended) = (account.started, account.ended.unwrap_or_else(SystemTime::now));
+            lost_now.push((i, account.lost(key, started, ended)));
+        }
+        for (i, lost) in &lost_now {
             // record_lost counts the run in bundle.json itself.
-            let run = plan.run(i);
-            let record =
-                writer.record_lost(&run, plan.output_format, reason, node, ids, SystemTime::now())?;
+            let run = plan.run(*i);
+            let record = writer.record_lost(&run, plan.output_format, lost.clone())?;
             done += 1;
             let failure = RunFailure::read(&record, &writer.run_dir(&run), FAILURE_TAIL_LINES);
             progress.run_finished(&run, &record, failure.as_ref(), done, total);
-            lost_now.push(i);
         }
+        let lost_now: Vec<usize> = lost_now.into_iter().map(|(i, _)| i).collect();
         for i in lost_now {
             pending.remove(&i);
             gone_since.remove(&i);
@@ -561,6 +560,124 @@ pub fn wait(
             return Ok(SessionEnd::Complete);
         }
         std::thread::sleep(POLL);
+    }
+}
+
+/// Whether a run.json a task wrote needs Slurm's word before it is trusted: a run that did not
+/// end ok by itself (failed, invalid output) may have been ended by Slurm (its processes got
+/// Slurm's SIGTERM before the task did, and exited 143 or died of it). Lost records, the run's
+/// own timeouts and ok runs are taken as they are.
+fn needs_slurms_word(record: &RunRecord) -> bool {
+    record.outcome != crate::bundle::Outcome::Ok
+        && matches!(record.termination, Termination::Exited | Termination::Signaled)
+}
+
+/// What Slurm says about one task that ended: from `scontrol show job` while Slurm knows it, else
+/// the `squeue` entry, else the task's log file (`slurm/logs/A_T.err`, which outlives
+/// `MinJobAge`).
+#[derive(Debug, Clone)]
+struct SlurmAccount {
+    /// Slurm itself ended the task ([`crate::slurm::TaskState::killed_by_slurm`], or the log's
+    /// `CANCELLED AT` line when Slurm no longer knows it).
+    killed: bool,
+    /// The account as one line (`PREEMPTED (exit code 0:15): *** JOB 7 ON n1 CANCELLED AT ...
+    /// DUE TO PREEMPTION ***`).
+    reason: String,
+    node: Option<String>,
+    job_id: Option<u64>,
+    /// When the task's run started (its log's start line, else `StartTime`).
+    started: Option<SystemTime>,
+    /// When it ended (`EndTime`, else the log's `CANCELLED AT`).
+    ended: Option<SystemTime>,
+}
+
+impl SlurmAccount {
+    fn of(
+        client: &SlurmClient,
+        key: crate::slurm::TaskKey,
+        entry: Option<&crate::slurm::QueueEntry>,
+        bundle: &Path,
+    ) -> SlurmAccount {
+        use crate::slurm::log::{TaskLog, parse_time, task_log};
+        let job = client.show_task(key).ok().flatten();
+        let log = TaskLog::read(&task_log(bundle, key));
+        let said = log.ended_by_slurm.as_ref().map(|e| {
+            let line = e.line.find("*** JOB").map_or(e.line.as_str(), |at| &e.line[at..]);
+            line.to_string()
+        });
+        let with_log = |head: String| match &said {
+            Some(line) => format!("{head}: {line}"),
+            None => head,
+        };
+        let (killed, reason) = match (&job, entry) {
+            (Some(j), _) => (j.state.killed_by_slurm(), with_log(j.describe())),
+            (None, Some(e)) => (
+                e.state.killed_by_slurm(),
+                with_log(format!(
+                    "{}{}",
+                    e.state,
+                    e.reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default()
+                )),
+            ),
+            (None, None) => match &log.ended_by_slurm {
+                Some(end) => (
+                    true,
+                    format!(
+                        "{} (no longer known to Slurm; its log {}/logs/{key}.err says: {})",
+                        end.state,
+                        files::SLURM,
+                        said.clone().unwrap_or_default()
+                    ),
+                ),
+                None => (
+                    false,
+                    "no longer known to Slurm (cancelled while pending, or purged after MinJobAge), and its log says nothing".into(),
+                ),
+            },
+        };
+        let node = job
+            .as_ref()
+            .and_then(|j| j.nodes.clone())
+            .or_else(|| entry.and_then(|e| e.nodes.clone()));
+        // The reason names the node the task was on (run.json `node` too).
+        let reason = match &node {
+            Some(n) => format!("{reason} on node {n}"),
+            None => reason,
+        };
+        let started = log
+            .started
+            .as_deref()
+            .and_then(parse_time)
+            .or_else(|| job.as_ref()?.start_time.as_deref().and_then(parse_time));
+        // Slurm gives whole seconds: the end lies within the second it names, and not after now.
+        let ended = job
+            .as_ref()
+            .and_then(|j| j.end_time.as_deref().and_then(parse_time))
+            .or_else(|| log.ended_by_slurm.as_ref()?.at.as_deref().and_then(parse_time))
+            .map(|t| (t + Duration::from_millis(999)).min(SystemTime::now()).max(t));
+        SlurmAccount {
+            killed,
+            reason,
+            node,
+            job_id: job.as_ref().map(|j| j.job_id).or(entry.map(|e| e.job_id)),
+            started,
+            ended,
+        }
+    }
+
+    /// The lost record's facts for task `key`, with the run's `started`/`ended` times.
+    fn lost(self, key: crate::slurm::TaskKey, started: Option<SystemTime>, ended: SystemTime) -> LostTask {
+        LostTask {
+            reason: self.reason,
+            node: self.node,
+            task: SlurmTaskIds {
+                job_id: self.job_id,
+                array_job_id: Some(key.array_job_id),
+                array_task_id: Some(key.task_id),
+            },
+            started,
+            ended,
+        }
     }
 }
 
@@ -652,29 +769,61 @@ pub fn run_task(runs: super::Runs<'_>, index: usize, bundle: &Path) -> io::Resul
     run.cpus =
         crate::cpus::allowed_cpus().map_err(|e| io::Error::other(format!("sched_getaffinity: {e}")))?;
     let run_dir = writer.prepare_run_dir(&run)?;
+    {
+        // The task's log (`slurm/logs/A_T.err`) keeps when its run started, for a waiter that
+        // finds the task lost after Slurm forgot it (MinJobAge).
+        use std::io::Write as _;
+        let line = crate::slurm::log::start_line(&run.run_id, &crate::timestamp::now(), &node);
+        let _ = writeln!(io::stderr(), "{line}");
+    }
     let executed = runs.launch(run, run_dir, &mut || {})?;
-    if stopped_by_slurm(&executed.outcome, runs.cancel) {
+    let own_job = task_ids_from_env().job_id;
+    if stopped_by_slurm(&executed.outcome, runs.cancel, || {
+        let id = own_job?;
+        let job = SlurmClient::new().show_job(id).ok().flatten()?;
+        Some(job.state)
+    }) {
         return Ok(TaskEnd::Stopped);
     }
     let record = writer.record_run(&executed.run, &executed.outcome, runs.plan.output_format)?;
     Ok(TaskEnd::Recorded(Box::new(record)))
 }
 
-/// How long a task whose run died of SIGTERM waits for its own SIGTERM to set the cancel flag
-/// ([`stopped_by_slurm`]).
+/// How long a task whose run ended badly waits for its own SIGTERM to set the cancel flag
+/// ([`stopped_by_slurm`]) before it asks Slurm.
 const SIGTERM_SETTLE: Duration = Duration::from_millis(500);
 
-/// Whether the task was stopped (`scancel`, Slurm's time limit) rather than its run ending: the
-/// run was stopped by the cancel flag, or the flag is set by the time it ended. Slurm signals
-/// every process of the job, so the run may die of that SIGTERM before this process's own
-/// SIGTERM has set the flag: a run that ended by SIGTERM gives the flag [`SIGTERM_SETTLE`] to
-/// arrive. Only the task path waits so; a local run's SIGTERM is the run's own business.
-fn stopped_by_slurm(outcome: &crate::exec::RunOutcome, cancel: &CancelFlag) -> bool {
+/// Whether the task was stopped by Slurm (`scancel`, preemption, time limit, node failure) rather
+/// than its run ending by itself: the run was stopped by the cancel flag, or the flag is set by
+/// the time it ended. Slurm signals every process of the job, in no set order, so the run may die
+/// of that SIGTERM (or catch it and exit 143, as many programs do) before this process's own
+/// SIGTERM has set the flag. So a run that did not exit 0 gives the flag [`SIGTERM_SETTLE`] to
+/// arrive, and then Slurm's own state of the task decides (`slurm_state`: `scontrol show job
+/// $SLURM_JOB_ID`): any state but RUNNING means Slurm is ending it (CANCELLED, TIMEOUT,
+/// PREEMPTED, NODE_FAIL, REQUEUED...). Slurm sets that state before it sends a signal. Only the
+/// task path asks; a local run's SIGTERM is the run's own business. The waiter checks again
+/// ([`wait`]: a failed run's record is trusted only once Slurm says the task ended by itself).
+fn stopped_by_slurm(
+    outcome: &crate::exec::RunOutcome,
+    cancel: &CancelFlag,
+    slurm_state: impl FnOnce() -> Option<crate::slurm::TaskState>,
+) -> bool {
     let stopped = || outcome.termination == Termination::Interrupted || cancel.load(Ordering::SeqCst);
-    if !stopped() && outcome.signal == Some(libc::SIGTERM) {
-        std::thread::sleep(SIGTERM_SETTLE);
+    if stopped() {
+        return true;
     }
-    stopped()
+    let ended_badly = outcome.signal.is_some() || outcome.exit_code.is_some_and(|c| c != 0);
+    if !ended_badly {
+        return false;
+    }
+    let until = Instant::now() + SIGTERM_SETTLE;
+    while Instant::now() < until {
+        if stopped() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    stopped() || slurm_state().is_some_and(|s| s != crate::slurm::TaskState::Running)
 }
 
 /// `hwr-exp plan --format sbatch`: the batch scripts `run` would submit for `manifest` (whose

@@ -298,7 +298,31 @@ impl SlurmClient {
     /// # Errors
     /// Other command failures; [`SlurmError::Parse`] for a record without `JobState=`.
     pub fn show_task(&self, key: TaskKey) -> Result<Option<JobRecord>, SlurmError> {
-        let all = args(["-o", "show", "job", &key.to_string()]);
+        self.show_job_text(&key.to_string())
+    }
+
+    /// `scontrol -o show job ID`: Slurm's record of one job by its own id (`SLURM_JOB_ID` inside a
+    /// task), `None` when Slurm no longer knows it.
+    ///
+    /// # Errors
+    /// As [`SlurmClient::show_task`].
+    pub fn show_job(&self, job_id: u64) -> Result<Option<JobRecord>, SlurmError> {
+        self.show_job_text(&job_id.to_string())
+    }
+
+    /// `scontrol requeue ID`: puts a running job (a task, by its own job id) back into the queue;
+    /// Slurm ends its processes and starts it again later. The job must be requeueable
+    /// (`--requeue`).
+    ///
+    /// # Errors
+    /// [`SlurmError`] when scontrol refuses or fails.
+    pub fn requeue(&self, job_id: u64) -> Result<(), SlurmError> {
+        self.run("scontrol", &args(["requeue", &job_id.to_string()]))
+            .map(|_| ())
+    }
+
+    fn show_job_text(&self, id: &str) -> Result<Option<JobRecord>, SlurmError> {
+        let all = args(["-o", "show", "job", id]);
         let out = match self.run("scontrol", &all) {
             Ok((out, _)) => out,
             Err(e) if e.stderr().contains("not found") || e.stderr().contains("Invalid job id") => {

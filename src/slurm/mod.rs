@@ -8,12 +8,14 @@
 //!   cluster's `MaxArraySize`, each with an index offset ([`split`]).
 //! - [`script`]: the batch script of one array ([`ScriptSpec::render`]).
 //! - [`queue`]: task states and reasons as `squeue` / `scontrol show job` print them.
+//! - [`log`](mod@log): what a task's own log file says (Slurm's `CANCELLED AT` line, the task's start).
 //!
 //! This module is a leaf: it imports no other hwr-exp module, so `runner`, `bundle` and `archive`
 //! may use it. docs/slurm.md has the commands and their output as observed on a test cluster.
 
 pub mod array;
 pub mod client;
+pub mod log;
 pub mod partition;
 pub mod queue;
 pub mod script;

@@ -117,6 +117,24 @@ impl TaskState {
     }
 }
 
+impl TaskState {
+    /// Whether Slurm itself ended the task (`scancel`, time limit, preemption, node failure,
+    /// deadline, boot failure, Slurm's memory limit): a run ended so did not fail on its own,
+    /// whatever exit code its processes gave when signalled.
+    pub fn killed_by_slurm(&self) -> bool {
+        matches!(
+            self,
+            TaskState::Cancelled
+                | TaskState::Timeout
+                | TaskState::Preempted
+                | TaskState::NodeFail
+                | TaskState::Deadline
+                | TaskState::BootFail
+                | TaskState::OutOfMemory
+        )
+    }
+}
+
 impl fmt::Display for TaskState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

@@ -87,6 +87,7 @@ mod runner_faults;
 mod schema_validation;
 mod slurm_cluster;
 mod slurm_e2e;
+mod slurm_kills;
 mod slurm_nodes;
 mod smaps_rollup;
 mod stats_fixtures;

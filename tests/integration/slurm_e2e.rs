@@ -17,7 +17,9 @@ use crate::support::{Check, need, poll};
 use crate::support::{cluster, code, hwr, hwr_command, json, run_records, stderr, write_manifest};
 use hwr_exp::slurm::{self, SlurmClient, TaskState};
 
-static CLUSTER: Mutex<()> = Mutex::new(());
+/// One lock for every test on the shared cluster (also taken by `slurm_kills`), so that the
+/// throttle test sees the cluster's CPUs free.
+pub(crate) static CLUSTER: Mutex<()> = Mutex::new(());
 
 /// The bundle path a command printed last on stdout, made absolute against `dir`.
 fn printed_bundle(dir: &Path, out: &std::process::Output) -> PathBuf {
