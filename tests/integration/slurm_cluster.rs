@@ -245,6 +245,7 @@ fn rendered_scripts_run_every_planned_index_across_split_arrays() {
     for (n, chunk) in chunks.iter().enumerate() {
         let spec = ScriptSpec {
             job_name: script::job_name("slurm-test"),
+            comment: Some("hwr-exp test".into()),
             partition: None,
             account: None,
             qos: None,
@@ -259,7 +260,7 @@ fn rendered_scripts_run_every_planned_index_across_split_arrays() {
             array: chunk.spec(Some(2)),
             offset: chunk.offset,
             after: submitted.last().map(|a| a.job_id),
-            extra_args: vec!["--comment".into(), "hwr-exp test".into()],
+            extra_args: vec![],
             binary: binary.clone(),
             bundle: bundle.clone(),
         };
@@ -274,6 +275,7 @@ fn rendered_scripts_run_every_planned_index_across_split_arrays() {
             offset: chunk.offset,
             array: spec.array.to_string(),
             script: relative,
+            state: slurm::ArrayState::Released,
         });
     }
     let ids: Vec<u64> = submitted.iter().map(|a| a.job_id).collect();
