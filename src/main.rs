@@ -174,8 +174,7 @@ fn check(args: &CheckArgs) -> Result<i32, Failure> {
 
 /// Prints a warning on stderr when the plan can give only `too few runs` against the control.
 fn warn_too_few_runs(manifest: &manifest::Manifest, plan: &hwr_exp::plan::Plan) {
-    let cells: Vec<manifest::Cell> = plan.runs().map(|r| r.cell).collect();
-    if let Some(w) = report::estimates::plan_warning(&manifest.report, &cells) {
+    if let Some(w) = report::estimates::plan_warning(&manifest.report, plan.runs().map(|r| r.cell)) {
         ui::to_stderr(format_args!("warning: {}: {w}", manifest.path.display()));
     }
 }
