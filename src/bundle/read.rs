@@ -833,6 +833,89 @@ mod plan_stream {
 mod tests {
     use super::*;
 
+    /// A bundle folder holding a bundle.json and the given plan.json.
+    fn with_plan(plan: &str) -> (tempfile::TempDir, Bundle) {
+        let dir = tempfile::tempdir().unwrap();
+        let info = include_str!("../../tests/fixtures/bundles/interrupted/bundle.json");
+        std::fs::write(dir.path().join("bundle.json"), info).unwrap();
+        std::fs::write(dir.path().join("plan.json"), plan).unwrap();
+        let b = Bundle::open(dir.path()).unwrap();
+        (dir, b)
+    }
+
+    fn run_json(i: usize) -> String {
+        format!(
+            r#"{{"run-id":"{i:03}-r1","index":{i},"cell":{{}},"repetition":1,"argv":["true"],"workdir":"/","output":"{i:03}.json","env":{{"policy":"inherit","set":[],"unset":[]}},"cpus":[0],"timeout-seconds":null,"grace-seconds":5.0}}"#
+        )
+    }
+
+    fn plan_text(runs: usize, header_last: bool) -> String {
+        let header = r#""format":1,"order":"interleaved","seed":null,"jobs":1,"matrix-keys":["a"],"output-format":"json","sample-interval-seconds":0.1"#;
+        let runs: Vec<String> = (0..runs).map(run_json).collect();
+        let runs = format!(r#""runs":[{}]"#, runs.join(",\n"));
+        if header_last {
+            format!("{{{runs},{header}}}")
+        } else {
+            format!("{{{header},{runs}}}")
+        }
+    }
+
+    #[test]
+    fn plan_runs_stream_in_order_wherever_the_header_is() {
+        for header_last in [false, true] {
+            let (_d, b) = with_plan(&plan_text(1000, header_last));
+            let h = b.plan_header().unwrap();
+            assert_eq!(
+                (h.matrix_keys.clone(), h.sample_interval_seconds),
+                (vec!["a".to_string()], Some(0.1))
+            );
+            let ids: Vec<usize> = b.planned_runs().unwrap().map(|r| r.unwrap().index).collect();
+            assert_eq!(ids, (0..1000).collect::<Vec<_>>());
+            assert_eq!(b.plan().unwrap().runs.len(), 1000);
+        }
+    }
+
+    #[test]
+    fn a_truncated_plan_yields_its_runs_then_one_error() {
+        let text = plan_text(10, false);
+        let cut = text.find(&run_json(6)).unwrap() + 20;
+        let (_d, b) = with_plan(&text[..cut]);
+        let items: Vec<_> = b.planned_runs().unwrap().collect();
+        assert_eq!(items.len(), 7, "6 runs, then the error");
+        assert!(items[..6].iter().all(Result::is_ok));
+        let e = items[6].as_ref().unwrap_err();
+        assert!(e.to_string().contains("plan.json: truncated JSON"), "{e}");
+    }
+
+    #[test]
+    fn an_unsafe_run_id_stops_the_runs_with_its_place() {
+        let text = plan_text(3, false).replace("\"001-r1\"", "\"../x\"");
+        let (_d, b) = with_plan(&text);
+        let items: Vec<_> = b.planned_runs().unwrap().collect();
+        assert_eq!(items.len(), 2);
+        let e = items[1].as_ref().unwrap_err();
+        assert!(e.to_string().contains("runs[1].run-id"), "{e}");
+    }
+
+    #[test]
+    fn dropping_the_runs_early_stops_the_reader() {
+        let (_d, b) = with_plan(&plan_text(5000, false));
+        let first: Vec<_> = b.planned_runs().unwrap().take(3).collect();
+        assert_eq!(first.len(), 3);
+        // Dropped above with thousands of runs unread: the reading thread was joined.
+    }
+
+    #[test]
+    fn a_newer_plan_format_is_refused() {
+        let (_d, b) = with_plan(&plan_text(2, false).replace("\"format\":1", "\"format\":7"));
+        assert!(matches!(
+            b.plan_header(),
+            Err(ReadError::NewerFormat { found: 7, .. })
+        ));
+        let first = b.planned_runs().unwrap().next().unwrap();
+        assert!(matches!(first, Err(ReadError::NewerFormat { found: 7, .. })));
+    }
+
     #[test]
     fn newer_format_is_refused_naming_the_file() {
         let dir = tempfile::tempdir().unwrap();
