@@ -45,6 +45,8 @@ pub enum Command {
     Rerun(RerunArgs),
     /// Finish an interrupted, failed or abandoned bundle: run only its unfinished runs, into it.
     Resume(ResumeArgs),
+    /// Find the first commit at which the selected cells retain memory against their control.
+    Bisect(BisectArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
     Completions(CompletionsArgs),
     /// Print the man page (roff) of hwr-exp or of one subcommand on stdout: `hwr-exp man | man -l -`.
@@ -56,6 +58,34 @@ pub enum Command {
     /// Run one planned run of a bundle on this node (what each Slurm array task executes).
     #[command(name = "slurm-task", hide = true)]
     SlurmTask(SlurmTaskArgs),
+}
+
+/// `hwr-exp bisect`.
+#[derive(Debug, Args)]
+pub struct BisectArgs {
+    /// The manifest: today's file runs at each probed commit, its folder taken at the same path
+    /// inside a temporary worktree of that commit.
+    pub manifest: PathBuf,
+    /// A revision without the retention (not run).
+    #[arg(long, value_name = "REV")]
+    pub good: String,
+    /// A revision with it, a descendant of --good (not run).
+    #[arg(long, value_name = "REV")]
+    pub bad: String,
+    /// Judge only the cells whose matrix value of KEY is VALUE (their control cells run too).
+    /// Repeatable: values of one key are alternatives, different keys must all match.
+    #[arg(long = "where", value_name = "KEY=VALUE", value_parser = parse_where)]
+    pub where_: Vec<(String, String)>,
+    /// Most runs per cell at each probed commit (adaptive rounds stop earlier once every selected
+    /// cell is decided). Default: the manifest's adaptive `max`, else 20.
+    #[arg(long, value_name = "N", value_parser = parse_repetitions)]
+    pub repetitions: Option<u32>,
+    /// Folder for the steps' bundles. Default: as `run`'s.
+    #[arg(long, value_name = "DIR")]
+    pub results_dir: Option<PathBuf>,
+    /// No progress output (the evidence table and the result are still printed).
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 /// `hwr-exp completions`.
@@ -95,6 +125,44 @@ pub struct RunArgs {
     /// (`hwr-exp wait BUNDLE` attaches later).
     #[arg(long)]
     pub detach: bool,
+    /// Stop after the first run that is not ok: no further run starts (runs already running in
+    /// other job slots finish). The bundle is `interrupted` (`hwr-exp resume` runs the rest, and
+    /// stops again at a run that is not ok); exit 1. Local executor only.
+    #[arg(long)]
+    pub fail_fast: bool,
+    /// Which cells and how many repetitions, instead of the manifest's.
+    #[command(flatten)]
+    pub select: SelectArgs,
+}
+
+/// `--where KEY=VALUE` and `--repetitions N`: a part of a manifest's plan without a copy of the
+/// manifest (`run`, `plan`). Recorded in bundle.json `overrides`; `resume` and `rerun` apply the
+/// same.
+#[derive(Debug, Clone, Default, Args)]
+pub struct SelectArgs {
+    /// Only the cells whose matrix value of KEY is VALUE (as the manifest spells it, or the same
+    /// number). Repeatable: values of one key are alternatives, different keys must all match.
+    #[arg(long = "where", value_name = "KEY=VALUE", value_parser = parse_where)]
+    pub where_: Vec<(String, String)>,
+    /// Repetitions of every cell, instead of `[schedule] repetitions`.
+    #[arg(long, value_name = "N", value_parser = parse_repetitions)]
+    pub repetitions: Option<u32>,
+}
+
+/// Parses `--where KEY=VALUE`: split at the first `=`, a key before it.
+fn parse_where(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => Ok((key.trim().to_owned(), value.to_owned())),
+        _ => Err(format!(
+            "expected KEY=VALUE (a matrix key, `=`, one of its values), got `{text}`"
+        )),
+    }
+}
+
+/// Parses `--repetitions N`: a positive integer that fits 32 bits.
+fn parse_repetitions(text: &str) -> Result<u32, String> {
+    let n = parse_positive(text)?;
+    u32::try_from(n).map_err(|_| format!("at most {}, got {n}", u32::MAX))
 }
 
 /// `hwr-exp wait`.
@@ -155,6 +223,9 @@ pub struct PlanArgs {
     /// `--format sbatch`: the results folder the bundle would go under. Default: as `run`'s.
     #[arg(long, value_name = "DIR")]
     pub results_dir: Option<PathBuf>,
+    /// The plan `run` would make with the same `--where` / `--repetitions`.
+    #[command(flatten)]
+    pub select: SelectArgs,
 }
 
 /// `hwr-exp probe ...`.
@@ -332,5 +403,16 @@ mod tests {
         assert!(parse_positive("").is_err());
         assert_eq!(parse_elements("1073741824"), Ok(MAX_TENSOR_ELEMENTS));
         assert!(parse_elements("1073741825").is_err());
+    }
+
+    #[test]
+    fn where_takes_key_equals_value() {
+        assert_eq!(parse_where("mode=reuse"), Ok(("mode".into(), "reuse".into())));
+        assert_eq!(parse_where("a=b=c"), Ok(("a".into(), "b=c".into())));
+        assert!(parse_where("mode").unwrap_err().contains("KEY=VALUE"));
+        assert!(parse_where("=reuse").is_err());
+        assert_eq!(parse_repetitions("3"), Ok(3));
+        assert!(parse_repetitions("0").is_err());
+        assert!(parse_repetitions("4294967296").is_err());
     }
 }

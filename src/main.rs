@@ -13,12 +13,14 @@ use std::process::ExitCode;
 use clap::Parser;
 use hwr_exp::archive::{self, ArchiveError};
 use hwr_exp::cli::{
-    CancelArgs, CheckArgs, Cli, Command, CompareArgs, ListArgs, PlanArgs, PlanFormat, ProbeCommand,
-    RerunArgs, ResumeArgs, RetentionArgs, RunArgs, SlurmTaskArgs, VerifyArgs, WaitArgs,
+    BisectArgs, CancelArgs, CheckArgs, Cli, Command, CompareArgs, ListArgs, PlanArgs, PlanFormat,
+    ProbeCommand, RerunArgs, ResumeArgs, RetentionArgs, RunArgs, SelectArgs, SlurmTaskArgs, VerifyArgs,
+    WaitArgs,
 };
 use hwr_exp::exec::ProcessLauncher;
 use hwr_exp::exit_codes::{self, Failure};
 use hwr_exp::manifest;
+use hwr_exp::plan::select;
 use hwr_exp::runner::backend::Backend;
 use hwr_exp::runner::session::{self, RunOptions, SessionError};
 use hwr_exp::signal::{self, SecondSignal, Signals};
@@ -76,6 +78,7 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
         Command::Verify(args) => verify(&args)?,
         Command::Rerun(args) => rerun(&args)?,
         Command::Resume(args) => resume(&args)?,
+        Command::Bisect(args) => bisect(&args)?,
         Command::Completions(args) => ui::cli_docs(|out| hwr_exp::cli_docs::completions(args.shell, out))?,
         Command::Man(args) => ui::cli_docs(|out| hwr_exp::cli_docs::man_page(&args.command, out))?,
         Command::Wait(args) => wait(&args)?,
@@ -97,11 +100,19 @@ fn run_manifest(args: &RunArgs) -> Result<i32, Failure> {
             "--detach needs the slurm executor (`[executor] kind = \"slurm\"` or `--executor slurm`)"
         )));
     }
+    if args.fail_fast && Backend::of(manifest.executor.kind).detaches() {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--fail-fast needs the local executor: the slurm executor submits every run at once"
+        )));
+    }
+    let selection = selection(&args.select);
+    select::apply(&mut manifest, &selection).map_err(Failure::usage)?;
     let signals = interrupt_handlers(SecondSignal::Exit(exit_codes::INTERRUPTED))?;
     let opts = RunOptions {
         results_dir: results_dir(args.results_dir.as_deref()),
         quiet: args.quiet,
         detach: args.detach,
+        overrides: hwr_exp::bundle::Overrides::of(&selection, args.fail_fast),
         ..RunOptions::default()
     };
     let report = session::run_manifest(&manifest, &opts, &ProcessLauncher::new(), signals.cancel_flag())
@@ -174,7 +185,14 @@ fn check(args: &CheckArgs) -> Result<i32, Failure> {
 
 /// Prints a warning on stderr when the plan can give only `too few runs` against the control.
 fn warn_too_few_runs(manifest: &manifest::Manifest, plan: &hwr_exp::plan::Plan) {
-    if let Some(w) = report::estimates::plan_warning(&manifest.report, plan.runs().map(|r| r.cell)) {
+    // Adaptive repetitions: what the most rounds could give.
+    let cells: Box<dyn Iterator<Item = manifest::Cell>> = match plan.adaptive {
+        Some(rule) => Box::new(
+            (0..plan.cell_count()).flat_map(move |c| std::iter::repeat_n(plan.cell(c), rule.max as usize)),
+        ),
+        None => Box::new(plan.runs().map(|r| r.cell)),
+    };
+    if let Some(w) = report::estimates::plan_warning(&manifest.report, cells) {
         ui::to_stderr(format_args!("warning: {}: {w}", manifest.path.display()));
     }
 }
@@ -182,6 +200,7 @@ fn warn_too_few_runs(manifest: &manifest::Manifest, plan: &hwr_exp::plan::Plan) 
 /// `hwr-exp plan MANIFEST [--format table|json|shell]`.
 fn plan(args: &PlanArgs) -> Result<i32, Failure> {
     let mut manifest = manifest::load(&args.manifest).map_err(Failure::usage)?;
+    select::apply(&mut manifest, &selection(&args.select)).map_err(Failure::usage)?;
     if args.format == PlanFormat::Sbatch {
         manifest.executor.kind = Backend::Slurm.kind();
         let text = hwr_exp::runner::slurm::plan_scripts(&manifest, &results_dir(args.results_dir.as_deref()))
@@ -212,6 +231,22 @@ fn probe_retention(args: &RetentionArgs) -> Result<i32, Failure> {
         .map_err(|e| Failure::new(e.exit_code(), anyhow::Error::new(e).context(context)))?;
     ui::probe_document(&document, context)?;
     Ok(code)
+}
+
+/// The plan selection of `--where` / `--repetitions` ([`select::apply`] checks it against a
+/// manifest).
+fn selection(args: &SelectArgs) -> select::Selection {
+    select::Selection {
+        filters: args
+            .where_
+            .iter()
+            .map(|(key, value)| select::Filter {
+                key: key.clone(),
+                value: value.clone(),
+            })
+            .collect(),
+        repetitions: args.repetitions,
+    }
 }
 
 /// The results folder `given` on the command line, or the default: `results/` at the root of the
@@ -290,6 +325,25 @@ fn resume(args: &ResumeArgs) -> Result<i32, Failure> {
     )
     .map_err(archive_failure)?;
     Ok(ui::finished(&report, args.quiet))
+}
+
+/// `hwr-exp bisect MANIFEST --good REV --bad REV [--where KEY=VALUE]... [--repetitions N]`: exit
+/// 0 when the first bad commit is found, 1 when it is not decidable (DESIGN 6), 130 interrupted.
+fn bisect(args: &BisectArgs) -> Result<i32, Failure> {
+    // Temporary worktrees to remove: signals only ever set the flag so the cleanup always runs.
+    let signals = interrupt_handlers(SecondSignal::SetFlag)?;
+    let opts = archive::bisect::BisectOptions {
+        manifest: args.manifest.clone(),
+        good: args.good.clone(),
+        bad: args.bad.clone(),
+        filters: args.where_.clone(),
+        repetitions: args.repetitions,
+        results_dir: results_dir(args.results_dir.as_deref()),
+        quiet: args.quiet,
+    };
+    let outcome = archive::bisect::bisect(&opts, &ProcessLauncher::new(), signals.cancel_flag())
+        .map_err(archive_failure)?;
+    ui::bisected(&outcome)
 }
 
 /// SIGINT, SIGTERM, SIGHUP and SIGQUIT set the cancel flag: the run in flight is stopped as on timeout and the

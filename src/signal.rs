@@ -24,6 +24,16 @@ pub const STOP_SIGNALS: [i32; 4] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT];
 /// run is in flight (`exec::CancelFlag` names the same type).
 pub type CancelFlag = Arc<AtomicBool>;
 
+/// Whether a progress bar is drawn on stderr (a terminal) at the moment ([`terminal_line`]).
+static TERMINAL_LINE: AtomicBool = AtomicBool::new(false);
+
+/// Says whether a progress bar is drawn on stderr (set when one starts, cleared when it is
+/// erased): a second stop signal, which exits at once ([`SecondSignal::Exit`]), first erases the
+/// bar's line, so that the bar does not stay on the terminal.
+pub fn terminal_line(drawn: bool) {
+    TERMINAL_LINE.store(drawn, Ordering::SeqCst);
+}
+
 /// What a signal does when the cancel flag is already set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SecondSignal {
@@ -84,8 +94,22 @@ pub fn install(second: SecondSignal) -> Result<Signals, SignalError> {
         // Order matters: the conditional exit checks the flag before this signal sets it, so only
         // a signal arriving while the flag is already set exits.
         if let SecondSignal::Exit(code) = second {
-            signal_hook::flag::register_conditional_shutdown(sig, code, Arc::clone(&signals.flag))
-                .map_err(SignalError)?;
+            let flag = Arc::clone(&signals.flag);
+            let exit = move || {
+                if flag.load(Ordering::SeqCst) {
+                    if TERMINAL_LINE.load(Ordering::SeqCst) {
+                        // A progress bar is drawn on stderr: erase its line, so that it does not
+                        // stay on the terminal with the shell's prompt after it.
+                        let erase = b"\r\x1b[2K";
+                        // SAFETY: write(2) on fd 2 with a valid buffer is async-signal-safe.
+                        let _ = unsafe { libc::write(2, erase.as_ptr().cast(), erase.len()) };
+                    }
+                    signal_hook::low_level::exit(code);
+                }
+            };
+            // SAFETY: the action only loads atomics, calls write(2) and _exit(2), all
+            // async-signal-safe; it allocates and locks nothing.
+            unsafe { signal_hook::low_level::register(sig, exit) }.map_err(SignalError)?;
         }
         signal_hook::flag::register(sig, Arc::clone(&signals.flag)).map_err(SignalError)?;
         let number = usize::try_from(sig).expect("signal numbers are positive");

@@ -24,6 +24,7 @@ use crate::exit_codes::{self, Failure};
 use crate::manifest::Diagnostics;
 use crate::plan::{Plan, render};
 use crate::probe::RetentionDocument;
+use crate::runner::progress;
 use crate::runner::session::{self, SessionReport};
 
 /// Writes one line to stderr. Errors are ignored: a closed stderr (`2>&1 | head -1`) has no
@@ -124,6 +125,11 @@ pub fn finished(report: &SessionReport, quiet: bool) -> i32 {
             ));
         }
         print_failures(report);
+        if report.failed_fast {
+            to_stderr(format_args!(
+                "stopped after the first run that was not ok (--fail-fast); `hwr-exp resume` runs the rest"
+            ));
+        }
         to_stderr(format_args!(
             "{}; bundle {}:",
             session::summarize(report),
@@ -150,30 +156,47 @@ pub fn next_command(report: &SessionReport) -> String {
     }
 }
 
-/// The closing list of a session's runs that are not ok, on stderr: each run's reason and the last
-/// lines of its stderr.log (left out when they are just the line the reason already quotes), then
-/// how many more failed runs there are and the command that shows all of them.
+/// The closing list of a session's runs that are not ok, on stderr, one entry per reason (runs
+/// that failed alike are one entry with a count): the reason, the runs, and the last lines of the
+/// first run's stderr.log (left out when they are just the line the reason already quotes); then
+/// how many runs of other reasons there are and the command that shows all of them.
 fn print_failures(report: &SessionReport) {
     let failures = &report.failures;
-    if failures.listed.is_empty() {
+    if failures.is_empty() {
         return;
     }
     to_stderr(format_args!(
         "runs that are not ok (reason, then the last lines of stderr.log):"
     ));
-    for f in &failures.listed {
-        to_stderr(format_args!("  {}: {}", f.run_id, f.reason));
+    let groups = failures.groups();
+    for g in groups.iter().take(progress::LISTED_FAILURES) {
+        let f = &g.first;
+        if g.count == 1 {
+            to_stderr(format_args!("  {}: {}", f.run_id, f.reason));
+        } else {
+            to_stderr(format_args!("  {} runs: {}", g.count, f.reason));
+            to_stderr(format_args!("    runs: {}", g.named_runs()));
+        }
         let only_the_quoted_line = f.stderr_tail.len() == 1 && f.reason.ends_with(f.stderr_tail[0].as_str());
         if !only_the_quoted_line {
+            if g.count > 1 && !f.stderr_tail.is_empty() {
+                to_stderr(format_args!("    stderr.log of {}:", f.run_id));
+            }
             for line in &f.stderr_tail {
                 to_stderr(format_args!("    | {line}"));
             }
         }
     }
-    if failures.unlisted > 0 {
+    let more: usize = groups
+        .iter()
+        .skip(progress::LISTED_FAILURES)
+        .map(|g| g.count)
+        .sum::<usize>()
+        + failures.unlisted;
+    if more > 0 {
         to_stderr(format_args!(
-            "  ... and {} more; all of them: hwr-exp report {} --stderr",
-            failures.unlisted,
+            "  ... and {} with other reasons; all of them: hwr-exp report {} --stderr",
+            progress::runs(more),
             display_path(&report.bundle).display()
         ));
     }
@@ -208,7 +231,10 @@ pub fn cancelled(bundle: &Path, cancelled: &Cancelled) {
 /// # Errors
 /// As [`to_stdout`].
 pub fn checked(path: &Path, plan: &Plan) -> Result<i32, Failure> {
-    to_stdout(|out| writeln!(out, "ok: {} ({} runs)", path.display(), plan.len()))
+    to_stdout(|out| match plan.adaptive_text() {
+        Some(text) => writeln!(out, "ok: {} ({} runs; {text})", path.display(), plan.len()),
+        None => writeln!(out, "ok: {} ({} runs)", path.display(), plan.len()),
+    })
 }
 
 /// `hwr-exp plan --format table|json|shell`: the plan on stdout (`sbatch` is written by the
@@ -296,6 +322,51 @@ pub fn rerun_header(rerun: &PreparedRerun) {
             to_stderr(format_args!("    {d}"));
         }
     }
+}
+
+/// `hwr-exp bisect`: the evidence table, then the first bad commit (exit 0) or why there is none
+/// (exit 1), on stdout; interrupted: 130.
+///
+/// # Errors
+/// As [`to_stdout`].
+pub fn bisected(outcome: &crate::archive::bisect::BisectOutcome) -> Result<i32, Failure> {
+    use crate::archive::bisect::{evidence_table, short};
+    to_stdout(|out| {
+        writeln!(
+            out,
+            "bisect {}: good {}, bad {}, {} commit{} after good; {} probed",
+            outcome.session,
+            short(&outcome.good),
+            short(&outcome.bad),
+            outcome.candidates.len(),
+            if outcome.candidates.len() == 1 { "" } else { "s" },
+            outcome.probes.len()
+        )?;
+        if !outcome.probes.is_empty() {
+            writeln!(out, "{}", evidence_table(outcome))?;
+        }
+        if outcome.interrupted {
+            writeln!(out, "interrupted: no first bad commit named")
+        } else if let Some((commit, subject)) = &outcome.first_bad {
+            writeln!(out, "first bad commit: {commit} {subject}")
+        } else {
+            writeln!(
+                out,
+                "not decidable: {}",
+                outcome
+                    .undecided
+                    .as_deref()
+                    .unwrap_or("no commit could be judged")
+            )
+        }
+    })?;
+    Ok(if outcome.interrupted {
+        exit_codes::INTERRUPTED
+    } else if outcome.first_bad.is_some() {
+        exit_codes::SUCCESS
+    } else {
+        exit_codes::RUN_FAILED
+    })
 }
 
 /// `hwr-exp probe safetensors-retention`: the JSON document on stdout (pretty, flushed), then its

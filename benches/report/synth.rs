@@ -276,6 +276,7 @@ pub fn write_bundle(dir: &Path, s: &Synth) -> std::io::Result<()> {
             memory_samples,
             sha256: BTreeMap::new(),
             hostname: None,
+            node: None,
             slurm: None,
             lost_reason: None,
             artifacts: Vec::new(),
@@ -311,6 +312,9 @@ pub fn write_bundle(dir: &Path, s: &Synth) -> std::io::Result<()> {
         executor: None,
         environments: Default::default(),
         slurm: None,
+        overrides: None,
+        adaptive: None,
+        bisect: None,
     };
     write_json(&dir.join(files::BUNDLE), &info)?;
     std::fs::write(dir.join(files::REVISION), format!("{}\n", s.revision))?;

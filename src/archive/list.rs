@@ -52,10 +52,14 @@ pub struct ListEntry {
     /// Slurm executor: submitted, running and finished runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slurm: Option<SlurmCounts>,
+    /// Slurm executor: the last sbatch refusal bundle.json records (Slurm's message and the
+    /// limit it names), when the bundle failed for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sbatch_refused: Option<String>,
 }
 
 /// `list`'s counts for a bundle submitted to Slurm.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct SlurmCounts {
     /// Runs submitted (the plan's size).
@@ -64,6 +68,10 @@ pub struct SlurmCounts {
     pub running: Option<usize>,
     /// Runs with a run.json.
     pub finished: usize,
+    /// Pending tasks by Slurm's reason (`2 pending (PartitionTimeLimit)`); `None` when none is
+    /// pending, the bundle is finished or Slurm did not answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending: Option<String>,
 }
 
 /// The [`SlurmCounts`] of a Slurm bundle, and whether some task of it is still active in `squeue`
@@ -81,6 +89,7 @@ fn slurm_counts(bundle: &crate::bundle::read::Bundle, ask_queue: bool) -> (Slurm
         .unwrap_or(0);
     let mut running = None;
     let mut active = false;
+    let mut pending = None;
     if ask_queue && crate::slurm::cluster_configured() {
         let arrays = info.slurm.as_ref().map(|s| s.arrays.clone()).unwrap_or_default();
         if let Ok(map) = crate::slurm::TaskMap::new(&arrays)
@@ -95,6 +104,8 @@ fn slurm_counts(bundle: &crate::bundle::read::Bundle, ask_queue: bool) -> (Slurm
                     .count(),
             );
             active = states.iter().any(|s| !s.is_finished());
+            pending =
+                crate::slurm::queue::pending_text(&snapshot.pending_reasons(|k| map.index(k).is_some()));
         }
     }
     (
@@ -102,6 +113,7 @@ fn slurm_counts(bundle: &crate::bundle::read::Bundle, ask_queue: bool) -> (Slurm
             submitted: info.planned_runs,
             running,
             finished,
+            pending,
         },
         active,
     )
@@ -234,6 +246,9 @@ fn entry(dir: &Path, base: &Path) -> Result<ListEntry, ArchiveError> {
         planned_runs: info.planned_runs,
         parent: info.parent.as_deref().map(|p| relative_to(Path::new(p), base)),
         slurm,
+        sbatch_refused: (status == EffectiveStatus::Failed)
+            .then(|| info.slurm.as_ref()?.refusals.last().map(|r| r.describe()))
+            .flatten(),
     })
 }
 
@@ -266,14 +281,19 @@ pub fn write_table(entries: &[ListEntry], out: &mut impl Write) -> io::Result<()
                 e.created.clone(),
                 match &e.slurm {
                     // `running (slurm: 2 running, 3/8 finished)`; `?` when Slurm did not answer.
+                    // With pending tasks: `running (slurm: 0 running, 2 pending (PartitionTimeLimit), 0/2 finished)`.
                     Some(c) if e.status == EffectiveStatus::Running => format!(
-                        "{} (slurm: {} running, {}/{} finished)",
+                        "{} (slurm: {} running, {}{}/{} finished)",
                         e.status.as_str(),
                         c.running.map_or_else(|| "?".to_string(), |n| n.to_string()),
+                        c.pending.as_ref().map(|p| format!("{p}, ")).unwrap_or_default(),
                         c.finished,
                         c.submitted
                     ),
-                    _ => e.status.as_str().to_string(),
+                    _ => match &e.sbatch_refused {
+                        Some(r) => format!("{} (sbatch refused: {r})", e.status.as_str()),
+                        None => e.status.as_str().to_string(),
+                    },
                 },
                 e.revision
                     .as_deref()
@@ -330,6 +350,7 @@ mod tests {
             planned_runs: 8,
             parent: parent.map(String::from),
             slurm: None,
+            sbatch_refused: None,
         }
     }
 

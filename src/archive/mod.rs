@@ -9,11 +9,14 @@
 //! - [`rerun`]: the archived manifest bytes into a new bundle naming the old one as `parent`,
 //!   optionally inside a temporary git worktree rebuilt at the recorded revision.
 //! - [`locate`]: the bundle a shorter name stands for (an experiment folder, `latest`, `latest~1`).
+//! - [`bisect`]: the first commit between a good and a bad one at which the selected cells retain
+//!   memory against their control, each probed commit a bundle.
 //! - [`resume`]: the unfinished runs of an interrupted, failed or abandoned bundle, into the same bundle.
 //!
 //! Bundles are read with [`crate::bundle::read::Bundle`] (opened by [`open`]); every document's
 //! format major version is checked there.
 
+pub mod bisect;
 pub mod list;
 pub mod locate;
 pub mod rerun;
@@ -64,6 +67,32 @@ pub enum ArchiveError {
         /// The I/O error.
         source: std::io::Error,
     },
+}
+
+/// Applies to a bundle's archived `manifest` the plan selection its `run` was given (bundle.json
+/// `overrides`: `--where`, `--repetitions`, [`crate::plan::select::apply`]), so that it expands
+/// to the plan the bundle ran (the executor is [`crate::runner::backend::Backend::apply_recorded`]'s).
+/// Returns the recorded overrides (`--fail-fast` among them), `None` when there are none.
+///
+/// # Errors
+/// [`ArchiveError::Refused`] when the recorded selection does not apply to the manifest (a
+/// bundle edited by hand).
+pub fn apply_recorded(
+    info: &crate::bundle::BundleInfo,
+    manifest: &mut crate::manifest::Manifest,
+) -> Result<Option<crate::bundle::Overrides>, ArchiveError> {
+    let Some(overrides) = &info.overrides else {
+        return Ok(None);
+    };
+    let refused = |e: String| {
+        ArchiveError::Refused(format!(
+            "bundle.json overrides ({}) do not apply to its manifest: {e}",
+            overrides.to_args().join(" ")
+        ))
+    };
+    let selection = overrides.selection().map_err(refused)?;
+    crate::plan::select::apply(manifest, &selection).map_err(|e| refused(e.to_string()))?;
+    Ok(Some(overrides.clone()))
 }
 
 impl ArchiveError {

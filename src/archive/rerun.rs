@@ -99,14 +99,29 @@ impl RecordedTree {
             patch_applies(&repo, &revision, &patch)
                 .map_err(|m| env(format!("{} does not apply to {revision}: {m}", patch.display())))?;
         }
+        RecordedTree::at_commit(&root, &revision, (patch_len > 0).then_some(patch.as_path()))
+    }
+
+    /// A temporary worktree of `revision` (a commit of the repository whose working tree is
+    /// `root`), detached, with `patch` applied when given (`bisect` probes each commit so).
+    ///
+    /// # Errors
+    /// [`ArchiveError::Environment`] when the temporary folder cannot be made or a git command
+    /// fails (whatever was created is removed).
+    pub fn at_commit(
+        root: &Path,
+        revision: &str,
+        patch: Option<&Path>,
+    ) -> Result<RecordedTree, ArchiveError> {
+        let env = ArchiveError::Environment;
         let tmp = tempfile::Builder::new()
             .prefix("hwr-exp-rerun-")
             .tempdir()
             .map_err(|e| env(format!("cannot create a temporary folder: {e}")))?;
         let tree = RecordedTree {
-            repo: root,
+            repo: root.to_path_buf(),
             path: tmp.path().join("tree"),
-            revision: revision.clone(),
+            revision: revision.to_string(),
             _tmp: tmp,
         };
         // From here on, Drop removes whatever was created.
@@ -122,7 +137,7 @@ impl RecordedTree {
             ],
         )
         .map_err(|m| env(format!("git worktree add {revision}: {m}")))?;
-        if patch_len > 0 {
+        if let Some(patch) = patch {
             git(
                 &tree.path,
                 &[
@@ -499,6 +514,15 @@ pub fn prepare(dir: &Path, opts: &RerunOptions) -> Result<PreparedRerun, Archive
     };
     // Paths inside the manifest resolve against base_dir already; keep the recorded path.
     manifest.path = PathBuf::from(&bundle.info().manifest_path);
+    // The same selection as the archived bundle's run (`--where`, `--repetitions`,
+    // `--fail-fast`), recorded again in the new bundle.
+    let overrides = super::apply_recorded(bundle.info(), &mut manifest)?;
+    if let Some(o) = &overrides {
+        user_notes.push(format!(
+            "the archived bundle ran with {}: so does this rerun",
+            o.to_args().join(" ")
+        ));
+    }
 
     let abs_results = std::path::absolute(&results_dir).unwrap_or_else(|_| results_dir.clone());
     let now = crate::provenance::capture_excluding(manifest.repo_start(), &[&abs_results]);
@@ -526,6 +550,7 @@ pub fn prepare(dir: &Path, opts: &RerunOptions) -> Result<PreparedRerun, Archive
                 .environments
                 .values()
                 .find_map(|e| e.exclude_newer.clone()),
+            overrides,
             ..RunOptions::default()
         },
         manifest,

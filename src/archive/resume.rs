@@ -63,7 +63,7 @@ pub fn resume(
         )),
         LockError::Io { .. } => ArchiveError::Environment(e.to_string()),
     })?;
-    match prepare(&bundle, opts) {
+    match prepare(&bundle, opts, &lock) {
         Ok(prepared) => {
             let Prepared {
                 plan,
@@ -73,9 +73,15 @@ pub fn resume(
                 before,
                 executor: executor_config,
                 cpus_per_run,
+                fail_fast,
             } = prepared;
             let backend = Backend::of(executor_config.kind);
-            let ready = match backend.preflight(&results_dir, opts.quiet) {
+            let job = crate::runner::backend::Job {
+                config: &executor_config,
+                cpus_per_run,
+                detach: false,
+            };
+            let ready = match backend.preflight(&results_dir, opts.quiet, &plan, &job) {
                 Ok(ready) => ready,
                 Err(p) => {
                     let _ = lock.release();
@@ -98,12 +104,13 @@ pub fn resume(
                 }
             })?;
             let session = Session {
-                plan: &plan,
+                plan: std::borrow::Cow::Borrowed(&plan),
                 indices: todo,
                 writer: std::sync::Mutex::new(writer),
                 launcher,
                 cancel,
                 progress: crate::runner::progress::Collect::deferred(opts.quiet),
+                fail_fast,
                 finish: Finish {
                     results_dir: &results_dir,
                     before: &before,
@@ -140,15 +147,21 @@ struct Prepared {
     /// (the Slurm backend submits with them).
     executor: crate::manifest::ExecutorConfig,
     cpus_per_run: usize,
+    /// bundle.json `overrides` `fail-fast`: the resume stops after a run that is not ok too.
+    fail_fast: bool,
 }
 
 /// Steps 2 to 4 of the module docs, under the bundle's lock: checks the status, the manifest, the
 /// plan and the working tree, deletes the folders of the runs to redo and computes the new
 /// bundle.json.
-fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result<Prepared, ArchiveError> {
+fn prepare(
+    bundle: &crate::bundle::read::Bundle,
+    opts: &ResumeOptions,
+    lock: &BundleLock,
+) -> Result<Prepared, ArchiveError> {
     // Re-read under the lock: a runner or another resume may have finished it meanwhile.
-    let bundle = super::open(bundle.dir())?;
-    let info = bundle.info().clone();
+    let mut bundle = super::open(bundle.dir())?;
+    let mut info = bundle.info().clone();
     // This process holds the lock, so no other process writes the bundle: `running` is abandoned.
     let previous = match info.status {
         BundleStatus::Running => EffectiveStatus::Abandoned,
@@ -168,11 +181,19 @@ fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result
             )));
         }
     }
+    // Slurm: one owner of the bundle's tasks. Live arrays refuse the resume; arrays found by
+    // their tag are recorded, held ones cancelled (bundle.json rewritten, so read it again).
+    if info.is_slurm() {
+        super::slurm::claim_for_resume(&bundle, lock, opts.quiet)?;
+        bundle = super::open(bundle.dir())?;
+        info = bundle.info().clone();
+    }
 
     let provenance = bundle.provenance_doc()?;
     let (base_dir, moved) = base_dir_now(&bundle, Some(&provenance));
     let mut manifest = archived_manifest(&bundle, &base_dir)?;
     Backend::apply_recorded(&info, &mut manifest);
+    let overrides = super::apply_recorded(&info, &mut manifest)?;
     let mut ctx = session::plan_context(bundle.dir())?;
     if let Some(seed) = info.seed {
         ctx.fallback_seed = seed;
@@ -199,11 +220,11 @@ fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result
         .map_err(|p| ArchiveError::Session(SessionError::Preflight(p)))?;
         ctx.environments = crate::runner::environments::context_map(&built);
     }
-    let plan = session::expand(&manifest, &ctx)?;
+    let mut plan = session::expand(&manifest, &ctx)?;
     // A runner stopped in its first seconds may not have written plan.json yet (the local runner
     // writes it while the first runs execute): it is written from the archived manifest.
     let mut rewritten_plan = None;
-    if matches!(bundle.plan_header(), Err(ReadError::Missing { .. })) {
+    if plan.adaptive.is_none() && matches!(bundle.plan_header(), Err(ReadError::Missing { .. })) {
         let sha = crate::bundle::write::write_plan_file(bundle.dir(), &plan).map_err(|source| {
             ArchiveError::Write {
                 bundle: bundle.dir().to_path_buf(),
@@ -211,6 +232,23 @@ fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result
             }
         })?;
         rewritten_plan = Some(sha);
+    }
+    if plan.adaptive.is_some() {
+        // Adaptive repetitions: the rounds plan.json records (the rule added them one by one).
+        let cells: std::collections::HashMap<String, usize> = (0..plan.cell_count())
+            .map(|c| (cell_key(plan.cell(c).iter().map(|(k, v)| (k, v))), c))
+            .collect();
+        let mut runs = Some(Vec::new());
+        for r in bundle.planned_runs()? {
+            let r = r?;
+            match (runs.as_mut(), cells.get(&cell_key(r.cell.iter()))) {
+                (Some(v), Some(&c)) => v.push((c, r.repetition)),
+                _ => runs = None,
+            }
+        }
+        if let Some(runs) = runs {
+            plan.set_runs(runs);
+        }
     }
     // plan.json is streamed (a 1,000,000-run plan is hundreds of MB): first the run ids against
     // the re-expanded plan, later the run records.
@@ -311,5 +349,13 @@ fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result
         before: provenance.before,
         executor: manifest.executor.clone(),
         cpus_per_run: manifest.isolation.cpus_per_run,
+        fail_fast: overrides.is_some_and(|o| o.fail_fast),
     })
+}
+
+/// A cell's values as one text, keys sorted, for matching plan.json's cells with the plan's.
+fn cell_key<'a>(values: impl Iterator<Item = (&'a String, &'a crate::manifest::Value)>) -> String {
+    let mut pairs: Vec<(String, String)> = values.map(|(k, v)| (k.clone(), format!("{v:?}"))).collect();
+    pairs.sort();
+    format!("{pairs:?}")
 }

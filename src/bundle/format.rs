@@ -49,7 +49,7 @@ pub mod files {
     pub const CHECKSUMS: &str = "checksums.sha256";
     /// Folder with the Slurm batch scripts, Slurm's task logs and the cancel marker.
     pub const SLURM: &str = "slurm";
-    /// Folder with one host-facts file per node that ran a Slurm task, `hosts/<hostname>.json`.
+    /// Folder with one host-facts file per node that ran a Slurm task, `hosts/<node>.json` (run.json `node`).
     pub const HOSTS: &str = "hosts";
     /// Marker written by `hwr-exp cancel` inside [`SLURM`]: a waiter that sees it finishes as on Ctrl-C.
     pub const CANCEL_REQUESTED: &str = "cancel-requested";
@@ -183,6 +183,161 @@ pub struct BundleInfo {
     /// Slurm executor: the submitted job arrays, appended as each is submitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm: Option<SlurmSubmissions>,
+    /// What `run` was told to change in the manifest's plan and execution (`--where`,
+    /// `--repetitions`, `--fail-fast`); absent when nothing was. `resume`, `rerun` and the Slurm
+    /// tasks apply it again, so they expand the same plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overrides: Option<Overrides>,
+    /// Adaptive `repetitions` (DESIGN 3, 5): the rule, the rounds run, and why each cell stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adaptive: Option<AdaptiveRecord>,
+    /// `hwr-exp bisect`: the session this bundle is a step of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bisect: Option<BisectStep>,
+}
+
+/// bundle.json `overrides`: the command-line options of `run` that changed what the manifest
+/// says, as given.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Overrides {
+    /// `--where KEY=VALUE`, in the order given (`["mode=reuse", "elements=64"]`): only the cells
+    /// matching them were planned ([`crate::plan::select`]).
+    #[serde(default, rename = "where", skip_serializing_if = "Vec::is_empty")]
+    pub where_: Vec<String>,
+    /// `--repetitions N`: repetitions of each cell instead of `[schedule] repetitions`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repetitions: Option<u32>,
+    /// `--fail-fast`: no run started after the first run that was not ok.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fail_fast: bool,
+}
+
+impl Overrides {
+    /// The record of `selection` and `fail_fast`; `None` when they change nothing.
+    pub fn of(selection: &crate::plan::select::Selection, fail_fast: bool) -> Option<Overrides> {
+        (!selection.is_empty() || fail_fast).then(|| Overrides {
+            where_: selection.filters.iter().map(ToString::to_string).collect(),
+            repetitions: selection.repetitions,
+            fail_fast,
+        })
+    }
+
+    /// The plan selection recorded (`where`, `repetitions`).
+    ///
+    /// # Errors
+    /// A `where` entry that is not `KEY=VALUE` (a bundle edited by hand).
+    pub fn selection(&self) -> Result<crate::plan::select::Selection, String> {
+        Ok(crate::plan::select::Selection {
+            filters: self
+                .where_
+                .iter()
+                .map(|w| crate::plan::select::Filter::parse(w))
+                .collect::<Result<_, _>>()?,
+            repetitions: self.repetitions,
+        })
+    }
+
+    /// The command-line words that give these overrides: `--where mode=reuse --fail-fast`.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        for w in &self.where_ {
+            args.push("--where".to_owned());
+            args.push(w.clone());
+        }
+        if let Some(n) = self.repetitions {
+            args.push("--repetitions".to_owned());
+            args.push(n.to_string());
+        }
+        if self.fail_fast {
+            args.push("--fail-fast".to_owned());
+        }
+        args
+    }
+}
+
+/// bundle.json `adaptive`: the state of an adaptive `repetitions` rule, rewritten after each
+/// round (so an interrupted bundle says where it was and `resume` continues the rule).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct AdaptiveRecord {
+    /// `min`, `max`, `until`, `time-budget-seconds`.
+    #[serde(flatten)]
+    pub rule: crate::manifest::Adaptive,
+    /// Rounds run (the most runs any cell has).
+    pub rounds: u32,
+    /// Wall seconds spent in rounds, summed over the run and its resumes (what the time budget
+    /// counts).
+    pub elapsed_seconds: f64,
+    /// Why no further round was run: the cells' reasons combined (`time budget` when the budget
+    /// stopped any cell, else `max reached` when any cell reached `max`, else `decided`, else
+    /// `no estimates` or `no control`); `None` while rounds remain (a running or interrupted
+    /// bundle).
+    pub stopping_reason: Option<StoppingReason>,
+    /// Every cell, plan order.
+    pub cells: Vec<AdaptiveCell>,
+}
+
+/// One cell of [`AdaptiveRecord`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct AdaptiveCell {
+    /// Matrix values.
+    pub cell: BTreeMap<String, Value>,
+    /// Runs of the cell in the plan.
+    pub runs: u32,
+    /// The verdict that decides it (private-bytes growth against its control, DESIGN 9); for a
+    /// control cell, `control`; `None` before the first decision or without a control.
+    pub verdict: Option<String>,
+    /// Why the cell got no further round; `None` while it may get one.
+    pub stopping_reason: Option<StoppingReason>,
+}
+
+/// Why an adaptive cell stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum StoppingReason {
+    /// Its verdict is `above control`, `below control` or `equivalent` (a control cell: every
+    /// cell compared with it is decided).
+    #[serde(rename = "decided")]
+    Decided,
+    /// It has `max` runs.
+    #[serde(rename = "max reached")]
+    MaxReached,
+    /// The time budget was spent.
+    #[serde(rename = "time budget")]
+    TimeBudget,
+    /// It has no control to be compared with (and is no control): it gets `min` runs.
+    #[serde(rename = "no control")]
+    NoControl,
+    /// No run of the bundle gave retention samples (every run failed, timed out without output,
+    /// or prints another schema): nothing can be decided, so no cell gets more than `min` runs.
+    #[serde(rename = "no estimates")]
+    NoEstimates,
+}
+
+impl StoppingReason {
+    /// The name bundle.json and the report use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoppingReason::Decided => "decided",
+            StoppingReason::MaxReached => "max reached",
+            StoppingReason::TimeBudget => "time budget",
+            StoppingReason::NoControl => "no control",
+            StoppingReason::NoEstimates => "no estimates",
+        }
+    }
+}
+
+/// bundle.json `bisect`: which `hwr-exp bisect` session a bundle is a step of.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct BisectStep {
+    /// The session's id (`<YYYYMMDDTHHMMSSZ>-<4 hex>`), shared by its steps.
+    pub session: String,
+    /// The probed commit.
+    pub commit: String,
+    /// The step's number, 1-based.
+    pub step: u32,
 }
 
 /// bundle.json `environments.<name>`: a Python environment as built (its files are under
@@ -209,6 +364,42 @@ pub struct SlurmSubmissions {
     /// Every submitted array in submission order (`resume` appends); the latest submission of a
     /// plan index is the one that counts ([`crate::slurm::TaskMap`]).
     pub arrays: Vec<crate::slurm::SubmittedArray>,
+    /// Every submission sbatch refused, in order, with Slurm's message and the limit it names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refusals: Vec<SbatchRefusal>,
+    /// Names of the `SBATCH_*` / `SLURM_*` variables of the submitting environment that hwr-exp
+    /// removed from sbatch's environment (they would override the recorded script); values are not
+    /// recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cleared_env: Vec<String>,
+    /// With `keep-sbatch-env = true`: those variables as passed to sbatch, name and value.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kept_env: BTreeMap<String, String>,
+}
+
+/// bundle.json `slurm.refusals[]`: one submission sbatch refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct SbatchRefusal {
+    /// When (RFC 3339 UTC).
+    pub at: String,
+    /// The batch script refused, relative to the bundle.
+    pub script: String,
+    /// Slurm's message (`Invalid partition name specified`).
+    pub message: String,
+    /// The limit or setting the message names (`partition`, `MaxJobCount`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
+}
+
+impl SbatchRefusal {
+    /// `Invalid partition name specified (limit: partition ...)`.
+    pub fn describe(&self) -> String {
+        match &self.limit {
+            Some(l) => format!("{} (limit: {l})", self.message),
+            None => self.message.clone(),
+        }
+    }
 }
 
 impl BundleInfo {
@@ -430,6 +621,11 @@ pub struct RunRecord {
     /// named for a `lost` run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostname: Option<String>,
+    /// Slurm executor: the node's name as Slurm knows it (`SLURMD_NODENAME` in the task, else
+    /// the hostname), which names its host facts `hosts/<node>.json`; for a `lost` run, the node
+    /// Slurm named for the task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     /// Slurm executor: the array task's ids.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm: Option<SlurmTaskIds>,

@@ -343,6 +343,7 @@ mod tests {
             memory_samples: 0,
             sha256: BTreeMap::new(),
             hostname: None,
+            node: None,
             slurm: None,
             lost_reason: None,
             containment: None,

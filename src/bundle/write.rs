@@ -147,12 +147,14 @@ fn replace_file(
         .unwrap_or(Path::new("."));
     // The temporary file is made here rather than with tempfile, whose errors name the temporary
     // path: the error names `path`, and carries the OS error as is.
+    // Made with its final mode where the umask keeps it (no fchmod then), else 0600 and fchmod.
+    let made_right = umask_keeps(FILE_MODE);
     let (tmp_path, file) = loop {
         let candidate = dir.join(format!("{TEMPORARY_PREFIX}{:016x}", fastrand::u64(..)));
         match fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o600)
+            .mode(if made_right { FILE_MODE } else { 0o600 })
             .open(&candidate)
         {
             Ok(f) => break (candidate, f),
@@ -164,8 +166,10 @@ fn replace_file(
         let mut out = io::BufWriter::new(file);
         fill(&mut out)?;
         let file = out.into_inner().map_err(|e| e.into_error())?;
-        // File::set_permissions is fchmod(2) on the open file: exact mode, no umask.
-        file.set_permissions(fs::Permissions::from_mode(FILE_MODE))?;
+        if !made_right {
+            // File::set_permissions is fchmod(2) on the open file: exact mode, no umask.
+            file.set_permissions(fs::Permissions::from_mode(FILE_MODE))?;
+        }
         if durability == Durability::Synced {
             file.sync_all()?;
         }
@@ -248,11 +252,51 @@ pub fn test_pause(step: &str) {
     }
 }
 
-/// Creates the folder `path` (failing when it exists) with mode [`DIR_MODE`] whatever the umask.
+/// Creates the folder `path` (failing when it exists) with mode [`DIR_MODE`] whatever the umask
+/// (a `chmod` only where the umask takes bits of it away).
 fn create_dir(path: &Path) -> io::Result<()> {
-    fs::create_dir(path)
-        .and_then(|()| fs::set_permissions(path, fs::Permissions::from_mode(DIR_MODE)))
+    use std::os::unix::fs::DirBuilderExt;
+    fs::DirBuilder::new()
+        .mode(DIR_MODE)
+        .create(path)
+        .and_then(|()| {
+            if umask_keeps(DIR_MODE) {
+                Ok(())
+            } else {
+                fs::set_permissions(path, fs::Permissions::from_mode(DIR_MODE))
+            }
+        })
         .map_err(on(path, "create folder"))
+}
+
+/// Whether the process's umask leaves every bit of `mode` (then a file or folder made with
+/// `mode` has it exactly, and needs no `chmod`). The umask is read once, from `/proc/self/status`
+/// (`Umask:`, Linux 4.7+: reading it with `umask(2)` would change it for a moment for every
+/// thread); unknown counts as "no".
+pub(crate) fn umask_keeps(mode: u32) -> bool {
+    static UMASK: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    let umask = UMASK.get_or_init(|| {
+        let status = fs::read_to_string("/proc/self/status").ok()?;
+        let line = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
+        u32::from_str_radix(line.trim(), 8).ok()
+    });
+    umask.is_some_and(|u| u & mode == 0)
+}
+
+/// A task Slurm ended without a run.json of the run's own ([`BundleWriter::record_lost`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LostTask {
+    /// Slurm's account of the task (`CANCELLED (exit code 0:15)`, the log's `CANCELLED AT ...
+    /// DUE TO PREEMPTION` line).
+    pub reason: String,
+    /// The node Slurm named, if any.
+    pub node: Option<String>,
+    /// The task's Slurm ids.
+    pub task: SlurmTaskIds,
+    /// When the task's run started (the task's log, `scontrol` `StartTime`), if known.
+    pub started: Option<SystemTime>,
+    /// When Slurm ended it (`EndTime`, the log's `CANCELLED AT`), else when it was found lost.
+    pub ended: SystemTime,
 }
 
 /// Keeps what an earlier attempt left in the run folder `run_dir`: every entry but `attempts/`
@@ -283,24 +327,45 @@ pub fn keep_attempt(run_dir: &Path) -> io::Result<Option<u32>> {
     }
     moving.sort();
     let attempts = run_dir.join(attempts_name);
-    let last = match fs::read_dir(&attempts) {
+    // Numbered folders; an empty one (a keeper killed between making it and moving into it)
+    // holds no attempt: it is removed, so attempts stay numbered 1, 2, 3... without gaps.
+    let numbered: Vec<(u32, bool)> = match fs::read_dir(&attempts) {
         Ok(entries) => entries
             .filter_map(Result::ok)
-            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-            .max()
-            .unwrap_or(0),
+            .filter_map(|e| {
+                let n = e.file_name().to_str()?.parse::<u32>().ok()?;
+                let empty = fs::read_dir(e.path()).is_ok_and(|mut d| d.next().is_none());
+                Some((n, empty))
+            })
+            .collect(),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             create_dir(&attempts)?;
-            0
+            Vec::new()
         }
         Err(e) => return Err(on(&attempts, "read folder")(e)),
     };
+    for &(n, empty) in &numbered {
+        if empty {
+            let _ = fs::remove_dir(attempts.join(n.to_string()));
+        }
+    }
+    let last = numbered
+        .iter()
+        .filter(|(_, empty)| !empty)
+        .map(|(n, _)| *n)
+        .max()
+        .unwrap_or(0);
     let n = last + 1;
     let folder = attempts.join(n.to_string());
     create_dir(&folder)?;
-    for name in moving {
-        let from = run_dir.join(&name);
-        fs::rename(&from, folder.join(&name)).map_err(on(&from, "move into attempts"))?;
+    for (k, name) in moving.iter().enumerate() {
+        let from = run_dir.join(name);
+        if let Err(e) = fs::rename(&from, folder.join(name)) {
+            if k == 0 {
+                let _ = fs::remove_dir(&folder);
+            }
+            return Err(on(&from, "move into attempts")(e));
+        }
     }
     Ok(Some(n))
 }
@@ -510,6 +575,40 @@ impl BundleWriter {
         &self.info
     }
 
+    /// Records the adaptive rule's state (bundle.json `adaptive`) and writes bundle.json durably.
+    ///
+    /// # Errors
+    /// I/O errors writing bundle.json.
+    pub fn set_adaptive(&mut self, record: super::format::AdaptiveRecord) -> io::Result<()> {
+        self.info.adaptive = Some(record);
+        self.save_info(Durability::Synced)
+    }
+
+    /// Rewrites plan.json with `fill` after an adaptive round was added (`planned` runs now): its
+    /// sha256 in `setup-sha256` follows, and `planned-runs`. A plan.json that a run changed
+    /// since it was written is noted first, as [`BundleWriter::finish`] would.
+    ///
+    /// # Errors
+    /// I/O errors writing or reading plan.json or writing bundle.json.
+    pub fn rewrite_plan(
+        &mut self,
+        planned: usize,
+        fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> io::Result<()> {
+        for note in self.changed_setup_files() {
+            if note.starts_with(files::PLAN) && !self.info.notes.contains(&note) {
+                self.info.notes.push(note);
+            }
+        }
+        let path = self.dir.join(files::PLAN);
+        write_atomic_with(&path, fill)?;
+        let sha =
+            super::contained::sha256_in(&self.dir, Path::new(files::PLAN)).map_err(on(&path, "read"))?;
+        self.info.setup_sha256.insert(files::PLAN.to_string(), sha);
+        self.info.planned_runs = planned;
+        self.save_info(Durability::Synced)
+    }
+
     /// Writes a file at the bundle's top level atomically (manifest.toml, plan.json, ...).
     ///
     /// # Errors
@@ -586,10 +685,13 @@ impl BundleWriter {
         Ok(())
     }
 
-    /// Records a Slurm array task that left the queue without writing run.json: a run.json with
-    /// termination `lost`, no timings beyond `at`, `lost-reason` = `reason` (Slurm's account of the
-    /// task) and `hostname` = the node Slurm named, if any; counted as [`Outcome::Lost`]. The run
-    /// folder is created when the task never got to it.
+    /// Records a Slurm array task that Slurm ended (or that left the queue) without a run.json of
+    /// the run's own: a run.json with termination `lost`, `start`/`end`/`wall-seconds` from
+    /// `lost.started` and `lost.ended` (when the task started and ended, as Slurm or the task's
+    /// log tell; `wall-seconds` 0 only when the start is unknown), `lost-reason` = Slurm's account
+    /// of the task and `hostname` = the node Slurm named, if any; counted as [`Outcome::Lost`].
+    /// The run folder is created when the task never got to it; a run.json the task wrote before
+    /// Slurm's kill reached it is replaced.
     ///
     /// # Errors
     /// I/O errors creating the folder or writing run.json / bundle.json.
@@ -597,21 +699,28 @@ impl BundleWriter {
         &mut self,
         run: &PlannedRun,
         format: OutputFormat,
-        reason: String,
-        node: Option<String>,
-        task: SlurmTaskIds,
-        at: SystemTime,
+        lost: LostTask,
     ) -> io::Result<RunRecord> {
         let dir = self.run_dir(run);
         if !dir.exists() {
             create_dir(&dir)?;
         }
         let node = NodeIds {
-            hostname: node,
-            slurm: Some(task),
+            hostname: lost.node.clone(),
+            node: lost.node,
+            slurm: Some(lost.task),
         };
-        let mut record = run_record(&dir, run, &RunOutcome::lost(at), format, node)?;
-        record.lost_reason = Some(reason);
+        let mut outcome = RunOutcome::lost(lost.ended);
+        if let Some(started) = lost.started.filter(|s| *s <= lost.ended) {
+            outcome.started = started;
+            outcome.wall_seconds = lost
+                .ended
+                .duration_since(started)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0);
+        }
+        let mut record = run_record(&dir, run, &outcome, format, node)?;
+        record.lost_reason = Some(lost.reason);
         write_json(&dir.join(files::RUN), Durability::Unsynced, &record)?;
         self.count_run(&record)?;
         Ok(record)
@@ -630,6 +739,63 @@ impl BundleWriter {
             .get_or_insert_with(SlurmSubmissions::default)
             .arrays
             .push(array);
+        self.save_info(Durability::Synced)
+    }
+
+    /// Sets the [`crate::slurm::ArrayState`] of the recorded arrays `job_ids` and writes
+    /// bundle.json durably (the second phase of a submission: `released`).
+    ///
+    /// # Errors
+    /// I/O errors writing bundle.json.
+    pub fn set_slurm_array_state(
+        &mut self,
+        job_ids: &[u64],
+        state: crate::slurm::ArrayState,
+    ) -> io::Result<()> {
+        if let Some(s) = &mut self.info.slurm {
+            for a in s.arrays.iter_mut().filter(|a| job_ids.contains(&a.job_id)) {
+                a.state = state;
+            }
+        }
+        self.save_info(Durability::Synced)
+    }
+
+    /// Appends an sbatch refusal to bundle.json `slurm.refusals` and writes it durably.
+    ///
+    /// # Errors
+    /// I/O errors writing bundle.json.
+    pub fn add_sbatch_refusal(&mut self, refusal: SbatchRefusal) -> io::Result<()> {
+        self.info.executor = Some("slurm".into());
+        self.info
+            .slurm
+            .get_or_insert_with(SlurmSubmissions::default)
+            .refusals
+            .push(refusal);
+        self.save_info(Durability::Synced)
+    }
+
+    /// Records sbatch's input variables of the submitting environment (bundle.json
+    /// `slurm.cleared-env`, names only, or `slurm.kept-env` with values), merged with what earlier
+    /// submissions recorded; writes bundle.json only when something is new.
+    ///
+    /// # Errors
+    /// I/O errors writing bundle.json.
+    pub fn record_sbatch_env(&mut self, vars: &[(String, String)], kept: bool) -> io::Result<()> {
+        if vars.is_empty() {
+            return Ok(());
+        }
+        let s = self.info.slurm.get_or_insert_with(SlurmSubmissions::default);
+        let before = (s.cleared_env.clone(), s.kept_env.clone());
+        for (k, v) in vars {
+            if kept {
+                s.kept_env.insert(k.clone(), v.clone());
+            } else if !s.cleared_env.contains(k) {
+                s.cleared_env.push(k.clone());
+            }
+        }
+        if before == (s.cleared_env.clone(), s.kept_env.clone()) {
+            return Ok(());
+        }
         self.save_info(Durability::Synced)
     }
 
@@ -769,6 +935,8 @@ fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
 pub struct NodeIds {
     /// `hostname` in run.json.
     pub hostname: Option<String>,
+    /// `node` in run.json: the Slurm node name (`SLURMD_NODENAME`, else the hostname).
+    pub node: Option<String>,
     /// `slurm` in run.json.
     pub slurm: Option<SlurmTaskIds>,
 }
@@ -861,6 +1029,7 @@ fn run_record(
         attempt: earlier_attempts.iter().map(|a| a.attempt).max().unwrap_or(0) + 1,
         earlier_attempts,
         hostname: node.hostname,
+        node: node.node,
         slurm: node.slurm,
         lost_reason: None,
     };
@@ -924,18 +1093,19 @@ impl TaskRunWriter {
         write_run_record(&self.run_dir(run), run, outcome, format, self.node.clone())
     }
 
-    /// Writes `hosts/<hostname>.json` with the facts `host` collects, unless the file exists (one
-    /// file per node; tasks on the same node race harmlessly, each file is written atomically).
+    /// Writes `hosts/<node>.json` with the facts `host` collects, unless the file exists (one
+    /// file per node, keyed by the Slurm node name; tasks on the same node race harmlessly, each
+    /// file is written atomically).
     ///
     /// # Errors
     /// I/O errors creating the folder or writing the file.
-    pub fn write_node_host(&self, hostname: &str, host: impl FnOnce() -> HostFacts) -> io::Result<()> {
+    pub fn write_node_host(&self, node: &str, host: impl FnOnce() -> HostFacts) -> io::Result<()> {
         let hosts = self.dir.join(files::HOSTS);
         match create_dir(&hosts) {
             Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
             _ => {}
         }
-        let name: String = hostname
+        let name: String = node
             .chars()
             .map(|c| if c == '/' || c == '\0' { '_' } else { c })
             .collect();
@@ -945,6 +1115,16 @@ impl TaskRunWriter {
         }
         write_json_atomic(&path, &host())
     }
+}
+
+/// Writes `info` as the bundle.json of `dir` (durably) for a process that holds the bundle's
+/// `lock` but no [`BundleWriter`]: `resume` and `cancel` recording an array found by its tag
+/// before deciding what to do.
+///
+/// # Errors
+/// I/O errors writing bundle.json.
+pub fn rewrite_info(dir: &Path, _lock: &BundleLock, info: &BundleInfo) -> io::Result<()> {
+    write_json(&dir.join(files::BUNDLE), Durability::Synced, info)
 }
 
 /// Writes the cancel marker `slurm/cancel-requested` of the bundle folder `dir` (`hwr-exp
@@ -978,6 +1158,32 @@ pub fn remove_cancel_marker(dir: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attempts_are_numbered_without_gaps_and_no_empty_folder_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path();
+        fs::write(run.join("run.json"), "{}").unwrap();
+        assert_eq!(keep_attempt(run).unwrap(), Some(1));
+        // A keeper killed between making attempts/2 and moving into it left it empty.
+        fs::create_dir(run.join("attempts/2")).unwrap();
+        fs::create_dir(run.join("attempts/5")).unwrap();
+        assert_eq!(
+            keep_attempt(run).unwrap(),
+            None,
+            "only attempts/: nothing to keep"
+        );
+        fs::write(run.join("stderr.log"), "x").unwrap();
+        assert_eq!(keep_attempt(run).unwrap(), Some(2));
+        let mut names: Vec<String> = fs::read_dir(run.join("attempts"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["1", "2"]);
+        assert!(run.join("attempts/2/stderr.log").is_file());
+        assert!(run.join("attempts/1/run.json").is_file());
+    }
 
     #[test]
     fn atomic_write_replaces() {

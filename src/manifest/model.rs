@@ -241,14 +241,76 @@ impl Order {
 /// `[schedule]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Schedule {
-    /// `repetitions`: >= 1, default 1.
+    /// `repetitions`: >= 1, default 1. With an adaptive rule ([`Schedule::adaptive`]) this is the
+    /// rule's `min`: the runs every cell gets before the first decision.
     pub repetitions: u32,
+    /// `repetitions = { min, max, until, time-budget }`: runs go in interleaved rounds until the
+    /// rule stops each cell; `None` for a plain integer.
+    pub adaptive: Option<Adaptive>,
     /// `order`: default interleaved.
     pub order: Order,
     /// `seed`: for shuffled; `None` means one is chosen at plan time and recorded.
     pub seed: Option<u64>,
     /// `jobs`: runs at once, >= 1, default 1.
     pub jobs: u32,
+}
+
+/// `[schedule] repetitions = { min = 4, max = 30, until = "decided", time-budget = "2h" }`
+/// (DESIGN 3, 9): every cell runs `min` times in interleaved rounds (every cell once a round);
+/// then a cell whose verdict against its control is not decided gets another round, until it is
+/// decided, has `max` runs, or the time budget is spent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Adaptive {
+    /// Rounds every cell gets (>= 2).
+    pub min: u32,
+    /// Most rounds a cell gets (>= `min`).
+    pub max: u32,
+    /// What stops a cell early.
+    pub until: Until,
+    /// Wall time after which no further round starts (the rounds' time, summed over the run and
+    /// its resumes); `None` = no budget.
+    #[serde(with = "humantime_serde_opt", rename = "time-budget-seconds")]
+    pub time_budget: Option<Duration>,
+}
+
+/// `until` of an adaptive rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Until {
+    /// The cell's verdict against its control (private-bytes growth, the verdict table's) is
+    /// `above control`, `below control` or `equivalent`.
+    Decided,
+}
+
+impl Until {
+    /// The manifest's name of the condition.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Until::Decided => "decided",
+        }
+    }
+}
+
+/// A time budget as seconds (a float) in JSON.
+mod humantime_serde_opt {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&d.as_secs_f64()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        let secs = Option::<f64>::deserialize(d)?;
+        Ok(secs
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(Duration::from_secs_f64))
+    }
 }
 
 /// `[isolation] cpus`.
@@ -377,6 +439,15 @@ pub struct SlurmConfig {
     pub time_margin: Duration,
     /// `sbatch-args`: extra sbatch arguments, each one word, passed as given after hwr-exp's own.
     pub sbatch_args: Vec<String>,
+    /// `keep-sbatch-env`: pass the submitting environment's `SBATCH_*` / `SLURM_*` variables on
+    /// to sbatch (recorded in bundle.json `slurm.kept-env`); default false: they are removed so
+    /// the recorded batch script is what runs.
+    pub keep_sbatch_env: bool,
+    /// `nodes`: `sbatch --nodelist`, the only nodes the tasks may run on (names joined by `,`,
+    /// or a Slurm host list as written, `n[1-2]`).
+    pub nodes: Option<String>,
+    /// `exclude-nodes`: `sbatch --exclude`, nodes the tasks never run on.
+    pub exclude_nodes: Option<String>,
 }
 
 impl Default for SlurmConfig {
@@ -387,6 +458,9 @@ impl Default for SlurmConfig {
             qos: None,
             time_margin: DEFAULT_TIME_MARGIN,
             sbatch_args: Vec::new(),
+            keep_sbatch_env: false,
+            nodes: None,
+            exclude_nodes: None,
         }
     }
 }

@@ -141,9 +141,8 @@ pub struct RawMatrix {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct RawSchedule {
-    /// Runs per cell; default 1.
-    #[schemars(range(min = 1))]
-    pub repetitions: Option<u32>,
+    /// Runs per cell (default 1), or an adaptive rule.
+    pub repetitions: Option<RawRepetitions>,
     /// Run order; default "interleaved".
     pub order: Option<RawOrder>,
     /// Seed for "shuffled"; chosen and recorded when absent.
@@ -151,6 +150,41 @@ pub struct RawSchedule {
     /// Runs at once, each on its own CPUs; default 1.
     #[schemars(range(min = 1))]
     pub jobs: Option<u32>,
+}
+
+/// `repetitions`: a count, or `{ min, max, until, time-budget }`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RawRepetitions {
+    /// Runs per cell.
+    Count(#[schemars(range(min = 1))] u32),
+    /// Interleaved rounds until each cell's verdict against its control is decided.
+    Adaptive(RawAdaptive),
+}
+
+/// `repetitions = { min = 4, max = 30, until = "decided", time-budget = "2h" }`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawAdaptive {
+    /// Rounds every cell gets; at least 2.
+    #[schemars(range(min = 2))]
+    pub min: u32,
+    /// Most rounds a cell gets; at least `min`.
+    #[schemars(range(min = 2))]
+    pub max: u32,
+    /// What stops a cell early: "decided" (its verdict against the control is above, below or
+    /// equivalent); default "decided".
+    pub until: Option<RawUntil>,
+    /// No round starts once the rounds took this long, humantime ("2h"); default none.
+    pub time_budget: Option<String>,
+}
+
+/// `until`.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RawUntil {
+    /// The verdict against the control is `above control`, `below control` or `equivalent`.
+    Decided,
 }
 
 /// `order`.
@@ -273,7 +307,8 @@ pub enum RawSize {
     Text(String),
 }
 
-/// `[executor]`. `partition`, `account`, `qos`, `time-margin` and `sbatch-args` are accepted only
+/// `[executor]`. `partition`, `account`, `qos`, `time-margin`, `sbatch-args`, `nodes` and
+/// `exclude-nodes` are accepted only
 /// with `kind = "slurm"`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -291,6 +326,24 @@ pub struct RawExecutor {
     /// Extra sbatch arguments, one word each, passed as given (not --array, --output, --error,
     /// --job-name, --chdir, --wrap, nor the options other keys set).
     pub sbatch_args: Option<Vec<String>>,
+    /// Pass the submitting shell's SBATCH_* / SLURM_* variables on to sbatch (recorded in
+    /// bundle.json); default false: they are removed so the recorded batch script is what runs.
+    pub keep_sbatch_env: Option<bool>,
+    /// Run only on these nodes (`sbatch --nodelist`): a Slurm host list (`"n[1-2]"`) or an array
+    /// of node names.
+    pub nodes: Option<RawNodeList>,
+    /// Never run on these nodes (`sbatch --exclude`): a host list or an array of node names.
+    pub exclude_nodes: Option<RawNodeList>,
+}
+
+/// `[executor] nodes` / `exclude-nodes`: a Slurm host list or node names.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RawNodeList {
+    /// A Slurm host list, `"n1,n2"` or `"n[1-2]"`.
+    List(String),
+    /// Node names, one each.
+    Names(Vec<String>),
 }
 
 /// `[executor] kind`.

@@ -6,6 +6,7 @@
 //! plan.json is written by the bundle (`bundle::plan_file`), which owns the on-disk format.
 
 pub mod render;
+pub mod select;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -14,7 +15,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::manifest::template::Template;
-use crate::manifest::{Cell, CpuSelection, EnvPolicy, Manifest, Order, OutputFormat, Program, Value};
+use crate::manifest::{
+    Adaptive, Cell, CpuSelection, EnvPolicy, Manifest, Order, OutputFormat, Program, Value,
+};
 
 /// Host facts and paths the plan depends on.
 #[derive(Debug, Clone)]
@@ -140,10 +143,16 @@ pub struct Plan {
     pub repo_start: PathBuf,
     /// Matrix keys in manifest order.
     pub matrix_keys: Vec<String>,
+    /// `[schedule] repetitions = { min, max, until, time-budget }`: the plan holds the rounds
+    /// decided so far ([`Plan::add_round`]); `None` for a fixed number of repetitions.
+    pub adaptive: Option<Adaptive>,
     /// The cells, kept compactly (see [`Cells`]).
     cells: Cells,
-    /// Repetitions of each cell.
+    /// Repetitions of each cell (adaptive: the rule's `min`, the first rounds).
     repetitions: u32,
+    /// Adaptive plans: (cell, repetition) of every run in execution order, round after round
+    /// (8 bytes a run); `None` for the regular layout computed from the index.
+    rounds: Option<Vec<(u32, u32)>>,
     /// For `order = "shuffled"`: position in execution order -> position in interleaved order.
     shuffled: Option<Vec<u32>>,
     /// Width of the zero-padded index in run ids.
@@ -276,7 +285,14 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, Vec<PlanEr
         .iter()
         .try_fold(1u64, |n, (_, values)| n.checked_mul(values.len() as u64))
         .and_then(|cells| cells.checked_add(manifest.matrix.include.len() as u64))
-        .and_then(|cells| cells.checked_mul(u64::from(manifest.schedule.repetitions)));
+        .and_then(|cells| {
+            cells.checked_mul(u64::from(
+                manifest
+                    .schedule
+                    .adaptive
+                    .map_or(manifest.schedule.repetitions, |a| a.max.max(a.min)),
+            ))
+        });
     if planned.is_none_or(|n| n > MAX_RUNS) {
         return Err(vec![PlanError::new(
             "schedule.repetitions",
@@ -294,14 +310,18 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, Vec<PlanEr
     }
 
     let reps = manifest.schedule.repetitions;
+    let adaptive = manifest.schedule.adaptive;
     let total = cells.len() * reps as usize;
+    // Run ids are as wide as the largest plan the rule allows, so that they do not change as
+    // rounds are added.
+    let most = cells.len() * adaptive.map_or(reps, |a| a.max.max(a.min)) as usize;
     let seed = match manifest.schedule.order {
         Order::Shuffled => Some(manifest.schedule.seed.unwrap_or(ctx.fallback_seed)),
         _ => None,
     };
     // The interleaved positions, shuffled: the same permutation the rng gives any list of this
     // length, so a recorded seed reproduces the recorded order.
-    let shuffled = seed.map(|seed| {
+    let shuffled = seed.filter(|_| adaptive.is_none()).map(|seed| {
         let mut order: Vec<u32> = (0..total as u32).collect();
         fastrand::Rng::with_seed(seed).shuffle(&mut order);
         order
@@ -321,12 +341,21 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, Vec<PlanEr
         experiment: manifest.experiment.name.clone(),
         repo_start: manifest.repo_start().to_path_buf(),
         matrix_keys: manifest.matrix.axes.iter().map(|(k, _)| k.clone()).collect(),
-        width: total.saturating_sub(1).to_string().len().max(3),
+        adaptive,
+        width: most.saturating_sub(1).to_string().len().max(3),
         cells,
         repetitions: reps,
+        rounds: adaptive.map(|_| Vec::new()),
         shuffled,
         templates,
     };
+    let mut plan = plan;
+    if adaptive.is_some() {
+        let all: Vec<usize> = (0..plan.cell_count()).collect();
+        for _ in 0..reps {
+            plan.add_round(&all);
+        }
+    }
     // Render every run once: template errors and duplicate or reserved output names surface here,
     // so that `Plan::run` cannot fail later.
     if let Err(e) = plan.try_run(0) {
@@ -826,7 +855,86 @@ impl Vars<'_> {
 impl Plan {
     /// Number of runs.
     pub fn len(&self) -> usize {
-        self.cells.len() * self.repetitions as usize
+        match &self.rounds {
+            Some(r) => r.len(),
+            None => self.cells.len() * self.repetitions as usize,
+        }
+    }
+
+    /// Adaptive plans: the range, for `check` and `plan`: `adaptive repetitions: 4 to 30 per cell
+    /// until decided, time budget 2h: 8 to 60 runs (the first 4 rounds planned)`.
+    pub fn adaptive_text(&self) -> Option<String> {
+        let a = self.adaptive?;
+        let n = self.cells.len();
+        Some(format!(
+            "adaptive repetitions: {} to {} per cell until {}{}: {} to {} runs (the first {} round{} planned; then a round for each cell not yet decided)",
+            a.min,
+            a.max,
+            a.until.as_str(),
+            a.time_budget.map_or(String::new(), |b| format!(
+                ", time budget {}",
+                humantime::format_duration(b)
+            )),
+            n * a.min as usize,
+            n * a.max as usize,
+            a.min,
+            if a.min == 1 { "" } else { "s" },
+        ))
+    }
+
+    /// Number of cells (the matrix after `exclude` and `include`).
+    pub fn cell_count(&self) -> usize {
+        self.cells.len()
+    }
+
+    /// The matrix values of cell `c` (0-based, plan order of first appearance).
+    pub fn cell(&self, c: usize) -> Cell {
+        self.cells.get(c).to_cell()
+    }
+
+    /// The cell (0-based) of run `index`.
+    pub fn cell_of(&self, index: usize) -> usize {
+        self.position(index).0
+    }
+
+    /// Runs of cell `c` in the plan.
+    pub fn runs_of_cell(&self, c: usize) -> u32 {
+        match &self.rounds {
+            Some(r) => r.iter().filter(|(x, _)| *x as usize == c).count() as u32,
+            None => self.repetitions,
+        }
+    }
+
+    /// Adaptive plans: appends one interleaved round of `cells` (each once, in plan order;
+    /// shuffled with the plan's seed and the round's number for `order = "shuffled"`) and returns
+    /// the plan indices of its runs. A fixed plan is left as it is (no indices).
+    pub fn add_round(&mut self, cells: &[usize]) -> Vec<usize> {
+        let seed = self.seed;
+        let Some(rounds) = self.rounds.as_mut() else {
+            return Vec::new();
+        };
+        let mut counts = vec![0u32; self.cells.len()];
+        for (c, _) in rounds.iter() {
+            counts[*c as usize] += 1;
+        }
+        let number = counts.iter().copied().max().unwrap_or(0) as u64 + 1;
+        let mut round: Vec<usize> = cells.iter().copied().filter(|&c| c < counts.len()).collect();
+        round.sort_unstable();
+        round.dedup();
+        if let Some(seed) = seed {
+            fastrand::Rng::with_seed(seed ^ number.wrapping_mul(0x9E37_79B9_7F4A_7C15)).shuffle(&mut round);
+        }
+        let start = rounds.len();
+        rounds.extend(round.iter().map(|&c| (c as u32, counts[c] + 1)));
+        (start..rounds.len()).collect()
+    }
+
+    /// Adaptive plans: the runs as recorded (cell, repetition), in execution order (`resume`
+    /// re-expands a manifest to the rounds its bundle ran). A fixed plan is left as it is.
+    pub fn set_runs(&mut self, runs: Vec<(usize, u32)>) {
+        if let Some(rounds) = self.rounds.as_mut() {
+            *rounds = runs.into_iter().map(|(c, r)| (c as u32, r)).collect();
+        }
     }
 
     /// Whether the plan has no runs (never true for a plan returned by [`expand`]).
@@ -871,6 +979,10 @@ impl Plan {
 
     /// (cell, repetition) of run `index`.
     fn position(&self, index: usize) -> (usize, u32) {
+        if let Some(rounds) = &self.rounds {
+            let (c, r) = rounds[index];
+            return (c as usize, r);
+        }
         let n = self.cells.len();
         let reps = self.repetitions as usize;
         match (&self.shuffled, self.order) {

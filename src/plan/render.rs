@@ -77,7 +77,11 @@ pub fn table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
         plan.seed.map_or(String::new(), |s| format!(" (seed {s})")),
         plan.jobs,
         humantime::format_duration(plan.grace)
-    )
+    )?;
+    match plan.adaptive_text() {
+        Some(text) => writeln!(out, "{text}"),
+        None => Ok(()),
+    }
 }
 
 /// Writes `n` spaces to `out`.

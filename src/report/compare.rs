@@ -162,7 +162,8 @@ fn control_relative(a: &Report, b: &Report) -> Vec<MetricRow> {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct FactDifference {
-    /// What differs (`revision`, `dirty`, `hostname`, `cpu-model`, `kernel`, `hwr-exp-version`, `hwr-exp-sha256`,
+    /// What differs (`revision`, `dirty`, `executor` (`local` or `slurm`), `nodes` (the nodes
+    /// the runs ran on; a local bundle's host), `hostname`, `cpu-model`, `kernel`, `hwr-exp-version`, `hwr-exp-sha256`,
     /// `manifest-sha256`).
     pub fact: String,
     /// Value in A (`unknown` when absent).
@@ -253,6 +254,15 @@ fn facts(r: &Report, host: Option<&Json>) -> Vec<(&'static str, String)> {
             },
         ),
         ("working-tree-patch-sha256", h("patch-sha256")),
+        ("executor", r.executor.clone().unwrap_or_else(|| "local".into())),
+        (
+            "nodes",
+            if r.nodes.is_empty() {
+                format!("{} (the submitting host: local runs)", h("hostname"))
+            } else {
+                r.nodes.join(", ")
+            },
+        ),
         ("hostname", h("hostname")),
         ("cpu-model", h("cpu-model")),
         ("kernel", h("kernel")),
@@ -447,6 +457,9 @@ fn text(c: &Comparison, style: TextStyle) -> String {
             margin: None,
             verdict: crate::stats::Verdict::NoDetectableDifference,
             repetitions_needed: None,
+            cell_nodes: Vec::new(),
+            control_nodes: Vec::new(),
+            node: None,
         };
         v.rows.push(vec![
             r.cell.clone(),

@@ -136,6 +136,15 @@ pub struct Estimate {
     pub verdict: Verdict,
     /// With `too few runs`: repetitions per cell that could reach the level.
     pub repetitions_needed: Option<usize>,
+    /// The nodes the cell's runs ran on (run.json `node`), sorted; empty for local runs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cell_nodes: Vec<String>,
+    /// The nodes the control's runs ran on.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub control_nodes: Vec<String>,
+    /// In [`Estimates::per_node`]: the one node whose runs (of both sides) this row uses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 impl Estimate {
@@ -174,6 +183,85 @@ pub struct Estimates {
     pub rows: Vec<Estimate>,
     /// Cells whose group has no control cell.
     pub without_control: Vec<String>,
+    /// When the runs span more than one node: the same estimates computed within each node
+    /// (both sides' runs on that node only; Holm across the cells compared on it), one row per
+    /// node, compared cell and metric, for the nodes where a cell and its control both ran.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub per_node: Vec<Estimate>,
+    /// One warning per compared cell whose runs ran on other nodes than its control's: its
+    /// pooled estimate compares hosts as well as the cells.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub node_warnings: Vec<String>,
+}
+
+/// The sorted distinct nodes of `runs` (run.json `node`).
+fn nodes_of(runs: &[&RunSummary]) -> Vec<String> {
+    runs.iter()
+        .filter_map(|r| r.node.clone())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+/// One compared pair for [`estimate_rows`]: labels and the runs of each side.
+struct Pair<'a> {
+    cell: &'a str,
+    control: &'a str,
+    cell_runs: Vec<&'a RunSummary>,
+    control_runs: Vec<&'a RunSummary>,
+}
+
+/// The estimates of every metric against the control for `pairs`, Holm across the pairs at
+/// `level`; each row tagged with `node`.
+fn estimate_rows(pairs: &[Pair<'_>], level: f64, settings: &Settings, node: Option<&str>) -> Vec<Estimate> {
+    let mut rows = Vec::new();
+    for metric in Metric::ALL.iter().copied().filter(|m| m.def().vs_control) {
+        let margin = match metric.def().family {
+            Family::Growth | Family::AfterClose => settings.growth_margin,
+            Family::Rate => settings.rate_margin,
+            Family::Other => None,
+        };
+        let values = |runs: &[&RunSummary]| -> Vec<f64> {
+            runs.iter()
+                .filter_map(|r| metric.of(r.retention.as_ref()?))
+                .filter(|v| v.is_finite())
+                .collect()
+        };
+        let shifts: Vec<(usize, usize, Option<Shift>)> = pairs
+            .iter()
+            .map(|p| {
+                let (x, y) = (values(&p.cell_runs), values(&p.control_runs));
+                (x.len(), y.len(), stats::shift(&x, &y))
+            })
+            .collect();
+        let ps: Vec<f64> = shifts.iter().map(|(_, _, s)| s.map_or(1.0, |s| s.p)).collect();
+        let adjusted = stats::holm(&ps);
+        for ((p, (n_cell, n_control, s)), p_adj) in pairs.iter().zip(shifts).zip(adjusted) {
+            let verdict = stats::verdict::decide(s.as_ref(), p_adj, level, margin);
+            rows.push(Estimate {
+                cell: p.cell.to_string(),
+                control: p.control.to_string(),
+                metric: metric.key().to_string(),
+                n_cell,
+                n_control,
+                shift: s.map(|s| s.shift),
+                ci_low: s.map(|s| s.ci_low),
+                ci_high: s.map(|s| s.ci_high),
+                confidence: s.map(|s| s.confidence),
+                p: s.map(|s| s.p),
+                p_adjusted: s.map(|_| p_adj),
+                exact: s.map(|s| s.exact),
+                margin,
+                verdict,
+                repetitions_needed: (verdict == Verdict::TooFewRuns)
+                    .then(|| stats::repetitions_needed(level)),
+                cell_nodes: nodes_of(&p.cell_runs),
+                control_nodes: nodes_of(&p.control_runs),
+                node: node.map(str::to_string),
+            });
+        }
+    }
+    rows
 }
 
 /// The control: `settings.control`, else mode = reuse when `mode_key` names a matrix key with
@@ -301,48 +389,57 @@ pub fn estimates(
         out.correction = "holm";
         out.level = ALPHA / k as f64;
     }
-    for metric in Metric::ALL.iter().copied().filter(|m| m.def().vs_control) {
-        let margin = match metric.def().family {
-            Family::Growth | Family::AfterClose => settings.growth_margin,
-            Family::Rate => settings.rate_margin,
-            Family::Other => None,
-        };
-        let values = |c: &CellRuns<'_>| -> Vec<f64> {
-            c.runs
+    let pooled: Vec<Pair<'_>> = pairs
+        .iter()
+        .map(|(c, ctrl)| Pair {
+            cell: c.label,
+            control: ctrl.label,
+            cell_runs: c.runs.clone(),
+            control_runs: ctrl.runs.clone(),
+        })
+        .collect();
+    out.rows = estimate_rows(&pooled, out.level, settings, None);
+    let all_nodes: Vec<String> = nodes_of(&runs.iter().collect::<Vec<_>>());
+    if all_nodes.len() > 1 {
+        for p in &pooled {
+            let (a, b) = (nodes_of(&p.cell_runs), nodes_of(&p.control_runs));
+            if a != b {
+                out.node_warnings.push(format!(
+                    "warning: {} ran on {} and its control {} on {}: its estimate compares hosts as well as cells (per node: the table against the control on each node)",
+                    p.cell,
+                    list_or_none(&a),
+                    p.control,
+                    list_or_none(&b)
+                ));
+            }
+        }
+        for node in &all_nodes {
+            fn on<'r>(rs: &[&'r RunSummary], node: &str) -> Vec<&'r RunSummary> {
+                rs.iter()
+                    .copied()
+                    .filter(|r| r.node.as_deref() == Some(node))
+                    .collect()
+            }
+            let here: Vec<Pair<'_>> = pooled
                 .iter()
-                .filter_map(|r| metric.of(r.retention.as_ref()?))
-                .filter(|v| v.is_finite())
-                .collect()
-        };
-        let shifts: Vec<(usize, usize, Option<Shift>)> = pairs
-            .iter()
-            .map(|(c, ctrl)| {
-                let (x, y) = (values(c), values(ctrl));
-                (x.len(), y.len(), stats::shift(&x, &y))
-            })
-            .collect();
-        let ps: Vec<f64> = shifts.iter().map(|(_, _, s)| s.map_or(1.0, |s| s.p)).collect();
-        let adjusted = stats::holm(&ps);
-        for (((c, ctrl), (n_cell, n_control, s)), p_adj) in pairs.iter().zip(shifts).zip(adjusted) {
-            let verdict = stats::verdict::decide(s.as_ref(), p_adj, out.level, margin);
-            out.rows.push(Estimate {
-                cell: c.label.to_string(),
-                control: ctrl.label.to_string(),
-                metric: metric.key().to_string(),
-                n_cell,
-                n_control,
-                shift: s.map(|s| s.shift),
-                ci_low: s.map(|s| s.ci_low),
-                ci_high: s.map(|s| s.ci_high),
-                confidence: s.map(|s| s.confidence),
-                p: s.map(|s| s.p),
-                p_adjusted: s.map(|_| p_adj),
-                exact: s.map(|s| s.exact),
-                margin,
-                verdict,
-                repetitions_needed: (verdict == Verdict::TooFewRuns)
-                    .then(|| stats::repetitions_needed(out.level)),
-            });
+                .map(|p| Pair {
+                    cell: p.cell,
+                    control: p.control,
+                    cell_runs: on(&p.cell_runs, node),
+                    control_runs: on(&p.control_runs, node),
+                })
+                .filter(|p| !p.cell_runs.is_empty() && !p.control_runs.is_empty())
+                .collect();
+            if here.is_empty() {
+                continue;
+            }
+            let level = if here.len() > 1 {
+                ALPHA / here.len() as f64
+            } else {
+                ALPHA
+            };
+            out.per_node
+                .extend(estimate_rows(&here, level, settings, Some(node)));
         }
     }
     // Rows by cell (plan order), then metric (table order).
@@ -353,7 +450,22 @@ pub fn estimates(
             e.metric().map(|m| m as usize),
         )
     });
+    out.per_node.sort_by_key(|e| {
+        (
+            e.node.clone(),
+            order.get(e.cell.as_str()).copied().unwrap_or(usize::MAX),
+            e.metric().map(|m| m as usize),
+        )
+    });
     out
+}
+
+fn list_or_none(nodes: &[String]) -> String {
+    if nodes.is_empty() {
+        "no node (no run with the metric)".into()
+    } else {
+        nodes.join(", ")
+    }
 }
 
 /// The warning `check` and `plan` print when a plan can give only `too few runs`: for the cells

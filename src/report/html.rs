@@ -146,7 +146,10 @@ pub fn compare_page(c: &Comparison, a: &Report, b: &Report) -> anyhow::Result<St
 }
 
 fn status_text(r: &Report) -> String {
-    r.status.as_str().to_string()
+    match r.sbatch_refusals.last() {
+        Some(refusal) => format!("{} (sbatch refused {refusal})", r.status.as_str()),
+        None => r.status.as_str().to_string(),
+    }
 }
 
 fn outcome_text(o: Outcome) -> String {
@@ -214,12 +217,18 @@ fn summary(r: &Report, f: &BundleFacts) -> Markup {
             }
             dt { "bundle" } dd { (r.bundle) }
             dt { "status" } dd { (status_badge(r)) }
+            @for refusal in &r.sbatch_refusals {
+                dt { "sbatch refused" } dd { (refusal) }
+            }
             dt { "runs" } dd { (counts_text(r)) }
             @if let Some(info) = &f.info {
                 dt { "created" } dd { (info.created) }
                 dt { "finished" } dd { (info.finished.as_deref().unwrap_or("-")) }
                 @if let Some(p) = &info.parent {
                     dt { "parent" } dd { (p) }
+                }
+                @if let Some(o) = &info.overrides {
+                    dt { "overrides" } dd { "run with " (o.to_args().join(" ")) " (resume and rerun do the same)" }
                 }
                 @for n in &info.notes {
                     dt { "note" } dd { (n) }
@@ -235,11 +244,12 @@ fn summary(r: &Report, f: &BundleFacts) -> Markup {
 }
 
 fn run_table(r: &Report) -> Markup {
+    let nodes = r.multi_node();
     html! {
         div.wrap {
             table #runs {
                 thead { tr {
-                    th { "run-id" } th { "cell" } th { "rep" } th { "outcome" } th { "termination" }
+                    th { "run-id" } th { "cell" } @if nodes { th { "node" } } th { "rep" } th { "outcome" } th { "termination" }
                     th { "exit" } th { "wall s" } th { "peak RSS 1 proc (B)" } th { "output" } th { "reason" }
                 } }
                 tbody {
@@ -249,6 +259,7 @@ fn run_table(r: &Report) -> Markup {
                         tr data-run-id=(run.run_id) class=[class] {
                             td { (run.run_id) }
                             td { (run.cell_label) }
+                            @if nodes { td { (run.node.as_deref().unwrap_or("-")) } }
                             td.num { (run.repetition) }
                             td { (run.outcome.map_or_else(|| "not run".into(), outcome_text)) }
                             td { (run.termination_text()) }
@@ -579,6 +590,7 @@ mod tests {
             cell: BTreeMap::from([("mode".to_string(), Value::Str(HOSTILE.into()))]),
             cell_label: format!("mode={HOSTILE}"),
             repetition: 1,
+            node: None,
             finished: outcome.is_some(),
             attempts: u32::from(outcome.is_some()),
             termination: outcome.map(|_| Termination::Exited),
@@ -617,6 +629,7 @@ mod tests {
             bundle: format!("results/{HOSTILE}"),
             experiment: HOSTILE.into(),
             status: crate::bundle::lock::EffectiveStatus::Complete,
+            sbatch_refusals: Vec::new(),
             hwr_exp_version: "0.1.0".into(),
             revision: Some(HOSTILE.into()),
             dirty: Some(true),
@@ -630,9 +643,14 @@ mod tests {
             mode_key: Some("mode".into()),
             metric_pointers: Vec::new(),
             has_retention: false,
+            executor: None,
+            nodes: Vec::new(),
+            failures_by_reason: crate::report::model::failures_by_reason(&runs),
             runs,
             cells: Vec::new(),
             estimates: Default::default(),
+            overrides: None,
+            adaptive: None,
         }
     }
 

@@ -68,6 +68,10 @@ pub struct RunSummary {
     pub cell_label: String,
     /// 1-based repetition.
     pub repetition: u32,
+    /// The node the run executed on (run.json `node`, else `hostname`: Slurm runs); `None` for
+    /// a local run or a run without run.json.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     /// `false` when run.json is missing (the runner stopped before this run finished).
     pub finished: bool,
     /// Attempts of the run, the final one included (run.json `attempt`; more than 1 when
@@ -117,8 +121,12 @@ pub struct RunSummary {
     /// its memory cgroup (`cgroup-memory-source` in run.json names the file).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tree_peak_bytes: Option<u64>,
-    /// The mappings whose private bytes grew most between the run's first and last per-mapping
-    /// breakdown (mappings.json), largest change first, at most [`MAPPING_GROWTH_ROWS`].
+    /// The mappings whose private bytes grew most, largest change first, at most
+    /// [`MAPPING_GROWTH_ROWS`] per pair of breakdowns: between the probe's own `baseline` and
+    /// `last_loop`, and `baseline` and `closed`, breakdowns where the output has them (the
+    /// built-in probe's `mappings`), else between the run's first and last breakdown
+    /// (mappings.json).
+
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mappings_grown: Vec<MappingGrowth>,
     /// Baseline and loop samples' private bytes (only with a plot).
@@ -146,7 +154,11 @@ pub struct MappingGrowth {
     pub private_growth: i64,
     /// RSS last minus first.
     pub rss_growth: i64,
-    /// Seconds since the run's start of the first and the last breakdown.
+    /// Which two breakdowns: `probe baseline -> last loop` or `probe baseline -> closed` (the
+    /// probe's own, from its output) or `first -> last` (the runner's mappings.json).
+    pub between: String,
+    /// Seconds since the run's start of the first and the last breakdown (for the probe's:
+    /// since the probe started measuring).
     pub from_seconds: f64,
     /// See `from_seconds`.
     pub to_seconds: f64,
@@ -154,6 +166,13 @@ pub struct MappingGrowth {
 
 /// Most stderr lines a report keeps per run that is not ok (`report --stderr`, JSON `stderr-tail`).
 pub const STDERR_TAIL_LINES: usize = 20;
+
+impl Report {
+    /// Whether the runs span more than one node (the reports then show a node column).
+    pub fn multi_node(&self) -> bool {
+        self.nodes.len() > 1
+    }
+}
 
 impl RunSummary {
     /// The last lines of the run's stderr.log when it is not ok (see [`RunSummary::stderr_tail`]).
@@ -263,6 +282,10 @@ pub struct Report {
     /// `status` from bundle.json, `running` split by the bundle's lock into `running` (a live
     /// process holds it) and `abandoned`.
     pub status: EffectiveStatus,
+    /// Slurm executor: each sbatch refusal bundle.json records (`slurm.refusals`), as Slurm's
+    /// message with the limit it names.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sbatch_refusals: Vec<String>,
     /// hwr-exp version that wrote the bundle.
     pub hwr_exp_version: String,
     /// revision.txt (HEAD or why there is none); `None` when the file is missing.
@@ -290,12 +313,72 @@ pub struct Report {
     pub metric_pointers: Vec<(String, String)>,
     /// Whether any run's output follows the retention schema.
     pub has_retention: bool,
+    /// bundle.json `executor` (`slurm`; `None`: local).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub executor: Option<String>,
+    /// The nodes the finished runs ran on (run.json `node`), sorted; empty for a local bundle.
+    /// With more than one, every format shows a node column and the estimates name the nodes
+    /// of each side.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<String>,
     /// Every planned run, in plan order.
     pub runs: Vec<RunSummary>,
     /// Aggregates per cell, in order of first appearance in the plan.
     pub cells: Vec<CellStats>,
     /// Every compared cell against its control ([`super::estimates`]).
     pub estimates: super::estimates::Estimates,
+    /// bundle.json `overrides`: what `run` was told to change (`--where`, `--repetitions`,
+    /// `--fail-fast`); absent when nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overrides: Option<crate::bundle::Overrides>,
+    /// The finished runs that are not ok, grouped by their reason (outcome and one-line reason
+    /// alike), in plan order of each group's first run.
+    pub failures_by_reason: Vec<FailureReason>,
+    /// bundle.json `adaptive`: the adaptive `repetitions` rule, its rounds and why each cell
+    /// stopped; absent for a fixed number of repetitions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adaptive: Option<crate::bundle::AdaptiveRecord>,
+}
+
+/// Finished runs that are not ok for the same reason ([`Report::failures_by_reason`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct FailureReason {
+    /// How the runs count.
+    pub outcome: Outcome,
+    /// Their one-line reason ([`RunSummary::reason`]).
+    pub reason: String,
+    /// How many runs.
+    pub count: usize,
+    /// Their run ids, in plan order.
+    pub runs: Vec<String>,
+}
+
+/// The finished runs of `runs` that are not ok, grouped by (outcome, reason), groups in plan order
+/// of their first run.
+pub fn failures_by_reason(runs: &[RunSummary]) -> Vec<FailureReason> {
+    let mut groups: Vec<FailureReason> = Vec::new();
+    let mut at: std::collections::HashMap<(Outcome, &str), usize> = std::collections::HashMap::new();
+    for run in runs.iter().filter(|r| r.finished) {
+        let (Some(outcome), Some(reason)) = (run.outcome, run.reason.as_deref()) else {
+            continue;
+        };
+        if outcome == Outcome::Ok {
+            continue;
+        }
+        let g = *at.entry((outcome, reason)).or_insert_with(|| {
+            groups.push(FailureReason {
+                outcome,
+                reason: reason.to_owned(),
+                count: 0,
+                runs: Vec::new(),
+            });
+            groups.len() - 1
+        });
+        groups[g].count += 1;
+        groups[g].runs.push(run.run_id.clone());
+    }
+    groups
 }
 
 /// `key=value` pairs of a cell, space separated: matrix keys in `keys` order first, then any other

@@ -210,7 +210,30 @@ pub fn summary_line(r: &Report) -> String {
     )
 }
 
+/// The preamble line naming what `run` was told to change, when anything: `overrides: run with
+/// --where mode=reuse --repetitions 1 (bundle.json overrides; resume and rerun do the same)`.
+pub(crate) fn overrides_line(r: &Report) -> Option<String> {
+    r.overrides.as_ref().map(|o| {
+        format!(
+            "overrides: run with {} (bundle.json overrides; resume and rerun do the same)",
+            o.to_args().join(" ")
+        )
+    })
+}
+
 fn preamble(r: &Report) -> Vec<String> {
+    let mut lines = preamble_lines(r);
+    if let Some(line) = overrides_line(r) {
+        lines.insert(2, line);
+    }
+    lines
+}
+
+fn preamble_lines(r: &Report) -> Vec<String> {
+    let refusals = r
+        .sbatch_refusals
+        .iter()
+        .map(|refusal| format!("sbatch refused {refusal}"));
     vec![
         format!(
             "bundle: {} (experiment {}, status {}, hwr-exp {})",
@@ -222,6 +245,48 @@ fn preamble(r: &Report) -> Vec<String> {
         format!("revision: {}", r.revision.as_deref().unwrap_or("unknown")),
         summary_line(r),
     ]
+    .into_iter()
+    .chain(r.adaptive.as_ref().map(adaptive_line))
+    .chain(refusals)
+    .collect()
+}
+
+/// `adaptive repetitions (4 to 30 per cell until decided, time budget 2h): 5 rounds in 12.3 s,
+/// stopped: decided` (or `not finished` while rounds remain).
+pub fn adaptive_line(a: &crate::bundle::AdaptiveRecord) -> String {
+    format!(
+        "adaptive repetitions ({} to {} per cell until {}{}): {} round{} in {:.1} s, {}",
+        a.rule.min,
+        a.rule.max,
+        a.rule.until.as_str(),
+        a.rule.time_budget.map_or(String::new(), |b| format!(
+            ", time budget {}",
+            humantime::format_duration(b)
+        )),
+        a.rounds,
+        if a.rounds == 1 { "" } else { "s" },
+        a.elapsed_seconds,
+        match a.stopping_reason {
+            Some(r) => format!("stopped: {}", r.as_str()),
+            None => "not finished (`hwr-exp resume` continues the rule)".into(),
+        }
+    )
+}
+
+/// One line per cell of an adaptive bundle: `mode=leak: 4 runs, above control; stopped: decided`.
+pub fn adaptive_cell_lines(a: &crate::bundle::AdaptiveRecord, keys: &[String]) -> Vec<String> {
+    a.cells
+        .iter()
+        .map(|c| {
+            format!(
+                "{}: {} runs{}; stopped: {}",
+                super::model::cell_label(&c.cell, keys, None),
+                c.runs,
+                c.verdict.as_deref().map_or(String::new(), |v| format!(", {v}")),
+                c.stopping_reason.map_or("not yet", |r| r.as_str())
+            )
+        })
+        .collect()
 }
 
 fn run_table(r: &Report) -> Section {
@@ -239,8 +304,13 @@ fn run_table(r: &Report) -> Section {
             ("reason", false),
         ],
     );
+    let nodes = r.multi_node();
+    if nodes {
+        s.header.insert(2, "node".into());
+        s.numeric.insert(2, false);
+    }
     for run in &r.runs {
-        s.rows.push(vec![
+        let mut row = vec![
             run.run_id.clone(),
             run.cell_label.clone(),
             run.repetition.to_string(),
@@ -250,7 +320,18 @@ fn run_table(r: &Report) -> Section {
             opt(run.peak_rss_bytes),
             run.output_text(),
             run.reason_text().to_owned(),
-        ]);
+        ];
+        if nodes {
+            row.insert(2, run.node.clone().unwrap_or_else(|| "-".into()));
+        }
+        s.rows.push(row);
+    }
+    if nodes {
+        s.notes.push(format!(
+            "the runs ran on {} nodes: {} (host facts in hosts/<node>.json)",
+            r.nodes.len(),
+            r.nodes.join(", ")
+        ));
     }
     if let Some(note) = allocator_note(r) {
         s.notes.push(note);
@@ -278,14 +359,18 @@ pub(crate) fn memory_notes(r: &Report) -> Vec<String> {
     notes
 }
 
-/// What grew, per run: the mappings whose private bytes changed most between the run's first
-/// and last per-mapping breakdown (mappings.json).
+/// What grew, per run: the mappings whose private bytes changed most between the probe's own
+/// baseline and last loop breakdowns (its output), else the run's first and last per-mapping
+/// breakdown (mappings.json).
 fn mappings_table(r: &Report) -> Section {
     let mut s = Section::new(
-        "What grew: mappings with the largest change between the first and last breakdown \
-         (/proc/<pid>/smaps of the run's processes, summed; bytes)",
+        "What grew: mappings with the largest change between two breakdowns (/proc/<pid>/smaps; \
+         `probe baseline -> last loop` and `-> closed`: the built-in probe's own process at those \
+         phases; \
+         `first -> last`: the run's processes, summed, at the runner's first and last walk; bytes)",
         &[
             ("run-id", false),
+            ("between", false),
             ("kind", false),
             ("mapping", false),
             ("private growth", true),
@@ -298,6 +383,7 @@ fn mappings_table(r: &Report) -> Section {
         for g in &run.mappings_grown {
             s.rows.push(vec![
                 run.run_id.clone(),
+                g.between.clone(),
                 g.kind.clone(),
                 g.name.clone(),
                 format!("{:+}", g.private_growth),
@@ -590,6 +676,14 @@ pub fn estimate_notes(r: &Report) -> Vec<String> {
     if !e.without_control.is_empty() {
         notes.push(format!("no control cell for: {}", e.without_control.join(", ")));
     }
+    notes.extend(e.node_warnings.iter().cloned());
+    if let Some(a) = &r.adaptive {
+        notes.push(format!(
+            "{}; the intervals are not adjusted for the rounds' repeated looks",
+            adaptive_line(a)
+        ));
+        notes.extend(adaptive_cell_lines(a, &r.matrix_keys));
+    }
     notes
 }
 
@@ -668,6 +762,38 @@ pub fn estimates_section(r: &Report) -> Section {
     s
 }
 
+/// The estimates within each node (runs spanning several nodes): one row per node, cell and
+/// metric, both sides' runs on that node only.
+pub fn per_node_section(r: &Report) -> Section {
+    let mut s = Section::new(
+        "Against the control on each node (both sides' runs on that node only; Holm across the cells compared on it)",
+        &[
+            ("node", false),
+            ("cell", false),
+            ("metric", false),
+            ("n", true),
+            ("shift [95% interval]", true),
+            ("p", true),
+            ("verdict", false),
+        ],
+    );
+    s.key_columns = 3;
+    for e in &r.estimates.per_node {
+        s.rows.push(vec![
+            e.node.clone().unwrap_or_default(),
+            e.cell.clone(),
+            e.metric()
+                .map_or(e.metric.as_str(), |m| m.def().label)
+                .to_string(),
+            format!("{}/{}", e.n_cell, e.n_control),
+            interval_text(e),
+            p_text(e.p_adjusted),
+            verdict_text(e),
+        ]);
+    }
+    s
+}
+
 fn rate_run_table(r: &Report) -> Section {
     let shown: Vec<Metric> = Metric::ALL
         .iter()
@@ -729,6 +855,42 @@ fn metric_sections(r: &Report) -> Vec<Section> {
     vec![per_run, per_cell]
 }
 
+/// Most run ids named per reason in the table of reasons; the others are counted.
+const NAMED_RUNS: usize = 3;
+
+/// The finished runs that are not ok, one row per reason with its count: twelve runs failing
+/// alike are one row, not twelve.
+fn failures_section(r: &Report) -> Section {
+    let mut s = Section::new(
+        "Runs that are not ok, by reason",
+        &[
+            ("runs", true),
+            ("outcome", false),
+            ("reason", false),
+            ("run-ids", false),
+        ],
+    );
+    for g in &r.failures_by_reason {
+        let mut ids = g
+            .runs
+            .iter()
+            .take(NAMED_RUNS)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
+        if g.count > NAMED_RUNS {
+            ids.push_str(&format!(" and {} more", g.count - NAMED_RUNS));
+        }
+        s.rows.push(vec![
+            g.count.to_string(),
+            g.outcome.as_str().to_owned(),
+            g.reason.clone(),
+            ids,
+        ]);
+    }
+    s
+}
+
 fn run_section(r: &Report) -> Section {
     let mut s = run_table(r);
     let not_run: Vec<&str> = r
@@ -750,9 +912,15 @@ fn run_section(r: &Report) -> Section {
 /// Builders of the report's sections, in order; each returns no section when it does not apply.
 type SectionBuilder = fn(&Report) -> Vec<Section>;
 
-const SECTIONS: [SectionBuilder; 8] = [
+const SECTIONS: [SectionBuilder; 9] = [
     |r| r.has_retention.then(|| verdict_section(r)).into_iter().collect(),
     |r| vec![run_section(r)],
+    |r| {
+        (!r.failures_by_reason.is_empty())
+            .then(|| failures_section(r))
+            .into_iter()
+            .collect()
+    },
     |r| {
         r.runs
             .iter()
@@ -775,10 +943,14 @@ const SECTIONS: [SectionBuilder; 8] = [
             .collect()
     },
     |r| {
-        (r.has_retention && !r.estimates.rows.is_empty())
+        let mut v: Vec<Section> = (r.has_retention && !r.estimates.rows.is_empty())
             .then(|| estimates_section(r))
             .into_iter()
-            .collect()
+            .collect();
+        if r.has_retention && !r.estimates.per_node.is_empty() {
+            v.push(per_node_section(r));
+        }
+        v
     },
     |r| {
         if r.metric_pointers.is_empty() {
@@ -836,12 +1008,41 @@ pub fn stderr_text(r: &Report, style: TextStyle) -> String {
         out.push_str("every run is ok\n");
         return out;
     }
+    // Runs with the same reason and the same stderr tail are shown once, with their count.
+    let mut groups: Vec<(&RunSummary, Vec<&str>)> = Vec::new();
+    let mut at: std::collections::HashMap<(&str, &[String]), usize> = std::collections::HashMap::new();
     for run in failed {
+        let key = (run.reason_text(), run.stderr_tail());
+        match at.get(&key) {
+            Some(&g) => groups[g].1.push(&run.run_id),
+            None => {
+                at.insert(key, groups.len());
+                groups.push((run, vec![&run.run_id]));
+            }
+        }
+    }
+    for (run, ids) in groups {
         let tail = run.stderr_tail();
+        let who = if ids.len() == 1 {
+            run.run_id.clone()
+        } else {
+            let named: Vec<&str> = ids.iter().take(NAMED_RUNS).copied().collect();
+            let more = ids.len() - named.len();
+            format!(
+                "{} runs ({}{})",
+                ids.len(),
+                named.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            )
+        };
         if style.is_md() {
             out.push_str(&format!(
                 "**{}**: {}\n\n",
-                md_escape(&run.run_id),
+                md_escape(&who),
                 md_escape(run.reason_text())
             ));
             if tail.is_empty() {
@@ -862,7 +1063,7 @@ pub fn stderr_text(r: &Report, style: TextStyle) -> String {
             }
             out.push_str(&format!("{fence}\n\n"));
         } else {
-            out.push_str(&style.wrap(&format!("{}: {}", run.run_id, run.reason_text())));
+            out.push_str(&style.wrap(&format!("{who}: {}", run.reason_text())));
             out.push('\n');
             if tail.is_empty() {
                 out.push_str("  (stderr.log is empty)\n");
@@ -895,6 +1096,10 @@ pub fn report_csv(r: &Report) -> anyhow::Result<String> {
     let mut w = csv::Writer::from_writer(Vec::new());
     let mut header: Vec<String> = ["run_id", "index"].map(String::from).to_vec();
     header.extend(r.matrix_keys.iter().cloned());
+    let nodes = r.multi_node();
+    if nodes {
+        header.push("node".into());
+    }
     header.extend(
         [
             "repetition",
@@ -927,6 +1132,9 @@ pub fn report_csv(r: &Report) -> anyhow::Result<String> {
                 .iter()
                 .map(|k| o(run.cell.get(k).map(|v| v.to_string()))),
         );
+        if nodes {
+            row.push(o(run.node.clone()));
+        }
         row.extend([
             run.repetition.to_string(),
             if run.finished {

@@ -3,6 +3,7 @@
 //! Runs execute in plan order. With `jobs > 1`, job slot `k` (its own disjoint CPUs) takes the runs
 //! whose index is `k` modulo `jobs`, in order, so which CPUs a run gets is fixed by the plan.
 
+pub mod adaptive;
 pub mod backend;
 pub mod binary;
 pub mod environments;
@@ -34,6 +35,9 @@ pub enum SessionEnd {
     Complete,
     /// The cancel flag was set; the run in flight was stopped and recorded, the rest were not started.
     Interrupted,
+    /// `--fail-fast`: a run was not ok, and no run started after it was recorded (runs in
+    /// flight in other job slots ran to their end and were recorded); some runs were not started.
+    FailedFast,
 }
 
 /// The child environment of `run`: its policy mapped to the launcher's [`exec::EnvPolicy`], then
@@ -128,6 +132,9 @@ pub struct Runs<'a> {
     pub cancel: &'a CancelFlag,
     /// Told when each run starts and ends.
     pub progress: &'a dyn Progress,
+    /// `--fail-fast`: no run starts once a run that is not ok has been recorded (each run is
+    /// then recorded before the next one of its slot starts).
+    pub fail_fast: bool,
 }
 
 /// A run that has been executed and not yet recorded.
@@ -180,6 +187,8 @@ struct Shared<'a> {
     total: usize,
     done: AtomicUsize,
     failed: Mutex<Option<io::Error>>,
+    /// `--fail-fast` only: a run that is not ok has been recorded.
+    not_ok: std::sync::atomic::AtomicBool,
     /// Held while a run is counted and reported, so that `[n/N]` lines of several job slots come
     /// out in order.
     reporting: Mutex<()>,
@@ -199,9 +208,12 @@ impl Shared<'_> {
         }
     }
 
-    /// No further run starts: cancelled, or the bundle could not be written.
+    /// No further run starts: cancelled, the bundle could not be written, or (`--fail-fast`) a
+    /// run was not ok.
     fn stopped(&self) -> bool {
-        self.runs.cancelled() || self.failed.lock().map(|f| f.is_some()).unwrap_or(true)
+        self.runs.cancelled()
+            || self.not_ok.load(Ordering::SeqCst)
+            || self.failed.lock().map(|f| f.is_some()).unwrap_or(true)
     }
 
     /// Makes the empty folder of `run`.
@@ -237,6 +249,9 @@ impl Shared<'_> {
         match recorded {
             Ok(record) => {
                 let failure = RunFailure::read(&record, &run_dir, progress::FAILURE_TAIL_LINES);
+                if self.runs.fail_fast && record.outcome != crate::bundle::Outcome::Ok {
+                    self.not_ok.store(true, Ordering::SeqCst);
+                }
                 let _reporting = self.reporting.lock();
                 let n = self.done.fetch_add(1, Ordering::SeqCst) + 1;
                 self.runs
@@ -490,9 +505,12 @@ pub fn execute(runs: Runs<'_>, indices: &[usize], writer: &Mutex<BundleWriter>) 
         total: indices.len(),
         done: AtomicUsize::new(0),
         failed: Mutex::new(None),
+        not_ok: std::sync::atomic::AtomicBool::new(false),
         reporting: Mutex::new(()),
     };
-    let recording_cpus = recording_cpus(plan);
+    // With --fail-fast a run is recorded (its output checked) before the next one starts, so
+    // that no run starts after one that is not ok.
+    let recording_cpus = recording_cpus(plan).filter(|_| !runs.fail_fast);
     let slot = |k: usize| Slot {
         shared: &shared,
         runs: indices
@@ -523,7 +541,12 @@ pub fn execute(runs: Runs<'_>, indices: &[usize], writer: &Mutex<BundleWriter>) 
     if let Some(e) = shared.failed.into_inner().ok().flatten() {
         return Err(e);
     }
-    if shared.done.load(Ordering::SeqCst) < shared.total || runs.cancelled() {
+    let all_done = shared.done.load(Ordering::SeqCst) >= shared.total;
+    if runs.cancelled() {
+        Ok(SessionEnd::Interrupted)
+    } else if !all_done && shared.not_ok.load(Ordering::SeqCst) {
+        Ok(SessionEnd::FailedFast)
+    } else if !all_done {
         Ok(SessionEnd::Interrupted)
     } else {
         Ok(SessionEnd::Complete)

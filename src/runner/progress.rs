@@ -33,6 +33,9 @@ pub trait Progress: Send + Sync {
         done: usize,
         total: usize,
     );
+    /// Why the runs still to start wait (Slurm: pending tasks by reason, `2 pending
+    /// (PartitionTimeLimit)`); `None` once nothing is pending. Called when the text changes.
+    fn waiting(&self, _why: Option<&str>) {}
     /// The session ended.
     fn finish(&self) {}
 }
@@ -54,31 +57,103 @@ pub fn runs(n: usize) -> String {
     }
 }
 
-/// Most failed runs listed at the end of `run`; the others are counted.
+/// Most reasons listed at the end of `run` (each with its runs counted); the runs of other
+/// reasons are counted.
 pub const LISTED_FAILURES: usize = 10;
 
-/// Lines of stderr shown per failed run at the end of `run`.
+/// Lines of stderr shown per listed reason at the end of `run` (of its first run).
 pub const FAILURE_TAIL_LINES: usize = 5;
 
-/// The runs of a session that are not ok: the first [`LISTED_FAILURES`] in plan order, and how
-/// many more there are.
+/// Run ids named per reason at the end of `run`; the others are counted.
+pub const NAMED_RUNS: usize = 3;
+
+/// Most distinct reasons a session keeps apart; the runs of further reasons are only counted
+/// ([`Failures::unlisted`]), so memory stays bounded whatever fails.
+const KEPT_REASONS: usize = 1000;
+
+/// The runs of one session that are not ok for the same reason (outcome and one-line reason
+/// alike): the first of them (lowest plan index, with its stderr tail), how many there are, and
+/// the ids of the first [`NAMED_RUNS`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailureGroup {
+    /// The run with the lowest plan index of the group.
+    pub first: RunFailure,
+    /// Runs in the group.
+    pub count: usize,
+    /// (plan index, run id) of the group's runs with the lowest plan indices, ascending; at most
+    /// [`NAMED_RUNS`].
+    pub runs: Vec<(usize, String)>,
+}
+
+impl FailureGroup {
+    /// The group's run ids as a phrase: `000-a-r1, 001-a-r2 and 10 more`.
+    pub fn named_runs(&self) -> String {
+        let ids: Vec<&str> = self.runs.iter().map(|(_, id)| id.as_str()).collect();
+        let more = self.count.saturating_sub(ids.len());
+        if more == 0 {
+            ids.join(", ")
+        } else {
+            format!("{} and {more} more", ids.join(", "))
+        }
+    }
+}
+
+/// The runs of a session that are not ok, grouped by reason: twelve runs failing alike are one
+/// reason with a count, not twelve stderr tails.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Failures {
-    /// Failed runs with their reason and stderr tail, in plan order.
-    pub listed: Vec<RunFailure>,
-    /// Failed runs not in `listed`.
+    groups: Vec<FailureGroup>,
+    by_reason: std::collections::HashMap<(Outcome, String), usize>,
+    /// Runs not ok whose reason came after [`KEPT_REASONS`] others: counted only.
     pub unlisted: usize,
 }
 
 impl Failures {
-    /// Adds one failure, keeping the [`LISTED_FAILURES`] with the lowest plan index.
+    /// Adds one failure to the group of its reason.
     pub fn add(&mut self, failure: RunFailure) {
-        let at = self.listed.partition_point(|f| f.index < failure.index);
-        self.listed.insert(at, failure);
-        if self.listed.len() > LISTED_FAILURES {
-            self.listed.pop();
-            self.unlisted += 1;
+        let key = (failure.outcome, failure.reason.clone());
+        let group = match self.by_reason.get(&key) {
+            Some(&g) => &mut self.groups[g],
+            None if self.groups.len() >= KEPT_REASONS => {
+                self.unlisted += 1;
+                return;
+            }
+            None => {
+                self.by_reason.insert(key, self.groups.len());
+                self.groups.push(FailureGroup {
+                    runs: vec![(failure.index, failure.run_id.clone())],
+                    first: failure,
+                    count: 1,
+                });
+                return;
+            }
+        };
+        group.count += 1;
+        let at = group.runs.partition_point(|(i, _)| *i < failure.index);
+        if at < NAMED_RUNS {
+            group.runs.insert(at, (failure.index, failure.run_id.clone()));
+            group.runs.truncate(NAMED_RUNS);
         }
+        if failure.index < group.first.index {
+            group.first = failure;
+        }
+    }
+
+    /// Whether no run failed.
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty() && self.unlisted == 0
+    }
+
+    /// Runs not ok in all.
+    pub fn total(&self) -> usize {
+        self.groups.iter().map(|g| g.count).sum::<usize>() + self.unlisted
+    }
+
+    /// The groups in plan order of their first run.
+    pub fn groups(&self) -> Vec<&FailureGroup> {
+        let mut groups: Vec<&FailureGroup> = self.groups.iter().collect();
+        groups.sort_by_key(|g| g.first.index);
+        groups
     }
 }
 
@@ -143,6 +218,11 @@ impl Progress for Collect {
             inner.run_finished(run, record, failure, done, total);
         }
     }
+    fn waiting(&self, why: Option<&str>) {
+        if let Some(inner) = self.inner.get() {
+            inner.waiting(why);
+        }
+    }
     fn finish(&self) {
         if let Some(inner) = self.inner.get() {
             inner.finish();
@@ -202,6 +282,12 @@ impl Progress for Lines {
             describe(record, failure, done, total, columns())
         ));
     }
+    fn waiting(&self, why: Option<&str>) {
+        if let Some(why) = why {
+            let _guard = self.lock.lock();
+            say(format_args!("waiting: {why}"));
+        }
+    }
 }
 
 /// `COLUMNS` when it is a positive number (as clap and most tools read it).
@@ -234,6 +320,7 @@ impl Bar {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        crate::signal::terminal_line(true);
         Bar { bar }
     }
 }
@@ -241,6 +328,15 @@ impl Bar {
 impl Progress for Bar {
     fn run_started(&self, run: &PlannedRun) {
         self.bar.set_message(run.run_id.clone());
+    }
+    fn waiting(&self, why: Option<&str>) {
+        match why {
+            Some(why) => {
+                self.bar.println(format!("waiting: {why}"));
+                self.bar.set_message(format!("waiting: {why}"));
+            }
+            None => self.bar.set_message(""),
+        }
     }
     fn run_finished(
         &self,
@@ -258,6 +354,7 @@ impl Progress for Bar {
     }
     fn finish(&self) {
         self.bar.finish_and_clear();
+        crate::signal::terminal_line(false);
     }
 }
 
@@ -281,7 +378,11 @@ mod tests {
             run_id: format!("{index:03}-x-r1"),
             index,
             outcome: Outcome::Failed,
-            reason: "exit 1".into(),
+            reason: if index.is_multiple_of(5) {
+                "exit 2".into()
+            } else {
+                "exit 1".into()
+            },
             stderr_tail: Vec::new(),
         }
     }
@@ -294,13 +395,31 @@ mod tests {
     }
 
     #[test]
-    fn failures_keep_the_first_in_plan_order_and_count_the_rest() {
+    fn failures_are_grouped_by_reason_in_plan_order() {
         let mut f = Failures::default();
         for i in (0..25).rev() {
             f.add(failure(i));
         }
-        let listed: Vec<usize> = f.listed.iter().map(|f| f.index).collect();
-        assert_eq!(listed, (0..LISTED_FAILURES).collect::<Vec<_>>());
-        assert_eq!(f.unlisted, 25 - LISTED_FAILURES);
+        let groups = f.groups();
+        assert_eq!(groups.len(), 2);
+        assert_eq!((groups[0].first.index, groups[0].count), (0, 5));
+        assert_eq!(groups[0].first.reason, "exit 2");
+        assert_eq!(groups[0].named_runs(), "000-x-r1, 005-x-r1, 010-x-r1 and 2 more");
+        assert_eq!((groups[1].first.index, groups[1].count), (1, 20));
+        assert_eq!(f.total(), 25);
+    }
+
+    #[test]
+    fn distinct_reasons_beyond_the_kept_ones_are_counted() {
+        let mut f = Failures::default();
+        for i in 0..KEPT_REASONS + 7 {
+            f.add(RunFailure {
+                reason: format!("exit {i}"),
+                ..failure(i)
+            });
+        }
+        assert_eq!(f.groups().len(), KEPT_REASONS);
+        assert_eq!(f.unlisted, 7);
+        assert_eq!(f.total(), KEPT_REASONS + 7);
     }
 }

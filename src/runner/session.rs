@@ -38,6 +38,11 @@ pub struct RunOptions {
     pub exclude_newer: Option<String>,
     /// `[environments]`: use these locks as they are, by environment name (`resume`).
     pub locks: Option<BTreeMap<String, String>>,
+    /// What the command line changed (`--where`, `--repetitions`, `--fail-fast`), recorded in
+    /// bundle.json `overrides`; the manifest given has the selection applied already.
+    pub overrides: Option<crate::bundle::Overrides>,
+    /// `hwr-exp bisect`: the session and step this bundle is (bundle.json `bisect`).
+    pub bisect: Option<crate::bundle::BisectStep>,
 }
 
 /// Why a session did not produce a bundle.
@@ -153,6 +158,8 @@ pub struct SessionReport {
     pub failures: progress::Failures,
     /// Slurm executor: the job ids of the arrays submitted by this session, in order.
     pub slurm_jobs: Vec<u64>,
+    /// `--fail-fast` stopped the session after a run that was not ok, before every run started.
+    pub failed_fast: bool,
 }
 
 /// Plan context for a bundle folder: the running binary, the allowed CPUs, a fresh fallback seed,
@@ -242,7 +249,7 @@ pub fn run_manifest(
     }
     super::preflight::check(&plan, &results_dir).map_err(SessionError::Preflight)?;
     let backend = Backend::of(manifest.executor.kind)
-        .preflight(&results_dir, opts.quiet)
+        .preflight(&results_dir, opts.quiet, &plan, &Job::of(manifest))
         .map_err(SessionError::Preflight)?;
 
     // Earlier bundles and the one being written live under results/: leave them out of the
@@ -302,6 +309,11 @@ pub fn run_manifest(
             })
             .collect(),
         slurm: None,
+        overrides: opts.overrides.clone(),
+        adaptive: plan
+            .adaptive
+            .map(|rule| super::adaptive::initial_record(&plan, rule, 0.0)),
+        bisect: opts.bisect.clone(),
     };
     // The first files are written into a hidden staging folder that is renamed into place when
     // complete: a runner killed during the setup leaves no bundle that cannot be read. Two runners
@@ -316,7 +328,8 @@ pub fn run_manifest(
     // The local backend writes plan.json while the first runs execute (a 1,000,000-run plan is
     // about 440 MB of JSON, seconds of writing and hashing); the Slurm backend, whose submission
     // may return at once (`--detach`), writes it before the bundle is published.
-    let plan_in_background = backend.backend().name() == "local" && !opts.detach;
+    // Adaptive plans are rewritten after each round (`runner::adaptive`): written before, too.
+    let plan_in_background = backend.backend().name() == "local" && !opts.detach && plan.adaptive.is_none();
     let first_files = |writer: &BundleWriter, plan: &Plan| -> std::io::Result<()> {
         test_pause("staged");
         writer.write_file(files::MANIFEST, manifest_bytes)?;
@@ -400,12 +413,13 @@ pub fn run_manifest(
             }
         });
         let session = Session {
-            plan,
+            plan: std::borrow::Cow::Borrowed(plan),
             indices: (0..plan.len()).collect(),
             writer: Mutex::new(writer),
             launcher,
             cancel,
             progress: progress::Collect::deferred(opts.quiet),
+            fail_fast: opts.overrides.as_ref().is_some_and(|o| o.fail_fast),
             finish: Finish {
                 results_dir,
                 before,
@@ -436,8 +450,8 @@ pub struct Finish<'a> {
 /// progress::Collect::deferred(quiet)`); a backend ([`super::backend::Ready::run`]) executes or
 /// submits its runs and finishes it ([`Session::finish`]).
 pub struct Session<'a> {
-    /// The plan of the bundle.
-    pub plan: &'a Plan,
+    /// The plan of the bundle (owned once an adaptive round is added to it).
+    pub plan: std::borrow::Cow<'a, Plan>,
     /// Plan indices of the runs of this session, ascending.
     pub indices: Vec<usize>,
     /// The bundle's only writer (behind a mutex: the local job slots share it).
@@ -448,6 +462,8 @@ pub struct Session<'a> {
     pub cancel: &'a CancelFlag,
     /// The progress display ([`progress::Collect::deferred`]: started when the runs are).
     pub progress: progress::Collect,
+    /// `--fail-fast` (bundle.json `overrides`): no run starts after one that is not ok.
+    pub fail_fast: bool,
     /// What [`Session::finish`] needs.
     pub finish: Finish<'a>,
     /// plan.json being written while the first runs execute (the local `run`): its sha256 (or the
@@ -471,10 +487,11 @@ impl<'a> Session<'a> {
     /// What executing runs needs ([`super::Runs`]).
     pub fn runs(&self) -> super::Runs<'_> {
         super::Runs {
-            plan: self.plan,
+            plan: &self.plan,
             launcher: self.launcher,
             cancel: self.cancel,
             progress: &self.progress,
+            fail_fast: self.fail_fast,
         }
     }
 
@@ -494,7 +511,9 @@ impl<'a> Session<'a> {
             ));
         }
         self.progress.start(self.indices.len());
+        let started = std::time::Instant::now();
         let end = super::execute(self.runs(), &self.indices, &self.writer);
+        let end = super::adaptive::continue_rounds(&mut self, end, started);
         self.finish(end, Vec::new())
     }
 
@@ -565,13 +584,17 @@ impl<'a> Session<'a> {
         };
         let status = match end {
             SessionEnd::Complete => BundleStatus::Complete,
-            SessionEnd::Interrupted => BundleStatus::Interrupted,
+            SessionEnd::Interrupted | SessionEnd::FailedFast => BundleStatus::Interrupted,
         };
         if let Err(source) = writer.finish(status, SystemTime::now()) {
             return Err(failed_bundle(writer, source));
         }
         let counts = writer.info().counts.clone();
-        let exit_code = if status == BundleStatus::Interrupted || cancel.load(Ordering::SeqCst) {
+        // --fail-fast stopped the session because a run failed: that failure is the exit code
+        // (1), not an interruption (130), though the bundle is `interrupted` (resumable).
+        let exit_code = if end == SessionEnd::FailedFast && !cancel.load(Ordering::SeqCst) {
+            exit_codes::RUN_FAILED
+        } else if status == BundleStatus::Interrupted || cancel.load(Ordering::SeqCst) {
             exit_codes::INTERRUPTED
         } else if counts.keys().all(|o| *o == Outcome::Ok) {
             exit_codes::SUCCESS
@@ -587,6 +610,7 @@ impl<'a> Session<'a> {
             exit_code,
             failures,
             slurm_jobs,
+            failed_fast: end == SessionEnd::FailedFast,
         })
     }
 }

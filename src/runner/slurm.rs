@@ -21,12 +21,15 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::bundle::reason::RunFailure;
-use crate::bundle::write::{NodeIds, TaskRunWriter};
+use crate::bundle::write::{LostTask, NodeIds, TaskRunWriter};
 use crate::bundle::{BundleWriter, RunRecord, SlurmTaskIds, files};
 use crate::exec::{CancelFlag, Termination};
 use crate::manifest::{CpuSelection, Manifest, SlurmConfig};
 use crate::plan::{Plan, PlanError};
-use crate::slurm::{ArrayLimits, CancelTarget, ScriptSpec, SlurmClient, SubmittedArray, TaskMap, script};
+use crate::slurm::{
+    ArrayLimits, ArrayState, CancelTarget, EnvPolicy, RetryNote, ScriptSpec, SlurmClient, SlurmError,
+    SubmittedArray, Tag, TaskMap, script,
+};
 
 use super::progress::FAILURE_TAIL_LINES;
 use super::session::{Session, SessionError, SessionReport};
@@ -53,6 +56,16 @@ pub struct Cluster {
     pub limits: ArrayLimits,
     /// Whether the results folder is on a file system the nodes may share (`statfs`).
     pub shared_fs: bool,
+}
+
+/// The problem of adaptive `repetitions` on Slurm (refused: the arrays are submitted whole),
+/// located at `schedule.repetitions`; `None` for a fixed number.
+pub fn adaptive_problem(manifest: &Manifest) -> Option<PlanError> {
+    manifest.schedule.adaptive.map(|_| PlanError {
+        key: "schedule.repetitions".into(),
+        message: "adaptive repetitions cannot be used with the slurm executor: it submits the whole plan as job arrays, and the rule decides each round from the one before".into(),
+        help: Some("give a fixed number, like repetitions = 10, or run with --executor local".into()),
+    })
 }
 
 /// The fixed-CPU-list problem of a manifest run with the Slurm executor (DESIGN 3: `cpus` must be
@@ -101,9 +114,16 @@ pub fn on_shared_fs(path: &Path) -> Option<bool> {
 /// folder or the hwr-exp binary is on a node-local file system: tasks on other nodes could not
 /// reach them (one-node clusters are fine, so this is no error).
 ///
+/// Then each task's request (`--time` = timeout + grace + time-margin, `--cpus-per-task`,
+/// `--mem`/`--mem-per-cpu`/`--nodes` of `sbatch-args`) is checked against the limits of its
+/// partition (`partition`, else the cluster's default) from `scontrol show partition`
+/// ([`crate::slurm::partition::check`]): a request above `MaxTime`, `MaxMemPerNode`,
+/// `MaxMemPerCPU`, `MaxCPUsPerNode` or the node count is refused with both numbers, since its
+/// tasks would pend forever.
+///
 /// # Errors
 /// One message per problem (exit 3 through [`SessionError::Preflight`]).
-pub fn preflight(results_dir: &Path, quiet: bool) -> Result<Cluster, Vec<String>> {
+pub fn preflight(results_dir: &Path, quiet: bool, request: &Request<'_>) -> Result<Cluster, Vec<String>> {
     let client = SlurmClient::new();
     client
         .ping()
@@ -111,6 +131,7 @@ pub fn preflight(results_dir: &Path, quiet: bool) -> Result<Cluster, Vec<String>
     let limits = client
         .array_limits()
         .map_err(|e| vec![format!("slurm executor: {e}")])?;
+    check_partition(&client, request)?;
     let shared_fs = on_shared_fs(results_dir).unwrap_or(false);
     if !quiet {
         let exe = std::env::current_exe().ok();
@@ -133,6 +154,51 @@ pub fn preflight(results_dir: &Path, quiet: bool) -> Result<Cluster, Vec<String>
         limits,
         shared_fs,
     })
+}
+
+/// What one session's tasks ask Slurm for, checked by [`preflight`] against the partition.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// `[executor]` slurm keys.
+    pub config: &'a SlurmConfig,
+    /// Each run's timeout (`None`: none, no `--time`).
+    pub timeout: Option<Duration>,
+    /// Each run's grace.
+    pub grace: Duration,
+    /// `cpus-per-run`, `--cpus-per-task`.
+    pub cpus_per_task: usize,
+}
+
+/// Refuses a request above its partition's limits ([`preflight`]). A partition that
+/// `scontrol show partition` does not list is left to sbatch to refuse (its message is recorded).
+fn check_partition(client: &SlurmClient, request: &Request<'_>) -> Result<(), Vec<String>> {
+    use crate::slurm::partition;
+    let config = request.config;
+    let mut task = partition::TaskRequest {
+        time: script::time_limit(request.timeout, request.grace, config.time_margin)
+            .map(|d| d.as_secs() + u64::from(d.subsec_nanos() > 0)),
+        cpus: request.cpus_per_task.max(1) as u64,
+        nodes: 1,
+        ..partition::TaskRequest::default()
+    };
+    partition::request_from_args(&config.sbatch_args, &mut task)
+        .map_err(|e| vec![format!("slurm executor: {e}")])?;
+    let partitions = client
+        .partitions()
+        .map_err(|e| vec![format!("slurm executor: {e}")])?;
+    let chosen = match &config.partition {
+        Some(name) => partitions.iter().find(|p| &p.name == name),
+        None => partitions.iter().find(|p| p.default),
+    };
+    let Some(p) = chosen else { return Ok(()) };
+    let problems = partition::check(p, &task);
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(problems
+        .into_iter()
+        .map(|m| format!("slurm executor: {m}"))
+        .collect())
 }
 
 /// What [`submit`] needs besides the plan.
@@ -169,11 +235,14 @@ pub fn script_specs(
         .iter()
         .map(|chunk| ScriptSpec {
             job_name: script::job_name(&plan.experiment),
+            comment: None,
             partition: config.partition.clone(),
             account: config.account.clone(),
             qos: config.qos.clone(),
             time_limit: script::time_limit(plan.timeout, plan.grace, config.time_margin),
             cpus_per_task: cpus_per_task.max(1),
+            nodelist: config.nodes.clone(),
+            exclude: config.exclude_nodes.clone(),
             array: chunk.spec(Some(plan.jobs.max(1))),
             offset: chunk.offset,
             after: None,
@@ -184,20 +253,85 @@ pub fn script_specs(
         .collect())
 }
 
-/// Submits runs `indices` of `plan` into the bundle `writer` holds: for each array, its script
-/// `slurm/array-<n>.sbatch` (numbered after the arrays already recorded), `sbatch`, and the job id
-/// appended to bundle.json at once. Arrays are chained (`--dependency=afterany:<previous>`) so
-/// that `jobs` bounds the running tasks across all of them. When a submission fails, the arrays
-/// already submitted are cancelled.
+/// Why [`submit`] submitted nothing that runs.
+#[derive(Debug)]
+pub enum SubmitError {
+    /// The cancel flag was set (Ctrl-C, SIGTERM) during the submission. Every array the
+    /// submission created (recorded ones, and any found by its tag) was cancelled before release.
+    Interrupted,
+    /// sbatch refused a submission; the refusal is recorded in bundle.json `slurm.refusals`.
+    Refused(String),
+    /// Any other failure (a script, bundle.json, a Slurm command), described.
+    Failed(String),
+}
+
+impl std::fmt::Display for SubmitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SubmitError::Interrupted => write!(f, "interrupted"),
+            SubmitError::Refused(m) | SubmitError::Failed(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+/// The client of a submission: the cluster's, stopping at `cancel`, telling each retry of a
+/// transient error (unless `quiet`), passing sbatch's input variables by `keep_sbatch_env`.
+pub fn submission_client(
+    cluster: &Cluster,
+    config: &SlurmConfig,
+    cancel: &CancelFlag,
+    quiet: bool,
+) -> SlurmClient {
+    let mut client = cluster
+        .client
+        .clone()
+        .with_cancel(cancel.clone())
+        .with_env(if config.keep_sbatch_env {
+            EnvPolicy::Keep
+        } else {
+            EnvPolicy::Clear
+        });
+    if !quiet {
+        client = client.with_observer(std::sync::Arc::new(|note: &RetryNote| {
+            super::progress::say(format_args!("slurm: {note}"));
+        }));
+    }
+    client
+}
+
+/// The tag of the script `slurm/<name>` of the bundle `writer` holds ([`Tag`]).
+fn tag_of(writer: &BundleWriter, name: &str, offset: usize) -> Tag {
+    Tag {
+        bundle: writer.dir().to_string_lossy().into_owned(),
+        script: format!("{}/{name}", files::SLURM),
+        offset,
+    }
+}
+
+/// Submits runs `indices` of `plan` into the bundle `writer` holds as a two-phase commit (DESIGN
+/// 8): for each array its script `slurm/array-<n>.sbatch` (numbered after the arrays already
+/// recorded, tagged in `--comment` with the bundle and the script: [`Tag`]), `sbatch --hold`,
+/// the job id recorded in bundle.json as `held` at once; once every array is recorded,
+/// `scontrol release` of them all and the state `released`. A runner killed at any moment leaves
+/// nothing running that bundle.json does not record: before the record the array is held (and
+/// `wait`, `cancel`, `resume` find it by its tag), after it the record names it. Arrays are
+/// chained (`--dependency=afterany:<previous>`) so that `jobs` bounds the running tasks.
+///
+/// The sbatch input variables of this environment (`SBATCH_*`, `SLURM_*`) are removed from
+/// sbatch's environment and their names recorded (`slurm.cleared-env`), or with
+/// `keep-sbatch-env` passed on and recorded with their values (`slurm.kept-env`).
 ///
 /// # Errors
-/// A message naming the failed step (script, sbatch with its stderr, bundle.json).
+/// [`SubmitError::Interrupted`] when `client`'s cancel flag was set; [`SubmitError::Refused`] when
+/// sbatch refused an array (recorded in `slurm.refusals`); [`SubmitError::Failed`] otherwise. In
+/// every case the arrays of this submission are cancelled (none was released).
 pub fn submit(
     plan: &Plan,
     indices: &[usize],
     writer: &mut BundleWriter,
     submit: &Submit<'_>,
-) -> Result<Vec<SubmittedArray>, String> {
+    client: &SlurmClient,
+) -> Result<Vec<SubmittedArray>, SubmitError> {
     let specs = script_specs(
         plan,
         indices,
@@ -205,55 +339,146 @@ pub fn submit(
         submit.cpus_per_task,
         submit.cluster.limits,
         writer.dir(),
-    )?;
+    )
+    .map_err(SubmitError::Failed)?;
+    let env = crate::slurm::sbatch_input_env();
+    writer
+        .record_sbatch_env(&env, submit.config.keep_sbatch_env)
+        .map_err(|e| SubmitError::Failed(format!("recording sbatch's environment in bundle.json: {e}")))?;
     let first = writer.info().slurm.as_ref().map_or(0, |s| s.arrays.len());
     let mut done: Vec<SubmittedArray> = Vec::new();
-    let result = (|| -> Result<(), String> {
+    let mut result = (|| -> Result<(), SubmitError> {
         for (k, mut spec) in specs.into_iter().enumerate() {
             spec.after = done.last().map(|a| a.job_id);
-            let text = spec.render().map_err(|e| e.to_string())?;
             let name = format!("array-{}.sbatch", first + k);
+            let tag = tag_of(writer, &name, spec.offset);
+            spec.comment = Some(tag.comment());
+            let text = spec.render().map_err(|e| SubmitError::Failed(e.to_string()))?;
             let path = writer
                 .write_slurm_script(&name, &text)
-                .map_err(|e| format!("writing {}/{name}: {e}", files::SLURM))?;
-            let submission = submit
-                .cluster
-                .client
-                .submit_script(&path)
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| SubmitError::Failed(format!("writing {}/{name}: {e}", files::SLURM)))?;
+            let submission = match client.submit_held(&path, &spec.job_name, &tag) {
+                Ok(s) => s,
+                Err(SlurmError::Interrupted { .. }) => return Err(SubmitError::Interrupted),
+                Err(e @ SlurmError::Failed { .. }) => {
+                    let message = e.slurm_message();
+                    let limit = crate::slurm::refusal_limit(&message).map(str::to_string);
+                    let refusal = crate::bundle::SbatchRefusal {
+                        at: crate::timestamp::rfc3339(SystemTime::now()),
+                        script: tag.script.clone(),
+                        message,
+                        limit,
+                    };
+                    let text = format!("sbatch refused {}: {}", tag.script, refusal.describe());
+                    writer.add_sbatch_refusal(refusal).map_err(|w| {
+                        SubmitError::Failed(format!("{text}; recording it in bundle.json: {w}"))
+                    })?;
+                    return Err(SubmitError::Refused(format!("{text}\n  ({e})")));
+                }
+                Err(e) => return Err(SubmitError::Failed(e.to_string())),
+            };
             let array = SubmittedArray {
                 job_id: submission.job_id,
                 offset: spec.offset,
                 array: spec.array.to_string(),
-                script: format!("{}/{name}", files::SLURM),
+                script: tag.script.clone(),
+                state: ArrayState::Held,
             };
             done.push(array.clone());
-            writer
-                .add_slurm_array(array)
-                .map_err(|e| format!("recording job {} in bundle.json: {e}", submission.job_id))?;
+            writer.add_slurm_array(array).map_err(|e| {
+                SubmitError::Failed(format!("recording job {} in bundle.json: {e}", submission.job_id))
+            })?;
         }
-        Ok(())
+        let ids: Vec<u64> = done.iter().map(|a| a.job_id).collect();
+        match client.release(&ids) {
+            Ok(()) => {}
+            Err(SlurmError::Interrupted { .. }) => return Err(SubmitError::Interrupted),
+            Err(e) => return Err(SubmitError::Failed(format!("releasing the held arrays: {e}"))),
+        }
+        writer
+            .set_slurm_array_state(&ids, ArrayState::Released)
+            .map_err(|e| SubmitError::Failed(format!("recording the release in bundle.json: {e}")))
     })();
-    match result {
-        Ok(()) => Ok(done),
-        Err(e) => {
-            let targets: Vec<CancelTarget> = done.iter().map(|a| CancelTarget::Job(a.job_id)).collect();
-            let _ = submit.cluster.client.cancel(&targets);
-            Err(e)
+    if result.is_err() {
+        // Nothing of this submission was released (or the release was interrupted): cancel every
+        // array it made, the recorded ones and any sbatch created without telling its id.
+        let cleanup = client.without_cancel();
+        let job_name = script::job_name(&plan.experiment);
+        let recorded: BTreeSet<u64> = writer
+            .info()
+            .slurm
+            .iter()
+            .flat_map(|s| s.arrays.iter().map(|a| a.job_id))
+            .collect();
+        match cleanup.tagged(&job_name, writer.dir()) {
+            Ok(found) => {
+                for orphan in found.iter().filter(|a| !recorded.contains(&a.job_id) && a.active > 0) {
+                    if let Some(array) = adoptable(writer.dir(), orphan) {
+                        let _ = writer.add_slurm_array(array.clone());
+                        done.push(array);
+                    }
+                }
+            }
+            Err(e) => {
+                result = result.map_err(|r| {
+                    SubmitError::Failed(format!(
+                        "{r}; and squeue could not be asked for arrays tagged with this bundle ({e}): look with `squeue -n {job_name} -o %F|%k` and cancel them"
+                    ))
+                })
+            }
+        }
+        let ids: Vec<u64> = done.iter().map(|a| a.job_id).collect();
+        let targets: Vec<CancelTarget> = ids.iter().copied().map(CancelTarget::Job).collect();
+        if cleanup.cancel(&targets).is_ok() {
+            let _ = writer.set_slurm_array_state(&ids, ArrayState::Cancelled);
         }
     }
+    result.map(|()| {
+        let mut done = done;
+        for a in &mut done {
+            a.state = ArrayState::Released;
+        }
+        done
+    })
+}
+
+/// The record of an array found by its tag ([`SlurmClient::tagged`]) but not in bundle.json: its
+/// `--array` read back from the tagged script in the bundle, its state `held` when every active
+/// task is held, else `released`. `None` when the script cannot be read or has no `--array` line.
+pub fn adoptable(bundle: &Path, found: &crate::slurm::TaggedArray) -> Option<SubmittedArray> {
+    let text = std::fs::read_to_string(bundle.join(&found.tag.script)).ok()?;
+    let array = text
+        .lines()
+        .find_map(|l| l.strip_prefix("#SBATCH --array="))?
+        .trim()
+        .to_string();
+    crate::slurm::ArraySpec::parse(&array).ok()?;
+    Some(SubmittedArray {
+        job_id: found.job_id,
+        offset: found.tag.offset,
+        array,
+        script: found.tag.script.clone(),
+        state: if found.active > 0 && found.held == found.active {
+            ArrayState::Held
+        } else {
+            ArrayState::Released
+        },
+    })
 }
 
 /// Submits the session's runs (see [`submit`]), then, unless `submit.detach`, waits for them
 /// ([`wait`]) and finishes the session as the local backend does (provenance after, counts,
 /// status, exit code). Detached, the bundle stays `running` without a lock holder and the report
-/// says so (exit 0).
+/// says so (exit 0). Interrupted while submitting, the bundle is finished `interrupted` (exit 130)
+/// with nothing of the submission left in the queue.
 ///
 /// # Errors
 /// [`SessionError::Preflight`] when nothing could be submitted (exit 3; the bundle is marked
-/// `failed`); [`SessionError::Bundle`] when writing the bundle fails.
+/// `failed`, an sbatch refusal recorded); [`SessionError::Bundle`] when writing the bundle fails.
 pub fn submit_and_wait(mut session: Session<'_>, params: &Submit<'_>) -> Result<SessionReport, SessionError> {
-    let (plan, quiet) = (session.plan, session.finish.quiet);
+    let (plan, quiet) = (session.plan.clone(), session.finish.quiet);
+    let plan: &Plan = &plan;
+    let client = submission_client(params.cluster, params.config, session.cancel, quiet);
     let indices = std::mem::take(&mut session.indices);
     let writer = session.writer_mut();
     if !quiet {
@@ -264,8 +489,11 @@ pub fn submit_and_wait(mut session: Session<'_>, params: &Submit<'_>) -> Result<
             writer.dir().display()
         ));
     }
-    let arrays = match submit(plan, &indices, writer, params) {
+    let arrays = match submit(plan, &indices, writer, params, &client) {
         Ok(a) => a,
+        Err(SubmitError::Interrupted) => {
+            return session.finish(Ok(SessionEnd::Interrupted), Vec::new());
+        }
         Err(e) => {
             let _ = writer.finish(crate::bundle::BundleStatus::Failed, SystemTime::now());
             return Err(SessionError::Preflight(vec![format!(
@@ -286,6 +514,7 @@ pub fn submit_and_wait(mut session: Session<'_>, params: &Submit<'_>) -> Result<
             exit_code: crate::exit_codes::SUCCESS,
             failures: Default::default(),
             slurm_jobs: jobs,
+            failed_fast: false,
         });
     }
     let arrays = writer
@@ -296,7 +525,8 @@ pub fn submit_and_wait(mut session: Session<'_>, params: &Submit<'_>) -> Result<
         .unwrap_or_default();
     session.indices = indices;
     let waiting = Waiting {
-        client: params.cluster.client.clone(),
+        // The waiter checks the cancel flag itself and must still be able to scancel then.
+        client: client.without_cancel(),
         arrays,
         shared_fs: params.cluster.shared_fs,
     };
@@ -369,7 +599,8 @@ pub fn wait(
     map: &TaskMap,
     lost_grace: Duration,
 ) -> io::Result<SessionEnd> {
-    let (plan, cancel, total) = (session.plan, session.cancel, session.indices.len());
+    let (plan, cancel, total) = (session.plan.clone(), session.cancel, session.indices.len());
+    let plan: &Plan = &plan;
     let (indices, progress) = (&session.indices, &session.progress);
     let writer = session
         .writer
@@ -385,6 +616,8 @@ pub fn wait(
     let mut done = 0usize;
     let marker = writer.dir().join(files::SLURM).join(files::CANCEL_REQUESTED);
     let mut warned = false;
+    // The last pending-reason summary shown (`2 pending (PartitionTimeLimit)`).
+    let mut shown_pending: Option<String> = None;
     loop {
         if cancel.load(Ordering::SeqCst) || marker.exists() {
             cancel_arrays(client, map);
@@ -400,16 +633,48 @@ pub fn wait(
                 None
             }
         };
+        if let Some(snapshot) = &snapshot {
+            let reasons =
+                snapshot.pending_reasons(|k| map.index(k).is_some_and(|i| pending.contains_key(&i)));
+            let text = crate::slurm::queue::pending_text(&reasons);
+            if text != shown_pending {
+                progress.waiting(text.as_deref());
+                shown_pending = text;
+            }
+        }
         let mut finished_now = Vec::new();
         let mut lost_now = Vec::new();
         for (&i, path) in &pending {
+            let key = map.task(i);
             if let Ok(record) =
                 crate::bundle::read::read_versioned::<RunRecord>(path, "format", crate::bundle::BUNDLE_FORMAT)
             {
-                finished_now.push((i, record));
+                if !needs_slurms_word(&record) {
+                    finished_now.push((i, record));
+                    continue;
+                }
+                // A run that failed may have died of Slurm's signal before its task learnt that
+                // Slurm sent it: trust the record once Slurm says the task ended on its own.
+                let (Some(snapshot), Some(key)) = (&snapshot, key) else {
+                    continue;
+                };
+                let entry = snapshot.get(key);
+                if entry.is_some_and(|e| !e.state.is_finished()) {
+                    continue;
+                }
+                let account = SlurmAccount::of(client, key, entry, writer.dir());
+                match account.killed.then_some(()) {
+                    None => finished_now.push((i, record)),
+                    Some(()) => {
+                        let started = crate::slurm::log::parse_time(&record.start);
+                        let ended =
+                            crate::slurm::log::parse_time(&record.end).unwrap_or_else(SystemTime::now);
+                        lost_now.push((i, account.lost(key, started, ended)));
+                    }
+                }
                 continue;
             }
-            let (Some(snapshot), Some(key)) = (&snapshot, map.task(i)) else {
+            let (Some(snapshot), Some(key)) = (&snapshot, key) else {
                 continue;
             };
             let entry = snapshot.get(key);
@@ -424,42 +689,23 @@ pub fn wait(
             if since.elapsed() < lost_grace {
                 continue;
             }
-            let job = client.show_task(key).ok().flatten();
-            let reason = match &job {
-                Some(j) => j.describe(),
-                None => match entry {
-                    Some(e) => format!(
-                        "{}{}",
-                        e.state,
-                        e.reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default()
-                    ),
-                    None => {
-                        "no longer known to Slurm (cancelled while pending, or purged after MinJobAge)".into()
-                    }
-                },
-            };
-            let node = job
-                .as_ref()
-                .and_then(|j| j.nodes.clone())
-                .or_else(|| entry.and_then(|e| e.nodes.clone()));
-            let ids = SlurmTaskIds {
-                job_id: job.as_ref().map(|j| j.job_id).or(entry.map(|e| e.job_id)),
-                array_job_id: Some(key.array_job_id),
-                array_task_id: Some(key.task_id),
-            };
+            let account = SlurmAccount::of(client, key, entry, writer.dir());
             // Read again: the task may have written run.json since the first look.
             if path.exists() {
                 continue;
             }
+            let (started, ended) = (account.started, account.ended.unwrap_or_else(SystemTime::now));
+            lost_now.push((i, account.lost(key, started, ended)));
+        }
+        for (i, lost) in &lost_now {
             // record_lost counts the run in bundle.json itself.
-            let run = plan.run(i);
-            let record =
-                writer.record_lost(&run, plan.output_format, reason, node, ids, SystemTime::now())?;
+            let run = plan.run(*i);
+            let record = writer.record_lost(&run, plan.output_format, lost.clone())?;
             done += 1;
             let failure = RunFailure::read(&record, &writer.run_dir(&run), FAILURE_TAIL_LINES);
             progress.run_finished(&run, &record, failure.as_ref(), done, total);
-            lost_now.push(i);
         }
+        let lost_now: Vec<usize> = lost_now.into_iter().map(|(i, _)| i).collect();
         for i in lost_now {
             pending.remove(&i);
             gone_since.remove(&i);
@@ -477,6 +723,124 @@ pub fn wait(
             return Ok(SessionEnd::Complete);
         }
         std::thread::sleep(POLL);
+    }
+}
+
+/// Whether a run.json a task wrote needs Slurm's word before it is trusted: a run that did not
+/// end ok by itself (failed, invalid output) may have been ended by Slurm (its processes got
+/// Slurm's SIGTERM before the task did, and exited 143 or died of it). Lost records, the run's
+/// own timeouts and ok runs are taken as they are.
+fn needs_slurms_word(record: &RunRecord) -> bool {
+    record.outcome != crate::bundle::Outcome::Ok
+        && matches!(record.termination, Termination::Exited | Termination::Signaled)
+}
+
+/// What Slurm says about one task that ended: from `scontrol show job` while Slurm knows it, else
+/// the `squeue` entry, else the task's log file (`slurm/logs/A_T.err`, which outlives
+/// `MinJobAge`).
+#[derive(Debug, Clone)]
+struct SlurmAccount {
+    /// Slurm itself ended the task ([`crate::slurm::TaskState::killed_by_slurm`], or the log's
+    /// `CANCELLED AT` line when Slurm no longer knows it).
+    killed: bool,
+    /// The account as one line (`PREEMPTED (exit code 0:15): *** JOB 7 ON n1 CANCELLED AT ...
+    /// DUE TO PREEMPTION ***`).
+    reason: String,
+    node: Option<String>,
+    job_id: Option<u64>,
+    /// When the task's run started (its log's start line, else `StartTime`).
+    started: Option<SystemTime>,
+    /// When it ended (`EndTime`, else the log's `CANCELLED AT`).
+    ended: Option<SystemTime>,
+}
+
+impl SlurmAccount {
+    fn of(
+        client: &SlurmClient,
+        key: crate::slurm::TaskKey,
+        entry: Option<&crate::slurm::QueueEntry>,
+        bundle: &Path,
+    ) -> SlurmAccount {
+        use crate::slurm::log::{TaskLog, parse_time, task_log};
+        let job = client.show_task(key).ok().flatten();
+        let log = TaskLog::read(&task_log(bundle, key));
+        let said = log.ended_by_slurm.as_ref().map(|e| {
+            let line = e.line.find("*** JOB").map_or(e.line.as_str(), |at| &e.line[at..]);
+            line.to_string()
+        });
+        let with_log = |head: String| match &said {
+            Some(line) => format!("{head}: {line}"),
+            None => head,
+        };
+        let (killed, reason) = match (&job, entry) {
+            (Some(j), _) => (j.state.killed_by_slurm(), with_log(j.describe())),
+            (None, Some(e)) => (
+                e.state.killed_by_slurm(),
+                with_log(format!(
+                    "{}{}",
+                    e.state,
+                    e.reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default()
+                )),
+            ),
+            (None, None) => match &log.ended_by_slurm {
+                Some(end) => (
+                    true,
+                    format!(
+                        "{} (no longer known to Slurm; its log {}/logs/{key}.err says: {})",
+                        end.state,
+                        files::SLURM,
+                        said.clone().unwrap_or_default()
+                    ),
+                ),
+                None => (
+                    false,
+                    "no longer known to Slurm (cancelled while pending, or purged after MinJobAge), and its log says nothing".into(),
+                ),
+            },
+        };
+        let node = job
+            .as_ref()
+            .and_then(|j| j.nodes.clone())
+            .or_else(|| entry.and_then(|e| e.nodes.clone()));
+        // The reason names the node the task was on (run.json `node` too).
+        let reason = match &node {
+            Some(n) => format!("{reason} on node {n}"),
+            None => reason,
+        };
+        let started = log
+            .started
+            .as_deref()
+            .and_then(parse_time)
+            .or_else(|| job.as_ref()?.start_time.as_deref().and_then(parse_time));
+        // Slurm gives whole seconds: the end lies within the second it names, and not after now.
+        let ended = job
+            .as_ref()
+            .and_then(|j| j.end_time.as_deref().and_then(parse_time))
+            .or_else(|| log.ended_by_slurm.as_ref()?.at.as_deref().and_then(parse_time))
+            .map(|t| (t + Duration::from_millis(999)).min(SystemTime::now()).max(t));
+        SlurmAccount {
+            killed,
+            reason,
+            node,
+            job_id: job.as_ref().map(|j| j.job_id).or(entry.map(|e| e.job_id)),
+            started,
+            ended,
+        }
+    }
+
+    /// The lost record's facts for task `key`, with the run's `started`/`ended` times.
+    fn lost(self, key: crate::slurm::TaskKey, started: Option<SystemTime>, ended: SystemTime) -> LostTask {
+        LostTask {
+            reason: self.reason,
+            node: self.node,
+            task: SlurmTaskIds {
+                job_id: self.job_id,
+                array_job_id: Some(key.array_job_id),
+                array_task_id: Some(key.task_id),
+            },
+            started,
+            ended,
+        }
     }
 }
 
@@ -500,6 +864,17 @@ pub fn cancel_arrays(client: &SlurmClient, map: &TaskMap) {
 /// The node's hostname (`uname` nodename).
 pub fn hostname() -> String {
     rustix::system::uname().nodename().to_string_lossy().into_owned()
+}
+
+/// The node's name as Slurm knows it: `SLURMD_NODENAME` (set by slurmd in every task; it differs
+/// from the hostname where `NodeName` is not the hostname, e.g. several slurmd on one machine),
+/// else `hostname`.
+pub fn node_name(hostname: &str) -> String {
+    std::env::var("SLURMD_NODENAME")
+        .ok()
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| hostname.to_string())
 }
 
 /// The Slurm ids of the task this process runs in, from `SLURM_JOB_ID`, `SLURM_ARRAY_JOB_ID` and
@@ -528,10 +903,10 @@ pub enum TaskEnd {
 }
 
 /// One planned run of a bundle on the node, as `hwr-exp slurm-task BUNDLE INDEX` does: writes the
-/// node's host facts once (`hosts/<hostname>.json`), pins the run to the CPUs of the task's
+/// node's host facts once (`hosts/<node>.json`, [`node_name`]), pins the run to the CPUs of the task's
 /// allocation (`sched_getaffinity` of this process: what Slurm gave the task), runs it with the
 /// launcher of `runs` ([`super::Runs::launch`]: timeout, sampling as locally) and writes its
-/// folder and run.json with `hostname` and the Slurm ids. Takes no lock: the submitting or
+/// folder and run.json with `hostname`, `node` and the Slurm ids. Takes no lock: the submitting or
 /// waiting hwr-exp holds it. A run stopped by Slurm (`stopped_by_slurm`) gets no run.json: the
 /// waiter records it as `lost`.
 ///
@@ -540,10 +915,12 @@ pub enum TaskEnd {
 /// not start for want of its own resources.
 pub fn run_task(runs: super::Runs<'_>, index: usize, bundle: &Path) -> io::Result<TaskEnd> {
     let host = hostname();
+    let node = node_name(&host);
     let writer = TaskRunWriter::new(
         bundle,
         NodeIds {
-            hostname: Some(host.clone()),
+            hostname: Some(host),
+            node: Some(node.clone()),
             slurm: Some(task_ids_from_env()),
         },
     );
@@ -551,33 +928,65 @@ pub fn run_task(runs: super::Runs<'_>, index: usize, bundle: &Path) -> io::Resul
     if writer.finished(&run) {
         return Ok(TaskEnd::AlreadyFinished);
     }
-    writer.write_node_host(&host, crate::provenance::host::collect)?;
+    writer.write_node_host(&node, crate::provenance::host::collect)?;
     run.cpus =
         crate::cpus::allowed_cpus().map_err(|e| io::Error::other(format!("sched_getaffinity: {e}")))?;
     let run_dir = writer.prepare_run_dir(&run)?;
+    {
+        // The task's log (`slurm/logs/A_T.err`) keeps when its run started, for a waiter that
+        // finds the task lost after Slurm forgot it (MinJobAge).
+        use std::io::Write as _;
+        let line = crate::slurm::log::start_line(&run.run_id, &crate::timestamp::now(), &node);
+        let _ = writeln!(io::stderr(), "{line}");
+    }
     let executed = runs.launch(run, run_dir, &mut || {})?;
-    if stopped_by_slurm(&executed.outcome, runs.cancel) {
+    let own_job = task_ids_from_env().job_id;
+    if stopped_by_slurm(&executed.outcome, runs.cancel, || {
+        let id = own_job?;
+        let job = SlurmClient::new().show_job(id).ok().flatten()?;
+        Some(job.state)
+    }) {
         return Ok(TaskEnd::Stopped);
     }
     let record = writer.record_run(&executed.run, &executed.outcome, runs.plan.output_format)?;
     Ok(TaskEnd::Recorded(Box::new(record)))
 }
 
-/// How long a task whose run died of SIGTERM waits for its own SIGTERM to set the cancel flag
-/// ([`stopped_by_slurm`]).
+/// How long a task whose run ended badly waits for its own SIGTERM to set the cancel flag
+/// ([`stopped_by_slurm`]) before it asks Slurm.
 const SIGTERM_SETTLE: Duration = Duration::from_millis(500);
 
-/// Whether the task was stopped (`scancel`, Slurm's time limit) rather than its run ending: the
-/// run was stopped by the cancel flag, or the flag is set by the time it ended. Slurm signals
-/// every process of the job, so the run may die of that SIGTERM before this process's own
-/// SIGTERM has set the flag: a run that ended by SIGTERM gives the flag [`SIGTERM_SETTLE`] to
-/// arrive. Only the task path waits so; a local run's SIGTERM is the run's own business.
-fn stopped_by_slurm(outcome: &crate::exec::RunOutcome, cancel: &CancelFlag) -> bool {
+/// Whether the task was stopped by Slurm (`scancel`, preemption, time limit, node failure) rather
+/// than its run ending by itself: the run was stopped by the cancel flag, or the flag is set by
+/// the time it ended. Slurm signals every process of the job, in no set order, so the run may die
+/// of that SIGTERM (or catch it and exit 143, as many programs do) before this process's own
+/// SIGTERM has set the flag. So a run that did not exit 0 gives the flag [`SIGTERM_SETTLE`] to
+/// arrive, and then Slurm's own state of the task decides (`slurm_state`: `scontrol show job
+/// $SLURM_JOB_ID`): any state but RUNNING means Slurm is ending it (CANCELLED, TIMEOUT,
+/// PREEMPTED, NODE_FAIL, REQUEUED...). Slurm sets that state before it sends a signal. Only the
+/// task path asks; a local run's SIGTERM is the run's own business. The waiter checks again
+/// ([`wait`]: a failed run's record is trusted only once Slurm says the task ended by itself).
+fn stopped_by_slurm(
+    outcome: &crate::exec::RunOutcome,
+    cancel: &CancelFlag,
+    slurm_state: impl FnOnce() -> Option<crate::slurm::TaskState>,
+) -> bool {
     let stopped = || outcome.termination == Termination::Interrupted || cancel.load(Ordering::SeqCst);
-    if !stopped() && outcome.signal == Some(libc::SIGTERM) {
-        std::thread::sleep(SIGTERM_SETTLE);
+    if stopped() {
+        return true;
     }
-    stopped()
+    let ended_badly = outcome.signal.is_some() || outcome.exit_code.is_some_and(|c| c != 0);
+    if !ended_badly {
+        return false;
+    }
+    let until = Instant::now() + SIGTERM_SETTLE;
+    while Instant::now() < until {
+        if stopped() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    stopped() || slurm_state().is_some_and(|s| s != crate::slurm::TaskState::Running)
 }
 
 /// `hwr-exp plan --format sbatch`: the batch scripts `run` would submit for `manifest` (whose
@@ -621,6 +1030,32 @@ pub fn plan_scripts(manifest: &Manifest, results_dir: &Path) -> Result<String, S
     if let Some(n) = note {
         out.push_str(&n);
         out.push('\n');
+    }
+    out.push_str("# each array is submitted with `sbatch --hold` and released (`scontrol release`) once its job id is in bundle.json\n");
+    let env = crate::slurm::sbatch_input_env();
+    if manifest.executor.slurm.keep_sbatch_env {
+        if !env.is_empty() {
+            out.push_str("# sbatch environment kept (keep-sbatch-env = true; recorded in bundle.json slurm.kept-env); these override the #SBATCH lines:\n");
+            for (k, v) in &env {
+                out.push_str(&format!("#   {k}={}\n", v.replace('\n', "\\n")));
+            }
+        }
+    } else if !env.is_empty() {
+        out.push_str(&format!(
+            "# removed from sbatch's environment so that this script is what runs (recorded in bundle.json slurm.cleared-env; keep-sbatch-env = true keeps them): {}\n",
+            env.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    let mut specs = specs;
+    for (k, spec) in specs.iter_mut().enumerate() {
+        spec.comment = Some(
+            Tag {
+                bundle: dir.to_string_lossy().into_owned(),
+                script: format!("{}/array-{k}.sbatch", files::SLURM),
+                offset: spec.offset,
+            }
+            .comment(),
+        );
     }
     for (k, spec) in specs.iter().enumerate() {
         let chained = if k == 0 {

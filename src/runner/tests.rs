@@ -139,6 +139,9 @@ fn setup(jobs: u32) -> (Plan, tempfile::TempDir, Mutex<BundleWriter>) {
         executor: None,
         environments: Default::default(),
         slurm: None,
+        overrides: None,
+        adaptive: None,
+        bisect: None,
     };
     let writer = Mutex::new(BundleWriter::create(&bundle, info).unwrap());
     (plan, dir, writer)
@@ -315,6 +318,7 @@ fn runs<'a>(plan: &'a Plan, launcher: &'a dyn Launcher, cancel: &'a CancelFlag) 
         launcher,
         cancel,
         progress: &progress::Quiet,
+        fail_fast: false,
     }
 }
 

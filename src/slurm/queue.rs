@@ -117,6 +117,24 @@ impl TaskState {
     }
 }
 
+impl TaskState {
+    /// Whether Slurm itself ended the task (`scancel`, time limit, preemption, node failure,
+    /// deadline, boot failure, Slurm's memory limit): a run ended so did not fail on its own,
+    /// whatever exit code its processes gave when signalled.
+    pub fn killed_by_slurm(&self) -> bool {
+        matches!(
+            self,
+            TaskState::Cancelled
+                | TaskState::Timeout
+                | TaskState::Preempted
+                | TaskState::NodeFail
+                | TaskState::Deadline
+                | TaskState::BootFail
+                | TaskState::OutOfMemory
+        )
+    }
+}
+
 impl fmt::Display for TaskState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -263,6 +281,37 @@ impl QueueSnapshot {
     pub fn any_active(&self) -> bool {
         self.tasks.values().any(|e| !e.state.is_finished())
     }
+
+    /// Why the listed tasks that `wanted` keeps wait: pending tasks counted by Slurm's reason
+    /// (`%r`), see [`pending_text`].
+    pub fn pending_reasons(&self, mut wanted: impl FnMut(TaskKey) -> bool) -> BTreeMap<String, usize> {
+        let mut out = BTreeMap::new();
+        for (k, e) in &self.tasks {
+            if e.state == TaskState::Pending && wanted(*k) {
+                let reason = e.reason.clone().unwrap_or_else(|| "None".into());
+                *out.entry(reason).or_insert(0) += 1;
+            }
+        }
+        out
+    }
+}
+
+/// Pending tasks by reason in words, most frequent first: `3 pending (2 Resources, 1
+/// PartitionTimeLimit)`, `1 pending (ReqNodeNotAvail, UnavailableNodes:n2)`; `None` when
+/// nothing is pending.
+pub fn pending_text(reasons: &BTreeMap<String, usize>) -> Option<String> {
+    let total: usize = reasons.values().sum();
+    if total == 0 {
+        return None;
+    }
+    let mut by: Vec<(&String, &usize)> = reasons.iter().collect();
+    by.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let parts: Vec<String> = if by.len() == 1 {
+        vec![by[0].0.clone()]
+    } else {
+        by.iter().map(|(r, n)| format!("{n} {r}")).collect()
+    };
+    Some(format!("{total} pending ({})", parts.join(", ")))
 }
 
 /// One record of `scontrol -o show job A_T`: the fields hwr-exp reads.

@@ -46,6 +46,9 @@ pub const SLURM_DIR: &str = "slurm";
 pub struct ScriptSpec {
     /// `--job-name`; `hwr-exp:<experiment>` by [`job_name`].
     pub job_name: String,
+    /// `--comment`: the submission's tag ([`super::Tag::comment`]) by which hwr-exp finds an
+    /// array whose id it could not record; `None` writes no comment.
+    pub comment: Option<String>,
     /// `--partition`; absent = the cluster's default partition.
     pub partition: Option<String>,
     /// `--account`.
@@ -57,6 +60,11 @@ pub struct ScriptSpec {
     pub time_limit: Option<Duration>,
     /// `--cpus-per-task` (`cpus-per-run`), at least 1.
     pub cpus_per_task: usize,
+    /// `--nodelist` (`[executor] nodes`): the tasks run only on these nodes (a Slurm host list,
+    /// `n1,n2` or `n[1-2]`).
+    pub nodelist: Option<String>,
+    /// `--exclude` (`[executor] exclude-nodes`): the tasks never run on these nodes.
+    pub exclude: Option<String>,
     /// `--array` with the throttle (`jobs`).
     pub array: ArraySpec,
     /// Plan index of task id 0 ([`crate::slurm::ArrayChunk::offset`]).
@@ -234,6 +242,9 @@ impl ScriptSpec {
         ];
         // (option, value) pairs, each written as one `#SBATCH --option=value` line.
         let mut options: Vec<(&str, &str, String)> = vec![("--job-name", "job name", self.job_name.clone())];
+        if let Some(c) = &self.comment {
+            options.push(("--comment", "comment", c.clone()));
+        }
         if let Some(p) = &self.partition {
             options.push(("--partition", "partition", p.clone()));
         }
@@ -245,6 +256,12 @@ impl ScriptSpec {
         }
         if let Some(t) = self.time_limit {
             options.push(("--time", "time limit", format_slurm_time(t)));
+        }
+        if let Some(n) = &self.nodelist {
+            options.push(("--nodelist", "nodes", n.clone()));
+        }
+        if let Some(n) = &self.exclude {
+            options.push(("--exclude", "exclude-nodes", n.clone()));
         }
         options.push(("--ntasks", "ntasks", "1".into()));
         options.push((
@@ -305,6 +322,7 @@ mod tests {
     fn spec() -> ScriptSpec {
         ScriptSpec {
             job_name: job_name("size-compare"),
+            comment: None,
             partition: Some("cpu".into()),
             account: None,
             qos: Some("normal".into()),
@@ -314,6 +332,8 @@ mod tests {
                 Duration::from_secs(60),
             ),
             cpus_per_task: 2,
+            nodelist: None,
+            exclude: None,
             array: ArraySpec::new([0, 1, 2, 3, 7], Some(2)).unwrap(),
             offset: 0,
             after: None,
@@ -351,6 +371,18 @@ exec '/opt/hwr exp/hwr-exp' slurm-task {b} \"$index\"
     }
 
     #[test]
+    fn nodelist_and_exclude() {
+        let mut s = spec();
+        s.nodelist = Some("n[1-2]".into());
+        s.exclude = Some("n3,n4".into());
+        let text = s.render().unwrap();
+        assert!(
+            text.contains("#SBATCH \"--nodelist=n[1-2]\"\n#SBATCH --exclude=n3,n4\n#SBATCH --ntasks=1\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn offset_dependency_and_extra_args() {
         let mut s = spec();
         s.offset = 1001;
@@ -365,6 +397,14 @@ exec '/opt/hwr exp/hwr-exp' slurm-task {b} \"$index\"
         );
         assert!(text.contains("index=$((1001 + SLURM_ARRAY_TASK_ID))"), "{text}");
         assert!(!text.contains("--time"), "{text}");
+        s.comment = Some("hwr-exp bundle=/r/x y script=slurm/array-0.sbatch offset=0".into());
+        let text = s.render().unwrap();
+        assert!(
+            text.contains(
+                "#SBATCH --job-name=hwr-exp:size-compare\n#SBATCH \"--comment=hwr-exp bundle=/r/x y script=slurm/array-0.sbatch offset=0\"\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use crate::support::{code, hwr, package_root, stderr};
 
 /// The subcommands DESIGN.md names plus the two that print this documentation (hidden ones, such
 /// as the Slurm task's `slurm-task`, are left out of completions and man pages alike).
-const SUBCOMMANDS: [&str; 15] = [
+const SUBCOMMANDS: [&str; 16] = [
     "run",
     "check",
     "plan",
@@ -23,6 +23,7 @@ const SUBCOMMANDS: [&str; 15] = [
     "verify",
     "rerun",
     "resume",
+    "bisect",
     "wait",
     "cancel",
     "completions",
@@ -211,8 +212,8 @@ fn the_probe_says_the_header_is_parsed_once() {
     }
 }
 
-/// Issue 22, item 14: the README's commands table names every shell `completions` takes and
-/// every option of `plan`, `rerun` and `resume`; every table row in the README belongs to a table
+/// Issue 22, items 11 and 14: the README's commands table names every shell `completions` takes
+/// and every option of `run`, `plan`, `rerun` and `resume`; every table row in the README belongs to a table
 /// (a header and a rule above it) and has as many cells as its header.
 #[test]
 fn the_readme_tables_render_and_name_every_option() {
@@ -227,7 +228,7 @@ fn the_readme_tables_render_and_name_every_option() {
     for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
         assert!(row_of("completions").contains(shell), "{shell}");
     }
-    for command in ["plan", "rerun", "resume"] {
+    for command in ["run", "plan", "rerun", "resume"] {
         let help = String::from_utf8_lossy(&hwr(package_root(), &[command, "--help"]).stdout).into_owned();
         let row = row_of(command);
         for option in help

@@ -33,12 +33,14 @@
 
 mod support;
 
+mod adaptive;
 mod allocators;
 mod architecture;
 mod archive_names;
 mod archive_rerun;
 mod archive_resume;
 mod archive_verify;
+mod bisect;
 mod bundle_checksums;
 mod bundle_containment;
 mod bundle_files;
@@ -80,10 +82,14 @@ mod run_measure;
 mod run_reasons;
 mod run_records;
 mod run_settings;
+mod run_subsets;
+mod run_terminal;
 mod runner_faults;
 mod schema_validation;
 mod slurm_cluster;
 mod slurm_e2e;
+mod slurm_kills;
+mod slurm_nodes;
 mod smaps_rollup;
 mod stats_fixtures;
 

@@ -59,6 +59,7 @@ fn design_example() {
         m.schedule,
         Schedule {
             repetitions: 2,
+            adaptive: None,
             order: Order::Interleaved,
             seed: Some(7),
             jobs: 1
@@ -200,6 +201,7 @@ fn minimal_manifest_gets_every_default() {
         m.schedule,
         Schedule {
             repetitions: 1,
+            adaptive: None,
             order: Order::Interleaved,
             seed: None,
             jobs: 1
@@ -318,4 +320,15 @@ fn placeholders_escape_and_builtins_are_accepted() {
         panic!()
     };
     assert_eq!(text, "echo '{{\"a\": 1}}' {hwr-exp} {bundle}");
+}
+
+#[test]
+fn adaptive_repetitions() {
+    let m = good("adaptive.toml");
+    let a = m.schedule.adaptive.expect("an adaptive rule");
+    assert_eq!((a.min, a.max), (4, 30));
+    assert_eq!(a.until, hwr_exp::manifest::Until::Decided);
+    assert_eq!(a.time_budget, Some(std::time::Duration::from_secs(7200)));
+    assert_eq!(m.schedule.repetitions, 4, "the first rounds");
+    assert_eq!(span_text(&m, "schedule.repetitions.max"), "30");
 }

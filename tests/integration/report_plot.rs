@@ -50,7 +50,7 @@ fn one_polyline_per_run_and_per_memory_series() {
     strokes.sort();
     strokes.dedup();
     assert_eq!(strokes.len(), 2, "{strokes:?}");
-    // Panels per size, axis labels with units, legend by mode.
+    // Panels per size, axis labels with units, a legend entry per run named by mode and run id.
     let t = texts(&svg);
     for needle in [
         "elements=16: probe's private bytes vs loop iterations",
@@ -60,12 +60,107 @@ fn one_polyline_per_run_and_per_memory_series() {
         "private bytes (probe process)",
         "PSS bytes (all processes)",
         "seconds since run start (s)",
-        "get_tensor",
-        "reuse",
     ] {
         assert!(t.iter().any(|x| x == needle), "no <text> {needle:?} in {t:?}");
     }
     assert!(t.iter().any(|x| x.ends_with(" KiB")), "byte axis labels: {t:?}");
+    for mode in ["get_tensor: ", "reuse: "] {
+        assert!(
+            t.iter().any(|x| x.starts_with(mode)),
+            "no legend entry {mode:?} in {t:?}"
+        );
+    }
+}
+
+/// The `<text>` labels of the panel titled `title`: the texts after its title, up to the next
+/// panel's title.
+fn panel_texts(texts: &[String], title: &str) -> Vec<String> {
+    let at = texts
+        .iter()
+        .position(|t| t == title)
+        .unwrap_or_else(|| panic!("no panel {title:?} in {texts:?}"));
+    texts[at + 1..]
+        .iter()
+        .take_while(|t| !t.contains(": probe's private bytes") && !t.contains(": PSS summed"))
+        .cloned()
+        .collect()
+}
+
+/// Issue 22, item 14: runs shorter than the sample interval (one sample or none) stay in the
+/// plot: a run with one sample is drawn as a point and named in the legend, a run with none is
+/// listed as `no samples`; the seconds axis of a span of milliseconds has distinct tick labels
+/// (not three `0.10`).
+#[test]
+fn runs_with_one_sample_or_none_are_drawn_or_named_and_ticks_differ() {
+    let mut report = collect(&bundle_fixture("synthetic-a"), true).unwrap();
+    let size = |run: &hwr_exp::report::model::RunSummary| run.cell_label.contains("elements=16");
+    let mut small: Vec<usize> = (0..report.runs.len())
+        .filter(|&i| size(&report.runs[i]))
+        .collect();
+    assert!(small.len() >= 4, "the fixture has 4 runs at elements=16");
+    let none = small.pop().unwrap();
+    // Every run of elements=16 ended before a second sample: one sample each, milliseconds apart.
+    for (k, &i) in small.iter().enumerate() {
+        report.runs[i].memory = vec![(0.100 + 0.0015 * k as f64, 5_000_000 + 4096 * k as u64)];
+    }
+    report.runs[none].memory.clear();
+    let svg = plot::render_svg(&report).unwrap();
+    let t = texts(&svg);
+    let panel = panel_texts(
+        &t,
+        "elements=16: PSS summed over the run's processes (memory.jsonl)",
+    );
+    for &i in &small {
+        let id = &report.runs[i].run_id;
+        assert!(
+            panel.iter().any(|x| x.ends_with(&format!("{id} (1 sample)"))),
+            "{id} is not in the legend: {panel:?}"
+        );
+    }
+    let id = &report.runs[none].run_id;
+    assert!(
+        panel.contains(&format!("{id}: no samples")),
+        "{id} is not listed as without samples: {panel:?}"
+    );
+    // The seconds ticks are numbers that all differ.
+    let ticks: Vec<&String> = panel
+        .iter()
+        .filter(|x| x.parse::<f64>().is_ok_and(|v| v > 0.05 && v < 0.2))
+        .collect();
+    assert!(ticks.len() >= 3, "{panel:?}");
+    let mut distinct = ticks.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), ticks.len(), "tick labels repeat: {ticks:?}");
+    // Each one-sample run is a point (a filled circle), since one point makes no line.
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    let circles = doc
+        .descendants()
+        .filter(|n| n.tag_name().name() == "circle")
+        .count();
+    assert!(
+        circles >= small.len(),
+        "{circles} circles for {} one-sample runs",
+        small.len()
+    );
+
+    // A panel whose runs all have no samples says so and names them, in a row other sizes fill.
+    for &i in &small {
+        report.runs[i].memory.clear();
+    }
+    let svg = plot::render_svg(&report).unwrap();
+    let t = texts(&svg);
+    let panel = panel_texts(
+        &t,
+        "elements=16: PSS summed over the run's processes (memory.jsonl)",
+    );
+    assert!(
+        panel.contains(&"no samples of this figure:".to_string()),
+        "{panel:?}"
+    );
+    for &i in small.iter().chain([&none]) {
+        assert!(panel.contains(&report.runs[i].run_id), "{panel:?}");
+    }
 }
 
 #[test]

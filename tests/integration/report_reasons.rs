@@ -74,17 +74,21 @@ fn run_and_report_name_the_missing_module_without_opening_a_file() {
     for line in &progress {
         assert!(line.contains("  failed  ") && line.ends_with(&reason), "{line}");
     }
-    // The closing list: every failed run with its reason and the last lines of its stderr,
-    // control characters escaped and the bad byte replaced, before the summary line.
+    // The closing list: the six runs failed alike, so one reason with its count, the runs, and
+    // the last lines of the first one's stderr, control characters escaped and the bad byte
+    // replaced, before the summary line.
     let list_at = err.find("runs that are not ok").expect("closing list");
     let summary_at = err.find("6 runs: 6 failed").expect("summary line");
     assert!(list_at < summary_at, "{err}");
     let list = &err[list_at..summary_at];
-    assert_eq!(list.matches(&format!("-r1: {reason}")).count(), 3, "{list}");
-    assert_eq!(list.matches(&format!("-r2: {reason}")).count(), 3, "{list}");
+    assert_eq!(list.matches(&format!("6 runs: {reason}")).count(), 1, "{list}");
+    assert!(
+        list.contains("runs: 000-get_tensor-r1, 001-view-r1, 002-reuse-r1 and 3 more"),
+        "{list}"
+    );
     assert_eq!(
         list.matches("| Traceback (most recent call last):").count(),
-        6,
+        1,
         "{list}"
     );
     assert!(
@@ -101,7 +105,8 @@ fn run_and_report_name_the_missing_module_without_opening_a_file() {
     let report = hwr_columns(dir.path(), &["report", bundle.to_str().unwrap()], None);
     assert_eq!(code(&report), 0, "{}", stderr(&report));
     let text = stdout(&report);
-    assert_eq!(text.matches(MISSING).count(), 6, "{text}");
+    // Once per run in the run table, once in the table of reasons.
+    assert_eq!(text.matches(MISSING).count(), 7, "{text}");
     assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
 
     // Markdown and CSV carry the reason column; JSON a "reason" key per run.
@@ -111,7 +116,11 @@ fn run_and_report_name_the_missing_module_without_opening_a_file() {
         None,
     ));
     assert!(md.contains("| output | reason |"), "{md}");
-    assert_eq!(md.matches(MISSING).count(), 6, "{md}");
+    assert_eq!(md.matches(MISSING).count(), 7, "{md}");
+    assert!(
+        md.contains(&format!("| 6 | failed | exit 1: {MISSING} |")),
+        "{md}"
+    );
     let csv_text = stdout(&hwr_columns(
         dir.path(),
         &["report", bundle.to_str().unwrap(), "--format", "csv"],
@@ -139,7 +148,7 @@ fn run_and_report_name_the_missing_module_without_opening_a_file() {
         assert_eq!(tail[3], MISSING);
     }
 
-    // report --stderr: each failed run's stderr tail after the tables.
+    // report --stderr: the stderr tail after the tables, once for the six runs that failed alike.
     let with_tails = stdout(&hwr_columns(
         dir.path(),
         &["report", bundle.to_str().unwrap(), "--stderr"],
@@ -150,10 +159,14 @@ fn run_and_report_name_the_missing_module_without_opening_a_file() {
         .expect("tails")..];
     assert_eq!(
         tails.matches("| Traceback (most recent call last):").count(),
-        6,
+        1,
         "{tails}"
     );
-    assert_eq!(tails.matches(&format!("| {MISSING}")).count(), 6, "{tails}");
+    assert_eq!(tails.matches(&format!("| {MISSING}")).count(), 1, "{tails}");
+    assert!(
+        tails.contains("6 runs (000-get_tensor-r1, 001-view-r1, 002-reuse-r1 and 3 more): exit 1"),
+        "{tails}"
+    );
     assert!(!with_tails.contains('\u{1b}'));
     let csv_tails = hwr_columns(
         dir.path(),
@@ -209,22 +222,55 @@ sample-interval = "off"
     assert!(report.contains("No module named 'numpy_missing_xyz'"), "{report}");
 }
 
+/// Issue 22, item 11: twelve identical failures are one reason with a count, not ten stderr tails.
 #[test]
-fn the_closing_list_shows_the_first_ten_failed_runs_and_counts_the_rest() {
+fn twelve_identical_failures_are_one_reason_with_a_count() {
     let dir = tempfile::tempdir().unwrap();
     let modes: Vec<String> = (0..12).map(|i| format!("m{i:02}")).collect();
     let modes: Vec<&str> = modes.iter().map(String::as_str).collect();
     let m = numpy_manifest(dir.path(), &modes, 1);
+    let (out, _) = run(dir.path(), &m);
+    let err = stderr(&out);
+    let list = &err[err.find("runs that are not ok").expect("closing list")..];
+    assert!(list.contains(&format!("  12 runs: exit 1: {MISSING}")), "{list}");
+    assert!(
+        list.contains("runs: 000-m00-r1, 001-m01-r1, 002-m02-r1 and 9 more"),
+        "{list}"
+    );
+    assert_eq!(list.matches("| Traceback").count(), 1, "{list}");
+    assert!(!list.contains("009-m09-r1"), "{list}");
+    assert!(!list.contains("... and"), "{list}");
+}
+
+/// Runs that fail for different reasons: the first ten reasons are listed, the runs of the others
+/// are counted, with the command that shows all of them.
+#[test]
+fn the_closing_list_shows_the_first_ten_reasons_and_counts_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = write_manifest(
+        dir.path(),
+        r#"format = 1
+[experiment]
+name = "reasons"
+[command]
+shell = "echo 'error number {n}' >&2; exit 1"
+output-format = "text"
+[matrix]
+n = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+[measure]
+sample-interval = "off"
+"#,
+    );
     let (out, bundle) = run(dir.path(), &m);
     let err = stderr(&out);
     let list = &err[err.find("runs that are not ok").expect("closing list")..];
-    assert!(list.contains("000-m00-r1: exit 1"), "{list}");
-    assert!(list.contains("009-m09-r1: exit 1"), "{list}");
-    assert!(!list.contains("010-m10-r1"), "{list}");
+    assert!(list.contains("000-0-r1: exit 1: error number 0"), "{list}");
+    assert!(list.contains("009-9-r1: exit 1: error number 9"), "{list}");
+    assert!(!list.contains("010-10-r1"), "{list}");
     let display = bundle.strip_prefix(dir.path()).unwrap().display().to_string();
     assert!(
         list.contains(&format!(
-            "... and 2 more; all of them: hwr-exp report {display} --stderr"
+            "... and 2 runs with other reasons; all of them: hwr-exp report {display} --stderr"
         )),
         "{list}"
     );

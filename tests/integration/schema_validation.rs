@@ -53,6 +53,13 @@ const CAUGHT: &[(&str, &str)] = &[
     ("negative-jobs.toml", "jobs minimum 1"),
     ("negative-seed.toml", "seed minimum 0"),
     ("zero-repetitions.toml", "repetitions minimum 1"),
+    ("adaptive-min-below-two.toml", "repetitions.min minimum 2"),
+    ("adaptive-unknown-until.toml", "until is \"decided\""),
+    (
+        "adaptive-unknown-key.toml",
+        "unknown key in repetitions = { ... }",
+    ),
+    ("adaptive-missing-max.toml", "repetitions.max is required"),
     ("empty-argv.toml", "argv minItems 1"),
     ("empty-matrix.toml", "a matrix axis has minItems 1"),
     ("duplicate-cpus.toml", "a cpus array has uniqueItems"),
@@ -132,6 +139,15 @@ const NOT_CAUGHT: &[(&str, &str)] = &[
         "executor-slurm-fixed-cpus.toml",
         "[isolation] cpus against [executor] kind",
     ),
+    (
+        "adaptive-min-above-max.toml",
+        "repetitions.max against repetitions.min",
+    ),
+    (
+        "adaptive-slurm.toml",
+        "[schedule] repetitions against [executor] kind",
+    ),
+    ("adaptive-grouped.toml", "[schedule] order against repetitions"),
     (
         "executor-slurm-key-default-kind.toml",
         "slurm keys against the default kind",

@@ -245,6 +245,7 @@ fn rendered_scripts_run_every_planned_index_across_split_arrays() {
     for (n, chunk) in chunks.iter().enumerate() {
         let spec = ScriptSpec {
             job_name: script::job_name("slurm-test"),
+            comment: Some("hwr-exp test".into()),
             partition: None,
             account: None,
             qos: None,
@@ -254,10 +255,12 @@ fn rendered_scripts_run_every_planned_index_across_split_arrays() {
                 Duration::from_secs(60),
             ),
             cpus_per_task: 1,
+            nodelist: None,
+            exclude: None,
             array: chunk.spec(Some(2)),
             offset: chunk.offset,
             after: submitted.last().map(|a| a.job_id),
-            extra_args: vec!["--comment".into(), "hwr-exp test".into()],
+            extra_args: vec![],
             binary: binary.clone(),
             bundle: bundle.clone(),
         };
@@ -272,6 +275,7 @@ fn rendered_scripts_run_every_planned_index_across_split_arrays() {
             offset: chunk.offset,
             array: spec.array.to_string(),
             script: relative,
+            state: slurm::ArrayState::Released,
         });
     }
     let ids: Vec<u64> = submitted.iter().map(|a| a.job_id).collect();
@@ -334,4 +338,58 @@ fn map_records(client: &SlurmClient, array: &SubmittedArray, map: &TaskMap) -> V
                 .unwrap_or_else(|| panic!("{k} forgotten"))
         })
         .collect()
+}
+
+/// A private cluster starts with its own nodes and settings, runs a job on each node, and is
+/// gone (its slurmctld stopped) once dropped: the support other Slurm tests build on.
+#[test]
+fn private_cluster_has_its_own_nodes_and_settings_and_stops_when_dropped() {
+    use crate::support::slurm::{PrivateCluster, PrivateClusterSpec};
+    let Some(c) = PrivateCluster::start(PrivateClusterSpec {
+        nodes: 2,
+        cpus: 2,
+        extra_conf: "MaxJobCount=77",
+    }) else {
+        return;
+    };
+    let out = c
+        .command("sinfo")
+        .args(["-h", "-N", "-o", "%N"])
+        .output()
+        .unwrap();
+    let nodes: BTreeSet<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(nodes, BTreeSet::from(["n1".to_owned(), "n2".to_owned()]));
+    let out = c.command("scontrol").args(["show", "config"]).output().unwrap();
+    let config = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        config
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["MaxJobCount", "=", "77"]),
+        "{config}"
+    );
+    // One 2-node job: each node says its own hostname.
+    let out = c
+        .command("srun")
+        .args(["-N2", "-n2", "--time=1", "hostname"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let hosts: BTreeSet<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(hosts, BTreeSet::from(["n1".to_owned(), "n2".to_owned()]));
+    let pid: i32 = std::fs::read_to_string(c.dir().join("run/slurmctld.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    drop(c);
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "slurmctld {pid} still runs"
+    );
 }

@@ -17,7 +17,9 @@ use crate::support::{Check, need, poll};
 use crate::support::{cluster, code, hwr, hwr_command, json, run_records, stderr, write_manifest};
 use hwr_exp::slurm::{self, SlurmClient, TaskState};
 
-static CLUSTER: Mutex<()> = Mutex::new(());
+/// One lock for every test on the shared cluster (also taken by `slurm_kills`), so that the
+/// throttle test sees the cluster's CPUs free.
+pub(crate) static CLUSTER: Mutex<()> = Mutex::new(());
 
 /// The bundle path a command printed last on stdout, made absolute against `dir`.
 fn printed_bundle(dir: &Path, out: &std::process::Output) -> PathBuf {
@@ -134,16 +136,36 @@ fn probe_matrix_through_slurm_has_the_outputs_and_report_columns_of_a_local_run(
     assert_eq!(info["executor"], "slurm");
     assert_eq!(info["counts"]["ok"], 8, "{info}");
     assert!(remote.join("slurm/array-0.sbatch").is_file());
-    let host = hwr_exp::runner::slurm::hostname();
-    assert!(remote.join("hosts").join(format!("{host}.json")).is_file());
-
     let (l, r) = (run_records(&local), run_records(&remote));
     assert_eq!(l.len(), 8);
     assert_eq!(r.len(), 8);
+    // The cluster may have one node or several (CI: n1, n2): each run names its node, and
+    // each node that ran a run has its host facts in hosts/<node>.json.
+    let nodes: BTreeSet<String> = r
+        .iter()
+        .map(|b| {
+            b["node"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no node: {b}"))
+                .to_string()
+        })
+        .collect();
+    let hosts: BTreeSet<String> = std::fs::read_dir(remote.join("hosts"))
+        .unwrap()
+        .map(|e| {
+            e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .trim_end_matches(".json")
+                .to_string()
+        })
+        .collect();
+    assert_eq!(nodes, hosts);
     for (a, b) in l.iter().zip(&r) {
         assert_eq!(a["run-id"], b["run-id"]);
         assert_eq!(b["outcome"], "ok");
-        assert_eq!(b["hostname"], host.as_str());
+        assert!(a.get("node").is_none(), "a local run names no node: {a}");
+        assert!(b["hostname"].is_string(), "{b}");
         assert!(b["slurm"]["array-task-id"].is_u64(), "{b}");
         assert!(b["slurm"]["array-job-id"].is_u64(), "{b}");
         // Same probe output document shape as locally.
@@ -173,7 +195,49 @@ fn probe_matrix_through_slurm_has_the_outputs_and_report_columns_of_a_local_run(
             .unwrap()
             .to_string()
     };
-    assert_eq!(header(&local), header(&remote));
+    // compare names the executor and node differences of a Slurm bundle against a local one.
+    let out = hwr(
+        dir.path(),
+        &[
+            "compare",
+            local.to_str().unwrap(),
+            remote.to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let fact = |name: &str| {
+        doc["differences"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["fact"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} difference: {doc:#}"))
+    };
+    assert_eq!(
+        (fact("executor")["a"].clone(), fact("executor")["b"].clone()),
+        ("local".into(), "slurm".into())
+    );
+    let listed = nodes.iter().cloned().collect::<Vec<_>>().join(", ");
+    assert_eq!(fact("nodes")["b"], listed.as_str());
+    assert!(fact("nodes")["a"].as_str().unwrap().contains("local runs"));
+    let table = hwr(
+        dir.path(),
+        &["compare", local.to_str().unwrap(), remote.to_str().unwrap()],
+    );
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("executor") && text.contains(&listed), "{text}");
+    // Same columns as locally, plus `node` after the matrix keys when the runs span nodes.
+    let remote_header = header(&remote);
+    let expected = if nodes.len() > 1 {
+        header(&local).replace(",elements,", ",elements,node,")
+    } else {
+        header(&local)
+    };
+    assert_eq!(expected, remote_header);
 }
 
 /// Start and end of each run as milliseconds, from run.json `start`/`end`.

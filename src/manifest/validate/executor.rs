@@ -18,10 +18,22 @@ pub(super) const KEYS: &[&str] = &[
     "qos",
     "time-margin",
     "sbatch-args",
+    "keep-sbatch-env",
+    "nodes",
+    "exclude-nodes",
 ];
 
 /// The keys that apply to `kind = "slurm"` only.
-const SLURM_KEYS: &[&str] = &["partition", "account", "qos", "time-margin", "sbatch-args"];
+const SLURM_KEYS: &[&str] = &[
+    "partition",
+    "account",
+    "qos",
+    "time-margin",
+    "sbatch-args",
+    "keep-sbatch-env",
+    "nodes",
+    "exclude-nodes",
+];
 
 /// sbatch options hwr-exp sets itself (long form, short form, why / what to write instead).
 const RESERVED_OPTIONS: &[(&str, Option<&str>, &str)] = &[
@@ -31,6 +43,16 @@ const RESERVED_OPTIONS: &[(&str, Option<&str>, &str)] = &[
         "hwr-exp submits the plan as job arrays itself",
     ),
     ("--wrap", None, "the batch script is hwr-exp's"),
+    (
+        "--comment",
+        None,
+        "hwr-exp tags its arrays with the bundle in --comment",
+    ),
+    (
+        "--hold",
+        Some("-H"),
+        "hwr-exp submits held and releases once the job id is recorded",
+    ),
     (
         "--output",
         Some("-o"),
@@ -62,6 +84,8 @@ const RESERVED_OPTIONS: &[(&str, Option<&str>, &str)] = &[
     ("--partition", Some("-p"), "set `partition` in [executor]"),
     ("--account", Some("-A"), "set `account` in [executor]"),
     ("--qos", Some("-q"), "set `qos` in [executor]"),
+    ("--nodelist", Some("-w"), "set `nodes` in [executor]"),
+    ("--exclude", Some("-x"), "set `exclude-nodes` in [executor]"),
 ];
 
 /// The reserved option `arg` names, if any: `--opt`, `--opt=value`, an unambiguous abbreviation
@@ -112,8 +136,71 @@ impl Validator<'_> {
         Some(s.to_string())
     }
 
+    /// `nodes` / `exclude-nodes`: a host list string (`"n[1-2]"`, `"n1,n2"`) or an array of
+    /// node names, each without white space, control characters or (in an array) commas; joined
+    /// by `,` for sbatch.
+    fn node_list(&mut self, t: Option<&DeTable<'_>>, key: &str) -> Option<String> {
+        let v = self.field(t, "executor", key)?;
+        let bad = |s: &str| s.is_empty() || s.chars().any(|c| c.is_whitespace() || c.is_control());
+        let help = format!("write {key} = [\"n1\", \"n2\"] or a Slurm host list like {key} = \"n[1-2]\"");
+        match v.get_ref() {
+            DeValue::String(s) => {
+                if bad(s) {
+                    self.err(
+                        v.span(),
+                        format!(
+                            "`{key}` \"{}\" is empty or contains white space",
+                            s.escape_debug()
+                        ),
+                        Some(help),
+                    );
+                    return None;
+                }
+                Some(s.to_string())
+            }
+            DeValue::Array(items) => {
+                let mut names = Vec::new();
+                for item in items.iter() {
+                    let Some(name) = self.string(item) else { continue };
+                    if bad(name) || name.contains(',') {
+                        self.err(
+                            item.span(),
+                            format!(
+                                "node name \"{}\" is empty or contains white space or a comma",
+                                name.escape_debug()
+                            ),
+                            Some(help.clone()),
+                        );
+                        continue;
+                    }
+                    names.push(name.to_string());
+                }
+                if names.is_empty() {
+                    if items.is_empty() {
+                        self.err(
+                            v.span(),
+                            format!("`{key}` is empty"),
+                            Some(format!("remove `{key}` to allow every node")),
+                        );
+                    }
+                    return None;
+                }
+                Some(names.join(","))
+            }
+            _ => {
+                self.type_err(v, "a host list string or an array of node names");
+                None
+            }
+        }
+    }
+
     /// `[executor]`; `isolation` is the validated `[isolation]` (for the CPU-list rule).
-    pub(super) fn executor(&mut self, root: &DeTable<'_>, isolation: &Isolation) -> ExecutorConfig {
+    pub(super) fn executor(
+        &mut self,
+        root: &DeTable<'_>,
+        isolation: &Isolation,
+        adaptive: bool,
+    ) -> ExecutorConfig {
         let t = self.section(root, "executor", KEYS);
         let mut config = ExecutorConfig::default();
         if let Some(v) = self.field(t, "executor", "kind")
@@ -160,6 +247,8 @@ impl Validator<'_> {
             partition: self.slurm_name(t, "partition"),
             account: self.slurm_name(t, "account"),
             qos: self.slurm_name(t, "qos"),
+            nodes: self.node_list(t, "nodes"),
+            exclude_nodes: self.node_list(t, "exclude-nodes"),
             ..SlurmConfig::default()
         };
         if let Some(v) = self.field(t, "executor", "time-margin")
@@ -196,6 +285,12 @@ impl Validator<'_> {
                 _ => self.type_err(v, "an array of strings, like sbatch-args = [\"--mem=4G\"]"),
             }
         }
+        if let Some(v) = self.field(t, "executor", "keep-sbatch-env") {
+            match v.get_ref() {
+                DeValue::Boolean(b) => slurm.keep_sbatch_env = *b,
+                _ => self.type_err(v, "a boolean"),
+            }
+        }
         if let CpuSelection::List(_) = isolation.cpus {
             let span = self
                 .spans
@@ -206,6 +301,18 @@ impl Validator<'_> {
                 span,
                 "a fixed CPU list cannot be used with the slurm executor",
                 Some("Slurm chooses each task's CPUs: write cpus = \"auto\" (the CPUs Slurm gives the task) and set `cpus-per-run`".into()),
+            );
+        }
+        if adaptive {
+            let span = self
+                .spans
+                .get("schedule.repetitions")
+                .cloned()
+                .unwrap_or_else(|| self.section_span("schedule"));
+            self.err(
+                span,
+                "adaptive repetitions cannot be used with the slurm executor: it submits the whole plan as job arrays, and the rule decides each round from the one before",
+                Some("give a fixed number, like repetitions = 10, or use kind = \"local\"".into()),
             );
         }
         config.slurm = slurm;
@@ -262,6 +369,26 @@ mod tests {
         assert_eq!(s.time_margin, Duration::from_secs(120));
         assert_eq!(s.sbatch_args, ["--mem=4G", "--constraint", "skylake"]);
         assert_eq!(&m.source[m.spans["executor.partition"].clone()], "\"cpu\"");
+    }
+
+    #[test]
+    fn nodes_and_exclude_nodes_take_a_host_list_or_names() {
+        let m = parse("[executor]\nkind = \"slurm\"\nnodes = [\"n1\", \"n2\"]\nexclude-nodes = \"n[3-4]\"\n")
+            .unwrap();
+        assert_eq!(m.executor.slurm.nodes.as_deref(), Some("n1,n2"));
+        assert_eq!(m.executor.slurm.exclude_nodes.as_deref(), Some("n[3-4]"));
+        let e = errors("[executor]\nkind = \"slurm\"\nnodes = [\"n 1\", \"a,b\"]\nexclude-nodes = []\n");
+        assert_eq!(e.len(), 3, "{e:?}");
+        assert!(e[0].2.contains("node name \"n 1\""), "{e:?}");
+        assert!(e[2].2.contains("`exclude-nodes` is empty"), "{e:?}");
+        let e = errors("[executor]\nkind = \"slurm\"\nsbatch-args = [\"--nodelist=n1\", \"-x\", \"n2\"]\n");
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert!(
+            e[0].2.contains("--nodelist") && e[1].2.contains("--exclude"),
+            "{e:?}"
+        );
+        let e = errors("[executor]\nnodes = \"n1\"\n");
+        assert!(e[0].2.contains("applies only to the slurm executor"), "{e:?}");
     }
 
     #[test]

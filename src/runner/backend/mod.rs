@@ -108,7 +108,10 @@ impl Backend {
     pub fn plan_problems(self, manifest: &Manifest, allowed: &[usize]) -> Vec<PlanError> {
         match self {
             Backend::Local => super::preflight::cpus_outside_allowed_set(manifest, allowed),
-            Backend::Slurm => super::slurm::fixed_cpus_problem(manifest).into_iter().collect(),
+            Backend::Slurm => super::slurm::fixed_cpus_problem(manifest)
+                .into_iter()
+                .chain(super::slurm::adaptive_problem(manifest))
+                .collect(),
         }
     }
 
@@ -134,14 +137,28 @@ impl Backend {
     /// The backend's own checks before a bundle exists (after the common ones,
     /// [`super::preflight::check`]): locally none; on Slurm the cluster must answer
     /// ([`super::slurm::preflight`], which warns unless `quiet` about folders the nodes may not
-    /// reach).
+    /// reach, and which refuses a request above the partition's limits).
     ///
     /// # Errors
     /// One message per problem (exit 3 through [`SessionError::Preflight`]).
-    pub fn preflight(self, results_dir: &Path, quiet: bool) -> Result<Ready, Vec<String>> {
+    pub fn preflight(
+        self,
+        results_dir: &Path,
+        quiet: bool,
+        plan: &crate::plan::Plan,
+        job: &Job<'_>,
+    ) -> Result<Ready, Vec<String>> {
         Ok(match self {
             Backend::Local => Ready::Local,
-            Backend::Slurm => Ready::Slurm(super::slurm::preflight(results_dir, quiet)?),
+            Backend::Slurm => {
+                let request = super::slurm::Request {
+                    config: &job.config.slurm,
+                    timeout: plan.timeout,
+                    grace: plan.grace,
+                    cpus_per_task: job.cpus_per_run,
+                };
+                Ready::Slurm(super::slurm::preflight(results_dir, quiet, &request)?)
+            }
         })
     }
 }

@@ -1,0 +1,245 @@
+//! Adaptive `repetitions = { min, max, until = "decided", time-budget }` (DESIGN 3, 9): the runs
+//! go in interleaved rounds (every cell that goes on once a round). After each round the bundle is
+//! read back as `report` reads it ([`crate::report::collect`]: the estimates against the control
+//! of `[report] control`), and each cell is judged:
+//!
+//! - a compared cell is **decided** when its verdict (private-bytes growth against its control,
+//!   the verdict table's) is `above control`, `below control` or `equivalent`;
+//! - a control cell goes on while any cell compared with it does (it is decided with the last);
+//! - a cell with no control to be compared with (and that is no control) stops at `min`
+//!   (`no control`); when no run gave retention samples at all (every run failed, say), every
+//!   cell stops at `min` (`no estimates`);
+//! - an undecided cell with `max` runs stops (`max reached`); once the rounds took the time
+//!   budget, no further round starts (`time budget`; the round in flight finishes, so every
+//!   undecided cell keeps the same number of runs).
+//!
+//! plan.json is rewritten with each round (an exact record of what ran), bundle.json `adaptive`
+//! says where the rule is ([`AdaptiveRecord`]) and `resume` of an interrupted bundle continues it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crate::bundle::{AdaptiveCell, AdaptiveRecord, StoppingReason};
+use crate::manifest::Adaptive;
+use crate::plan::Plan;
+use crate::report::metrics::Metric;
+use crate::stats::Verdict;
+
+use super::SessionEnd;
+use super::progress;
+use super::session::Session;
+
+/// The record of a plan whose first `min` rounds are planned and none judged yet; `elapsed`
+/// seconds were spent before (a resume's earlier sessions).
+pub fn initial_record(plan: &Plan, rule: Adaptive, elapsed: f64) -> AdaptiveRecord {
+    AdaptiveRecord {
+        rule,
+        rounds: (0..plan.cell_count())
+            .map(|c| plan.runs_of_cell(c))
+            .max()
+            .unwrap_or(0),
+        elapsed_seconds: elapsed,
+        stopping_reason: None,
+        cells: (0..plan.cell_count())
+            .map(|c| AdaptiveCell {
+                cell: plan.cell(c).into_iter().collect(),
+                runs: plan.runs_of_cell(c),
+                verdict: None,
+                stopping_reason: None,
+            })
+            .collect(),
+    }
+}
+
+/// What the rule makes of the bundle after a round: the new record and the cells of the next round
+/// (empty: the rule stopped).
+#[derive(Debug, Clone)]
+pub struct Decision {
+    /// bundle.json `adaptive`.
+    pub record: AdaptiveRecord,
+    /// Cells (plan order) that get another round.
+    pub next: Vec<usize>,
+}
+
+/// Whether a verdict decides a cell (`until = "decided"`).
+pub fn decides(v: Verdict) -> bool {
+    matches!(
+        v,
+        Verdict::AboveControl | Verdict::BelowControl | Verdict::Equivalent
+    )
+}
+
+/// Judges every cell of `plan` from the bundle `dir` (see the module docs); `elapsed` is the
+/// rounds' time so far.
+///
+/// # Errors
+/// The bundle cannot be read back (the message names the file).
+pub fn decide(dir: &Path, plan: &Plan, rule: Adaptive, elapsed: Duration) -> Result<Decision, String> {
+    let report = crate::report::collect(dir, false).map_err(|e| e.to_string())?;
+    let n = plan.cell_count();
+    let mut labels: Vec<Option<String>> = vec![None; n];
+    for (i, r) in report.runs.iter().enumerate().take(plan.len()) {
+        labels[plan.cell_of(i)].get_or_insert_with(|| r.cell_label.clone());
+    }
+    // Compared cells: verdict and control, by label.
+    let mut compared: BTreeMap<&str, (Verdict, &str)> = BTreeMap::new();
+    for e in report
+        .estimates
+        .rows
+        .iter()
+        .filter(|e| e.metric() == Some(Metric::PrivateGrowth))
+    {
+        compared.insert(e.cell.as_str(), (e.verdict, e.control.as_str()));
+    }
+    let open_controls: BTreeSet<&str> = compared
+        .values()
+        .filter(|(v, _)| !decides(*v))
+        .map(|(_, c)| *c)
+        .collect();
+    let controls: BTreeSet<&str> = compared.values().map(|(_, c)| *c).collect();
+    let spent = rule.time_budget.is_some_and(|b| elapsed >= b);
+    let mut next = Vec::new();
+    let mut cells = Vec::with_capacity(n);
+    for (c, label) in labels.iter().enumerate() {
+        let runs = plan.runs_of_cell(c);
+        let label = label.as_deref().unwrap_or("");
+        let (verdict, open) = match compared.get(label) {
+            Some((v, _)) => (Some(v.as_str().to_string()), !decides(*v)),
+            None if controls.contains(label) => (Some("control".to_string()), open_controls.contains(label)),
+            None => (None, false),
+        };
+        let stopping_reason = if !report.has_retention {
+            Some(StoppingReason::NoEstimates)
+        } else if verdict.is_none() {
+            Some(StoppingReason::NoControl)
+        } else if !open {
+            Some(StoppingReason::Decided)
+        } else if runs >= rule.max {
+            Some(StoppingReason::MaxReached)
+        } else if spent {
+            Some(StoppingReason::TimeBudget)
+        } else {
+            next.push(c);
+            None
+        };
+        cells.push(AdaptiveCell {
+            cell: plan.cell(c).into_iter().collect(),
+            runs,
+            verdict,
+            stopping_reason,
+        });
+    }
+    let stopping_reason = next.is_empty().then(|| overall(&cells));
+    Ok(Decision {
+        record: AdaptiveRecord {
+            rule,
+            rounds: cells.iter().map(|c| c.runs).max().unwrap_or(0),
+            elapsed_seconds: elapsed.as_secs_f64(),
+            stopping_reason,
+            cells,
+        },
+        next,
+    })
+}
+
+/// The reason the rule stopped: `time budget` when it stopped any cell, else `max reached`, else
+/// `decided`, else `no estimates`, else `no control`.
+fn overall(cells: &[AdaptiveCell]) -> StoppingReason {
+    let any = |r: StoppingReason| cells.iter().any(|c| c.stopping_reason == Some(r));
+    if any(StoppingReason::TimeBudget) {
+        StoppingReason::TimeBudget
+    } else if any(StoppingReason::MaxReached) {
+        StoppingReason::MaxReached
+    } else if any(StoppingReason::Decided) {
+        StoppingReason::Decided
+    } else if any(StoppingReason::NoEstimates) {
+        StoppingReason::NoEstimates
+    } else {
+        StoppingReason::NoControl
+    }
+}
+
+/// `decided: 2 cells, max reached: 1 cell` of a record's cells.
+pub fn reasons_text(record: &AdaptiveRecord) -> String {
+    let mut by: BTreeMap<StoppingReason, usize> = BTreeMap::new();
+    for c in &record.cells {
+        if let Some(r) = c.stopping_reason {
+            *by.entry(r).or_default() += 1;
+        }
+    }
+    by.iter()
+        .map(|(r, n)| format!("{}: {n} cell{}", r.as_str(), if *n == 1 { "" } else { "s" }))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// After the session's runs (`end`, which took since `started`): judges the cells, records the
+/// rule's state, and runs further rounds while the rule asks for them (see the module docs).
+/// Stops at once when the runs were interrupted or the bundle cannot be written.
+pub(crate) fn continue_rounds(
+    session: &mut Session<'_>,
+    mut end: io::Result<SessionEnd>,
+    started: Instant,
+) -> io::Result<SessionEnd> {
+    let Some(rule) = session.plan.adaptive else {
+        return end;
+    };
+    let before = session
+        .writer_mut()
+        .info()
+        .adaptive
+        .as_ref()
+        .map_or(0.0, |a| a.elapsed_seconds);
+    let elapsed = |started: Instant| Duration::from_secs_f64(before) + started.elapsed();
+    loop {
+        let finished = matches!(end, Ok(SessionEnd::Complete)) && !session.cancel.load(Ordering::SeqCst);
+        let dir = session.dir();
+        if !finished {
+            // Interrupted (or failed): keep the time spent, leave the rest of the rule to resume.
+            let mut record = session
+                .writer_mut()
+                .info()
+                .adaptive
+                .clone()
+                .unwrap_or_else(|| initial_record(&session.plan, rule, before));
+            record.elapsed_seconds = elapsed(started).as_secs_f64();
+            record.stopping_reason = None;
+            session.writer_mut().set_adaptive(record)?;
+            return end;
+        }
+        let decision = decide(&dir, &session.plan, rule, elapsed(started)).map_err(io::Error::other)?;
+        let stop = decision.next.is_empty();
+        let record = decision.record.clone();
+        session.writer_mut().set_adaptive(decision.record)?;
+        if stop {
+            if !session.finish.quiet {
+                progress::say(format_args!(
+                    "adaptive repetitions: stopped after {} round{} ({}): {}",
+                    record.rounds,
+                    if record.rounds == 1 { "" } else { "s" },
+                    record.stopping_reason.map_or("", StoppingReason::as_str),
+                    reasons_text(&record)
+                ));
+            }
+            return end;
+        }
+        let new = session.plan.to_mut().add_round(&decision.next);
+        let plan = session.plan.clone();
+        session.writer_mut().rewrite_plan(plan.len(), |out| {
+            crate::bundle::plan_file::write_plan_json(&plan, out)
+        })?;
+        if !session.finish.quiet {
+            progress::say(format_args!(
+                "adaptive repetitions: round {} for {} undecided cell{} ({})",
+                record.rounds + 1,
+                decision.next.len(),
+                if decision.next.len() == 1 { "" } else { "s" },
+                progress::runs(new.len())
+            ));
+        }
+        end = super::execute(session.runs(), &new, &session.writer);
+    }
+}

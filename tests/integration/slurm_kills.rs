@@ -1,0 +1,337 @@
+//! Runs ended by Slurm (DESIGN 8, issue 25 item 1, issue 23 item 5): a task killed by `scancel`,
+//! preemption or a time limit is recorded as lost with Slurm's reason, never as the run's own
+//! failure, whatever the run does with the SIGTERM Slurm sends it (a run that catches it and exits
+//! 143 looks just like a failing program); `resume` runs it again, numbering its attempts from 1.
+//!
+//! Needs the test cluster (`SLURM_CONF`); the preemption and MinJobAge cases start clusters of
+//! their own ([`PrivateCluster`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::slurm::{PrivateCluster, PrivateClusterSpec};
+use crate::support::{cluster, code, hwr_command, json, poll, run_records, stderr, write_manifest};
+use hwr_exp::slurm::{self, SlurmClient, TaskState};
+
+/// The recorded arrays' job ids of a bundle.
+fn job_ids(bundle: &Path) -> Vec<u64> {
+    json(&bundle.join("bundle.json"))["slurm"]["arrays"]
+        .as_array()
+        .map(|a| a.iter().map(|x| x["job-id"].as_u64().unwrap()).collect())
+        .unwrap_or_default()
+}
+
+/// The task map of a bundle's recorded arrays.
+fn task_map(bundle: &Path) -> slurm::TaskMap {
+    let arrays: Vec<slurm::SubmittedArray> =
+        serde_json::from_value(json(&bundle.join("bundle.json"))["slurm"]["arrays"].clone()).unwrap();
+    slurm::TaskMap::new(&arrays).unwrap()
+}
+
+#[track_caller]
+fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let held = poll(limit, Duration::from_millis(100), || cond().then_some(()));
+    assert!(held.is_some(), "timed out after {limit:?} waiting for {what}");
+}
+
+/// Cancels a bundle's arrays when dropped, so a failing test leaves nothing in the queue.
+struct Cleanup(PathBuf, SlurmClient);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let targets: Vec<_> = job_ids(&self.0)
+            .into_iter()
+            .map(slurm::CancelTarget::Job)
+            .collect();
+        let _ = self.1.cancel(&targets);
+    }
+}
+
+/// The only published bundle under `dir/results/<experiment>`, once bundle.json records an array.
+fn find_submitted_bundle(dir: &Path, experiment: &str) -> PathBuf {
+    let folder = dir.join("results").join(experiment);
+    let mut found = None;
+    wait_until(Duration::from_secs(60), "the bundle's first submission", || {
+        found = std::fs::read_dir(&folder)
+            .ok()
+            .and_then(|mut r| {
+                r.find_map(|e| {
+                    e.ok()
+                        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                })
+            })
+            .map(|e| e.path())
+            .filter(|b| !job_ids(b).is_empty());
+        found.is_some()
+    });
+    found.unwrap()
+}
+
+fn spawn(dir: &Path, conf: Option<&Path>, args: &[&str]) -> Child {
+    let mut cmd = hwr_command(dir);
+    if let Some(c) = conf {
+        cmd.env("SLURM_CONF", c);
+    }
+    cmd.args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("hwr-exp starts")
+}
+
+fn hwr_on(dir: &Path, conf: Option<&Path>, args: &[&str]) -> std::process::Output {
+    let mut cmd = hwr_command(dir);
+    if let Some(c) = conf {
+        cmd.env("SLURM_CONF", c);
+    }
+    cmd.args(args).output().expect("hwr-exp runs")
+}
+
+/// Runs that block until `release` exists in the bundle folder. Odd `n` meet the race of issue 25
+/// head on: after 2 s each cancels its own task (`scancel A_T`: Slurm has decided, its
+/// signals are on their way) and exits 143 at once, as a program that catches SIGTERM does, so
+/// the run ends before its task hears from Slurm. Even `n` wait to be cancelled by the test; they
+/// trap SIGTERM and exit 143 when `n` is divisible by 4, else die of it.
+fn racing(name: &str, runs: usize, jobs: usize, extra: &str) -> String {
+    let ns: Vec<String> = (1..=runs).map(|n| n.to_string()).collect();
+    format!(
+        r#"
+format = 1
+[experiment]
+name = "{name}"
+[command]
+argv = ["bash", "-c", "if [ $(({{n}} % 4)) = 0 ]; then trap 'exit 143' TERM; fi; i=0; while [ ! -e ../../release ] && [ $i -lt 3000 ]; do sleep 0.1 & wait $!; i=$((i+1)); if [ $(({{n}} % 2)) = 1 ] && [ $i = 20 ]; then scancel $SLURM_ARRAY_JOB_ID'_'$SLURM_ARRAY_TASK_ID; exit 143; fi; done"]
+workdir = "{{run-dir}}"
+output = "out-{{n}}.txt"
+output-format = "text"
+[matrix]
+n = [{ns}]
+[schedule]
+jobs = {jobs}
+[isolation]
+timeout = "600s"
+grace = "2s"
+[executor]
+kind = "slurm"
+{extra}
+"#,
+        ns = ns.join(", ")
+    )
+}
+
+/// Every task of `map` that is RUNNING now.
+fn running(client: &SlurmClient, map: &slurm::TaskMap) -> Vec<slurm::TaskKey> {
+    client
+        .queue(&map.job_ids())
+        .map(|s| {
+            s.tasks
+                .iter()
+                .filter(|(_, e)| e.state == TaskState::Running)
+                .map(|(k, _)| *k)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The run folders' `attempts/` entries of `bundle` (every run), sorted.
+fn attempt_folders(bundle: &Path) -> Vec<Vec<String>> {
+    let mut runs: Vec<_> = std::fs::read_dir(bundle.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    runs.sort();
+    runs.iter()
+        .map(|r| {
+            let mut names: Vec<String> = std::fs::read_dir(r.join("attempts"))
+                .map(|d| {
+                    d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            names.sort();
+            names
+        })
+        .collect()
+}
+
+/// A lost record's checks: Slurm's reason naming `word`, the start and elapsed time of the task
+/// (it ran at least `ran` seconds before Slurm ended it), never the run's own failure.
+#[track_caller]
+fn assert_killed_by_slurm(record: &serde_json::Value, word: &str, ran: f64) {
+    assert_eq!(
+        record["outcome"], "lost",
+        "a run Slurm ended is no failure of its own: {record}"
+    );
+    assert_eq!(record["termination"], "lost", "{record}");
+    let reason = record["lost-reason"].as_str().unwrap();
+    assert!(reason.contains(word), "{word} not in {reason}");
+    let wall = record["wall-seconds"].as_f64().unwrap();
+    assert!(
+        wall >= ran,
+        "elapsed {wall} s, but the task ran at least {ran} s: {record}"
+    );
+    assert_ne!(record["start"], record["end"], "{record}");
+}
+
+#[test]
+fn twelve_scancels_are_all_recorded_as_lost_by_slurm_and_resume_runs_them_again() {
+    let _guard = super::slurm_e2e::CLUSTER
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let Some(client) = cluster() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let m = write_manifest(dir.path(), &racing("scancels", 12, 4, ""));
+    let mut child = spawn(dir.path(), None, &["run", m.to_str().unwrap(), "--quiet"]);
+    let bundle = find_submitted_bundle(dir.path(), "scancels");
+    let _cleanup = Cleanup(bundle.clone(), client.clone());
+    // The test cancels each even run's task once it has been seen running for 1.5 s; odd runs
+    // cancel their own. The runner ends once every task is accounted for.
+    let mut seen: BTreeMap<slurm::TaskKey, Instant> = BTreeMap::new();
+    let mut cancelled = BTreeSet::new();
+    let limit = Instant::now() + Duration::from_secs(300);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < limit, "the runner did not end");
+        // 12 runs are two arrays (MaxArraySize=11), recorded one after the other.
+        let map = task_map(&bundle);
+        for key in running(&client, &map) {
+            let since = *seen.entry(key).or_insert_with(Instant::now);
+            let even_n = map.index(key).is_some_and(|i| i % 2 == 1);
+            if even_n && since.elapsed() >= Duration::from_millis(1500) && cancelled.insert(key) {
+                client.cancel(&[slurm::CancelTarget::Task(key)]).unwrap();
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let records = run_records(&bundle);
+    assert_eq!(records.len(), 12);
+    for r in &records {
+        assert_killed_by_slurm(r, "CANCELLED", 1.0);
+    }
+    let info = json(&bundle.join("bundle.json"));
+    assert_eq!(info["counts"]["lost"], 12, "{info}");
+
+    std::fs::write(bundle.join("release"), "").unwrap();
+    let out = hwr_on(dir.path(), None, &["resume", bundle.to_str().unwrap(), "--quiet"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let info = json(&bundle.join("bundle.json"));
+    assert_eq!(info["status"], "complete");
+    assert_eq!(info["counts"]["ok"], 12, "{info}");
+    for r in run_records(&bundle) {
+        assert_eq!(r["attempt"], 2, "the lost attempt is 1, this one 2: {r}");
+    }
+    // Each run kept its lost attempt as attempts/1, and nothing else.
+    assert!(
+        attempt_folders(&bundle).iter().all(|a| a == &["1"]),
+        "{:?}",
+        attempt_folders(&bundle)
+    );
+}
+
+/// A cluster whose partition `high` preempts jobs of partition `low` (`PreemptMode=mode`) on one
+/// 1-CPU node, and which forgets finished jobs after 2 s (`MinJobAge=2`).
+fn preempting_cluster(mode: &str) -> Option<PrivateCluster> {
+    PrivateCluster::start(PrivateClusterSpec {
+        nodes: 1,
+        cpus: 1,
+        extra_conf: &format!(
+            "PreemptType=preempt/partition_prio\nPreemptMode={mode}\nMinJobAge=2\n\
+             PartitionName=low Nodes=ALL PriorityTier=1 MaxTime=INFINITE State=UP\n\
+             PartitionName=high Nodes=ALL PriorityTier=2 MaxTime=INFINITE State=UP"
+        ),
+    })
+}
+
+/// Submits a 2-second job to partition `high` of `cluster`, which preempts what runs in `low`.
+fn preempt(cluster: &PrivateCluster) {
+    let out = cluster
+        .command("sbatch")
+        .args(["-p", "high", "-o", "/dev/null", "--wrap", "sleep 2"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// One run in partition `low` that blocks until `release` exists in its bundle.
+fn low_priority(name: &str, extra: &str) -> String {
+    format!(
+        r#"
+format = 1
+[experiment]
+name = "{name}"
+[command]
+argv = ["bash", "-c", "trap 'exit 143' TERM; i=0; while [ ! -e ../../release ] && [ $i -lt 3000 ]; do sleep 0.1 & wait $!; i=$((i+1)); done"]
+workdir = "{{run-dir}}"
+output = "out.txt"
+output-format = "text"
+[isolation]
+timeout = "600s"
+grace = "2s"
+[executor]
+kind = "slurm"
+partition = "low"
+{extra}
+"#
+    )
+}
+
+#[test]
+fn a_preempted_task_is_lost_with_slurms_reason_after_slurm_forgot_it_and_resume_runs_it_again() {
+    let Some(cluster) = preempting_cluster("CANCEL") else {
+        return;
+    };
+    let conf = cluster.conf();
+    let client = SlurmClient::new().with_conf(&conf);
+    let dir = tempfile::tempdir().unwrap();
+    let m = write_manifest(dir.path(), &low_priority("preempted", ""));
+    let out = hwr_on(
+        dir.path(),
+        Some(&conf),
+        &["run", m.to_str().unwrap(), "--detach", "--quiet"],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = find_submitted_bundle(dir.path(), "preempted");
+    let _cleanup = Cleanup(bundle.clone(), client.clone());
+    let map = task_map(&bundle);
+    let key = map.task(0).unwrap();
+    wait_until(Duration::from_secs(60), "the task to run", || {
+        running(&client, &map).contains(&key)
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    preempt(&cluster);
+    // MinJobAge=2: Slurm forgets the preempted task; only its log says what happened.
+    wait_until(Duration::from_secs(60), "Slurm to forget the task", || {
+        client.show_task(key).is_ok_and(|j| j.is_none())
+    });
+    let out = hwr_on(
+        dir.path(),
+        Some(&conf),
+        &["wait", bundle.to_str().unwrap(), "--quiet"],
+    );
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let records = run_records(&bundle);
+    assert_killed_by_slurm(&records[0], "DUE TO PREEMPTION", 1.0);
+    assert!(
+        records[0]["lost-reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("PREEMPTED"),
+        "{}",
+        records[0]
+    );
+
+    std::fs::write(bundle.join("release"), "").unwrap();
+    let out = hwr_on(
+        dir.path(),
+        Some(&conf),
+        &["resume", bundle.to_str().unwrap(), "--quiet"],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let info = json(&bundle.join("bundle.json"));
+    assert_eq!(info["status"], "complete", "{info}");
+    assert_eq!(run_records(&bundle)[0]["attempt"], 2);
+    assert_eq!(attempt_folders(&bundle), [["1"]]);
+}
