@@ -722,6 +722,63 @@ impl BundleWriter {
         self.save_info(Durability::Synced)
     }
 
+    /// Sets the [`crate::slurm::ArrayState`] of the recorded arrays `job_ids` and writes
+    /// bundle.json durably (the second phase of a submission: `released`).
+    ///
+    /// # Errors
+    /// I/O errors writing bundle.json.
+    pub fn set_slurm_array_state(
+        &mut self,
+        job_ids: &[u64],
+        state: crate::slurm::ArrayState,
+    ) -> io::Result<()> {
+        if let Some(s) = &mut self.info.slurm {
+            for a in s.arrays.iter_mut().filter(|a| job_ids.contains(&a.job_id)) {
+                a.state = state;
+            }
+        }
+        self.save_info(Durability::Synced)
+    }
+
+    /// Appends an sbatch refusal to bundle.json `slurm.refusals` and writes it durably.
+    ///
+    /// # Errors
+    /// I/O errors writing bundle.json.
+    pub fn add_sbatch_refusal(&mut self, refusal: SbatchRefusal) -> io::Result<()> {
+        self.info.executor = Some("slurm".into());
+        self.info
+            .slurm
+            .get_or_insert_with(SlurmSubmissions::default)
+            .refusals
+            .push(refusal);
+        self.save_info(Durability::Synced)
+    }
+
+    /// Records sbatch's input variables of the submitting environment (bundle.json
+    /// `slurm.cleared-env`, names only, or `slurm.kept-env` with values), merged with what earlier
+    /// submissions recorded; writes bundle.json only when something is new.
+    ///
+    /// # Errors
+    /// I/O errors writing bundle.json.
+    pub fn record_sbatch_env(&mut self, vars: &[(String, String)], kept: bool) -> io::Result<()> {
+        if vars.is_empty() {
+            return Ok(());
+        }
+        let s = self.info.slurm.get_or_insert_with(SlurmSubmissions::default);
+        let before = (s.cleared_env.clone(), s.kept_env.clone());
+        for (k, v) in vars {
+            if kept {
+                s.kept_env.insert(k.clone(), v.clone());
+            } else if !s.cleared_env.contains(k) {
+                s.cleared_env.push(k.clone());
+            }
+        }
+        if before == (s.cleared_env.clone(), s.kept_env.clone()) {
+            return Ok(());
+        }
+        self.save_info(Durability::Synced)
+    }
+
     /// Writes the batch script `slurm/<name>` atomically (mode [`FILE_MODE`]) and creates
     /// `slurm/logs/` (Slurm does not create the folder of `--output`). Returns the script's path.
     ///
@@ -1028,6 +1085,16 @@ impl TaskRunWriter {
         }
         write_json_atomic(&path, &host())
     }
+}
+
+/// Writes `info` as the bundle.json of `dir` (durably) for a process that holds the bundle's
+/// `lock` but no [`BundleWriter`]: `resume` and `cancel` recording an array found by its tag
+/// before deciding what to do.
+///
+/// # Errors
+/// I/O errors writing bundle.json.
+pub fn rewrite_info(dir: &Path, _lock: &BundleLock, info: &BundleInfo) -> io::Result<()> {
+    write_json(&dir.join(files::BUNDLE), Durability::Synced, info)
 }
 
 /// Writes the cancel marker `slurm/cancel-requested` of the bundle folder `dir` (`hwr-exp

@@ -524,6 +524,16 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
         bundle: dir.display().to_string(),
         experiment: info.experiment,
         status: effective_status(bundle.dir(), bundle.info()),
+        sbatch_refusals: info
+            .slurm
+            .as_ref()
+            .map(|s| {
+                s.refusals
+                    .iter()
+                    .map(|r| format!("{}: {}", r.script, r.describe()))
+                    .collect()
+            })
+            .unwrap_or_default(),
         hwr_exp_version: info.hwr_exp_version,
         revision,
         dirty: provenance.as_ref().and_then(|p| find_bool(p, "dirty")),

@@ -282,6 +282,10 @@ pub struct Report {
     /// `status` from bundle.json, `running` split by the bundle's lock into `running` (a live
     /// process holds it) and `abandoned`.
     pub status: EffectiveStatus,
+    /// Slurm executor: each sbatch refusal bundle.json records (`slurm.refusals`), as Slurm's
+    /// message with the limit it names.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sbatch_refusals: Vec<String>,
     /// hwr-exp version that wrote the bundle.
     pub hwr_exp_version: String,
     /// revision.txt (HEAD or why there is none); `None` when the file is missing.

@@ -230,6 +230,10 @@ fn preamble(r: &Report) -> Vec<String> {
 }
 
 fn preamble_lines(r: &Report) -> Vec<String> {
+    let refusals = r
+        .sbatch_refusals
+        .iter()
+        .map(|refusal| format!("sbatch refused {refusal}"));
     vec![
         format!(
             "bundle: {} (experiment {}, status {}, hwr-exp {})",
@@ -243,6 +247,7 @@ fn preamble_lines(r: &Report) -> Vec<String> {
     ]
     .into_iter()
     .chain(r.adaptive.as_ref().map(adaptive_line))
+    .chain(refusals)
     .collect()
 }
 
