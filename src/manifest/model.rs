@@ -444,6 +444,11 @@ pub struct SlurmConfig {
     pub nodes: Option<String>,
     /// `exclude-nodes`: `sbatch --exclude`, nodes the tasks never run on.
     pub exclude_nodes: Option<String>,
+    /// `requeue`: a task Slurm preempts, or that nears Slurm's time limit, is put back into the
+    /// queue and runs again (`--requeue`, and `--signal=B:USR2@<grace + 30 s>`: the task stops its
+    /// run as on timeout and requeues itself); its interrupted attempt is kept under `attempts/`.
+    /// Default false (`--no-requeue`: `resume` re-submits lost runs).
+    pub requeue: bool,
 }
 
 impl Default for SlurmConfig {
@@ -456,6 +461,7 @@ impl Default for SlurmConfig {
             sbatch_args: Vec::new(),
             nodes: None,
             exclude_nodes: None,
+            requeue: false,
         }
     }
 }

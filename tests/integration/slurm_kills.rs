@@ -335,3 +335,102 @@ fn a_preempted_task_is_lost_with_slurms_reason_after_slurm_forgot_it_and_resume_
     assert_eq!(run_records(&bundle)[0]["attempt"], 2);
     assert_eq!(attempt_folders(&bundle), [["1"]]);
 }
+
+/// Waits for `child` (a foreground `hwr-exp run`) and checks the bundle ended complete with its one
+/// run ok at attempt 2, the interrupted attempt kept as `attempts/1`.
+#[track_caller]
+fn assert_complete_after_one_requeue(child: Child, bundle: &Path) {
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let info = json(&bundle.join("bundle.json"));
+    assert_eq!(info["status"], "complete", "{info}");
+    assert_eq!(info["counts"]["ok"], 1, "{info}");
+    let record = &run_records(bundle)[0];
+    assert_eq!(record["outcome"], "ok", "{record}");
+    assert_eq!(record["attempt"], 2, "{record}");
+    assert_eq!(attempt_folders(bundle), [["1"]]);
+    let script = std::fs::read_to_string(bundle.join("slurm/array-0.sbatch")).unwrap();
+    assert!(script.contains("#SBATCH --requeue\n"), "{script}");
+    assert!(
+        script.contains("#SBATCH --signal=B:USR2@32\n"),
+        "grace 2 s + 30 s: {script}"
+    );
+    assert!(!script.contains("--no-requeue"), "{script}");
+}
+
+#[test]
+fn with_requeue_a_preempted_task_runs_again_and_the_bundle_ends_complete() {
+    let Some(cluster) = preempting_cluster("REQUEUE") else {
+        return;
+    };
+    let conf = cluster.conf();
+    let client = SlurmClient::new().with_conf(&conf);
+    let dir = tempfile::tempdir().unwrap();
+    let m = write_manifest(dir.path(), &low_priority("requeued", "requeue = true"));
+    let child = spawn(dir.path(), Some(&conf), &["run", m.to_str().unwrap(), "--quiet"]);
+    let bundle = find_submitted_bundle(dir.path(), "requeued");
+    let _cleanup = Cleanup(bundle.clone(), client.clone());
+    let map = task_map(&bundle);
+    let key = map.task(0).unwrap();
+    wait_until(Duration::from_secs(60), "the task to run", || {
+        running(&client, &map).contains(&key)
+    });
+    preempt(&cluster);
+    wait_until(Duration::from_secs(60), "Slurm to requeue the task", || {
+        client
+            .show_task(key)
+            .ok()
+            .flatten()
+            .is_some_and(|j| matches!(j.state, TaskState::Pending | TaskState::Requeued))
+    });
+    // The second attempt finishes at once.
+    std::fs::write(bundle.join("release"), "").unwrap();
+    assert_complete_after_one_requeue(child, &bundle);
+}
+
+#[test]
+fn with_requeue_the_pre_timeout_signal_stops_the_run_requeues_the_task_and_the_bundle_ends_complete() {
+    let _guard = super::slurm_e2e::CLUSTER
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let Some(client) = cluster() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = low_priority("pre-timeout", "requeue = true").replace("partition = \"low\"\n", "");
+    let m = write_manifest(dir.path(), &manifest);
+    let child = spawn(dir.path(), None, &["run", m.to_str().unwrap(), "--quiet"]);
+    let bundle = find_submitted_bundle(dir.path(), "pre-timeout");
+    let _cleanup = Cleanup(bundle.clone(), client.clone());
+    let map = task_map(&bundle);
+    let key = map.task(0).unwrap();
+    wait_until(Duration::from_secs(60), "the task to run", || {
+        running(&client, &map).contains(&key)
+    });
+    // What Slurm does `grace + 30 s` before the time limit (`--signal=B:USR2@32`): USR2 to the
+    // batch shell, which is `hwr-exp slurm-task` (the script execs it).
+    let out = std::process::Command::new("scancel")
+        .args(["--batch", "--signal=USR2", &key.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    wait_until(Duration::from_secs(60), "the task to requeue itself", || {
+        bundle.join("runs").read_dir().is_ok_and(|mut d| {
+            d.next()
+                .and_then(Result::ok)
+                .is_some_and(|run| !run.path().join("run.json").exists())
+        }) && client
+            .show_task(key)
+            .ok()
+            .flatten()
+            .is_some_and(|j| matches!(j.state, TaskState::Pending | TaskState::Requeued))
+    });
+    let stopped = std::fs::read_dir(bundle.join("runs"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    std::fs::write(bundle.join("release"), "").unwrap();
+    assert_complete_after_one_requeue(child, &bundle);
+    // The interrupted attempt ran its SIGTERM trap (exit 143) within grace: as on timeout locally.
+    assert!(stopped.join("attempts/1/stderr.log").is_file());
+}
