@@ -685,3 +685,26 @@ pub fn evidence_table(outcome: &BisectOutcome) -> String {
         &[true, false, false, false, true, true, false, false],
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rule_of_a_probe() {
+        let default = rule(None, None);
+        assert_eq!((default.min, default.max), (4, 20));
+        assert_eq!(default.until, Until::Decided);
+        let capped = rule(None, Some(3));
+        assert_eq!((capped.min, capped.max), (3, 3), "min never above max");
+        let manifest = Adaptive {
+            min: 6,
+            max: 30,
+            until: Until::Decided,
+            time_budget: Some(std::time::Duration::from_secs(60)),
+        };
+        let r = rule(Some(manifest), Some(10));
+        assert_eq!((r.min, r.max, r.time_budget), (6, 10, manifest.time_budget));
+        assert_eq!(rule(Some(manifest), None), manifest);
+    }
+}

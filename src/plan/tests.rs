@@ -532,3 +532,93 @@ fn an_allocator_not_installed_is_refused_with_its_package() {
     assert!(text[2].contains("unknown allocator `hoard`"), "{text:?}");
     assert!(errors.iter().all(|e| e.key == "isolation.allocator"));
 }
+
+fn adaptive(min: u32, max: u32) -> Manifest {
+    let mut m = size_compare();
+    m.schedule.adaptive = Some(crate::manifest::Adaptive {
+        min,
+        max,
+        until: crate::manifest::Until::Decided,
+        time_budget: None,
+    });
+    m.schedule.repetitions = min;
+    m
+}
+
+#[test]
+fn an_adaptive_plan_starts_with_min_rounds_and_grows_a_round_at_a_time() {
+    let mut plan = expand(&adaptive(2, 500), &ctx()).unwrap();
+    assert_eq!(plan.len(), 8, "2 rounds of 4 cells");
+    assert_eq!(plan.cell_count(), 4);
+    // Ids are as wide as the largest plan (4 x 500 = 2000 runs): they do not change with rounds.
+    assert_eq!(plan.run(0).run_id, "0000-get_tensor-16-r1");
+    let first: Vec<String> = plan.runs().map(|r| r.run_id).collect();
+    let new = plan.add_round(&[3, 1]);
+    assert_eq!(new, vec![8, 9]);
+    let added: Vec<(String, u32)> = new
+        .iter()
+        .map(|&i| {
+            (
+                crate::plan::describe_cell(&plan.run(i).cell),
+                plan.run(i).repetition,
+            )
+        })
+        .collect();
+    assert_eq!(
+        added,
+        [
+            ("mode=get_tensor, elements=64".to_string(), 3),
+            ("mode=reuse, elements=64".to_string(), 3)
+        ]
+    );
+    assert_eq!(plan.runs_of_cell(1), 3);
+    assert_eq!(plan.runs_of_cell(0), 2);
+    let again: Vec<String> = plan.runs().take(8).map(|r| r.run_id).collect();
+    assert_eq!(first, again, "earlier runs keep their ids");
+    // A fixed plan gets no round.
+    let mut fixed = expand(&size_compare(), &ctx()).unwrap();
+    assert!(fixed.add_round(&[0]).is_empty());
+    assert_eq!(fixed.len(), 8);
+}
+
+#[test]
+fn shuffled_adaptive_rounds_are_shuffled_within_each_round_and_reproducible() {
+    let mut m = adaptive(3, 10);
+    m.schedule.order = Order::Shuffled;
+    m.schedule.seed = Some(11);
+    let plan = expand(&m, &ctx()).unwrap();
+    let again = expand(&m, &ctx()).unwrap();
+    let cells = |p: &Plan| -> Vec<(usize, u32)> {
+        (0..p.len())
+            .map(|i| (p.cell_of(i), p.run(i).repetition))
+            .collect()
+    };
+    assert_eq!(cells(&plan), cells(&again), "the seed reproduces the order");
+    for round in 0..3 {
+        let mut seen: Vec<usize> = (round * 4..round * 4 + 4).map(|i| plan.cell_of(i)).collect();
+        assert!(
+            (round * 4..round * 4 + 4).all(|i| plan.run(i).repetition == round as u32 + 1),
+            "round {round} holds repetition {}",
+            round + 1
+        );
+        seen.sort_unstable();
+        assert_eq!(seen, [0, 1, 2, 3], "every cell once in round {round}");
+    }
+    assert_ne!(
+        (0..12).map(|i| plan.cell_of(i)).collect::<Vec<_>>(),
+        [0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3],
+        "shuffled"
+    );
+}
+
+#[test]
+fn set_runs_rebuilds_the_recorded_rounds() {
+    let mut plan = expand(&adaptive(2, 5), &ctx()).unwrap();
+    let mut grown = plan.clone();
+    grown.add_round(&[2]);
+    let recorded: Vec<(usize, u32)> = (0..grown.len())
+        .map(|i| (grown.cell_of(i), grown.run(i).repetition))
+        .collect();
+    plan.set_runs(recorded);
+    assert_eq!(plan, grown);
+}
