@@ -321,6 +321,11 @@ impl ScriptSpec {
             lines.push(format!("#SBATCH {}", words.join(" ")));
         }
         lines.push("set -eu".to_string());
+        if self.requeue.is_some() {
+            // A USR2 before `exec` would end bash (the default action); ignored, it stays so until
+            // hwr-exp slurm-task installs its handler (runs get the default back at their exec).
+            lines.push(format!("trap '' {PRE_TIMEOUT_SIGNAL}"));
+        }
         lines.push(format!("index=$(({} + SLURM_ARRAY_TASK_ID))", self.offset));
         lines.push(format!(
             "exec {} {TASK_SUBCOMMAND} {} \"$index\"",
@@ -371,6 +376,7 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("--no-requeue"), "{text}");
+        assert!(text.contains("\nset -eu\ntrap '' USR2\nindex="), "{text}");
         assert!(spec().render().unwrap().contains("\n#SBATCH --no-requeue\n"));
     }
 

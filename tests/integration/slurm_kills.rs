@@ -358,6 +358,33 @@ fn assert_complete_after_one_requeue(child: Child, bundle: &Path) {
     assert!(!script.contains("--no-requeue"), "{script}");
 }
 
+/// Whether task `key` went back into the queue: Slurm says it is requeued or pending again, or it
+/// has started again already (its next start moved the first attempt to `attempts/1`).
+fn requeued(client: &SlurmClient, key: slurm::TaskKey, run_dir: &Path) -> bool {
+    run_dir.join("attempts/1").is_dir()
+        || client
+            .show_task(key)
+            .ok()
+            .flatten()
+            .is_some_and(|j| matches!(j.state, TaskState::Pending | TaskState::Requeued))
+}
+
+/// Waits until the task `key` of `bundle` has started its run (the start line in its log:
+/// `hwr-exp slurm-task` runs, its handlers are set up; before, the batch shell has not exec'd it
+/// and a signal would end bash), and gives the run's folder.
+fn started_run(bundle: &Path, key: slurm::TaskKey) -> PathBuf {
+    let log = bundle.join(format!("slurm/logs/{key}.err"));
+    wait_until(Duration::from_secs(120), "the task to start its run", || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains(slurm::log::START_PREFIX))
+    });
+    std::fs::read_dir(bundle.join("runs"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+}
+
 #[test]
 fn with_requeue_a_preempted_task_runs_again_and_the_bundle_ends_complete() {
     let Some(cluster) = preempting_cluster("REQUEUE") else {
@@ -370,18 +397,11 @@ fn with_requeue_a_preempted_task_runs_again_and_the_bundle_ends_complete() {
     let child = spawn(dir.path(), Some(&conf), &["run", m.to_str().unwrap(), "--quiet"]);
     let bundle = find_submitted_bundle(dir.path(), "requeued");
     let _cleanup = Cleanup(bundle.clone(), client.clone());
-    let map = task_map(&bundle);
-    let key = map.task(0).unwrap();
-    wait_until(Duration::from_secs(60), "the task to run", || {
-        running(&client, &map).contains(&key)
-    });
+    let key = task_map(&bundle).task(0).unwrap();
+    let run_dir = started_run(&bundle, key);
     preempt(&cluster);
-    wait_until(Duration::from_secs(60), "Slurm to requeue the task", || {
-        client
-            .show_task(key)
-            .ok()
-            .flatten()
-            .is_some_and(|j| matches!(j.state, TaskState::Pending | TaskState::Requeued))
+    wait_until(Duration::from_secs(120), "Slurm to requeue the task", || {
+        requeued(&client, key, &run_dir)
     });
     // The second attempt finishes at once.
     std::fs::write(bundle.join("release"), "").unwrap();
@@ -400,11 +420,8 @@ fn with_requeue_the_pre_timeout_signal_stops_the_run_requeues_the_task_and_the_b
     let child = spawn(dir.path(), None, &["run", m.to_str().unwrap(), "--quiet"]);
     let bundle = find_submitted_bundle(dir.path(), "pre-timeout");
     let _cleanup = Cleanup(bundle.clone(), client.clone());
-    let map = task_map(&bundle);
-    let key = map.task(0).unwrap();
-    wait_until(Duration::from_secs(60), "the task to run", || {
-        running(&client, &map).contains(&key)
-    });
+    let key = task_map(&bundle).task(0).unwrap();
+    let run_dir = started_run(&bundle, key);
     // What Slurm does `grace + 30 s` before the time limit (`--signal=B:USR2@32`): USR2 to the
     // batch shell, which is `hwr-exp slurm-task` (the script execs it).
     let out = std::process::Command::new("scancel")
@@ -412,25 +429,13 @@ fn with_requeue_the_pre_timeout_signal_stops_the_run_requeues_the_task_and_the_b
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    wait_until(Duration::from_secs(60), "the task to requeue itself", || {
-        bundle.join("runs").read_dir().is_ok_and(|mut d| {
-            d.next()
-                .and_then(Result::ok)
-                .is_some_and(|run| !run.path().join("run.json").exists())
-        }) && client
-            .show_task(key)
-            .ok()
-            .flatten()
-            .is_some_and(|j| matches!(j.state, TaskState::Pending | TaskState::Requeued))
+    wait_until(Duration::from_secs(120), "the task to requeue itself", || {
+        requeued(&client, key, &run_dir)
     });
-    let stopped = std::fs::read_dir(bundle.join("runs"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
     std::fs::write(bundle.join("release"), "").unwrap();
     assert_complete_after_one_requeue(child, &bundle);
-    // The interrupted attempt ran its SIGTERM trap (exit 143) within grace: as on timeout locally.
-    assert!(stopped.join("attempts/1/stderr.log").is_file());
+    // The interrupted attempt ran its SIGTERM trap (exit 143) within grace, as on timeout locally,
+    // and wrote no run.json of its own.
+    assert!(run_dir.join("attempts/1/stderr.log").is_file());
+    assert!(!run_dir.join("attempts/1/run.json").exists());
 }
