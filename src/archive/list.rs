@@ -52,6 +52,10 @@ pub struct ListEntry {
     /// Slurm executor: submitted, running and finished runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slurm: Option<SlurmCounts>,
+    /// Slurm executor: the last sbatch refusal bundle.json records (Slurm's message and the
+    /// limit it names), when the bundle failed for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sbatch_refused: Option<String>,
 }
 
 /// `list`'s counts for a bundle submitted to Slurm.
@@ -243,6 +247,9 @@ fn entry(dir: &Path, base: &Path) -> Result<ListEntry, ArchiveError> {
         planned_runs: info.planned_runs,
         parent: info.parent.as_deref().map(|p| relative_to(Path::new(p), base)),
         slurm,
+        sbatch_refused: (status == EffectiveStatus::Failed)
+            .then(|| info.slurm.as_ref()?.refusals.last().map(|r| r.describe()))
+            .flatten(),
     })
 }
 
@@ -284,7 +291,10 @@ pub fn write_table(entries: &[ListEntry], out: &mut impl Write) -> io::Result<()
                         c.finished,
                         c.submitted
                     ),
-                    _ => e.status.as_str().to_string(),
+                    _ => match &e.sbatch_refused {
+                        Some(r) => format!("{} (sbatch refused: {r})", e.status.as_str()),
+                        None => e.status.as_str().to_string(),
+                    },
                 },
                 e.revision
                     .as_deref()
@@ -341,6 +351,7 @@ mod tests {
             planned_runs: 8,
             parent: parent.map(String::from),
             slurm: None,
+            sbatch_refused: None,
         }
     }
 

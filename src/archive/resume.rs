@@ -62,7 +62,7 @@ pub fn resume(
         )),
         LockError::Io { .. } => ArchiveError::Environment(e.to_string()),
     })?;
-    match prepare(&bundle, opts) {
+    match prepare(&bundle, opts, &lock) {
         Ok(prepared) => {
             let Prepared {
                 plan,
@@ -152,10 +152,14 @@ struct Prepared {
 /// Steps 2 to 4 of the module docs, under the bundle's lock: checks the status, the manifest, the
 /// plan and the working tree, deletes the folders of the runs to redo and computes the new
 /// bundle.json.
-fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result<Prepared, ArchiveError> {
+fn prepare(
+    bundle: &crate::bundle::read::Bundle,
+    opts: &ResumeOptions,
+    lock: &BundleLock,
+) -> Result<Prepared, ArchiveError> {
     // Re-read under the lock: a runner or another resume may have finished it meanwhile.
-    let bundle = super::open(bundle.dir())?;
-    let info = bundle.info().clone();
+    let mut bundle = super::open(bundle.dir())?;
+    let mut info = bundle.info().clone();
     // This process holds the lock, so no other process writes the bundle: `running` is abandoned.
     let previous = match info.status {
         BundleStatus::Running => EffectiveStatus::Abandoned,
@@ -174,6 +178,13 @@ fn prepare(bundle: &crate::bundle::read::Bundle, opts: &ResumeOptions) -> Result
                 other.as_str()
             )));
         }
+    }
+    // Slurm: one owner of the bundle's tasks. Live arrays refuse the resume; arrays found by
+    // their tag are recorded, held ones cancelled (bundle.json rewritten, so read it again).
+    if info.is_slurm() {
+        super::slurm::claim_for_resume(&bundle, lock, opts.quiet)?;
+        bundle = super::open(bundle.dir())?;
+        info = bundle.info().clone();
     }
 
     let provenance = bundle.provenance_doc()?;

@@ -4,6 +4,7 @@
 //! The mechanics are in [`crate::runner::slurm`]; this module opens the bundle and rebuilds its
 //! plan from the archived manifest, as `resume` does.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::SystemTime;
 
@@ -19,7 +20,7 @@ use crate::runner::Runs;
 use crate::runner::backend::Backend;
 use crate::runner::session::{self, Finish, Session, SessionReport};
 use crate::runner::slurm::{self as rslurm, TaskEnd};
-use crate::slurm::{CancelTarget, SlurmClient, SubmittedArray, TaskMap};
+use crate::slurm::{ArrayState, CancelTarget, RetryNote, SlurmClient, SubmittedArray, TaskMap, script};
 
 /// The archived manifest of `bundle` with the executor the bundle records, expanded again with the
 /// bundle's folder and seed: the same plan the submitting hwr-exp wrote to plan.json.
@@ -39,19 +40,209 @@ pub fn bundle_plan(bundle: &Bundle) -> Result<(Manifest, Plan), ArchiveError> {
     Ok((manifest, plan))
 }
 
-/// The arrays a Slurm bundle recorded, or a refusal naming the bundle when it is not one.
-fn recorded_arrays(bundle: &Bundle) -> Result<Vec<SubmittedArray>, ArchiveError> {
-    match &bundle.info().slurm {
-        Some(s)
-            if Backend::recorded(bundle.info()).is_some_and(Backend::detaches) && !s.arrays.is_empty() =>
-        {
-            Ok(s.arrays.clone())
-        }
-        _ => Err(ArchiveError::Refused(format!(
-            "{}: not a bundle submitted to slurm (no slurm.arrays in bundle.json)",
-            bundle.dir().display()
-        ))),
+/// Refuses a bundle whose runs do not execute on Slurm.
+fn slurm_bundle(bundle: &Bundle) -> Result<(), ArchiveError> {
+    if Backend::recorded(bundle.info()).is_some_and(Backend::detaches) {
+        Ok(())
+    } else {
+        Err(ArchiveError::Refused(format!(
+            "{}: not a bundle submitted to slurm (bundle.json executor is {})",
+            bundle.dir().display(),
+            bundle.info().executor.as_deref().unwrap_or("local")
+        )))
     }
+}
+
+/// The arrays bundle.json records (none for a bundle whose submitter died before recording one).
+fn recorded(bundle: &Bundle) -> Vec<SubmittedArray> {
+    bundle
+        .info()
+        .slurm
+        .as_ref()
+        .map(|s| s.arrays.clone())
+        .unwrap_or_default()
+}
+
+/// The Slurm client of `wait`, `cancel` and `resume`: transient errors retried and, unless
+/// `quiet`, each retry said.
+pub fn client(quiet: bool) -> SlurmClient {
+    let client = SlurmClient::new();
+    if quiet {
+        client
+    } else {
+        client.with_observer(std::sync::Arc::new(|note: &RetryNote| {
+            crate::runner::progress::say(format_args!("slurm: {note}"));
+        }))
+    }
+}
+
+/// Arrays Slurm lists with this bundle's tag (job name `hwr-exp:<experiment>`, `--comment` naming
+/// the bundle: [`crate::slurm::Tag`]) that bundle.json does not record: submitted by a runner
+/// killed or interrupted before it recorded the id. Each is returned as the record it gets
+/// ([`rslurm::adoptable`]); an active one whose script cannot be read back is cancelled at once
+/// (it is this bundle's, but what it runs is unknown) and said so.
+///
+/// # Errors
+/// [`ArchiveError::Environment`] when squeue cannot be asked (after retries).
+pub fn orphans(client: &SlurmClient, bundle: &Bundle) -> Result<Vec<SubmittedArray>, ArchiveError> {
+    let known: Vec<u64> = recorded(bundle).iter().map(|a| a.job_id).collect();
+    let found = client
+        .tagged(&script::job_name(&bundle.info().experiment), bundle.dir())
+        .map_err(|e| {
+            ArchiveError::Environment(format!(
+                "{}: cannot ask slurm for arrays tagged with this bundle: {e}",
+                bundle.dir().display()
+            ))
+        })?;
+    let mut out = Vec::new();
+    for orphan in found.iter().filter(|a| !known.contains(&a.job_id)) {
+        match rslurm::adoptable(bundle.dir(), orphan) {
+            Some(a) => out.push(a),
+            None if orphan.active > 0 => {
+                crate::runner::progress::say(format_args!(
+                    "warning: slurm array {} is tagged with this bundle but its script {} cannot be read back: cancelling it",
+                    orphan.job_id, orphan.tag.script
+                ));
+                let _ = client.cancel(&[CancelTarget::Job(orphan.job_id)]);
+            }
+            None => {}
+        }
+    }
+    Ok(out)
+}
+
+fn say_adopted(arrays: &[SubmittedArray], quiet: bool) {
+    for a in arrays {
+        if !quiet {
+            crate::runner::progress::say(format_args!(
+                "found slurm array {} ({}, {}) by its tag: submitted for this bundle but not recorded (the submitting hwr-exp was stopped); recorded now",
+                a.job_id,
+                a.script,
+                match a.state {
+                    ArrayState::Held => "held",
+                    _ => "released",
+                }
+            ));
+        }
+    }
+}
+
+/// How many tasks of each of `arrays` Slurm lists as active, and how many of those are held.
+fn activity(
+    client: &SlurmClient,
+    arrays: &[SubmittedArray],
+) -> Result<BTreeMap<u64, (usize, usize)>, String> {
+    let ids: Vec<u64> = arrays
+        .iter()
+        .filter(|a| a.state != ArrayState::Cancelled)
+        .map(|a| a.job_id)
+        .collect();
+    let snapshot = client.queue(&ids).map_err(|e| e.to_string())?;
+    let mut out: BTreeMap<u64, (usize, usize)> = BTreeMap::new();
+    for (key, entry) in &snapshot.tasks {
+        if !entry.state.is_finished() {
+            let e = out.entry(key.array_job_id).or_default();
+            e.0 += 1;
+            if entry.reason.as_deref().is_some_and(|r| r.starts_with("JobHeld")) {
+                e.1 += 1;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `resume`'s ownership rule on Slurm (DESIGN 8, issue 23): under the bundle's lock, records
+/// arrays found by their tag, then asks squeue about every array. When any task still runs or
+/// waits to run (not held) the resume is refused, naming `wait` and `cancel`: resubmitting would
+/// run those runs twice at once. Arrays that are only held (their submitter died before
+/// releasing them: no task of them ever ran) are cancelled and marked so, and their runs are
+/// resubmitted with the other runs whose tasks are gone.
+///
+/// # Errors
+/// [`ArchiveError::Refused`] for live arrays; [`ArchiveError::Environment`] when Slurm cannot be
+/// asked; [`ArchiveError::Write`] when bundle.json cannot be written.
+pub fn claim_for_resume(bundle: &Bundle, lock: &BundleLock, quiet: bool) -> Result<(), ArchiveError> {
+    let client = client(quiet);
+    let write_err = |source| ArchiveError::Write {
+        bundle: bundle.dir().to_path_buf(),
+        source,
+    };
+    let mut info = bundle.info().clone();
+    let adopted = orphans(&client, bundle)?;
+    if !adopted.is_empty() {
+        say_adopted(&adopted, quiet);
+        info.slurm
+            .get_or_insert_with(Default::default)
+            .arrays
+            .extend(adopted);
+        crate::bundle::write::rewrite_info(bundle.dir(), lock, &info).map_err(write_err)?;
+    }
+    let arrays = info.slurm.as_ref().map(|s| s.arrays.clone()).unwrap_or_default();
+    if arrays.is_empty() {
+        return Ok(());
+    }
+    let active = activity(&client, &arrays).map_err(|e| {
+        ArchiveError::Environment(format!(
+            "{}: cannot tell whether this bundle's slurm arrays still run (squeue: {e}); resume refuses rather than run a run twice",
+            bundle.dir().display()
+        ))
+    })?;
+    let live: Vec<String> = active
+        .iter()
+        .filter(|(_, (n, held))| n > held)
+        .map(|(id, (n, held))| {
+            format!(
+                "{id} ({} active task{}{})",
+                n,
+                if *n == 1 { "" } else { "s" },
+                if *held > 0 {
+                    format!(", {held} held")
+                } else {
+                    String::new()
+                }
+            )
+        })
+        .collect();
+    if !live.is_empty() {
+        let dir = bundle.dir().display();
+        return Err(ArchiveError::Refused(format!(
+            "{dir}: slurm still runs this bundle's tasks in array(s) {}; resuming now would run them twice. Wait for them with `hwr-exp wait {dir}` or stop them with `hwr-exp cancel {dir}`, then resume the runs that did not finish",
+            live.join(", ")
+        )));
+    }
+    let held: Vec<u64> = active.keys().copied().collect();
+    if held.is_empty() {
+        return Ok(());
+    }
+    let targets: Vec<CancelTarget> = held.iter().copied().map(CancelTarget::Job).collect();
+    client
+        .cancel(&targets)
+        .map_err(|e| ArchiveError::Environment(e.to_string()))?;
+    let map = TaskMap::new(
+        &arrays
+            .iter()
+            .filter(|a| held.contains(&a.job_id))
+            .cloned()
+            .collect::<Vec<_>>(),
+    )
+    .map_err(|e| ArchiveError::Refused(e.to_string()))?;
+    rslurm::cancel_arrays(&client, &map);
+    for a in info.slurm.iter_mut().flat_map(|s| s.arrays.iter_mut()) {
+        if held.contains(&a.job_id) {
+            a.state = ArrayState::Cancelled;
+        }
+    }
+    info.notes.push(format!(
+        "resume cancelled held slurm array(s) {} (submitted, never released: none of their tasks ran); their runs are submitted again",
+        held.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+    ));
+    if !quiet {
+        crate::runner::progress::say(format_args!(
+            "cancelled held slurm array(s) {} (never released); their runs are submitted again",
+            held.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    crate::bundle::write::rewrite_info(bundle.dir(), lock, &info).map_err(write_err)
 }
 
 /// `hwr-exp slurm-task BUNDLE INDEX`: runs plan index `index` of the bundle on this node
@@ -108,7 +299,7 @@ fn lock_for_waiting(bundle: &Bundle) -> Result<BundleLock, ArchiveError> {
 /// [`ArchiveError::Environment`] when a waiter holds it; session errors.
 pub fn wait(dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionReport, ArchiveError> {
     let bundle = super::open(dir)?;
-    recorded_arrays(&bundle)?;
+    slurm_bundle(&bundle)?;
     let lock = lock_for_waiting(&bundle)?;
     let prepared = (|| {
         let bundle = super::open(bundle.dir())?;
@@ -119,12 +310,18 @@ pub fn wait(dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionRepor
                 bundle.info().status.as_str()
             )));
         }
-        let arrays = recorded_arrays(&bundle)?;
+        let adopted = orphans(&client(quiet), &bundle)?;
+        if recorded(&bundle).is_empty() && adopted.is_empty() {
+            return Err(ArchiveError::Refused(format!(
+                "{}: no slurm array to wait for: bundle.json records none and squeue lists none tagged with this bundle (resume it to submit its runs)",
+                bundle.dir().display()
+            )));
+        }
         let (_, plan) = bundle_plan(&bundle)?;
         let before = bundle.provenance_doc()?.before;
-        Ok((bundle, arrays, plan, before))
+        Ok((bundle, adopted, plan, before))
     })();
-    let (bundle, arrays, plan, before) = match prepared {
+    let (bundle, adopted, plan, before) = match prepared {
         Ok(p) => p,
         Err(e) => {
             let _ = lock.release();
@@ -134,10 +331,43 @@ pub fn wait(dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionRepor
     let mut info = bundle.info().clone();
     // Every run.json is counted again as the wait finds it.
     info.counts.clear();
-    let writer = BundleWriter::reopen(bundle.dir(), info, lock).map_err(|source| ArchiveError::Write {
+    let write_err = |source| ArchiveError::Write {
         bundle: bundle.dir().to_path_buf(),
         source,
-    })?;
+    };
+    let mut writer = BundleWriter::reopen(bundle.dir(), info, lock).map_err(write_err)?;
+    say_adopted(&adopted, quiet);
+    for a in adopted {
+        writer.add_slurm_array(a).map_err(write_err)?;
+    }
+    let arrays = writer
+        .info()
+        .slurm
+        .as_ref()
+        .map(|s| s.arrays.clone())
+        .unwrap_or_default();
+    // Arrays recorded (or found) held: their submitter died before releasing them. This waiter
+    // is their owner now (it holds the lock): release them. Releasing twice is no error.
+    let held: Vec<u64> = arrays
+        .iter()
+        .filter(|a| a.state == ArrayState::Held)
+        .map(|a| a.job_id)
+        .collect();
+    if !held.is_empty() {
+        let client = client(quiet);
+        client
+            .release(&held)
+            .map_err(|e| ArchiveError::Environment(format!("releasing held slurm array(s): {e}")))?;
+        writer
+            .set_slurm_array_state(&held, ArrayState::Released)
+            .map_err(write_err)?;
+        if !quiet {
+            crate::runner::progress::say(format_args!(
+                "released held slurm array(s) {}",
+                held.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
     let indices: Vec<usize> = {
         let map = TaskMap::new(&arrays).map_err(|e| ArchiveError::Refused(e.to_string()))?;
         (0..plan.len()).filter(|&i| map.task(i).is_some()).collect()
@@ -160,7 +390,7 @@ pub fn wait(dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionRepor
         },
     };
     let waiting = rslurm::Waiting {
-        client: SlurmClient::new(),
+        client: client(quiet),
         arrays,
         shared_fs: rslurm::on_shared_fs(bundle.dir()).unwrap_or(false),
     };
@@ -186,12 +416,21 @@ pub enum Cancelled {
 /// [`ArchiveError::Refused`] for a bundle that is not a Slurm one; Slurm and write errors.
 pub fn cancel(dir: &Path) -> Result<Cancelled, ArchiveError> {
     let bundle = super::open(dir)?;
-    let arrays = recorded_arrays(&bundle)?;
+    slurm_bundle(&bundle)?;
     let write_err = |source| ArchiveError::Write {
         bundle: bundle.dir().to_path_buf(),
         source,
     };
-    let client = SlurmClient::new();
+    let client = client(false);
+    let adopted = orphans(&client, &bundle)?;
+    say_adopted(&adopted, false);
+    let mut arrays = recorded(&bundle);
+    arrays.extend(adopted.iter().cloned());
+    if arrays.is_empty() && bundle.info().status != BundleStatus::Running {
+        return Ok(Cancelled::AlreadyFinished(
+            bundle.info().status.as_str().to_string(),
+        ));
+    }
     let map = TaskMap::new(&arrays).map_err(|e| ArchiveError::Refused(e.to_string()))?;
     if bundle.info().status != BundleStatus::Running {
         let targets: Vec<CancelTarget> = map.job_ids().into_iter().map(CancelTarget::Job).collect();
@@ -221,6 +460,10 @@ pub fn cancel(dir: &Path) -> Result<Cancelled, ArchiveError> {
                 }
             }
             let mut writer = BundleWriter::reopen(bundle.dir(), info, lock).map_err(write_err)?;
+            let known: Vec<u64> = recorded(&bundle).iter().map(|a| a.job_id).collect();
+            for a in adopted.into_iter().filter(|a| !known.contains(&a.job_id)) {
+                writer.add_slurm_array(a).map_err(write_err)?;
+            }
             writer
                 .finish(BundleStatus::Interrupted, SystemTime::now())
                 .map_err(write_err)?;

@@ -364,6 +364,42 @@ pub struct SlurmSubmissions {
     /// Every submitted array in submission order (`resume` appends); the latest submission of a
     /// plan index is the one that counts ([`crate::slurm::TaskMap`]).
     pub arrays: Vec<crate::slurm::SubmittedArray>,
+    /// Every submission sbatch refused, in order, with Slurm's message and the limit it names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refusals: Vec<SbatchRefusal>,
+    /// Names of the `SBATCH_*` / `SLURM_*` variables of the submitting environment that hwr-exp
+    /// removed from sbatch's environment (they would override the recorded script); values are not
+    /// recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cleared_env: Vec<String>,
+    /// With `keep-sbatch-env = true`: those variables as passed to sbatch, name and value.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kept_env: BTreeMap<String, String>,
+}
+
+/// bundle.json `slurm.refusals[]`: one submission sbatch refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct SbatchRefusal {
+    /// When (RFC 3339 UTC).
+    pub at: String,
+    /// The batch script refused, relative to the bundle.
+    pub script: String,
+    /// Slurm's message (`Invalid partition name specified`).
+    pub message: String,
+    /// The limit or setting the message names (`partition`, `MaxJobCount`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
+}
+
+impl SbatchRefusal {
+    /// `Invalid partition name specified (limit: partition ...)`.
+    pub fn describe(&self) -> String {
+        match &self.limit {
+            Some(l) => format!("{} (limit: {l})", self.message),
+            None => self.message.clone(),
+        }
+    }
 }
 
 impl BundleInfo {

@@ -127,12 +127,14 @@ fn replace_file(
         .unwrap_or(Path::new("."));
     // The temporary file is made here rather than with tempfile, whose errors name the temporary
     // path: the error names `path`, and carries the OS error as is.
+    // Made with its final mode where the umask keeps it (no fchmod then), else 0600 and fchmod.
+    let made_right = umask_keeps(FILE_MODE);
     let (tmp_path, file) = loop {
         let candidate = dir.join(format!("{TEMPORARY_PREFIX}{:016x}", fastrand::u64(..)));
         match fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o600)
+            .mode(if made_right { FILE_MODE } else { 0o600 })
             .open(&candidate)
         {
             Ok(f) => break (candidate, f),
@@ -144,8 +146,10 @@ fn replace_file(
         let mut out = io::BufWriter::new(file);
         fill(&mut out)?;
         let file = out.into_inner().map_err(|e| e.into_error())?;
-        // File::set_permissions is fchmod(2) on the open file: exact mode, no umask.
-        file.set_permissions(fs::Permissions::from_mode(FILE_MODE))?;
+        if !made_right {
+            // File::set_permissions is fchmod(2) on the open file: exact mode, no umask.
+            file.set_permissions(fs::Permissions::from_mode(FILE_MODE))?;
+        }
         if durability == Durability::Synced {
             file.sync_all()?;
         }
@@ -228,11 +232,35 @@ pub fn test_pause(step: &str) {
     }
 }
 
-/// Creates the folder `path` (failing when it exists) with mode [`DIR_MODE`] whatever the umask.
+/// Creates the folder `path` (failing when it exists) with mode [`DIR_MODE`] whatever the umask
+/// (a `chmod` only where the umask takes bits of it away).
 fn create_dir(path: &Path) -> io::Result<()> {
-    fs::create_dir(path)
-        .and_then(|()| fs::set_permissions(path, fs::Permissions::from_mode(DIR_MODE)))
+    use std::os::unix::fs::DirBuilderExt;
+    fs::DirBuilder::new()
+        .mode(DIR_MODE)
+        .create(path)
+        .and_then(|()| {
+            if umask_keeps(DIR_MODE) {
+                Ok(())
+            } else {
+                fs::set_permissions(path, fs::Permissions::from_mode(DIR_MODE))
+            }
+        })
         .map_err(on(path, "create folder"))
+}
+
+/// Whether the process's umask leaves every bit of `mode` (then a file or folder made with
+/// `mode` has it exactly, and needs no `chmod`). The umask is read once, from `/proc/self/status`
+/// (`Umask:`, Linux 4.7+: reading it with `umask(2)` would change it for a moment for every
+/// thread); unknown counts as "no".
+pub(crate) fn umask_keeps(mode: u32) -> bool {
+    static UMASK: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    let umask = UMASK.get_or_init(|| {
+        let status = fs::read_to_string("/proc/self/status").ok()?;
+        let line = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
+        u32::from_str_radix(line.trim(), 8).ok()
+    });
+    umask.is_some_and(|u| u & mode == 0)
 }
 
 /// A task Slurm ended without a run.json of the run's own ([`BundleWriter::record_lost`]).
@@ -694,6 +722,63 @@ impl BundleWriter {
         self.save_info(Durability::Synced)
     }
 
+    /// Sets the [`crate::slurm::ArrayState`] of the recorded arrays `job_ids` and writes
+    /// bundle.json durably (the second phase of a submission: `released`).
+    ///
+    /// # Errors
+    /// I/O errors writing bundle.json.
+    pub fn set_slurm_array_state(
+        &mut self,
+        job_ids: &[u64],
+        state: crate::slurm::ArrayState,
+    ) -> io::Result<()> {
+        if let Some(s) = &mut self.info.slurm {
+            for a in s.arrays.iter_mut().filter(|a| job_ids.contains(&a.job_id)) {
+                a.state = state;
+            }
+        }
+        self.save_info(Durability::Synced)
+    }
+
+    /// Appends an sbatch refusal to bundle.json `slurm.refusals` and writes it durably.
+    ///
+    /// # Errors
+    /// I/O errors writing bundle.json.
+    pub fn add_sbatch_refusal(&mut self, refusal: SbatchRefusal) -> io::Result<()> {
+        self.info.executor = Some("slurm".into());
+        self.info
+            .slurm
+            .get_or_insert_with(SlurmSubmissions::default)
+            .refusals
+            .push(refusal);
+        self.save_info(Durability::Synced)
+    }
+
+    /// Records sbatch's input variables of the submitting environment (bundle.json
+    /// `slurm.cleared-env`, names only, or `slurm.kept-env` with values), merged with what earlier
+    /// submissions recorded; writes bundle.json only when something is new.
+    ///
+    /// # Errors
+    /// I/O errors writing bundle.json.
+    pub fn record_sbatch_env(&mut self, vars: &[(String, String)], kept: bool) -> io::Result<()> {
+        if vars.is_empty() {
+            return Ok(());
+        }
+        let s = self.info.slurm.get_or_insert_with(SlurmSubmissions::default);
+        let before = (s.cleared_env.clone(), s.kept_env.clone());
+        for (k, v) in vars {
+            if kept {
+                s.kept_env.insert(k.clone(), v.clone());
+            } else if !s.cleared_env.contains(k) {
+                s.cleared_env.push(k.clone());
+            }
+        }
+        if before == (s.cleared_env.clone(), s.kept_env.clone()) {
+            return Ok(());
+        }
+        self.save_info(Durability::Synced)
+    }
+
     /// Writes the batch script `slurm/<name>` atomically (mode [`FILE_MODE`]) and creates
     /// `slurm/logs/` (Slurm does not create the folder of `--output`). Returns the script's path.
     ///
@@ -1000,6 +1085,16 @@ impl TaskRunWriter {
         }
         write_json_atomic(&path, &host())
     }
+}
+
+/// Writes `info` as the bundle.json of `dir` (durably) for a process that holds the bundle's
+/// `lock` but no [`BundleWriter`]: `resume` and `cancel` recording an array found by its tag
+/// before deciding what to do.
+///
+/// # Errors
+/// I/O errors writing bundle.json.
+pub fn rewrite_info(dir: &Path, _lock: &BundleLock, info: &BundleInfo) -> io::Result<()> {
+    write_json(&dir.join(files::BUNDLE), Durability::Synced, info)
 }
 
 /// Writes the cancel marker `slurm/cancel-requested` of the bundle folder `dir` (`hwr-exp

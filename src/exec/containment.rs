@@ -387,12 +387,14 @@ impl RunContainment {
     /// After the leader was reaped: stops what is left of the run (SIGTERM, then SIGKILL at
     /// `kill_at`, or after `grace` when the run was not being stopped already), reaps, removes
     /// the cgroup, and ends the guardian's record. With `later`, a cgroup found empty at once is
-    /// not removed here but left there, still listed with the guardian.
+    /// not removed here but left there, still listed with the guardian. Its waits go through
+    /// `idle` (which copies the run's output meanwhile, so a stray never blocks on a full pipe).
     pub(super) fn finish(
         mut self,
         grace: Duration,
         kill_at: Option<Instant>,
         later: Option<&Leftovers>,
+        idle: &mut dyn FnMut(Duration),
     ) -> Finished {
         let mut done = Finished::default();
         if let Some(t) = self.tree.as_mut() {
@@ -418,11 +420,11 @@ impl RunContainment {
         if done.strays > 0 {
             self.signal(Signal::TERM);
             let kill_at = kill_at.unwrap_or_else(|| Instant::now() + grace);
-            if !self.wait_gone(kill_at) {
+            if !self.wait_gone(kill_at, idle) {
                 let limit = Instant::now() + KILL_WAIT_LIMIT;
                 loop {
                     self.kill();
-                    if self.wait_gone((Instant::now() + Duration::from_millis(50)).min(limit)) {
+                    if self.wait_gone((Instant::now() + Duration::from_millis(50)).min(limit), idle) {
                         break;
                     }
                     if Instant::now() >= limit {
@@ -466,7 +468,7 @@ impl RunContainment {
     }
 
     /// Polls until nothing of the run is alive (`true`) or `until` passes (`false`).
-    fn wait_gone(&mut self, until: Instant) -> bool {
+    fn wait_gone(&mut self, until: Instant, idle: &mut dyn FnMut(Duration)) -> bool {
         let mut nap = Duration::from_micros(200);
         loop {
             if !self.alive() {
@@ -476,7 +478,7 @@ impl RunContainment {
             if now >= until {
                 return false;
             }
-            std::thread::sleep(nap.min(until - now));
+            idle(nap.min(until - now));
             nap = (nap * 2).min(Duration::from_millis(10));
         }
     }

@@ -13,6 +13,13 @@
 //! included; v1 batches charges per CPU, so small figures are approximate). After the run the
 //! cgroup is removed (its remaining page-cache charges move to the parent).
 //!
+//! Making and removing a memory cgroup costs the kernel far more than a run of a small program
+//! (`mkdir` populates its dozens of control files, `rmdir` takes them down): where runs are
+//! prepared ahead ([`super::Launcher::prepare`]), a run's memory cgroup is made on the
+//! preparing thread while the run before executes, and an ended run's is left in [`Ended`] for
+//! the next `prepare` (or `tidy`) to remove, off the path between one run and the next. The
+//! child tells the runner whether it joined (its report pipe), so nothing is read to check.
+//!
 //! Leftovers of a runner killed mid-run (empty folders named after a pid that is gone) are
 //! removed by the next runner's [`base`].
 
@@ -154,13 +161,6 @@ impl RunMemcg {
         text.trim().parse().ok()
     }
 
-    /// Whether `pid` joined the cgroup (listed in its `cgroup.procs`).
-    pub(super) fn holds(&self, pid: i32) -> bool {
-        fs::read_to_string(self.path.join("cgroup.procs"))
-            .map(|t| t.lines().any(|l| l.trim().parse() == Ok(pid)))
-            .unwrap_or(false)
-    }
-
     /// `memory.usage_in_bytes` and `memory.max_usage_in_bytes`, bytes.
     pub(super) fn memory(&self) -> (Option<u64>, Option<u64>) {
         (
@@ -173,6 +173,33 @@ impl RunMemcg {
     pub(super) fn remove(self) {
         drop(self.procs);
         let _ = fs::remove_dir(&self.path);
+    }
+}
+
+/// Memory cgroups of ended runs, removed later, off the critical path (see the module docs).
+#[derive(Debug, Default)]
+pub(super) struct Ended(std::sync::Mutex<Vec<RunMemcg>>);
+
+impl Ended {
+    /// Leaves `m` for later; when [`super::containment::LEFTOVERS_MAX`] wait (nobody removed
+    /// them), removes them all at once.
+    pub(super) fn push(&self, m: RunMemcg) {
+        let waiting = {
+            let mut left = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            left.push(m);
+            left.len()
+        };
+        if waiting >= super::containment::LEFTOVERS_MAX {
+            self.remove_all();
+        }
+    }
+
+    /// Removes every memory cgroup left here.
+    pub(super) fn remove_all(&self) {
+        let left = std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()));
+        for m in left {
+            m.remove();
+        }
     }
 }
 

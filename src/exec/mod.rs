@@ -33,12 +33,13 @@
 //!      fds 0/1/2 survive exec,
 //!    - resets every signal disposition to the default and empties the signal mask.
 //!
-//!    stdin is `/dev/null`; stdout and stderr are pipes that one thread of the runner copies
-//!    into the output file and `stderr.log` (`drain.rs`): a run that reopens `/dev/stdout`
-//!    truncates nothing; both go through one pipe when they name the same file.
+//!    stdin is `/dev/null`; stdout and stderr are pipes that the supervising thread copies
+//!    into the output file and `stderr.log` while it waits (`drain.rs`): a run that reopens
+//!    `/dev/stdout` truncates nothing; both go through one pipe when they name the same file.
 //! 5. The parent waits on a pidfd with `poll` (`supervise.rs`), waking for external memory
 //!    samples of every process of the run (`sampling.rs`), the timeout, the SIGTERM grace period
-//!    and (every 50 ms) the cancel flag. The output thread is the only other thread. On timeout or interrupt every
+//!    and (every 50 ms) the cancel flag; the same `poll` watches the output pipes, so no thread is
+//!    made per run. On timeout or interrupt every
 //!    process of the run gets SIGTERM, and SIGKILL after the grace period.
 //! 6. The leader is reaped with `wait4`, which gives the exit status and its rusage (user and
 //!    system CPU seconds, peak RSS). `ended` and `wall_seconds` are taken here, so the stray
@@ -383,6 +384,10 @@ pub struct MemorySample {
     /// The leader's own figures (absent once the leader is gone, or in old samples).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leader: Option<LeaderFigures>,
+    /// Whether this walk sample read `/proc/<pid>/smaps` (a per-mapping breakdown, kept in
+    /// mappings.json as `first` or `last`) rather than smaps_rollup. Absent when not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub breakdown: bool,
     /// What taking this sample cost the runner, seconds (the reads and the walk).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_seconds: Option<f64>,
@@ -449,30 +454,60 @@ pub struct ProcessLauncher {
 /// What [`ProcessLauncher`] keeps between runs.
 #[derive(Debug, Default)]
 struct Ahead {
-    /// Containments made ahead by [`Launcher::prepare`], by the `stdout_path` of their run.
-    made: std::sync::Mutex<Vec<(PathBuf, containment::RunContainment)>>,
+    /// What [`Launcher::prepare`] made, by the `stdout_path` of its run.
+    made: std::sync::Mutex<Vec<(PathBuf, Made)>>,
     /// Set by the first [`Launcher::prepare`]: from then on empty cgroups are left in
-    /// `leftovers`, since someone will call `prepare` or `tidy` again.
+    /// `leftovers` and ended runs' memory cgroups in `memcgs`, since someone will call `prepare`
+    /// or `tidy` again.
     deferring: AtomicBool,
     /// Empty cgroups of ended runs, to be removed.
     leftovers: containment::Leftovers,
+    /// v1 memory cgroups of ended runs, to be removed.
+    memcgs: memcg::Ended,
+}
+
+/// What [`Launcher::prepare`] made for one run.
+#[derive(Debug)]
+struct Made {
+    /// Its cgroup (only where runs get one).
+    containment: Option<containment::RunContainment>,
+    /// Its v1 memory cgroup (only where it is measured and its cgroup has no memory controller).
+    memcg: Option<memcg::RunMemcg>,
+}
+
+impl Made {
+    fn drop_all(self) {
+        if let Some(c) = self.containment {
+            c.abandon();
+        }
+        if let Some(m) = self.memcg {
+            m.remove();
+        }
+    }
 }
 
 impl Ahead {
     fn tidy(&self) {
         self.leftovers.remove_all();
+        self.memcgs.remove_all();
         let made = std::mem::take(&mut *self.made.lock().unwrap_or_else(|e| e.into_inner()));
-        for (_, containment) in made {
-            containment.abandon();
+        for (_, made) in made {
+            made.drop_all();
         }
     }
 
-    /// The containment made ahead for `spec`'s run, if any.
-    fn take(&self, spec: &RunSpec) -> Option<containment::RunContainment> {
+    /// What was made ahead for `spec`'s run, if anything.
+    fn take(&self, spec: &RunSpec) -> Option<Made> {
         let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
         let i = made.iter().position(|(key, _)| *key == spec.stdout_path)?;
         Some(made.swap_remove(i).1)
     }
+}
+
+/// Whether a run of `spec` in `containment` needs a v1 memory cgroup of its own for the tree's
+/// peak: only when it is measured and its cgroup (if any) has no memory controller.
+fn needs_memcg(spec: &RunSpec, containment: Option<&containment::RunContainment>) -> bool {
+    spec.memory_path.is_some() && !containment.is_some_and(containment::RunContainment::has_memory)
 }
 
 impl Drop for Ahead {
@@ -524,11 +559,17 @@ impl Launcher for ProcessLauncher {
             return outcome;
         }
         let placement = pinning::place_runner(&spec.cpus);
-        let made = self.ahead.take(spec).map(Ok);
+        let (made, mut memcg_made) = match self.ahead.take(spec) {
+            Some(Made { containment, memcg }) => (containment.map(Ok), memcg),
+            None => (None, None),
+        };
         let containment = match made.unwrap_or_else(|| containment::RunContainment::prepare(spec)) {
             Ok(c) => c,
             Err(error) => {
                 started();
+                if let Some(m) = memcg_made.take() {
+                    m.remove();
+                }
                 let mut outcome = RunOutcome::empty(started_at, start);
                 outcome.start_os_error = error.os_error;
                 outcome.error = Some(error.message);
@@ -538,10 +579,17 @@ impl Launcher for ProcessLauncher {
         };
         let kind = containment.kind();
         // The tree's peak: the run's cgroup v2 has it where it has the memory controller, else
-        // a v1 memory cgroup of the run's own, where the host has one (only when measuring).
-        let memcg = (spec.memory_path.is_some() && !containment.has_memory())
-            .then(memcg::RunMemcg::create)
-            .flatten();
+        // a v1 memory cgroup of the run's own, where the host has one (only when measuring),
+        // made ahead where runs are prepared.
+        let later = self.ahead.deferring.load(Ordering::Relaxed);
+        let memcg = if needs_memcg(spec, Some(&containment)) {
+            memcg_made.take().or_else(memcg::RunMemcg::create)
+        } else {
+            None
+        };
+        if let Some(m) = memcg_made {
+            self.ahead.memcgs.push(m);
+        }
         let shm_before = shm::snapshot();
         let child = spawn::spawn(
             spec,
@@ -551,17 +599,16 @@ impl Launcher for ProcessLauncher {
         started();
         let mut outcome = match child {
             Ok(child) => {
-                let later = self
-                    .ahead
-                    .deferring
-                    .load(Ordering::Relaxed)
-                    .then_some(&self.ahead.leftovers);
-                let measure = supervise::Measure { memcg, shm_before };
+                let measure = supervise::Measure {
+                    memcg,
+                    memcg_later: later.then_some(&self.ahead.memcgs),
+                    shm_before,
+                };
                 supervise::supervise(
                     spec,
                     cancel,
                     child,
-                    (containment, later),
+                    (containment, later.then_some(&self.ahead.leftovers)),
                     measure,
                     started_at,
                     start,
@@ -587,14 +634,20 @@ impl Launcher for ProcessLauncher {
         outcome
     }
 
-    /// Removes the empty cgroups of ended runs, then makes `spec`'s cgroup (where runs get one)
-    /// and lists it with the guardian.
+    /// Removes the empty cgroups and memory cgroups of ended runs, then makes `spec`'s cgroup
+    /// (where runs get one, listed with the guardian) and its v1 memory cgroup (where it needs
+    /// one).
     fn prepare(&self, spec: &RunSpec) {
         self.ahead.deferring.store(true, Ordering::Relaxed);
         self.ahead.leftovers.remove_all();
-        if let Some(made) = containment::RunContainment::prepare_ahead(spec) {
+        self.ahead.memcgs.remove_all();
+        let containment = containment::RunContainment::prepare_ahead(spec);
+        let memcg = needs_memcg(spec, containment.as_ref())
+            .then(memcg::RunMemcg::create)
+            .flatten();
+        if containment.is_some() || memcg.is_some() {
             let mut list = self.ahead.made.lock().unwrap_or_else(|e| e.into_inner());
-            list.push((spec.stdout_path.clone(), made));
+            list.push((spec.stdout_path.clone(), Made { containment, memcg }));
         }
     }
 

@@ -121,7 +121,11 @@ struct MappingsFile<'a> {
 
 /// Appends [`MemorySample`] lines to a file, one per interval, while the run has processes.
 pub(super) struct Sampler {
-    out: BufWriter<File>,
+    /// memory.jsonl, made at the first sample (a run too short for one leaves no empty file).
+    out: Option<BufWriter<File>>,
+    path: PathBuf,
+    /// Why memory.jsonl could not be made or written.
+    failed: Option<String>,
     mappings_path: Option<PathBuf>,
     interval: Duration,
     start: Instant,
@@ -145,17 +149,18 @@ pub(super) struct Sampler {
 }
 
 impl Sampler {
-    /// Creates (truncates) `path` and schedules the first sample one `interval` after `start`
-    /// (at least 1 ms): right after spawn the child is still exec'ing (a copy of the runner).
-    /// The mapping breakdowns go to `mappings.json` beside `path`.
-    ///
-    /// # Errors
-    /// The error of creating `path`.
-    pub(super) fn create(path: &Path, interval: Duration, start: Instant) -> io::Result<Sampler> {
+    /// Schedules the first sample one `interval` after `start` (at least 1 ms): right after
+    /// spawn the child is still exec'ing (a copy of the runner). `path` is created (truncated)
+    /// at the first sample, so a run that ends before one has none; each sample of a
+    /// page-table walk is written through at once (the lines between are buffered). The mapping
+    /// breakdowns go to `mappings.json` beside `path`.
+    pub(super) fn create(path: &Path, interval: Duration, start: Instant) -> Sampler {
         let requested = interval;
         let interval = interval.max(Duration::from_millis(1));
-        Ok(Sampler {
-            out: BufWriter::new(File::create(path)?),
+        Sampler {
+            out: None,
+            path: path.to_path_buf(),
+            failed: None,
             mappings_path: path.parent().map(|d| d.join(MAPPINGS_FILE)),
             interval,
             start,
@@ -176,7 +181,28 @@ impl Sampler {
             gap_sum: 0.0,
             walk_gap_sum: 0.0,
             skipped: None,
-        })
+        }
+    }
+
+    /// Why memory.jsonl could not be made or written, if it could not.
+    pub(super) fn failed(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
+    /// Appends `sample` as one line (making the file first); written through when `flush`.
+    fn write(&mut self, sample: &MemorySample, flush: bool) -> io::Result<()> {
+        if self.out.is_none() {
+            self.out = Some(BufWriter::new(File::create(&self.path)?));
+        }
+        let Some(out) = self.out.as_mut() else {
+            return Ok(());
+        };
+        serde_json::to_writer(&mut *out, sample)?;
+        out.write_all(b"\n")?;
+        if flush {
+            out.flush()?;
+        }
+        Ok(())
     }
 
     /// When the next sample is due, or `None` once sampling has stopped.
@@ -258,6 +284,7 @@ impl Sampler {
         let predicted = self.predict(&read);
         let smaps = self.mappings_path.is_some() && predicted.mul_f64(SMAPS_FACTOR) <= allowed;
         let mut rollups: Option<Vec<(i32, Rollup)>> = None;
+        let mut took_breakdown = false;
         if smaps || predicted <= allowed {
             let mut got = Vec::with_capacity(read.len());
             let mut rows = Mappings::default();
@@ -312,6 +339,7 @@ impl Sampler {
                     self.last_map = Some(b);
                 }
                 self.summary.mapping_breakdowns += 1;
+                took_breakdown = true;
             }
             if !got.is_empty() {
                 rollups = Some(got);
@@ -368,11 +396,16 @@ impl Sampler {
             rss_file: tree.rss_file,
             rss_shmem: tree.rss_shmem,
             leader: leader_figures,
+            breakdown: took_breakdown,
             cost_seconds: Some(cost.as_secs_f64()),
             cgroup_memory_current: current,
             cgroup_memory_peak: peak,
         };
-        if serde_json::to_writer(&mut self.out, &sample).is_err() || self.out.write_all(b"\n").is_err() {
+        if let Err(e) = self.write(&sample, walked) {
+            self.failed = Some(format!(
+                "cannot write memory samples to {}: {e}",
+                self.path.display()
+            ));
             self.live = false;
             return;
         }
@@ -426,7 +459,9 @@ impl Sampler {
     /// Flushes the file, writes mappings.json (when a breakdown was taken) and returns the
     /// sampling summary for run.json. `wall` is the run's wall time.
     pub(super) fn finish(mut self, wall: f64) -> SamplingSummary {
-        let _ = self.out.flush();
+        if let Some(out) = self.out.as_mut() {
+            let _ = out.flush();
+        }
         if let (Some(path), Some(first)) = (&self.mappings_path, &self.first_map) {
             let file = MappingsFile {
                 format: 1,

@@ -31,9 +31,12 @@ const DEFAULT_PATH: &str = "/bin:/usr/bin";
 pub(super) struct Child {
     pub(super) pid: i32,
     pub(super) pidfd: Option<OwnedFd>,
-    /// The thread copying the run's stdout and stderr pipes into their files
+    /// The run's stdout and stderr pipes, copied into their files by the supervisor's waits
     /// ([`super::drain`]); finished once no process of the run is alive.
     pub(super) drain: Option<Drain>,
+    /// Whether the child joined the v1 memory cgroup it was given (its write to that
+    /// `cgroup.procs` succeeded; reported back by the child, so no read of the cgroup is needed).
+    pub(super) memcg_joined: bool,
 }
 
 /// Finds the file `argv0` names, as `execvp` in the run's child would.
@@ -168,8 +171,7 @@ pub(super) fn spawn(
     // then truncates nothing (see `drain.rs`).
     let pipes = Pipes::new(stdout, stderr)
         .map_err(|e| StartError::os(format!("cannot make the pipes for the run's output: {e}"), &e))?;
-    let drain = Drain::start(pipes.sinks)
-        .map_err(|e| StartError::os(format!("cannot start copying the run's output: {e}"), &e))?;
+    let drain = Drain::new(pipes.sinks);
     let (stdout, stderr) = (pipes.stdout, pipes.stderr);
 
     // Everything the child needs is computed here: between fork and exec only
@@ -449,21 +451,26 @@ fn fork_exec(setup: &Setup<'_>, cgroup: Option<BorrowedFd<'_>>) -> Result<Child,
         // Best effort: the child sets its CPUs itself too, and reports a failure.
         let _ = rustix::thread::sched_setaffinity(Some(p), set);
     }
+    // The report pipe brings, before exec closes it: a note that joining the memory cgroup
+    // failed (not fatal), then a failed step; nothing at all is the usual case.
+    let mut memcg_joined = setup.memcg.is_some();
     let mut report = [0u8; 8];
-    let mut got = 0;
-    while got < report.len() {
-        match rustix::io::read(&report_r, &mut report[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(rustix::io::Errno::INTR) => {}
-            Err(_) => break,
+    let got = loop {
+        let got = read_report(&report_r, &mut report);
+        if got == report.len()
+            && u32::from_ne_bytes([report[0], report[1], report[2], report[3]]) == MEMCG_NOT_JOINED
+        {
+            memcg_joined = false;
+            continue;
         }
-    }
+        break got;
+    };
     if got == 0 {
         return Ok(Child {
             pid,
             pidfd,
             drain: None,
+            memcg_joined,
         });
     }
     // The child failed before exec and exits: reap it.
@@ -483,6 +490,23 @@ fn fork_exec(setup: &Setup<'_>, cgroup: Option<BorrowedFd<'_>>) -> Result<Child,
         _ => Step::Exec,
     };
     Err((step, io::Error::from_raw_os_error(errno)))
+}
+
+/// The report code of a child that could not join its v1 memory cgroup (it goes on).
+const MEMCG_NOT_JOINED: u32 = 100;
+
+/// Reads up to 8 bytes of the child's report; returns how many came before the pipe's end.
+fn read_report(report_r: &OwnedFd, report: &mut [u8; 8]) -> usize {
+    let mut got = 0;
+    while got < report.len() {
+        match rustix::io::read(report_r, &mut report[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => break,
+        }
+    }
+    got
 }
 
 /// `CLONE_INTO_CGROUP` (Linux 5.7).
@@ -510,8 +534,17 @@ fn child(setup: &Setup<'_>, report: RawFd, join: Option<RawFd>) -> ! {
     let errno = |e: rustix::io::Errno| e.raw_os_error();
     if let Some(fd) = setup.memcg {
         // SAFETY: `fd` is open in the parent for the whole spawn, so in this copy of it too.
-        // Best effort: a run outside its memory cgroup only lacks the tree's peak.
-        let _ = rustix::io::write(unsafe { BorrowedFd::borrow_raw(fd) }, b"0");
+        // Best effort: a run outside its memory cgroup only lacks the tree's peak; the parent
+        // is told, and goes on.
+        if let Err(e) = rustix::io::write(unsafe { BorrowedFd::borrow_raw(fd) }, b"0") {
+            let mut msg = [0u8; 8];
+            msg[0..4].copy_from_slice(&MEMCG_NOT_JOINED.to_ne_bytes());
+            msg[4..8].copy_from_slice(&errno(e).to_ne_bytes());
+            // SAFETY: raw write of a local buffer: async-signal-safe.
+            unsafe {
+                libc::write(report, msg.as_ptr().cast(), msg.len());
+            }
+        }
     }
     if let Some(fd) = join {
         // SAFETY: `fd` is open in the parent for the whole spawn, so in this copy of it too.

@@ -34,11 +34,23 @@ struct Reaped {
     usage: libc::rusage,
 }
 
-/// What the run's measurement brings besides the sampler: its v1 memory cgroup, if any, and the
-/// shared memory present before its spawn.
-pub(super) struct Measure {
+/// What the run's measurement brings besides the sampler: its v1 memory cgroup, if any (and
+/// where to leave it once the run has ended, for removal off the critical path), and the shared
+/// memory present before its spawn.
+pub(super) struct Measure<'a> {
     pub(super) memcg: Option<RunMemcg>,
+    pub(super) memcg_later: Option<&'a super::memcg::Ended>,
     pub(super) shm_before: super::shm::Snapshot,
+}
+
+impl Measure<'_> {
+    /// Removes `m` now, or leaves it for later.
+    fn drop_memcg(&self, m: RunMemcg) {
+        match self.memcg_later {
+            Some(later) => later.push(m),
+            None => m.remove(),
+        }
+    }
 }
 
 /// Waits for the child, samples, enforces timeout and cancellation, reaps, then stops the rest
@@ -50,38 +62,32 @@ pub(super) fn supervise(
     cancel: &CancelFlag,
     child: Child,
     (mut containment, later): (RunContainment, Option<&Leftovers>),
-    measure: Measure,
+    mut measure: Measure<'_>,
     started: SystemTime,
     start: Instant,
 ) -> RunOutcome {
     let pid = child.pid;
+    let pidfd = child.pidfd;
+    // Copies the run's output while the loop below (and the stopping of strays) waits.
+    let mut drain = child.drain;
     containment.started(pid);
     let mut outcome = RunOutcome::empty(started, start);
     outcome.pid = Some(pid as u32);
     outcome.cpus_effective = read_cpus_allowed(pid);
     // A child that could not join its memory cgroup (the write is best effort) has no tree peak.
-    let memcg = match measure.memcg {
-        Some(m) if m.holds(pid) => Some(m),
+    let memcg = match measure.memcg.take() {
+        Some(m) if child.memcg_joined => Some(m),
         Some(m) => {
-            m.remove();
+            measure.drop_memcg(m);
             None
         }
         None => None,
     };
 
-    let mut sampler = match &spec.memory_path {
-        Some(path) => match Sampler::create(path, spec.sample_interval, start) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                outcome.error = Some(format!(
-                    "cannot create memory sample file {}: {e}",
-                    path.display()
-                ));
-                None
-            }
-        },
-        None => None,
-    };
+    let mut sampler = spec
+        .memory_path
+        .as_ref()
+        .map(|path| Sampler::create(path, spec.sample_interval, start));
     let mut watch = spec.allocator.as_ref().map(|choice| MapsWatch {
         record: crate::allocator::Record::unseen(choice),
         expected: crate::allocator::expectation(choice),
@@ -144,7 +150,12 @@ pub(super) fn supervise(
         if let Some(next) = sampler.as_ref().and_then(Sampler::next_due) {
             wake = wake.min(next);
         }
-        if wait_exit(pid, child.pidfd.as_ref(), wake.saturating_duration_since(now)) {
+        let timeout = wake.saturating_duration_since(now);
+        let exited = match (pidfd.as_ref(), drain.as_mut()) {
+            (Some(fd), Some(drain)) => drain.wait(Some(fd), timeout),
+            (fd, _) => wait_exit(pid, fd, timeout, &mut |d| nap(&mut drain, d)),
+        };
+        if exited {
             break;
         }
     }
@@ -175,7 +186,7 @@ pub(super) fn supervise(
     };
 
     let kill_at = stop.map(|(_, k)| k);
-    let finished = containment.finish(spec.grace, kill_at, later);
+    let finished = containment.finish(spec.grace, kill_at, later, &mut |d| nap(&mut drain, d));
     super::children::run_ended();
     outcome.stray_processes_killed = finished.strays;
     outcome.cgroup_memory_peak_bytes = finished.memory_peak;
@@ -186,14 +197,14 @@ pub(super) fn supervise(
         if outcome.cgroup_memory_peak_bytes.is_some() {
             outcome.cgroup_memory_source = Some("cgroup1 memory.max_usage_in_bytes".into());
         }
-        m.remove();
+        measure.drop_memcg(m);
     }
     outcome.shared_memory_left = super::shm::left_since(&measure.shm_before);
     if let Some(e) = finished.error {
         outcome.error.get_or_insert(e);
     }
     // No process of the run is alive: what they wrote is in the pipes; copy the rest.
-    if let Some(drain) = child.drain
+    if let Some(drain) = drain
         && let Err(e) = drain.finish()
     {
         outcome.error.get_or_insert(format!(
@@ -203,12 +214,25 @@ pub(super) fn supervise(
     }
 
     if let Some(s) = sampler {
+        if let Some(e) = s.failed() {
+            outcome.error.get_or_insert_with(|| e.to_string());
+        }
         let summary = s.finish(outcome.wall_seconds);
         outcome.memory_samples = summary.samples;
         outcome.sampling = Some(summary);
     }
     outcome.allocator = watch.map(|w| w.record);
     outcome
+}
+
+/// Waits `d`, copying the run's output meanwhile when there is a drain.
+fn nap(drain: &mut Option<super::drain::Drain>, d: Duration) {
+    match drain.as_mut() {
+        Some(drain) => {
+            drain.wait(None, d);
+        }
+        None => std::thread::sleep(d),
+    }
 }
 
 /// How often a run's maps are read while its dynamic loader has not mapped its libraries yet.
@@ -277,8 +301,9 @@ fn reap_leader(pid: i32) -> io::Result<Reaped> {
     }
 }
 
-/// Blocks until the child has exited (`true`) or `timeout` has passed (`false`).
-fn wait_exit(pid: i32, pidfd: Option<&OwnedFd>, timeout: Duration) -> bool {
+/// Blocks until the child has exited (`true`) or `timeout` has passed (`false`); `idle` naps
+/// (copying the run's output meanwhile) where there is no pidfd.
+fn wait_exit(pid: i32, pidfd: Option<&OwnedFd>, timeout: Duration, idle: &mut dyn FnMut(Duration)) -> bool {
     match pidfd {
         Some(fd) => {
             let mut fds = [PollFd::new(fd, PollFlags::IN)];
@@ -290,7 +315,7 @@ fn wait_exit(pid: i32, pidfd: Option<&OwnedFd>, timeout: Duration) -> bool {
                 Ok(n) => n > 0,
                 Err(rustix::io::Errno::INTR) => false, // the caller's loop re-evaluates
                 // Should not happen; never spin on a broken pidfd.
-                Err(_) => wait_exit(pid, None, timeout),
+                Err(_) => wait_exit(pid, None, timeout, idle),
             }
         }
         None => {
@@ -305,7 +330,7 @@ fn wait_exit(pid: i32, pidfd: Option<&OwnedFd>, timeout: Duration) -> bool {
                 if now >= until {
                     return false;
                 }
-                std::thread::sleep(nap.min(until - now));
+                idle(nap.min(until - now));
                 nap = (nap * 2).min(Duration::from_millis(5));
             }
         }

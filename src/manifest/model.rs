@@ -439,6 +439,10 @@ pub struct SlurmConfig {
     pub time_margin: Duration,
     /// `sbatch-args`: extra sbatch arguments, each one word, passed as given after hwr-exp's own.
     pub sbatch_args: Vec<String>,
+    /// `keep-sbatch-env`: pass the submitting environment's `SBATCH_*` / `SLURM_*` variables on
+    /// to sbatch (recorded in bundle.json `slurm.kept-env`); default false: they are removed so
+    /// the recorded batch script is what runs.
+    pub keep_sbatch_env: bool,
     /// `nodes`: `sbatch --nodelist`, the only nodes the tasks may run on (names joined by `,`,
     /// or a Slurm host list as written, `n[1-2]`).
     pub nodes: Option<String>,
@@ -459,6 +463,7 @@ impl Default for SlurmConfig {
             qos: None,
             time_margin: DEFAULT_TIME_MARGIN,
             sbatch_args: Vec::new(),
+            keep_sbatch_env: false,
             nodes: None,
             exclude_nodes: None,
             requeue: false,

@@ -326,6 +326,9 @@ pub struct RawExecutor {
     /// Extra sbatch arguments, one word each, passed as given (not --array, --output, --error,
     /// --job-name, --chdir, --wrap, nor the options other keys set).
     pub sbatch_args: Option<Vec<String>>,
+    /// Pass the submitting shell's SBATCH_* / SLURM_* variables on to sbatch (recorded in
+    /// bundle.json); default false: they are removed so the recorded batch script is what runs.
+    pub keep_sbatch_env: Option<bool>,
     /// Run only on these nodes (`sbatch --nodelist`): a Slurm host list (`"n[1-2]"`) or an array
     /// of node names.
     pub nodes: Option<RawNodeList>,

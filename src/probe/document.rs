@@ -170,6 +170,47 @@ pub struct RetentionDocument {
     /// The signal that stopped the probe (`"SIGTERM"`, `"SIGINT"`); absent when completed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_by: Option<String>,
+    /// Per-mapping breakdowns of the probe's own process at its baseline, last loop and closed
+    /// phases (`/proc/self/smaps`); absent where smaps cannot be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mappings: Option<MappingBreakdowns>,
+}
+
+/// The probe's per-mapping breakdowns (`mappings` in the JSON): `/proc/self/smaps` folded into
+/// the rows the runner's mappings.json uses (`crate::memory::Mappings`: heap, stack, the
+/// anonymous sum, each mapped file such as the safetensors file, each shared memory object,
+/// other named mappings; per row private-dirty, private-clean, file-backed, anon-huge-pages and
+/// more, bytes). Each is one read outside the timed loop (`loop_seconds` never includes it):
+/// `baseline` just before the baseline sample, `last_loop` just after the last loop sample,
+/// `closed` just after the closed sample, so growth (last loop minus baseline) does not see the
+/// breakdowns; the closed sample does see the rows of `last_loop` held in the heap (about 150
+/// bytes a row).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MappingBreakdowns {
+    /// `"/proc/self/smaps"`.
+    pub source: String,
+    /// At the `baseline` phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Breakdown>,
+    /// At the last `loop` sample (the loop's end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_loop: Option<Breakdown>,
+    /// At the `closed` phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed: Option<Breakdown>,
+}
+
+/// One per-mapping breakdown of the probe's process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Breakdown {
+    /// Loop iterations done when it was taken.
+    pub iterations: u64,
+    /// Seconds since the probe started measuring.
+    pub t_seconds: f64,
+    /// Seconds the read and the parse took.
+    pub cost_seconds: f64,
+    /// The rows, by kind then name.
+    pub rows: crate::memory::Mappings,
 }
 
 impl RetentionDocument {

@@ -338,6 +338,14 @@ pub fn measure(
         last_tensor_alive: false,
         completed: false,
         stopped_by: None,
+        mappings: None,
+    };
+    let measuring = Instant::now();
+    let mut breakdowns = super::document::MappingBreakdowns {
+        source: super::sampler::SMAPS_SELF.to_owned(),
+        baseline: None,
+        last_loop: None,
+        closed: None,
     };
     let stopped = |doc: &mut RetentionDocument| {
         let signal = i32::try_from(stop.load(Ordering::SeqCst)).unwrap_or(0);
@@ -367,6 +375,11 @@ pub fn measure(
     if let Some(code) = stopped(&mut doc) {
         return Ok((doc, code));
     }
+    // Just before the baseline sample, so that what the breakdown keeps is in the baseline; read
+    // twice, the first time to bring in the code and heap the reading itself uses (otherwise
+    // they would show as growth of the binary's own mapping at the next breakdown).
+    let _ = super::sampler::breakdown(0, measuring);
+    breakdowns.baseline = super::sampler::breakdown(0, measuring);
     doc.samples.push(sampler.sample(Phase::Baseline, 0, 0.0)?);
 
     let mut done = 0;
@@ -381,9 +394,14 @@ pub fn measure(
         doc.iterations_completed = done;
         doc.checksum = workload.checksum();
         if let Some(code) = stopped(&mut doc) {
+            doc.mappings = Some(breakdowns);
             return Ok((doc, code));
         }
         doc.samples.push(sampler.sample(Phase::Loop, done, loop_seconds)?);
+    }
+    // Just after the last loop sample: growth (last loop minus baseline) does not see it.
+    if breakdowns.baseline.is_some() {
+        breakdowns.last_loop = super::sampler::breakdown(done, measuring);
     }
 
     // Drop every view and owned copy, then the mapping and the file; keep the directory until
@@ -394,7 +412,11 @@ pub fn measure(
     doc.last_tensor_alive = false;
     doc.samples
         .push(sampler.sample(Phase::Closed, done, loop_seconds)?);
+    if breakdowns.baseline.is_some() {
+        breakdowns.closed = super::sampler::breakdown(done, measuring);
+    }
     drop(dir);
+    doc.mappings = breakdowns.baseline.is_some().then_some(breakdowns);
     // Every phase ran: a signal arriving after the last loop sample changes nothing.
     doc.completed = true;
     let code = if doc.first_read_ok {

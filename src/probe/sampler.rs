@@ -5,7 +5,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use super::document::{Phase, Sample};
+use super::document::{Breakdown, Phase, Sample};
 use super::error::ProbeError;
 use crate::memory::Rollup;
 
@@ -91,6 +91,50 @@ impl Sampler {
         })?;
         Sample::from_rollup(phase, iterations, loop_seconds, &rollup, fds, &self.path)
     }
+}
+
+/// Where [`breakdown`] reads the per-mapping figures.
+pub const SMAPS_SELF: &str = "/proc/self/smaps";
+
+/// A per-mapping breakdown of the calling process now ([`Breakdown`]): `/proc/self/smaps` read
+/// into an anonymous mapping that is unmapped again (so the text leaves nothing resident
+/// behind) and folded into rows by the runner's parser (`crate::memory::Mappings`).
+/// `iterations` and `since` (the start of the measurement) are recorded with it. `None` when
+/// smaps cannot be read.
+pub fn breakdown(iterations: u64, since: std::time::Instant) -> Option<Breakdown> {
+    let t0 = std::time::Instant::now();
+    let (text, len) = read_unbuffered(SMAPS_SELF).ok()?;
+    let rows = crate::memory::Mappings::parse(std::str::from_utf8(&text[..len]).ok()?);
+    drop(text);
+    Some(Breakdown {
+        iterations,
+        t_seconds: t0.duration_since(since).as_secs_f64(),
+        cost_seconds: t0.elapsed().as_secs_f64(),
+        rows,
+    })
+}
+
+/// The whole of `path` in an anonymous memory mapping (grown by doubling), not the heap: once
+/// dropped it is unmapped, and the process's memory is as before.
+fn read_unbuffered(path: &str) -> io::Result<(memmap2::MmapMut, usize)> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut buf = memmap2::MmapMut::map_anon(256 * 1024)?;
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            let mut bigger = memmap2::MmapMut::map_anon(buf.len() * 2)?;
+            bigger[..len].copy_from_slice(&buf[..len]);
+            buf = bigger;
+        }
+        match file.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((buf, len))
 }
 
 /// Number of open file descriptors of the calling process: the entries of `/proc/self/fd`, minus

@@ -189,10 +189,68 @@ fn read_mappings_growth(bundle: &Bundle, run_id: &str) -> Vec<super::model::Mapp
             name: row.name.clone(),
             private_growth: private,
             rss_growth: rss,
+            between: "first -> last".to_string(),
             from_seconds: first.t_seconds,
             to_seconds: last.t_seconds,
         })
         .collect()
+}
+
+/// The mappings that changed most between the built-in probe's `baseline` breakdown and its
+/// `last_loop` one (growth), then between `baseline` and `closed` (after close), from its
+/// output's `mappings` (see `crate::probe::document::MappingBreakdowns`); only that object of
+/// the document is kept while reading it.
+fn read_probe_mappings_growth(file: std::fs::File) -> Vec<super::model::MappingGrowth> {
+    #[derive(serde::Deserialize)]
+    struct Breakdown {
+        t_seconds: f64,
+        rows: crate::memory::Mappings,
+    }
+    #[derive(serde::Deserialize)]
+    struct Breakdowns {
+        baseline: Option<Breakdown>,
+        last_loop: Option<Breakdown>,
+        closed: Option<Breakdown>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Doc {
+        mappings: Option<Breakdowns>,
+    }
+    let Ok(Doc {
+        mappings:
+            Some(Breakdowns {
+                baseline: Some(first),
+                last_loop,
+                closed,
+            }),
+    }) = serde_json::from_reader::<_, Doc>(std::io::BufReader::new(file))
+    else {
+        return Vec::new();
+    };
+    [
+        ("probe baseline -> last loop", last_loop),
+        ("probe baseline -> closed", closed),
+    ]
+    .into_iter()
+    .filter_map(|(between, last)| Some((between, last?)))
+    .flat_map(|(between, last)| {
+        last.rows
+            .growth(&first.rows)
+            .into_iter()
+            .filter(|(_, private, rss)| *private != 0 || *rss != 0)
+            .take(super::model::MAPPING_GROWTH_ROWS)
+            .map(|(row, private, rss)| super::model::MappingGrowth {
+                kind: row.kind.as_str().to_string(),
+                name: row.name.clone(),
+                private_growth: private,
+                rss_growth: rss,
+                between: between.to_string(),
+                from_seconds: first.t_seconds,
+                to_seconds: last.t_seconds,
+            })
+            .collect::<Vec<_>>()
+    })
+    .collect()
 }
 
 struct RunContext<'a> {
@@ -284,7 +342,7 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
         .open_run_file(&rec.run_id, &rec.output)
         .map_err(|e| e.reason())
         .and_then(|file| read_values(file, ctx.pointers, ctx.keep_series).map_err(|e| e.to_string()));
-    let (metrics, parsed) = match read {
+    let (metrics, parsed, probe_mappings) = match read {
         Ok(found) => found,
         Err(e) => {
             s.excluded
@@ -293,6 +351,15 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
         }
     };
     s.metrics = metrics;
+    if probe_mappings
+        && matches!(parsed, Parsed::Retention(..))
+        && let Ok(file) = ctx.bundle.open_run_file(&rec.run_id, &rec.output)
+    {
+        let grown = read_probe_mappings_growth(file);
+        if !grown.is_empty() {
+            s.mappings_grown = grown;
+        }
+    }
     match parsed {
         Parsed::NotRetention => {}
         Parsed::Unusable(reason) => {
@@ -309,16 +376,21 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
     s
 }
 
+/// The `[report] metrics` values of one output, by name.
+type Metrics = BTreeMap<String, Option<MetricValue>>;
+
 /// Pointers of the retention schema's document-level values, in [`DocFields`] order.
-const DOC_POINTERS: [&str; 4] = [
+const DOC_POINTERS: [&str; 5] = [
     "/arguments/mode",
     "/arguments/tensor_elements",
     "/last_tensor_alive",
     "/completed",
+    "/mappings/source",
 ];
 
-/// Streams one output document: the metric values at `pointers` (by name) and the retention
-/// summary, keeping plot points when `keep_series`.
+/// Streams one output document: the metric values at `pointers` (by name), the retention
+/// summary (keeping plot points when `keep_series`), and whether it holds the built-in probe's
+/// `mappings` breakdowns.
 ///
 /// # Errors
 /// As [`read_output`] (the output check's reader and limits).
@@ -326,7 +398,7 @@ fn read_values(
     file: std::fs::File,
     pointers: &[(String, String)],
     keep_series: bool,
-) -> Result<(BTreeMap<String, Option<MetricValue>>, Parsed), OutputError> {
+) -> Result<(Metrics, Parsed, bool), OutputError> {
     let mut interest = Interest::default();
     // Pointers were checked to start with `/` or be empty when the manifest was read.
     let metric_slots: Vec<usize> = pointers
@@ -371,7 +443,8 @@ fn read_values(
     } else {
         Parsed::NotRetention
     };
-    Ok((metrics, parsed))
+    let probe_mappings = value(doc_slots[4]).and_then(Scalar::as_str).is_some();
+    Ok((metrics, parsed, probe_mappings))
 }
 
 /// Reads a bundle and computes its report. `keep_series` keeps each run's plot series.
@@ -451,6 +524,16 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
         bundle: dir.display().to_string(),
         experiment: info.experiment,
         status: effective_status(bundle.dir(), bundle.info()),
+        sbatch_refusals: info
+            .slurm
+            .as_ref()
+            .map(|s| {
+                s.refusals
+                    .iter()
+                    .map(|r| format!("{}: {}", r.script, r.describe()))
+                    .collect()
+            })
+            .unwrap_or_default(),
         hwr_exp_version: info.hwr_exp_version,
         revision,
         dirty: provenance.as_ref().and_then(|p| find_bool(p, "dirty")),

@@ -146,7 +146,10 @@ pub fn compare_page(c: &Comparison, a: &Report, b: &Report) -> anyhow::Result<St
 }
 
 fn status_text(r: &Report) -> String {
-    r.status.as_str().to_string()
+    match r.sbatch_refusals.last() {
+        Some(refusal) => format!("{} (sbatch refused {refusal})", r.status.as_str()),
+        None => r.status.as_str().to_string(),
+    }
 }
 
 fn outcome_text(o: Outcome) -> String {
@@ -214,6 +217,9 @@ fn summary(r: &Report, f: &BundleFacts) -> Markup {
             }
             dt { "bundle" } dd { (r.bundle) }
             dt { "status" } dd { (status_badge(r)) }
+            @for refusal in &r.sbatch_refusals {
+                dt { "sbatch refused" } dd { (refusal) }
+            }
             dt { "runs" } dd { (counts_text(r)) }
             @if let Some(info) = &f.info {
                 dt { "created" } dd { (info.created) }
@@ -623,6 +629,7 @@ mod tests {
             bundle: format!("results/{HOSTILE}"),
             experiment: HOSTILE.into(),
             status: crate::bundle::lock::EffectiveStatus::Complete,
+            sbatch_refusals: Vec::new(),
             hwr_exp_version: "0.1.0".into(),
             revision: Some(HOSTILE.into()),
             dirty: Some(true),

@@ -121,8 +121,12 @@ pub struct RunSummary {
     /// its memory cgroup (`cgroup-memory-source` in run.json names the file).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tree_peak_bytes: Option<u64>,
-    /// The mappings whose private bytes grew most between the run's first and last per-mapping
-    /// breakdown (mappings.json), largest change first, at most [`MAPPING_GROWTH_ROWS`].
+    /// The mappings whose private bytes grew most, largest change first, at most
+    /// [`MAPPING_GROWTH_ROWS`] per pair of breakdowns: between the probe's own `baseline` and
+    /// `last_loop`, and `baseline` and `closed`, breakdowns where the output has them (the
+    /// built-in probe's `mappings`), else between the run's first and last breakdown
+    /// (mappings.json).
+
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mappings_grown: Vec<MappingGrowth>,
     /// Baseline and loop samples' private bytes (only with a plot).
@@ -150,7 +154,11 @@ pub struct MappingGrowth {
     pub private_growth: i64,
     /// RSS last minus first.
     pub rss_growth: i64,
-    /// Seconds since the run's start of the first and the last breakdown.
+    /// Which two breakdowns: `probe baseline -> last loop` or `probe baseline -> closed` (the
+    /// probe's own, from its output) or `first -> last` (the runner's mappings.json).
+    pub between: String,
+    /// Seconds since the run's start of the first and the last breakdown (for the probe's:
+    /// since the probe started measuring).
     pub from_seconds: f64,
     /// See `from_seconds`.
     pub to_seconds: f64,
@@ -274,6 +282,10 @@ pub struct Report {
     /// `status` from bundle.json, `running` split by the bundle's lock into `running` (a live
     /// process holds it) and `abandoned`.
     pub status: EffectiveStatus,
+    /// Slurm executor: each sbatch refusal bundle.json records (`slurm.refusals`), as Slurm's
+    /// message with the limit it names.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sbatch_refusals: Vec<String>,
     /// hwr-exp version that wrote the bundle.
     pub hwr_exp_version: String,
     /// revision.txt (HEAD or why there is none); `None` when the file is missing.

@@ -230,6 +230,10 @@ fn preamble(r: &Report) -> Vec<String> {
 }
 
 fn preamble_lines(r: &Report) -> Vec<String> {
+    let refusals = r
+        .sbatch_refusals
+        .iter()
+        .map(|refusal| format!("sbatch refused {refusal}"));
     vec![
         format!(
             "bundle: {} (experiment {}, status {}, hwr-exp {})",
@@ -243,6 +247,7 @@ fn preamble_lines(r: &Report) -> Vec<String> {
     ]
     .into_iter()
     .chain(r.adaptive.as_ref().map(adaptive_line))
+    .chain(refusals)
     .collect()
 }
 
@@ -354,14 +359,18 @@ pub(crate) fn memory_notes(r: &Report) -> Vec<String> {
     notes
 }
 
-/// What grew, per run: the mappings whose private bytes changed most between the run's first
-/// and last per-mapping breakdown (mappings.json).
+/// What grew, per run: the mappings whose private bytes changed most between the probe's own
+/// baseline and last loop breakdowns (its output), else the run's first and last per-mapping
+/// breakdown (mappings.json).
 fn mappings_table(r: &Report) -> Section {
     let mut s = Section::new(
-        "What grew: mappings with the largest change between the first and last breakdown \
-         (/proc/<pid>/smaps of the run's processes, summed; bytes)",
+        "What grew: mappings with the largest change between two breakdowns (/proc/<pid>/smaps; \
+         `probe baseline -> last loop` and `-> closed`: the built-in probe's own process at those \
+         phases; \
+         `first -> last`: the run's processes, summed, at the runner's first and last walk; bytes)",
         &[
             ("run-id", false),
+            ("between", false),
             ("kind", false),
             ("mapping", false),
             ("private growth", true),
@@ -374,6 +383,7 @@ fn mappings_table(r: &Report) -> Section {
         for g in &run.mappings_grown {
             s.rows.push(vec![
                 run.run_id.clone(),
+                g.between.clone(),
                 g.kind.clone(),
                 g.name.clone(),
                 format!("{:+}", g.private_growth),

@@ -26,7 +26,10 @@ use crate::bundle::{BundleWriter, RunRecord, SlurmTaskIds, files};
 use crate::exec::{CancelFlag, Termination};
 use crate::manifest::{CpuSelection, Manifest, SlurmConfig};
 use crate::plan::{Plan, PlanError};
-use crate::slurm::{ArrayLimits, CancelTarget, ScriptSpec, SlurmClient, SubmittedArray, TaskMap, script};
+use crate::slurm::{
+    ArrayLimits, ArrayState, CancelTarget, EnvPolicy, RetryNote, ScriptSpec, SlurmClient, SlurmError,
+    SubmittedArray, Tag, TaskMap, script,
+};
 
 use super::progress::FAILURE_TAIL_LINES;
 use super::session::{Session, SessionError, SessionReport};
@@ -232,6 +235,7 @@ pub fn script_specs(
         .iter()
         .map(|chunk| ScriptSpec {
             job_name: script::job_name(&plan.experiment),
+            comment: None,
             partition: config.partition.clone(),
             account: config.account.clone(),
             qos: config.qos.clone(),
@@ -250,20 +254,85 @@ pub fn script_specs(
         .collect())
 }
 
-/// Submits runs `indices` of `plan` into the bundle `writer` holds: for each array, its script
-/// `slurm/array-<n>.sbatch` (numbered after the arrays already recorded), `sbatch`, and the job id
-/// appended to bundle.json at once. Arrays are chained (`--dependency=afterany:<previous>`) so
-/// that `jobs` bounds the running tasks across all of them. When a submission fails, the arrays
-/// already submitted are cancelled.
+/// Why [`submit`] submitted nothing that runs.
+#[derive(Debug)]
+pub enum SubmitError {
+    /// The cancel flag was set (Ctrl-C, SIGTERM) during the submission. Every array the
+    /// submission created (recorded ones, and any found by its tag) was cancelled before release.
+    Interrupted,
+    /// sbatch refused a submission; the refusal is recorded in bundle.json `slurm.refusals`.
+    Refused(String),
+    /// Any other failure (a script, bundle.json, a Slurm command), described.
+    Failed(String),
+}
+
+impl std::fmt::Display for SubmitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SubmitError::Interrupted => write!(f, "interrupted"),
+            SubmitError::Refused(m) | SubmitError::Failed(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+/// The client of a submission: the cluster's, stopping at `cancel`, telling each retry of a
+/// transient error (unless `quiet`), passing sbatch's input variables by `keep_sbatch_env`.
+pub fn submission_client(
+    cluster: &Cluster,
+    config: &SlurmConfig,
+    cancel: &CancelFlag,
+    quiet: bool,
+) -> SlurmClient {
+    let mut client = cluster
+        .client
+        .clone()
+        .with_cancel(cancel.clone())
+        .with_env(if config.keep_sbatch_env {
+            EnvPolicy::Keep
+        } else {
+            EnvPolicy::Clear
+        });
+    if !quiet {
+        client = client.with_observer(std::sync::Arc::new(|note: &RetryNote| {
+            super::progress::say(format_args!("slurm: {note}"));
+        }));
+    }
+    client
+}
+
+/// The tag of the script `slurm/<name>` of the bundle `writer` holds ([`Tag`]).
+fn tag_of(writer: &BundleWriter, name: &str, offset: usize) -> Tag {
+    Tag {
+        bundle: writer.dir().to_string_lossy().into_owned(),
+        script: format!("{}/{name}", files::SLURM),
+        offset,
+    }
+}
+
+/// Submits runs `indices` of `plan` into the bundle `writer` holds as a two-phase commit (DESIGN
+/// 8): for each array its script `slurm/array-<n>.sbatch` (numbered after the arrays already
+/// recorded, tagged in `--comment` with the bundle and the script: [`Tag`]), `sbatch --hold`,
+/// the job id recorded in bundle.json as `held` at once; once every array is recorded,
+/// `scontrol release` of them all and the state `released`. A runner killed at any moment leaves
+/// nothing running that bundle.json does not record: before the record the array is held (and
+/// `wait`, `cancel`, `resume` find it by its tag), after it the record names it. Arrays are
+/// chained (`--dependency=afterany:<previous>`) so that `jobs` bounds the running tasks.
+///
+/// The sbatch input variables of this environment (`SBATCH_*`, `SLURM_*`) are removed from
+/// sbatch's environment and their names recorded (`slurm.cleared-env`), or with
+/// `keep-sbatch-env` passed on and recorded with their values (`slurm.kept-env`).
 ///
 /// # Errors
-/// A message naming the failed step (script, sbatch with its stderr, bundle.json).
+/// [`SubmitError::Interrupted`] when `client`'s cancel flag was set; [`SubmitError::Refused`] when
+/// sbatch refused an array (recorded in `slurm.refusals`); [`SubmitError::Failed`] otherwise. In
+/// every case the arrays of this submission are cancelled (none was released).
 pub fn submit(
     plan: &Plan,
     indices: &[usize],
     writer: &mut BundleWriter,
     submit: &Submit<'_>,
-) -> Result<Vec<SubmittedArray>, String> {
+    client: &SlurmClient,
+) -> Result<Vec<SubmittedArray>, SubmitError> {
     let specs = script_specs(
         plan,
         indices,
@@ -271,56 +340,146 @@ pub fn submit(
         submit.cpus_per_task,
         submit.cluster.limits,
         writer.dir(),
-    )?;
+    )
+    .map_err(SubmitError::Failed)?;
+    let env = crate::slurm::sbatch_input_env();
+    writer
+        .record_sbatch_env(&env, submit.config.keep_sbatch_env)
+        .map_err(|e| SubmitError::Failed(format!("recording sbatch's environment in bundle.json: {e}")))?;
     let first = writer.info().slurm.as_ref().map_or(0, |s| s.arrays.len());
     let mut done: Vec<SubmittedArray> = Vec::new();
-    let result = (|| -> Result<(), String> {
+    let mut result = (|| -> Result<(), SubmitError> {
         for (k, mut spec) in specs.into_iter().enumerate() {
             spec.after = done.last().map(|a| a.job_id);
-            let text = spec.render().map_err(|e| e.to_string())?;
             let name = format!("array-{}.sbatch", first + k);
+            let tag = tag_of(writer, &name, spec.offset);
+            spec.comment = Some(tag.comment());
+            let text = spec.render().map_err(|e| SubmitError::Failed(e.to_string()))?;
             let path = writer
                 .write_slurm_script(&name, &text)
-                .map_err(|e| format!("writing {}/{name}: {e}", files::SLURM))?;
-            let submission = submit
-                .cluster
-                .client
-                .submit_script(&path)
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| SubmitError::Failed(format!("writing {}/{name}: {e}", files::SLURM)))?;
+            let submission = match client.submit_held(&path, &spec.job_name, &tag) {
+                Ok(s) => s,
+                Err(SlurmError::Interrupted { .. }) => return Err(SubmitError::Interrupted),
+                Err(e @ SlurmError::Failed { .. }) => {
+                    let message = e.slurm_message();
+                    let limit = crate::slurm::refusal_limit(&message).map(str::to_string);
+                    let refusal = crate::bundle::SbatchRefusal {
+                        at: crate::timestamp::rfc3339(SystemTime::now()),
+                        script: tag.script.clone(),
+                        message,
+                        limit,
+                    };
+                    let text = format!("sbatch refused {}: {}", tag.script, refusal.describe());
+                    writer.add_sbatch_refusal(refusal).map_err(|w| {
+                        SubmitError::Failed(format!("{text}; recording it in bundle.json: {w}"))
+                    })?;
+                    return Err(SubmitError::Refused(format!("{text}\n  ({e})")));
+                }
+                Err(e) => return Err(SubmitError::Failed(e.to_string())),
+            };
             let array = SubmittedArray {
                 job_id: submission.job_id,
                 offset: spec.offset,
                 array: spec.array.to_string(),
-                script: format!("{}/{name}", files::SLURM),
+                script: tag.script.clone(),
+                state: ArrayState::Held,
             };
             done.push(array.clone());
-            writer
-                .add_slurm_array(array)
-                .map_err(|e| format!("recording job {} in bundle.json: {e}", submission.job_id))?;
+            writer.add_slurm_array(array).map_err(|e| {
+                SubmitError::Failed(format!("recording job {} in bundle.json: {e}", submission.job_id))
+            })?;
         }
-        Ok(())
+        let ids: Vec<u64> = done.iter().map(|a| a.job_id).collect();
+        match client.release(&ids) {
+            Ok(()) => {}
+            Err(SlurmError::Interrupted { .. }) => return Err(SubmitError::Interrupted),
+            Err(e) => return Err(SubmitError::Failed(format!("releasing the held arrays: {e}"))),
+        }
+        writer
+            .set_slurm_array_state(&ids, ArrayState::Released)
+            .map_err(|e| SubmitError::Failed(format!("recording the release in bundle.json: {e}")))
     })();
-    match result {
-        Ok(()) => Ok(done),
-        Err(e) => {
-            let targets: Vec<CancelTarget> = done.iter().map(|a| CancelTarget::Job(a.job_id)).collect();
-            let _ = submit.cluster.client.cancel(&targets);
-            Err(e)
+    if result.is_err() {
+        // Nothing of this submission was released (or the release was interrupted): cancel every
+        // array it made, the recorded ones and any sbatch created without telling its id.
+        let cleanup = client.without_cancel();
+        let job_name = script::job_name(&plan.experiment);
+        let recorded: BTreeSet<u64> = writer
+            .info()
+            .slurm
+            .iter()
+            .flat_map(|s| s.arrays.iter().map(|a| a.job_id))
+            .collect();
+        match cleanup.tagged(&job_name, writer.dir()) {
+            Ok(found) => {
+                for orphan in found.iter().filter(|a| !recorded.contains(&a.job_id) && a.active > 0) {
+                    if let Some(array) = adoptable(writer.dir(), orphan) {
+                        let _ = writer.add_slurm_array(array.clone());
+                        done.push(array);
+                    }
+                }
+            }
+            Err(e) => {
+                result = result.map_err(|r| {
+                    SubmitError::Failed(format!(
+                        "{r}; and squeue could not be asked for arrays tagged with this bundle ({e}): look with `squeue -n {job_name} -o %F|%k` and cancel them"
+                    ))
+                })
+            }
+        }
+        let ids: Vec<u64> = done.iter().map(|a| a.job_id).collect();
+        let targets: Vec<CancelTarget> = ids.iter().copied().map(CancelTarget::Job).collect();
+        if cleanup.cancel(&targets).is_ok() {
+            let _ = writer.set_slurm_array_state(&ids, ArrayState::Cancelled);
         }
     }
+    result.map(|()| {
+        let mut done = done;
+        for a in &mut done {
+            a.state = ArrayState::Released;
+        }
+        done
+    })
+}
+
+/// The record of an array found by its tag ([`SlurmClient::tagged`]) but not in bundle.json: its
+/// `--array` read back from the tagged script in the bundle, its state `held` when every active
+/// task is held, else `released`. `None` when the script cannot be read or has no `--array` line.
+pub fn adoptable(bundle: &Path, found: &crate::slurm::TaggedArray) -> Option<SubmittedArray> {
+    let text = std::fs::read_to_string(bundle.join(&found.tag.script)).ok()?;
+    let array = text
+        .lines()
+        .find_map(|l| l.strip_prefix("#SBATCH --array="))?
+        .trim()
+        .to_string();
+    crate::slurm::ArraySpec::parse(&array).ok()?;
+    Some(SubmittedArray {
+        job_id: found.job_id,
+        offset: found.tag.offset,
+        array,
+        script: found.tag.script.clone(),
+        state: if found.active > 0 && found.held == found.active {
+            ArrayState::Held
+        } else {
+            ArrayState::Released
+        },
+    })
 }
 
 /// Submits the session's runs (see [`submit`]), then, unless `submit.detach`, waits for them
 /// ([`wait`]) and finishes the session as the local backend does (provenance after, counts,
 /// status, exit code). Detached, the bundle stays `running` without a lock holder and the report
-/// says so (exit 0).
+/// says so (exit 0). Interrupted while submitting, the bundle is finished `interrupted` (exit 130)
+/// with nothing of the submission left in the queue.
 ///
 /// # Errors
 /// [`SessionError::Preflight`] when nothing could be submitted (exit 3; the bundle is marked
-/// `failed`); [`SessionError::Bundle`] when writing the bundle fails.
+/// `failed`, an sbatch refusal recorded); [`SessionError::Bundle`] when writing the bundle fails.
 pub fn submit_and_wait(mut session: Session<'_>, params: &Submit<'_>) -> Result<SessionReport, SessionError> {
     let (plan, quiet) = (session.plan.clone(), session.finish.quiet);
     let plan: &Plan = &plan;
+    let client = submission_client(params.cluster, params.config, session.cancel, quiet);
     let indices = std::mem::take(&mut session.indices);
     let writer = session.writer_mut();
     if !quiet {
@@ -331,8 +490,11 @@ pub fn submit_and_wait(mut session: Session<'_>, params: &Submit<'_>) -> Result<
             writer.dir().display()
         ));
     }
-    let arrays = match submit(plan, &indices, writer, params) {
+    let arrays = match submit(plan, &indices, writer, params, &client) {
         Ok(a) => a,
+        Err(SubmitError::Interrupted) => {
+            return session.finish(Ok(SessionEnd::Interrupted), Vec::new());
+        }
         Err(e) => {
             let _ = writer.finish(crate::bundle::BundleStatus::Failed, SystemTime::now());
             return Err(SessionError::Preflight(vec![format!(
@@ -364,7 +526,8 @@ pub fn submit_and_wait(mut session: Session<'_>, params: &Submit<'_>) -> Result<
         .unwrap_or_default();
     session.indices = indices;
     let waiting = Waiting {
-        client: params.cluster.client.clone(),
+        // The waiter checks the cancel flag itself and must still be able to scancel then.
+        client: client.without_cancel(),
         arrays,
         shared_fs: params.cluster.shared_fs,
     };
@@ -886,6 +1049,32 @@ pub fn plan_scripts(manifest: &Manifest, results_dir: &Path) -> Result<String, S
     if let Some(n) = note {
         out.push_str(&n);
         out.push('\n');
+    }
+    out.push_str("# each array is submitted with `sbatch --hold` and released (`scontrol release`) once its job id is in bundle.json\n");
+    let env = crate::slurm::sbatch_input_env();
+    if manifest.executor.slurm.keep_sbatch_env {
+        if !env.is_empty() {
+            out.push_str("# sbatch environment kept (keep-sbatch-env = true; recorded in bundle.json slurm.kept-env); these override the #SBATCH lines:\n");
+            for (k, v) in &env {
+                out.push_str(&format!("#   {k}={}\n", v.replace('\n', "\\n")));
+            }
+        }
+    } else if !env.is_empty() {
+        out.push_str(&format!(
+            "# removed from sbatch's environment so that this script is what runs (recorded in bundle.json slurm.cleared-env; keep-sbatch-env = true keeps them): {}\n",
+            env.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    let mut specs = specs;
+    for (k, spec) in specs.iter_mut().enumerate() {
+        spec.comment = Some(
+            Tag {
+                bundle: dir.to_string_lossy().into_owned(),
+                script: format!("{}/array-{k}.sbatch", files::SLURM),
+                offset: spec.offset,
+            }
+            .comment(),
+        );
     }
     for (k, spec) in specs.iter().enumerate() {
         let chained = if k == 0 {

@@ -17,11 +17,16 @@
 //!   [`cluster_configured`] checks the file first.
 
 use std::ffi::{OsStr, OsString};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
+use super::Tag;
 use super::array::ArrayLimits;
-use super::queue::{self, JobRecord, QueueSnapshot, SQUEUE_FORMAT, TaskKey};
+use super::queue::{self, JobRecord, QueueSnapshot, SQUEUE_FORMAT, TaskKey, TaskState};
 
 /// A Slurm client command that could not be run or did not give a usable answer.
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +49,13 @@ pub enum SlurmError {
         /// Its stderr, trimmed (its stdout when stderr is empty).
         stderr: String,
     },
+    /// The command was stopped because the caller was interrupted (Ctrl-C, SIGTERM): its effect
+    /// (for `sbatch`, whether a job was created) is unknown.
+    #[error("`{command}` was interrupted")]
+    Interrupted {
+        /// The command line, shell-quoted.
+        command: String,
+    },
     /// The command succeeded but its output is not what hwr-exp expects.
     #[error("unexpected output from `{command}`: {reason}: {output:?}")]
     Parse {
@@ -65,6 +77,22 @@ fn spawn_hint(e: &std::io::Error) -> &'static str {
     }
 }
 
+/// Words of Slurm's messages for a controller that is down, restarting or overloaded: worth
+/// another try after a pause (as ReFrame and submitit retry). Matched case-insensitively.
+const TRANSIENT: &[&str] = &[
+    "socket timed out",
+    "connection refused",
+    "unable to contact slurm controller",
+    "connect failure",
+    "communication connection failure",
+    "zero bytes were transmitted or received",
+    "slurmctld is not responding",
+    "slurm controller not responding",
+    "in standby mode",
+    "connection reset by peer",
+    "temporarily unable to contact",
+];
+
 impl SlurmError {
     /// stderr of a failed command; empty for other errors.
     pub fn stderr(&self) -> &str {
@@ -73,6 +101,168 @@ impl SlurmError {
             _ => "",
         }
     }
+
+    /// Whether the failure is one a later try may not have: the controller could not be reached
+    /// or timed out ([`TRANSIENT`]). Refusals (an invalid partition, a limit) are permanent.
+    pub fn is_transient(&self) -> bool {
+        let text = self.stderr().to_ascii_lowercase();
+        matches!(self, SlurmError::Failed { .. }) && TRANSIENT.iter().any(|w| text.contains(w))
+    }
+
+    /// Slurm's own message from a failed command: the last line of its stderr without the
+    /// `sbatch: error: ` prefix and `Batch job submission failed: ` (the whole error otherwise).
+    pub fn slurm_message(&self) -> String {
+        match self {
+            SlurmError::Failed { stderr, .. } => {
+                let line = stderr
+                    .lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or(stderr);
+                let line = line.trim();
+                let line = line.split_once("error: ").map_or(line, |(_, m)| m);
+                line.strip_prefix("Batch job submission failed: ")
+                    .unwrap_or(line)
+                    .to_string()
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
+/// The Slurm limit or setting an sbatch refusal names, from its message (Slurm 22.05's wording of
+/// `slurm_strerror`); `None` when the message names none hwr-exp knows.
+pub fn refusal_limit(message: &str) -> Option<&'static str> {
+    let m = message.to_ascii_lowercase();
+    let table: &[(&str, &str)] = &[
+        ("invalid partition", "partition"),
+        ("invalid job array specification", "MaxArraySize"),
+        ("job array index too large", "MaxArraySize"),
+        ("requested time limit is invalid", "partition MaxTime"),
+        ("time limit", "partition MaxTime"),
+        ("resource temporarily unavailable", "MaxJobCount"),
+        ("temporarily unable to accept job", "MaxJobCount"),
+        ("job submit limit", "MaxSubmitJobs (association or QOS)"),
+        ("accounting/qos policy", "association or QOS limit"),
+        ("invalid account", "account"),
+        ("invalid qos", "qos"),
+        (
+            "requested node configuration is not available",
+            "node configuration (CPUs, memory, features)",
+        ),
+        ("memory specification", "memory (RealMemory, MaxMemPerNode)"),
+        ("more processors requested than permitted", "MaxCPUsPerNode"),
+        ("node count specification invalid", "MaxNodes"),
+        (
+            "access/permission denied",
+            "partition access (AllowAccounts, AllowGroups, AllowQos)",
+        ),
+    ];
+    table.iter().find(|(w, _)| m.contains(w)).map(|(_, l)| *l)
+}
+
+/// Back-off for transient errors ([`SlurmError::is_transient`]): up to `attempts` tries, the
+/// pause doubling from `first_delay` to at most `max_delay`. Permanent errors fail at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Tries in all, the first included (1 = no retry).
+    pub attempts: u32,
+    /// Pause before the second try.
+    pub first_delay: Duration,
+    /// Longest pause.
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    /// 6 tries, pauses 1, 2, 4, 8, 16 s (31 s in all: a slurmctld restart takes a few seconds).
+    fn default() -> Self {
+        RetryPolicy {
+            attempts: 6,
+            first_delay: Duration::from_secs(1),
+            max_delay: Duration::from_secs(16),
+        }
+    }
+}
+
+/// One retry about to happen, for the progress display.
+#[derive(Debug, Clone)]
+pub struct RetryNote {
+    /// The program (`sbatch`, `squeue`, ...).
+    pub program: String,
+    /// Slurm's message of the failed try.
+    pub message: String,
+    /// The pause before the next try.
+    pub delay: Duration,
+    /// The try about to be made (2 = the first retry).
+    pub attempt: u32,
+    /// Tries in all.
+    pub attempts: u32,
+}
+
+impl std::fmt::Display for RetryNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} failed ({}); retrying in {:.0} s (try {} of {})",
+            self.program,
+            self.message,
+            self.delay.as_secs_f64(),
+            self.attempt,
+            self.attempts
+        )
+    }
+}
+
+/// Which environment variables reach `sbatch` (issue 25: the recorded batch script is what runs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum EnvPolicy {
+    /// `SBATCH_*` and `SLURM_*` variables (but `SLURM_CONF`) are removed from sbatch's
+    /// environment: sbatch reads them as options that override the script's `#SBATCH` lines.
+    #[default]
+    Clear,
+    /// They are passed on (`keep-sbatch-env = true`); the bundle records them.
+    Keep,
+}
+
+/// The variables of this process's environment that sbatch reads as input and that
+/// [`EnvPolicy::Clear`] removes: every `SBATCH_*`, and every `SLURM_*` but `SLURM_CONF` (a
+/// runner started inside an allocation inherits `SLURM_JOB_*`, `SLURM_MEM_PER_CPU`, ...), sorted.
+pub fn sbatch_input_env() -> Vec<(String, String)> {
+    let mut vars: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| {
+            let k = k.into_string().ok()?;
+            sbatch_input(&k).then(|| (k, v.to_string_lossy().into_owned()))
+        })
+        .collect();
+    vars.sort();
+    vars
+}
+
+fn sbatch_input(name: &str) -> bool {
+    name.starts_with("SBATCH_") || (name.starts_with("SLURM_") && name != "SLURM_CONF")
+}
+
+/// Variables that change what `squeue`, `scontrol` and `scancel` print or select
+/// (`SQUEUE_FORMAT`, `SQUEUE_STATES`, `SLURM_TIME_FORMAT`, `SCANCEL_INTERACTIVE`, ...): hwr-exp
+/// parses their output and names what it selects, so these are always removed.
+fn query_input(name: &str) -> bool {
+    name.starts_with("SQUEUE_")
+        || name.starts_with("SCANCEL_")
+        || name.starts_with("SCONTROL_")
+        || name == "SLURM_TIME_FORMAT"
+}
+
+/// An array found by its tag ([`SlurmClient::tagged`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaggedArray {
+    /// The array's job id.
+    pub job_id: u64,
+    /// The tag of its `--comment`.
+    pub tag: Tag,
+    /// Tasks (or pending meta-records) not yet finished.
+    pub active: usize,
+    /// Of those, pending on a hold (`JobHeldUser`, `JobHeldAdmin`).
+    pub held: usize,
 }
 
 /// What `sbatch --parsable` answered.
@@ -104,13 +294,38 @@ impl std::fmt::Display for CancelTarget {
     }
 }
 
-/// Runs Slurm's client commands. Cheap to clone; holds no connection.
-#[derive(Debug, Clone, Default)]
+/// Called before each retry ([`RetryNote`]), for the progress display.
+pub type RetryObserver = Arc<dyn Fn(&RetryNote) + Send + Sync>;
+
+/// Runs Slurm's client commands. Cheap to clone; holds no connection. Transient failures are
+/// retried ([`RetryPolicy`]); a set cancel flag stops a command in flight and the pauses.
+#[derive(Clone, Default)]
 pub struct SlurmClient {
     /// Folder holding `sbatch`, `squeue`, `scontrol`, `scancel`; `None` = look them up in `PATH`.
     bin_dir: Option<PathBuf>,
     /// `SLURM_CONF` for the commands; `None` = inherit the environment's.
     conf: Option<PathBuf>,
+    /// Retries of transient errors.
+    retry: RetryPolicy,
+    /// Told of each retry.
+    observer: Option<RetryObserver>,
+    /// Stops commands in flight when set.
+    cancel: Option<Arc<AtomicBool>>,
+    /// sbatch's environment.
+    env: EnvPolicy,
+}
+
+impl std::fmt::Debug for SlurmClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlurmClient")
+            .field("bin_dir", &self.bin_dir)
+            .field("conf", &self.conf)
+            .field("retry", &self.retry)
+            .field("observer", &self.observer.is_some())
+            .field("cancel", &self.cancel)
+            .field("env", &self.env)
+            .finish()
+    }
 }
 
 /// Whether `SLURM_CONF` is set in this process's environment and names an existing file. Slurm's
@@ -139,6 +354,41 @@ impl SlurmClient {
         self
     }
 
+    /// This client retries transient errors by `policy`.
+    pub fn with_retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// This client tells `observer` of every retry before pausing.
+    pub fn with_observer(mut self, observer: RetryObserver) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// This client's commands and pauses stop when `flag` is set ([`SlurmError::Interrupted`]).
+    pub fn with_cancel(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.cancel = Some(flag);
+        self
+    }
+
+    /// The same client without the cancel flag: for the clean-up after an interruption.
+    pub fn without_cancel(&self) -> Self {
+        let mut c = self.clone();
+        c.cancel = None;
+        c
+    }
+
+    /// This client passes sbatch's input variables by `policy`.
+    pub fn with_env(mut self, policy: EnvPolicy) -> Self {
+        self.env = policy;
+        self
+    }
+
+    fn cancelled(&self) -> bool {
+        self.cancel.as_ref().is_some_and(|c| c.load(Ordering::SeqCst))
+    }
+
     fn program(&self, name: &str) -> PathBuf {
         match &self.bin_dir {
             Some(d) => d.join(name),
@@ -158,29 +408,129 @@ impl SlurmClient {
         words.join(" ")
     }
 
-    /// Runs `name args...`; `Ok((stdout, stderr))` on exit 0.
+    /// Runs `name args...` with [`RetryPolicy`] retries of transient errors; `Ok((stdout,
+    /// stderr))` on exit 0.
     fn run(&self, name: &str, args: &[OsString]) -> Result<(String, String), SlurmError> {
+        self.run_retrying(name, args, &mut || None)
+    }
+
+    /// As [`SlurmClient::run`]; before each retry `before_retry` may answer instead (`sbatch`:
+    /// the job the failed try created after all, found by its tag).
+    fn run_retrying(
+        &self,
+        name: &str,
+        args: &[OsString],
+        before_retry: &mut dyn FnMut() -> Option<(String, String)>,
+    ) -> Result<(String, String), SlurmError> {
+        let mut attempt = 1;
+        let mut delay = self.retry.first_delay;
+        loop {
+            match self.run_once(name, args) {
+                Err(e) if e.is_transient() && attempt < self.retry.attempts.max(1) => {
+                    attempt += 1;
+                    if let Some(observer) = &self.observer {
+                        observer(&RetryNote {
+                            program: name.to_string(),
+                            message: e.slurm_message(),
+                            delay,
+                            attempt,
+                            attempts: self.retry.attempts,
+                        });
+                    }
+                    self.pause(delay).map_err(|()| SlurmError::Interrupted {
+                        command: self.describe(&self.program(name), args),
+                    })?;
+                    delay = (delay * 2).min(self.retry.max_delay);
+                    if let Some(answer) = before_retry() {
+                        return Ok(answer);
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Sleeps `d`, `Err` as soon as the cancel flag is set.
+    fn pause(&self, d: Duration) -> Result<(), ()> {
+        let until = Instant::now() + d;
+        while Instant::now() < until {
+            if self.cancelled() {
+                return Err(());
+            }
+            std::thread::sleep((until - Instant::now()).min(Duration::from_millis(50)));
+        }
+        if self.cancelled() { Err(()) } else { Ok(()) }
+    }
+
+    /// Runs `name args...` once. stdout and stderr are read by threads while the child runs, so
+    /// a large answer never blocks it; with a cancel flag the child is killed when it is set.
+    fn run_once(&self, name: &str, args: &[OsString]) -> Result<(String, String), SlurmError> {
         let program = self.program(name);
         let mut cmd = Command::new(&program);
         cmd.args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        for (k, _) in std::env::vars_os() {
+            let Some(k) = k.to_str() else { continue };
+            let drop = if name == "sbatch" {
+                self.env == EnvPolicy::Clear && sbatch_input(k)
+            } else {
+                query_input(k)
+            };
+            if drop {
+                cmd.env_remove(k);
+            }
+        }
         if let Some(c) = &self.conf {
             cmd.env("SLURM_CONF", c);
         }
-        let output = cmd.output().map_err(|source| SlurmError::Spawn {
+        let spawn_err = |source| SlurmError::Spawn {
             command: self.describe(&program, args),
             source,
-        })?;
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
-        if output.status.success() {
+        };
+        let mut child = cmd.spawn().map_err(spawn_err)?;
+        let reader = |pipe: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                if let Some(mut p) = pipe {
+                    let _ = p.read_to_end(&mut buf);
+                }
+                buf
+            })
+        };
+        let out = reader(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+        let err = reader(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+        let status = if self.cancel.is_some() {
+            let mut nap = Duration::from_millis(1);
+            loop {
+                if let Some(status) = child.try_wait().map_err(spawn_err)? {
+                    break status;
+                }
+                if self.cancelled() {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    // The readers are left behind: a grandchild may hold the pipes open.
+                    return Err(SlurmError::Interrupted {
+                        command: self.describe(&program, args),
+                    });
+                }
+                std::thread::sleep(nap);
+                nap = (nap * 2).min(Duration::from_millis(25));
+            }
+        } else {
+            child.wait().map_err(spawn_err)?
+        };
+        let stdout = String::from_utf8_lossy(&out.join().unwrap_or_default()).into_owned();
+        let stderr = String::from_utf8_lossy(&err.join().unwrap_or_default())
+            .trim()
+            .to_string();
+        if status.success() {
             Ok((stdout, stderr))
         } else {
             Err(SlurmError::Failed {
                 command: self.describe(&program, args),
-                status: output.status.to_string(),
+                status: status.to_string(),
                 stderr: if stderr.is_empty() {
                     stdout.trim().to_string()
                 } else {
@@ -264,6 +614,91 @@ impl SlurmClient {
     /// As [`SlurmClient::sbatch`].
     pub fn submit_script(&self, script: &Path) -> Result<Submission, SlurmError> {
         self.sbatch([script.as_os_str()])
+    }
+
+    /// `sbatch --parsable --hold SCRIPT`: the first phase of a submission (DESIGN 8). The script
+    /// carries `tag` in its `#SBATCH --comment` and `job_name` in `--job-name`; no task of the
+    /// array can start before [`SlurmClient::release`]. A transient failure is retried, but first
+    /// the queue is asked for an array with this tag: a try that timed out may have created it,
+    /// and it is answered instead of submitting a second one.
+    ///
+    /// # Errors
+    /// As [`SlurmClient::sbatch`]; [`SlurmError::Interrupted`] when the cancel flag stopped it
+    /// (an array may exist then: look for it with [`SlurmClient::tagged`]).
+    pub fn submit_held(&self, script: &Path, job_name: &str, tag: &Tag) -> Result<Submission, SlurmError> {
+        let all = args(["--parsable", "--hold"])
+            .into_iter()
+            .chain([script.as_os_str().to_os_string()])
+            .collect::<Vec<_>>();
+        let mut found = || {
+            let bundle = Path::new(&tag.bundle);
+            let arrays = self.tagged(job_name, bundle).ok()?;
+            let hit = arrays.into_iter().find(|a| a.tag == *tag)?;
+            Some((format!("{}\n", hit.job_id), String::new()))
+        };
+        let (out, warnings) = self.run_retrying("sbatch", &all, &mut found)?;
+        parse_submission(&out, warnings).map_err(|reason| SlurmError::Parse {
+            command: self.describe(&self.program("sbatch"), &all),
+            reason,
+            output: out,
+        })
+    }
+
+    /// `scontrol release IDS`: the second phase; releasing an array twice is no error.
+    ///
+    /// # Errors
+    /// [`SlurmError`] when scontrol fails (an id Slurm does not know: `Invalid job id`).
+    pub fn release(&self, job_ids: &[u64]) -> Result<(), SlurmError> {
+        if job_ids.is_empty() {
+            return Ok(());
+        }
+        let ids = job_ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+        self.run("scontrol", &args(["release", &ids])).map(|_| ())
+    }
+
+    /// Every array Slurm still lists whose job name is `job_name` and whose `--comment` is a
+    /// [`Tag`] of `bundle` (`squeue -h -t all -n NAME -o %F|%T|%r|%k`), in job id order, with
+    /// how many of its tasks are active and held. Finds arrays whose id never reached
+    /// bundle.json; finished ones are listed until Slurm purges them.
+    ///
+    /// # Errors
+    /// [`SlurmError`] when squeue fails.
+    pub fn tagged(&self, job_name: &str, bundle: &Path) -> Result<Vec<TaggedArray>, SlurmError> {
+        let all = args(["-h", "-t", "all", "-n", job_name, "-o", "%F|%T|%r|%k"]);
+        let out = match self.run("squeue", &all) {
+            Ok((out, _)) => out,
+            Err(e) if e.stderr().contains("Invalid job id specified") => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let bundle = bundle.to_string_lossy();
+        let mut found: std::collections::BTreeMap<u64, TaggedArray> = Default::default();
+        for line in out.lines() {
+            let mut f = line.splitn(4, '|');
+            let (Some(id), Some(state), Some(reason), Some(comment)) =
+                (f.next(), f.next(), f.next(), f.next())
+            else {
+                continue;
+            };
+            let (Ok(job_id), Some(tag)) = (id.trim().parse::<u64>(), Tag::parse(comment)) else {
+                continue;
+            };
+            if tag.bundle != bundle {
+                continue;
+            }
+            let a = found.entry(job_id).or_insert(TaggedArray {
+                job_id,
+                tag,
+                active: 0,
+                held: 0,
+            });
+            if !TaskState::parse(state).is_finished() {
+                a.active += 1;
+                if reason.trim().starts_with("JobHeld") {
+                    a.held += 1;
+                }
+            }
+        }
+        Ok(found.into_values().collect())
     }
 
     /// `squeue -h -r -t all -j IDS -o FORMAT`: every task of the given arrays that Slurm still
@@ -540,6 +975,66 @@ Slurmctld(primary) at vm is UP
             "21 21_0\n"
         );
         assert_eq!(client.queue(&[]).unwrap(), QueueSnapshot::default());
+    }
+
+    #[test]
+    fn transient_errors_are_retried_with_back_off_and_permanent_ones_fail_at_once() {
+        let dir = fakes(&[(
+            "sbatch",
+            "n=$(cat \"$(dirname \"$0\")/n\" 2>/dev/null || echo 0); n=$((n+1)); echo $n > \"$(dirname \"$0\")/n\"\n\
+             if [ $n -le 2 ]; then echo 'sbatch: error: Batch job submission failed: Socket timed out on send/recv operation' >&2; exit 1; fi\n\
+             echo 31",
+        )]);
+        let notes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = notes.clone();
+        let client = SlurmClient::new()
+            .with_bin_dir(dir.path())
+            .with_retry(RetryPolicy {
+                attempts: 4,
+                first_delay: Duration::from_millis(10),
+                max_delay: Duration::from_millis(15),
+            })
+            .with_observer(Arc::new(move |n: &RetryNote| {
+                seen.lock().unwrap().push(n.to_string())
+            }));
+        assert_eq!(client.sbatch(["x"]).unwrap().job_id, 31);
+        let notes = notes.lock().unwrap().clone();
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(
+            notes[0].starts_with(
+                "sbatch failed (Socket timed out on send/recv operation); retrying in 0 s (try 2 of 4)"
+            ),
+            "{notes:?}"
+        );
+        assert!(notes[1].contains("try 3 of 4"), "{notes:?}");
+
+        let dir = fakes(&[(
+            "sbatch",
+            "echo x >> \"$(dirname \"$0\")/tries\"; echo 'sbatch: error: Batch job submission failed: Invalid partition name specified' >&2; exit 1",
+        )]);
+        let client = SlurmClient::new().with_bin_dir(dir.path());
+        let err = client.sbatch(["x"]).unwrap_err();
+        assert!(!err.is_transient());
+        assert_eq!(err.slurm_message(), "Invalid partition name specified");
+        assert_eq!(refusal_limit(&err.slurm_message()), Some("partition"));
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("tries")).unwrap(),
+            "x\n",
+            "a permanent error is not retried"
+        );
+        assert_eq!(
+            refusal_limit("Resource temporarily unavailable"),
+            Some("MaxJobCount")
+        );
+    }
+
+    #[test]
+    fn sbatch_input_variables_are_those_that_override_a_script() {
+        assert!(sbatch_input("SBATCH_TIMELIMIT"));
+        assert!(sbatch_input("SLURM_MEM_PER_CPU"));
+        assert!(!sbatch_input("SLURM_CONF"));
+        assert!(!sbatch_input("PATH"));
+        assert!(query_input("SQUEUE_FORMAT") && query_input("SLURM_TIME_FORMAT"));
     }
 
     #[test]

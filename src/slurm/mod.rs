@@ -25,7 +25,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use array::{ArrayChunk, ArrayLimits, ArraySpec, ArraySpecError, SplitError, split};
-pub use client::{CancelTarget, SlurmClient, SlurmError, Submission, cluster_configured};
+pub use client::{
+    CancelTarget, EnvPolicy, RetryNote, RetryPolicy, SlurmClient, SlurmError, Submission, TaggedArray,
+    cluster_configured, refusal_limit, sbatch_input_env,
+};
 pub use queue::{JobRecord, QueueEntry, QueueSnapshot, TaskKey, TaskState};
 pub use script::{ScriptError, ScriptSpec, TASK_SUBCOMMAND};
 
@@ -41,6 +44,67 @@ pub struct SubmittedArray {
     pub array: String,
     /// The batch script, relative to the bundle (`slurm/array-0.sbatch`).
     pub script: String,
+    /// Where the two-phase submission got to (DESIGN 8): `held` once recorded, `released` after
+    /// `scontrol release`, `cancelled` when hwr-exp cancelled it before release. Absent in
+    /// bundles written before holds: released.
+    #[serde(default)]
+    pub state: ArrayState,
+}
+
+/// bundle.json `slurm.arrays[].state`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ArrayState {
+    /// Submitted with `sbatch --hold` and recorded; no task can start until released.
+    Held,
+    /// Released (`scontrol release`): Slurm schedules its tasks.
+    #[default]
+    Released,
+    /// Cancelled by hwr-exp before it was released (an interrupted or refused submission, or
+    /// `resume` finding it held): none of its tasks ran.
+    Cancelled,
+}
+
+/// The tag of one submission, in sbatch's `--comment`: `hwr-exp bundle=<bundle> script=<script>
+/// offset=<n>`. The bundle is its absolute path (unique on the cluster's shared file system), the
+/// script the batch script relative to the bundle. With the job name it finds an array that
+/// `sbatch` submitted but whose id never reached bundle.json (the runner killed meanwhile):
+/// [`SlurmClient::tagged`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tag {
+    /// The bundle folder, absolute, as the runner saw it.
+    pub bundle: String,
+    /// The batch script relative to the bundle (`slurm/array-0.sbatch`).
+    pub script: String,
+    /// Plan index of task 0.
+    pub offset: usize,
+}
+
+impl Tag {
+    const PREFIX: &'static str = "hwr-exp bundle=";
+
+    /// The `--comment` value.
+    pub fn comment(&self) -> String {
+        format!(
+            "{}{} script={} offset={}",
+            Self::PREFIX,
+            self.bundle,
+            self.script,
+            self.offset
+        )
+    }
+
+    /// Reads a comment written by [`Tag::comment`]; `None` for any other comment.
+    pub fn parse(comment: &str) -> Option<Tag> {
+        let rest = comment.trim().strip_prefix(Self::PREFIX)?;
+        let (rest, offset) = rest.rsplit_once(" offset=")?;
+        let (bundle, script) = rest.rsplit_once(" script=")?;
+        Some(Tag {
+            bundle: bundle.to_string(),
+            script: script.to_string(),
+            offset: offset.parse().ok()?,
+        })
+    }
 }
 
 /// Plan index <-> array task, over every array a bundle submitted (in submission order). When a
@@ -53,13 +117,14 @@ pub struct TaskMap {
 }
 
 impl TaskMap {
-    /// Builds the map from the recorded arrays.
+    /// Builds the map from the recorded arrays; arrays hwr-exp cancelled before release
+    /// ([`ArrayState::Cancelled`]) run nothing and are left out.
     ///
     /// # Errors
     /// [`ArraySpecError`] when a recorded `array` value does not parse.
     pub fn new(arrays: &[SubmittedArray]) -> Result<Self, ArraySpecError> {
         let mut map = TaskMap::default();
-        for a in arrays {
+        for a in arrays.iter().filter(|a| a.state != ArrayState::Cancelled) {
             for &task_id in ArraySpec::parse(&a.array)?.task_ids() {
                 let key = TaskKey {
                     array_job_id: a.job_id,
@@ -113,7 +178,28 @@ mod tests {
             offset,
             array: spec.into(),
             script: format!("slurm/array-{job_id}.sbatch"),
+            state: ArrayState::Released,
         }
+    }
+
+    #[test]
+    fn tags_round_trip_and_other_comments_are_no_tags() {
+        let tag = Tag {
+            bundle: "/shared/res ults/x script=y/20261201T000000Z-ab12".into(),
+            script: "slurm/array-3.sbatch".into(),
+            offset: 22,
+        };
+        assert_eq!(Tag::parse(&tag.comment()), Some(tag.clone()));
+        assert_eq!(Tag::parse("(null)"), None);
+        assert_eq!(Tag::parse("hwr-exp bundle=/x script=s offset=z"), None);
+        let mut cancelled = array(30, 0, "0-1");
+        cancelled.state = ArrayState::Cancelled;
+        let map = TaskMap::new(&[array(29, 0, "0-1"), cancelled]).unwrap();
+        assert_eq!(
+            map.job_ids(),
+            [29],
+            "a cancelled, never released array runs nothing"
+        );
     }
 
     #[test]
@@ -142,7 +228,12 @@ mod tests {
         let json = serde_json::to_string(&arrays[1]).unwrap();
         assert_eq!(
             json,
-            r#"{"job-id":11,"offset":11,"array":"0-3%2","script":"slurm/array-11.sbatch"}"#
+            r#"{"job-id":11,"offset":11,"array":"0-3%2","script":"slurm/array-11.sbatch","state":"released"}"#
         );
+        let old: SubmittedArray = serde_json::from_str(
+            r#"{"job-id":11,"offset":11,"array":"0-3%2","script":"slurm/array-11.sbatch"}"#,
+        )
+        .unwrap();
+        assert_eq!(old.state, ArrayState::Released, "bundles from before holds");
     }
 }

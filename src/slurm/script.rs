@@ -46,6 +46,9 @@ pub const SLURM_DIR: &str = "slurm";
 pub struct ScriptSpec {
     /// `--job-name`; `hwr-exp:<experiment>` by [`job_name`].
     pub job_name: String,
+    /// `--comment`: the submission's tag ([`super::Tag::comment`]) by which hwr-exp finds an
+    /// array whose id it could not record; `None` writes no comment.
+    pub comment: Option<String>,
     /// `--partition`; absent = the cluster's default partition.
     pub partition: Option<String>,
     /// `--account`.
@@ -254,6 +257,9 @@ impl ScriptSpec {
         ];
         // (option, value) pairs, each written as one `#SBATCH --option=value` line.
         let mut options: Vec<(&str, &str, String)> = vec![("--job-name", "job name", self.job_name.clone())];
+        if let Some(c) = &self.comment {
+            options.push(("--comment", "comment", c.clone()));
+        }
         if let Some(p) = &self.partition {
             options.push(("--partition", "partition", p.clone()));
         }
@@ -345,6 +351,7 @@ mod tests {
     fn spec() -> ScriptSpec {
         ScriptSpec {
             job_name: job_name("size-compare"),
+            comment: None,
             partition: Some("cpu".into()),
             account: None,
             qos: Some("normal".into()),
@@ -434,6 +441,14 @@ exec '/opt/hwr exp/hwr-exp' slurm-task {b} \"$index\"
         );
         assert!(text.contains("index=$((1001 + SLURM_ARRAY_TASK_ID))"), "{text}");
         assert!(!text.contains("--time"), "{text}");
+        s.comment = Some("hwr-exp bundle=/r/x y script=slurm/array-0.sbatch offset=0".into());
+        let text = s.render().unwrap();
+        assert!(
+            text.contains(
+                "#SBATCH --job-name=hwr-exp:size-compare\n#SBATCH \"--comment=hwr-exp bundle=/r/x y script=slurm/array-0.sbatch offset=0\"\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

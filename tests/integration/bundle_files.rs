@@ -99,7 +99,17 @@ sample-interval = "10ms"
         );
     }
     assert!(names.iter().any(|n| n.ends_with("stderr.log")), "{names:?}");
-    assert!(names.iter().any(|n| n.ends_with("memory.jsonl")), "{names:?}");
+    // memory.jsonl is made at a run's first sample: a run too short for one has none (no
+    // empty file), and run.json says so.
+    for run in crate::support::run_records(&bundle) {
+        let f = bundle
+            .join("runs")
+            .join(run["run-id"].as_str().unwrap())
+            .join("memory.jsonl");
+        let samples = run["memory-samples"].as_u64().unwrap();
+        assert_eq!(f.is_file(), samples > 0, "{run}");
+        assert_eq!(run["sha256"].get("memory.jsonl").is_some(), samples > 0, "{run}");
+    }
     let wrong: Vec<String> = all
         .iter()
         .filter(|(_, mode, dir)| *mode != if *dir { 0o755 } else { 0o644 })

@@ -41,6 +41,7 @@ const DESIGN_KEYS: &[&str] = &[
     "executor.qos",
     "executor.time-margin",
     "executor.sbatch-args",
+    "executor.keep-sbatch-env",
 ];
 
 /// Follows `$ref` and `Option`'s `anyOf [T, null]` down to an object schema.

@@ -7,8 +7,11 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+use std::time::Duration;
+
 use crate::support::{
-    Check, ManifestBuilder, code, compile_c, hwr, hwr_command, json, need, run_records, stderr, stdout,
+    Check, ManifestBuilder, code, compile_c, hwr, hwr_command, json, need, output_within, run_records,
+    stderr, stdout, wait_for,
 };
 
 /// `hwr-exp report --format md` of the bundle holding `run_dir`.
@@ -29,6 +32,13 @@ fn run_with(dir: &Path, containment: &str) -> (Output, Value, Vec<Value>, PathBu
         .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
         .output()
         .expect("hwr-exp runs");
+    let (run, samples, run_dir) = bundle_run(dir);
+    (out, run, samples, run_dir)
+}
+
+/// The first run of the one bundle under `dir/results`: its run.json, memory.jsonl lines and
+/// folder.
+fn bundle_run(dir: &Path) -> (Value, Vec<Value>, PathBuf) {
     let results = dir.join("results");
     let experiment = std::fs::read_dir(&results)
         .unwrap()
@@ -49,7 +59,23 @@ fn run_with(dir: &Path, containment: &str) -> (Output, Value, Vec<Value>, PathBu
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    (out, run, samples, run_dir)
+    (run, samples, run_dir)
+}
+
+/// The first file named `name` below `dir` (depth first), if any.
+fn glob_one(dir: &Path, name: &str) -> Option<PathBuf> {
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        if p.file_name().is_some_and(|n| n == name) {
+            return Some(p);
+        }
+        if e.file_type().is_ok_and(|t| t.is_dir())
+            && let Some(found) = glob_one(&p, name)
+        {
+            return Some(found);
+        }
+    }
+    None
 }
 
 /// `HWR_CONTAINMENT` values to test: `process-tree` always, `cgroup` where one can be made.
@@ -124,17 +150,29 @@ const TWO_MAP_ONE_FILE: &str = r#"
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+/* argv: the file to map, a file made once both processes have it resident, and a file whose
+   removal (by the test) lets both end. No fixed sleep: they hold until told. */
+static void hold(const char *path) { while (access(path, F_OK) == 0) usleep(10000); }
 int main(int argc, char **argv) {
     int fd = open(argv[1], O_RDONLY);
     struct stat st;
     fstat(fd, &st);
+    int touched[2];
+    if (pipe(touched) != 0) return 4;
     pid_t child = fork();
     const volatile char *p = mmap(0, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) return 3;
     unsigned long sum = 0;
     for (off_t i = 0; i < st.st_size; i += 4096) sum += p[i];
-    sleep(6);
-    if (child == 0) return 0;
+    if (child == 0) {
+        if (write(touched[1], "t", 1) != 1) return 5;
+        hold(argv[3]);
+        return 0;
+    }
+    char c;
+    if (read(touched[0], &c, 1) != 1) return 6;
+    close(open(argv[2], O_WRONLY | O_CREAT, 0644));
+    hold(argv[3]);
     waitpid(child, 0, 0);
     printf("{\"sum\": %lu}\n", sum);
     return 0;
@@ -153,12 +191,46 @@ fn two_processes_mapping_one_file_give_the_tree_pss() {
         };
         let data = dir.path().join("weights.bin");
         std::fs::write(&data, vec![7u8; 200 * MIB as usize]).unwrap();
-        ManifestBuilder::argv("two-map", &[exe.to_str().unwrap(), data.to_str().unwrap()])
+        let (ready, held) = (dir.path().join("ready"), dir.path().join("hold"));
+        std::fs::write(&held, b"").unwrap();
+        let args = [&data, &ready, &held].map(|p| p.to_str().unwrap().to_string());
+        ManifestBuilder::argv("two-map", &[exe.to_str().unwrap(), &args[0], &args[1], &args[2]])
             .repetitions(1)
             .set("measure", "sample-interval", "100ms")
-            .set("isolation", "timeout", "60s")
+            .set("isolation", "timeout", "600s")
             .write(dir.path());
-        let (out, run, samples, run_dir) = run_with(dir.path(), mode);
+        let child = hwr_command(dir.path())
+            .env("HWR_CONTAINMENT", mode)
+            .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("hwr-exp runs");
+        // Both processes hold the file until the runner has written a walk sample of both with
+        // the file resident in each that read their smaps (walk samples are written through at
+        // once); the 1% walk budget makes the first such walk wait a few seconds of run time,
+        // longer under load, and the next one as long again, so the breakdown this one took is
+        // mappings.json's last.
+        wait_for(
+            &format!("{mode}: a breakdown sample of both processes with the file resident"),
+            Duration::from_secs(300),
+            || {
+                ready.exists()
+                    && glob_one(&dir.path().join("results"), "memory.jsonl").is_some_and(|f| {
+                        std::fs::read_to_string(f).unwrap_or_default().lines().any(|l| {
+                            serde_json::from_str::<Value>(l).is_ok_and(|s| {
+                                s["source"] == "smaps_rollup"
+                                    && s["breakdown"] == true
+                                    && s["processes"] == 2
+                                    && s["rss"].as_u64().unwrap_or(0) >= 400 * MIB
+                            })
+                        })
+                    })
+            },
+        );
+        std::fs::remove_file(&held).unwrap();
+        let out = output_within(child, Duration::from_secs(120), "hwr-exp run");
+        let (run, samples, run_dir) = bundle_run(dir.path());
         assert_eq!(code(&out), 0, "{mode}: {}", stderr(&out));
         let walks: Vec<&Value> = samples
             .iter()
@@ -189,10 +261,9 @@ fn two_processes_mapping_one_file_give_the_tree_pss() {
             status.get("pss").is_none() && status["rss-file"].as_u64().is_some(),
             "{status}"
         );
-        // The breakdown names the file, with its file-backed bytes in both processes (the last
-        // breakdown may come after the child exited: the one of both processes is used).
+        // The breakdown names the file, with its file-backed bytes in both processes.
         let mappings = json(&run_dir.join("mappings.json"));
-        let both = ["first", "last"]
+        let both = ["last", "first"]
             .iter()
             .map(|k| &mappings[*k])
             .find(|b| b["processes"] == 2)
@@ -219,36 +290,87 @@ const GROWS_LATER: &str = r#"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-int main(void) {
-    usleep(800000);
+#include <fcntl.h>
+/* argv: a file whose creation (by the test) lets it allocate, a file it makes once it has,
+   and a file whose removal lets it end. No fixed sleep: it holds until told. */
+int main(int argc, char **argv) {
+    while (access(argv[1], F_OK) != 0) usleep(10000);
     size_t n = 64u << 20;
     char *p = malloc(n);
     memset(p, 1, n);
-    usleep(1500000);
+    close(open(argv[2], O_WRONLY | O_CREAT, 0644));
+    while (access(argv[3], F_OK) == 0) usleep(10000);
     printf("{\"grew\": %d}\n", p[n - 1]);
     return 0;
 }
 "#;
 
-/// A small process that allocates 64 MiB after a while: mappings.json has a first breakdown
+/// The `breakdown` walk samples in the `memory.jsonl` under `results`.
+fn breakdown_samples(results: &Path) -> Vec<Value> {
+    glob_one(results, "memory.jsonl")
+        .map(|f| std::fs::read_to_string(f).unwrap_or_default())
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|s| s["breakdown"] == true)
+        .collect()
+}
+
+/// A small process that allocates 64 MiB once told to: mappings.json has a first breakdown
 /// from before and a last one from after, and the report's "What grew" names the anonymous
-/// mappings with about 64 MiB more private bytes.
+/// mappings with about 64 MiB more private bytes. The test lets it allocate only after the
+/// runner has walked its smaps once, and end only after a walk saw the allocation.
 #[test]
 fn the_report_shows_which_mappings_grew() {
     let dir = tempfile::tempdir().unwrap();
     let Some(exe) = compile_c(dir.path(), "grows", GROWS_LATER) else {
         return;
     };
-    ManifestBuilder::argv("grows", &[exe.to_str().unwrap()])
+    let (go, grown, held) = (
+        dir.path().join("go"),
+        dir.path().join("grown"),
+        dir.path().join("hold"),
+    );
+    std::fs::write(&held, b"").unwrap();
+    let args = [&go, &grown, &held].map(|p| p.to_str().unwrap().to_string());
+    ManifestBuilder::argv("grows", &[exe.to_str().unwrap(), &args[0], &args[1], &args[2]])
         .repetitions(1)
         .set("measure", "sample-interval", "100ms")
+        .set("isolation", "timeout", "600s")
         .write(dir.path());
-    let (out, run, _, run_dir) = run_with(dir.path(), "auto");
+    let child = hwr_command(dir.path())
+        .env("HWR_CONTAINMENT", "auto")
+        .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("hwr-exp runs");
+    let results = dir.path().join("results");
+    wait_for(
+        "a first breakdown before the allocation",
+        Duration::from_secs(300),
+        || !breakdown_samples(&results).is_empty(),
+    );
+    std::fs::write(&go, b"").unwrap();
+    // The walk budget spaces walks out (longer under load): wait for one that saw the 64 MiB.
+    wait_for(
+        "a breakdown after the allocation",
+        Duration::from_secs(300),
+        || {
+            grown.exists()
+                && breakdown_samples(&results)
+                    .iter()
+                    .any(|s| s["rss"].as_u64().unwrap_or(0) >= 64 * MIB)
+        },
+    );
+    std::fs::remove_file(&held).unwrap();
+    let out = output_within(child, Duration::from_secs(120), "hwr-exp run");
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let (run, _, run_dir) = bundle_run(dir.path());
     let mappings = json(&run_dir.join("mappings.json"));
     let (first, last) = (&mappings["first"], &mappings["last"]);
     assert!(
-        first["t-seconds"].as_f64().unwrap() < 0.8 && last["t-seconds"].as_f64().unwrap() > 1.0,
+        first["t-seconds"].as_f64().unwrap() < last["t-seconds"].as_f64().unwrap(),
         "breakdowns before and after the allocation: {} {}; {run}",
         first["t-seconds"],
         last["t-seconds"]
@@ -256,12 +378,98 @@ fn the_report_shows_which_mappings_grew() {
     let report = report_md(&run_dir);
     let grew = report
         .lines()
-        .find(|l| l.contains("| 000-r1 | anonymous | [anonymous] |"))
+        .find(|l| l.contains("| 000-r1 | first -> last | anonymous | [anonymous] |"))
         .unwrap_or_else(|| panic!("no anonymous row in What grew: {report}"));
-    let growth: i64 = grew.split('|').nth(4).unwrap().trim().parse().unwrap();
+    let growth: i64 = grew.split('|').nth(5).unwrap().trim().parse().unwrap();
     assert!(
         (60 << 20..=70 << 20).contains(&growth),
         "private growth {growth}: {grew}"
+    );
+}
+
+/// The built-in probe, run by `hwr-exp run` in a git repository, records its own per-mapping
+/// breakdowns at baseline, last loop and closed (issue 20 item 3): the safetensors file is a
+/// row of its own (file-backed, the whole file resident) at baseline and last loop and gone at
+/// closed; heap, stack and the anonymous sum are rows; and the report's "What grew" shows the
+/// probe's own changes: the file's mapping leaving between baseline and closed.
+#[test]
+fn the_probe_records_its_mappings_and_the_report_shows_what_changed() {
+    let repo = crate::support::repo();
+    let elements = 1 << 20; // 4 MiB of f32
+    ManifestBuilder::argv(
+        "probe-maps",
+        &[
+            "{hwr-exp}",
+            "probe",
+            "safetensors-retention",
+            "--mode",
+            "get_tensor",
+            "--tensor-elements",
+            &elements.to_string(),
+            "--iterations",
+            "20",
+            "--sample-every",
+            "10",
+            "--warmup",
+            "2",
+        ],
+    )
+    .repetitions(1)
+    .write(repo.path());
+    let (out, _, _, run_dir) = run_with(repo.path(), "auto");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let run = run_records(run_dir.parent().unwrap().parent().unwrap()).remove(0);
+    let doc = json(&run_dir.join(run["output"].as_str().unwrap()));
+    let maps = &doc["mappings"];
+    assert_eq!(maps["source"], "/proc/self/smaps", "{maps}");
+    let file_row = |phase: &str| {
+        maps[phase]["rows"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no {phase} breakdown: {maps}"))
+            .iter()
+            .find(|r| {
+                r["name"]
+                    .as_str()
+                    .is_some_and(|n| n.ends_with("weight.safetensors"))
+            })
+            .cloned()
+    };
+    let file_bytes = doc["file_bytes"].as_u64().unwrap();
+    for phase in ["baseline", "last_loop"] {
+        let row = file_row(phase).unwrap_or_else(|| panic!("no file row at {phase}: {maps}"));
+        assert_eq!(row["kind"], "file", "{row}");
+        assert!(
+            u(&row, "file-backed") >= file_bytes / 4096 * 4096,
+            "{phase}: {row}"
+        );
+        for key in ["private-dirty", "private-clean", "anon-huge-pages"] {
+            assert!(row[key].as_u64().is_some(), "{phase}: {key} missing: {row}");
+        }
+    }
+    assert!(
+        file_row("closed").is_none(),
+        "the file is unmapped at closed: {maps}"
+    );
+    let kinds: Vec<&str> = maps["baseline"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["kind"].as_str())
+        .collect();
+    for kind in ["heap", "stack", "anonymous", "file"] {
+        assert!(kinds.contains(&kind), "no {kind} row: {kinds:?}");
+    }
+    assert_eq!(maps["last_loop"]["iterations"], 20, "{maps}");
+    // The report names the probe's own breakdowns and the file's mapping gone at closed.
+    let report = report_md(&run_dir);
+    let gone = report
+        .lines()
+        .find(|l| l.contains("| probe baseline -> closed | file |") && l.contains("weight.safetensors"))
+        .unwrap_or_else(|| panic!("no file row in What grew: {report}"));
+    let rss: i64 = gone.split('|').nth(6).unwrap().trim().parse().unwrap();
+    assert!(
+        rss <= -((file_bytes / 4096 * 4096) as i64),
+        "RSS change {rss}: {gone}"
     );
 }
 

@@ -195,6 +195,41 @@ fn probe_matrix_through_slurm_has_the_outputs_and_report_columns_of_a_local_run(
             .unwrap()
             .to_string()
     };
+    // compare names the executor and node differences of a Slurm bundle against a local one.
+    let out = hwr(
+        dir.path(),
+        &[
+            "compare",
+            local.to_str().unwrap(),
+            remote.to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let fact = |name: &str| {
+        doc["differences"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["fact"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} difference: {doc:#}"))
+    };
+    assert_eq!(
+        (fact("executor")["a"].clone(), fact("executor")["b"].clone()),
+        ("local".into(), "slurm".into())
+    );
+    let listed = nodes.iter().cloned().collect::<Vec<_>>().join(", ");
+    assert_eq!(fact("nodes")["b"], listed.as_str());
+    assert!(fact("nodes")["a"].as_str().unwrap().contains("local runs"));
+    let table = hwr(
+        dir.path(),
+        &["compare", local.to_str().unwrap(), remote.to_str().unwrap()],
+    );
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("executor") && text.contains(&listed), "{text}");
     // Same columns as locally, plus `node` after the matrix keys when the runs span nodes.
     let remote_header = header(&remote);
     let expected = if nodes.len() > 1 {

@@ -18,6 +18,7 @@ pub(super) const KEYS: &[&str] = &[
     "qos",
     "time-margin",
     "sbatch-args",
+    "keep-sbatch-env",
     "nodes",
     "exclude-nodes",
     "requeue",
@@ -30,6 +31,7 @@ const SLURM_KEYS: &[&str] = &[
     "qos",
     "time-margin",
     "sbatch-args",
+    "keep-sbatch-env",
     "nodes",
     "exclude-nodes",
     "requeue",
@@ -43,6 +45,16 @@ const RESERVED_OPTIONS: &[(&str, Option<&str>, &str)] = &[
         "hwr-exp submits the plan as job arrays itself",
     ),
     ("--wrap", None, "the batch script is hwr-exp's"),
+    (
+        "--comment",
+        None,
+        "hwr-exp tags its arrays with the bundle in --comment",
+    ),
+    (
+        "--hold",
+        Some("-H"),
+        "hwr-exp submits held and releases once the job id is recorded",
+    ),
     (
         "--output",
         Some("-o"),
@@ -285,6 +297,12 @@ impl Validator<'_> {
                     }
                 }
                 _ => self.type_err(v, "an array of strings, like sbatch-args = [\"--mem=4G\"]"),
+            }
+        }
+        if let Some(v) = self.field(t, "executor", "keep-sbatch-env") {
+            match v.get_ref() {
+                DeValue::Boolean(b) => slurm.keep_sbatch_env = *b,
+                _ => self.type_err(v, "a boolean"),
             }
         }
         if let CpuSelection::List(_) = isolation.cpus {
