@@ -414,6 +414,11 @@ fn twelve_identical_failures_are_one_reason_with_a_count() {
         report.contains("12 runs (000-1-r1, 001-2-r1, 002-3-r1 and 9 more)"),
         "{report}"
     );
+    let html = stdout(&hwr(dir, &["report", b, "--format", "html"]));
+    assert!(
+        html.contains("Runs that are not ok, by reason"),
+        "the HTML report has the table too"
+    );
     let md = stdout(&hwr(dir, &["report", b, "--format", "md"]));
     assert!(md.contains("| 12 | failed | exit 1: ModuleNotFoundError"), "{md}");
     let report = json_of(&hwr(dir, &["report", b, "--format", "json"]));
@@ -440,4 +445,63 @@ fn repetitions_replaces_an_adaptive_rule_with_a_fixed_number() {
     let fixed = stdout(&out);
     assert!(fixed.contains("6 runs, order shuffled"), "{fixed}");
     assert!(!fixed.contains("adaptive repetitions"), "{fixed}");
+}
+
+/// With `jobs = 2`, a run that is not ok stops the next runs of every slot; the run in flight in
+/// the other slot runs to its end and is recorded as it ended (not `interrupted`).
+#[test]
+fn fail_fast_with_two_job_slots_lets_the_run_in_flight_finish() {
+    if crate::support::need(crate::support::Cpus(2)).is_none() {
+        return;
+    }
+    let repo = repo();
+    let dir = repo.path();
+    let flag = dir.join("second-started");
+    // Run 0 fails once run 1 (the other slot) is running; run 1 ends ok once run 0 has been
+    // recorded (its run.json is there; the runner counts it right after writing it).
+    ManifestBuilder::shell(
+        "two-slots",
+        &format!(
+            "case {{n}} in 1) while [ ! -e {f} ]; do sleep 0.02; done; exit 4 ;; \
+             2) touch {f}; while [ ! -e \"$HWR_BUNDLE/runs/000-1-r1/run.json\" ]; do sleep 0.02; done; sleep 0.3 ;; \
+             *) true ;; esac",
+            f = flag.display()
+        ),
+    )
+    .text_output()
+    .output("{run-id}.txt")
+    .matrix("n", [1, 2, 3, 4, 5, 6])
+    .set("schedule", "jobs", 2)
+    .set("measure", "sample-interval", "off")
+    .write(dir);
+    let (out, bundle) = run(
+        dir,
+        &[
+            "run",
+            "experiment.toml",
+            "--results-dir",
+            "results",
+            "-q",
+            "--fail-fast",
+        ],
+    );
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let records = run_records(&bundle);
+    let ended: Vec<(String, String)> = records
+        .iter()
+        .map(|r| {
+            (
+                r["run-id"].as_str().unwrap().to_owned(),
+                r["outcome"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ended,
+        [
+            ("000-1-r1".to_owned(), "failed".to_owned()),
+            ("001-2-r1".to_owned(), "ok".to_owned())
+        ]
+    );
+    assert_eq!(json(&bundle.join("bundle.json"))["status"], "interrupted");
 }
