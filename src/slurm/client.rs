@@ -135,48 +135,27 @@ impl SlurmError {
 pub fn refusal_limit(message: &str) -> Option<&'static str> {
     let m = message.to_ascii_lowercase();
     let table: &[(&str, &str)] = &[
-        (
-            "invalid partition",
-            "partition (no such partition, or not usable by this user)",
-        ),
-        (
-            "invalid job array specification",
-            "MaxArraySize (or max_array_tasks)",
-        ),
+        ("invalid partition", "partition"),
+        ("invalid job array specification", "MaxArraySize"),
         ("job array index too large", "MaxArraySize"),
-        ("requested time limit is invalid", "the partition's MaxTime"),
-        ("time limit", "the partition's MaxTime"),
-        (
-            "resource temporarily unavailable",
-            "MaxJobCount (the controller's job limit)",
-        ),
-        (
-            "temporarily unable to accept job",
-            "MaxJobCount (the controller's job limit)",
-        ),
+        ("requested time limit is invalid", "partition MaxTime"),
+        ("time limit", "partition MaxTime"),
+        ("resource temporarily unavailable", "MaxJobCount"),
+        ("temporarily unable to accept job", "MaxJobCount"),
         ("job submit limit", "MaxSubmitJobs (association or QOS)"),
-        (
-            "accounting/qos policy",
-            "an association or QOS limit (MaxSubmitJobs, MaxWall, MaxTRES)",
-        ),
-        ("invalid account", "account (or account/partition combination)"),
+        ("accounting/qos policy", "association or QOS limit"),
+        ("invalid account", "account"),
         ("invalid qos", "qos"),
         (
             "requested node configuration is not available",
-            "the partition's nodes (CPUs, memory, features)",
+            "node configuration (CPUs, memory, features)",
         ),
-        (
-            "memory specification",
-            "the nodes' memory (RealMemory, MaxMemPerNode)",
-        ),
-        (
-            "more processors requested than permitted",
-            "the partition's CPUs (MaxCPUsPerNode)",
-        ),
-        ("node count specification invalid", "the partition's MaxNodes"),
+        ("memory specification", "memory (RealMemory, MaxMemPerNode)"),
+        ("more processors requested than permitted", "MaxCPUsPerNode"),
+        ("node count specification invalid", "MaxNodes"),
         (
             "access/permission denied",
-            "the partition's AllowAccounts/AllowGroups/AllowQos",
+            "partition access (AllowAccounts, AllowGroups, AllowQos)",
         ),
     ];
     table.iter().find(|(w, _)| m.contains(w)).map(|(_, l)| *l)
@@ -996,6 +975,66 @@ Slurmctld(primary) at vm is UP
             "21 21_0\n"
         );
         assert_eq!(client.queue(&[]).unwrap(), QueueSnapshot::default());
+    }
+
+    #[test]
+    fn transient_errors_are_retried_with_back_off_and_permanent_ones_fail_at_once() {
+        let dir = fakes(&[(
+            "sbatch",
+            "n=$(cat \"$(dirname \"$0\")/n\" 2>/dev/null || echo 0); n=$((n+1)); echo $n > \"$(dirname \"$0\")/n\"\n\
+             if [ $n -le 2 ]; then echo 'sbatch: error: Batch job submission failed: Socket timed out on send/recv operation' >&2; exit 1; fi\n\
+             echo 31",
+        )]);
+        let notes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = notes.clone();
+        let client = SlurmClient::new()
+            .with_bin_dir(dir.path())
+            .with_retry(RetryPolicy {
+                attempts: 4,
+                first_delay: Duration::from_millis(10),
+                max_delay: Duration::from_millis(15),
+            })
+            .with_observer(Arc::new(move |n: &RetryNote| {
+                seen.lock().unwrap().push(n.to_string())
+            }));
+        assert_eq!(client.sbatch(["x"]).unwrap().job_id, 31);
+        let notes = notes.lock().unwrap().clone();
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(
+            notes[0].starts_with(
+                "sbatch failed (Socket timed out on send/recv operation); retrying in 0 s (try 2 of 4)"
+            ),
+            "{notes:?}"
+        );
+        assert!(notes[1].contains("try 3 of 4"), "{notes:?}");
+
+        let dir = fakes(&[(
+            "sbatch",
+            "echo x >> \"$(dirname \"$0\")/tries\"; echo 'sbatch: error: Batch job submission failed: Invalid partition name specified' >&2; exit 1",
+        )]);
+        let client = SlurmClient::new().with_bin_dir(dir.path());
+        let err = client.sbatch(["x"]).unwrap_err();
+        assert!(!err.is_transient());
+        assert_eq!(err.slurm_message(), "Invalid partition name specified");
+        assert_eq!(refusal_limit(&err.slurm_message()), Some("partition"));
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("tries")).unwrap(),
+            "x\n",
+            "a permanent error is not retried"
+        );
+        assert_eq!(
+            refusal_limit("Resource temporarily unavailable"),
+            Some("MaxJobCount")
+        );
+    }
+
+    #[test]
+    fn sbatch_input_variables_are_those_that_override_a_script() {
+        assert!(sbatch_input("SBATCH_TIMELIMIT"));
+        assert!(sbatch_input("SLURM_MEM_PER_CPU"));
+        assert!(!sbatch_input("SLURM_CONF"));
+        assert!(!sbatch_input("PATH"));
+        assert!(query_input("SQUEUE_FORMAT") && query_input("SLURM_TIME_FORMAT"));
     }
 
     #[test]

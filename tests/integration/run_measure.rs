@@ -290,36 +290,87 @@ const GROWS_LATER: &str = r#"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-int main(void) {
-    usleep(800000);
+#include <fcntl.h>
+/* argv: a file whose creation (by the test) lets it allocate, a file it makes once it has,
+   and a file whose removal lets it end. No fixed sleep: it holds until told. */
+int main(int argc, char **argv) {
+    while (access(argv[1], F_OK) != 0) usleep(10000);
     size_t n = 64u << 20;
     char *p = malloc(n);
     memset(p, 1, n);
-    usleep(1500000);
+    close(open(argv[2], O_WRONLY | O_CREAT, 0644));
+    while (access(argv[3], F_OK) == 0) usleep(10000);
     printf("{\"grew\": %d}\n", p[n - 1]);
     return 0;
 }
 "#;
 
-/// A small process that allocates 64 MiB after a while: mappings.json has a first breakdown
+/// The `breakdown` walk samples in the `memory.jsonl` under `results`.
+fn breakdown_samples(results: &Path) -> Vec<Value> {
+    glob_one(results, "memory.jsonl")
+        .map(|f| std::fs::read_to_string(f).unwrap_or_default())
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|s| s["breakdown"] == true)
+        .collect()
+}
+
+/// A small process that allocates 64 MiB once told to: mappings.json has a first breakdown
 /// from before and a last one from after, and the report's "What grew" names the anonymous
-/// mappings with about 64 MiB more private bytes.
+/// mappings with about 64 MiB more private bytes. The test lets it allocate only after the
+/// runner has walked its smaps once, and end only after a walk saw the allocation.
 #[test]
 fn the_report_shows_which_mappings_grew() {
     let dir = tempfile::tempdir().unwrap();
     let Some(exe) = compile_c(dir.path(), "grows", GROWS_LATER) else {
         return;
     };
-    ManifestBuilder::argv("grows", &[exe.to_str().unwrap()])
+    let (go, grown, held) = (
+        dir.path().join("go"),
+        dir.path().join("grown"),
+        dir.path().join("hold"),
+    );
+    std::fs::write(&held, b"").unwrap();
+    let args = [&go, &grown, &held].map(|p| p.to_str().unwrap().to_string());
+    ManifestBuilder::argv("grows", &[exe.to_str().unwrap(), &args[0], &args[1], &args[2]])
         .repetitions(1)
         .set("measure", "sample-interval", "100ms")
+        .set("isolation", "timeout", "600s")
         .write(dir.path());
-    let (out, run, _, run_dir) = run_with(dir.path(), "auto");
+    let child = hwr_command(dir.path())
+        .env("HWR_CONTAINMENT", "auto")
+        .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("hwr-exp runs");
+    let results = dir.path().join("results");
+    wait_for(
+        "a first breakdown before the allocation",
+        Duration::from_secs(300),
+        || !breakdown_samples(&results).is_empty(),
+    );
+    std::fs::write(&go, b"").unwrap();
+    // The walk budget spaces walks out (longer under load): wait for one that saw the 64 MiB.
+    wait_for(
+        "a breakdown after the allocation",
+        Duration::from_secs(300),
+        || {
+            grown.exists()
+                && breakdown_samples(&results)
+                    .iter()
+                    .any(|s| s["rss"].as_u64().unwrap_or(0) >= 64 * MIB)
+        },
+    );
+    std::fs::remove_file(&held).unwrap();
+    let out = output_within(child, Duration::from_secs(120), "hwr-exp run");
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let (run, _, run_dir) = bundle_run(dir.path());
     let mappings = json(&run_dir.join("mappings.json"));
     let (first, last) = (&mappings["first"], &mappings["last"]);
     assert!(
-        first["t-seconds"].as_f64().unwrap() < 0.8 && last["t-seconds"].as_f64().unwrap() > 1.0,
+        first["t-seconds"].as_f64().unwrap() < last["t-seconds"].as_f64().unwrap(),
         "breakdowns before and after the allocation: {} {}; {run}",
         first["t-seconds"],
         last["t-seconds"]
