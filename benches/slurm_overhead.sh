@@ -18,8 +18,16 @@
 # Needs a cluster the environment points at (`source $SLURM_TEST_DIR/slurm.env`) whose
 # MaxArraySize exceeds N (start-slurm.sh's default 1001; CI's MaxArraySize=11 would compare 19
 # chained arrays with an sbatch that Slurm refuses).
+#   With `scale` as first argument: waiter CPU per run, slurmctld CPU and RPCs (sdiag) and total
+#   time beside hand-written arrays for large plans (5,000 and 20,000 runs, pieces under
+#   MaxJobCount): benches/slurm_overhead_scale.sh, which says more.
 # Usage: benches/slurm_overhead.sh [runs=200] [rounds=3] [mode=one|two-nodes]
+#        benches/slurm_overhead.sh scale [rounds=1] [sizes...=5000]
 set -euo pipefail
+if [ "${1:-}" = scale ]; then
+  shift
+  exec bash "$(dirname "$0")/slurm_overhead_scale.sh" "$@"
+fi
 cd "$(dirname "$0")/.."
 runs=${1:-200}
 rounds=${2:-3}

@@ -316,11 +316,34 @@ pub fn wait(dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionRepor
                 bundle.dir().display()
             )));
         }
-        let (_, plan) = bundle_plan(&bundle)?;
+        let (manifest, plan) = bundle_plan(&bundle)?;
         let before = bundle.provenance_doc()?.before;
-        Ok((bundle, adopted, plan, before))
+        // Runs of a detached submission that did not fit under the cluster's limits have no
+        // task yet: this waiter submits them as room frees.
+        let mut arrays = recorded(&bundle);
+        arrays.extend(adopted.iter().cloned());
+        let map = TaskMap::new(&arrays).map_err(|e| ArchiveError::Refused(e.to_string()))?;
+        let unsubmitted: Vec<usize> = (0..plan.len()).filter(|&i| map.task(i).is_none()).collect();
+        let feeder = if unsubmitted.is_empty() {
+            None
+        } else {
+            let client = client(quiet);
+            let env = |e: String| ArchiveError::Environment(format!("slurm executor: {e}"));
+            let array_limits = client.array_limits().map_err(|e| env(e.to_string()))?;
+            let slurm = &manifest.executor.slurm;
+            let limits =
+                crate::runner::slurm_pieces::read_limits(&client, array_limits, slurm.account.as_deref())
+                    .map_err(env)?;
+            Some(crate::runner::slurm_pieces::Feeder::new(
+                &unsubmitted,
+                limits,
+                slurm,
+                manifest.isolation.cpus_per_run,
+            ))
+        };
+        Ok((bundle, adopted, plan, before, feeder))
     })();
-    let (bundle, adopted, plan, before) = match prepared {
+    let (bundle, adopted, plan, before, feeder) = match prepared {
         Ok(p) => p,
         Err(e) => {
             let _ = lock.release();
@@ -334,7 +357,7 @@ pub fn wait(dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionRepor
         bundle: bundle.dir().to_path_buf(),
         source,
     };
-    let mut writer = BundleWriter::reopen(bundle.dir(), info, lock).map_err(write_err)?;
+    let mut writer = BundleWriter::reopen_while_tasks_run(bundle.dir(), info, lock).map_err(write_err)?;
     say_adopted(&adopted, quiet);
     for a in adopted {
         writer.add_slurm_array(a).map_err(write_err)?;
@@ -367,10 +390,9 @@ pub fn wait(dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionRepor
             ));
         }
     }
-    let indices: Vec<usize> = {
-        let map = TaskMap::new(&arrays).map_err(|e| ArchiveError::Refused(e.to_string()))?;
-        (0..plan.len()).filter(|&i| map.task(i).is_some()).collect()
-    };
+    // Every run: those with a task are counted again as their run.json is found, the others
+    // are submitted first (`feeder`).
+    let indices: Vec<usize> = (0..plan.len()).collect();
     let results_dir = bundle.results_dir();
     let session = Session {
         plan: std::borrow::Cow::Borrowed(&plan),
@@ -392,6 +414,7 @@ pub fn wait(dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionRepor
         client: client(quiet),
         arrays,
         shared_fs: rslurm::on_shared_fs(bundle.dir()).unwrap_or(false),
+        feeder,
     };
     Ok(rslurm::wait_and_finish(session, &waiting)?)
 }

@@ -184,16 +184,22 @@ pub fn remove_stale_temporaries(dir: &Path) -> io::Result<()> {
         }
     }
     for folder in folders {
-        for entry in fs::read_dir(&folder).map_err(on(&folder, "read folder"))? {
-            let entry = entry.map_err(on(&folder, "read folder"))?;
-            let temporary = entry
-                .file_name()
-                .to_str()
-                .is_some_and(|n| n.starts_with(TEMPORARY_PREFIX));
-            if temporary && entry.file_type().is_ok_and(|t| t.is_file()) {
-                let path = entry.path();
-                fs::remove_file(&path).map_err(on(&path, "remove stale temporary file"))?;
-            }
+        remove_temporaries_in(&folder)?;
+    }
+    Ok(())
+}
+
+/// Removes the temporary files ([`TEMPORARY_PREFIX`]) directly in `folder`.
+fn remove_temporaries_in(folder: &Path) -> io::Result<()> {
+    for entry in fs::read_dir(folder).map_err(on(folder, "read folder"))? {
+        let entry = entry.map_err(on(folder, "read folder"))?;
+        let temporary = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with(TEMPORARY_PREFIX));
+        if temporary && entry.file_type().is_ok_and(|t| t.is_file()) {
+            let path = entry.path();
+            fs::remove_file(&path).map_err(on(&path, "remove stale temporary file"))?;
         }
     }
     Ok(())
@@ -527,6 +533,23 @@ impl BundleWriter {
     /// I/O errors removing stale files or writing bundle.json, naming the file.
     pub fn reopen(dir: &Path, mut info: BundleInfo, lock: BundleLock) -> io::Result<BundleWriter> {
         remove_stale_temporaries(dir)?;
+        info.status = BundleStatus::Running;
+        info.runner_pid = std::process::id();
+        BundleWriter::start(dir, info, lock)
+    }
+
+    /// [`BundleWriter::reopen`] for a bundle whose Slurm tasks may still be writing their run
+    /// folders (`hwr-exp wait`): removes stale temporary files at the top level only, never in
+    /// `runs/`, where a live task's atomic write may be under way; so no run folder is opened.
+    ///
+    /// # Errors
+    /// As [`BundleWriter::reopen`].
+    pub fn reopen_while_tasks_run(
+        dir: &Path,
+        mut info: BundleInfo,
+        lock: BundleLock,
+    ) -> io::Result<BundleWriter> {
+        remove_temporaries_in(dir)?;
         info.status = BundleStatus::Running;
         info.runner_pid = std::process::id();
         BundleWriter::start(dir, info, lock)

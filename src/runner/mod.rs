@@ -11,6 +11,7 @@ pub mod preflight;
 pub mod progress;
 pub mod session;
 pub mod slurm;
+pub mod slurm_pieces;
 
 use std::ffi::OsString;
 use std::io;

@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -33,6 +33,7 @@ use crate::slurm::{
 
 use super::progress::FAILURE_TAIL_LINES;
 use super::session::{Session, SessionError, SessionReport};
+use super::slurm_pieces::{Feeder, Release, apply, govern, read_limits};
 use super::{Progress, SessionEnd};
 
 /// How often [`wait`] looks for run.json files and asks `squeue`.
@@ -308,6 +309,19 @@ fn tag_of(writer: &BundleWriter, name: &str, offset: usize) -> Tag {
     }
 }
 
+/// How one piece's arrays are built and handed over ([`submit`]).
+#[derive(Debug, Clone, Copy)]
+pub struct PieceParams<'a> {
+    /// `[executor]` slurm keys.
+    pub config: &'a SlurmConfig,
+    /// `cpus-per-run`, `--cpus-per-task`.
+    pub cpus_per_task: usize,
+    /// `MaxArraySize` and `max_array_tasks`.
+    pub limits: ArrayLimits,
+    /// Held for the waiter to release, or chained for a detached bundle.
+    pub release: Release,
+}
+
 /// Submits runs `indices` of `plan` into the bundle `writer` holds as a two-phase commit (DESIGN
 /// 8): for each array its script `slurm/array-<n>.sbatch` (numbered after the arrays already
 /// recorded, tagged in `--comment` with the bundle and the script: [`Tag`]), `sbatch --hold`,
@@ -315,7 +329,10 @@ fn tag_of(writer: &BundleWriter, name: &str, offset: usize) -> Tag {
 /// `scontrol release` of them all and the state `released`. A runner killed at any moment leaves
 /// nothing running that bundle.json does not record: before the record the array is held (and
 /// `wait`, `cancel`, `resume` find it by its tag), after it the record names it. Arrays are
-/// chained (`--dependency=afterany:<previous>`) so that `jobs` bounds the running tasks.
+/// chained (`--dependency=afterany:<previous>`) so that `jobs` bounds the running tasks, for
+/// [`Release::Chained`] (`run --detach`: no waiter). For [`Release::Governed`] they are neither
+/// chained nor released here: they stay `held` and the waiter releases them in order
+/// ([`govern`]), recording each release.
 ///
 /// The sbatch input variables of this environment (`SBATCH_*`, `SLURM_*`) are removed from
 /// sbatch's environment and their names recorded (`slurm.cleared-env`), or with
@@ -329,7 +346,7 @@ pub fn submit(
     plan: &Plan,
     indices: &[usize],
     writer: &mut BundleWriter,
-    submit: &Submit<'_>,
+    submit: &PieceParams<'_>,
     client: &SlurmClient,
 ) -> Result<Vec<SubmittedArray>, SubmitError> {
     let specs = script_specs(
@@ -337,7 +354,7 @@ pub fn submit(
         indices,
         submit.config,
         submit.cpus_per_task,
-        submit.cluster.limits,
+        submit.limits,
         writer.dir(),
     )
     .map_err(SubmitError::Failed)?;
@@ -349,7 +366,9 @@ pub fn submit(
     let mut done: Vec<SubmittedArray> = Vec::new();
     let mut result = (|| -> Result<(), SubmitError> {
         for (k, mut spec) in specs.into_iter().enumerate() {
-            spec.after = done.last().map(|a| a.job_id);
+            if submit.release == Release::Chained {
+                spec.after = done.last().map(|a| a.job_id);
+            }
             let name = format!("array-{}.sbatch", first + k);
             let tag = tag_of(writer, &name, spec.offset);
             spec.comment = Some(tag.comment());
@@ -388,6 +407,9 @@ pub fn submit(
             writer.add_slurm_array(array).map_err(|e| {
                 SubmitError::Failed(format!("recording job {} in bundle.json: {e}", submission.job_id))
             })?;
+        }
+        if submit.release == Release::Governed {
+            return Ok(());
         }
         let ids: Vec<u64> = done.iter().map(|a| a.job_id).collect();
         match client.release(&ids) {
@@ -435,8 +457,10 @@ pub fn submit(
     }
     result.map(|()| {
         let mut done = done;
-        for a in &mut done {
-            a.state = ArrayState::Released;
+        if submit.release == Release::Chained {
+            for a in &mut done {
+                a.state = ArrayState::Released;
+            }
         }
         done
     })
@@ -489,8 +513,21 @@ pub fn submit_and_wait(mut session: Session<'_>, params: &Submit<'_>) -> Result<
             writer.dir().display()
         ));
     }
-    let arrays = match submit(plan, &indices, writer, params, &client) {
-        Ok(a) => a,
+    let release = if params.detach {
+        Release::Chained
+    } else {
+        Release::Governed
+    };
+    let fed = read_limits(&client, params.cluster.limits, params.config.account.as_deref())
+        .map_err(SubmitError::Failed)
+        .and_then(|limits| {
+            let mut feeder = Feeder::new(&indices, limits, params.config, params.cpus_per_task);
+            feeder
+                .feed(plan, writer, &client, release, quiet)
+                .map(|arrays| (feeder, arrays))
+        });
+    let (feeder, arrays) = match fed {
+        Ok(f) => f,
         Err(SubmitError::Interrupted) => {
             return session.finish(Ok(SessionEnd::Interrupted), Vec::new());
         }
@@ -504,6 +541,13 @@ pub fn submit_and_wait(mut session: Session<'_>, params: &Submit<'_>) -> Result<
     };
     let jobs: Vec<u64> = arrays.iter().map(|a| a.job_id).collect();
     if params.detach {
+        if feeder.remaining() > 0 && !quiet {
+            super::progress::say(format_args!(
+                "{} not submitted yet (no room under the cluster's limits): `hwr-exp wait {}` submits them as room frees",
+                super::progress::runs(feeder.remaining()),
+                writer.dir().display()
+            ));
+        }
         // Dropping the session's writer releases the lock; `hwr-exp wait` takes it later.
         return Ok(SessionReport {
             bundle: writer.dir().to_path_buf(),
@@ -529,6 +573,7 @@ pub fn submit_and_wait(mut session: Session<'_>, params: &Submit<'_>) -> Result<
         client: client.without_cancel(),
         arrays,
         shared_fs: params.cluster.shared_fs,
+        feeder: Some(feeder),
     };
     wait_and_finish(session, &waiting)
 }
@@ -542,6 +587,9 @@ pub struct Waiting {
     pub arrays: Vec<SubmittedArray>,
     /// Whether the bundle is on a file system the nodes share ([`SHARED_FS_LOST_GRACE`]).
     pub shared_fs: bool,
+    /// Runs of the session not submitted yet, submitted as room frees; `None` when every run
+    /// of the session has a task.
+    pub feeder: Option<Feeder>,
 }
 
 /// Waits for the session's runs ([`wait`]) with the progress display, then finishes the session
@@ -550,7 +598,6 @@ pub struct Waiting {
 /// # Errors
 /// As [`Session::finish`]; a recorded array spec that does not parse is a bundle error.
 pub fn wait_and_finish(mut session: Session<'_>, waiting: &Waiting) -> Result<SessionReport, SessionError> {
-    let jobs: Vec<u64> = waiting.arrays.iter().map(|a| a.job_id).collect();
     let map = match TaskMap::new(&waiting.arrays) {
         Ok(map) => map,
         Err(e) => {
@@ -566,7 +613,11 @@ pub fn wait_and_finish(mut session: Session<'_>, waiting: &Waiting) -> Result<Se
         super::progress::say(format_args!(
             "waiting for {} of slurm job(s) {} in {}",
             super::progress::runs(session.indices.len()),
-            jobs.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
+            map.job_ids()
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
             session.dir().display()
         ));
     }
@@ -576,16 +627,44 @@ pub fn wait_and_finish(mut session: Session<'_>, waiting: &Waiting) -> Result<Se
     } else {
         Duration::ZERO
     };
-    let end = wait(&mut session, &waiting.client, &map, grace);
+    let mut feeder = waiting.feeder.clone();
+    let end = wait(&mut session, &waiting.client, map, grace, feeder.as_mut());
+    let jobs: Vec<u64> = session
+        .writer_mut()
+        .info()
+        .slurm
+        .as_ref()
+        .map(|s| s.arrays.iter().map(|a| a.job_id).collect())
+        .unwrap_or_default();
     session.finish(end, jobs)
 }
 
-/// Waits until every run of the session has a run.json, polling every [`POLL`]: first `squeue`
-/// for the tasks of `map` (one snapshot), then each unfinished run's run.json by opening its path
-/// (not by listing a folder: NFS caches listings). A run whose task is gone from the snapshot or
-/// in a finished state, still without run.json `lost_grace` later, is recorded as `lost` with
-/// Slurm's account of the task (`scontrol show job`). Each run.json found is counted in
-/// bundle.json.
+/// The shortest pause between two polls of [`wait`], taken again whenever something changed.
+pub const POLL_MIN: Duration = POLL;
+
+/// The longest pause between two polls of [`wait`], reached while nothing changes.
+pub const POLL_MAX: Duration = Duration::from_secs(5);
+
+/// The next pause of [`wait`]: [`POLL_MIN`] after a poll that saw a change, else half as long
+/// again as `previous`, at most [`POLL_MAX`].
+pub fn next_pause(previous: Duration, changed: bool) -> Duration {
+    if changed {
+        POLL_MIN
+    } else {
+        (previous + previous / 2).clamp(POLL_MIN, POLL_MAX)
+    }
+}
+
+/// Waits until every run of the session has a run.json. Each poll asks `squeue` once for the
+/// active tasks of the bundle's arrays ([`SlurmClient::active`]: the states of tasks not over,
+/// an array's pending rest as one line) and looks at a run's folder only once its task is no
+/// longer active: no folder of a pending or running task is opened. It releases held arrays in
+/// order ([`govern`]), submits the next piece when `feeder` has runs left and room frees
+/// ([`Feeder::feed`]), and pauses [`next_pause`]: from [`POLL_MIN`] after a change up to
+/// [`POLL_MAX`] while nothing changes. A run whose task ended, still without run.json
+/// `lost_grace` later, is recorded as `lost` with Slurm's account of the task (`scontrol show
+/// job`). Each run.json found is counted in bundle.json. When `squeue` fails, only folders of
+/// runs seen running are looked at until it answers again.
 ///
 /// The cancel flag (Ctrl-C) or the marker `slurm/cancel-requested` (`hwr-exp cancel`) cancels
 /// every array (`scancel`), waits up to [`CANCEL_WAIT`] until none of their tasks is active and
@@ -596,35 +675,72 @@ pub fn wait_and_finish(mut session: Session<'_>, waiting: &Waiting) -> Result<Se
 pub fn wait(
     session: &mut Session<'_>,
     client: &SlurmClient,
-    map: &TaskMap,
+    mut map: TaskMap,
     lost_grace: Duration,
+    mut feeder: Option<&mut Feeder>,
 ) -> io::Result<SessionEnd> {
-    let (plan, cancel, total) = (session.plan.clone(), session.cancel, session.indices.len());
+    let (plan, cancel, total, quiet) = (
+        session.plan.clone(),
+        session.cancel,
+        session.indices.len(),
+        session.finish.quiet,
+    );
     let plan: &Plan = &plan;
     let (indices, progress) = (&session.indices, &session.progress);
     let writer = session
         .writer
         .get_mut()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    // run.json path of each pending run, rendered once (a plan renders runs on demand).
-    let mut pending: BTreeMap<usize, PathBuf> = indices
-        .iter()
-        .map(|&i| (i, writer.run_dir(&plan.run(i)).join(files::RUN)))
-        .collect();
+    let mut pending: BTreeSet<usize> = indices.iter().copied().collect();
     let mut gone_since: BTreeMap<usize, Instant> = BTreeMap::new();
     let mut started: BTreeSet<usize> = BTreeSet::new();
+    // The node each started task runs on (for a lost run whose task Slurm no longer knows).
+    let mut seen_on: BTreeMap<usize, String> = BTreeMap::new();
     let mut done = 0usize;
     let marker = writer.dir().join(files::SLURM).join(files::CANCEL_REQUESTED);
     let mut warned = false;
+    let mut pause = POLL_MIN;
+    let order = |writer: &BundleWriter| -> Vec<u64> {
+        writer
+            .info()
+            .slurm
+            .as_ref()
+            .map(|s| s.arrays.iter().map(|a| a.job_id).collect())
+            .unwrap_or_default()
+    };
     // The last pending-reason summary shown (`2 pending (PartitionTimeLimit)`).
     let mut shown_pending: Option<String> = None;
     loop {
         if cancel.load(Ordering::SeqCst) || marker.exists() {
-            cancel_arrays(client, map);
+            cancel_arrays(client, &map);
             return Ok(SessionEnd::Interrupted);
         }
-        let snapshot = match client.queue(&map.job_ids()) {
-            Ok(s) => Some(s),
+        let mut changed = false;
+        if let Some(f) = feeder.as_deref_mut()
+            && f.remaining() > 0
+        {
+            match f.feed(plan, writer, client, Release::Governed, quiet) {
+                Ok(arrays) if !arrays.is_empty() => {
+                    changed = true;
+                    let all = writer
+                        .info()
+                        .slurm
+                        .as_ref()
+                        .map(|s| s.arrays.clone())
+                        .unwrap_or_default();
+                    map = TaskMap::new(&all).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                }
+                Ok(_) => {}
+                Err(e) => super::progress::say(format_args!(
+                    "warning: submitting the next piece failed, trying again later: {e}"
+                )),
+            }
+        }
+        let queue = match client.active(&map.job_ids()) {
+            Ok(q) => {
+                warned = false;
+                Some(q)
+            }
             Err(e) => {
                 if !warned {
                     super::progress::say(format_args!("warning: squeue failed, retrying: {e}"));
@@ -633,96 +749,140 @@ pub fn wait(
                 None
             }
         };
-        if let Some(snapshot) = &snapshot {
-            let reasons =
-                snapshot.pending_reasons(|k| map.index(k).is_some_and(|i| pending.contains_key(&i)));
+        // `hwr-exp cancel` writes the marker before it runs scancel: a snapshot taken after that
+        // scancel shows the cancelled tasks gone, and they must not be recorded as lost.
+        if cancel.load(Ordering::SeqCst) || marker.exists() {
+            cancel_arrays(client, &map);
+            return Ok(SessionEnd::Interrupted);
+        }
+        if let Some(q) = &queue {
+            let released = apply(client, &govern(q, &order(writer), plan.jobs));
+            if !released.is_empty() {
+                writer.set_slurm_array_state(&released, crate::slurm::ArrayState::Released)?;
+            }
+            let reasons = q.pending_reasons(|k| map.index(k).is_some_and(|i| pending.contains(&i)));
             let text = crate::slurm::queue::pending_text(&reasons);
             if text != shown_pending {
                 progress.waiting(text.as_deref());
                 shown_pending = text;
             }
         }
-        let mut finished_now = Vec::new();
-        let mut lost_now = Vec::new();
-        for (&i, path) in &pending {
-            let key = map.task(i);
-            if let Ok(record) =
-                crate::bundle::read::read_versioned::<RunRecord>(path, "format", crate::bundle::BUNDLE_FORMAT)
-            {
-                if !needs_slurms_word(&record) {
-                    finished_now.push((i, record));
-                    continue;
-                }
-                // A run that failed may have died of Slurm's signal before its task learnt that
-                // Slurm sent it: trust the record once Slurm says the task ended on its own.
-                let (Some(snapshot), Some(key)) = (&snapshot, key) else {
-                    continue;
-                };
-                let entry = snapshot.get(key);
-                if entry.is_some_and(|e| !e.state.is_finished()) {
-                    continue;
-                }
-                let account = SlurmAccount::of(client, key, entry, writer.dir());
-                match account.killed.then_some(()) {
-                    None => finished_now.push((i, record)),
-                    Some(()) => {
-                        let started = crate::slurm::log::parse_time(&record.start);
-                        let ended =
-                            crate::slurm::log::parse_time(&record.end).unwrap_or_else(SystemTime::now);
-                        lost_now.push((i, account.lost(key, started, ended)));
-                    }
-                }
-                continue;
-            }
-            let (Some(snapshot), Some(key)) = (&snapshot, key) else {
+        // Runs whose task Slurm no longer lists as active: their folders are looked at.
+        let mut ended: Vec<usize> = Vec::new();
+        for &i in &pending {
+            let Some(key) = map.task(i) else {
                 continue;
             };
-            let entry = snapshot.get(key);
-            if entry.is_some_and(|e| e.state == crate::slurm::TaskState::Running) && started.insert(i) {
-                progress.run_started(&plan.run(i));
+            match &queue {
+                Some(q) => match q.activity(key) {
+                    Some(crate::slurm::Activity::Started(state, nodes)) => {
+                        if let Some(n) = nodes
+                            && !seen_on.contains_key(&i)
+                        {
+                            seen_on.insert(i, n.to_string());
+                        }
+                        if *state == crate::slurm::TaskState::Running && started.insert(i) {
+                            changed = true;
+                            progress.run_started(&plan.run(i));
+                        }
+                    }
+                    Some(crate::slurm::Activity::Pending) => {}
+                    None => ended.push(i),
+                },
+                // No answer from squeue: only runs seen running may have ended.
+                None if started.contains(&i) => ended.push(i),
+                None => {}
             }
-            if entry.is_some_and(|e| !e.state.is_finished()) {
-                gone_since.remove(&i);
-                continue;
-            }
-            let since = *gone_since.entry(i).or_insert_with(Instant::now);
-            if since.elapsed() < lost_grace {
-                continue;
-            }
-            let account = SlurmAccount::of(client, key, entry, writer.dir());
-            // Read again: the task may have written run.json since the first look.
-            if path.exists() {
-                continue;
-            }
-            let (started, ended) = (account.started, account.ended.unwrap_or_else(SystemTime::now));
-            lost_now.push((i, account.lost(key, started, ended)));
         }
-        for (i, lost) in &lost_now {
-            // record_lost counts the run in bundle.json itself.
-            let run = plan.run(*i);
-            let record = writer.record_lost(&run, plan.output_format, lost.clone())?;
-            done += 1;
-            let failure = RunFailure::read(&record, &writer.run_dir(&run), FAILURE_TAIL_LINES);
-            progress.run_finished(&run, &record, failure.as_ref(), done, total);
-        }
-        let lost_now: Vec<usize> = lost_now.into_iter().map(|(i, _)| i).collect();
-        for i in lost_now {
-            pending.remove(&i);
-            gone_since.remove(&i);
-        }
-        for (i, record) in finished_now {
-            pending.remove(&i);
-            gone_since.remove(&i);
-            writer.count_run(&record)?;
-            done += 1;
+        for i in ended {
             let run = plan.run(i);
+            let path = writer.run_dir(&run).join(files::RUN);
+            let Some(key) = map.task(i) else {
+                continue;
+            };
+            let read = crate::bundle::read::read_versioned::<RunRecord>(
+                &path,
+                "format",
+                crate::bundle::BUNDLE_FORMAT,
+            );
+            let lost = match read {
+                Ok(record) if !needs_slurms_word(&record) => {
+                    pending.remove(&i);
+                    gone_since.remove(&i);
+                    started.remove(&i);
+                    seen_on.remove(&i);
+                    writer.count_run(&record)?;
+                    done += 1;
+                    changed = true;
+                    let failure = RunFailure::read(&record, &writer.run_dir(&run), FAILURE_TAIL_LINES);
+                    progress.run_finished(&run, &record, failure.as_ref(), done, total);
+                    continue;
+                }
+                Ok(record) => {
+                    // A run that failed may have died of Slurm's signal before its task learnt
+                    // that Slurm sent it: trust the record once Slurm says the task ended on its
+                    // own (its task is no longer active; without an answer from squeue, wait).
+                    if queue.is_none() {
+                        continue;
+                    }
+                    let account = SlurmAccount::of(client, key, None, writer.dir());
+                    if !account.killed {
+                        pending.remove(&i);
+                        started.remove(&i);
+                        seen_on.remove(&i);
+                        writer.count_run(&record)?;
+                        done += 1;
+                        changed = true;
+                        let failure = RunFailure::read(&record, &writer.run_dir(&run), FAILURE_TAIL_LINES);
+                        progress.run_finished(&run, &record, failure.as_ref(), done, total);
+                        continue;
+                    }
+                    let started = crate::slurm::log::parse_time(&record.start);
+                    let ended = crate::slurm::log::parse_time(&record.end).unwrap_or_else(SystemTime::now);
+                    account.lost(key, started, ended)
+                }
+                Err(_) => {
+                    if queue.is_none() {
+                        continue;
+                    }
+                    let since = *gone_since.entry(i).or_insert_with(Instant::now);
+                    if since.elapsed() < lost_grace {
+                        continue;
+                    }
+                    let account = SlurmAccount::of(client, key, None, writer.dir());
+                    // Read again: the task may have written run.json since the first look.
+                    if path.exists() {
+                        continue;
+                    }
+                    let (started, ended) = (account.started, account.ended.unwrap_or_else(SystemTime::now));
+                    account.lost(key, started, ended)
+                }
+            };
+            let mut lost = lost;
+            // The node the task started on, as this waiter saw it, when Slurm forgot the task.
+            if lost.node.is_none() {
+                lost.node = seen_on.get(&i).cloned();
+            }
+            // record_lost counts the run in bundle.json itself.
+            let record = writer.record_lost(&run, plan.output_format, lost)?;
+            done += 1;
+            changed = true;
             let failure = RunFailure::read(&record, &writer.run_dir(&run), FAILURE_TAIL_LINES);
             progress.run_finished(&run, &record, failure.as_ref(), done, total);
+            pending.remove(&i);
+            gone_since.remove(&i);
+            started.remove(&i);
+            seen_on.remove(&i);
         }
         if pending.is_empty() {
             return Ok(SessionEnd::Complete);
         }
-        std::thread::sleep(POLL);
+        pause = next_pause(pause, changed);
+        // Sleep in slices, so that Ctrl-C and `hwr-exp cancel` are seen within POLL_MIN.
+        let until = Instant::now() + pause;
+        while Instant::now() < until && !cancel.load(Ordering::SeqCst) && !marker.exists() {
+            std::thread::sleep(POLL_MIN.min(until.saturating_duration_since(Instant::now())));
+        }
     }
 }
 
@@ -853,8 +1013,8 @@ pub fn cancel_arrays(client: &SlurmClient, map: &TaskMap) {
     }
     let until = Instant::now() + CANCEL_WAIT;
     while Instant::now() < until {
-        match client.queue(&map.job_ids()) {
-            Ok(s) if !s.any_active() => return,
+        match client.active(&map.job_ids()) {
+            Ok(q) if q.is_empty() => return,
             Err(_) => return,
             Ok(_) => std::thread::sleep(POLL),
         }
@@ -1059,10 +1219,11 @@ pub fn plan_scripts(manifest: &Manifest, results_dir: &Path) -> Result<String, S
     }
     for (k, spec) in specs.iter().enumerate() {
         let chained = if k == 0 {
-            String::new()
+            "; submitted held (sbatch --hold), released by the waiter".to_string()
         } else {
             format!(
-                "; submitted with --dependency=afterany:<job id of array-{}>",
+                "; submitted held, released once array-{} has no pending task (run --detach: --dependency=afterany:<job id of array-{}>)",
+                k - 1,
                 k - 1
             )
         };

@@ -26,7 +26,10 @@ use std::time::{Duration, Instant};
 
 use super::Tag;
 use super::array::ArrayLimits;
-use super::queue::{self, JobRecord, QueueSnapshot, SQUEUE_FORMAT, TaskKey, TaskState};
+use super::queue::{
+    self, ACTIVE_FORMAT, ACTIVE_STATES, ActiveQueue, JobRecord, JobRecords, QueueSnapshot, RECORDS_FORMAT,
+    SQUEUE_FORMAT, TaskKey, TaskState,
+};
 
 /// A Slurm client command that could not be run or did not give a usable answer.
 #[derive(Debug, thiserror::Error)]
@@ -773,6 +776,103 @@ impl SlurmClient {
         Ok(records.into_iter().next())
     }
 
+    /// `squeue -h -j IDS -t ACTIVE_STATES -o ACTIVE_FORMAT` (no `-r`): the tasks of the given
+    /// arrays that are not over, an array's pending rest as one line ([`ActiveQueue`]). A task
+    /// of these arrays that is absent has ended. No ids gives an empty answer without running
+    /// anything; ids Slurm no longer knows are simply absent.
+    ///
+    /// # Errors
+    /// [`SlurmError::Failed`] (other than `Invalid job id specified`), [`SlurmError::Parse`].
+    pub fn active(&self, job_ids: &[u64]) -> Result<ActiveQueue, SlurmError> {
+        if job_ids.is_empty() {
+            return Ok(ActiveQueue::default());
+        }
+        let ids = job_ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+        let all = args(["-h", "-j", &ids, "-t", ACTIVE_STATES, "-o", ACTIVE_FORMAT]);
+        let out = match self.run("squeue", &all) {
+            Ok((out, _)) => out,
+            Err(e) if e.stderr().contains("Invalid job id specified") => return Ok(ActiveQueue::default()),
+            Err(e) => return Err(e),
+        };
+        queue::parse_active(&out).map_err(|e| SlurmError::Parse {
+            command: self.describe(&self.program("squeue"), &all),
+            reason: e.to_string(),
+            output: out.clone(),
+        })
+    }
+
+    /// `squeue -h -a -t all -o %K|%T|%u`: every job record the controller holds, counted as
+    /// `MaxJobCount` counts them, and the pending or running tasks of `user` ([`JobRecords`]).
+    ///
+    /// # Errors
+    /// [`SlurmError::Failed`], [`SlurmError::Parse`].
+    pub fn job_records(&self, user: &str) -> Result<JobRecords, SlurmError> {
+        let all = args(["-h", "-a", "-t", "all", "-o", RECORDS_FORMAT]);
+        let (out, _) = self.run("squeue", &all)?;
+        queue::parse_job_records(&out, user).map_err(|e| SlurmError::Parse {
+            command: self.describe(&self.program("squeue"), &all),
+            reason: e.to_string(),
+            output: out.lines().take(5).collect::<Vec<_>>().join("\n"),
+        })
+    }
+
+    /// The cluster's limits on job records from `scontrol show config` ([`JobLimits`]).
+    ///
+    /// # Errors
+    /// Command errors.
+    pub fn job_limits(&self) -> Result<JobLimits, SlurmError> {
+        Ok(job_limits(&self.config()?))
+    }
+
+    /// The smallest `MaxSubmitJobs` / `GrpSubmitJobs` of `user`'s associations (those of
+    /// `account` only, when given), from `sacctmgr -nP show assoc where user=USER format=
+    /// Account,MaxSubmit,GrpSubmit`. `None` when no association sets one, when the cluster keeps
+    /// no accounting (`sacctmgr` says it needs `accounting_storage/slurmdbd`) or `sacctmgr` is
+    /// not installed: no limit is known then, and none is assumed.
+    ///
+    /// # Errors
+    /// Other `sacctmgr` failures (slurmdbd down), an answer that does not parse.
+    pub fn user_submit_limit(&self, user: &str, account: Option<&str>) -> Result<Option<u64>, SlurmError> {
+        let all = args([
+            "-nP",
+            "show",
+            "assoc",
+            "where",
+            &format!("user={user}"),
+            "format=Account,MaxSubmit,GrpSubmit",
+        ]);
+        let out = match self.run("sacctmgr", &all) {
+            Ok((out, _)) => out,
+            Err(SlurmError::Spawn { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(None);
+            }
+            Err(e) if e.stderr().contains("accounting_storage") => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        parse_submit_limit(&out, account).map_err(|reason| SlurmError::Parse {
+            command: self.describe(&self.program("sacctmgr"), &all),
+            reason,
+            output: out.clone(),
+        })
+    }
+
+    /// `scontrol update JobId=JOB ArrayTaskThrottle=N`: at most `n` tasks of the array run at
+    /// once from now on (0 = no limit).
+    ///
+    /// # Errors
+    /// [`SlurmError::Failed`].
+    pub fn set_throttle(&self, job_id: u64, n: u32) -> Result<(), SlurmError> {
+        self.run(
+            "scontrol",
+            &args([
+                "update",
+                &format!("JobId={job_id}"),
+                &format!("ArrayTaskThrottle={n}"),
+            ]),
+        )
+        .map(|_| ())
+    }
+
     /// `scancel TARGETS...`: cancels whole arrays and single tasks. Cancelling a job Slurm does
     /// not know is not an error (scancel exits 0). No targets runs nothing.
     ///
@@ -830,6 +930,61 @@ fn array_limits(config: &[(String, String)]) -> Result<ArrayLimits, String> {
         max_array_size,
         max_array_tasks,
     })
+}
+
+/// The cluster's limits on job records (`scontrol show config`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobLimits {
+    /// `MaxJobCount`: job records the controller holds at once (Slurm's default 10,000). Every
+    /// task of an array counts, pending ones included, and finished ones until purged
+    /// `MinJobAge` after they ended; a submission that would reach it is refused (`sbatch`
+    /// retries for about two minutes, then fails). `None` when not printed.
+    pub max_job_count: Option<u64>,
+    /// `MinJobAge` in seconds: how long a finished job's record stays (default 300).
+    pub min_job_age: Option<u64>,
+    /// Whether `AccountingStorageType` is `accounting_storage/slurmdbd` (associations exist).
+    pub accounting: bool,
+}
+
+/// [`JobLimits`] from parsed `scontrol show config` pairs.
+fn job_limits(config: &[(String, String)]) -> JobLimits {
+    let get = |key: &str| config.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+    let number = |key: &str| {
+        get(key)
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+    };
+    JobLimits {
+        max_job_count: number("MaxJobCount"),
+        min_job_age: number("MinJobAge"),
+        accounting: get("AccountingStorageType").is_some_and(|v| v.ends_with("/slurmdbd")),
+    }
+}
+
+/// The smallest submit limit in `sacctmgr -nP ... format=Account,MaxSubmit,GrpSubmit` rows (of
+/// `account` only, when given); empty fields set no limit.
+fn parse_submit_limit(text: &str, account: Option<&str>) -> Result<Option<u64>, String> {
+    let mut least: Option<u64> = None;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let fields: Vec<&str> = line.split('|').collect();
+        let [acct, max_submit, grp_submit, ..] = fields[..] else {
+            return Err(format!("expected Account|MaxSubmit|GrpSubmit, found {line:?}"));
+        };
+        if account.is_some_and(|a| a != acct.trim()) {
+            continue;
+        }
+        for v in [max_submit, grp_submit]
+            .map(str::trim)
+            .into_iter()
+            .filter(|v| !v.is_empty())
+        {
+            let n: u64 = v
+                .parse()
+                .map_err(|_| format!("submit limit `{v}` is not a number in {line:?}"))?;
+            least = Some(least.map_or(n, |l| l.min(n)));
+        }
+    }
+    Ok(least)
 }
 
 /// `JOBID` or `JOBID;CLUSTER` (one line) from `sbatch --parsable`.
@@ -975,6 +1130,67 @@ Slurmctld(primary) at vm is UP
             "21 21_0\n"
         );
         assert_eq!(client.queue(&[]).unwrap(), QueueSnapshot::default());
+    }
+
+    #[test]
+    fn reads_job_limits_and_association_submit_limits() {
+        let config = parse_config(
+            "MaxJobCount             = 30\nMinJobAge               = 300 sec\nAccountingStorageType   = accounting_storage/none\n",
+        );
+        assert_eq!(
+            job_limits(&config),
+            JobLimits {
+                max_job_count: Some(30),
+                min_job_age: Some(300),
+                accounting: false
+            }
+        );
+        assert!(
+            job_limits(&parse_config(
+                "AccountingStorageType = accounting_storage/slurmdbd\n"
+            ))
+            .accounting
+        );
+        assert_eq!(job_limits(&[]).max_job_count, None);
+        let rows = "physics|500|\nphysics||200\nchem|50|\n";
+        assert_eq!(parse_submit_limit(rows, None).unwrap(), Some(50));
+        assert_eq!(parse_submit_limit(rows, Some("physics")).unwrap(), Some(200));
+        assert_eq!(parse_submit_limit("physics||\n", None).unwrap(), None);
+        assert_eq!(parse_submit_limit("", None).unwrap(), None);
+        assert!(parse_submit_limit("physics|x|\n", None).is_err());
+        assert!(parse_submit_limit("physics\n", None).is_err());
+    }
+
+    #[test]
+    fn no_accounting_or_no_sacctmgr_is_no_submit_limit() {
+        let dir = fakes(&[(
+            "sacctmgr",
+            "echo 'You are not running a supported accounting_storage plugin' >&2; echo \"Only 'accounting_storage/slurmdbd' is supported.\" >&2; exit 1",
+        )]);
+        let client = SlurmClient::new().with_bin_dir(dir.path());
+        assert_eq!(client.user_submit_limit("root", None).unwrap(), None);
+        let empty = tempfile::tempdir().unwrap();
+        let client = SlurmClient::new().with_bin_dir(empty.path());
+        assert_eq!(client.user_submit_limit("root", None).unwrap(), None);
+        let dir = fakes(&[(
+            "sacctmgr",
+            "echo \"$@\" > \"$(dirname \"$0\")/args\"; echo 'physics|40|'",
+        )]);
+        let client = SlurmClient::new().with_bin_dir(dir.path());
+        assert_eq!(
+            client.user_submit_limit("ann", Some("physics")).unwrap(),
+            Some(40)
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("args")).unwrap(),
+            "-nP show assoc where user=ann format=Account,MaxSubmit,GrpSubmit\n"
+        );
+        let dir = fakes(&[(
+            "sacctmgr",
+            "echo 'sacctmgr: error: Problem talking to the database: Connection refused' >&2; exit 1",
+        )]);
+        let client = SlurmClient::new().with_bin_dir(dir.path());
+        assert!(client.user_submit_limit("ann", None).is_err());
     }
 
     #[test]

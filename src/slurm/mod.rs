@@ -26,10 +26,12 @@ use serde::{Deserialize, Serialize};
 
 pub use array::{ArrayChunk, ArrayLimits, ArraySpec, ArraySpecError, SplitError, split};
 pub use client::{
-    CancelTarget, EnvPolicy, RetryNote, RetryPolicy, SlurmClient, SlurmError, Submission, TaggedArray,
-    cluster_configured, refusal_limit, sbatch_input_env,
+    CancelTarget, EnvPolicy, JobLimits, RetryNote, RetryPolicy, SlurmClient, SlurmError, Submission,
+    TaggedArray, cluster_configured, refusal_limit, sbatch_input_env,
 };
-pub use queue::{JobRecord, QueueEntry, QueueSnapshot, TaskKey, TaskState};
+pub use queue::{
+    ActiveArray, ActiveQueue, Activity, JobRecord, JobRecords, QueueEntry, QueueSnapshot, TaskKey, TaskState,
+};
 pub use script::{ScriptError, ScriptSpec, TASK_SUBCOMMAND};
 
 /// One submitted job array as a bundle records it: which plan indices its tasks run.

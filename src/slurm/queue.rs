@@ -314,6 +314,214 @@ pub fn pending_text(reasons: &BTreeMap<String, usize>) -> Option<String> {
     Some(format!("{total} pending ({})", parts.join(", ")))
 }
 
+/// `squeue -t` states of a task that is not over: the complement of [`TaskState::is_finished`]
+/// (`squeue -t` takes these words; `-t all` would add every finished task still in memory).
+pub const ACTIVE_STATES: &str = "PENDING,RUNNING,SUSPENDED,COMPLETING,CONFIGURING,REQUEUED,REQUEUE_HOLD,REQUEUE_FED,RESIZING,SIGNALING,STAGE_OUT,STOPPED";
+
+/// `squeue -o` format for [`parse_active`]: array job id (`%F`), task ids (`%K`: one id for a
+/// started task, an unexpanded spec such as `2-9%2` for an array's pending rest), state (`%T`),
+/// reason (`%r`), node list (`%N`).
+pub const ACTIVE_FORMAT: &str = "%F|%K|%T|%r|%N";
+
+/// The reason `squeue %r` gives a job held by `sbatch --hold` or `scontrol hold`.
+pub const HELD_REASON: &str = "JobHeldUser";
+
+/// One array in [`ActiveQueue`]: its pending tasks (as ids) and its started, not yet finished
+/// tasks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ActiveArray {
+    /// Ids of tasks still pending, sorted.
+    pub pending: Vec<u32>,
+    /// Whether the pending rest is held (`JobHeldUser`).
+    pub held: bool,
+    /// The throttle of the pending rest (`%N` of its spec); `None` when unlimited or unknown.
+    pub throttle: Option<u32>,
+    /// Started tasks not yet over (running, completing, suspended, ...): id -> (state, nodes).
+    pub started: BTreeMap<u32, (TaskState, Option<String>)>,
+    /// Each pending line's reason (`%r`, `None` as `"None"`) and its number of tasks.
+    pub reasons: Vec<(String, Vec<u32>)>,
+}
+
+/// The active (not finished) tasks of some arrays, from one `squeue -h -j IDS -t`
+/// [`ACTIVE_STATES`] `-o` [`ACTIVE_FORMAT`] call, without `-r`: an array's pending rest is one
+/// line whatever its size, so the answer has about one line per running task plus one per
+/// array. A task of those arrays that is absent has ended (or was never submitted).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ActiveQueue {
+    /// By array job id.
+    pub arrays: BTreeMap<u64, ActiveArray>,
+    /// Lines read (the answer's size).
+    pub lines: usize,
+}
+
+/// Where [`ActiveQueue::activity`] finds a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activity<'a> {
+    /// In its array's pending rest.
+    Pending,
+    /// Started and not over: its state and nodes.
+    Started(&'a TaskState, Option<&'a str>),
+}
+
+impl ActiveQueue {
+    /// Where the task is, `None` when it is not active (ended, or unknown to Slurm).
+    pub fn activity(&self, key: TaskKey) -> Option<Activity<'_>> {
+        let array = self.arrays.get(&key.array_job_id)?;
+        if let Some((state, nodes)) = array.started.get(&key.task_id) {
+            return Some(Activity::Started(state, nodes.as_deref()));
+        }
+        array
+            .pending
+            .binary_search(&key.task_id)
+            .is_ok()
+            .then_some(Activity::Pending)
+    }
+
+    /// Why the pending tasks that `wanted` keeps wait, counted by Slurm's reason (`%r`) as
+    /// [`QueueSnapshot::pending_reasons`] does; a hold hwr-exp put on an array that waits for
+    /// earlier ones is `held for earlier arrays`.
+    pub fn pending_reasons(&self, mut wanted: impl FnMut(TaskKey) -> bool) -> BTreeMap<String, usize> {
+        let mut out = BTreeMap::new();
+        for (&array_job_id, a) in &self.arrays {
+            for (reason, ids) in &a.reasons {
+                let n = ids
+                    .iter()
+                    .filter(|&&task_id| {
+                        wanted(TaskKey {
+                            array_job_id,
+                            task_id,
+                        })
+                    })
+                    .count();
+                if n > 0 {
+                    let reason = if reason == HELD_REASON {
+                        "held for earlier arrays".to_string()
+                    } else {
+                        reason.clone()
+                    };
+                    *out.entry(reason).or_insert(0) += n;
+                }
+            }
+        }
+        out
+    }
+
+    /// Started tasks over all arrays.
+    pub fn started(&self) -> usize {
+        self.arrays.values().map(|a| a.started.len()).sum()
+    }
+
+    /// Whether no task is active.
+    pub fn is_empty(&self) -> bool {
+        self.arrays
+            .values()
+            .all(|a| a.pending.is_empty() && a.started.is_empty())
+    }
+}
+
+/// Parses `squeue -h -t ACTIVE_STATES -o` [`ACTIVE_FORMAT`] output (without `-r`). Lines of jobs
+/// that are not arrays (`%K` = `N/A`) are skipped.
+///
+/// # Errors
+/// [`QueueParseError`] for the first line with the wrong field count, a bad job id or task spec.
+pub fn parse_active(text: &str) -> Result<ActiveQueue, QueueParseError> {
+    let mut out = ActiveQueue::default();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        out.lines += 1;
+        let bad = |reason: String| QueueParseError {
+            line: line.to_string(),
+            reason,
+        };
+        let fields: Vec<&str> = line.split('|').collect();
+        let [array_job, tasks, state, reason, nodes] = fields[..] else {
+            return Err(bad(format!(
+                "expected 5 `|`-separated fields, found {}",
+                fields.len()
+            )));
+        };
+        let tasks = tasks.trim();
+        if tasks == "N/A" {
+            continue;
+        }
+        let array_job_id: u64 = array_job
+            .trim()
+            .parse()
+            .map_err(|_| bad(format!("array job id `{array_job}` is not a job id")))?;
+        let state = TaskState::parse(state);
+        let entry = out.arrays.entry(array_job_id).or_default();
+        if state == TaskState::Pending {
+            let spec = super::array::ArraySpec::parse(tasks).map_err(|e| bad(e.to_string()))?;
+            entry.pending.extend_from_slice(spec.task_ids());
+            if spec.throttle.is_some() {
+                entry.throttle = spec.throttle;
+            }
+            entry.held |= reason.trim() == HELD_REASON;
+            entry.reasons.push((
+                optional(reason).unwrap_or_else(|| "None".into()),
+                spec.task_ids().to_vec(),
+            ));
+        } else {
+            let id: u32 = tasks
+                .parse()
+                .map_err(|_| bad(format!("task id `{tasks}` of a started task is not one number")))?;
+            entry.started.insert(id, (state, optional(nodes)));
+        }
+    }
+    for a in out.arrays.values_mut() {
+        a.pending.sort_unstable();
+        a.pending.dedup();
+    }
+    Ok(out)
+}
+
+/// `squeue -o` format for [`parse_job_records`]: task ids (`%K`), state (`%T`), user (`%u`).
+pub const RECORDS_FORMAT: &str = "%K|%T|%u";
+
+/// What counts against the cluster's submission limits at one moment, from `squeue -h -a -t all
+/// -o` [`RECORDS_FORMAT`] (every user's jobs, finished ones still in memory included).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JobRecords {
+    /// Job records counted as `MaxJobCount` counts them: each task of an array's pending rest
+    /// counts one, as does every other job or task, finished ones until purged (`MinJobAge`).
+    pub total: u64,
+    /// Pending or running jobs (tasks counted one by one) of the user asked about: what the
+    /// association's `MaxSubmitJobs` counts.
+    pub user_active: u64,
+}
+
+/// Parses `squeue -h -a -t all -o` [`RECORDS_FORMAT`] output, counting `user_active` for `user`.
+///
+/// # Errors
+/// [`QueueParseError`] for a line without three fields or a task spec that does not parse.
+pub fn parse_job_records(text: &str, user: &str) -> Result<JobRecords, QueueParseError> {
+    let mut out = JobRecords::default();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let bad = |reason: String| QueueParseError {
+            line: line.to_string(),
+            reason,
+        };
+        let fields: Vec<&str> = line.split('|').collect();
+        let [tasks, state, owner] = fields[..] else {
+            return Err(bad(format!(
+                "expected 3 `|`-separated fields, found {}",
+                fields.len()
+            )));
+        };
+        let n = match tasks.trim() {
+            "N/A" => 1,
+            t => super::array::ArraySpec::parse(t)
+                .map_err(|e| bad(e.to_string()))?
+                .task_ids()
+                .len() as u64,
+        };
+        out.total += n;
+        if owner.trim() == user && !TaskState::parse(state).is_finished() {
+            out.user_active += n;
+        }
+    }
+    Ok(out)
+}
+
 /// One record of `scontrol -o show job A_T`: the fields hwr-exp reads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobRecord {
@@ -416,6 +624,73 @@ mod tests {
 12|12|1|PENDING|JobArrayTaskLimit|
 2|2|N/A|COMPLETED|None|vm
 ";
+
+    /// `squeue -h -j 5,8 -t ACTIVE_STATES -o '%F|%K|%T|%r|%N'` (Slurm 22.05.8, test cluster): array
+    /// 5 with two running tasks and its pending rest, array 8 held.
+    const ACTIVE: &str = "\
+5|2-10%2|PENDING|JobArrayTaskLimit|
+5|1|RUNNING|None|vm
+5|0|COMPLETING|None|vm
+8|0-3,7%2|PENDING|JobHeldUser|
+9|N/A|RUNNING|None|vm
+";
+
+    #[test]
+    fn parses_the_compact_active_listing() {
+        let q = parse_active(ACTIVE).unwrap();
+        assert_eq!(q.lines, 5);
+        assert_eq!(q.arrays.len(), 2, "the job that is not an array is left out");
+        let key = |array_job_id, task_id| TaskKey {
+            array_job_id,
+            task_id,
+        };
+        assert_eq!(q.activity(key(5, 2)), Some(Activity::Pending));
+        assert_eq!(q.activity(key(5, 10)), Some(Activity::Pending));
+        assert_eq!(
+            q.activity(key(5, 1)),
+            Some(Activity::Started(&TaskState::Running, Some("vm")))
+        );
+        assert_eq!(
+            q.activity(key(5, 0)),
+            Some(Activity::Started(&TaskState::Completing, Some("vm")))
+        );
+        assert_eq!(q.activity(key(5, 11)), None, "not active: ended");
+        assert_eq!(q.activity(key(8, 5)), None);
+        assert_eq!(q.activity(key(8, 7)), Some(Activity::Pending));
+        assert_eq!(q.activity(key(6, 0)), None, "an array Slurm does not list");
+        assert!(!q.arrays[&5].held && q.arrays[&8].held);
+        assert_eq!(q.arrays[&5].throttle, Some(2));
+        assert_eq!(q.started(), 2);
+        assert!(!q.is_empty());
+        let reasons = q.pending_reasons(|k| k.task_id != 7);
+        assert_eq!(reasons["JobArrayTaskLimit"], 8, "2-10 but 7");
+        assert_eq!(reasons["held for earlier arrays"], 4);
+        assert!(parse_active("").unwrap().is_empty());
+        assert!(parse_active("5|2-x|PENDING|None|\n").is_err());
+        assert!(
+            parse_active("5|2-3|RUNNING|None|vm\n").is_err(),
+            "a started task is one id"
+        );
+        assert!(parse_active("5|2|RUNNING\n").is_err());
+        // Every active state word is one squeue takes, and none of them is a finished state.
+        for word in ACTIVE_STATES.split(',') {
+            assert!(!TaskState::parse(word).is_finished(), "{word}");
+        }
+    }
+
+    #[test]
+    fn counts_job_records_as_max_job_count_does() {
+        // `squeue -h -a -t all -o '%K|%T|%u'`: a held array of 11, a pending rest of 6, two
+        // finished tasks, another user's plain job.
+        let text =
+            "0-10|PENDING|root\n2-7%2|PENDING|root\n1|COMPLETED|root\n0|RUNNING|root\nN/A|PENDING|ann\n";
+        let r = parse_job_records(text, "root").unwrap();
+        assert_eq!(r.total, 11 + 6 + 1 + 1 + 1);
+        assert_eq!(r.user_active, 11 + 6 + 1);
+        assert_eq!(parse_job_records(text, "ann").unwrap().user_active, 1);
+        assert!(parse_job_records("x|PENDING|root\n", "root").is_err());
+        assert!(parse_job_records("1|PENDING\n", "root").is_err());
+    }
 
     #[test]
     fn parses_squeue_lines() {

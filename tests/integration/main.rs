@@ -89,6 +89,7 @@ mod slurm_cluster;
 mod slurm_e2e;
 mod slurm_kills;
 mod slurm_nodes;
+mod slurm_scale;
 mod slurm_submit;
 mod smaps_rollup;
 mod stats_fixtures;

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Slurm executor overhead (DESIGN 8, issues 24 and 25). Prints figures; never asserts timings.
+#
+# For each size N (default: 5000; e.g. `benches/slurm_overhead.sh scale 3 5000 20000`), R rounds side by
+# side of:
+#   - by hand: the same /bin/true runs as hand-written job arrays (`sbatch --array=A-B%J
+#     --wrap=/bin/true`, pieces of at most 5,000 tasks, each piece re-submitted every 5 s until
+#     Slurm accepts it, since MaxJobCount counts pending tasks), then `squeue -h -j IDS -o %i`
+#     every 0.25 s until it lists none of them;
+#   - hwr-exp: `hwr-exp run --executor slurm` of N runs of /bin/true, jobs = J (the node's CPUs).
+# and prints for each: total time, CPU of the submitting side (user + sys, its children such as
+# squeue and sbatch included: /usr/bin/time), its peak RSS, CPU per run, slurmctld's CPU
+# (/proc/<pid>/stat) and its RPCs (`sdiag -r` before, `sdiag` after: all RPCs, and the job-info
+# ones, REQUEST_JOB_INFO + REQUEST_JOB_INFO_SINGLE). min / median / max over the rounds.
+#
+# Needs a cluster the environment points at (`source $SLURM_TEST_DIR/slurm.env`), measured with
+# MaxArraySize above 5,000 (start-slurm.sh with SLURM_EXTRA_CONF=MaxArraySize=20001) and Slurm's
+# default MaxJobCount (10,000), so 20,000 runs need pieces on both sides.
+# Usage: benches/slurm_overhead.sh scale [rounds=1] [sizes...=5000]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-1}
+shift || true
+sizes=("$@")
+[ ${#sizes[@]} -gt 0 ] || sizes=(5000)
+scontrol ping >/dev/null || { echo "no Slurm cluster answers (source \$SLURM_TEST_DIR/slurm.env)" >&2; exit 1; }
+max=$(scontrol show config | awk '$1 == "MaxArraySize" {print $3}')
+maxjobs=$(scontrol show config | awk '$1 == "MaxJobCount" {print $3}')
+[ "$max" -gt 5000 ] || echo "note: MaxArraySize is $max: hand-written pieces of $((max - 1)) tasks (SLURM_EXTRA_CONF=MaxArraySize=20001 for pieces of 5,000)" >&2
+cpus=$(scontrol show node -o | tr ' ' '\n' | awk -F= '$1 == "CPUTot" {s += $2} END {print s}')
+ctld_pid=$(cat "${SLURM_TEST_DIR:-/tmp/slurmtest}/run/slurmctld.pid")
+# HWR_EXP=path/to/hwr-exp to measure another build (default: a release build of this tree).
+if [ -n "${HWR_EXP:-}" ]; then
+  bin=$(realpath "$HWR_EXP")
+else
+  cargo build --release --quiet
+  bin=$PWD/target/release/hwr-exp
+fi
+# The bundles go to a folder the node can write (here: the same machine).
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+echo "cluster: MaxArraySize=$max, MaxJobCount=$maxjobs, $cpus CPUs; jobs = $cpus; $rounds round(s) of ${sizes[*]} runs of /bin/true"
+
+now() { date +%s.%N; }
+ctld_cpu() { awk '{printf "%.2f\n", ($14 + $15) / 100}' "/proc/$ctld_pid/stat"; }
+rpcs() { sdiag | awk '/by message type/ {on = 1; next} /by user/ {on = 0} on && /count:/ {
+  split($0, a, "count:"); split(a[2], b, " "); n += b[1]; if ($1 ~ /^REQUEST_JOB_INFO(_SINGLE)?$/) j += b[1] }
+  END {print n + 0, j + 0}'; }
+
+# by_hand N: prints nothing; the submitting loop as a person would write it.
+cat > "$work/by_hand.sh" <<'EOF'
+#!/usr/bin/env bash
+set -euo pipefail
+n=$1 jobs=$2 piece=$(( $3 - 1 < 5000 ? $3 - 1 : 5000 )) ids=()
+for ((start = 0; start < n; start += piece)); do
+  end=$((start + piece < n ? start + piece - 1 : n - 1))
+  until id=$(sbatch --parsable --array=$start-$end%$jobs --output=/dev/null --error=/dev/null --wrap=/bin/true 2>/dev/null); do
+    sleep 5
+  done
+  ids+=("$id")
+done
+all=$(IFS=,; echo "${ids[*]}")
+while [ -n "$(squeue -h -j "$all" -o %i 2>/dev/null | head -1)" ]; do sleep 0.25; done
+EOF
+chmod +x "$work/by_hand.sh"
+
+cat > "$work/true.toml" <<EOF
+format = 1
+[experiment]
+name = "slurm-true"
+[command]
+argv = ["/bin/true"]
+output-format = "text"
+[schedule]
+repetitions = 1
+jobs = $cpus
+[isolation]
+timeout = "60s"
+[executor]
+kind = "slurm"
+EOF
+
+# measure SIDE N: runs one side, prints "seconds cpu_seconds peak_kib ctld_cpu rpcs jobinfo_rpcs".
+measure() {
+  local side=$1 n=$2 t0 t1 c0 c1 usage
+  sdiag -r >/dev/null
+  c0=$(ctld_cpu)
+  t0=$(now)
+  if [ "$side" = hand ]; then
+    /usr/bin/time -f '%U %S %M' -o "$work/time" "$work/by_hand.sh" "$n" "$cpus" "$max"
+  else
+    sed "s/^repetitions = .*/repetitions = $n/" "$work/true.toml" > "$work/m.toml"
+    /usr/bin/time -f '%U %S %M' -o "$work/time" "$bin" run "$work/m.toml" --results-dir "$work/results" --quiet >/dev/null
+    rm -rf "$work/results"
+  fi
+  t1=$(now)
+  c1=$(ctld_cpu)
+  usage=$(tail -1 "$work/time")
+  read -r u s m <<<"$usage"
+  read -r all job <<<"$(rpcs)"
+  echo "$(echo "$t1 - $t0" | bc) $(echo "$u + $s" | bc) $m $(echo "$c1 - $c0" | bc) $all $job"
+}
+
+stats() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {printf "%.2f / %.2f / %.2f", a[1], a[int((NR + 1) / 2)], a[NR]}'; }
+col() { local k=$1; shift; for line in "$@"; do echo "$line" | awk -v k="$k" '{print $k}'; done; }
+
+for n in "${sizes[@]}"; do
+  hand=() hwr=()
+  for r in $(seq 1 "$rounds"); do
+    h=$(measure hand "$n")
+    x=$(measure hwr "$n")
+    hand+=("$h") hwr+=("$x")
+    echo "$n runs, round $r: by hand [s cpu-s peak-KiB ctld-cpu-s rpcs job-info-rpcs] $h; hwr-exp $x"
+  done
+  echo "== $n runs (min / median / max over $rounds round(s))"
+  for side in hand hwr; do
+    if [ "$side" = hand ]; then lines=("${hand[@]}"); name="by hand"; else lines=("${hwr[@]}"); name="hwr-exp"; fi
+    mapfile -t per < <(for l in "${lines[@]}"; do echo "$l" | awk -v n="$n" '{printf "%.4f\n", $2 * 1000 / n}'; done)
+    echo "  $name: total $(stats $(col 1 "${lines[@]}")) s; CPU $(stats $(col 2 "${lines[@]}")) s = $(stats "${per[@]}") ms per run; peak RSS $(stats $(col 3 "${lines[@]}")) KiB"
+    echo "  $name: slurmctld CPU $(stats $(col 4 "${lines[@]}")) s; RPCs $(stats $(col 5 "${lines[@]}")), job-info RPCs $(stats $(col 6 "${lines[@]}"))"
+  done
+done
