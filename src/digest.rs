@@ -40,6 +40,39 @@ pub fn sha256_reader(mut reader: impl Read) -> io::Result<String> {
     Ok(hex(&hasher.finalize()))
 }
 
+/// A writer that passes bytes on to `inner` and hashes what was written ([`Sha256Writer::finish`]).
+pub struct Sha256Writer<W> {
+    inner: W,
+    hasher: Sha256,
+}
+
+impl<W: io::Write> Sha256Writer<W> {
+    /// Wraps `inner`.
+    pub fn new(inner: W) -> Self {
+        Sha256Writer {
+            inner,
+            hasher: Sha256::new(),
+        }
+    }
+
+    /// The SHA-256 of every byte written, as 64 lowercase hex digits.
+    pub fn finish(self) -> String {
+        hex(&self.hasher.finalize())
+    }
+}
+
+impl<W: io::Write> io::Write for Sha256Writer<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
     bytes

@@ -186,13 +186,13 @@ fn check(args: &CheckArgs) -> Result<i32, Failure> {
 /// Prints a warning on stderr when the plan can give only `too few runs` against the control.
 fn warn_too_few_runs(manifest: &manifest::Manifest, plan: &hwr_exp::plan::Plan) {
     // Adaptive repetitions: what the most rounds could give.
-    let cells: Vec<manifest::Cell> = match plan.adaptive {
-        Some(rule) => (0..plan.cell_count())
-            .flat_map(|c| std::iter::repeat_n(plan.cell(c), rule.max as usize))
-            .collect(),
-        None => plan.runs().map(|r| r.cell).collect(),
+    let cells: Box<dyn Iterator<Item = manifest::Cell>> = match plan.adaptive {
+        Some(rule) => Box::new(
+            (0..plan.cell_count()).flat_map(move |c| std::iter::repeat_n(plan.cell(c), rule.max as usize)),
+        ),
+        None => Box::new(plan.runs().map(|r| r.cell)),
     };
-    if let Some(w) = report::estimates::plan_warning(&manifest.report, &cells) {
+    if let Some(w) = report::estimates::plan_warning(&manifest.report, cells) {
         ui::to_stderr(format_args!("warning: {}: {w}", manifest.path.display()));
     }
 }

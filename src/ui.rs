@@ -245,9 +245,7 @@ pub fn checked(path: &Path, plan: &Plan) -> Result<i32, Failure> {
 pub fn plan(plan: &Plan, format: PlanFormat) -> Result<i32, Failure> {
     to_stdout(|out| match format {
         PlanFormat::Table => render::table(plan, out),
-        PlanFormat::Json => {
-            crate::bundle::plan_file::write_plan_json(plan, &mut *out).and_then(|()| writeln!(out))
-        }
+        PlanFormat::Json => crate::bundle::plan_file::write_plan_json(plan, &mut *out),
         PlanFormat::Shell => plan
             .runs()
             .try_for_each(|r| writeln!(out, "{}", render::shell_line(plan, &r))),

@@ -80,10 +80,9 @@ pub struct SlurmCounts {
 fn slurm_counts(bundle: &crate::bundle::read::Bundle, ask_queue: bool) -> (SlurmCounts, bool) {
     let info = bundle.info();
     let finished = bundle
-        .plan()
-        .map(|p| {
-            p.runs
-                .iter()
+        .planned_runs()
+        .map(|runs| {
+            runs.map_while(Result::ok)
                 .filter(|r| bundle.run_dir(&r.run_id).join(files::RUN).exists())
                 .count()
         })

@@ -492,6 +492,19 @@ pub fn prepare(dir: &Path, opts: &RerunOptions) -> Result<PreparedRerun, Archive
                 "ran at the recorded revision {} in a temporary git worktree with working-tree.patch applied (worktree removed afterwards)",
                 tree.revision()
             ));
+            let left_out = provenance
+                .as_ref()
+                .map(|p| p.before.left_out_of_patch())
+                .unwrap_or_default();
+            if !left_out.is_empty() {
+                let note = format!(
+                    "the recorded tree cannot be rebuilt whole: {} untracked file(s) were recorded by size and sha256 only, not in working-tree.patch, and are missing from the rebuilt tree: {}",
+                    left_out.len(),
+                    left_out.join(", ")
+                );
+                user_notes.push(note.clone());
+                bundle_notes.push(note);
+            }
             if let Some(note) = hwr_exp_note(&m, &bundle) {
                 user_notes.push(note.clone());
                 bundle_notes.push(note);

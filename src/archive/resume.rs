@@ -26,6 +26,7 @@ use std::time::SystemTime;
 use super::ArchiveError;
 use super::rerun::{archived_manifest, base_dir_now};
 use crate::bundle::lock::{BundleLock, EffectiveStatus, LockError};
+use crate::bundle::read::ReadError;
 use crate::bundle::{BundleStatus, BundleWriter, Outcome};
 use crate::exec::{CancelFlag, Launcher, Termination};
 use crate::runner::backend::{Backend, Job};
@@ -115,6 +116,7 @@ pub fn resume(
                     before: &before,
                     quiet: opts.quiet,
                 },
+                plan_json: None,
             };
             let job = Job {
                 config: &executor_config,
@@ -219,31 +221,56 @@ fn prepare(
         ctx.environments = crate::runner::environments::context_map(&built);
     }
     let mut plan = session::expand(&manifest, &ctx)?;
-    let recorded = bundle.plan()?.runs;
+    // A runner stopped in its first seconds may not have written plan.json yet (the local runner
+    // writes it while the first runs execute): it is written from the archived manifest.
+    let mut rewritten_plan = None;
+    if plan.adaptive.is_none() && matches!(bundle.plan_header(), Err(ReadError::Missing { .. })) {
+        let sha = crate::bundle::write::write_plan_file(bundle.dir(), &plan).map_err(|source| {
+            ArchiveError::Write {
+                bundle: bundle.dir().to_path_buf(),
+                source,
+            }
+        })?;
+        rewritten_plan = Some(sha);
+    }
     if plan.adaptive.is_some() {
         // Adaptive repetitions: the rounds plan.json records (the rule added them one by one).
         let cells: std::collections::HashMap<String, usize> = (0..plan.cell_count())
             .map(|c| (cell_key(plan.cell(c).iter().map(|(k, v)| (k, v))), c))
             .collect();
-        let runs: Option<Vec<(usize, u32)>> = recorded
-            .iter()
-            .map(|r| Some((*cells.get(&cell_key(r.cell.iter()))?, r.repetition)))
-            .collect();
+        let mut runs = Some(Vec::new());
+        for r in bundle.planned_runs()? {
+            let r = r?;
+            match (runs.as_mut(), cells.get(&cell_key(r.cell.iter()))) {
+                (Some(v), Some(&c)) => v.push((c, r.repetition)),
+                _ => runs = None,
+            }
+        }
         if let Some(runs) = runs {
             plan.set_runs(runs);
         }
     }
-    let mismatch = (0..plan.len().max(recorded.len()))
-        .find(|&i| i >= plan.len() || i >= recorded.len() || plan.run(i).run_id != recorded[i].run_id);
-    if let Some(i) = mismatch {
+    // plan.json is streamed (a 1,000,000-run plan is hundreds of MB): first the run ids against
+    // the re-expanded plan, later the run records.
+    let mut recorded_len = 0;
+    let mut mismatch = None;
+    for (i, entry) in bundle.planned_runs()?.enumerate() {
+        let entry = entry?;
+        recorded_len = i + 1;
+        if mismatch.is_none() && (i >= plan.len() || plan.run(i).run_id != entry.run_id) {
+            mismatch = Some((i, entry.run_id));
+        }
+    }
+    if mismatch.is_none() && recorded_len < plan.len() {
+        mismatch = Some((recorded_len, "none".into()));
+    }
+    if let Some((i, recorded_id)) = mismatch {
         let here = (i < plan.len()).then(|| plan.run(i).run_id);
         return Err(ArchiveError::Refused(format!(
-            "{}: the archived manifest expands here to other runs than plan.json records (run {i}: {} here, {} recorded; {} runs here, {} recorded); use `hwr-exp rerun`",
+            "{}: the archived manifest expands here to other runs than plan.json records (run {i}: {} here, {recorded_id} recorded; {} runs here, {recorded_len} recorded); use `hwr-exp rerun`",
             bundle.dir().display(),
             here.as_deref().unwrap_or("none"),
-            recorded.get(i).map_or("none", |r| r.run_id.as_str()),
             plan.len(),
-            recorded.len()
         )));
     }
 
@@ -271,7 +298,8 @@ fn prepare(
     // anything is deleted: it may record a finished run this build does not understand.
     let mut counts: BTreeMap<Outcome, usize> = BTreeMap::new();
     let mut todo = Vec::new();
-    for (i, entry) in recorded.iter().enumerate() {
+    for (i, entry) in bundle.planned_runs()?.enumerate() {
+        let entry = entry?;
         match bundle.run_record(&entry.run_id) {
             Ok(Some(r)) if !matches!(r.termination, Termination::Interrupted | Termination::Lost) => {
                 *counts.entry(r.outcome).or_default() += 1;
@@ -290,19 +318,27 @@ fn prepare(
         source,
     };
     for &i in &todo {
-        crate::bundle::write::keep_attempt(&bundle.run_dir(&recorded[i].run_id)).map_err(write_err)?;
+        crate::bundle::write::keep_attempt(&bundle.run_dir(&plan.run(i).run_id)).map_err(write_err)?;
     }
     let mut new_info = info.clone();
     new_info.counts = counts;
     new_info.finished = None;
     new_info.notes.extend(notes);
+    if let Some(sha) = rewritten_plan {
+        new_info
+            .setup_sha256
+            .insert(crate::bundle::files::PLAN.to_string(), sha);
+        new_info.notes.push(
+            "plan.json was missing (the runner stopped before it was written): written again from the archived manifest".into(),
+        );
+    }
     new_info.notes.push(format!(
         "resumed at {} by hwr-exp {} (pid {}): {} of {} runs to run, previous status {}",
         rfc3339(SystemTime::now()),
         env!("CARGO_PKG_VERSION"),
         std::process::id(),
         todo.len(),
-        recorded.len(),
+        recorded_len,
         previous.as_str()
     ));
     Ok(Prepared {

@@ -409,6 +409,7 @@ pub fn wait(dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionRepor
             before: &before,
             quiet,
         },
+        plan_json: None,
     };
     let waiting = rslurm::Waiting {
         client: client(quiet),
@@ -476,8 +477,8 @@ pub fn cancel(dir: &Path) -> Result<Cancelled, ArchiveError> {
             let bundle = super::open(bundle.dir())?;
             let mut info = bundle.info().clone();
             info.counts.clear();
-            for planned in bundle.plan()?.runs {
-                if let Ok(Some(r)) = bundle.run_record(&planned.run_id) {
+            for planned in bundle.planned_runs()? {
+                if let Ok(Some(r)) = bundle.run_record(&planned?.run_id) {
                     *info.counts.entry(r.outcome).or_default() += 1;
                 }
             }

@@ -465,7 +465,29 @@ pub struct PlannedRunRecord {
     pub allocator: Option<String>,
 }
 
-/// plan.json.
+/// plan.json's fields other than `runs` (read by [`crate::bundle::read::Bundle::plan_header`]
+/// without reading the runs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct PlanHeader {
+    /// Format version ([`BUNDLE_FORMAT`]).
+    pub format: u32,
+    /// `interleaved`, `grouped` or `shuffled`.
+    pub order: crate::manifest::Order,
+    /// Seed used when shuffled.
+    pub seed: Option<u64>,
+    /// Runs at once.
+    pub jobs: u32,
+    /// Matrix keys in manifest order.
+    pub matrix_keys: Vec<String>,
+    /// `output-format`.
+    pub output_format: crate::manifest::OutputFormat,
+    /// External sampling period in seconds; `None` = off.
+    pub sample_interval_seconds: Option<f64>,
+}
+
+/// plan.json. Reading it whole holds every run in memory: readers of large plans use
+/// [`crate::bundle::read::Bundle::planned_runs`], one run at a time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct PlanFile {

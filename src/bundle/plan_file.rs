@@ -6,8 +6,6 @@
 
 use std::io::{self, Write};
 
-use serde::ser::{SerializeStruct, Serializer};
-
 #[cfg(doc)]
 use super::format::PlanFile;
 use super::format::{BUNDLE_FORMAT, EnvChanges, PlannedRunRecord, files};
@@ -55,37 +53,103 @@ impl PlannedRunRecord {
     }
 }
 
-/// Writes plan.json (the shape of [`PlanFile`], pretty-printed) to `out`, one run at a time, so
-/// writing does not hold every run in memory.
+/// A value written as compact JSON through `dyn` (serde's trait is not object safe).
+mod erased {
+    use std::io::{self, Write};
+
+    pub(super) trait Value {
+        fn write(&self, out: &mut dyn Write) -> io::Result<()>;
+    }
+
+    impl<T: serde::Serialize> Value for T {
+        fn write(&self, out: &mut dyn Write) -> io::Result<()> {
+            serde_json::to_writer(out, self).map_err(io::Error::from)
+        }
+    }
+}
+
+/// One plan.json run entry, borrowed from the [`PlannedRun`] (the fields and their order of
+/// [`PlannedRunRecord`]): writing it clones nothing.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+struct RunEntry<'a> {
+    run_id: &'a str,
+    index: usize,
+    cell: std::collections::BTreeMap<&'a str, &'a crate::manifest::Value>,
+    repetition: u32,
+    argv: &'a [String],
+    workdir: std::borrow::Cow<'a, str>,
+    output: &'a str,
+    env: EnvEntry<'a>,
+    cpus: &'a [usize],
+    timeout_seconds: Option<f64>,
+    grace_seconds: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    allocator: Option<&'a str>,
+}
+
+/// [`EnvChanges`], borrowed.
+#[derive(serde::Serialize)]
+struct EnvEntry<'a> {
+    policy: &'static str,
+    set: &'a [(String, String)],
+    unset: &'a [String],
+}
+
+/// Writes plan.json (the shape of [`PlanFile`]) to `out`, one run at a time, so writing does not
+/// hold every run in memory: compact JSON, the plan's fields first and then each run on a line of
+/// its own (`"runs":[` and `]}` on lines of their own), about 300 bytes a run rather than the 880
+/// of pretty-printed JSON. Readers stream it ([`crate::bundle::read::Bundle::planned_runs`]).
 ///
 /// # Errors
 /// Errors of `out`.
 pub fn write_plan_json(plan: &Plan, out: impl Write) -> io::Result<()> {
-    struct Runs<'a>(&'a Plan);
-    impl serde::Serialize for Runs<'_> {
-        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            s.collect_seq(self.0.runs().map(|r| PlannedRunRecord::from_run(self.0, &r)))
-        }
+    let mut out = io::BufWriter::with_capacity(1 << 20, out);
+    let field = |out: &mut dyn Write, name: &str, value: &dyn erased::Value| -> io::Result<()> {
+        write!(out, "{}\"{name}\":", if name == "format" { "{" } else { "," })?;
+        value.write(out)
+    };
+    field(&mut out, "format", &BUNDLE_FORMAT)?;
+    field(&mut out, "order", &plan.order)?;
+    field(&mut out, "seed", &plan.seed)?;
+    field(&mut out, "jobs", &plan.jobs)?;
+    field(&mut out, "matrix-keys", &plan.matrix_keys)?;
+    field(&mut out, "output-format", &plan.output_format)?;
+    field(
+        &mut out,
+        "sample-interval-seconds",
+        &plan.sample_interval.map(|d| d.as_secs_f64()),
+    )?;
+    out.write_all(b",\"runs\":[")?;
+    let timeout_seconds = plan.timeout.map(|d| d.as_secs_f64());
+    let grace_seconds = plan.grace.as_secs_f64();
+    for (i, run) in plan.runs().enumerate() {
+        out.write_all(if i == 0 { b"\n" } else { b",\n" })?;
+        let entry = RunEntry {
+            run_id: &run.run_id,
+            index: run.index,
+            cell: run.cell.iter().map(|(k, v)| (k.as_str(), v)).collect(),
+            repetition: run.repetition,
+            argv: &run.argv,
+            workdir: run.workdir.to_string_lossy(),
+            output: &run.output,
+            env: EnvEntry {
+                policy: match run.env.policy {
+                    EnvPolicy::Inherit => "inherit",
+                    EnvPolicy::Clean => "clean",
+                },
+                set: &run.env.set,
+                unset: &run.env.unset,
+            },
+            cpus: &run.cpus,
+            timeout_seconds,
+            grace_seconds,
+            allocator: run.allocator.as_ref().map(|a| a.name.as_str()),
+        };
+        serde_json::to_writer(&mut out, &entry).map_err(io::Error::from)?;
     }
-    let mut ser = serde_json::Serializer::pretty(out);
-    let mut st = (&mut ser)
-        .serialize_struct("PlanFile", 8)
-        .map_err(io::Error::from)?;
-    let fields = (|| {
-        st.serialize_field("format", &BUNDLE_FORMAT)?;
-        st.serialize_field("order", &plan.order)?;
-        st.serialize_field("seed", &plan.seed)?;
-        st.serialize_field("jobs", &plan.jobs)?;
-        st.serialize_field("matrix-keys", &plan.matrix_keys)?;
-        st.serialize_field("output-format", &plan.output_format)?;
-        st.serialize_field(
-            "sample-interval-seconds",
-            &plan.sample_interval.map(|d| d.as_secs_f64()),
-        )?;
-        st.serialize_field("runs", &Runs(plan))?;
-        st.end()
-    })();
-    fields.map_err(io::Error::from)
+    out.write_all(b"\n]}\n")?;
+    out.flush()
 }
 
 #[cfg(test)]

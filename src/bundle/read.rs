@@ -24,7 +24,7 @@ use serde::de::DeserializeOwned;
 
 use super::contained::{UnsafeName, open_in, open_regular, plain_name, read_bounded};
 
-use super::format::{BUNDLE_FORMAT, BundleInfo, PlanFile, PlannedRunRecord, RunRecord, files};
+use super::format::{BUNDLE_FORMAT, BundleInfo, PlanFile, PlanHeader, PlannedRunRecord, RunRecord, files};
 use crate::provenance::host::{HOST_FORMAT, HostFacts};
 use crate::provenance::{PROVENANCE_FORMAT, ProvenanceDoc};
 
@@ -322,20 +322,66 @@ impl Bundle {
         self.dir.join(name)
     }
 
-    /// Reads plan.json (every planned run in execution order), streamed; every `run-id` and
-    /// `output` must be a plain file name.
+    /// Reads plan.json whole (every planned run in execution order, all in memory); every
+    /// `run-id` and `output` must be a plain file name. Large plans are read with
+    /// [`Bundle::plan_header`] and [`Bundle::planned_runs`] instead.
     ///
     /// # Errors
     /// Missing, unreadable, malformed or newer-format plan.json; [`ReadError::Unsafe`] for a
     /// `run-id` or `output` that is not a plain file name.
     pub fn plan(&self) -> Result<PlanFile, ReadError> {
-        let plan: PlanFile = self.versioned(Path::new(files::PLAN), "format", BUNDLE_FORMAT)?;
+        let header = self.plan_header()?;
+        let runs = self.planned_runs()?.collect::<Result<Vec<_>, _>>()?;
+        Ok(PlanFile {
+            format: header.format,
+            order: header.order,
+            seed: header.seed,
+            jobs: header.jobs,
+            matrix_keys: header.matrix_keys,
+            output_format: header.output_format,
+            sample_interval_seconds: header.sample_interval_seconds,
+            runs,
+        })
+    }
+
+    /// Reads plan.json's fields other than `runs`. plan.json as hwr-exp writes it has them
+    /// before `runs`, and the reading stops there; elsewhere the runs are skipped unread.
+    ///
+    /// # Errors
+    /// Missing, unreadable, malformed or newer-format plan.json.
+    pub fn plan_header(&self) -> Result<PlanHeader, ReadError> {
         let path = self.path(files::PLAN);
-        for (i, run) in plan.runs.iter().enumerate() {
-            checked_name(&path, &run.run_id, || format!("runs[{i}].run-id"))?;
-            checked_name(&path, &run.output, || format!("runs[{i}].output"))?;
-        }
-        Ok(plan)
+        let file = self.open_file(Path::new(files::PLAN))?;
+        plan_stream::read(&path, file, None)
+    }
+
+    /// The planned runs of plan.json in execution order, parsed one at a time by a reading
+    /// thread as the iterator is advanced (memory bounded by a few runs, whatever the plan's
+    /// size); every `run-id` and `output` must be a plain file name. The iterator ends after an
+    /// error.
+    ///
+    /// # Errors
+    /// Missing or unopenable plan.json at once; a malformed, truncated or newer-format plan.json
+    /// and [`ReadError::Unsafe`] names as an item of the iterator.
+    pub fn planned_runs(&self) -> Result<PlannedRuns, ReadError> {
+        let path = self.path(files::PLAN);
+        let file = self.open_file(Path::new(files::PLAN))?;
+        let (tx, rx) = std::sync::mpsc::sync_channel(256);
+        let thread = std::thread::Builder::new()
+            .name("plan.json reader".into())
+            .spawn(move || {
+                let sent = tx.clone();
+                let result = plan_stream::read(&path, file, Some(&mut |run| sent.send(Ok(run)).is_ok()));
+                if let Err(e) = result {
+                    let _ = tx.send(Err(e));
+                }
+            })
+            .map_err(|e| io_error(&self.path(files::PLAN), e))?;
+        Ok(PlannedRuns {
+            rx,
+            thread: Some(thread),
+            failed: false,
+        })
     }
 
     /// Reads a top-level JSON file as an untyped value, streamed.
@@ -498,18 +544,59 @@ impl Bundle {
         }
     }
 
-    /// Reads plan.json and returns an iterator over the planned runs' records, one `run.json` read per
-    /// step, in plan order. A run that never finished yields [`ReadError::RunMissing`]; callers that
-    /// report partial bundles skip those and stop on other errors.
+    /// Returns an iterator over the planned runs' records, one `run.json` read per step, in plan
+    /// order (plan.json streamed, [`Bundle::planned_runs`]). A run that never finished yields
+    /// [`ReadError::RunMissing`]; callers that report partial bundles skip those and stop on other
+    /// errors.
     ///
     /// # Errors
-    /// As [`Bundle::plan`].
+    /// As [`Bundle::planned_runs`].
     pub fn runs(&self) -> Result<Runs<'_>, ReadError> {
-        let plan = self.plan()?;
         Ok(Runs {
             bundle: self,
-            planned: plan.runs.into_iter(),
+            planned: self.planned_runs()?,
         })
+    }
+}
+
+/// The planned runs of plan.json, one at a time ([`Bundle::planned_runs`]).
+#[derive(Debug)]
+pub struct PlannedRuns {
+    rx: std::sync::mpsc::Receiver<Result<PlannedRunRecord, ReadError>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    failed: bool,
+}
+
+impl Iterator for PlannedRuns {
+    type Item = Result<PlannedRunRecord, ReadError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        match self.rx.recv() {
+            Ok(item) => {
+                self.failed = item.is_err();
+                Some(item)
+            }
+            Err(_) => {
+                if let Some(t) = self.thread.take() {
+                    let _ = t.join();
+                }
+                None
+            }
+        }
+    }
+}
+
+impl Drop for PlannedRuns {
+    fn drop(&mut self) {
+        // Dropping the receiver first makes the reading thread's next send fail: it stops.
+        let (_, rx) = std::sync::mpsc::sync_channel(0);
+        drop(std::mem::replace(&mut self.rx, rx));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
@@ -517,32 +604,317 @@ impl Bundle {
 #[derive(Debug)]
 pub struct Runs<'a> {
     bundle: &'a Bundle,
-    planned: std::vec::IntoIter<PlannedRunRecord>,
-}
-
-impl Runs<'_> {
-    /// Number of planned runs not yet yielded.
-    pub fn remaining(&self) -> usize {
-        self.planned.len()
-    }
+    planned: PlannedRuns,
 }
 
 impl Iterator for Runs<'_> {
     type Item = Result<RunRecord, ReadError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let planned = self.planned.next()?;
-        Some(self.bundle.read_run(&planned))
+        Some(match self.planned.next()? {
+            Ok(planned) => self.bundle.read_run(&planned),
+            Err(e) => Err(e),
+        })
+    }
+}
+
+/// plan.json parsed in one streamed pass: the header fields kept, each run handed to a callback
+/// as it is parsed (or, without one, the reading stopped at `runs` once the header is complete).
+mod plan_stream {
+    use std::fmt;
+    use std::fs::File;
+    use std::io::BufReader;
+    use std::path::{Path, PathBuf};
+
+    use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+    use super::{ReadError, checked_name, json_error};
+    use crate::bundle::format::{BUNDLE_FORMAT, PlanHeader, PlannedRunRecord};
+
+    /// Called with each run; `false` stops the reading (the receiver is gone).
+    pub(super) type OnRun<'a> = &'a mut dyn FnMut(PlannedRunRecord) -> bool;
+
+    /// The message of the error that stops the parser on purpose.
+    const STOP: &str = "hwr-exp: stop reading plan.json";
+
+    struct Seed<'a, 'b> {
+        path: &'b Path,
+        on_run: Option<OnRun<'a>>,
+        /// An error of ours (newer format, unsafe name) that stopped the parser.
+        error: &'b mut Option<ReadError>,
+        /// What has been read so far (kept when the parser is stopped).
+        fields: &'b mut Fields,
     }
 
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        self.planned.size_hint()
+    #[derive(Default)]
+    struct Fields {
+        format: Option<u64>,
+        order: Option<crate::manifest::Order>,
+        seed: Option<Option<u64>>,
+        jobs: Option<u32>,
+        matrix_keys: Option<Vec<String>>,
+        output_format: Option<crate::manifest::OutputFormat>,
+        sample_interval_seconds: Option<Option<f64>>,
+        runs: bool,
+    }
+
+    impl Fields {
+        fn complete(&self) -> bool {
+            self.format.is_some()
+                && self.order.is_some()
+                && self.seed.is_some()
+                && self.jobs.is_some()
+                && self.matrix_keys.is_some()
+                && self.output_format.is_some()
+                && self.sample_interval_seconds.is_some()
+        }
+    }
+
+    impl<'de> DeserializeSeed<'de> for Seed<'_, '_> {
+        type Value = ();
+        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Seed<'_, '_> {
+        type Value = ();
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a plan.json object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
+            let f = &mut *self.fields;
+            while let Some(key) = map.next_key::<String>()? {
+                match key.as_str() {
+                    "format" => {
+                        let v: u64 = map.next_value()?;
+                        if v > u64::from(BUNDLE_FORMAT) {
+                            *self.error = Some(newer(self.path, v));
+                            return Err(de::Error::custom(STOP));
+                        }
+                        f.format = Some(v);
+                    }
+                    "order" => f.order = Some(map.next_value()?),
+                    "seed" => f.seed = Some(map.next_value()?),
+                    "jobs" => f.jobs = Some(map.next_value()?),
+                    "matrix-keys" => f.matrix_keys = Some(map.next_value()?),
+                    "output-format" => f.output_format = Some(map.next_value()?),
+                    "sample-interval-seconds" => f.sample_interval_seconds = Some(map.next_value()?),
+                    "runs" => {
+                        f.runs = true;
+                        match self.on_run.as_mut() {
+                            None if f.complete() => return Err(de::Error::custom(STOP)),
+                            None => {
+                                map.next_value::<IgnoredAny>()?;
+                            }
+                            Some(on_run) => map.next_value_seed(RunsSeed {
+                                path: self.path,
+                                on_run: &mut **on_run,
+                                error: &mut *self.error,
+                            })?,
+                        }
+                    }
+                    _ => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+
+    struct RunsSeed<'a, 'b> {
+        path: &'b Path,
+        on_run: &'a mut dyn FnMut(PlannedRunRecord) -> bool,
+        error: &'b mut Option<ReadError>,
+    }
+
+    impl<'de> DeserializeSeed<'de> for RunsSeed<'_, '_> {
+        type Value = ();
+        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_seq(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for RunsSeed<'_, '_> {
+        type Value = ();
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an array of planned runs")
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            let mut i = 0usize;
+            while let Some(run) = seq.next_element::<PlannedRunRecord>()? {
+                let checked = checked_name(self.path, &run.run_id, || format!("runs[{i}].run-id"))
+                    .and_then(|()| checked_name(self.path, &run.output, || format!("runs[{i}].output")));
+                if let Err(e) = checked {
+                    *self.error = Some(e);
+                    return Err(de::Error::custom(STOP));
+                }
+                if !(self.on_run)(run) {
+                    return Err(de::Error::custom(STOP));
+                }
+                i += 1;
+            }
+            Ok(())
+        }
+    }
+
+    fn newer(path: &Path, found: u64) -> ReadError {
+        ReadError::NewerFormat {
+            path: path.to_path_buf(),
+            found,
+            supported: BUNDLE_FORMAT,
+            version: env!("CARGO_PKG_VERSION"),
+        }
+    }
+
+    /// Reads plan.json at `path` from `file` in one pass, handing each run to `on_run` (none:
+    /// stop at `runs` once the header is complete) and returning the header.
+    pub(super) fn read(path: &Path, file: File, on_run: Option<OnRun<'_>>) -> Result<PlanHeader, ReadError> {
+        let path: PathBuf = path.to_path_buf();
+        let mut error = None;
+        let mut fields = Fields::default();
+        let reader = BufReader::with_capacity(256 * 1024, file);
+        let mut de = serde_json::Deserializer::from_reader(reader);
+        let header_only = on_run.is_none();
+        let parsed = Seed {
+            path: &path,
+            on_run,
+            error: &mut error,
+            fields: &mut fields,
+        }
+        .deserialize(&mut de);
+        match parsed {
+            Ok(()) => de.end().map_err(|e| json_error(&path, e))?,
+            Err(e) => {
+                if let Some(ours) = error {
+                    return Err(ours);
+                }
+                if !e.to_string().starts_with(STOP) {
+                    return Err(json_error(&path, e));
+                }
+                if !header_only {
+                    // The receiver is gone: nobody reads what follows.
+                    return Err(ReadError::Io {
+                        path,
+                        source: std::io::Error::other("reading stopped"),
+                    });
+                }
+            }
+        }
+        let missing =
+            |key: &'static str| json_error(&path, <serde_json::Error as de::Error>::missing_field(key));
+        if !fields.runs {
+            return Err(missing("runs"));
+        }
+        Ok(PlanHeader {
+            format: fields
+                .format
+                .and_then(|v| u32::try_from(v).ok())
+                .ok_or_else(|| ReadError::NoFormat {
+                    path: path.clone(),
+                    key: "format",
+                })?,
+            order: fields.order.ok_or_else(|| missing("order"))?,
+            seed: fields.seed.flatten(),
+            jobs: fields.jobs.ok_or_else(|| missing("jobs"))?,
+            matrix_keys: fields.matrix_keys.ok_or_else(|| missing("matrix-keys"))?,
+            output_format: fields.output_format.ok_or_else(|| missing("output-format"))?,
+            sample_interval_seconds: fields.sample_interval_seconds.flatten(),
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A bundle folder holding a bundle.json and the given plan.json.
+    fn with_plan(plan: &str) -> (tempfile::TempDir, Bundle) {
+        let dir = tempfile::tempdir().unwrap();
+        let info = include_str!("../../tests/fixtures/bundles/interrupted/bundle.json");
+        std::fs::write(dir.path().join("bundle.json"), info).unwrap();
+        std::fs::write(dir.path().join("plan.json"), plan).unwrap();
+        let b = Bundle::open(dir.path()).unwrap();
+        (dir, b)
+    }
+
+    fn run_json(i: usize) -> String {
+        format!(
+            r#"{{"run-id":"{i:03}-r1","index":{i},"cell":{{}},"repetition":1,"argv":["true"],"workdir":"/","output":"{i:03}.json","env":{{"policy":"inherit","set":[],"unset":[]}},"cpus":[0],"timeout-seconds":null,"grace-seconds":5.0}}"#
+        )
+    }
+
+    fn plan_text(runs: usize, header_last: bool) -> String {
+        let header = r#""format":1,"order":"interleaved","seed":null,"jobs":1,"matrix-keys":["a"],"output-format":"json","sample-interval-seconds":0.1"#;
+        let runs: Vec<String> = (0..runs).map(run_json).collect();
+        let runs = format!(r#""runs":[{}]"#, runs.join(",\n"));
+        if header_last {
+            format!("{{{runs},{header}}}")
+        } else {
+            format!("{{{header},{runs}}}")
+        }
+    }
+
+    #[test]
+    fn plan_runs_stream_in_order_wherever_the_header_is() {
+        for header_last in [false, true] {
+            let (_d, b) = with_plan(&plan_text(1000, header_last));
+            let h = b.plan_header().unwrap();
+            assert_eq!(
+                (h.matrix_keys.clone(), h.sample_interval_seconds),
+                (vec!["a".to_string()], Some(0.1))
+            );
+            let ids: Vec<usize> = b.planned_runs().unwrap().map(|r| r.unwrap().index).collect();
+            assert_eq!(ids, (0..1000).collect::<Vec<_>>());
+            assert_eq!(b.plan().unwrap().runs.len(), 1000);
+        }
+    }
+
+    #[test]
+    fn a_truncated_plan_yields_its_runs_then_one_error() {
+        let text = plan_text(10, false);
+        let cut = text.find(&run_json(6)).unwrap() + 20;
+        let (_d, b) = with_plan(&text[..cut]);
+        let items: Vec<_> = b.planned_runs().unwrap().collect();
+        assert_eq!(items.len(), 7, "6 runs, then the error");
+        assert!(items[..6].iter().all(Result::is_ok));
+        let e = items[6].as_ref().unwrap_err();
+        assert!(e.to_string().contains("plan.json: truncated JSON"), "{e}");
+    }
+
+    #[test]
+    fn an_unsafe_run_id_stops_the_runs_with_its_place() {
+        let text = plan_text(3, false).replace("\"001-r1\"", "\"../x\"");
+        let (_d, b) = with_plan(&text);
+        let items: Vec<_> = b.planned_runs().unwrap().collect();
+        assert_eq!(items.len(), 2);
+        let e = items[1].as_ref().unwrap_err();
+        assert!(e.to_string().contains("runs[1].run-id"), "{e}");
+    }
+
+    #[test]
+    fn dropping_the_runs_early_stops_the_reader() {
+        let (_d, b) = with_plan(&plan_text(5000, false));
+        let first: Vec<_> = b.planned_runs().unwrap().take(3).collect();
+        assert_eq!(first.len(), 3);
+        // Dropped above with thousands of runs unread: the reading thread was joined.
+    }
+
+    #[test]
+    fn a_newer_plan_format_is_refused() {
+        let (_d, b) = with_plan(&plan_text(2, false).replace("\"format\":1", "\"format\":7"));
+        assert!(matches!(
+            b.plan_header(),
+            Err(ReadError::NewerFormat { found: 7, .. })
+        ));
+        let first = b.planned_runs().unwrap().next().unwrap();
+        assert!(matches!(first, Err(ReadError::NewerFormat { found: 7, .. })));
+    }
 
     #[test]
     fn newer_format_is_refused_naming_the_file() {

@@ -100,6 +100,26 @@ pub fn write_atomic_with(path: &Path, fill: impl FnOnce(&mut dyn Write) -> io::R
     replace_file(path, Durability::Synced, fill)
 }
 
+/// Writes plan.json of `plan` into the bundle folder `dir` (streamed, [`super::plan_file`]; a
+/// temporary name, then renamed) and returns its sha256, computed as it is written. The local
+/// runner calls it from a thread of its own while the first runs execute, then records the sha256
+/// ([`BundleWriter::record_setup_sha256`]).
+///
+/// # Errors
+/// I/O errors, naming plan.json.
+pub fn write_plan_file(dir: &Path, plan: &crate::plan::Plan) -> io::Result<String> {
+    let path = dir.join(files::PLAN);
+    let mut sha = String::new();
+    write_atomic_with(&path, |out| {
+        let mut hashed = crate::digest::Sha256Writer::new(out);
+        super::plan_file::write_plan_json(plan, &mut hashed)?;
+        sha = hashed.finish();
+        Ok(())
+    })
+    .map_err(on(&path, "write"))?;
+    Ok(sha)
+}
+
 /// Serializes `value` as pretty JSON (with a trailing newline) and writes it with [`write_atomic`].
 ///
 /// # Errors
@@ -828,12 +848,22 @@ impl BundleWriter {
     pub fn seal_setup_files(&mut self) -> io::Result<()> {
         for name in SETUP_FILES {
             // The files were just written by this runner and no run has started yet: a plain
-            // open (one descriptor) reads them.
+            // open (one descriptor) reads them. plan.json may be written later, while the first
+            // runs execute ([`write_plan_file`], [`BundleWriter::record_setup_sha256`]).
             let path = self.dir.join(name);
+            if name == files::PLAN && !path.exists() {
+                continue;
+            }
             let sha = sha256_file(&path).map_err(on(&path, "read"))?;
             self.info.setup_sha256.insert(name.to_string(), sha);
         }
         self.save_info(Durability::Synced)
+    }
+
+    /// Records `sha256` as the setup-sha256 of the setup file `name` (plan.json written after the
+    /// bundle was published, [`write_plan_file`]); bundle.json is written when next saved.
+    pub fn record_setup_sha256(&mut self, name: &str, sha256: String) {
+        self.info.setup_sha256.insert(name.to_string(), sha256);
     }
 
     /// The [`SETUP_FILES`] whose sha256 differs from `setup-sha256` (or that cannot be read), each

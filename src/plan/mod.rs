@@ -390,7 +390,14 @@ fn check_outputs(plan: &Plan, reserved: &[&str], errors: &mut Vec<PlanError>) {
     let program = (!plan.templates.shell)
         .then(|| &plan.templates.argv[0])
         .filter(|t| !t.is_constant());
-    for index in 0..plan.len() {
+    // Names made of the run id alone differ and are never reserved (a run id starts with digits)
+    // and a constant program cannot be empty for some runs only: the first run says it all.
+    let checked = if unique && program.is_none() {
+        plan.len().min(1)
+    } else {
+        plan.len()
+    };
+    for index in 0..checked {
         let vars = plan.vars(index);
         if let Some(t) = program
             && vars
@@ -943,6 +950,17 @@ impl Plan {
     /// Job slot of run `index` (`index % jobs`).
     pub fn slot_of(&self, index: usize) -> usize {
         index % self.slots.len().max(1)
+    }
+
+    /// Whether every run has the same program, workdir and `PATH`: argv[0] (or `/bin/sh` for
+    /// `shell`) and the workdir without placeholders, no `[environments]` and no `PATH` in `env`
+    /// with placeholders. The preflight then checks the first run's program alone.
+    pub fn same_program_everywhere(&self) -> bool {
+        let t = &self.templates;
+        (t.shell || t.argv.first().is_some_and(Template::is_constant))
+            && t.fixed_workdir.is_some()
+            && !t.has_environments
+            && t.env.iter().all(|(k, v)| k != "PATH" || v.is_constant())
     }
 
     /// Renders run `index` (0-based, execution order).

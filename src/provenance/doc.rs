@@ -410,6 +410,24 @@ impl Snapshot {
         &self.untracked
     }
 
+    /// The untracked files working-tree.patch does not hold (over the per-file limit, or past
+    /// the patch's total limit): recorded by size and sha256 only, so a tree rebuilt from the
+    /// patch lacks them. One line each: `path (N bytes, sha256 X)`.
+    pub fn left_out_of_patch(&self) -> Vec<String> {
+        self.untracked
+            .iter()
+            .filter(|u| !u.in_patch)
+            .map(|u| {
+                format!(
+                    "{} ({} bytes, sha256 {})",
+                    u.path,
+                    u.size_bytes.map_or_else(|| "?".into(), |n| n.to_string()),
+                    u.sha256.as_deref().unwrap_or("unknown")
+                )
+            })
+            .collect()
+    }
+
     /// Submodules of the repository.
     pub fn submodules(&self) -> &[SubmoduleState] {
         &self.submodules

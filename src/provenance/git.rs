@@ -29,6 +29,26 @@ use crate::digest::{sha256_bytes, sha256_file};
 /// their size and SHA-256 but left out of working-tree.patch (`in-patch: false`), with a warning.
 pub const UNTRACKED_PATCH_LIMIT_BYTES: u64 = 16 * 1024 * 1024;
 
+/// Most bytes of untracked files working-tree.patch holds in all (64 MiB): past it, the files
+/// that follow (in path order) are recorded like the files over [`UNTRACKED_PATCH_LIMIT_BYTES`],
+/// by size and sha256 in provenance.json only, with a warning. The capture holds the patch in
+/// memory, so this bounds what untracked files add to the runner's memory.
+pub const PATCH_TOTAL_LIMIT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Marks the untracked files past [`PATCH_TOTAL_LIMIT_BYTES`] (their sizes summed in path order)
+/// as left out of the patch.
+pub(super) fn limit_patch_total(untracked: &mut [UntrackedFile]) {
+    let mut total = 0u64;
+    for u in untracked.iter_mut().filter(|u| u.in_patch) {
+        let size = u.size_bytes.unwrap_or(0);
+        if total + size > PATCH_TOTAL_LIMIT_BYTES {
+            u.in_patch = false;
+        } else {
+            total += size;
+        }
+    }
+}
+
 /// How many levels of repositories nested inside nested repositories are recorded.
 const NESTED_DEPTH: usize = 3;
 
@@ -154,6 +174,7 @@ fn by_git_cli(
             Dirty::Dirty
         };
         read_with_git2(&git_dir, &root, snap);
+        limit_patch_total(&mut snap.untracked);
         let reused = reuse.is_some_and(|b| same_tree_record(b, snap));
         let untracked = (base.is_some() && !reused).then(|| {
             let new_files: Vec<&str> = snap
@@ -361,10 +382,15 @@ fn finish(snap: &mut Snapshot) {
         ));
     }
     for u in snap.untracked.iter().filter(|u| !u.in_patch) {
+        let size = u.size_bytes.unwrap_or(0);
+        let why = if size > UNTRACKED_PATCH_LIMIT_BYTES {
+            format!("over the {UNTRACKED_PATCH_LIMIT_BYTES}-byte limit for one file")
+        } else {
+            format!("past the {PATCH_TOTAL_LIMIT_BYTES}-byte limit for all untracked files together")
+        };
         snap.warnings.push(format!(
-            "untracked file {} ({} bytes) is over the {UNTRACKED_PATCH_LIMIT_BYTES}-byte limit: recorded with its size and sha256 in provenance.json, left out of working-tree.patch",
+            "untracked file {} ({size} bytes) is {why}: recorded with its size and sha256 in provenance.json, left out of working-tree.patch (`rerun --at-recorded-revision` cannot rebuild it)",
             u.path,
-            u.size_bytes.unwrap_or(0)
         ));
     }
     if snap.repo.is_some() {

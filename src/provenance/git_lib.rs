@@ -134,6 +134,7 @@ pub(super) fn capture(start: &Path, exclude: &[&Path], why: &str, snap: &mut Sna
             .push("no working-tree.patch: HEAD does not resolve to a commit".to_owned());
         return;
     }
+    super::git::limit_patch_total(&mut snap.untracked);
     let left_out: BTreeSet<String> = snap
         .untracked
         .iter()

@@ -455,7 +455,7 @@ fn read_values(
 /// `[report] metrics` table.
 pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
     let bundle = Bundle::open(dir)?;
-    let plan = bundle.plan()?;
+    let plan = bundle.plan_header()?;
     let info = bundle.info().clone();
     let manifest_path = bundle.path(crate::bundle::files::MANIFEST);
     let (pointers, settings) = match bundle.manifest_text() {
@@ -490,10 +490,11 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
         json_output: plan.output_format == OutputFormat::Json,
         keep_series,
     };
-    let mut runs = Vec::with_capacity(plan.runs.len());
+    let mut runs = Vec::with_capacity(bundle.info().planned_runs.min(1 << 20));
     let mut counts = BTreeMap::new();
     let mut not_run_count = 0;
-    for planned in plan.runs {
+    for planned in bundle.planned_runs()? {
+        let planned = planned?;
         match bundle.read_run(&planned) {
             Ok(rec) => {
                 *counts.entry(rec.outcome).or_insert(0) += 1;

@@ -474,21 +474,9 @@ fn list_or_none(nodes: &[String]) -> String {
 /// can be decided, or there is no control to compare with.
 pub fn plan_warning(
     report: &crate::manifest::ReportConfig,
-    cells: &[crate::manifest::Cell],
+    cells: impl IntoIterator<Item = crate::manifest::Cell>,
 ) -> Option<String> {
-    // Runs per cell, in first-seen order; hashed, so a plan of many cells stays linear.
-    let mut index: HashMap<Vec<(String, String)>, usize> = HashMap::new();
-    let mut counts: Vec<(Vec<(String, String)>, usize)> = Vec::new();
-    for c in cells {
-        let key: Vec<(String, String)> = c.iter().map(|(k, v)| (k.clone(), v.to_string())).collect();
-        match index.get(&key) {
-            Some(&i) => counts[i].1 += 1,
-            None => {
-                index.insert(key.clone(), counts.len());
-                counts.push((key, 1));
-            }
-        }
-    }
+    use std::hash::{BuildHasher, Hash};
     let control: Vec<(String, String)> = if report.control.is_empty() {
         vec![("mode".to_string(), CONTROL_MODE.to_string())]
     } else {
@@ -498,22 +486,54 @@ pub fn plan_warning(
             .map(|(k, v)| (k.clone(), v.to_string()))
             .collect()
     };
-    let is_control = |c: &[(String, String)]| control.iter().all(|kv| c.contains(kv));
-    let group = |c: &[(String, String)]| -> Vec<(String, String)> {
-        c.iter()
-            .filter(|(k, _)| !control.iter().any(|(ck, _)| ck == k))
-            .cloned()
-            .collect()
-    };
+    // Runs per cell, kept by 64-bit hashes of the cell and of its comparison group (the values of
+    // the keys other than the control's): a plan of 1,000,000 cells costs a few tens of MB, not a
+    // copy of every cell. A hash collision could only change which cells a warning counts.
+    let hasher = std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default();
+    struct Count {
+        group: u64,
+        control: bool,
+        runs: usize,
+    }
+    let mut index: HashMap<u64, usize> = HashMap::new();
+    let mut counts: Vec<Count> = Vec::new();
+    let mut text = String::new();
+    for c in cells {
+        let mut whole = hasher.build_hasher();
+        let mut group = hasher.build_hasher();
+        let mut matched = 0;
+        for (k, v) in &c {
+            text.clear();
+            std::fmt::Write::write_fmt(&mut text, format_args!("{v}")).ok();
+            (k, &text).hash(&mut whole);
+            match control.iter().find(|(ck, _)| ck == k) {
+                Some((_, cv)) => matched += usize::from(*cv == text),
+                None => (k, &text).hash(&mut group),
+            }
+        }
+        let key = std::hash::Hasher::finish(&whole);
+        match index.get(&key) {
+            Some(&i) => counts[i].runs += 1,
+            None => {
+                index.insert(key, counts.len());
+                counts.push(Count {
+                    group: std::hash::Hasher::finish(&group),
+                    control: matched == control.len(),
+                    runs: 1,
+                });
+            }
+        }
+    }
+    drop(index);
     // The control's runs per comparison group (the first control cell of a group, as before).
-    let mut controls: HashMap<Vec<(String, String)>, usize> = HashMap::new();
-    for (c, n) in counts.iter().filter(|(c, _)| is_control(c)) {
-        controls.entry(group(c)).or_insert(*n);
+    let mut controls: HashMap<u64, usize> = HashMap::new();
+    for c in counts.iter().filter(|c| c.control) {
+        controls.entry(c.group).or_insert(c.runs);
     }
     let pairs: Vec<(usize, usize)> = counts
         .iter()
-        .filter(|(c, _)| !is_control(c))
-        .filter_map(|(c, m)| controls.get(&group(c)).map(|n| (*m, *n)))
+        .filter(|c| !c.control)
+        .filter_map(|c| controls.get(&c.group).map(|n| (c.runs, *n)))
         .collect();
     if pairs.is_empty() {
         return None;

@@ -325,13 +325,20 @@ pub fn run_manifest(
         left: BundleLeft::NotCreated,
     })?;
     let manifest_bytes = manifest.source.as_bytes();
+    // The local backend writes plan.json while the first runs execute (a 1,000,000-run plan is
+    // about 440 MB of JSON, seconds of writing and hashing); the Slurm backend, whose submission
+    // may return at once (`--detach`), writes it before the bundle is published.
+    // Adaptive plans are rewritten after each round (`runner::adaptive`): written before, too.
+    let plan_in_background = backend.backend().name() == "local" && !opts.detach && plan.adaptive.is_none();
     let first_files = |writer: &BundleWriter, plan: &Plan| -> std::io::Result<()> {
         test_pause("staged");
         writer.write_file(files::MANIFEST, manifest_bytes)?;
         test_pause("manifest");
-        writer.write_streamed(files::PLAN, |out| {
-            crate::bundle::plan_file::write_plan_json(plan, out)
-        })?;
+        if !plan_in_background {
+            writer.write_streamed(files::PLAN, |out| {
+                crate::bundle::plan_file::write_plan_json(plan, out)
+            })?;
+        }
         test_pause("plan");
         crate::bundle::write::write_host(writer.dir(), &host)?;
         test_pause("host");
@@ -382,25 +389,46 @@ pub fn run_manifest(
     // working-tree.patch is written: its bytes would only ride along into every run's memory.
     before.release_patch();
     crate::exec::return_freed_memory();
-    let session = Session {
-        plan: std::borrow::Cow::Borrowed(&plan),
-        indices: (0..plan.len()).collect(),
-        writer: Mutex::new(writer),
-        launcher,
-        cancel,
-        progress: progress::Collect::deferred(opts.quiet),
-        fail_fast: opts.overrides.as_ref().is_some_and(|o| o.fail_fast),
-        finish: Finish {
-            results_dir: &results_dir,
-            before: &before,
-            quiet: opts.quiet,
-        },
-    };
     let job = Job {
         detach: opts.detach,
         ..Job::of(manifest)
     };
-    backend.run(session, &job)
+    let bundle_dir = writer.dir().to_path_buf();
+    let (plan, bundle_dir, before, results_dir) = (&plan, &bundle_dir, &before, &results_dir);
+    std::thread::scope(|scope| {
+        let plan_json = plan_in_background.then(|| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let written = std::thread::Builder::new()
+                .name("plan.json writer".into())
+                .spawn_scoped(scope, move || {
+                    let _ = tx.send(crate::bundle::write::write_plan_file(bundle_dir, plan));
+                });
+            match written {
+                Ok(_) => rx,
+                Err(e) => {
+                    let (tx, rx) = std::sync::mpsc::channel();
+                    let _ = tx.send(Err(e));
+                    rx
+                }
+            }
+        });
+        let session = Session {
+            plan: std::borrow::Cow::Borrowed(plan),
+            indices: (0..plan.len()).collect(),
+            writer: Mutex::new(writer),
+            launcher,
+            cancel,
+            progress: progress::Collect::deferred(opts.quiet),
+            fail_fast: opts.overrides.as_ref().is_some_and(|o| o.fail_fast),
+            finish: Finish {
+                results_dir,
+                before,
+                quiet: opts.quiet,
+            },
+            plan_json,
+        };
+        backend.run(session, &job)
+    })
 }
 
 /// What finishing a session needs besides its runs: which folder to leave out of the repository
@@ -438,6 +466,9 @@ pub struct Session<'a> {
     pub fail_fast: bool,
     /// What [`Session::finish`] needs.
     pub finish: Finish<'a>,
+    /// plan.json being written while the first runs execute (the local `run`): its sha256 (or the
+    /// write error) arrives here, and [`Session::finish`] waits for it. `None`: already written.
+    pub plan_json: Option<std::sync::mpsc::Receiver<std::io::Result<String>>>,
 }
 
 impl<'a> Session<'a> {
@@ -505,6 +536,7 @@ impl<'a> Session<'a> {
             cancel,
             progress,
             finish,
+            plan_json,
             ..
         } = self;
         progress.finish();
@@ -520,6 +552,15 @@ impl<'a> Session<'a> {
             }
         };
         let dir = writer.dir().to_path_buf();
+        if let Some(rx) = plan_json {
+            let written = rx
+                .recv()
+                .unwrap_or_else(|_| Err(std::io::Error::other("the plan.json writer stopped")));
+            match written {
+                Ok(sha) => writer.record_setup_sha256(files::PLAN, sha),
+                Err(source) => return Err(failed_bundle(writer, source)),
+            }
+        }
         let result = end.and_then(|end| {
             // The patch bytes were released after the setup; read back (and checked against their
             // sha256), they spare the after-run capture a second diff when the tree did not change.

@@ -61,6 +61,7 @@ mod manifest_mutants;
 mod manifest_schema;
 mod manifest_values;
 mod output_json;
+mod patch_limit;
 mod probe_cli;
 mod probe_manifests;
 mod probe_python;

@@ -69,7 +69,7 @@ env = { X = "{x}" }
     let text = std::fs::read_to_string(bundle.join("plan.json")).unwrap();
     for x in written {
         assert!(
-            text.contains(&format!("\"x\": {x}\n")),
+            text.contains(&format!("\"x\":{x}}}")),
             "plan.json spells {x}:\n{text}"
         );
     }

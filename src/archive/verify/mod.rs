@@ -87,10 +87,36 @@ struct Checker<'b> {
     bundle: &'b Bundle,
     v: Verification,
     /// Files whose sha256 was compared with a record (becomes `files_hashed`).
-    hashed: HashSet<PathBuf>,
+    hashed: Hashed,
     /// Symlinks, FIFOs, sockets and devices a run left, recorded in its run.json `artifacts` (the
     /// checksum list holds regular files only).
     special: HashSet<PathBuf>,
+}
+
+/// The files hashed, each counted once: kept as 64-bit hashes of their paths (8 bytes a file,
+/// not a path each: a bundle of 1,000,000 runs has millions of files).
+#[derive(Default)]
+struct Hashed(HashSet<u64>);
+
+impl Hashed {
+    fn insert(&mut self, path: impl AsRef<Path>) {
+        use std::hash::BuildHasher;
+        let h = std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
+            .hash_one(path.as_ref());
+        self.0.insert(h);
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+impl Extend<PathBuf> for Hashed {
+    fn extend<I: IntoIterator<Item = PathBuf>>(&mut self, iter: I) {
+        for p in iter {
+            self.insert(p);
+        }
+    }
 }
 
 impl Checker<'_> {
@@ -109,7 +135,7 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
     let mut c = Checker {
         bundle: &bundle,
         v: Verification::default(),
-        hashed: HashSet::new(),
+        hashed: Hashed::default(),
         special: HashSet::new(),
     };
     live_note(&mut c);
@@ -118,8 +144,8 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
     setup::setup_sha256(&mut c);
     let provenance = setup::patch_sha256(&mut c);
     setup::host_facts(&mut c);
-    if let Some(plan) = runs::plan(&mut c) {
-        let counts = runs::runs(&mut c, &plan);
+    if runs::plan(&mut c) {
+        let counts = runs::runs(&mut c);
         runs::counts(&mut c, &counts);
     }
     checksums::checksums(&mut c);

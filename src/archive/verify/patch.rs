@@ -66,6 +66,17 @@ pub(crate) fn run_git(cmd: &mut Command) -> Result<(), String> {
 pub(super) fn applies(c: &mut Checker<'_>, provenance: Option<&ProvenanceDoc>) {
     let (bundle, v) = (c.bundle, &mut c.v);
     let patch = bundle.path(files::PATCH);
+    if let Some(p) = provenance {
+        let left_out = p.before.left_out_of_patch();
+        if !left_out.is_empty() {
+            v.notes.push(format!(
+                "{} untracked file(s) are recorded in provenance.json by size and sha256 only, not in {}: a tree rebuilt from the patch lacks {}",
+                left_out.len(),
+                files::PATCH,
+                left_out.join(", ")
+            ));
+        }
+    }
     let Some(revision) = bundle.recorded_commit() else {
         v.notes
             .push("patch not checked: revision.txt records no commit".into());

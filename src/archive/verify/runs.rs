@@ -8,46 +8,82 @@ use std::path::Path;
 
 use super::{Checker, not_a_folder};
 use crate::bundle::artifacts::{self, ArtifactKind};
-use crate::bundle::format::{PlanFile, RunRecord};
+use crate::bundle::format::RunRecord;
 use crate::bundle::read::ReadError;
 use crate::bundle::{BundleStatus, Outcome, files};
 use crate::digest::sha256_reader;
 
-/// plan.json, when it reads (a missing one is `setup::files_present`'s problem).
-pub(super) fn plan(c: &mut Checker<'_>) -> Option<PlanFile> {
-    match c.bundle.plan() {
-        Ok(plan) => Some(plan),
+/// Whether plan.json's header reads (a missing one is `setup::files_present`'s problem).
+pub(super) fn plan(c: &mut Checker<'_>) -> bool {
+    match c.bundle.plan_header() {
+        Ok(_) => true,
         Err(e) => {
             if !matches!(e, ReadError::Missing { .. }) {
                 c.problem(c.bundle.path(files::PLAN), e.reason());
             }
-            None
+            false
         }
     }
 }
 
 /// No unplanned folder in `runs/`, then every planned run ([`run`]). Returns how many run.json
-/// files record each outcome.
-pub(super) fn runs(c: &mut Checker<'_>, plan: &PlanFile) -> BTreeMap<Outcome, usize> {
-    let planned: HashSet<&str> = plan.runs.iter().map(|r| r.run_id.as_str()).collect();
+/// files record each outcome. plan.json is streamed twice (its runs are never all in memory):
+/// once to find the unplanned folders among those present, once to check each run.
+pub(super) fn runs(c: &mut Checker<'_>) -> BTreeMap<Outcome, usize> {
     let runs_dir = c.bundle.path(files::RUNS);
     if let Some(what) = not_a_folder(&runs_dir) {
         c.problem(runs_dir.clone(), format!("{what}, not a folder: not entered"));
     } else if let Ok(entries) = fs::read_dir(&runs_dir) {
-        let mut extra: Vec<String> = entries
+        let mut present: HashSet<String> = entries
             .filter_map(Result::ok)
             .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| !planned.contains(n.as_str()))
             .collect();
+        // A plan.json that does not read through is reported once, below.
+        for planned in c
+            .bundle
+            .planned_runs()
+            .into_iter()
+            .flatten()
+            .map_while(Result::ok)
+        {
+            present.remove(&planned.run_id);
+        }
+        let mut extra: Vec<String> = present.into_iter().collect();
         extra.sort();
         for name in extra {
             c.problem(runs_dir.join(name), "not a run of plan.json".into());
         }
     }
     let mut counts: BTreeMap<Outcome, usize> = BTreeMap::new();
-    for r in &plan.runs {
-        if let Some(outcome) = run(c, &r.run_id) {
-            *counts.entry(outcome).or_default() += 1;
+    let mut ids = Vec::with_capacity(1024);
+    let bundle = c.bundle;
+    let mut planned = match bundle.planned_runs() {
+        Ok(r) => Some(r),
+        Err(e) => {
+            c.problem(bundle.path(files::PLAN), e.reason());
+            None
+        }
+    };
+    // Run ids in batches of 1,024: the checks need the checker the ids' reader would borrow.
+    while let Some(runs) = planned.as_mut() {
+        ids.clear();
+        for item in runs.by_ref().take(1024) {
+            match item {
+                Ok(r) => ids.push(r.run_id),
+                Err(e) => {
+                    c.problem(bundle.path(files::PLAN), e.reason());
+                    planned = None;
+                    break;
+                }
+            }
+        }
+        if ids.is_empty() {
+            break;
+        }
+        for id in &ids {
+            if let Some(outcome) = run(c, id) {
+                *counts.entry(outcome).or_default() += 1;
+            }
         }
     }
     counts
