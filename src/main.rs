@@ -142,15 +142,19 @@ fn cancel(args: &CancelArgs) -> Result<i32, Failure> {
 /// written or was already there, 130 when stopped (scancel, time limit) before the run finished.
 fn slurm_task(args: &SlurmTaskArgs) -> Result<i32, Failure> {
     let signals = interrupt_handlers(SecondSignal::SetFlag)?;
+    let requeue = signal::install_pre_timeout(signals.cancel_flag()).map_err(Failure::environment)?;
     let end = archive::slurm::task(
         &args.bundle,
         args.index,
         &ProcessLauncher::new(),
         signals.cancel_flag(),
+        &requeue,
     )
     .map_err(archive_failure)?;
     Ok(match end {
-        hwr_exp::runner::slurm::TaskEnd::Stopped => exit_codes::INTERRUPTED,
+        hwr_exp::runner::slurm::TaskEnd::Stopped | hwr_exp::runner::slurm::TaskEnd::Requeued => {
+            exit_codes::INTERRUPTED
+        }
         _ => exit_codes::SUCCESS,
     })
 }

@@ -118,6 +118,20 @@ pub fn install(second: SecondSignal) -> Result<Signals, SignalError> {
     Ok(signals)
 }
 
+/// Installs a SIGUSR2 handler for a Slurm task (`hwr-exp slurm-task`): the pre-timeout signal of
+/// `[executor] requeue = true` (`--signal=B:USR2@...`). It sets `cancel` (the run in flight stops
+/// as on timeout: SIGTERM, SIGKILL after grace) and the returned flag, which tells the task to
+/// requeue itself once its run has stopped. Process-wide; call it once, after [`install`].
+///
+/// # Errors
+/// [`SignalError`] when signal-hook cannot register the handler.
+pub fn install_pre_timeout(cancel: &CancelFlag) -> Result<Arc<AtomicBool>, SignalError> {
+    let requeue = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGUSR2, Arc::clone(&requeue)).map_err(SignalError)?;
+    signal_hook::flag::register(signal_hook::consts::SIGUSR2, Arc::clone(cancel)).map_err(SignalError)?;
+    Ok(requeue)
+}
+
 /// Catches SIGXFSZ with a handler that does nothing, so that a write beyond the file-size limit
 /// (`RLIMIT_FSIZE`, `ulimit -f`) fails with `EFBIG` ("File too large") and the caller reports it,
 /// instead of the signal's default action killing the process. A caught signal (unlike an ignored

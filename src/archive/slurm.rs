@@ -256,6 +256,7 @@ pub fn task(
     index: usize,
     launcher: &dyn Launcher,
     cancel: &CancelFlag,
+    requeue: &std::sync::atomic::AtomicBool,
 ) -> Result<TaskEnd, ArchiveError> {
     let bundle = super::open(dir)?;
     let (_, plan) = bundle_plan(&bundle)?;
@@ -273,7 +274,7 @@ pub fn task(
         progress: &crate::runner::progress::Quiet,
         fail_fast: false,
     };
-    rslurm::run_task(runs, index, bundle.dir()).map_err(|source| ArchiveError::Write {
+    rslurm::run_task(runs, index, bundle.dir(), requeue).map_err(|source| ArchiveError::Write {
         bundle: bundle.dir().to_path_buf(),
         source,
     })

@@ -448,6 +448,11 @@ pub struct SlurmConfig {
     pub nodes: Option<String>,
     /// `exclude-nodes`: `sbatch --exclude`, nodes the tasks never run on.
     pub exclude_nodes: Option<String>,
+    /// `requeue`: a task Slurm preempts, or that nears Slurm's time limit, is put back into the
+    /// queue and runs again (`--requeue`, and `--signal=B:USR2@<grace + 30 s>`: the task stops its
+    /// run as on timeout and requeues itself); its interrupted attempt is kept under `attempts/`.
+    /// Default false (`--no-requeue`: `resume` re-submits lost runs).
+    pub requeue: bool,
 }
 
 impl Default for SlurmConfig {
@@ -461,6 +466,7 @@ impl Default for SlurmConfig {
             keep_sbatch_env: false,
             nodes: None,
             exclude_nodes: None,
+            requeue: false,
         }
     }
 }

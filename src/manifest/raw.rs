@@ -334,6 +334,9 @@ pub struct RawExecutor {
     pub nodes: Option<RawNodeList>,
     /// Never run on these nodes (`sbatch --exclude`): a host list or an array of node names.
     pub exclude_nodes: Option<RawNodeList>,
+    /// Requeue a task Slurm preempts or that nears Slurm's time limit (`--requeue` with a
+    /// pre-timeout USR2), keeping the interrupted attempt under attempts/; default false.
+    pub requeue: Option<bool>,
 }
 
 /// `[executor] nodes` / `exclude-nodes`: a Slurm host list or node names.

@@ -244,6 +244,7 @@ pub fn script_specs(
             cpus_per_task: cpus_per_task.max(1),
             nodelist: config.nodes.clone(),
             exclude: config.exclude_nodes.clone(),
+            requeue: config.requeue.then(|| script::requeue_lead(plan.grace)),
             array: chunk.spec(Some(plan.jobs.max(1))),
             offset: chunk.offset,
             after: None,
@@ -1060,6 +1061,9 @@ pub enum TaskEnd {
     /// The task was stopped (SIGTERM from `scancel` or Slurm's time limit) before the run finished:
     /// no run.json, so the waiter records the run as `lost`.
     Stopped,
+    /// The pre-timeout signal of `[executor] requeue = true` stopped the run and the task put
+    /// itself back into the queue (`scontrol requeue`): it runs again, keeping this attempt.
+    Requeued,
 }
 
 /// One planned run of a bundle on the node, as `hwr-exp slurm-task BUNDLE INDEX` does: writes the
@@ -1073,7 +1077,12 @@ pub enum TaskEnd {
 /// # Errors
 /// I/O errors writing the run's files, a CPU set that cannot be read, or a run the runner could
 /// not start for want of its own resources.
-pub fn run_task(runs: super::Runs<'_>, index: usize, bundle: &Path) -> io::Result<TaskEnd> {
+pub fn run_task(
+    runs: super::Runs<'_>,
+    index: usize,
+    bundle: &Path,
+    requeue: &std::sync::atomic::AtomicBool,
+) -> io::Result<TaskEnd> {
     let host = hostname();
     let node = node_name(&host);
     let writer = TaskRunWriter::new(
@@ -1106,6 +1115,16 @@ pub fn run_task(runs: super::Runs<'_>, index: usize, bundle: &Path) -> io::Resul
         let job = SlurmClient::new().show_job(id).ok().flatten()?;
         Some(job.state)
     }) {
+        if requeue.load(Ordering::SeqCst)
+            && let Some(id) = own_job
+        {
+            // The pre-timeout signal: the run is stopped; the task goes back into the queue and
+            // its next start keeps this attempt under attempts/ (prepare_run_dir).
+            SlurmClient::new()
+                .requeue(id)
+                .map_err(|e| io::Error::other(format!("requeueing job {id}: {e}")))?;
+            return Ok(TaskEnd::Requeued);
+        }
         return Ok(TaskEnd::Stopped);
     }
     let record = writer.record_run(&executed.run, &executed.outcome, runs.plan.output_format)?;
@@ -1162,7 +1181,8 @@ pub fn plan_scripts(manifest: &Manifest, results_dir: &Path) -> Result<String, S
     let dir = crate::bundle::write::bundle_path(&results_dir, &manifest.experiment.name, SystemTime::now());
     let ctx = super::session::plan_context(&dir)?;
     let plan = super::session::expand(manifest, &ctx)?;
-    let client = SlurmClient::new();
+    // A quick look: a controller that is down gives the one-array note at once, not after retries.
+    let client = SlurmClient::new().with_retry(crate::slurm::RetryPolicy::once());
     let (limits, note) = match client.ping().and_then(|()| client.array_limits()) {
         Ok(l) => (l, None),
         Err(e) => (

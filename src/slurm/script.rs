@@ -65,6 +65,10 @@ pub struct ScriptSpec {
     pub nodelist: Option<String>,
     /// `--exclude` (`[executor] exclude-nodes`): the tasks never run on these nodes.
     pub exclude: Option<String>,
+    /// `[executor] requeue = true`: `--requeue` and `--signal=B:USR2@<this many seconds>` (the
+    /// task hears USR2 that long before Slurm's time limit, stops its run and requeues itself;
+    /// [`requeue_lead`]); `None` = `--no-requeue`.
+    pub requeue: Option<Duration>,
     /// `--array` with the throttle (`jobs`).
     pub array: ArraySpec,
     /// Plan index of task id 0 ([`crate::slurm::ArrayChunk::offset`]).
@@ -128,6 +132,17 @@ pub fn job_name(experiment: &str) -> String {
 pub fn time_limit(timeout: Option<Duration>, grace: Duration, margin: Duration) -> Option<Duration> {
     timeout.map(|t| t.saturating_add(grace).saturating_add(margin))
 }
+
+/// How long before Slurm's time limit a requeueing task hears its USR2: the run's `grace` (SIGTERM,
+/// then SIGKILL after grace, as on timeout) plus 30 s to record and requeue. Slurm may send the
+/// signal up to 60 s earlier than asked (its event resolution), never later.
+pub fn requeue_lead(grace: Duration) -> Duration {
+    grace.saturating_add(Duration::from_secs(30))
+}
+
+/// The signal a requeueing task hears before Slurm's time limit (`--signal=B:USR2@...`: the batch
+/// shell only, which `exec`s `hwr-exp slurm-task`).
+pub const PRE_TIMEOUT_SIGNAL: &str = "USR2";
 
 /// A duration in Slurm's time syntax, seconds rounded up: `HH:MM:SS`, or `D-HH:MM:SS` from one day.
 pub fn format_slurm_time(d: Duration) -> String {
@@ -275,8 +290,17 @@ impl ScriptSpec {
                 directive_word(what, &format!("{option}={value}"))?
             ));
         }
-        // A lost task is re-submitted by `resume`, not rerun by Slurm into a finished folder.
-        lines.push("#SBATCH --no-requeue".to_string());
+        match self.requeue {
+            // A preempted task runs again; one near its time limit hears USR2, stops its run and
+            // requeues itself (`scontrol requeue`). Its attempt is kept under attempts/.
+            Some(lead) => {
+                lines.push("#SBATCH --requeue".to_string());
+                let secs = lead.as_secs() + u64::from(lead.subsec_nanos() > 0);
+                lines.push(format!("#SBATCH --signal=B:{PRE_TIMEOUT_SIGNAL}@{secs}"));
+            }
+            // A lost task is re-submitted by `resume`, not rerun by Slurm into a finished folder.
+            None => lines.push("#SBATCH --no-requeue".to_string()),
+        }
         let (out, err) = Self::log_patterns(bundle);
         let mut options = vec![
             ("--chdir", bundle.to_string()),
@@ -303,6 +327,11 @@ impl ScriptSpec {
             lines.push(format!("#SBATCH {}", words.join(" ")));
         }
         lines.push("set -eu".to_string());
+        if self.requeue.is_some() {
+            // A USR2 before `exec` would end bash (the default action); ignored, it stays so until
+            // hwr-exp slurm-task installs its handler (runs get the default back at their exec).
+            lines.push(format!("trap '' {PRE_TIMEOUT_SIGNAL}"));
+        }
         lines.push(format!("index=$(({} + SLURM_ARRAY_TASK_ID))", self.offset));
         lines.push(format!(
             "exec {} {TASK_SUBCOMMAND} {} \"$index\"",
@@ -334,6 +363,7 @@ mod tests {
             cpus_per_task: 2,
             nodelist: None,
             exclude: None,
+            requeue: None,
             array: ArraySpec::new([0, 1, 2, 3, 7], Some(2)).unwrap(),
             offset: 0,
             after: None,
@@ -341,6 +371,20 @@ mod tests {
             binary: "/opt/hwr exp/hwr-exp".into(),
             bundle: "/shared/results/t/20261130T185700Z-1a2b".into(),
         }
+    }
+
+    #[test]
+    fn requeue_asks_for_the_pre_timeout_signal_instead_of_no_requeue() {
+        let mut s = spec();
+        s.requeue = Some(requeue_lead(Duration::from_millis(5500)));
+        let text = s.render().unwrap();
+        assert!(
+            text.contains("\n#SBATCH --requeue\n#SBATCH --signal=B:USR2@36\n"),
+            "{text}"
+        );
+        assert!(!text.contains("--no-requeue"), "{text}");
+        assert!(text.contains("\nset -eu\ntrap '' USR2\nindex="), "{text}");
+        assert!(spec().render().unwrap().contains("\n#SBATCH --no-requeue\n"));
     }
 
     #[test]

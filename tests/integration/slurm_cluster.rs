@@ -257,6 +257,7 @@ fn rendered_scripts_run_every_planned_index_across_split_arrays() {
             cpus_per_task: 1,
             nodelist: None,
             exclude: None,
+            requeue: None,
             array: chunk.spec(Some(2)),
             offset: chunk.offset,
             after: submitted.last().map(|a| a.job_id),

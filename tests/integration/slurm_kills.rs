@@ -335,3 +335,107 @@ fn a_preempted_task_is_lost_with_slurms_reason_after_slurm_forgot_it_and_resume_
     assert_eq!(run_records(&bundle)[0]["attempt"], 2);
     assert_eq!(attempt_folders(&bundle), [["1"]]);
 }
+
+/// Waits for `child` (a foreground `hwr-exp run`) and checks the bundle ended complete with its one
+/// run ok at attempt 2, the interrupted attempt kept as `attempts/1`.
+#[track_caller]
+fn assert_complete_after_one_requeue(child: Child, bundle: &Path) {
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let info = json(&bundle.join("bundle.json"));
+    assert_eq!(info["status"], "complete", "{info}");
+    assert_eq!(info["counts"]["ok"], 1, "{info}");
+    let record = &run_records(bundle)[0];
+    assert_eq!(record["outcome"], "ok", "{record}");
+    assert_eq!(record["attempt"], 2, "{record}");
+    assert_eq!(attempt_folders(bundle), [["1"]]);
+    let script = std::fs::read_to_string(bundle.join("slurm/array-0.sbatch")).unwrap();
+    assert!(script.contains("#SBATCH --requeue\n"), "{script}");
+    assert!(
+        script.contains("#SBATCH --signal=B:USR2@32\n"),
+        "grace 2 s + 30 s: {script}"
+    );
+    assert!(!script.contains("--no-requeue"), "{script}");
+}
+
+/// Whether task `key` went back into the queue: Slurm says it is requeued or pending again, or it
+/// has started again already (its next start moved the first attempt to `attempts/1`).
+fn requeued(client: &SlurmClient, key: slurm::TaskKey, run_dir: &Path) -> bool {
+    run_dir.join("attempts/1").is_dir()
+        || client
+            .show_task(key)
+            .ok()
+            .flatten()
+            .is_some_and(|j| matches!(j.state, TaskState::Pending | TaskState::Requeued))
+}
+
+/// Waits until the task `key` of `bundle` has started its run (the start line in its log:
+/// `hwr-exp slurm-task` runs, its handlers are set up; before, the batch shell has not exec'd it
+/// and a signal would end bash), and gives the run's folder.
+fn started_run(bundle: &Path, key: slurm::TaskKey) -> PathBuf {
+    let log = bundle.join(format!("slurm/logs/{key}.err"));
+    wait_until(Duration::from_secs(120), "the task to start its run", || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains(slurm::log::START_PREFIX))
+    });
+    std::fs::read_dir(bundle.join("runs"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+}
+
+#[test]
+fn with_requeue_a_preempted_task_runs_again_and_the_bundle_ends_complete() {
+    let Some(cluster) = preempting_cluster("REQUEUE") else {
+        return;
+    };
+    let conf = cluster.conf();
+    let client = SlurmClient::new().with_conf(&conf);
+    let dir = tempfile::tempdir().unwrap();
+    let m = write_manifest(dir.path(), &low_priority("requeued", "requeue = true"));
+    let child = spawn(dir.path(), Some(&conf), &["run", m.to_str().unwrap(), "--quiet"]);
+    let bundle = find_submitted_bundle(dir.path(), "requeued");
+    let _cleanup = Cleanup(bundle.clone(), client.clone());
+    let key = task_map(&bundle).task(0).unwrap();
+    let run_dir = started_run(&bundle, key);
+    preempt(&cluster);
+    wait_until(Duration::from_secs(120), "Slurm to requeue the task", || {
+        requeued(&client, key, &run_dir)
+    });
+    // The second attempt finishes at once.
+    std::fs::write(bundle.join("release"), "").unwrap();
+    assert_complete_after_one_requeue(child, &bundle);
+}
+
+#[test]
+fn with_requeue_the_pre_timeout_signal_stops_the_run_requeues_the_task_and_the_bundle_ends_complete() {
+    let _guard = super::slurm_e2e::CLUSTER
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let Some(client) = cluster() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = low_priority("pre-timeout", "requeue = true").replace("partition = \"low\"\n", "");
+    let m = write_manifest(dir.path(), &manifest);
+    let child = spawn(dir.path(), None, &["run", m.to_str().unwrap(), "--quiet"]);
+    let bundle = find_submitted_bundle(dir.path(), "pre-timeout");
+    let _cleanup = Cleanup(bundle.clone(), client.clone());
+    let key = task_map(&bundle).task(0).unwrap();
+    let run_dir = started_run(&bundle, key);
+    // What Slurm does `grace + 30 s` before the time limit (`--signal=B:USR2@32`): USR2 to the
+    // batch shell, which is `hwr-exp slurm-task` (the script execs it).
+    let out = std::process::Command::new("scancel")
+        .args(["--batch", "--signal=USR2", &key.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    wait_until(Duration::from_secs(120), "the task to requeue itself", || {
+        requeued(&client, key, &run_dir)
+    });
+    std::fs::write(bundle.join("release"), "").unwrap();
+    assert_complete_after_one_requeue(child, &bundle);
+    // The interrupted attempt ran its SIGTERM trap (exit 143) within grace, as on timeout locally,
+    // and wrote no run.json of its own.
+    assert!(run_dir.join("attempts/1/stderr.log").is_file());
+    assert!(!run_dir.join("attempts/1/run.json").exists());
+}

@@ -21,6 +21,7 @@ pub(super) const KEYS: &[&str] = &[
     "keep-sbatch-env",
     "nodes",
     "exclude-nodes",
+    "requeue",
 ];
 
 /// The keys that apply to `kind = "slurm"` only.
@@ -33,6 +34,7 @@ const SLURM_KEYS: &[&str] = &[
     "keep-sbatch-env",
     "nodes",
     "exclude-nodes",
+    "requeue",
 ];
 
 /// sbatch options hwr-exp sets itself (long form, short form, why / what to write instead).
@@ -84,6 +86,12 @@ const RESERVED_OPTIONS: &[(&str, Option<&str>, &str)] = &[
     ("--partition", Some("-p"), "set `partition` in [executor]"),
     ("--account", Some("-A"), "set `account` in [executor]"),
     ("--qos", Some("-q"), "set `qos` in [executor]"),
+    ("--requeue", None, "set `requeue = true` in [executor]"),
+    (
+        "--no-requeue",
+        None,
+        "hwr-exp sets it unless `requeue = true` in [executor]",
+    ),
     ("--nodelist", Some("-w"), "set `nodes` in [executor]"),
     ("--exclude", Some("-x"), "set `exclude-nodes` in [executor]"),
 ];
@@ -256,6 +264,12 @@ impl Validator<'_> {
         {
             slurm.time_margin = d;
         }
+        if let Some(v) = self.field(t, "executor", "requeue") {
+            match v.get_ref() {
+                DeValue::Boolean(b) => slurm.requeue = *b,
+                _ => self.type_err(v, "a boolean, like requeue = true"),
+            }
+        }
         if let Some(v) = self.field(t, "executor", "sbatch-args") {
             match v.get_ref() {
                 DeValue::Array(items) => {
@@ -369,6 +383,29 @@ mod tests {
         assert_eq!(s.time_margin, Duration::from_secs(120));
         assert_eq!(s.sbatch_args, ["--mem=4G", "--constraint", "skylake"]);
         assert_eq!(&m.source[m.spans["executor.partition"].clone()], "\"cpu\"");
+    }
+
+    #[test]
+    fn requeue_is_a_slurm_boolean_and_sbatch_args_may_not_set_it() {
+        assert!(
+            !parse("[executor]\nkind = \"slurm\"\n")
+                .unwrap()
+                .executor
+                .slurm
+                .requeue
+        );
+        let m = parse("[executor]\nkind = \"slurm\"\nrequeue = true\n").unwrap();
+        assert!(m.executor.slurm.requeue);
+        let e = errors("[executor]\nkind = \"slurm\"\nrequeue = \"yes\"\n");
+        assert!(e.iter().any(|(_, _, m)| m.contains("requeue = true")), "{e:?}");
+        let e = errors("[executor]\nrequeue = true\n");
+        assert!(
+            e.iter()
+                .any(|(_, _, m)| m.contains("applies only to the slurm executor")),
+            "{e:?}"
+        );
+        let e = errors("[executor]\nkind = \"slurm\"\nsbatch-args = [\"--requeue\", \"--no-requeue\"]\n");
+        assert_eq!(e.len(), 2, "{e:?}");
     }
 
     #[test]
