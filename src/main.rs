@@ -106,7 +106,11 @@ fn run_manifest(args: &RunArgs) -> Result<i32, Failure> {
         )));
     }
     let selection = selection(&args.select);
+    let control_warning = select::control_left_out(&manifest, &selection);
     select::apply(&mut manifest, &selection).map_err(Failure::usage)?;
+    if let Some(w) = control_warning {
+        ui::to_stderr(format_args!("warning: {w}"));
+    }
     let signals = interrupt_handlers(SecondSignal::Exit(exit_codes::INTERRUPTED))?;
     let opts = RunOptions {
         results_dir: results_dir(args.results_dir.as_deref()),
@@ -204,7 +208,11 @@ fn warn_too_few_runs(manifest: &manifest::Manifest, plan: &hwr_exp::plan::Plan) 
 /// `hwr-exp plan MANIFEST [--format table|json|shell]`.
 fn plan(args: &PlanArgs) -> Result<i32, Failure> {
     let mut manifest = manifest::load(&args.manifest).map_err(Failure::usage)?;
+    let control_warning = select::control_left_out(&manifest, &selection(&args.select));
     select::apply(&mut manifest, &selection(&args.select)).map_err(Failure::usage)?;
+    if let Some(w) = control_warning {
+        ui::to_stderr(format_args!("warning: {w}"));
+    }
     if args.format == PlanFormat::Sbatch {
         manifest.executor.kind = Backend::Slurm.kind();
         let text = hwr_exp::runner::slurm::plan_scripts(&manifest, &results_dir(args.results_dir.as_deref()))

@@ -332,7 +332,7 @@ pub fn bisected(outcome: &crate::archive::bisect::BisectOutcome) -> Result<i32, 
     to_stdout(|out| {
         writeln!(
             out,
-            "bisect {}: good {}, bad {}, {} commit{} after good; {} probed",
+            "bisect {}: good {}, bad {} (both taken as given, not run, as git bisect does), {} commit{} after good; {} probed",
             outcome.session,
             short(&outcome.good),
             short(&outcome.bad),
@@ -342,6 +342,14 @@ pub fn bisected(outcome: &crate::archive::bisect::BisectOutcome) -> Result<i32, 
         )?;
         if !outcome.probes.is_empty() {
             writeln!(out, "{}", evidence_table(outcome))?;
+        } else if outcome.first_bad.is_some() {
+            writeln!(
+                out,
+                "no commit was probed: --bad {} follows --good {} directly, so the answer rests only \
+                 on both being what they were said to be; bisect from an older --good to measure",
+                short(&outcome.bad),
+                short(&outcome.good)
+            )?;
         }
         if outcome.interrupted {
             writeln!(out, "interrupted: no first bad commit named")

@@ -93,7 +93,9 @@ fn slurm_counts(bundle: &crate::bundle::read::Bundle, ask_queue: bool) -> (Slurm
     if ask_queue && crate::slurm::cluster_configured() {
         let arrays = info.slurm.as_ref().map(|s| s.arrays.clone()).unwrap_or_default();
         if let Ok(map) = crate::slurm::TaskMap::new(&arrays)
-            && let Ok(snapshot) = crate::slurm::SlurmClient::new().queue(&map.job_ids())
+            && let Ok(snapshot) = crate::slurm::SlurmClient::new()
+                .with_retry(crate::slurm::RetryPolicy::once())
+                .queue(&map.job_ids())
         {
             let current = snapshot.tasks.iter().filter(|(k, _)| map.index(**k).is_some());
             let states: Vec<_> = current.map(|(_, e)| e.state.clone()).collect();

@@ -114,14 +114,15 @@ pub enum RawValue {
     Str(String),
 }
 
-/// `[matrix]`: every other key is an axis, a non-empty list of values (strings, integers, floats,
-/// booleans; mixed allowed) whose name is usable as a `{placeholder}`.
+/// `[matrix]`: every other key is an axis, a non-empty list of distinct values (strings, integers,
+/// floats, booleans; mixed allowed, but no two with one label or number: `1` and `"1"`, `1` and
+/// `1.0`) whose name is usable as a `{placeholder}`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 // The axes' schema (from the flattened map) is replaced to require at least one value; key names
 // follow the placeholder rule and avoid the built-ins (`template::BUILTINS`).
 #[schemars(extend(
-    "additionalProperties" = { "type": "array", "items": { "$ref": "#/$defs/RawValue" }, "minItems": 1 },
+    "additionalProperties" = { "type": "array", "items": { "$ref": "#/$defs/RawValue" }, "minItems": 1, "uniqueItems": true },
     "propertyNames" = {
         "pattern": "^[A-Za-z0-9_-]+$",
         "not": { "enum": ["repetition", "run-id", "hwr-exp", "bundle", "run-dir"] }

@@ -173,6 +173,55 @@ pub fn apply(manifest: &mut Manifest, selection: &Selection) -> Result<(), Selec
     Ok(())
 }
 
+/// A warning when `selection`'s filters leave out the control cell of `manifest` (its
+/// `[report] control`, or the default `mode = "reuse"` where the matrix has that value): the
+/// report could then give no verdict. `None` when the control is kept or there is none.
+/// `manifest` is the one before [`apply`].
+pub fn control_left_out(manifest: &Manifest, selection: &Selection) -> Option<String> {
+    let control: Vec<(String, String)> = if manifest.report.control.is_empty() {
+        vec![("mode".into(), crate::report::model::CONTROL_MODE.into())]
+    } else {
+        manifest
+            .report
+            .control
+            .iter()
+            .map(|(k, v)| (k.clone(), v.to_string()))
+            .collect()
+    };
+    let by_key = filters_by_key(&selection.filters);
+    let dropped: Vec<String> = control
+        .iter()
+        .filter(|(key, value)| {
+            let exists = manifest
+                .matrix
+                .axes
+                .iter()
+                .any(|(k, values)| k == key && values.iter().any(|v| v.to_string() == *value));
+            let texts = by_key.iter().find(|(k, _)| k == key).map(|(_, t)| t);
+            exists
+                && texts.is_some_and(|texts| {
+                    let control_value = Value::Str(value.clone());
+                    !texts
+                        .iter()
+                        .any(|t| *t == value || value_matches(&control_value, t))
+                })
+        })
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    (!dropped.is_empty()).then(|| {
+        format!(
+            "--where leaves out the control cell ({}): the report can give no verdict against it; \
+             add {} to keep it",
+            dropped.join(", "),
+            dropped
+                .iter()
+                .map(|d| format!("--where {d}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        )
+    })
+}
+
 /// Most values of one key an error message lists before `...`.
 const LISTED_VALUES: usize = 20;
 

@@ -1181,7 +1181,8 @@ pub fn plan_scripts(manifest: &Manifest, results_dir: &Path) -> Result<String, S
     let dir = crate::bundle::write::bundle_path(&results_dir, &manifest.experiment.name, SystemTime::now());
     let ctx = super::session::plan_context(&dir)?;
     let plan = super::session::expand(manifest, &ctx)?;
-    let client = SlurmClient::new();
+    // A quick look: a controller that is down gives the one-array note at once, not after retries.
+    let client = SlurmClient::new().with_retry(crate::slurm::RetryPolicy::once());
     let (limits, note) = match client.ping().and_then(|()| client.array_limits()) {
         Ok(l) => (l, None),
         Err(e) => (

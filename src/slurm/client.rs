@@ -176,6 +176,17 @@ pub struct RetryPolicy {
     pub max_delay: Duration,
 }
 
+impl RetryPolicy {
+    /// One try, no retry: for quick looks (`list`, `plan --format sbatch`) that must not wait
+    /// for a controller that is down.
+    pub fn once() -> Self {
+        RetryPolicy {
+            attempts: 1,
+            ..RetryPolicy::default()
+        }
+    }
+}
+
 impl Default for RetryPolicy {
     /// 6 tries, pauses 1, 2, 4, 8, 16 s (31 s in all: a slurmctld restart takes a few seconds).
     fn default() -> Self {

@@ -195,6 +195,26 @@ fn eight_commits_the_fifth_leaks_and_the_sixth_fails() {
     assert_eq!(worktrees.lines().count(), 1, "{worktrees}");
 }
 
+/// With BAD the child of GOOD nothing is probed: the output says the answer is only the
+/// endpoints as given (they are never run), not measured evidence (a new user's trial read it
+/// as a measured first bad commit).
+#[test]
+fn a_bad_next_to_good_is_named_as_given_not_as_measured() {
+    let repo = repo();
+    let ids = history(&repo, &[(40960, ""), (40960, "")]);
+    let out = bisect(repo.path(), &ids[0], &ids[1], &["--repetitions", "4", "--quiet"]);
+    let text = stdout(&out);
+    assert_eq!(code(&out), 0, "{text}\n{}", stderr(&out));
+    assert!(text.contains("taken as given, not run"), "{text}");
+    assert!(text.contains("no commit was probed"), "{text}");
+    assert!(steps(repo.path()).is_empty(), "nothing runs: {text}");
+    let last = text.lines().last().unwrap();
+    assert!(
+        last.starts_with(&format!("first bad commit: {}", ids[1])),
+        "{last}"
+    );
+}
+
 #[test]
 fn only_skipped_commits_between_good_and_bad_is_not_decidable() {
     let repo = repo();

@@ -505,3 +505,40 @@ fn fail_fast_with_two_job_slots_lets_the_run_in_flight_finish() {
     );
     assert_eq!(json(&bundle.join("bundle.json"))["status"], "interrupted");
 }
+
+/// `--where` that drops the control cell (`mode = reuse`, the default control) warns on `plan`
+/// and `run`, naming the `--where` that keeps it; a selection keeping it, or not touching its
+/// key, does not warn.
+#[test]
+fn a_selection_that_leaves_out_the_control_warns() {
+    let repo = repo();
+    manifest(repo.path(), 0);
+    for cmd in ["plan", "run"] {
+        let mut args = vec![cmd, "experiment.toml", "--where", "mode=get_tensor"];
+        if cmd == "run" {
+            args.extend(["--quiet", "--results-dir", "results"]);
+        }
+        let out = hwr(repo.path(), &args);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("warning: --where leaves out the control cell (mode=reuse)")
+                && stderr(&out).contains("add --where mode=reuse"),
+            "{cmd}: {}",
+            stderr(&out)
+        );
+    }
+    for keep in [
+        &["--where", "mode=get_tensor", "--where", "mode=reuse"][..],
+        &["--where", "elements=16"][..],
+    ] {
+        let mut args = vec!["plan", "experiment.toml"];
+        args.extend_from_slice(keep);
+        let out = hwr(repo.path(), &args);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert!(
+            !stderr(&out).contains("control cell"),
+            "{keep:?}: {}",
+            stderr(&out)
+        );
+    }
+}

@@ -63,6 +63,9 @@ const CAUGHT: &[(&str, &str)] = &[
     ("empty-argv.toml", "argv minItems 1"),
     ("empty-matrix.toml", "a matrix axis has minItems 1"),
     ("duplicate-cpus.toml", "a cpus array has uniqueItems"),
+    ("matrix-duplicate-value.toml", "a matrix axis has uniqueItems"),
+    // JSON Schema's equality takes 1 and 1.0 as one number.
+    ("matrix-same-number-value.toml", "a matrix axis has uniqueItems"),
     (
         "bad-cpu-list.toml",
         "a cpus string is auto or a CPU list (pattern)",
@@ -125,6 +128,11 @@ const NOT_CAUGHT: &[(&str, &str)] = &[
     ("grace-overflow.toml", "duration above the one-year cap"),
     ("sample-interval-overflow.toml", "duration above the one-year cap"),
     ("nul-matrix-value.toml", "NUL inside a string"),
+    // 1 and "1" are distinct JSON values but one cell label `elements=1`.
+    (
+        "matrix-same-label-value.toml",
+        "a number and a string with one label",
+    ),
     ("nul-env-value.toml", "NUL inside a string"),
     ("nul-exclude-value.toml", "NUL inside a string"),
     ("output-bundle.toml", "path placeholder inside output"),

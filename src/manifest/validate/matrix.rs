@@ -54,7 +54,32 @@ impl Validator<'_> {
                 );
                 continue;
             }
-            let values: Vec<Value> = items.iter().filter_map(|i| self.scalar(i)).collect();
+            let mut values: Vec<Value> = Vec::with_capacity(items.len());
+            for item in items {
+                let Some(value) = self.scalar(item) else {
+                    continue;
+                };
+                if let Some(earlier) = values.iter().find(|e| same_cell_value(e, &value)) {
+                    let same = if earlier.to_string() != value.to_string() {
+                        format!("`{earlier}` and `{value}`, one number")
+                    } else if std::mem::discriminant(earlier) != std::mem::discriminant(&value) {
+                        format!("`{value}` twice, of two types: both label one cell `{name}={value}`")
+                    } else {
+                        format!("`{value}` twice")
+                    };
+                    self.err(
+                        item.span(),
+                        format!("matrix key `{name}` has the value {same}"),
+                        Some(
+                            "each value is one cell: remove the repeat; for more runs of a cell \
+                             raise [schedule] repetitions"
+                                .into(),
+                        ),
+                    );
+                    continue;
+                }
+                values.push(value);
+            }
             axes.push((name.to_string(), values));
         }
         let keys: Vec<String> = entries(t)
@@ -148,4 +173,16 @@ impl Validator<'_> {
         }
         out
     }
+}
+
+/// Whether two values of one axis would be one cell to a reader: the same text where they are
+/// substituted and labelled (`get_tensor` twice; `1` and `"1"`), or the same number (`1` and
+/// `1.0`, which `--where` also matches alike).
+fn same_cell_value(a: &Value, b: &Value) -> bool {
+    let number = |v: &Value| match v {
+        Value::Int(i) => Some(*i as f64),
+        Value::Float(f) => Some(f.value),
+        _ => None,
+    };
+    a.to_string() == b.to_string() || matches!((number(a), number(b)), (Some(x), Some(y)) if x == y)
 }
