@@ -126,16 +126,37 @@ fn kill_node(c: &PrivateCluster, node: &str) {
     let ns = std::fs::read_link(format!("/proc/{pid}/ns/uts")).unwrap();
     let own = std::fs::read_link("/proc/self/ns/uts").unwrap();
     assert_ne!(ns, own, "node {node} has no UTS namespace of its own");
-    let victims: Vec<String> = std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| {
-            let name = e.ok()?.file_name().to_string_lossy().into_owned();
-            name.parse::<u32>().ok()?;
-            (std::fs::read_link(format!("/proc/{name}/ns/uts")).ok()? == ns).then_some(name)
-        })
-        .collect();
+    let in_node = || -> Vec<String> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| {
+                let name = e.ok()?.file_name().to_string_lossy().into_owned();
+                name.parse::<u32>().ok()?;
+                let zombie = std::fs::read_to_string(format!("/proc/{name}/stat"))
+                    .ok()?
+                    .rsplit_once(')')
+                    .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+                (!zombie && std::fs::read_link(format!("/proc/{name}/ns/uts")).ok()? == ns).then_some(name)
+            })
+            .collect()
+    };
+    let victims = in_node();
     assert!(victims.contains(&pid.to_string()), "{victims:?}");
-    let _ = Command::new("kill").arg("-9").args(&victims).status();
+    // A process forked between the scan and the kill (a slurmstepd starting a task) escapes one
+    // round: kill until the node's namespace holds no live process.
+    let mut left = victims;
+    for _ in 0..100 {
+        if left.is_empty() {
+            break;
+        }
+        let _ = Command::new("kill").arg("-9").args(&left).status();
+        std::thread::sleep(Duration::from_millis(50));
+        left = in_node();
+    }
+    assert!(
+        left.is_empty(),
+        "processes of node {node} survive SIGKILL: {left:?}"
+    );
     scontrol(
         c,
         &[
@@ -152,7 +173,7 @@ format = 1
 [experiment]
 name = "node-loss"
 [command]
-shell = "i=0; while [ ! -e ../../gate/{run-id} ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done; echo done"
+shell = ": > ../../gate/{run-id}.started; i=0; while [ ! -e ../../gate/{run-id} ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done; echo done"
 workdir = "{run-dir}"
 output = "out-{n}.txt"
 output-format = "text"
@@ -197,6 +218,12 @@ fn a_node_lost_mid_array_is_recorded_lost_naming_it_and_resume_finishes_on_the_o
         second_on_n2.is_some()
     });
     let lost_index = second_on_n2.unwrap();
+    // squeue says RUNNING before the task's program starts: kill the node once the run is
+    // really running there (it marks its start), or the kill can land before the run exists.
+    let started = gate.join(format!("{}.started", run_id(&bundle, lost_index)));
+    wait_until(Duration::from_secs(60), "the run on n2 to start", || {
+        started.exists()
+    });
     kill_node(&c, "n2");
     for i in 0..4 {
         open(i);
