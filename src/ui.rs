@@ -205,10 +205,23 @@ fn print_failures(report: &SessionReport) {
 /// `run --detach`: the bundle path on stdout, the job ids on stderr; exit 0.
 pub fn detached(report: &SessionReport) -> i32 {
     let jobs: Vec<String> = report.slurm_jobs.iter().map(u64::to_string).collect();
+    let as_jobs = if jobs.is_empty() {
+        "no slurm job yet".to_owned()
+    } else {
+        format!("slurm job(s) {}", jobs.join(", "))
+    };
+    let submitted = if report.slurm_unsubmitted == 0 {
+        format!("submitted {} runs as {as_jobs}", report.planned)
+    } else {
+        format!(
+            "submitted {} of {} runs as {as_jobs} ({} wait for room under the cluster's limits; `hwr-exp wait` submits them)",
+            report.planned.saturating_sub(report.slurm_unsubmitted),
+            report.planned,
+            report.slurm_unsubmitted
+        )
+    };
     to_stderr(format_args!(
-        "submitted {} runs as slurm job(s) {}; `hwr-exp wait {}` to attach, `hwr-exp cancel` to stop",
-        report.planned,
-        jobs.join(", "),
+        "{submitted}; `hwr-exp wait {}` to attach, `hwr-exp cancel` to stop",
         display_path(&report.bundle).display()
     ));
     // A closed stdout (`| true`) is no reason to fail a submission that succeeded.

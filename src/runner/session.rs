@@ -158,6 +158,9 @@ pub struct SessionReport {
     pub failures: progress::Failures,
     /// Slurm executor: the job ids of the arrays submitted by this session, in order.
     pub slurm_jobs: Vec<u64>,
+    /// Slurm executor, `run --detach`: runs not submitted yet for want of room under the
+    /// cluster's limits (MaxJobCount, per-user limits); `hwr-exp wait` submits them.
+    pub slurm_unsubmitted: usize,
     /// `--fail-fast` stopped the session after a run that was not ok, before every run started.
     pub failed_fast: bool,
 }
@@ -610,6 +613,7 @@ impl<'a> Session<'a> {
             exit_code,
             failures,
             slurm_jobs,
+            slurm_unsubmitted: 0,
             failed_fast: end == SessionEnd::FailedFast,
         })
     }

@@ -559,6 +559,7 @@ pub fn submit_and_wait(mut session: Session<'_>, params: &Submit<'_>) -> Result<
             exit_code: crate::exit_codes::SUCCESS,
             failures: Default::default(),
             slurm_jobs: jobs,
+            slurm_unsubmitted: feeder.remaining(),
             failed_fast: false,
         });
     }

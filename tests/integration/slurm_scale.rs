@@ -217,6 +217,70 @@ kind = "slurm"
     assert_eq!(indices, (0..80).collect::<Vec<u64>>());
 }
 
+/// `run --detach` of more runs than the cluster has room for says how many it submitted (it said
+/// "submitted 20000 runs as slurm job(s) ;" when no room was left at all), and `wait` submits
+/// the rest as room frees and completes the bundle.
+#[test]
+fn a_detached_plan_larger_than_max_job_count_says_what_it_submitted_and_wait_completes_it() {
+    let Some(cluster) = PrivateCluster::start(PrivateClusterSpec {
+        nodes: 1,
+        cpus: 4,
+        extra_conf: "MaxJobCount=30\nMaxArraySize=11\nMinJobAge=2",
+    }) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let m = write_manifest(
+        dir.path(),
+        r#"
+format = 1
+[experiment]
+name = "pieces-detached"
+[command]
+argv = ["true"]
+output-format = "text"
+[schedule]
+repetitions = 60
+jobs = 4
+[executor]
+kind = "slurm"
+"#,
+    );
+    let out = hwr_on(
+        &cluster,
+        dir.path(),
+        &["run", m.to_str().unwrap(), "--detach", "--quiet"],
+    )
+    .output()
+    .unwrap();
+    let err = stderr(&out);
+    assert_eq!(code(&out), 0, "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("submitted "))
+        .unwrap_or_else(|| panic!("no submitted line: {err}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let submitted: usize = words[1].parse().unwrap_or_else(|_| panic!("{line}"));
+    assert!(submitted > 0 && submitted < 60, "{line}");
+    assert_eq!(&words[2..4], ["of", "60"], "{line}");
+    assert!(
+        line.contains(&format!("{} wait for room", 60 - submitted)),
+        "{line}"
+    );
+    let bundle = printed_bundle(dir.path(), &out);
+    let out = hwr_on(
+        &cluster,
+        dir.path(),
+        &["wait", bundle.to_str().unwrap(), "--quiet"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let info = json(&bundle.join("bundle.json"));
+    assert_eq!(info["status"], "complete", "{info}");
+    assert_eq!(info["counts"]["ok"], 60, "{info}");
+}
+
 #[test]
 fn an_array_is_not_held_back_by_the_previous_arrays_slowest_task() {
     let Some(cluster) = PrivateCluster::start(PrivateClusterSpec {
