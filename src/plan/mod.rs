@@ -952,7 +952,7 @@ impl Plan {
         index % self.slots.len().max(1)
     }
 
-    /// Whether every run has the same program, workdir and `PATH`: argv[0] (or `/bin/sh` for
+    /// Whether every run has the same program, workdir and `PATH`: `argv[0]` (or `/bin/sh` for
     /// `shell`) and the workdir without placeholders, no `[environments]` and no `PATH` in `env`
     /// with placeholders. The preflight then checks the first run's program alone.
     pub fn same_program_everywhere(&self) -> bool {

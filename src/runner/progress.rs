@@ -104,7 +104,7 @@ impl FailureGroup {
 pub struct Failures {
     groups: Vec<FailureGroup>,
     by_reason: std::collections::HashMap<(Outcome, String), usize>,
-    /// Runs not ok whose reason came after [`KEPT_REASONS`] others: counted only.
+    /// Runs not ok whose reason came after `KEPT_REASONS` others: counted only.
     pub unlisted: usize,
 }
 

@@ -106,7 +106,7 @@ impl SlurmError {
     }
 
     /// Whether the failure is one a later try may not have: the controller could not be reached
-    /// or timed out ([`TRANSIENT`]). Refusals (an invalid partition, a limit) are permanent.
+    /// or timed out (`TRANSIENT`). Refusals (an invalid partition, a limit) are permanent.
     pub fn is_transient(&self) -> bool {
         let text = self.stderr().to_ascii_lowercase();
         matches!(self, SlurmError::Failed { .. }) && TRANSIENT.iter().any(|w| text.contains(w))
