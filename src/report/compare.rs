@@ -164,7 +164,8 @@ fn control_relative(a: &Report, b: &Report) -> Vec<MetricRow> {
 pub struct FactDifference {
     /// What differs (`revision`, `dirty`, `executor` (`local` or `slurm`), `nodes` (the nodes
     /// the runs ran on; a local bundle's host), `hostname`, `cpu-model`, `kernel`, `hwr-exp-version`, `hwr-exp-sha256`,
-    /// `manifest-sha256`).
+    /// `manifest-sha256`, `overrides` (`run --where/--repetitions/--fail-fast`, bundle.json
+    /// `overrides`)).
     pub fact: String,
     /// Value in A (`unknown` when absent).
     pub a: String,
@@ -270,7 +271,28 @@ fn facts(r: &Report, host: Option<&Json>) -> Vec<(&'static str, String)> {
         ("hwr-exp-sha256", h("hwr-exp-sha256")),
         ("environments", h("environments")),
         ("manifest-sha256", r.manifest_sha256.clone()),
+        ("overrides", overrides_text(r.overrides.as_ref())),
     ]
+}
+
+/// bundle.json `overrides` as the options that made them (`--where mode=reuse --repetitions 3
+/// --fail-fast`), or `none`.
+fn overrides_text(o: Option<&crate::bundle::Overrides>) -> String {
+    let Some(o) = o else {
+        return "none".into();
+    };
+    let mut parts: Vec<String> = o.where_.iter().map(|w| format!("--where {w}")).collect();
+    if let Some(n) = o.repetitions {
+        parts.push(format!("--repetitions {n}"));
+    }
+    if o.fail_fast {
+        parts.push("--fail-fast".into());
+    }
+    if parts.is_empty() {
+        "none".into()
+    } else {
+        parts.join(" ")
+    }
 }
 
 fn cell_metrics(c: &CellStats) -> Vec<(String, Stats)> {

@@ -542,3 +542,59 @@ fn a_selection_that_leaves_out_the_control_warns() {
         );
     }
 }
+
+/// `compare` of a whole run and a `--where`/`--repetitions` run of one manifest lists the
+/// overrides as a difference (it said "same experiment, ... manifest" and nothing else).
+#[test]
+fn compare_lists_the_overrides_that_differ() {
+    let repo = repo();
+    manifest(repo.path(), 0);
+    let (out, whole) = run(
+        repo.path(),
+        &["run", "experiment.toml", "--quiet", "--results-dir", "results"],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let (out, part) = run(
+        repo.path(),
+        &[
+            "run",
+            "experiment.toml",
+            "--quiet",
+            "--results-dir",
+            "results",
+            "--where",
+            "elements=16",
+            "--repetitions",
+            "3",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = hwr(
+        repo.path(),
+        &[
+            "compare",
+            whole.to_str().unwrap(),
+            part.to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let doc = json_of(&out);
+    let diffs = doc["differences"].as_array().unwrap_or_else(|| panic!("{doc}"));
+    let o = diffs
+        .iter()
+        .find(|d| d["fact"] == "overrides")
+        .unwrap_or_else(|| panic!("no overrides difference: {doc}"));
+    assert_eq!(o["a"], "none", "{o}");
+    assert_eq!(o["b"], "--where elements=16 --repetitions 3", "{o}");
+    let out = hwr(
+        repo.path(),
+        &["compare", whole.to_str().unwrap(), part.to_str().unwrap()],
+    );
+    assert!(
+        stdout(&out).contains("--where elements=16 --repetitions 3"),
+        "{}",
+        stdout(&out)
+    );
+}
