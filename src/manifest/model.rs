@@ -370,6 +370,10 @@ pub struct ProvenanceConfig {
     pub repo: Option<PathBuf>,
 }
 
+/// The value of matrix key `mode` that is the control when `[report] control` is not given
+/// (docs/DESIGN.md 2, 9).
+pub const DEFAULT_CONTROL_MODE: &str = "reuse";
+
 /// `[report]`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ReportConfig {

@@ -179,7 +179,7 @@ pub fn apply(manifest: &mut Manifest, selection: &Selection) -> Result<(), Selec
 /// `manifest` is the one before [`apply`].
 pub fn control_left_out(manifest: &Manifest, selection: &Selection) -> Option<String> {
     let control: Vec<(String, String)> = if manifest.report.control.is_empty() {
-        vec![("mode".into(), crate::report::model::CONTROL_MODE.into())]
+        vec![("mode".into(), crate::manifest::DEFAULT_CONTROL_MODE.into())]
     } else {
         manifest
             .report

@@ -13,8 +13,8 @@ use crate::bundle::{Outcome, OutputCheck};
 use crate::exec::Termination;
 use crate::manifest::Value;
 
-/// The mode that is the control at each size (docs/DESIGN.md 2).
-pub const CONTROL_MODE: &str = "reuse";
+/// The mode that is the control at each size (docs/DESIGN.md 2): [`crate::manifest::DEFAULT_CONTROL_MODE`].
+pub const CONTROL_MODE: &str = crate::manifest::DEFAULT_CONTROL_MODE;
 
 /// A metric value read by JSON Pointer from a run's output.
 #[derive(Debug, Clone, PartialEq, Serialize)]
