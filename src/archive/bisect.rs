@@ -495,18 +495,15 @@ pub fn bisect(
             short(if lo == 0 { &good } else { &candidates[lo - 1].0 }),
             short(&candidates[hi - 1].0),
         ));
-        let probe = probe(
+        let probe = Prober {
             opts,
-            &given,
-            &root,
-            &commit,
-            &subject,
-            step,
-            &session,
-            parent.as_deref(),
+            given: &given,
+            root: &root,
+            session_id: &session,
             launcher,
             cancel,
-        )?;
+        }
+        .probe(&commit, &subject, step, parent.as_deref())?;
         say(format!(
             "bisect step {step}: {} {} ({})",
             short(&commit),
@@ -553,76 +550,91 @@ pub fn bisect(
 /// The `why` of a probe stopped by Ctrl-C / SIGTERM.
 const INTERRUPTED: &str = "interrupted";
 
-/// Probes one commit: a worktree, the manifest there, a session, the judgement.
-#[allow(clippy::too_many_arguments)]
-fn probe(
-    opts: &BisectOptions,
-    given: &Manifest,
-    root: &Path,
-    commit: &str,
-    subject: &str,
-    step: u32,
-    session_id: &str,
-    parent: Option<&str>,
-    launcher: &dyn Launcher,
-    cancel: &CancelFlag,
-) -> Result<Probe, ArchiveError> {
-    let skip = |why: String| Probe {
-        step,
-        commit: commit.to_string(),
-        subject: subject.to_string(),
-        bundle: None,
-        judgement: Judgement::Skipped,
-        evidence: Vec::new(),
-        why,
-    };
-    let tree = RecordedTree::at_commit(root, commit, None)?;
-    let m = match probe_manifest(given, root, tree.path(), opts) {
-        Ok(m) => m,
-        Err(why) => return Ok(skip(format!("the manifest does not apply at this commit: {why}"))),
-    };
-    let run_opts = RunOptions {
-        results_dir: opts.results_dir.clone(),
-        quiet: opts.quiet,
-        parent: parent.map(str::to_string),
-        notes: vec![format!(
-            "bisect {session_id} step {step}: commit {commit}, in a temporary git worktree (removed afterwards)"
-        )],
-        bisect: Some(BisectStep {
-            session: session_id.to_string(),
-            commit: commit.to_string(),
+/// What every probe of one bisect session shares: its options, the manifest given, the
+/// repository root, the session id, the launcher and the cancel flag.
+struct Prober<'a> {
+    opts: &'a BisectOptions,
+    given: &'a Manifest,
+    root: &'a Path,
+    session_id: &'a str,
+    launcher: &'a dyn Launcher,
+    cancel: &'a CancelFlag,
+}
+
+impl Prober<'_> {
+    /// Probes one commit: a worktree, the manifest there, a session, the judgement.
+    fn probe(
+        &self,
+        commit: &str,
+        subject: &str,
+        step: u32,
+        parent: Option<&str>,
+    ) -> Result<Probe, ArchiveError> {
+        let Prober {
+            opts,
+            given,
+            root,
+            session_id,
+            launcher,
+            cancel,
+        } = *self;
+        let skip = |why: String| Probe {
             step,
-        }),
-        ..RunOptions::default()
-    };
-    let report = match session::run_manifest(&m, &run_opts, launcher, cancel) {
-        Ok(r) => r,
-        // Does not build or run at this commit: skipped, like `git bisect skip`.
-        Err(e @ (SessionError::Plan(_) | SessionError::Preflight(_))) => {
-            return Ok(skip(format!(
-                "does not run at this commit: {}",
-                first_line(&e.to_string())
-            )));
+            commit: commit.to_string(),
+            subject: subject.to_string(),
+            bundle: None,
+            judgement: Judgement::Skipped,
+            evidence: Vec::new(),
+            why,
+        };
+        let tree = RecordedTree::at_commit(root, commit, None)?;
+        let m = match probe_manifest(given, root, tree.path(), opts) {
+            Ok(m) => m,
+            Err(why) => return Ok(skip(format!("the manifest does not apply at this commit: {why}"))),
+        };
+        let run_opts = RunOptions {
+            results_dir: opts.results_dir.clone(),
+            quiet: opts.quiet,
+            parent: parent.map(str::to_string),
+            notes: vec![format!(
+                "bisect {session_id} step {step}: commit {commit}, in a temporary git worktree (removed afterwards)"
+            )],
+            bisect: Some(BisectStep {
+                session: session_id.to_string(),
+                commit: commit.to_string(),
+                step,
+            }),
+            ..RunOptions::default()
+        };
+        let report = match session::run_manifest(&m, &run_opts, launcher, cancel) {
+            Ok(r) => r,
+            // Does not build or run at this commit: skipped, like `git bisect skip`.
+            Err(e @ (SessionError::Plan(_) | SessionError::Preflight(_))) => {
+                return Ok(skip(format!(
+                    "does not run at this commit: {}",
+                    first_line(&e.to_string())
+                )));
+            }
+            Err(e) => return Err(ArchiveError::Session(e)),
+        };
+        drop(tree);
+        if report.exit_code == crate::exit_codes::INTERRUPTED {
+            return Ok(Probe {
+                bundle: Some(report.bundle),
+                ..skip(INTERRUPTED.into())
+            });
         }
-        Err(e) => return Err(ArchiveError::Session(e)),
-    };
-    drop(tree);
-    if report.exit_code == crate::exit_codes::INTERRUPTED {
-        return Ok(Probe {
+        let (judgement, evidence, why) = judge(&report.bundle, &opts.filters);
+        Ok(Probe {
+            step,
+            commit: commit.to_string(),
+            subject: subject.to_string(),
             bundle: Some(report.bundle),
-            ..skip(INTERRUPTED.into())
-        });
+            judgement,
+            evidence,
+            why,
+        })
     }
-    let (judgement, evidence, why) = judge(&report.bundle, &opts.filters);
-    Ok(Probe {
-        step,
-        commit: commit.to_string(),
-        subject: subject.to_string(),
-        bundle: Some(report.bundle),
-        judgement,
-        evidence,
-        why,
-    })
 }
 
 /// The first line of a message.
