@@ -13,7 +13,8 @@ use std::process::{Child, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::support::{Check, need, poll};
+use crate::support::slurm::wait_until;
+use crate::support::{Check, need};
 use crate::support::{cluster, code, hwr, hwr_command, json, run_records, stderr, write_manifest};
 use hwr_exp::slurm::{self, SlurmClient, TaskState};
 
@@ -44,14 +45,6 @@ fn job_ids(bundle: &Path) -> Vec<u64> {
         .as_array()
         .map(|a| a.iter().map(|x| x["job-id"].as_u64().unwrap()).collect())
         .unwrap_or_default()
-}
-
-/// Waits until `cond` holds, polling every 100 ms (each poll may ask the cluster), at most
-/// `limit` ([`poll`]).
-#[track_caller]
-fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
-    let held = poll(limit, Duration::from_millis(100), || cond().then_some(()));
-    assert!(held.is_some(), "timed out after {limit:?} waiting for {what}");
 }
 
 /// Cancels a bundle's arrays when dropped, so a failing test leaves nothing in the queue.

@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::slurm::wait_until;
 use crate::support::slurm::{PrivateCluster, PrivateClusterSpec};
-use crate::support::{cluster, code, hwr_command, json, poll, run_records, stderr, write_manifest};
+use crate::support::{cluster, code, hwr_command, json, run_records, stderr, write_manifest};
 use hwr_exp::slurm::{self, SlurmClient, TaskState};
 
 /// The recorded arrays' job ids of a bundle.
@@ -28,12 +29,6 @@ fn task_map(bundle: &Path) -> slurm::TaskMap {
     let arrays: Vec<slurm::SubmittedArray> =
         serde_json::from_value(json(&bundle.join("bundle.json"))["slurm"]["arrays"].clone()).unwrap();
     slurm::TaskMap::new(&arrays).unwrap()
-}
-
-#[track_caller]
-fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
-    let held = poll(limit, Duration::from_millis(100), || cond().then_some(()));
-    assert!(held.is_some(), "timed out after {limit:?} waiting for {what}");
 }
 
 /// Cancels a bundle's arrays when dropped, so a failing test leaves nothing in the queue.

@@ -17,8 +17,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
+use crate::support::slurm::wait_until;
 use crate::support::slurm::{PrivateCluster, PrivateClusterSpec};
-use crate::support::{code, hwr_command, json, poll, run_records, stderr, write_manifest};
+use crate::support::{code, hwr_command, json, run_records, stderr, write_manifest};
 use hwr_exp::slurm::{self, SlurmClient, TaskState};
 
 /// A two-node private cluster, one CPU per node (so two tasks at once run on different nodes).
@@ -61,12 +62,6 @@ fn scontrol(c: &PrivateCluster, args: &[&str]) {
         "scontrol {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-#[track_caller]
-fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
-    let held = poll(limit, Duration::from_millis(100), || cond().then_some(()));
-    assert!(held.is_some(), "timed out after {limit:?} waiting for {what}");
 }
 
 fn arrays(bundle: &Path) -> Vec<slurm::SubmittedArray> {

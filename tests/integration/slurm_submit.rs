@@ -14,7 +14,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use crate::slurm_e2e::CLUSTER;
-use crate::support::{cluster, code, hwr_command, json, poll, stderr, write_manifest};
+use crate::support::slurm::wait_until;
+use crate::support::{cluster, code, hwr_command, json, stderr, write_manifest};
 use hwr_exp::slurm::{self, SlurmClient};
 
 /// Two quick runs; each logs its start in the bundle's starts.log.
@@ -102,12 +103,6 @@ impl Drop for Wrappers {
 
 /// Stall (at most 120 s) until `$STATE/go` exists, saying so in `$STATE/stalled`.
 const STALL: &str = "touch \"$STATE/stalled\"; i=0; while [ ! -e \"$STATE/go\" ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done";
-
-#[track_caller]
-fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
-    let held = poll(limit, Duration::from_millis(100), || cond().then_some(()));
-    assert!(held.is_some(), "timed out after {limit:?} waiting for {what}");
-}
 
 fn hwr_with(dir: &Path, path: Option<&str>, args: &[&str]) -> Command {
     let mut cmd = hwr_command(dir);

@@ -174,3 +174,13 @@ fn free_ports(n: u16) -> Option<u16> {
         .map(|i| 20000 + (start - 20000 + i * 100) % 40000)
         .find(|&p| (p..p + n).all(free))
 }
+
+/// Polls `cond` every 100 ms until it holds; panics naming `what` after `limit` (a liveness
+/// bound for waiting on a cluster, not a timing assertion).
+#[track_caller]
+pub fn wait_until(limit: std::time::Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let held = super::poll(limit, std::time::Duration::from_millis(100), || {
+        cond().then_some(())
+    });
+    assert!(held.is_some(), "timed out after {limit:?} waiting for {what}");
+}
