@@ -9,7 +9,9 @@
 #     every 0.25 s until it lists none of them;
 #   - hwr-exp: `hwr-exp run --executor slurm` of N runs of /bin/true, jobs = J (the node's CPUs).
 # and prints for each: total time, CPU of the submitting side (user + sys, its children such as
-# squeue and sbatch included: /usr/bin/time), its peak RSS, CPU per run, slurmctld's CPU
+# squeue and sbatch included: /usr/bin/time), CPU per run, peak RSS (with children, /usr/bin/time:
+# the largest process of the tree, often an squeue; and the waiting process's own, VmHWM sampled
+# every second), slurmctld's CPU
 # (/proc/<pid>/stat) and its RPCs (`sdiag -r` before, `sdiag` after: all RPCs, and the job-info
 # ones, REQUEST_JOB_INFO + REQUEST_JOB_INFO_SINGLE). min / median / max over the rounds.
 #
@@ -108,12 +110,25 @@ drain() {
   printf '  (waited %.0f s for Slurm to purge the previous records)\n' "$(echo "$(now) - $t0" | bc)" >&2
 }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
+# own_peak PID: while PID (/usr/bin/time) lives, the VmHWM (KiB) of its child (the waiter or the
+# hand-written loop) every second; prints the last one seen.
+own_peak() {
+  local t=$1 w hwm=0 v
+  while kill -0 "$t" 2>/dev/null; do
+    w=$(pgrep -P "$t" | head -1)
+    if [ -n "$w" ]; then
+      v=$(awk '/^VmHWM/ {print $2}' "/proc/$w/status" 2>/dev/null) && [ -n "$v" ] && hwm=$v
+    fi
+    sleep 1
+  done
+  echo "$hwm"
+}
 
 # measure SIDE N: runs one side, prints "seconds cpu_seconds peak_kib ctld_cpu rpcs jobinfo_rpcs
-# completed" (completed: tasks that ended COMPLETED by hand, runs `ok` in the bundle for hwr-exp);
+# completed own_peak_kib" (completed: tasks that ended COMPLETED by hand, runs `ok` in the bundle for hwr-exp);
 # the load average before and after goes to stderr.
 measure() {
-  local side=$1 n=$2 t0 t1 c0 c1 usage rc=0 done_
+  local side=$1 n=$2 t0 t1 c0 c1 usage rc=0 done_ u s m all job
   drain
   echo "  $side $n: load average before $(load)" >&2
   : > "$jobcomp"
@@ -121,11 +136,16 @@ measure() {
   c0=$(ctld_cpu)
   t0=$(now)
   if [ "$side" = hand ]; then
-    /usr/bin/time -f '%U %S %M' -o "$work/time" "$work/by_hand.sh" "$n" "$cpus" "$max" || rc=$?
+    /usr/bin/time -f '%U %S %M' -o "$work/time" "$work/by_hand.sh" "$n" "$cpus" "$max" &
   else
     sed "s/^repetitions = .*/repetitions = $n/" "$work/true.toml" > "$work/m.toml"
-    /usr/bin/time -f '%U %S %M' -o "$work/time" "$bin" run "$work/m.toml" --results-dir "$work/results" --quiet >/dev/null || rc=$?
+    /usr/bin/time -f '%U %S %M' -o "$work/time" "$bin" run "$work/m.toml" --results-dir "$work/results" --quiet >/dev/null &
   fi
+  local tp=$! op
+  own_peak "$tp" > "$work/own" &
+  op=$!
+  wait "$tp" || rc=$?
+  wait "$op"
   t1=$(now)
   c1=$(ctld_cpu)
   read -r all job <<<"$(rpcs)"
@@ -138,7 +158,7 @@ measure() {
   echo "  $side $n: exit $rc, load average after $(load)" >&2
   usage=$(tail -1 "$work/time")
   read -r u s m <<<"$usage"
-  echo "$(echo "$t1 - $t0" | bc) $(echo "$u + $s" | bc) $m $(echo "$c1 - $c0" | bc) $all $job $done_"
+  echo "$(echo "$t1 - $t0" | bc) $(echo "$u + $s" | bc) $m $(echo "$c1 - $c0" | bc) $all $job $done_ $(cat "$work/own")"
 }
 
 stats() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {printf "%.2f / %.2f / %.2f", a[1], a[int((NR + 1) / 2)], a[NR]}'; }
@@ -150,13 +170,13 @@ for n in "${sizes[@]}"; do
     h=$(measure hand "$n")
     x=$(measure hwr "$n")
     hand+=("$h") hwr+=("$x")
-    echo "$n runs, round $r: by hand [s cpu-s peak-KiB ctld-cpu-s rpcs job-info-rpcs completed] $h; hwr-exp $x"
+    echo "$n runs, round $r: by hand [s cpu-s peak-KiB ctld-cpu-s rpcs job-info-rpcs completed own-peak-KiB] $h; hwr-exp $x"
   done
   echo "== $n runs (min / median / max over $rounds round(s))"
   for side in hand hwr; do
     if [ "$side" = hand ]; then lines=("${hand[@]}"); name="by hand"; else lines=("${hwr[@]}"); name="hwr-exp"; fi
     mapfile -t per < <(for l in "${lines[@]}"; do echo "$l" | awk -v n="$n" '{printf "%.4f\n", $2 * 1000 / n}'; done)
-    echo "  $name: total $(stats $(col 1 "${lines[@]}")) s; CPU $(stats $(col 2 "${lines[@]}")) s = $(stats "${per[@]}") ms per run; peak RSS $(stats $(col 3 "${lines[@]}")) KiB"
+    echo "  $name: total $(stats $(col 1 "${lines[@]}")) s; CPU $(stats $(col 2 "${lines[@]}")) s = $(stats "${per[@]}") ms per run; peak RSS with children $(stats $(col 3 "${lines[@]}")) KiB, own $(stats $(col 8 "${lines[@]}")) KiB"
     echo "  $name: slurmctld CPU $(stats $(col 4 "${lines[@]}")) s; RPCs $(stats $(col 5 "${lines[@]}")), job-info RPCs $(stats $(col 6 "${lines[@]}")); completed $(stats $(col 7 "${lines[@]}")) of $n"
     echo "  $name: $(stats $(for l in "${lines[@]}"; do echo "$l" | awk '{printf "%.2f\n", $7 / $1}'; done)) tasks/s"
   done
