@@ -60,6 +60,7 @@ mod manifest_good;
 mod manifest_mutants;
 mod manifest_schema;
 mod manifest_values;
+mod manifest_warnings;
 mod output_json;
 mod patch_limit;
 mod probe_cli;

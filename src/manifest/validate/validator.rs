@@ -102,6 +102,18 @@ impl<'s> Validator<'s> {
             span,
             message: message.into(),
             help,
+            ..Diagnostic::default()
+        });
+    }
+
+    /// A warning: a key that is read but has no effect where it is (printed, not failing).
+    pub(super) fn warn(&mut self, span: Range<usize>, message: impl Into<String>, help: Option<String>) {
+        self.diags.push(Diagnostic {
+            span,
+            message: message.into(),
+            help,
+            level: crate::manifest::diagnostic::Level::Warning,
+            option: None,
         });
     }
 
