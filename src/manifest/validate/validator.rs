@@ -107,7 +107,15 @@ impl<'s> Validator<'s> {
     }
 
     /// A warning: a key that is read but has no effect where it is (printed, not failing).
+    /// No warning where the value is already an error.
     pub(super) fn warn(&mut self, span: Range<usize>, message: impl Into<String>, help: Option<String>) {
+        if self
+            .diags
+            .iter()
+            .any(|d| d.level == crate::manifest::diagnostic::Level::Error && d.span == span)
+        {
+            return;
+        }
         self.diags.push(Diagnostic {
             span,
             message: message.into(),
