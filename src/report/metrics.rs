@@ -36,7 +36,7 @@ pub fn runs_gave<'a>(gave: impl IntoIterator<Item = &'a str>) -> Option<String> 
             None => counts.push((g, 1)),
         }
     }
-    counts.sort_by(|a, b| b.1.cmp(&a.1));
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
     (!counts.is_empty()).then(|| {
         counts
             .iter()

@@ -151,7 +151,7 @@ pub struct Unusable {
 }
 
 impl Unusable {
-    fn new(reason: impl Into<String>, gave: impl Into<String>) -> Parsed {
+    fn parsed(reason: impl Into<String>, gave: impl Into<String>) -> Parsed {
         Parsed::Unusable(Unusable {
             reason: reason.into(),
             gave: gave.into(),
@@ -437,14 +437,14 @@ impl Accumulator {
             return;
         }
         let Some(s) = sample else {
-            self.problem = Some(Unusable::new(
+            self.problem = Some(Unusable::parsed(
                 format!("samples[{index}] is not an object"),
                 "a sample that is not an object",
             ));
             return;
         };
         if let Some(what) = &s.unreadable {
-            self.problem = Some(Unusable::new(
+            self.problem = Some(Unusable::parsed(
                 format!("samples[{index}]: {what} is not an integer within 64 bits"),
                 s.unreadable_kind.clone().unwrap_or_else(|| what.clone()),
             ));
@@ -454,7 +454,7 @@ impl Accumulator {
             self.problem = Some(if index == 0 {
                 Parsed::NotRetention
             } else {
-                Unusable::new(format!("samples[{index}] has no phase"), "a sample without phase")
+                Unusable::parsed(format!("samples[{index}] has no phase"), "a sample without phase")
             });
             return;
         };
@@ -514,13 +514,13 @@ impl Accumulator {
             return problem;
         }
         if self.seen == 0 {
-            return Unusable::new("no samples", "no samples");
+            return Unusable::parsed("no samples", "no samples");
         }
         let Some(baseline) = self.baseline else {
-            return Unusable::new("no baseline sample", "no baseline sample");
+            return Unusable::parsed("no baseline sample", "no baseline sample");
         };
         let Some(last_loop) = self.last_loop else {
-            return Unusable::new("no loop sample", "no loop sample");
+            return Unusable::parsed("no loop sample", "no loop sample");
         };
         // The rates: the baseline, the kept loop samples from it on, and the final loop sample.
         let mut rate_samples: Vec<RateSample> = vec![(
@@ -656,7 +656,7 @@ mod tests {
         let doc = serde_json::json!({"samples": [sample("baseline", 0, 1, 1, 1, 1)]});
         assert_eq!(
             parse(&doc, false),
-            Unusable::new("no loop sample", "no loop sample")
+            Unusable::parsed("no loop sample", "no loop sample")
         );
         assert_eq!(parse(&serde_json::json!({"x": 1}), false), Parsed::NotRetention);
     }
