@@ -18,6 +18,10 @@
 //!    recomputed from the run.json files kept. A run.json that exists but cannot be read (malformed,
 //!    truncated, written in a newer format) refuses the resume with the reader's reason before
 //!    anything is moved.
+//! 5. Nothing in the bundle changes before every check has passed, the backend's preflight (Slurm:
+//!    `scontrol ping`, limits, partition) and the Slurm claim (no task of the bundle still queued
+//!    or running, squeue answering) included: a refused resume leaves the bundle exactly as it
+//!    was, its lock file too ([`BundleLock::abandon`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -63,7 +63,7 @@ kind = "slurm"
 "#,
     );
     let out = hwr_on_command(dir.path(), Some(&cluster.conf()))
-        .args(&["run", m.to_str().unwrap(), "--detach", "--quiet"])
+        .args(["run", m.to_str().unwrap(), "--detach", "--quiet"])
         .output()
         .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -111,7 +111,7 @@ kind = "slurm"
         })
     });
     let cancel = hwr_on_command(dir.path(), Some(&cluster.conf()))
-        .args(&["cancel", bundle.to_str().unwrap()])
+        .args(["cancel", bundle.to_str().unwrap()])
         .output()
         .unwrap();
     let waited = waiter.wait_with_output().unwrap();
@@ -173,7 +173,7 @@ kind = "slurm"
 "#,
     );
     let out = hwr_on_command(dir.path(), Some(&cluster.conf()))
-        .args(&["run", m.to_str().unwrap()])
+        .args(["run", m.to_str().unwrap()])
         .output()
         .unwrap();
     let err = stderr(&out);
@@ -225,7 +225,7 @@ kind = "slurm"
 "#,
     );
     let out = hwr_on_command(dir.path(), Some(&cluster.conf()))
-        .args(&["run", m.to_str().unwrap(), "--detach", "--quiet"])
+        .args(["run", m.to_str().unwrap(), "--detach", "--quiet"])
         .output()
         .unwrap();
     let err = stderr(&out);
@@ -244,7 +244,7 @@ kind = "slurm"
     );
     let bundle = printed_bundle(dir.path(), &out);
     let out = hwr_on_command(dir.path(), Some(&cluster.conf()))
-        .args(&["wait", bundle.to_str().unwrap(), "--quiet"])
+        .args(["wait", bundle.to_str().unwrap(), "--quiet"])
         .output()
         .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -281,7 +281,7 @@ kind = "slurm"
 "#,
     );
     let out = hwr_on_command(dir.path(), Some(&cluster.conf()))
-        .args(&["run", m.to_str().unwrap(), "--quiet"])
+        .args(["run", m.to_str().unwrap(), "--quiet"])
         .output()
         .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));

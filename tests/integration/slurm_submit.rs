@@ -302,12 +302,10 @@ fn resume_of_a_live_detached_bundle_is_refused_and_afterwards_submits_only_the_g
         array_job_id: job,
         task_id: 0,
     };
-    wait_until(Duration::from_secs(60), "run 1 to run", || {
-        client
-            .queue(&[job])
-            .ok()
-            .and_then(|s| s.get(key).map(|e| e.state == slurm::TaskState::Running))
-            .unwrap_or(false)
+    // Run 1 has started (its line in starts.log; its task RUNNING in squeue is not enough: the
+    // task may not have made the run's folder yet).
+    wait_until(Duration::from_secs(60), "run 1 to start", || {
+        std::fs::read_to_string(bundle.join("starts.log")).is_ok_and(|t| t.lines().any(|l| l == "1"))
     });
 
     let refused = out(dir.path(), &["resume", bundle.to_str().unwrap()]);
