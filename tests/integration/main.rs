@@ -91,6 +91,7 @@ mod schema_validation;
 mod slurm_cluster;
 mod slurm_e2e;
 mod slurm_kills;
+mod slurm_limits;
 mod slurm_nodes;
 mod slurm_scale;
 mod slurm_submit;
