@@ -352,7 +352,8 @@ jobs = 16
 kind = "slurm"
 "#,
     );
-    let out = hwr_on(&cluster, dir.path(), &["run", m.to_str().unwrap()])
+    let out = hwr_on_command(dir.path(), Some(&cluster.conf()))
+        .args(["run", m.to_str().unwrap()])
         .output()
         .unwrap();
     let err = stderr(&out);
