@@ -326,7 +326,7 @@ kind = "slurm"
 /// 3 s would make this an hour; with 0 it is about 20 tasks a second, see
 /// benches/slurm_overhead_scale.sh).
 #[test]
-#[ignore = "about 20 minutes of Slurm launches: .ci/run runs it on its own after the suite"]
+#[ignore = "17-24 minutes of Slurm launches on a 2-core machine, over what CI can add: run with --ignored"]
 fn twenty_thousand_runs_under_max_job_count_ten_thousand_complete() {
     let Some(cluster) = PrivateCluster::start(PrivateClusterSpec {
         nodes: 1,
