@@ -277,7 +277,13 @@ fn prepare(
     let results_dir = bundle.results_dir();
     crate::runner::preflight::check(&plan, &results_dir)
         .map_err(|p| ArchiveError::Session(SessionError::Preflight(p)))?;
-    let now = crate::provenance::capture_excluding(&plan.repo_start, &[&results_dir]);
+    // The limits the bundle recorded (bundles made before they were: the manifest's), so that an
+    // unchanged tree gives the same patch.
+    let limits = provenance
+        .before
+        .patch_limits()
+        .unwrap_or_else(|| session::patch_limits(&manifest.provenance));
+    let now = crate::provenance::capture_limited(&plan.repo_start, &[&results_dir], limits);
     let changed = crate::provenance::differences(&provenance.before, &now);
     let mut notes: Vec<String> = moved.into_iter().collect();
     if !changed.is_empty() {

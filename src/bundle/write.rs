@@ -401,7 +401,10 @@ pub fn write_provenance(dir: &Path, before: &Snapshot) -> io::Result<()> {
         &dir.join(files::WORKING_TREE),
         before.working_tree_text().as_bytes(),
     )?;
-    write_atomic(&dir.join(files::PATCH), before.patch())?;
+    // Copied from the capture's temporary file in blocks: never held in memory whole.
+    write_atomic_with(&dir.join(files::PATCH), |out| {
+        before.patch().copy_to(out).map(|_| ())
+    })?;
     write_json_atomic(&dir.join(files::PROVENANCE), &ProvenanceDoc::before_run(before))
 }
 
