@@ -232,7 +232,7 @@ fn by_git_cli(
         let (tx, rx) = std::sync::mpsc::channel();
         let root = &root;
         let worker = base.as_ref().map(|base| {
-            s.spawn(move || -> Option<std::io::Result<std::fs::File>> {
+            s.spawn(move || -> Option<std::io::Result<tempfile::NamedTempFile>> {
                 let changes = tracked_changes(root, base).map(|mut c| {
                     let counter = decide_tracked(limits, &mut c);
                     (c, counter)
@@ -292,15 +292,15 @@ fn by_git_cli(
             let patch = tracked.and_then(|mut file| {
                 match untracked {
                     Ok(mut u) => {
-                        super::patch::append(&mut file, &mut u)?;
+                        super::patch::append(file.as_file_mut(), u.as_file_mut())?;
                     }
                     Err(e) => snap
                         .errors
                         .push(format!("working-tree.patch: untracked files left out: {e}")),
                 }
-                PatchBytes::from_file(file)
+                PatchBytes::from_temp(file)
             });
-            match patch.and_then(|p| sha256_reader(p.reader()).map(|sha| (p, sha))) {
+            match patch.and_then(|p| sha256_reader(p.reader()?).map(|sha| (p, sha))) {
                 Ok((patch, sha)) => {
                     snap.patch_sha256 = sha;
                     snap.patch = patch;
@@ -356,14 +356,20 @@ fn included_paths(changes: &[TrackedChange]) -> Option<Vec<String>> {
 }
 
 /// `git diff <base>` (all of it, or `paths` only) into a new temporary file.
-fn diff_tracked_spooled(root: &Path, base: &str, paths: Option<&[String]>) -> std::io::Result<std::fs::File> {
+fn diff_tracked_spooled(
+    root: &Path,
+    base: &str,
+    paths: Option<&[String]>,
+) -> std::io::Result<tempfile::NamedTempFile> {
     spooled(|out| git_cli::diff_tracked(root, base, paths, out))
 }
 
 /// A new temporary file filled by `fill` (git's stdout pointed at it).
-fn spooled(fill: impl FnOnce(&std::fs::File) -> Result<(), GitError>) -> std::io::Result<std::fs::File> {
+fn spooled(
+    fill: impl FnOnce(&std::fs::File) -> Result<(), GitError>,
+) -> std::io::Result<tempfile::NamedTempFile> {
     let file = super::patch::spool()?;
-    fill(&file).map_err(std::io::Error::other)?;
+    fill(file.as_file()).map_err(std::io::Error::other)?;
     Ok(file)
 }
 

@@ -137,7 +137,7 @@ pub(super) fn capture(start: &Path, exclude: &[&Path], limits: PatchLimits, why:
     }
     match make_patch(&repo, snap.head.is_some(), &excluded, &skip, limits, snap) {
         Ok((patch, mut problems)) => {
-            match sha256_reader(patch.reader()) {
+            match patch.reader().and_then(sha256_reader) {
                 Ok(sha) => {
                     snap.patch_sha256 = sha;
                     snap.patch = patch;
@@ -631,7 +631,7 @@ fn make_patch(
         print_patch(&extra, |_| false, &mut out, &mut problems)?;
     }
     let file = out.into_inner().map_err(std::io::IntoInnerError::into_error)?;
-    Ok((PatchBytes::from_file(file)?, problems))
+    Ok((PatchBytes::from_temp(file)?, problems))
 }
 
 /// A git2 error as an I/O error (its message kept).

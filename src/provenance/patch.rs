@@ -1,15 +1,17 @@
 //! working-tree.patch as a capture holds it ([`PatchBytes`]: spooled to an unnamed temporary file,
 //! never in memory whole) and the limits that keep large files out of it ([`PatchLimits`]).
 //!
-//! The capture writes the patch into scratch space only (`tempfile::tempfile`, unlinked at once,
-//! gone when the last handle closes, also when the process is killed); the bundle writer copies it
-//! into the bundle. git writes its `git diff` output straight into that file (its stdout is the
-//! file), so the runner's memory does not grow with the patch.
+//! The capture writes the patch into scratch space only (a `tempfile` file in the temporary
+//! folder, removed when the last clone of the capture is dropped; no descriptor stays open
+//! between reads, so a session holding its capture costs no file descriptor); the bundle writer
+//! copies it into the bundle. git writes its `git diff` output straight into that file (its stdout
+//! is the file), so the runner's memory does not grow with the patch.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::unix::fs::FileExt;
 use std::sync::Arc;
+
+use tempfile::{NamedTempFile, TempPath};
 
 use serde::{Deserialize, Serialize};
 
@@ -117,12 +119,11 @@ impl LimitCounter {
     }
 }
 
-/// The bytes of working-tree.patch: an unnamed temporary file shared by the clones of a capture
-/// (read with positioned reads, so clones do not disturb each other), or nothing (an empty patch,
-/// or a capture read back from provenance.json).
+/// The bytes of working-tree.patch: a temporary file shared by the clones of a capture (removed
+/// with the last one), or nothing (an empty patch, or a capture read back from provenance.json).
 #[derive(Debug, Clone, Default)]
 pub struct PatchBytes {
-    file: Option<Arc<File>>,
+    path: Option<Arc<TempPath>>,
     len: u64,
 }
 
@@ -137,14 +138,14 @@ impl PartialEq for PatchBytes {
 impl Eq for PatchBytes {}
 
 impl PatchBytes {
-    /// A patch held by `file` (all of it, from offset 0).
+    /// A patch held by the temporary file `file` (all of it); its descriptor is closed.
     ///
     /// # Errors
     /// I/O errors reading its length.
-    pub(super) fn from_file(file: File) -> io::Result<PatchBytes> {
-        let len = file.metadata()?.len();
+    pub(super) fn from_temp(file: NamedTempFile) -> io::Result<PatchBytes> {
+        let len = file.as_file().metadata()?.len();
         Ok(PatchBytes {
-            file: Some(Arc::new(file)),
+            path: Some(Arc::new(file.into_temp_path())),
             len,
         })
     }
@@ -152,7 +153,7 @@ impl PatchBytes {
     /// Whether a file holds the bytes: false for an empty patch and for a capture read back from
     /// provenance.json.
     pub(super) fn has_file(&self) -> bool {
-        self.file.is_some()
+        self.path.is_some()
     }
 
     /// Length in bytes.
@@ -165,17 +166,24 @@ impl PatchBytes {
         self.len == 0
     }
 
-    /// A reader from the first byte.
-    pub fn reader(&self) -> PatchReader<'_> {
-        PatchReader { patch: self, pos: 0 }
+    /// A reader from the first byte (opens the temporary file).
+    ///
+    /// # Errors
+    /// I/O errors opening it.
+    pub fn reader(&self) -> io::Result<PatchReader> {
+        let file = match &self.path {
+            Some(path) => Some(File::open(&**path)?.take(self.len)),
+            None => None,
+        };
+        Ok(PatchReader { file })
     }
 
-    /// Copies every byte into `out` in 64 KiB blocks; returns the count.
+    /// Copies every byte into `out` in blocks; returns the count.
     ///
     /// # Errors
     /// Read and write errors.
     pub fn copy_to(&self, out: &mut dyn Write) -> io::Result<u64> {
-        io::copy(&mut self.reader(), out)
+        io::copy(&mut self.reader()?, out)
     }
 
     /// Every byte in memory: for tests and small patches only.
@@ -184,43 +192,35 @@ impl PatchBytes {
     /// Read errors.
     pub fn read_all(&self) -> io::Result<Vec<u8>> {
         let mut out = Vec::new();
-        self.reader().read_to_end(&mut out)?;
+        self.reader()?.read_to_end(&mut out)?;
         Ok(out)
     }
 }
 
 /// Reads a [`PatchBytes`] from the start ([`PatchBytes::reader`]).
 #[derive(Debug)]
-pub struct PatchReader<'a> {
-    patch: &'a PatchBytes,
-    pos: u64,
+pub struct PatchReader {
+    file: Option<io::Take<File>>,
 }
 
-impl Read for PatchReader<'_> {
+impl Read for PatchReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let Some(file) = &self.patch.file else {
-            return Ok(0);
-        };
-        let left = self.patch.len.saturating_sub(self.pos);
-        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-        if want == 0 {
-            return Ok(0);
+        match &mut self.file {
+            Some(f) => f.read(buf),
+            None => Ok(0),
         }
-        let n = file.read_at(&mut buf[..want], self.pos)?;
-        self.pos += n as u64;
-        Ok(n)
     }
 }
 
-/// A new unnamed temporary file for a patch.
+/// A new temporary file for a patch.
 ///
 /// # Errors
 /// I/O errors creating it.
-pub(super) fn spool() -> io::Result<File> {
-    tempfile::tempfile()
+pub(super) fn spool() -> io::Result<NamedTempFile> {
+    tempfile::Builder::new().prefix("hwr-exp-patch-").tempfile()
 }
 
-/// Appends all of `from` (from offset 0) to `to` (at its current offset).
+/// Appends all of `from` (from offset 0) to `to` (at its end).
 ///
 /// # Errors
 /// I/O errors.
@@ -255,8 +255,9 @@ mod tests {
         f.write_all(b"hello ").unwrap();
         let mut g = spool().unwrap();
         g.write_all(b"world").unwrap();
-        append(&mut f, &mut g).unwrap();
-        let p = PatchBytes::from_file(f).unwrap();
+        append(f.as_file_mut(), g.as_file_mut()).unwrap();
+        let path = f.path().to_path_buf();
+        let p = PatchBytes::from_temp(f).unwrap();
         assert_eq!(p.len(), 11);
         assert_eq!(p.read_all().unwrap(), b"hello world");
         let clone = p.clone();
@@ -264,5 +265,7 @@ mod tests {
         clone.copy_to(&mut out).unwrap();
         assert_eq!(out, b"hello world");
         assert!(PatchBytes::default().read_all().unwrap().is_empty());
+        drop((p, clone));
+        assert!(!path.exists(), "removed with the last clone");
     }
 }

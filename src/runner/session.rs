@@ -573,8 +573,9 @@ impl<'a> Session<'a> {
             }
         }
         let result = end.and_then(|end| {
-            // The before capture still holds its patch (in its temporary file, not in memory): it
-            // spares the after-run capture a second diff when the tree did not change.
+            // The before capture still holds its patch (in a temporary file: no memory, no open
+            // descriptor): it spares the after-run capture a second diff when the tree did not
+            // change.
             let after =
                 crate::provenance::capture_after(&plan.repo_start, &[finish.results_dir], finish.before);
             let drift = crate::bundle::write::write_provenance_after(&dir, finish.before, &after)?;
