@@ -8,6 +8,8 @@
 #   tracked-zeros   a committed 3-byte file rewritten as 300 MB of zeros (sparse) + a text change
 #   tracked-random  a committed 3-byte file rewritten as 300 MB of random bytes + a text change
 #   untracked       40 untracked files of 15 MiB random bytes (600 MiB, past the 64 MiB total)
+# Each state is run by the binary with git on PATH (capture method git-cli), without git on PATH
+# (after-libgit2: the libgit2 method), and by BEFORE when given.
 #
 # Two figures per run, both from the kernel:
 #   runner   the hwr-exp process's own peak RSS (VmHWM of /proc/PID/status, read every 10 ms
@@ -52,7 +54,7 @@ def random_file(path, size):
             f.write(os.urandom(n))
             left -= n
 
-MANIFEST = ('format = 1\n[experiment]\nname = "big"\n[command]\nargv = ["true"]\n'
+MANIFEST = ('format = 1\n[experiment]\nname = "big"\n[command]\nargv = ["/bin/true"]\n'
             'output-format = "text"\n[measure]\nsample-interval = "off"\n')
 
 def make(name):
@@ -91,11 +93,17 @@ def vmhwm(pid):
     except OSError:
         return None
 
-def one(binary, repo):
+NO_GIT = os.path.join(work, "no-git-bin")
+os.makedirs(NO_GIT)
+
+def one(binary, repo, libgit2):
     shutil.rmtree(f"{repo}/results", ignore_errors=True)
+    env = dict(os.environ)
+    if libgit2:
+        env["PATH"] = NO_GIT  # no git on PATH: the libgit2 capture method
     t0 = time.monotonic()
     p = subprocess.Popen([binary, "run", "experiment.toml", "--quiet", "--results-dir", "results"],
-                         cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                         cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     own = 0
     while True:
         pid, status, ru = os.wait4(p.pid, os.WNOHANG)
@@ -113,17 +121,17 @@ def one(binary, repo):
 def mmm(xs):
     return f"{min(xs)/MIB:7.1f} / {statistics.median(xs)/MIB:7.1f} / {max(xs)/MIB:7.1f}"
 
-binaries = [("after", new)] + ([("before", old)] if old else [])
-print(f"{'state':15} {'binary':7} {'runner MiB (min/med/max)':>27} {'tree MiB (min/med/max)':>27} {'patch MiB':>10} {'wall s':>7}")
+binaries = [("after", new, False), ("after-libgit2", new, True)] + ([("before", old, False)] if old else [])
+print(f"{'state':15} {'binary':13} {'runner MiB (min/med/max)':>27} {'tree MiB (min/med/max)':>27} {'patch MiB':>10} {'wall s':>7}")
 for name in ["tracked-zeros", "tracked-random", "untracked"]:
     repo = make(name)
-    res = {label: [] for label, _ in binaries}
+    res = {label: [] for label, _, _ in binaries}
     for _ in range(rounds):
-        for label, binary in binaries:  # alternated
-            res[label].append(one(binary, repo))
-    for label, _ in binaries:
+        for label, binary, lib in binaries:  # alternated
+            res[label].append(one(binary, repo, lib))
+    for label, _, _ in binaries:
         r = res[label]
-        print(f"{name:15} {label:7} {mmm([x[0] for x in r]):>27} {mmm([x[1] for x in r]):>27} "
+        print(f"{name:15} {label:13} {mmm([x[0] for x in r]):>27} {mmm([x[1] for x in r]):>27} "
               f"{statistics.median([x[2] for x in r])/MIB:10.2f} {statistics.median([x[3] for x in r]):7.2f}")
     if old:
         a = statistics.median([x[0] for x in res["after"]])
