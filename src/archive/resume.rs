@@ -326,26 +326,21 @@ fn prepare(
         }
     }
     // plan.json is streamed (a 1,000,000-run plan is hundreds of MB): first the run ids against
-    // the re-expanded plan, later the run records. A missing plan.json is written only once every
-    // check has passed: until then the plan's own run ids stand for it.
-    let run_ids = || -> Result<Box<dyn Iterator<Item = Result<String, ArchiveError>> + '_>, ArchiveError> {
-        if write_plan {
-            Ok(Box::new((0..plan.len()).map(|i| Ok(plan.run(i).run_id))))
-        } else {
-            Ok(Box::new(
-                bundle
-                    .planned_runs()?
-                    .map(|e| e.map(|e| e.run_id).map_err(ArchiveError::from)),
-            ))
-        }
-    };
-    let mut recorded_len = 0;
+    // the re-expanded plan, later the run records.
+    // (A missing plan.json is written from this plan once every check has passed: until then the
+    // plan's own run ids stand for it.)
+    let mut recorded_len = if write_plan { plan.len() } else { 0 };
     let mut mismatch = None;
-    for (i, run_id) in run_ids()?.enumerate() {
-        let run_id = run_id?;
+    let recorded: Box<dyn Iterator<Item = _>> = if write_plan {
+        Box::new(std::iter::empty())
+    } else {
+        Box::new(bundle.planned_runs()?)
+    };
+    for (i, entry) in recorded.enumerate() {
+        let entry = entry?;
         recorded_len = i + 1;
-        if mismatch.is_none() && (i >= plan.len() || plan.run(i).run_id != run_id) {
-            mismatch = Some((i, run_id));
+        if mismatch.is_none() && (i >= plan.len() || plan.run(i).run_id != entry.run_id) {
+            mismatch = Some((i, entry.run_id));
         }
     }
     if mismatch.is_none() && recorded_len < plan.len() {
@@ -364,7 +359,13 @@ fn prepare(
     let results_dir = bundle.results_dir();
     crate::runner::preflight::check(&plan, &results_dir)
         .map_err(|p| ArchiveError::Session(SessionError::Preflight(p)))?;
-    let now = crate::provenance::capture_excluding(&plan.repo_start, &[&results_dir]);
+    // The limits the bundle recorded (bundles made before they were: the manifest's), so that an
+    // unchanged tree gives the same patch.
+    let limits = provenance
+        .before
+        .patch_limits()
+        .unwrap_or_else(|| session::patch_limits(&manifest.provenance));
+    let now = crate::provenance::capture_limited(&plan.repo_start, &[&results_dir], limits);
     let changed = crate::provenance::differences(&provenance.before, &now);
     let mut notes: Vec<String> = moved.into_iter().collect();
     if !changed.is_empty() {
@@ -385,7 +386,16 @@ fn prepare(
     // anything is deleted: it may record a finished run this build does not understand.
     let mut counts: BTreeMap<Outcome, usize> = BTreeMap::new();
     let mut todo = Vec::new();
-    for (i, run_id) in run_ids()?.enumerate() {
+    let run_ids: Box<dyn Iterator<Item = Result<String, ArchiveError>>> = if write_plan {
+        Box::new((0..plan.len()).map(|i| Ok(plan.run(i).run_id)))
+    } else {
+        Box::new(
+            bundle
+                .planned_runs()?
+                .map(|e| e.map(|e| e.run_id).map_err(ArchiveError::from)),
+        )
+    };
+    for (i, run_id) in run_ids.enumerate() {
         let run_id = run_id?;
         match bundle.run_record(&run_id) {
             Ok(Some(r)) if !matches!(r.termination, Termination::Interrupted | Termination::Lost) => {
