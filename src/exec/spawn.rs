@@ -266,7 +266,7 @@ fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
 
 /// The program, its argv and environment as C strings, and the workdir, prepared before the
 /// fork (the child may not allocate).
-struct Image {
+pub(super) struct Image {
     program: CString,
     workdir: CString,
     _argv: Vec<CString>,
@@ -306,17 +306,36 @@ impl Image {
             _envp: envp,
         })
     }
+
+    /// An image of strings made elsewhere (the spawner's decoded request).
+    pub(super) fn from_parts(program: CString, workdir: CString, argv: Vec<CString>, envp: Vec<CString>) -> Image {
+        let ptrs = |v: &[CString]| {
+            v.iter()
+                .map(|s| s.as_ptr())
+                .chain(std::iter::once(std::ptr::null()))
+                .collect::<Vec<_>>()
+        };
+        Image {
+            program,
+            workdir,
+            argv_ptrs: ptrs(&argv),
+            envp_ptrs: ptrs(&envp),
+            _argv: argv,
+            _envp: envp,
+        }
+    }
 }
 
 /// What the child does between fork and exec, prepared by the parent.
-struct Setup<'a> {
-    image: &'a Image,
+pub(super) struct Setup<'a> {
+    pub(super) image: &'a Image,
     /// Descriptors (all above 2) that become the child's 0, 1 and 2.
-    stdio: [RawFd; 3],
-    cpus: Option<CpuSet>,
-    parent: Pid,
+    pub(super) stdio: [RawFd; 3],
+    pub(super) cpus: Option<CpuSet>,
+    /// The runner: the child's parent (checked after the parent-death signal is set).
+    pub(super) parent: Pid,
     /// `cgroup.procs` of the run's v1 memory cgroup, open for writing; joined best effort.
-    memcg: Option<RawFd>,
+    pub(super) memcg: Option<RawFd>,
 }
 
 /// The steps of the child's setup, reported with the errno when one fails.
@@ -380,6 +399,29 @@ fn fork_exec(setup: &Setup<'_>, cgroup: Option<BorrowedFd<'_>>) -> Result<Child,
         rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| (Step::Clone, e.into()))?;
     let mut pidfd: RawFd = -1;
     let (pid, pidfd) = super::children::register_spawn(|| {
+        if let Some(spawner) = super::spawner::get() {
+            let request = super::spawner::Request {
+                program: &setup.image.program,
+                workdir: &setup.image.workdir,
+                argv: &setup.image._argv,
+                envp: &setup.image._envp,
+                cpus: setup.cpus.as_ref(),
+                stdio: setup.stdio,
+                report: report_w.as_raw_fd(),
+                memcg: setup.memcg,
+                cgroup: cgroup.map(|d| d.as_raw_fd()),
+            };
+            match spawner.spawn(&request) {
+                Ok(pid) => {
+                    // The child cannot be reaped before this: only the runner may, and the
+                    // orphan reaper waits for the registry this closure holds.
+                    let fd = Pid::from_raw(pid).and_then(|p| rustix::process::pidfd_open(p, PidfdFlags::empty()).ok());
+                    return Ok((pid, fd));
+                }
+                Err(super::spawner::Refused::Fork(e)) => return Err((Step::Clone, e)),
+                Err(super::spawner::Refused::Unavailable) => {}
+            }
+        }
         if CLONE3.load(Ordering::Relaxed) != 2 {
             let mut args = CloneArgs {
                 flags: libc::CLONE_PIDFD as u64,
@@ -490,6 +532,41 @@ fn fork_exec(setup: &Setup<'_>, cgroup: Option<BorrowedFd<'_>>) -> Result<Child,
         _ => Step::Exec,
     };
     Err((step, io::Error::from_raw_os_error(errno)))
+}
+
+/// Forks, in the spawner (`spawner.rs`), the child of `setup` with `clone3` and `flags`
+/// (`CLONE_PARENT`), into the cgroup folder `cgroup` where given; the child runs [`child`] with
+/// the report pipe `report`. Returns the child's pid.
+///
+/// # Errors
+/// The error of `clone3`.
+pub(super) fn clone_child(setup: &Setup<'_>, report: RawFd, flags: u64, cgroup: Option<RawFd>) -> io::Result<i32> {
+    // With CLONE_PARENT the exit signal must be 0: the child gets the caller's own (SIGCHLD).
+    let mut args = CloneArgs {
+        flags,
+        exit_signal: if flags & libc::CLONE_PARENT as u64 != 0 { 0 } else { libc::SIGCHLD as u64 },
+        ..CloneArgs::default()
+    };
+    if let Some(dir) = cgroup {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = dir as u64;
+    }
+    // SAFETY: clone3 without CLONE_VM or a new stack works as fork; the child runs only `child`
+    // (raw system calls on data prepared before) and ends in exec or _exit.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            &args as *const CloneArgs,
+            std::mem::size_of::<CloneArgs>(),
+        )
+    };
+    if r == 0 {
+        child(setup, report, None);
+    }
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(r as i32)
 }
 
 /// The report code of a child that could not join its v1 memory cgroup (it goes on).
