@@ -226,6 +226,7 @@ pub(super) fn spawn(
         cpus: cpu_set,
         parent: rustix::process::getpid(),
         memcg: memcg.map(|fd| fd.as_raw_fd()),
+        reset: None,
     };
     let started = fork_exec(&setup, cgroup);
     // The runner keeps no write end: the pipes end when the run's last process is gone.
@@ -308,7 +309,12 @@ impl Image {
     }
 
     /// An image of strings made elsewhere (the spawner's decoded request).
-    pub(super) fn from_parts(program: CString, workdir: CString, argv: Vec<CString>, envp: Vec<CString>) -> Image {
+    pub(super) fn from_parts(
+        program: CString,
+        workdir: CString,
+        argv: Vec<CString>,
+        envp: Vec<CString>,
+    ) -> Image {
         let ptrs = |v: &[CString]| {
             v.iter()
                 .map(|s| s.as_ptr())
@@ -336,6 +342,10 @@ pub(super) struct Setup<'a> {
     pub(super) parent: Pid,
     /// `cgroup.procs` of the run's v1 memory cgroup, open for writing; joined best effort.
     pub(super) memcg: Option<RawFd>,
+    /// The signals (bit `n - 1` for signal `n`) whose disposition the child must reset: those
+    /// ignored in the forking process, where that is known to stay so (the spawner's, read once);
+    /// `None`: all of them.
+    pub(super) reset: Option<u64>,
 }
 
 /// The steps of the child's setup, reported with the errno when one fails.
@@ -415,7 +425,8 @@ fn fork_exec(setup: &Setup<'_>, cgroup: Option<BorrowedFd<'_>>) -> Result<Child,
                 Ok(pid) => {
                     // The child cannot be reaped before this: only the runner may, and the
                     // orphan reaper waits for the registry this closure holds.
-                    let fd = Pid::from_raw(pid).and_then(|p| rustix::process::pidfd_open(p, PidfdFlags::empty()).ok());
+                    let fd = Pid::from_raw(pid)
+                        .and_then(|p| rustix::process::pidfd_open(p, PidfdFlags::empty()).ok());
                     return Ok((pid, fd));
                 }
                 Err(super::spawner::Refused::Fork(e)) => return Err((Step::Clone, e)),
@@ -540,11 +551,20 @@ fn fork_exec(setup: &Setup<'_>, cgroup: Option<BorrowedFd<'_>>) -> Result<Child,
 ///
 /// # Errors
 /// The error of `clone3`.
-pub(super) fn clone_child(setup: &Setup<'_>, report: RawFd, flags: u64, cgroup: Option<RawFd>) -> io::Result<i32> {
+pub(super) fn clone_child(
+    setup: &Setup<'_>,
+    report: RawFd,
+    flags: u64,
+    cgroup: Option<RawFd>,
+) -> io::Result<i32> {
     // With CLONE_PARENT the exit signal must be 0: the child gets the caller's own (SIGCHLD).
     let mut args = CloneArgs {
         flags,
-        exit_signal: if flags & libc::CLONE_PARENT as u64 != 0 { 0 } else { libc::SIGCHLD as u64 },
+        exit_signal: if flags & libc::CLONE_PARENT as u64 != 0 {
+            0
+        } else {
+            libc::SIGCHLD as u64
+        },
         ..CloneArgs::default()
     };
     if let Some(dir) = cgroup {
@@ -567,6 +587,33 @@ pub(super) fn clone_child(setup: &Setup<'_>, report: RawFd, flags: u64, cgroup: 
         return Err(io::Error::last_os_error());
     }
     Ok(r as i32)
+}
+
+/// The signals ignored (`SIG_IGN`) in this process now: bit `n - 1` for signal `n`. A signal
+/// whose disposition cannot be read counts as ignored.
+pub(super) fn ignored_signals() -> u64 {
+    let mut mask = 0u64;
+    for sig in 1..=64 {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // The kernel's struct sigaction starts with the handler; 64 bytes cover every layout.
+        let mut old = [0u64; 8];
+        // SAFETY: only reads the disposition into a local buffer large enough for it.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                sig,
+                std::ptr::null::<u64>(),
+                old.as_mut_ptr(),
+                8usize,
+            )
+        };
+        if r != 0 || old[0] == libc::SIG_IGN as u64 {
+            mask |= 1 << (sig - 1);
+        }
+    }
+    mask
 }
 
 /// The report code of a child that could not join its v1 memory cgroup (it goes on).
@@ -656,7 +703,7 @@ fn child(setup: &Setup<'_>, report: RawFd, join: Option<RawFd>) -> ! {
         fail(Step::DeathSignal, libc::ESRCH);
     }
     mark_fds_cloexec();
-    reset_signals();
+    reset_signals(setup.reset);
     // SAFETY: the pointers are to NUL-terminated strings and null-terminated arrays that the
     // parent keeps alive (this process's copy of them is unchanged since the fork).
     unsafe {
@@ -710,8 +757,9 @@ fn mark_fds_cloexec() {
     }
 }
 
-/// Default dispositions for every signal (ignored ones would survive exec) and an empty signal
-/// mask. Async-signal-safe.
+/// Default dispositions for every signal in `which` (bit `n - 1` for signal `n`; `None`: every
+/// signal; ignored ones would survive exec, caught ones are reset by exec itself) and an empty
+/// signal mask. Async-signal-safe.
 ///
 /// The raw system call, because glibc's wrappers refuse its internal real-time signals 32 and
 /// 33, which can also arrive ignored, and rustix offers `rt_sigaction` and `rt_sigprocmask` only
@@ -719,10 +767,11 @@ fn mark_fds_cloexec() {
 /// flags on every architecture; 64 bytes cover the largest layout. The kernel's signal set is 8
 /// bytes (`_NSIG / 8`) on x86-64, AArch64 and RISC-V; where it is larger (MIPS) the call fails
 /// and nothing changes.
-fn reset_signals() {
+fn reset_signals(which: Option<u64>) {
     let dfl = [0u64; 8];
+    let which = which.unwrap_or(u64::MAX);
     for sig in 1..=64 {
-        if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+        if sig != libc::SIGKILL && sig != libc::SIGSTOP && which & (1 << (sig - 1)) != 0 {
             // SAFETY: `dfl` outlives the call and is large enough for the kernel's struct
             // sigaction; the old action is not requested (null).
             unsafe {

@@ -13,7 +13,8 @@
 //! `SIGCHLD`, the child subreaper and the child's `getppid` check are the runner's as before. The
 //! child's parent-death signal fires when the runner thread that started the spawner exits, so
 //! the spawner is started from a thread of its own that lives as long as the runner. The child
-//! runs the same setup between fork and exec as a child forked by the runner ([`super::spawn`]).
+//! runs the same setup between fork and exec as a child forked by the runner (`spawn.rs`), except
+//! that it resets only the signals the spawner ignores (read once; caught ones are reset by exec).
 //!
 //! One request per run on a Unix stream socket: a length-prefixed message with the program,
 //! workdir, argv, environment and CPUs, and the descriptors (stdin, stdout and stderr pipes, the
@@ -60,10 +61,11 @@ static SPAWNER_PID: AtomicI32 = AtomicI32::new(0);
 /// can serve ([`enable`]) and returns.
 pub fn serve_if_asked() {
     let asked = std::env::args_os().next().is_some_and(|a| a == ARG0);
-    if let (true, Some(fd)) = (asked, std::env::var_os(ENV)) {
-        if let Some(fd) = fd.to_str().and_then(|s| s.parse::<RawFd>().ok()) {
-            serve(fd);
-        }
+    if asked
+        && let Some(fd) = std::env::var_os(ENV)
+        && let Some(fd) = fd.to_str().and_then(|s| s.parse::<RawFd>().ok())
+    {
+        serve(fd);
     }
     enable();
 }
@@ -139,12 +141,23 @@ fn start() -> Option<Spawner> {
 
 /// Makes the socket pair and execs the spawner with its end; `None` when it does not answer.
 fn launch() -> Option<Spawner> {
-    // The spawner's CPUs are the runner's allowed ones (this thread may have been made by a
-    // thread pinned away from a run); a run with no CPUs of its own inherits them.
-    super::pinning::pin_current_thread(super::pinning::runner_allowed());
+    // The spawner's CPUs are the runner's allowed ones (this thread was made by one pinned away
+    // from a run, and keeps that: it only waits); a run with no CPUs of its own inherits them.
+    let mut allowed = CpuSet::new();
+    super::pinning::runner_allowed()
+        .iter()
+        .filter(|&&c| c < CpuSet::MAX_CPU)
+        .for_each(|&c| allowed.set(c));
     let mut fds = [0; 2];
     // SAFETY: socketpair writes two descriptors into `fds`.
-    if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) } != 0
+    if unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    } != 0
     {
         return None;
     }
@@ -159,12 +172,17 @@ fn launch() -> Option<Spawner> {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
-    // SAFETY: prctl and fcntl are async-signal-safe and touch only this new process.
+    // SAFETY: prctl, fcntl and sched_setaffinity are raw system calls on data made before the
+    // fork, and touch only this new process.
     unsafe {
         command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 || libc::fcntl(raw, libc::F_SETFD, 0) != 0 {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0
+                || libc::fcntl(raw, libc::F_SETFD, 0) != 0
+            {
                 return Err(io::Error::last_os_error());
             }
+            // Best effort: where it fails the spawner keeps this thread's CPUs.
+            let _ = rustix::thread::sched_setaffinity(None, &allowed);
             Ok(())
         });
     }
@@ -192,7 +210,12 @@ impl Spawner {
     pub(super) fn spawn(&self, request: &Request<'_>) -> Result<i32, Refused> {
         let socket = self.socket.lock().unwrap_or_else(|e| e.into_inner());
         let message = encode(request);
-        let mut fds = vec![request.stdio[0], request.stdio[1], request.stdio[2], request.report];
+        let mut fds = vec![
+            request.stdio[0],
+            request.stdio[1],
+            request.stdio[2],
+            request.report,
+        ];
         fds.extend(request.memcg);
         fds.extend(request.cgroup);
         let answer = send(socket.as_raw_fd(), &message, &fds).and_then(|()| {
@@ -235,15 +258,27 @@ impl Spawner {
 fn encode(request: &Request<'_>) -> Vec<u8> {
     let cpus: Vec<u32> = request
         .cpus
-        .map(|set| (0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).map(|c| c as u32).collect())
+        .map(|set| {
+            (0..CpuSet::MAX_CPU)
+                .filter(|&c| set.is_set(c))
+                .map(|c| c as u32)
+                .collect()
+        })
         .unwrap_or_default();
-    let flags = if request.memcg.is_some() { HAS_MEMCG } else { 0 } | if request.cgroup.is_some() { HAS_CGROUP } else { 0 };
+    let flags = if request.memcg.is_some() { HAS_MEMCG } else { 0 }
+        | if request.cgroup.is_some() { HAS_CGROUP } else { 0 };
     let strings = std::iter::once(request.program)
         .chain(std::iter::once(request.workdir))
         .chain(request.argv)
         .chain(request.envp);
     let mut out = Vec::with_capacity(64);
-    for v in [0, flags, cpus.len() as u32, request.argv.len() as u32, request.envp.len() as u32] {
+    for v in [
+        0,
+        flags,
+        cpus.len() as u32,
+        request.argv.len() as u32,
+        request.envp.len() as u32,
+    ] {
         out.extend_from_slice(&v.to_ne_bytes());
     }
     for c in &cpus {
@@ -334,12 +369,15 @@ fn serve(socket: RawFd) -> ! {
     if runner.is_none_or(|p| p.as_raw_nonzero().get() == 1) || write_all(socket, READY).is_err() {
         std::process::exit(0);
     }
+    // Nothing in this process changes a signal's disposition from here on: its children reset
+    // only the ignored ones (caught ones are reset by exec).
+    let ignored = super::spawn::ignored_signals();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         let Some((len, fds)) = receive(socket, &mut buf) else {
             std::process::exit(0);
         };
-        let answer = start_child(&buf[..len], &fds, runner);
+        let answer = start_child(&buf[..len], &fds, runner, ignored);
         drop(fds);
         let mut out = [0u8; 8];
         let (pid, errno) = match answer {
@@ -383,7 +421,8 @@ fn receive(socket: RawFd, buf: &mut Vec<u8>) -> Option<(usize, Vec<OwnedFd>)> {
         while !cmsg.is_null() {
             if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
                 let data = libc::CMSG_DATA(cmsg).cast::<RawFd>();
-                let n = ((*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize) / std::mem::size_of::<RawFd>();
+                let n =
+                    ((*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize) / std::mem::size_of::<RawFd>();
                 for i in 0..n {
                     fds.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
                 }
@@ -408,7 +447,12 @@ fn receive(socket: RawFd, buf: &mut Vec<u8>) -> Option<(usize, Vec<OwnedFd>)> {
 
 /// Decodes one request and forks its child with `CLONE_PARENT` (into the cgroup where one is
 /// given); the child runs [`super::spawn::child`]. Returns the child's pid.
-fn start_child(message: &[u8], fds: &[OwnedFd], runner: Option<rustix::process::Pid>) -> io::Result<i32> {
+fn start_child(
+    message: &[u8],
+    fds: &[OwnedFd],
+    runner: Option<rustix::process::Pid>,
+    ignored: u64,
+) -> io::Result<i32> {
     let bad = || io::Error::from_raw_os_error(libc::EBADMSG);
     let word = |i: usize| -> io::Result<u32> {
         message
@@ -425,7 +469,10 @@ fn start_child(message: &[u8], fds: &[OwnedFd], runner: Option<rustix::process::
         }
         cpus.get_or_insert_with(CpuSet::new).set(c);
     }
-    let mut strings = message.get((5 + ncpus) * 4..).ok_or_else(bad)?.split_inclusive(|&b| b == 0);
+    let mut strings = message
+        .get((5 + ncpus) * 4..)
+        .ok_or_else(bad)?
+        .split_inclusive(|&b| b == 0);
     let mut next = || -> io::Result<CString> {
         let s = strings.next().ok_or_else(bad)?;
         CString::from_vec_with_nul(s.to_vec()).map_err(|_| bad())
@@ -448,6 +495,7 @@ fn start_child(message: &[u8], fds: &[OwnedFd], runner: Option<rustix::process::
         cpus,
         parent: runner.ok_or_else(bad)?,
         memcg,
+        reset: Some(ignored),
     };
     super::spawn::clone_child(&setup, raw[3], libc::CLONE_PARENT as u64, cgroup)
 }

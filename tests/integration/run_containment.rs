@@ -230,15 +230,24 @@ repetitions = 2
             .lines()
             .filter(|l| l.split_whitespace().nth(1) == Some("hwr-exp-spawner"))
             .collect();
-        assert_eq!(spawner.len(), 1, "no spawner among the runner's children:\n{text}");
+        assert_eq!(
+            spawner.len(),
+            1,
+            "no spawner among the runner's children:\n{text}"
+        );
         spawners.push(spawner[0].split_whitespace().next().unwrap().to_string());
         assert_eq!(run["containment"], mode.name(), "{run}");
     }
-    assert_eq!(spawners[0], spawners[1], "one spawner serves every run: {spawners:?}");
+    assert_eq!(
+        spawners[0], spawners[1],
+        "one spawner serves every run: {spawners:?}"
+    );
     let proc_dir = PathBuf::from(format!("/proc/{}", spawners[0]));
-    wait_for("the spawner to end with its runner", Duration::from_secs(10), || {
-        std::fs::read(proc_dir.join("cmdline")).map_or(true, |c| !c.starts_with(b"hwr-exp-spawner"))
-    });
+    wait_for(
+        "the spawner to end with its runner",
+        Duration::from_secs(10),
+        || std::fs::read(proc_dir.join("cmdline")).map_or(true, |c| !c.starts_with(b"hwr-exp-spawner")),
+    );
     assert_nothing_left(dir.path());
 }
 
