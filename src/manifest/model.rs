@@ -47,6 +47,14 @@ pub struct Manifest {
     /// Byte ranges in `source` of keys and values, by dotted key path (`"command.output"`,
     /// `"matrix.mode"`, `"isolation.cpus"`), so later stages (plan expansion) can point at the source.
     pub spans: BTreeMap<String, Range<usize>>,
+    /// The warnings validation found (keys read that have no effect where they are), in source
+    /// order; [`crate::manifest::Manifest::warnings`] renders them.
+    pub warnings: Vec<crate::manifest::Diagnostic>,
+    /// Values a command-line option replaced, by dotted key path: `"schedule.repetitions"` ->
+    /// `"--repetitions 3"`, `"executor.kind"` -> `"--executor slurm"`. A problem later found at
+    /// such a key names the option and its value instead of the manifest line
+    /// ([`crate::manifest::Manifest::diagnostic`]).
+    pub overridden: BTreeMap<String, String>,
 }
 
 /// `[experiment]`.

@@ -54,6 +54,8 @@ pub(crate) fn manifest(axes: Vec<(&str, Vec<Value>)>) -> Manifest {
         executor: ExecutorConfig::default(),
         environments: Vec::new(),
         spans: BTreeMap::new(),
+        warnings: Vec::new(),
+        overridden: BTreeMap::new(),
     }
 }
 

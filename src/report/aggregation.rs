@@ -65,6 +65,7 @@ pub fn cells(
         stats: CellStats,
         retention: Vec<Vec<f64>>,
         metrics: Vec<Vec<f64>>,
+        unusable: Vec<Vec<String>>,
         wall: Vec<f64>,
         peak: Vec<f64>,
     }
@@ -85,11 +86,13 @@ pub fn cells(
                     retention: BTreeMap::new(),
                     metrics: BTreeMap::new(),
                     run_stats: BTreeMap::new(),
+                    unusable_metrics: BTreeMap::new(),
                 },
                 retention: vec![Vec::new(); Metric::ALL.len()],
                 wall: Vec::new(),
                 peak: Vec::new(),
                 metrics: vec![Vec::new(); pointers.len()],
+                unusable: vec![Vec::new(); pointers.len()],
             });
             order.len() - 1
         });
@@ -107,8 +110,10 @@ pub fn cells(
             }
         }
         for (m, (name, _)) in pointers.iter().enumerate() {
-            if let Some(Some(MetricValue::Number(x))) = r.metrics.get(name) {
-                acc.metrics[m].push(*x);
+            match (r.metrics.get(name), r.unusable_metrics.get(name)) {
+                (_, Some(kind)) => acc.unusable[m].push(kind.clone()),
+                (Some(Some(MetricValue::Number(x))), None) => acc.metrics[m].push(*x),
+                _ => {}
             }
         }
     }
@@ -123,6 +128,11 @@ pub fn cells(
             for (m, values) in acc.metrics.iter_mut().enumerate() {
                 if let Some(s) = Stats::of(values) {
                     acc.stats.metrics.insert(pointers[m].0.clone(), s);
+                }
+            }
+            for (m, kinds) in acc.unusable.iter().enumerate() {
+                if let Some(text) = super::metrics::runs_gave(kinds.iter().map(String::as_str)) {
+                    acc.stats.unusable_metrics.insert(pointers[m].0.clone(), text);
                 }
             }
             if let Some(s) = Stats::of(&mut acc.wall) {

@@ -211,7 +211,18 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, SessionErr
         Err(e) => errors.extend(e),
     }
     let mut all: Option<Diagnostics> = None;
-    for e in errors {
+    // Options that replaced manifest values: a problem at another key may still come from them
+    // (`--repetitions 2` with an output name without `{repetition}`, `--executor slurm` with an
+    // adaptive rule), so it says which were given.
+    let given: Vec<&str> = manifest.overridden.values().map(String::as_str).collect();
+    for mut e in errors {
+        if !given.is_empty() && manifest.option_for(&e.key).is_none() {
+            let note = format!("planned with {} from the command line", given.join(" "));
+            e.help = Some(match e.help.take() {
+                Some(h) => format!("{h}; {note}"),
+                None => note,
+            });
+        }
         let d = manifest.diagnostic(&e.key, e.message, e.help);
         match &mut all {
             Some(a) => a.items.extend(d.items),
