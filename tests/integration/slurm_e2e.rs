@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::support::slurm::{
     Cleanup, find_submitted_bundle, job_ids, printed_bundle, spawn, task_map, wait_until,
@@ -326,7 +326,6 @@ fn detach_then_wait_gives_a_complete_bundle() {
     let Some(_client) = cluster() else { return };
     let dir = tempfile::tempdir().unwrap();
     let m = write_manifest(dir.path(), PROBE);
-    let started = Instant::now();
     let out = hwr(
         dir.path(),
         &["run", m.to_str().unwrap(), "--executor", "slurm", "--detach"],
@@ -337,7 +336,8 @@ fn detach_then_wait_gives_a_complete_bundle() {
     let ids = job_ids(&bundle);
     assert_eq!(ids.len(), 1);
     assert!(stderr(&out).contains(&ids[0].to_string()), "{}", stderr(&out));
-    assert!(started.elapsed() < Duration::from_secs(30));
+    // Returned at once: a runner that waited for the runs would have finished the bundle (a
+    // state, not a time bound a loaded machine could break).
     assert_eq!(json(&bundle.join("bundle.json"))["status"], "running");
     // No process holds the lock, but the tasks are queued: `list` says running, with counts.
     let list = hwr(dir.path(), &["list", "--format", "json"]);
