@@ -327,9 +327,16 @@ fn prepare(
     }
     // plan.json is streamed (a 1,000,000-run plan is hundreds of MB): first the run ids against
     // the re-expanded plan, later the run records.
-    let mut recorded_len = 0;
+    // (A missing plan.json is written from this plan once every check has passed: until then the
+    // plan's own run ids stand for it.)
+    let mut recorded_len = if write_plan { plan.len() } else { 0 };
     let mut mismatch = None;
-    for (i, entry) in bundle.planned_runs()?.enumerate() {
+    let recorded: Box<dyn Iterator<Item = _>> = if write_plan {
+        Box::new(std::iter::empty())
+    } else {
+        Box::new(bundle.planned_runs()?)
+    };
+    for (i, entry) in recorded.enumerate() {
         let entry = entry?;
         recorded_len = i + 1;
         if mismatch.is_none() && (i >= plan.len() || plan.run(i).run_id != entry.run_id) {
@@ -352,7 +359,13 @@ fn prepare(
     let results_dir = bundle.results_dir();
     crate::runner::preflight::check(&plan, &results_dir)
         .map_err(|p| ArchiveError::Session(SessionError::Preflight(p)))?;
-    let now = crate::provenance::capture_excluding(&plan.repo_start, &[&results_dir]);
+    // The limits the bundle recorded (bundles made before they were: the manifest's), so that an
+    // unchanged tree gives the same patch.
+    let limits = provenance
+        .before
+        .patch_limits()
+        .unwrap_or_else(|| session::patch_limits(&manifest.provenance));
+    let now = crate::provenance::capture_limited(&plan.repo_start, &[&results_dir], limits);
     let changed = crate::provenance::differences(&provenance.before, &now);
     let mut notes: Vec<String> = moved.into_iter().collect();
     if !changed.is_empty() {
@@ -373,9 +386,18 @@ fn prepare(
     // anything is deleted: it may record a finished run this build does not understand.
     let mut counts: BTreeMap<Outcome, usize> = BTreeMap::new();
     let mut todo = Vec::new();
-    for (i, entry) in bundle.planned_runs()?.enumerate() {
-        let entry = entry?;
-        match bundle.run_record(&entry.run_id) {
+    let run_ids: Box<dyn Iterator<Item = Result<String, ArchiveError>>> = if write_plan {
+        Box::new((0..plan.len()).map(|i| Ok(plan.run(i).run_id)))
+    } else {
+        Box::new(
+            bundle
+                .planned_runs()?
+                .map(|e| e.map(|e| e.run_id).map_err(ArchiveError::from)),
+        )
+    };
+    for (i, run_id) in run_ids.enumerate() {
+        let run_id = run_id?;
+        match bundle.run_record(&run_id) {
             Ok(Some(r)) if !matches!(r.termination, Termination::Interrupted | Termination::Lost) => {
                 *counts.entry(r.outcome).or_default() += 1;
             }
@@ -383,7 +405,7 @@ fn prepare(
             Err(e) => {
                 return Err(ArchiveError::Refused(format!(
                     "{e}; resume keeps every finished run and deletes nothing it cannot read: use a hwr-exp that reads it, or move the run folder {} away to have the run redone",
-                    bundle.run_dir(&entry.run_id).display()
+                    bundle.run_dir(&run_id).display()
                 )));
             }
         }

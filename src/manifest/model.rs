@@ -376,6 +376,12 @@ pub struct Measure {
 pub struct ProvenanceConfig {
     /// `repo`: absolute path of the repository to record; `None` = discover from the manifest's folder.
     pub repo: Option<PathBuf>,
+    /// `patch-limit`: most bytes of all changed files working-tree.patch holds together; `None` =
+    /// the default (64 MiB).
+    pub patch_limit: Option<u64>,
+    /// `patch-file-limit`: most bytes of one changed file in working-tree.patch; `None` = the
+    /// default (16 MiB).
+    pub patch_file_limit: Option<u64>,
 }
 
 /// The value of matrix key `mode` that is the control when `[report] control` is not given

@@ -232,6 +232,12 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, SessionErr
     Err(SessionError::Plan(all.expect("a failed expansion has problems")))
 }
 
+/// working-tree.patch's limits as the manifest's `[provenance] patch-limit` and
+/// `patch-file-limit` set them (the defaults where absent).
+pub fn patch_limits(config: &crate::manifest::ProvenanceConfig) -> crate::provenance::PatchLimits {
+    crate::provenance::PatchLimits::new(config.patch_limit, config.patch_file_limit)
+}
+
 /// Runs a validated manifest into a new bundle under `opts.results_dir`.
 ///
 /// # Errors
@@ -268,7 +274,11 @@ pub fn run_manifest(
 
     // Earlier bundles and the one being written live under results/: leave them out of the
     // working-tree record, or every run would record its own output as drift.
-    let mut before = crate::provenance::capture_excluding(&plan.repo_start, &[&results_dir]);
+    let before = crate::provenance::capture_limited(
+        &plan.repo_start,
+        &[&results_dir],
+        patch_limits(&manifest.provenance),
+    );
     for warning in before.warnings() {
         progress::say(format_args!("warning: {warning}"));
     }
@@ -400,8 +410,6 @@ pub fn run_manifest(
         }
     }
     test_pause("published");
-    // working-tree.patch is written: its bytes would only ride along into every run's memory.
-    before.release_patch();
     crate::exec::return_freed_memory();
     let job = Job {
         detach: opts.detach,
@@ -576,19 +584,11 @@ impl<'a> Session<'a> {
             }
         }
         let result = end.and_then(|end| {
-            // The patch bytes were released after the setup; read back (and checked against their
-            // sha256), they spare the after-run capture a second diff when the tree did not change.
-            // Read inside the bundle only: a run may have replaced the file with a link or a FIFO.
-            let before = crate::bundle::contained::open_in(&dir, std::path::Path::new(files::PATCH))
-                .and_then(|mut file| {
-                    let mut bytes = Vec::new();
-                    std::io::Read::read_to_end(&mut file, &mut bytes).map(|_| bytes)
-                })
-                .ok()
-                .and_then(|bytes| finish.before.with_patch(bytes));
-            let before_with_patch = before.as_ref().unwrap_or(finish.before);
+            // The before capture still holds its patch (in a temporary file: no memory, no open
+            // descriptor): it spares the after-run capture a second diff when the tree did not
+            // change.
             let after =
-                crate::provenance::capture_after(&plan.repo_start, &[finish.results_dir], before_with_patch);
+                crate::provenance::capture_after(&plan.repo_start, &[finish.results_dir], finish.before);
             let drift = crate::bundle::write::write_provenance_after(&dir, finish.before, &after)?;
             Ok((end, drift))
         });
