@@ -63,12 +63,7 @@ pub struct MetricRow {
 
 /// A cell's per-run values of `metric` in a report (included runs with the figure).
 fn run_values(r: &Report, cell: &str, metric: Metric) -> Vec<f64> {
-    r.runs
-        .iter()
-        .filter(|run| run.cell_label == cell && run.excluded.is_none())
-        .filter_map(|run| metric.of(run.retention.as_ref()?))
-        .filter(|v| v.is_finite())
-        .collect()
+    r.values.cell_values(cell, metric)
 }
 
 /// Shift B - A with verdicts for `rows` (cell, metric, A values, B values), Holm-corrected per

@@ -12,8 +12,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
+use super::aggregation::RunValues;
 use super::metrics::{Family, Metric};
-use super::model::{CONTROL_MODE, RunSummary};
+use super::model::CONTROL_MODE;
 use crate::stats::{self, ALPHA, Shift, Verdict};
 
 /// `[report]` settings read from the bundle's manifest.toml that the estimates use.
@@ -194,10 +195,10 @@ pub struct Estimates {
     pub node_warnings: Vec<String>,
 }
 
-/// The sorted distinct nodes of `runs` (run.json `node`).
-fn nodes_of(runs: &[&RunSummary]) -> Vec<String> {
+/// The sorted distinct nodes of `runs` (finished runs of `values`; run.json `node`).
+fn nodes_of(values: &RunValues, runs: &[usize]) -> Vec<String> {
     runs.iter()
-        .filter_map(|r| r.node.clone())
+        .filter_map(|&r| values.node(r).map(str::to_string))
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect()
@@ -207,13 +208,19 @@ fn nodes_of(runs: &[&RunSummary]) -> Vec<String> {
 struct Pair<'a> {
     cell: &'a str,
     control: &'a str,
-    cell_runs: Vec<&'a RunSummary>,
-    control_runs: Vec<&'a RunSummary>,
+    cell_runs: Vec<usize>,
+    control_runs: Vec<usize>,
 }
 
 /// The estimates of every metric against the control for `pairs`, Holm across the pairs at
 /// `level`; each row tagged with `node`.
-fn estimate_rows(pairs: &[Pair<'_>], level: f64, settings: &Settings, node: Option<&str>) -> Vec<Estimate> {
+fn estimate_rows(
+    data: &RunValues,
+    pairs: &[Pair<'_>],
+    level: f64,
+    settings: &Settings,
+    node: Option<&str>,
+) -> Vec<Estimate> {
     let mut rows = Vec::new();
     for metric in Metric::ALL.iter().copied().filter(|m| m.def().vs_control) {
         let margin = match metric.def().family {
@@ -221,9 +228,9 @@ fn estimate_rows(pairs: &[Pair<'_>], level: f64, settings: &Settings, node: Opti
             Family::Rate => settings.rate_margin,
             Family::Other => None,
         };
-        let values = |runs: &[&RunSummary]| -> Vec<f64> {
+        let values = |runs: &[usize]| -> Vec<f64> {
             runs.iter()
-                .filter_map(|r| metric.of(r.retention.as_ref()?))
+                .filter_map(|&r| data.metric(r, metric))
                 .filter(|v| v.is_finite())
                 .collect()
         };
@@ -255,8 +262,8 @@ fn estimate_rows(pairs: &[Pair<'_>], level: f64, settings: &Settings, node: Opti
                 verdict,
                 repetitions_needed: (verdict == Verdict::TooFewRuns)
                     .then(|| stats::repetitions_needed(level)),
-                cell_nodes: nodes_of(&p.cell_runs),
-                control_nodes: nodes_of(&p.control_runs),
+                cell_nodes: nodes_of(data, &p.cell_runs),
+                control_nodes: nodes_of(data, &p.control_runs),
                 node: node.map(str::to_string),
             });
         }
@@ -267,7 +274,7 @@ fn estimate_rows(pairs: &[Pair<'_>], level: f64, settings: &Settings, node: Opti
 /// The control: `settings.control`, else mode = reuse when `mode_key` names a matrix key with
 /// a `reuse` cell; otherwise `None` with a message saying how to name one.
 fn choose_control(
-    runs: &[RunSummary],
+    values: &RunValues,
     keys: &[String],
     mode_key: Option<&str>,
     settings: &Settings,
@@ -301,10 +308,7 @@ fn choose_control(
     let Some(k) = mode_key else {
         return Err(format!("no control: no matrix key `mode`; {hint}"));
     };
-    if !runs
-        .iter()
-        .any(|r| r.mode(Some(k)).as_deref() == Some(CONTROL_MODE))
-    {
+    if !values.any_control_mode(k) {
         return Err(format!("no control: no cell with {k} = {CONTROL_MODE}; {hint}"));
     }
     Ok(Control {
@@ -316,12 +320,12 @@ fn choose_control(
 struct CellRuns<'a> {
     label: &'a str,
     cell: &'a BTreeMap<String, crate::manifest::Value>,
-    runs: Vec<&'a RunSummary>,
+    runs: Vec<usize>,
 }
 
 /// Estimates of every compared cell against its control.
 pub fn estimates(
-    runs: &[RunSummary],
+    values: &RunValues,
     keys: &[String],
     mode_key: Option<&str>,
     settings: &Settings,
@@ -333,28 +337,23 @@ pub fn estimates(
         rate_margin: settings.rate_margin,
         ..Estimates::default()
     };
-    let control = match choose_control(runs, keys, mode_key, settings) {
+    let control = match choose_control(values, keys, mode_key, settings) {
         Ok(c) => c,
         Err(why) => {
             out.no_control = Some(why);
             return out;
         }
     };
-    let mut cells: Vec<CellRuns<'_>> = Vec::new();
-    let mut index: HashMap<&str, usize> = HashMap::new();
-    for r in runs {
-        let i = *index.entry(r.cell_label.as_str()).or_insert_with(|| {
-            cells.push(CellRuns {
-                label: &r.cell_label,
-                cell: &r.cell,
-                runs: Vec::new(),
-            });
-            cells.len() - 1
-        });
-        if r.excluded.is_none() && r.retention.is_some() {
-            cells[i].runs.push(r);
-        }
-    }
+    let cells: Vec<CellRuns<'_>> = values
+        .cells
+        .iter()
+        .enumerate()
+        .map(|(i, c)| CellRuns {
+            label: &c.label,
+            cell: &c.cell,
+            runs: values.estimate_runs(i),
+        })
+        .collect();
     let is_control = |c: &CellRuns<'_>| {
         control
             .values
@@ -398,11 +397,11 @@ pub fn estimates(
             control_runs: ctrl.runs.clone(),
         })
         .collect();
-    out.rows = estimate_rows(&pooled, out.level, settings, None);
-    let all_nodes: Vec<String> = nodes_of(&runs.iter().collect::<Vec<_>>());
+    out.rows = estimate_rows(values, &pooled, out.level, settings, None);
+    let all_nodes: Vec<String> = values.all_nodes();
     if all_nodes.len() > 1 {
         for p in &pooled {
-            let (a, b) = (nodes_of(&p.cell_runs), nodes_of(&p.control_runs));
+            let (a, b) = (nodes_of(values, &p.cell_runs), nodes_of(values, &p.control_runs));
             if a != b {
                 out.node_warnings.push(format!(
                     "warning: {} ran on {} and its control {} on {}: its estimate compares hosts as well as cells (per node: the table against the control on each node)",
@@ -414,12 +413,12 @@ pub fn estimates(
             }
         }
         for node in &all_nodes {
-            fn on<'r>(rs: &[&'r RunSummary], node: &str) -> Vec<&'r RunSummary> {
+            let on = |rs: &[usize], node: &str| -> Vec<usize> {
                 rs.iter()
                     .copied()
-                    .filter(|r| r.node.as_deref() == Some(node))
+                    .filter(|&r| values.node(r) == Some(node))
                     .collect()
-            }
+            };
             let here: Vec<Pair<'_>> = pooled
                 .iter()
                 .map(|p| Pair {
@@ -439,7 +438,7 @@ pub fn estimates(
                 ALPHA
             };
             out.per_node
-                .extend(estimate_rows(&here, level, settings, Some(node)));
+                .extend(estimate_rows(values, &here, level, settings, Some(node)));
         }
     }
     // Rows by cell (plan order), then metric (table order).
