@@ -75,6 +75,7 @@ mod report_output;
 mod report_plot;
 mod report_reader;
 mod report_reasons;
+mod report_scale;
 mod report_width;
 mod run_containment;
 mod run_e2e;
