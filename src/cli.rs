@@ -78,7 +78,7 @@ pub struct BisectArgs {
     pub where_: Vec<(String, String)>,
     /// Most runs per cell at each probed commit (adaptive rounds stop earlier once every selected
     /// cell is decided). Default: the manifest's adaptive `max`, else 20.
-    #[arg(long, value_name = "N", value_parser = parse_repetitions)]
+    #[arg(long, value_name = "N", value_parser = parse_repetitions, allow_negative_numbers = true)]
     pub repetitions: Option<u32>,
     /// Folder for the steps' bundles. Default: as `run`'s.
     #[arg(long, value_name = "DIR")]
@@ -145,7 +145,7 @@ pub struct SelectArgs {
     #[arg(long = "where", value_name = "KEY=VALUE", value_parser = parse_where)]
     pub where_: Vec<(String, String)>,
     /// Repetitions of every cell, instead of `[schedule] repetitions`.
-    #[arg(long, value_name = "N", value_parser = parse_repetitions)]
+    #[arg(long, value_name = "N", value_parser = parse_repetitions, allow_negative_numbers = true)]
     pub repetitions: Option<u32>,
 }
 

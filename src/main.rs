@@ -92,8 +92,9 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
 /// the current directory).
 fn run_manifest(args: &RunArgs) -> Result<i32, Failure> {
     let mut manifest = manifest::load(&args.manifest).map_err(Failure::usage)?;
+    ui::manifest_warnings(&manifest);
     if let Some(kind) = args.executor {
-        manifest.executor.kind = kind;
+        executor_override(&mut manifest, kind);
     }
     if args.detach && !Backend::of(manifest.executor.kind).detaches() {
         return Err(Failure::usage(anyhow::anyhow!(
@@ -125,6 +126,39 @@ fn run_manifest(args: &RunArgs) -> Result<i32, Failure> {
         return Ok(ui::detached(&report));
     }
     Ok(ui::finished(&report, args.quiet))
+}
+
+/// `run --executor KIND`: the manifest's `[executor] kind` replaced (problems the kind causes then
+/// name the option), with a warning for the `[executor]` keys of the other kind that it leaves
+/// without effect (the slurm keys under `--executor local`).
+fn executor_override(manifest: &mut manifest::Manifest, kind: hwr_exp::choices::ExecutorKind) {
+    if manifest.executor.kind == kind {
+        return;
+    }
+    let option = format!("--executor {}", kind.as_str());
+    if kind == hwr_exp::choices::ExecutorKind::Local {
+        let unused: Vec<(String, std::ops::Range<usize>)> = manifest
+            .spans
+            .iter()
+            .filter_map(|(k, span)| {
+                let key = k.strip_prefix("executor.")?;
+                (key != "kind" && !key.contains('.')).then(|| (key.to_string(), span.clone()))
+            })
+            .collect();
+        for (key, span) in unused {
+            let mut d = manifest::Diagnostics::single(
+                manifest.path.display().to_string(),
+                manifest.source.clone(),
+                span,
+                format!("{option}: [executor] {key} has no effect: it applies only to the slurm executor"),
+                Some("leave out --executor local to run on Slurm".into()),
+            );
+            d.items[0].level = manifest::Level::Warning;
+            ui::to_stderr(format_args!("{}", d.to_string().trim_end()));
+        }
+    }
+    manifest.executor.kind = kind;
+    manifest.overridden.insert("executor.kind".into(), option);
 }
 
 /// `hwr-exp wait BUNDLE`: attach to a detached Slurm bundle, then as `run`.
@@ -168,7 +202,10 @@ fn check(args: &CheckArgs) -> Result<i32, Failure> {
     let mut code = exit_codes::SUCCESS;
     for path in &args.manifests {
         let manifest = match manifest::load(path) {
-            Ok(m) => m,
+            Ok(m) => {
+                ui::manifest_warnings(&m);
+                m
+            }
             Err(diagnostics) => {
                 print_error(&diagnostics.into());
                 code = code.max(exit_codes::USAGE);
@@ -208,6 +245,7 @@ fn warn_too_few_runs(manifest: &manifest::Manifest, plan: &hwr_exp::plan::Plan) 
 /// `hwr-exp plan MANIFEST [--format table|json|shell]`.
 fn plan(args: &PlanArgs) -> Result<i32, Failure> {
     let mut manifest = manifest::load(&args.manifest).map_err(Failure::usage)?;
+    ui::manifest_warnings(&manifest);
     let control_warning = select::control_left_out(&manifest, &selection(&args.select));
     select::apply(&mut manifest, &selection(&args.select)).map_err(Failure::usage)?;
     if let Some(w) = control_warning {

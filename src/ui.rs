@@ -124,6 +124,16 @@ pub fn schema(schema: &serde_json::Value) -> Result<i32, Failure> {
 /// line, file:line:col, source line and caret); anything else prints as `error: ` and its chain of
 /// causes, a cause left out when the text before already contains it (errors that inline their
 /// source in their message).
+/// Prints a manifest's validation warnings on stderr (`warning: ...` with `file:line:col`, the
+/// source line and a caret, like errors); nothing without any. They never change an exit code.
+pub fn manifest_warnings(manifest: &crate::manifest::Manifest) {
+    if let Some(warnings) = manifest.warnings() {
+        let _ = write!(io::stderr().lock(), "{warnings}");
+    }
+}
+
+/// Prints an error on stderr: a manifest's diagnostics as they render, anything else as
+/// `error: ...` with its causes.
 pub fn print_error(error: &anyhow::Error) {
     if let Some(diagnostics) = error.downcast_ref::<Diagnostics>() {
         // A closed stderr is ignored: the exit code still tells.

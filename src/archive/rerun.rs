@@ -11,6 +11,13 @@
 //! working-tree.patch) and the manifest's folder is taken at the same path relative to the
 //! repository root inside it. The worktree is removed when the rerun ends, also on error or
 //! interrupt. Submodules are not checked out in the worktree.
+//!
+//! Files the patch limits left out of working-tree.patch (provenance.json `tracked-left-out`
+//! and `untracked` with `in-patch: false`) are rebuilt where that can be done exactly: a deleted
+//! tracked file is deleted, and a file whose recorded working tree (the recorded repository root)
+//! still holds the recorded content (same sha256) is copied from there. The others cannot be
+//! rebuilt: the rerun names them, records the note in the new bundle and goes on without them
+//! (an untracked file is absent, a tracked one has its content at the recorded revision).
 
 use std::path::{Path, PathBuf};
 
@@ -48,6 +55,10 @@ pub struct RecordedTree {
     path: PathBuf,
     /// The commit checked out.
     revision: String,
+    /// Files left out of working-tree.patch that were rebuilt ([`restore_left_out`]).
+    restored: Vec<String>,
+    /// Files left out of working-tree.patch that could not be rebuilt, one line each.
+    not_rebuilt: Vec<String>,
     /// Holds the temporary parent folder; removed last.
     _tmp: tempfile::TempDir,
 }
@@ -99,7 +110,28 @@ impl RecordedTree {
             patch_applies(&repo, &revision, &patch)
                 .map_err(|m| env(format!("{} does not apply to {revision}: {m}", patch.display())))?;
         }
-        RecordedTree::at_commit(&root, &revision, (patch_len > 0).then_some(patch.as_path()))
+        let mut tree = RecordedTree::at_commit(&root, &revision, (patch_len > 0).then_some(patch.as_path()))?;
+        if let Some(p) = provenance {
+            let recorded_root = p.before.repo_root().unwrap_or(&root).to_path_buf();
+            for file in p.before.left_out_files() {
+                match restore_left_out(&recorded_root, &tree.path, &file) {
+                    Ok(()) => tree.restored.push(file.path.clone()),
+                    Err(why) => tree.not_rebuilt.push(format!("{} [{why}]", file.describe())),
+                }
+            }
+        }
+        Ok(tree)
+    }
+
+    /// Files left out of working-tree.patch that were rebuilt anyway (deleted, or copied from the
+    /// recorded working tree with the recorded sha256).
+    pub fn restored(&self) -> &[String] {
+        &self.restored
+    }
+
+    /// Files left out of working-tree.patch that could not be rebuilt, with why.
+    pub fn not_rebuilt(&self) -> &[String] {
+        &self.not_rebuilt
     }
 
     /// A temporary worktree of `revision` (a commit of the repository whose working tree is
@@ -122,6 +154,8 @@ impl RecordedTree {
             repo: root.to_path_buf(),
             path: tmp.path().join("tree"),
             revision: revision.to_string(),
+            restored: Vec::new(),
+            not_rebuilt: Vec::new(),
             _tmp: tmp,
         };
         // From here on, Drop removes whatever was created.
@@ -183,6 +217,67 @@ impl Drop for RecordedTree {
             let _ = git(&self.repo, &["worktree".as_ref(), "prune".as_ref()]);
         }
     }
+}
+
+/// Rebuilds in the worktree `tree` a file working-tree.patch does not hold: a deleted tracked
+/// file is removed; otherwise the file at the same path in the recorded working tree `from` is
+/// copied when its content has the recorded sha256 (a symlink is made again with its target),
+/// with the recorded executable bit.
+///
+/// # Errors
+/// Why it cannot be rebuilt (no recorded sha256, missing or changed in `from`, copy failed).
+fn restore_left_out(from: &Path, tree: &Path, file: &crate::provenance::LeftOutFile) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let dest = tree.join(&file.path);
+    if file.deleted {
+        return match std::fs::remove_file(&dest) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(format!("cannot delete it: {e}")),
+        };
+    }
+    let Some(recorded) = file.sha256.as_deref() else {
+        return Err("no sha256 recorded".into());
+    };
+    let source = from.join(&file.path);
+    let meta =
+        std::fs::symlink_metadata(&source).map_err(|_| format!("not in {} any more", from.display()))?;
+    let symlink = meta.file_type().is_symlink();
+    let now = if symlink {
+        std::fs::read_link(&source)
+            .map(|t| sha256_bytes(t.as_os_str().as_encoded_bytes()))
+            .map_err(|e| e.to_string())?
+    } else if meta.is_file() {
+        crate::digest::sha256_file(&source).map_err(|e| e.to_string())?
+    } else {
+        return Err(format!("not a file in {} any more", from.display()));
+    };
+    if now != recorded {
+        return Err(format!(
+            "changed in {} since (sha256 {})",
+            from.display(),
+            short(&now)
+        ));
+    }
+    let copy = || -> std::io::Result<()> {
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        match std::fs::remove_file(&dest) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        if symlink {
+            return std::os::unix::fs::symlink(std::fs::read_link(&source)?, &dest);
+        }
+        std::fs::copy(&source, &dest)?;
+        let exec = file.mode.as_deref() == Some("100755");
+        std::fs::set_permissions(
+            &dest,
+            std::fs::Permissions::from_mode(if exec { 0o755 } else { 0o644 }),
+        )
+    };
+    copy().map_err(|e| format!("cannot copy it from {}: {e}", from.display()))
 }
 
 /// Runs `git -C dir args...` with the caller's repository-locating variables removed
@@ -492,15 +587,24 @@ pub fn prepare(dir: &Path, opts: &RerunOptions) -> Result<PreparedRerun, Archive
                 "ran at the recorded revision {} in a temporary git worktree with working-tree.patch applied (worktree removed afterwards)",
                 tree.revision()
             ));
-            let left_out = provenance
+            let from = provenance
                 .as_ref()
-                .map(|p| p.before.left_out_of_patch())
-                .unwrap_or_default();
-            if !left_out.is_empty() {
+                .and_then(|p| p.before.repo_root())
+                .map_or_else(|| tree.repo().display().to_string(), |r| r.display().to_string());
+            if !tree.restored().is_empty() {
                 let note = format!(
-                    "the recorded tree cannot be rebuilt whole: {} untracked file(s) were recorded by size and sha256 only, not in working-tree.patch, and are missing from the rebuilt tree: {}",
-                    left_out.len(),
-                    left_out.join(", ")
+                    "{} file(s) left out of working-tree.patch by its size limits were rebuilt from the recorded working tree {from} (same sha256) or deleted as recorded: {}",
+                    tree.restored().len(),
+                    tree.restored().join(", ")
+                );
+                user_notes.push(note.clone());
+                bundle_notes.push(note);
+            }
+            if !tree.not_rebuilt().is_empty() {
+                let note = format!(
+                    "the recorded tree cannot be rebuilt whole: {} file(s) were recorded by size and sha256 only, not in working-tree.patch, and {from} no longer holds them as recorded; the rerun goes on without them (untracked ones are missing from the rebuilt tree, tracked ones have their content at the recorded revision): {}",
+                    tree.not_rebuilt().len(),
+                    tree.not_rebuilt().join(", ")
                 );
                 user_notes.push(note.clone());
                 bundle_notes.push(note);
@@ -525,7 +629,13 @@ pub fn prepare(dir: &Path, opts: &RerunOptions) -> Result<PreparedRerun, Archive
     }
 
     let abs_results = std::path::absolute(&results_dir).unwrap_or_else(|_| results_dir.clone());
-    let now = crate::provenance::capture_excluding(manifest.repo_start(), &[&abs_results]);
+    // The limits the archived bundle recorded (else the manifest's): an unchanged tree then gives
+    // the same patch.
+    let limits = provenance
+        .as_ref()
+        .and_then(|p| p.before.patch_limits())
+        .unwrap_or_else(|| session::patch_limits(&manifest.provenance));
+    let now = crate::provenance::capture_limited(manifest.repo_start(), &[&abs_results], limits);
     let now_host = crate::provenance::host::collect();
     let differences = differences(
         &bundle,

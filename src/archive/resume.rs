@@ -18,6 +18,10 @@
 //!    recomputed from the run.json files kept. A run.json that exists but cannot be read (malformed,
 //!    truncated, written in a newer format) refuses the resume with the reader's reason before
 //!    anything is moved.
+//! 5. Nothing in the bundle changes before every check has passed, the backend's preflight (Slurm:
+//!    `scontrol ping`, limits, partition) and the Slurm claim (no task of the bundle still queued
+//!    or running, squeue answering) included: a refused resume leaves the bundle exactly as it
+//!    was, its lock file too ([`BundleLock::abandon`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -69,6 +73,11 @@ pub fn resume(
                 plan,
                 todo,
                 info,
+                on_disk,
+                claim,
+                write_plan,
+                redo,
+                resumed_note,
                 results_dir,
                 before,
                 executor: executor_config,
@@ -84,8 +93,24 @@ pub fn resume(
             let ready = match backend.preflight(&results_dir, opts.quiet, &plan, &job) {
                 Ok(ready) => ready,
                 Err(p) => {
-                    let _ = lock.release();
+                    let _ = lock.abandon();
                     return Err(ArchiveError::Session(SessionError::Preflight(p)));
+                }
+            };
+            // Every check passed: only now is the bundle changed (a refused resume leaves it as
+            // it was).
+            let changes = Changes {
+                on_disk,
+                claim,
+                write_plan,
+                redo,
+                resumed_note,
+            };
+            let info = match changes.make(bundle.dir(), &lock, &plan, info, opts.quiet) {
+                Ok(info) => info,
+                Err(e) => {
+                    let _ = lock.release();
+                    return Err(e);
                 }
             };
             // The working-tree capture compared above is gone: hand its memory back before
@@ -126,8 +151,8 @@ pub fn resume(
             Ok(ready.run(session, &job)?)
         }
         Err(e) => {
-            // Refused or failed before the bundle was reopened: leave no lock file behind.
-            let _ = lock.release();
+            // Refused before anything changed: the bundle is left as it was, its lock file too.
+            let _ = lock.abandon();
             Err(e)
         }
     }
@@ -138,8 +163,18 @@ struct Prepared {
     plan: crate::plan::Plan,
     /// Plan indices of the runs to redo.
     todo: Vec<usize>,
-    /// bundle.json to write when reopening.
+    /// bundle.json to write when reopening (before [`Changes::make`]).
     info: crate::bundle::BundleInfo,
+    /// bundle.json as read under the lock.
+    on_disk: crate::bundle::BundleInfo,
+    /// Slurm: arrays to record and held arrays to cancel.
+    claim: Option<super::slurm::Claim>,
+    /// plan.json is missing and is written again from the archived manifest.
+    write_plan: bool,
+    /// Folders of the runs to redo, whose files move to `attempts/<n>/`.
+    redo: Vec<std::path::PathBuf>,
+    /// The last note: when, by whom, how many runs.
+    resumed_note: String,
     results_dir: std::path::PathBuf,
     /// The capture recorded when the bundle was created.
     before: crate::provenance::Snapshot,
@@ -151,17 +186,65 @@ struct Prepared {
     fail_fast: bool,
 }
 
+/// What a resume changes in the bundle once every check passed ([`Changes::make`]).
+struct Changes {
+    on_disk: crate::bundle::BundleInfo,
+    claim: Option<super::slurm::Claim>,
+    write_plan: bool,
+    redo: Vec<std::path::PathBuf>,
+    resumed_note: String,
+}
+
+impl Changes {
+    /// Records and cancels what the Slurm claim found, writes plan.json again when it was
+    /// missing, moves the files of the runs to redo into `attempts/<n>/`; gives the bundle.json
+    /// to reopen the bundle with (`info` plus what was done).
+    fn make(
+        self,
+        dir: &Path,
+        lock: &BundleLock,
+        plan: &crate::plan::Plan,
+        mut info: crate::bundle::BundleInfo,
+        quiet: bool,
+    ) -> Result<crate::bundle::BundleInfo, ArchiveError> {
+        let write_err = |source| ArchiveError::Write {
+            bundle: dir.to_path_buf(),
+            source,
+        };
+        if let Some(claim) = self.claim {
+            let mut on_disk = self.on_disk;
+            let notes = claim.apply(dir, lock, &mut on_disk, quiet)?;
+            info.slurm = on_disk.slurm;
+            info.notes.extend(notes);
+        }
+        if self.write_plan {
+            let sha = crate::bundle::write::write_plan_file(dir, plan).map_err(write_err)?;
+            info.setup_sha256
+                .insert(crate::bundle::files::PLAN.to_string(), sha);
+            info.notes.push(
+                "plan.json was missing (the runner stopped before it was written): written again from the archived manifest".into(),
+            );
+        }
+        for run_dir in &self.redo {
+            crate::bundle::write::keep_attempt(run_dir).map_err(write_err)?;
+        }
+        info.notes.push(self.resumed_note);
+        Ok(info)
+    }
+}
+
 /// Steps 2 to 4 of the module docs, under the bundle's lock: checks the status, the manifest, the
-/// plan and the working tree, deletes the folders of the runs to redo and computes the new
-/// bundle.json.
+/// plan and the working tree (Slurm: that no task of the bundle still runs), and computes the new
+/// bundle.json and the runs to redo. Changes nothing in the bundle: [`Changes::make`] does, after
+/// the backend's preflight.
 fn prepare(
     bundle: &crate::bundle::read::Bundle,
     opts: &ResumeOptions,
-    lock: &BundleLock,
+    _held: &BundleLock,
 ) -> Result<Prepared, ArchiveError> {
     // Re-read under the lock: a runner or another resume may have finished it meanwhile.
-    let mut bundle = super::open(bundle.dir())?;
-    let mut info = bundle.info().clone();
+    let bundle = super::open(bundle.dir())?;
+    let info = bundle.info().clone();
     // This process holds the lock, so no other process writes the bundle: `running` is abandoned.
     let previous = match info.status {
         BundleStatus::Running => EffectiveStatus::Abandoned,
@@ -182,12 +265,12 @@ fn prepare(
         }
     }
     // Slurm: one owner of the bundle's tasks. Live arrays refuse the resume; arrays found by
-    // their tag are recorded, held ones cancelled (bundle.json rewritten, so read it again).
-    if info.is_slurm() {
-        super::slurm::claim_for_resume(&bundle, lock, opts.quiet)?;
-        bundle = super::open(bundle.dir())?;
-        info = bundle.info().clone();
-    }
+    // their tag are recorded, held ones cancelled, once every check has passed.
+    let claim = if info.is_slurm() {
+        Some(super::slurm::claim_for_resume(&bundle, opts.quiet)?)
+    } else {
+        None
+    };
 
     let provenance = bundle.provenance_doc()?;
     let (base_dir, moved) = base_dir_now(&bundle, Some(&provenance));
@@ -223,16 +306,8 @@ fn prepare(
     let mut plan = session::expand(&manifest, &ctx)?;
     // A runner stopped in its first seconds may not have written plan.json yet (the local runner
     // writes it while the first runs execute): it is written from the archived manifest.
-    let mut rewritten_plan = None;
-    if plan.adaptive.is_none() && matches!(bundle.plan_header(), Err(ReadError::Missing { .. })) {
-        let sha = crate::bundle::write::write_plan_file(bundle.dir(), &plan).map_err(|source| {
-            ArchiveError::Write {
-                bundle: bundle.dir().to_path_buf(),
-                source,
-            }
-        })?;
-        rewritten_plan = Some(sha);
-    }
+    let write_plan =
+        plan.adaptive.is_none() && matches!(bundle.plan_header(), Err(ReadError::Missing { .. }));
     if plan.adaptive.is_some() {
         // Adaptive repetitions: the rounds plan.json records (the rule added them one by one).
         let cells: std::collections::HashMap<String, usize> = (0..plan.cell_count())
@@ -252,9 +327,16 @@ fn prepare(
     }
     // plan.json is streamed (a 1,000,000-run plan is hundreds of MB): first the run ids against
     // the re-expanded plan, later the run records.
-    let mut recorded_len = 0;
+    // (A missing plan.json is written from this plan once every check has passed: until then the
+    // plan's own run ids stand for it.)
+    let mut recorded_len = if write_plan { plan.len() } else { 0 };
     let mut mismatch = None;
-    for (i, entry) in bundle.planned_runs()?.enumerate() {
+    let recorded: Box<dyn Iterator<Item = _>> = if write_plan {
+        Box::new(std::iter::empty())
+    } else {
+        Box::new(bundle.planned_runs()?)
+    };
+    for (i, entry) in recorded.enumerate() {
         let entry = entry?;
         recorded_len = i + 1;
         if mismatch.is_none() && (i >= plan.len() || plan.run(i).run_id != entry.run_id) {
@@ -277,7 +359,13 @@ fn prepare(
     let results_dir = bundle.results_dir();
     crate::runner::preflight::check(&plan, &results_dir)
         .map_err(|p| ArchiveError::Session(SessionError::Preflight(p)))?;
-    let now = crate::provenance::capture_excluding(&plan.repo_start, &[&results_dir]);
+    // The limits the bundle recorded (bundles made before they were: the manifest's), so that an
+    // unchanged tree gives the same patch.
+    let limits = provenance
+        .before
+        .patch_limits()
+        .unwrap_or_else(|| session::patch_limits(&manifest.provenance));
+    let now = crate::provenance::capture_limited(&plan.repo_start, &[&results_dir], limits);
     let changed = crate::provenance::differences(&provenance.before, &now);
     let mut notes: Vec<String> = moved.into_iter().collect();
     if !changed.is_empty() {
@@ -298,9 +386,18 @@ fn prepare(
     // anything is deleted: it may record a finished run this build does not understand.
     let mut counts: BTreeMap<Outcome, usize> = BTreeMap::new();
     let mut todo = Vec::new();
-    for (i, entry) in bundle.planned_runs()?.enumerate() {
-        let entry = entry?;
-        match bundle.run_record(&entry.run_id) {
+    let run_ids: Box<dyn Iterator<Item = Result<String, ArchiveError>>> = if write_plan {
+        Box::new((0..plan.len()).map(|i| Ok(plan.run(i).run_id)))
+    } else {
+        Box::new(
+            bundle
+                .planned_runs()?
+                .map(|e| e.map(|e| e.run_id).map_err(ArchiveError::from)),
+        )
+    };
+    for (i, run_id) in run_ids.enumerate() {
+        let run_id = run_id?;
+        match bundle.run_record(&run_id) {
             Ok(Some(r)) if !matches!(r.termination, Termination::Interrupted | Termination::Lost) => {
                 *counts.entry(r.outcome).or_default() += 1;
             }
@@ -308,31 +405,20 @@ fn prepare(
             Err(e) => {
                 return Err(ArchiveError::Refused(format!(
                     "{e}; resume keeps every finished run and deletes nothing it cannot read: use a hwr-exp that reads it, or move the run folder {} away to have the run redone",
-                    bundle.run_dir(&entry.run_id).display()
+                    bundle.run_dir(&run_id).display()
                 )));
             }
         }
     }
-    let write_err = |source| ArchiveError::Write {
-        bundle: bundle.dir().to_path_buf(),
-        source,
-    };
-    for &i in &todo {
-        crate::bundle::write::keep_attempt(&bundle.run_dir(&plan.run(i).run_id)).map_err(write_err)?;
-    }
+    let redo = todo
+        .iter()
+        .map(|&i| bundle.run_dir(&plan.run(i).run_id))
+        .collect();
     let mut new_info = info.clone();
     new_info.counts = counts;
     new_info.finished = None;
     new_info.notes.extend(notes);
-    if let Some(sha) = rewritten_plan {
-        new_info
-            .setup_sha256
-            .insert(crate::bundle::files::PLAN.to_string(), sha);
-        new_info.notes.push(
-            "plan.json was missing (the runner stopped before it was written): written again from the archived manifest".into(),
-        );
-    }
-    new_info.notes.push(format!(
+    let resumed_note = format!(
         "resumed at {} by hwr-exp {} (pid {}): {} of {} runs to run, previous status {}",
         rfc3339(SystemTime::now()),
         env!("CARGO_PKG_VERSION"),
@@ -340,11 +426,16 @@ fn prepare(
         todo.len(),
         recorded_len,
         previous.as_str()
-    ));
+    );
     Ok(Prepared {
         plan,
         todo,
         info: new_info,
+        on_disk: info,
+        claim,
+        write_plan,
+        redo,
+        resumed_note,
         results_dir,
         before: provenance.before,
         executor: manifest.executor.clone(),

@@ -20,7 +20,7 @@ use crate::runner::Runs;
 use crate::runner::backend::Backend;
 use crate::runner::session::{self, Finish, Session, SessionReport};
 use crate::runner::slurm::{self as rslurm, TaskEnd};
-use crate::slurm::{ArrayState, CancelTarget, RetryNote, SlurmClient, SubmittedArray, TaskMap, script};
+use crate::slurm::{ArrayState, CancelTarget, SlurmClient, SubmittedArray, TaskMap, script};
 
 /// The archived manifest of `bundle` with the executor the bundle records, expanded again with the
 /// bundle's folder and seed: the same plan the submitting hwr-exp wrote to plan.json.
@@ -66,14 +66,7 @@ fn recorded(bundle: &Bundle) -> Vec<SubmittedArray> {
 /// The Slurm client of `wait`, `cancel` and `resume`: transient errors retried and, unless
 /// `quiet`, each retry said.
 pub fn client(quiet: bool) -> SlurmClient {
-    let client = SlurmClient::new();
-    if quiet {
-        client
-    } else {
-        client.with_observer(std::sync::Arc::new(|note: &RetryNote| {
-            crate::runner::progress::say(format_args!("slurm: {note}"));
-        }))
-    }
+    rslurm::telling(SlurmClient::new(), quiet)
 }
 
 /// Arrays Slurm lists with this bundle's tag (job name `hwr-exp:<experiment>`, `--comment` naming
@@ -151,35 +144,34 @@ fn activity(
     Ok(out)
 }
 
-/// `resume`'s ownership rule on Slurm (DESIGN 8, issue 23): under the bundle's lock, records
-/// arrays found by their tag, then asks squeue about every array. When any task still runs or
-/// waits to run (not held) the resume is refused, naming `wait` and `cancel`: resubmitting would
-/// run those runs twice at once. Arrays that are only held (their submitter died before
-/// releasing them: no task of them ever ran) are cancelled and marked so, and their runs are
-/// resubmitted with the other runs whose tasks are gone.
+/// What `resume` found it must do with a Slurm bundle's arrays before it submits again
+/// ([`claim_for_resume`]), done by [`Claim::apply`] once every other check has passed.
+#[derive(Debug, Clone, Default)]
+pub struct Claim {
+    /// Arrays found by their tag that bundle.json does not record: recorded by [`Claim::apply`].
+    adopted: Vec<SubmittedArray>,
+    /// Arrays only held (never released: none of their tasks ran): cancelled by [`Claim::apply`].
+    held: Vec<u64>,
+}
+
+/// `resume`'s ownership rule on Slurm (DESIGN 8, issue 23): under the bundle's lock, looks for
+/// arrays by their tag, then asks squeue about every array. When any task still runs or waits to
+/// run (not held) the resume is refused, naming `wait` and `cancel`: resubmitting would run those
+/// runs twice at once. Arrays that are only held (their submitter died before releasing them: no
+/// task of them ever ran) are to be cancelled and their runs resubmitted with the other runs whose
+/// tasks are gone. Writes nothing: a refused resume leaves the bundle as it was; what was found is
+/// done by [`Claim::apply`] after the rest of the resume's checks (the backend's preflight too).
 ///
 /// # Errors
 /// [`ArchiveError::Refused`] for live arrays; [`ArchiveError::Environment`] when Slurm cannot be
-/// asked; [`ArchiveError::Write`] when bundle.json cannot be written.
-pub fn claim_for_resume(bundle: &Bundle, lock: &BundleLock, quiet: bool) -> Result<(), ArchiveError> {
+/// asked.
+pub fn claim_for_resume(bundle: &Bundle, quiet: bool) -> Result<Claim, ArchiveError> {
     let client = client(quiet);
-    let write_err = |source| ArchiveError::Write {
-        bundle: bundle.dir().to_path_buf(),
-        source,
-    };
-    let mut info = bundle.info().clone();
     let adopted = orphans(&client, bundle)?;
-    if !adopted.is_empty() {
-        say_adopted(&adopted, quiet);
-        info.slurm
-            .get_or_insert_with(Default::default)
-            .arrays
-            .extend(adopted);
-        crate::bundle::write::rewrite_info(bundle.dir(), lock, &info).map_err(write_err)?;
-    }
-    let arrays = info.slurm.as_ref().map(|s| s.arrays.clone()).unwrap_or_default();
+    let mut arrays = recorded(bundle);
+    arrays.extend(adopted.iter().cloned());
     if arrays.is_empty() {
-        return Ok(());
+        return Ok(Claim::default());
     }
     let active = activity(&client, &arrays).map_err(|e| {
         ArchiveError::Environment(format!(
@@ -210,39 +202,80 @@ pub fn claim_for_resume(bundle: &Bundle, lock: &BundleLock, quiet: bool) -> Resu
             live.join(", ")
         )));
     }
-    let held: Vec<u64> = active.keys().copied().collect();
-    if held.is_empty() {
-        return Ok(());
-    }
-    let targets: Vec<CancelTarget> = held.iter().copied().map(CancelTarget::Job).collect();
-    client
-        .cancel(&targets)
-        .map_err(|e| ArchiveError::Environment(e.to_string()))?;
-    let map = TaskMap::new(
-        &arrays
-            .iter()
-            .filter(|a| held.contains(&a.job_id))
-            .cloned()
-            .collect::<Vec<_>>(),
-    )
-    .map_err(|e| ArchiveError::Refused(e.to_string()))?;
-    rslurm::cancel_arrays(&client, &map);
-    for a in info.slurm.iter_mut().flat_map(|s| s.arrays.iter_mut()) {
-        if held.contains(&a.job_id) {
-            a.state = ArrayState::Cancelled;
+    Ok(Claim {
+        adopted,
+        held: active.keys().copied().collect(),
+    })
+}
+
+impl Claim {
+    /// Records the adopted arrays in `info` (bundle.json as read), cancels the held ones
+    /// (`scancel`, then waits until squeue shows none of their tasks) and marks them `cancelled`
+    /// with a note, writing bundle.json under `lock` after each step. Returns the notes added.
+    ///
+    /// # Errors
+    /// [`ArchiveError::Environment`] when scancel fails; [`ArchiveError::Write`] when bundle.json
+    /// cannot be written.
+    pub fn apply(
+        self,
+        dir: &Path,
+        lock: &BundleLock,
+        info: &mut crate::bundle::BundleInfo,
+        quiet: bool,
+    ) -> Result<Vec<String>, ArchiveError> {
+        let Claim { adopted, held } = self;
+        if adopted.is_empty() && held.is_empty() {
+            return Ok(Vec::new());
         }
-    }
-    info.notes.push(format!(
-        "resume cancelled held slurm array(s) {} (submitted, never released: none of their tasks ran); their runs are submitted again",
-        held.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
-    ));
-    if !quiet {
-        crate::runner::progress::say(format_args!(
-            "cancelled held slurm array(s) {} (never released); their runs are submitted again",
+        let client = client(quiet);
+        let write_err = |source| ArchiveError::Write {
+            bundle: dir.to_path_buf(),
+            source,
+        };
+        if !adopted.is_empty() {
+            say_adopted(&adopted, quiet);
+            info.slurm
+                .get_or_insert_with(Default::default)
+                .arrays
+                .extend(adopted);
+            crate::bundle::write::rewrite_info(dir, lock, info).map_err(write_err)?;
+        }
+        if held.is_empty() {
+            return Ok(Vec::new());
+        }
+        let arrays = info.slurm.as_ref().map(|s| s.arrays.clone()).unwrap_or_default();
+        let targets: Vec<CancelTarget> = held.iter().copied().map(CancelTarget::Job).collect();
+        client
+            .cancel(&targets)
+            .map_err(|e| ArchiveError::Environment(e.to_string()))?;
+        let map = TaskMap::new(
+            &arrays
+                .iter()
+                .filter(|a| held.contains(&a.job_id))
+                .cloned()
+                .collect::<Vec<_>>(),
+        )
+        .map_err(|e| ArchiveError::Refused(e.to_string()))?;
+        rslurm::cancel_arrays(&client, &map);
+        for a in info.slurm.iter_mut().flat_map(|s| s.arrays.iter_mut()) {
+            if held.contains(&a.job_id) {
+                a.state = ArrayState::Cancelled;
+            }
+        }
+        let note = format!(
+            "resume cancelled held slurm array(s) {} (submitted, never released: none of their tasks ran); their runs are submitted again",
             held.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
-        ));
+        );
+        info.notes.push(note.clone());
+        if !quiet {
+            crate::runner::progress::say(format_args!(
+                "cancelled held slurm array(s) {} (never released); their runs are submitted again",
+                held.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        crate::bundle::write::rewrite_info(dir, lock, info).map_err(write_err)?;
+        Ok(vec![note])
     }
-    crate::bundle::write::rewrite_info(bundle.dir(), lock, &info).map_err(write_err)
 }
 
 /// `hwr-exp slurm-task BUNDLE INDEX`: runs plan index `index` of the bundle on this node

@@ -14,7 +14,7 @@
 //! case ([`BundleLock::acquire`]).
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -67,6 +67,9 @@ pub struct BundleLock {
     file: File,
     /// `<bundle>/.lock`.
     path: PathBuf,
+    /// What the lock file held before this lock wrote its pid (`None`: this lock created it), for
+    /// [`BundleLock::abandon`].
+    previous: Option<Vec<u8>>,
 }
 
 impl BundleLock {
@@ -88,6 +91,7 @@ impl BundleLock {
             source,
         };
         for _ in 0..RETRIES {
+            let existed = path.exists();
             let file = OpenOptions::new()
                 .read(true)
                 .write(true)
@@ -136,9 +140,17 @@ impl BundleLock {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(io_err(e)),
             }
+            let previous = if existed {
+                let mut bytes = Vec::new();
+                (&file).read_to_end(&mut bytes).map_err(io_err)?;
+                Some(bytes)
+            } else {
+                None
+            };
             let mut lock = BundleLock {
                 file,
                 path: path.clone(),
+                previous,
             };
             lock.write_pid().map_err(io_err)?;
             return Ok(lock);
@@ -169,6 +181,22 @@ impl BundleLock {
     /// The lock file, `<bundle>/.lock`.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Gives the lock up leaving the bundle as it was found (a command that refused to change
+    /// it, like a refused `resume`): a lock file this lock created is removed, one that was
+    /// there gets its old content (the pid of an earlier holder) back.
+    ///
+    /// # Errors
+    /// I/O errors removing or rewriting the file (the lock is released all the same).
+    pub fn abandon(self) -> io::Result<()> {
+        match &self.previous {
+            None => self.release(),
+            Some(bytes) => {
+                self.file.set_len(0)?;
+                std::os::unix::fs::FileExt::write_all_at(&self.file, bytes, 0)
+            }
+        }
     }
 
     /// Removes the lock file, then releases the lock (closing the descriptor). Called after the

@@ -389,6 +389,10 @@ pub fn bundle_path(results_dir: &Path, experiment: &str, now: SystemTime) -> Pat
         .join(format!("{stamp}-{:04x}", fastrand::u16(..)))
 }
 
+/// working-tree.patch up to this size (4 MiB) is read into memory and then written; a larger one
+/// is copied in blocks from the capture's temporary file.
+const PATCH_READ_WHOLE_BYTES: u64 = 4 * 1024 * 1024;
+
 /// Writes the provenance files of a capture into the bundle folder `dir`: `revision.txt`,
 /// `working-tree.txt`, `working-tree.patch` and `provenance.json` (without the after-run check),
 /// each atomically.
@@ -401,7 +405,14 @@ pub fn write_provenance(dir: &Path, before: &Snapshot) -> io::Result<()> {
         &dir.join(files::WORKING_TREE),
         before.working_tree_text().as_bytes(),
     )?;
-    write_atomic(&dir.join(files::PATCH), before.patch())?;
+    // From the capture's temporary file: a small patch read first (one descriptor open at a
+    // time, as the other setup files), a larger one copied in blocks (never in memory whole).
+    let patch = before.patch();
+    if patch.len() <= PATCH_READ_WHOLE_BYTES {
+        write_atomic(&dir.join(files::PATCH), &patch.read_all()?)?;
+    } else {
+        write_atomic_with(&dir.join(files::PATCH), |out| patch.copy_to(out).map(|_| ()))?;
+    }
     write_json_atomic(&dir.join(files::PROVENANCE), &ProvenanceDoc::before_run(before))
 }
 

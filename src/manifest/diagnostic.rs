@@ -10,19 +10,56 @@
 //!    | ^^^^^^^^^
 //!    = help: did you mean `repetitions`? valid keys: repetitions, order, seed, jobs
 //! ```
+//!
+//! A warning ([`Level::Warning`]: a key that is read but has no effect, like `seed` without
+//! `order = "shuffled"`) renders the same way with `warning:`. A problem caused by a command-line
+//! value that replaces a manifest value ([`Diagnostic::option`], like `run --repetitions N`) names
+//! the option and its value instead of a manifest position:
+//!
+//! ```text
+//! error: --repetitions 4294967295: the matrix times the repetitions makes 17179869180 runs; ...
+//!   --> command line: --repetitions 4294967295 (in place of exp.toml:35:15)
+//! ```
 
 use std::fmt;
 use std::ops::Range;
 
+/// Whether a diagnostic fails the manifest.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// The manifest is refused (exit 2).
+    #[default]
+    Error,
+    /// Printed, but the manifest is accepted: a key that is read and has no effect.
+    Warning,
+}
+
+impl Level {
+    /// `error` or `warning`, as the rendering starts.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Level::Error => "error",
+            Level::Warning => "warning",
+        }
+    }
+}
+
 /// One located problem in a manifest.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Diagnostic {
-    /// Byte range in the manifest source the problem points at.
+    /// Byte range in the manifest source the problem points at (with [`Diagnostic::option`]: the
+    /// manifest value the option replaces).
     pub span: Range<usize>,
     /// What is wrong.
     pub message: String,
     /// An optional hint (did-you-mean, accepted values).
     pub help: Option<String>,
+    /// Error or warning.
+    pub level: Level,
+    /// The command-line option and value the problem comes from (`--repetitions 4294967295`),
+    /// when a command-line value replaced the manifest's: the rendering names it instead of
+    /// showing a manifest line.
+    pub option: Option<String>,
 }
 
 /// Every problem found in one manifest, rendered all at once by `Display`.
@@ -61,7 +98,22 @@ impl Diagnostics {
                 span,
                 message: message.into(),
                 help,
+                ..Diagnostic::default()
             }],
+        }
+    }
+
+    /// Whether any item is an error (not only warnings).
+    pub fn has_errors(&self) -> bool {
+        self.items.iter().any(|d| d.level == Level::Error)
+    }
+
+    /// The same file with only the items of `level`.
+    pub fn only(&self, level: Level) -> Diagnostics {
+        Diagnostics {
+            file: self.file.clone(),
+            source: self.source.clone(),
+            items: self.items.iter().filter(|d| d.level == level).cloned().collect(),
         }
     }
 
@@ -95,7 +147,23 @@ impl fmt::Display for Diagnostics {
                 writeln!(f)?;
             }
             let (line, col) = self.line_col(d.span.start);
-            writeln!(f, "error: {}", d.message)?;
+            writeln!(f, "{}: {}", d.level.as_str(), d.message)?;
+            if let Some(option) = &d.option {
+                // The value came from the command line: no manifest line to point at.
+                if d.span.end > d.span.start {
+                    writeln!(
+                        f,
+                        "  --> command line: {option} (in place of {}:{line}:{col})",
+                        self.file
+                    )?;
+                } else {
+                    writeln!(f, "  --> command line: {option} (for {})", self.file)?;
+                }
+                if let Some(help) = &d.help {
+                    writeln!(f, "   = help: {help}")?;
+                }
+                continue;
+            }
             writeln!(f, "  --> {}:{}:{}", self.file, line, col)?;
             if !self.source.is_empty() {
                 let start = floor_boundary(&self.source, d.span.start);

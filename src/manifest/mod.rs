@@ -14,7 +14,7 @@ mod validate;
 
 use std::path::{Path, PathBuf};
 
-pub use diagnostic::{Diagnostic, Diagnostics};
+pub use diagnostic::{Diagnostic, Diagnostics, Level};
 pub use model::*;
 pub use validate::{ENVIRONMENT_KEY, MAX_DURATION, known_keys};
 
@@ -110,14 +110,49 @@ impl Manifest {
     /// `"isolation.env.NAME"`). An unknown or absent key points at the start of the file (0..0).
     /// Used by later stages for problems only expansion finds (duplicate output names, an
     /// `exclude` that removes every cell).
+    ///
+    /// When a command-line option replaced the value at `key` (or at a key it is part of:
+    /// [`Manifest::overridden`]), the problem is the option's: its message starts with the option
+    /// and value (`--repetitions 4294967295: ...`) and the rendering names the command line
+    /// instead of a manifest line.
     pub fn diagnostic(&self, key: &str, message: impl Into<String>, help: Option<String>) -> Diagnostics {
         let span = self.spans.get(key).cloned().unwrap_or(0..0);
-        Diagnostics::single(
+        let mut d = Diagnostics::single(
             self.path.display().to_string(),
             self.source.clone(),
             span,
             message,
             help,
-        )
+        );
+        if let Some(option) = self.option_for(key) {
+            let item = &mut d.items[0];
+            item.message = format!("{option}: {}", item.message);
+            item.option = Some(option.to_string());
+        }
+        d
+    }
+
+    /// The command-line option (with its value) that replaced the value at `key` or at a key
+    /// `key` is inside (`schedule.repetitions` for `schedule.repetitions.max`).
+    pub fn option_for(&self, key: &str) -> Option<&str> {
+        self.overridden
+            .iter()
+            .find(|(k, _)| {
+                key == k.as_str()
+                    || key
+                        .strip_prefix(k.as_str())
+                        .is_some_and(|rest| rest.starts_with('.'))
+            })
+            .map(|(_, option)| option.as_str())
+    }
+
+    /// The warnings of validation as one printable set (`warning: ...` blocks with `file:line:col`
+    /// and a caret); `None` without any.
+    pub fn warnings(&self) -> Option<Diagnostics> {
+        (!self.warnings.is_empty()).then(|| Diagnostics {
+            file: self.path.display().to_string(),
+            source: self.source.clone(),
+            items: self.warnings.clone(),
+        })
     }
 }

@@ -47,6 +47,14 @@ pub struct Manifest {
     /// Byte ranges in `source` of keys and values, by dotted key path (`"command.output"`,
     /// `"matrix.mode"`, `"isolation.cpus"`), so later stages (plan expansion) can point at the source.
     pub spans: BTreeMap<String, Range<usize>>,
+    /// The warnings validation found (keys read that have no effect where they are), in source
+    /// order; [`crate::manifest::Manifest::warnings`] renders them.
+    pub warnings: Vec<crate::manifest::Diagnostic>,
+    /// Values a command-line option replaced, by dotted key path: `"schedule.repetitions"` ->
+    /// `"--repetitions 3"`, `"executor.kind"` -> `"--executor slurm"`. A problem later found at
+    /// such a key names the option and its value instead of the manifest line
+    /// ([`crate::manifest::Manifest::diagnostic`]).
+    pub overridden: BTreeMap<String, String>,
 }
 
 /// `[experiment]`.
@@ -368,6 +376,12 @@ pub struct Measure {
 pub struct ProvenanceConfig {
     /// `repo`: absolute path of the repository to record; `None` = discover from the manifest's folder.
     pub repo: Option<PathBuf>,
+    /// `patch-limit`: most bytes of all changed files working-tree.patch holds together; `None` =
+    /// the default (64 MiB).
+    pub patch_limit: Option<u64>,
+    /// `patch-file-limit`: most bytes of one changed file in working-tree.patch; `None` = the
+    /// default (16 MiB).
+    pub patch_file_limit: Option<u64>,
 }
 
 /// The value of matrix key `mode` that is the control when `[report] control` is not given

@@ -264,6 +264,12 @@ pub struct RawMeasure {
 pub struct RawProvenance {
     /// Git repository to record, relative to the manifest's folder; default: the one holding it.
     pub repo: Option<String>,
+    /// Most bytes of all changed files working-tree.patch holds together, a byte size like
+    /// "64MiB" (the default); files past it are recorded by size and sha256 only.
+    pub patch_limit: Option<RawSize>,
+    /// Most bytes of one changed file in working-tree.patch, a byte size like "16MiB" (the
+    /// default); larger files are recorded by size and sha256 only.
+    pub patch_file_limit: Option<RawSize>,
 }
 
 /// `[report]`.

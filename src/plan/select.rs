@@ -168,6 +168,9 @@ pub fn apply(manifest: &mut Manifest, selection: &Selection) -> Result<(), Selec
         // A fixed number, also in place of an adaptive rule (`{ min, max, until }`).
         reduced.schedule.repetitions = n;
         reduced.schedule.adaptive = None;
+        reduced
+            .overridden
+            .insert("schedule.repetitions".into(), format!("--repetitions {n}"));
     }
     *manifest = reduced;
     Ok(())

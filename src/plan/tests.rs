@@ -49,11 +49,17 @@ pub(crate) fn manifest(axes: Vec<(&str, Vec<Value>)>) -> Manifest {
         measure: Measure {
             sample_interval: Some(Duration::from_millis(100)),
         },
-        provenance: ProvenanceConfig { repo: None },
+        provenance: ProvenanceConfig {
+            repo: None,
+            patch_limit: None,
+            patch_file_limit: None,
+        },
         report: ReportConfig::default(),
         executor: ExecutorConfig::default(),
         environments: Vec::new(),
         spans: BTreeMap::new(),
+        warnings: Vec::new(),
+        overridden: BTreeMap::new(),
     }
 }
 

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::patch::{PatchBytes, PatchLimits};
+
 /// Format version of `provenance.json`.
 pub const PROVENANCE_FORMAT: u32 = 1;
 
@@ -53,10 +55,18 @@ pub struct Snapshot {
     pub(super) status: Vec<StatusLine>,
     /// Untracked (not ignored) files with the SHA-256 of their content.
     pub(super) untracked: Vec<UntrackedFile>,
-    /// Untracked files larger than this many bytes are left out of `working-tree.patch`
-    /// (recorded in `untracked` with `in-patch: false`).
+    /// Files larger than this many bytes are left out of `working-tree.patch` (the per-file limit
+    /// of `patch-limits`, under its older name; bundles made before `patch-limits` have only this).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) untracked_patch_limit_bytes: Option<u64>,
+    /// The limits that decided which changed files went into `working-tree.patch` (absent in
+    /// bundles made before they were recorded, and without a repository).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) patch_limits: Option<PatchLimits>,
+    /// Changed tracked files left out of `working-tree.patch` by [`PatchLimits`]: recorded by
+    /// path, sizes and sha256 only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) tracked_left_out: Vec<TrackedLeftOut>,
     /// Submodules registered in `.gitmodules`.
     pub(super) submodules: Vec<SubmoduleState>,
     /// Repositories inside the working tree that are not submodules (`?? path/` in the status),
@@ -90,9 +100,9 @@ pub struct Snapshot {
     /// an unknown dirty state, untracked files left out of the patch.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) warnings: Vec<String>,
-    /// The `working-tree.patch` bytes.
+    /// The `working-tree.patch` bytes (spooled to a temporary file).
     #[serde(skip)]
-    pub(super) patch: Vec<u8>,
+    pub(super) patch: PatchBytes,
 }
 
 /// Whether the working tree differs from HEAD (provenance.json `dirty`): serialised as `false`,
@@ -260,14 +270,73 @@ pub struct UntrackedFile {
     pub sha256: Option<String>,
     /// Size in bytes; `None` when unreadable.
     pub size_bytes: Option<u64>,
-    /// Whether `working-tree.patch` holds it: `false` for files over
-    /// `untracked-patch-limit-bytes` (`true` in bundles made before the limit existed).
+    /// Whether `working-tree.patch` holds it: `false` for files left out by `patch-limits`
+    /// (`true` in bundles made before the limits existed).
     #[serde(default = "yes")]
     pub in_patch: bool,
 }
 
 fn yes() -> bool {
     true
+}
+
+/// A changed tracked file left out of `working-tree.patch` by its size (provenance.json
+/// `tracked-left-out`): what `git diff HEAD` would have shown for it is recorded by sizes and
+/// sha256 only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct TrackedLeftOut {
+    /// Path relative to the repository root.
+    pub path: String,
+    /// `git diff --raw` letter: `M` modified, `D` deleted, `A` added (in the index, not in
+    /// HEAD), `T` type change.
+    pub change: String,
+    /// Size in bytes of the working-tree content; `None` when deleted.
+    pub size_bytes: Option<u64>,
+    /// SHA-256 (hex) of the working-tree content (a symlink's target); `None` when deleted or
+    /// unreadable.
+    pub sha256: Option<String>,
+    /// git mode of the working-tree file (`100644`, `100755`, `120000`); `None` when deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// Size in bytes of the file in HEAD; `None` when HEAD has none (added).
+    pub head_size_bytes: Option<u64>,
+    /// Always `false`: the patch does not hold it.
+    pub in_patch: bool,
+}
+
+/// A file working-tree.patch does not hold, tracked or untracked ([`Snapshot::left_out_files`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeftOutFile {
+    /// Path relative to the repository root.
+    pub path: String,
+    /// A tracked file (its HEAD version is what a rebuilt tree has instead), or an untracked one
+    /// (absent from a rebuilt tree).
+    pub tracked: bool,
+    /// Deleted from the working tree (tracked only): a rebuilt tree only has to remove it.
+    pub deleted: bool,
+    /// Size in bytes of the working-tree content.
+    pub size_bytes: Option<u64>,
+    /// SHA-256 of the working-tree content.
+    pub sha256: Option<String>,
+    /// git mode of the working-tree file, where known.
+    pub mode: Option<String>,
+}
+
+impl LeftOutFile {
+    /// `path (N bytes, sha256 X)`, `path (deleted)` for a deletion.
+    pub fn describe(&self) -> String {
+        if self.deleted {
+            return format!("{} (tracked, deleted)", self.path);
+        }
+        format!(
+            "{} ({}, {} bytes, sha256 {})",
+            self.path,
+            if self.tracked { "tracked" } else { "untracked" },
+            self.size_bytes.map_or_else(|| "?".into(), |n| n.to_string()),
+            self.sha256.as_deref().unwrap_or("unknown")
+        )
+    }
 }
 
 /// A submodule as seen by the superproject.
@@ -410,22 +479,45 @@ impl Snapshot {
         &self.untracked
     }
 
-    /// The untracked files working-tree.patch does not hold (over the per-file limit, or past
-    /// the patch's total limit): recorded by size and sha256 only, so a tree rebuilt from the
-    /// patch lacks them. One line each: `path (N bytes, sha256 X)`.
+    /// The files working-tree.patch does not hold, tracked ones first (changed tracked files in
+    /// `tracked-left-out`, untracked files with `in-patch: false`): a tree rebuilt from the patch
+    /// lacks them (or has their HEAD version).
+    pub fn left_out_files(&self) -> Vec<LeftOutFile> {
+        let tracked = self.tracked_left_out.iter().map(|t| LeftOutFile {
+            path: t.path.clone(),
+            tracked: true,
+            deleted: t.change == "D",
+            size_bytes: t.size_bytes,
+            sha256: t.sha256.clone(),
+            mode: t.mode.clone(),
+        });
+        let untracked = self.untracked.iter().filter(|u| !u.in_patch).map(|u| {
+            let mode = self
+                .status
+                .iter()
+                .find(|s| s.code == "??" && s.path == u.path)
+                .and_then(|s| s.mode.clone());
+            LeftOutFile {
+                path: u.path.clone(),
+                tracked: false,
+                deleted: false,
+                size_bytes: u.size_bytes,
+                sha256: u.sha256.clone(),
+                mode,
+            }
+        });
+        tracked.chain(untracked).collect()
+    }
+
+    /// [`Snapshot::left_out_files`], one line each ([`LeftOutFile::describe`]).
     pub fn left_out_of_patch(&self) -> Vec<String> {
-        self.untracked
-            .iter()
-            .filter(|u| !u.in_patch)
-            .map(|u| {
-                format!(
-                    "{} ({} bytes, sha256 {})",
-                    u.path,
-                    u.size_bytes.map_or_else(|| "?".into(), |n| n.to_string()),
-                    u.sha256.as_deref().unwrap_or("unknown")
-                )
-            })
-            .collect()
+        self.left_out_files().iter().map(LeftOutFile::describe).collect()
+    }
+
+    /// The limits that decided what went into working-tree.patch; `None` in bundles made before
+    /// they were recorded.
+    pub fn patch_limits(&self) -> Option<PatchLimits> {
+        self.patch_limits
     }
 
     /// Submodules of the repository.
@@ -433,29 +525,10 @@ impl Snapshot {
         &self.submodules
     }
 
-    /// The `working-tree.patch` bytes (empty when clean).
-    pub fn patch(&self) -> &[u8] {
+    /// The `working-tree.patch` bytes (empty when clean; also empty for a capture read back from
+    /// provenance.json, which holds only their sha256).
+    pub fn patch(&self) -> &PatchBytes {
         &self.patch
-    }
-
-    /// Frees the `working-tree.patch` bytes once they are written ([`Snapshot::patch`] is then
-    /// empty; [`Snapshot::patch_sha256`] stays). The runner keeps the capture for the whole
-    /// session, and each run is a forked copy of the runner whose private memory the kernel takes
-    /// into the run's peak RSS at exec: a patch holding untracked files would inflate every run's
-    /// `peak-rss-bytes` by its size. The after-run capture then computes its own diff instead of
-    /// reusing these bytes.
-    pub fn release_patch(&mut self) {
-        self.patch = Vec::new();
-    }
-
-    /// This capture with its patch bytes back (after [`Snapshot::release_patch`]), taken from
-    /// `bytes` (working-tree.patch as read back from the bundle) when their SHA-256 is this
-    /// capture's `patch-sha256`; `None` when they differ (the file was changed).
-    pub fn with_patch(&self, bytes: Vec<u8>) -> Option<Snapshot> {
-        (crate::digest::sha256_bytes(&bytes) == self.patch_sha256).then(|| Snapshot {
-            patch: bytes,
-            ..self.clone()
-        })
     }
 
     /// SHA-256 (64 lowercase hex digits) of the `working-tree.patch` bytes of this capture
@@ -506,6 +579,8 @@ impl Snapshot {
             status: Vec::new(),
             untracked: Vec::new(),
             untracked_patch_limit_bytes: None,
+            patch_limits: None,
+            tracked_left_out: Vec::new(),
             submodules: Vec::new(),
             nested_repositories: Vec::new(),
             unchecked: Vec::new(),
@@ -516,7 +591,7 @@ impl Snapshot {
             bundles_left_out: 0,
             errors: Vec::new(),
             warnings: Vec::new(),
-            patch: Vec::new(),
+            patch: PatchBytes::default(),
         }
     }
 }

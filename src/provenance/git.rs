@@ -19,33 +19,88 @@ use std::path::{Path, PathBuf};
 use git2::Repository;
 
 use super::doc::{
-    CaptureMethod, Dirty, NestedRepository, Snapshot, StatusLine, SubmoduleState, UncheckedPath,
-    UntrackedFile,
+    CaptureMethod, Dirty, NestedRepository, Snapshot, StatusLine, SubmoduleState, TrackedLeftOut,
+    UncheckedPath, UntrackedFile,
 };
 use super::git_cli::{self, GitError, Location};
-use crate::digest::{sha256_bytes, sha256_file};
+use super::patch::{LimitCounter, PatchBytes, PatchLimits};
+use crate::digest::{sha256_bytes, sha256_file, sha256_reader};
 
-/// Untracked files larger than this many bytes (16 MiB) are recorded in provenance.json with
-/// their size and SHA-256 but left out of working-tree.patch (`in-patch: false`), with a warning.
-pub const UNTRACKED_PATCH_LIMIT_BYTES: u64 = 16 * 1024 * 1024;
+/// A changed tracked file as `git diff --raw` shows it, with the sizes the limits count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct TrackedChange {
+    /// Path relative to the root.
+    pub path: String,
+    /// The `--raw` letter (`M`, `D`, `A`, `T`).
+    pub change: String,
+    /// Size of the HEAD blob; `None` when HEAD has none.
+    pub head_size: Option<u64>,
+    /// Size of the working-tree content; `None` when absent.
+    pub size: Option<u64>,
+    /// Whether working-tree.patch holds it.
+    pub in_patch: bool,
+}
 
-/// Most bytes of untracked files working-tree.patch holds in all (64 MiB): past it, the files
-/// that follow (in path order) are recorded like the files over [`UNTRACKED_PATCH_LIMIT_BYTES`],
-/// by size and sha256 in provenance.json only, with a warning. The capture holds the patch in
-/// memory, so this bounds what untracked files add to the runner's memory.
-pub const PATCH_TOTAL_LIMIT_BYTES: u64 = 64 * 1024 * 1024;
+impl TrackedChange {
+    /// What the limits count: the larger of the two sizes (the patch may hold either whole).
+    pub(super) fn counted(&self) -> u64 {
+        self.head_size.unwrap_or(0).max(self.size.unwrap_or(0))
+    }
+}
 
-/// Marks the untracked files past [`PATCH_TOTAL_LIMIT_BYTES`] (their sizes summed in path order)
-/// as left out of the patch.
-pub(super) fn limit_patch_total(untracked: &mut [UntrackedFile]) {
-    let mut total = 0u64;
-    for u in untracked.iter_mut().filter(|u| u.in_patch) {
-        let size = u.size_bytes.unwrap_or(0);
-        if total + size > PATCH_TOTAL_LIMIT_BYTES {
-            u.in_patch = false;
-        } else {
-            total += size;
-        }
+/// Size of the working-tree content at `path` without reading it (a symlink's target length);
+/// `None` when absent or not a file.
+pub(super) fn size_on_disk(path: &Path) -> Option<u64> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if meta.file_type().is_symlink() {
+        return std::fs::read_link(path).ok().map(|t| t.as_os_str().len() as u64);
+    }
+    meta.is_file().then_some(meta.len())
+}
+
+/// Decides, in the patch's order, which tracked changes go into working-tree.patch; returns the
+/// counter for the untracked files that follow ([`decide_untracked`]).
+pub(super) fn decide_tracked(limits: PatchLimits, tracked: &mut [TrackedChange]) -> LimitCounter {
+    let mut counter = limits.counter();
+    for t in tracked.iter_mut() {
+        t.in_patch = counter.take(t.counted());
+    }
+    counter
+}
+
+/// Decides, after the tracked changes, which untracked files go into working-tree.patch.
+pub(super) fn decide_untracked(mut counter: LimitCounter, untracked: &mut [UntrackedFile]) {
+    for u in untracked.iter_mut() {
+        // An unreadable file (no size) goes in as git decides; it is counted as empty.
+        u.in_patch = counter.take(u.size_bytes.unwrap_or(0));
+    }
+}
+
+/// Records the tracked changes left out of the patch in `snap.tracked_left_out`, with the
+/// working-tree sha256 (the status line's when it has one) and mode.
+pub(super) fn record_tracked_left_out(root: &Path, tracked: &[TrackedChange], snap: &mut Snapshot) {
+    for t in tracked.iter().filter(|t| !t.in_patch) {
+        let status = snap
+            .status
+            .iter()
+            .find(|s| s.path == t.path && s.sha256.is_some());
+        let (sha256, mode) = match status {
+            Some(s) => (s.sha256.clone(), s.mode.clone()),
+            None if t.size.is_some() => {
+                let facts = file_facts(&root.join(&t.path));
+                (facts.sha256, facts.mode)
+            }
+            None => (None, None),
+        };
+        snap.tracked_left_out.push(TrackedLeftOut {
+            path: t.path.clone(),
+            change: t.change.clone(),
+            size_bytes: t.size,
+            sha256,
+            mode,
+            head_size_bytes: t.head_size,
+            in_patch: false,
+        });
     }
 }
 
@@ -65,7 +120,13 @@ pub fn capture(start: &Path) -> Snapshot {
 /// recorded. Paths outside the repository are ignored; the excluded paths that applied are
 /// recorded in the snapshot (`excluded` in `provenance.json`).
 pub fn capture_excluding(start: &Path, exclude: &[&Path]) -> Snapshot {
-    capture_with(start, exclude, None)
+    capture_with(start, exclude, PatchLimits::default(), None)
+}
+
+/// Like [`capture_excluding`], with `limits` deciding which changed files go into the patch
+/// (the manifest's `[provenance] patch-limit` and `patch-file-limit`).
+pub fn capture_limited(start: &Path, exclude: &[&Path], limits: PatchLimits) -> Snapshot {
+    capture_with(start, exclude, limits, None)
 }
 
 /// The after-run capture compared with `before` for drift: like [`capture_excluding`], except
@@ -73,17 +134,18 @@ pub fn capture_excluding(start: &Path, exclude: &[&Path]) -> Snapshot {
 /// the same as in `before` (taken by the same method), the patch is not computed again: it is
 /// `before`'s, since `git diff HEAD` is then the same bytes. Saves the diff's cost (binary deltas
 /// above all) on the common case of an experiment that leaves the tree alone. Needs `before`'s
-/// patch bytes: the runner releases them during the runs and reads them back from the bundle
-/// ([`Snapshot::with_patch`]).
+/// patch bytes (held in its temporary file). The limits are `before`'s.
 pub fn capture_after(start: &Path, exclude: &[&Path], before: &Snapshot) -> Snapshot {
-    capture_with(start, exclude, Some(before))
+    let limits = before.patch_limits.unwrap_or_default();
+    capture_with(start, exclude, limits, Some(before))
 }
 
-fn capture_with(start: &Path, exclude: &[&Path], before: Option<&Snapshot>) -> Snapshot {
+fn capture_with(start: &Path, exclude: &[&Path], limits: PatchLimits, before: Option<&Snapshot>) -> Snapshot {
     let fallback = match git_cli::available() {
         Ok(()) => {
             let mut snap = Snapshot::empty();
-            match by_git_cli(start, exclude, before, &mut snap) {
+            snap.patch_limits = Some(limits);
+            match by_git_cli(start, exclude, limits, before, &mut snap) {
                 Ok(()) => {
                     finish(&mut snap);
                     return snap;
@@ -95,7 +157,8 @@ fn capture_with(start: &Path, exclude: &[&Path], before: Option<&Snapshot>) -> S
         Err(e) => format!("git cannot be run ({e})"),
     };
     let mut snap = Snapshot::empty();
-    super::git_lib::capture(start, exclude, &fallback, &mut snap);
+    snap.patch_limits = Some(limits);
+    super::git_lib::capture(start, exclude, limits, &fallback, &mut snap);
     finish(&mut snap);
     snap
 }
@@ -122,6 +185,7 @@ pub fn work_tree_root(start: &Path) -> Option<PathBuf> {
 fn by_git_cli(
     start: &Path,
     exclude: &[&Path],
+    limits: PatchLimits,
     before: Option<&Snapshot>,
     snap: &mut Snapshot,
 ) -> Result<(), GitError> {
@@ -152,9 +216,12 @@ fn by_git_cli(
         .map(|p| p.to_string_lossy().into_owned())
         .collect();
 
-    // The tracked diff (the slow part: binary deltas) runs in its own thread while status is
-    // read, the changed files hashed, git2 consulted and the untracked files diffed. The
-    // after-run capture first checks whether it is needed at all.
+    // The tracked changes (`git diff --raw`, sizes from `git cat-file`, the limits) and then the
+    // tracked diff (the slow part: binary deltas) run in their own thread while status is read,
+    // the changed files hashed and git2 consulted; the untracked files are diffed once the
+    // tracked changes say how much of the total limit is left. Both diffs go straight from git's
+    // stdout into temporary files. The after-run capture first checks whether the diff is needed
+    // at all.
     let base = match (&head.commit, head.unborn) {
         (Some(commit), _) => Some(commit.clone()),
         (None, true) => Some(git_cli::empty_tree(&root)?),
@@ -162,19 +229,42 @@ fn by_git_cli(
     };
     let reuse = before.filter(|b| b.capture_method == Some(CaptureMethod::GitCli));
     let (tracked, untracked) = std::thread::scope(|s| -> Result<_, GitError> {
-        let diff = base
-            .as_ref()
-            .filter(|_| reuse.is_none())
-            .map(|base| s.spawn(|| git_cli::diff_tracked(&root, base)));
-        let entries = git_cli::status(&root)?;
-        record_entries(&root, &excluded, entries, snap, NESTED_DEPTH);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let root = &root;
+        let worker = base.as_ref().map(|base| {
+            s.spawn(move || -> Option<std::io::Result<tempfile::NamedTempFile>> {
+                let changes = tracked_changes(root, base).map(|mut c| {
+                    let counter = decide_tracked(limits, &mut c);
+                    (c, counter)
+                });
+                let included = changes.as_ref().ok().map(|(c, _)| included_paths(c));
+                let _ = tx.send(changes);
+                if reuse.is_some() {
+                    return None;
+                }
+                included.map(|paths| diff_tracked_spooled(root, base, paths.as_deref()))
+            })
+        });
+        let entries = git_cli::status(root)?;
+        record_entries(root, &excluded, entries, snap, NESTED_DEPTH);
         snap.dirty = if snap.status.is_empty() {
             Dirty::Clean
         } else {
             Dirty::Dirty
         };
-        read_with_git2(&git_dir, &root, snap);
-        limit_patch_total(&mut snap.untracked);
+        read_with_git2(&git_dir, root, snap);
+        let (tracked_changes, counter) = match rx.recv() {
+            Ok(Ok(decided)) => decided,
+            Ok(Err(e)) => {
+                snap.errors
+                    .push(format!("working-tree.patch: tracked changes left out: {e}"));
+                (Vec::new(), limits.counter())
+            }
+            // No HEAD to diff against.
+            Err(_) => (Vec::new(), limits.counter()),
+        };
+        decide_untracked(counter, &mut snap.untracked);
+        record_tracked_left_out(root, &tracked_changes, snap);
         let reused = reuse.is_some_and(|b| same_tree_record(b, snap));
         let untracked = (base.is_some() && !reused).then(|| {
             let new_files: Vec<&str> = snap
@@ -183,32 +273,40 @@ fn by_git_cli(
                 .filter(|u| u.in_patch)
                 .map(|u| u.path.as_str())
                 .collect();
-            git_cli::diff_untracked(&root, &new_files)
+            spooled(|out| git_cli::diff_untracked(root, &new_files, out))
         });
-        let tracked = match diff {
-            Some(handle) => Some(handle.join().expect("the git diff thread does not panic")),
-            None if base.is_some() && !reused => {
-                Some(git_cli::diff_tracked(&root, base.as_deref().unwrap_or("HEAD")))
+        let joined = worker.map(|w| w.join().expect("the git diff thread does not panic"));
+        let tracked = match (joined, &base) {
+            (Some(Some(done)), _) => Some(done),
+            (_, Some(base)) if !reused => {
+                let paths = included_paths(&tracked_changes);
+                Some(diff_tracked_spooled(root, base, paths.as_deref()))
             }
-            None => None,
+            _ => None,
         };
         Ok((tracked, untracked))
     })?;
 
     match (tracked, untracked) {
         (Some(tracked), Some(untracked)) => {
-            let mut patch = tracked.unwrap_or_else(|e| {
-                snap.errors.push(format!("working-tree.patch: {e}"));
-                Vec::new()
+            let patch = tracked.and_then(|mut file| {
+                match untracked {
+                    Ok(mut u) => {
+                        super::patch::append(file.as_file_mut(), u.as_file_mut())?;
+                    }
+                    Err(e) => snap
+                        .errors
+                        .push(format!("working-tree.patch: untracked files left out: {e}")),
+                }
+                PatchBytes::from_temp(file)
             });
-            match untracked {
-                Ok(p) => patch.extend_from_slice(&p),
-                Err(e) => snap
-                    .errors
-                    .push(format!("working-tree.patch: untracked files left out: {e}")),
+            match patch.and_then(|p| sha256_reader(p.reader()?).map(|sha| (p, sha))) {
+                Ok((patch, sha)) => {
+                    snap.patch_sha256 = sha;
+                    snap.patch = patch;
+                }
+                Err(e) => snap.errors.push(format!("working-tree.patch: {e}")),
             }
-            snap.patch_sha256 = sha256_bytes(&patch);
-            snap.patch = patch;
         }
         _ if base.is_none() => snap
             .errors
@@ -221,6 +319,58 @@ fn by_git_cli(
         }
     }
     Ok(())
+}
+
+/// The changed tracked files `git diff <base>` shows (in its path order), with their sizes in
+/// `base` and in the working tree; not yet decided (`in_patch` true).
+///
+/// # Errors
+/// [`GitError`] when git fails.
+fn tracked_changes(root: &Path, base: &str) -> Result<Vec<TrackedChange>, GitError> {
+    let raw = git_cli::diff_raw(root, base)?;
+    let sizes = git_cli::blob_sizes(root, raw.iter().map(|r| r.old_oid.as_str()))?;
+    Ok(raw
+        .into_iter()
+        .zip(sizes)
+        .map(|(r, head_size)| TrackedChange {
+            size: size_on_disk(&root.join(&r.path)),
+            path: r.path,
+            change: r.change,
+            head_size,
+            in_patch: true,
+        })
+        .collect())
+}
+
+/// The paths to diff when some tracked change is left out (`None`: diff everything).
+fn included_paths(changes: &[TrackedChange]) -> Option<Vec<String>> {
+    // Tracked changes come first in the patch: their decisions do not depend on the untracked
+    // files, so the diff thread makes them before the status is read.
+    changes.iter().any(|c| !c.in_patch).then(|| {
+        changes
+            .iter()
+            .filter(|c| c.in_patch)
+            .map(|c| c.path.clone())
+            .collect()
+    })
+}
+
+/// `git diff <base>` (all of it, or `paths` only) into a new temporary file.
+fn diff_tracked_spooled(
+    root: &Path,
+    base: &str,
+    paths: Option<&[String]>,
+) -> std::io::Result<tempfile::NamedTempFile> {
+    spooled(|out| git_cli::diff_tracked(root, base, paths, out))
+}
+
+/// A new temporary file filled by `fill` (git's stdout pointed at it).
+fn spooled(
+    fill: impl FnOnce(&std::fs::File) -> Result<(), GitError>,
+) -> std::io::Result<tempfile::NamedTempFile> {
+    let file = super::patch::spool()?;
+    fill(file.as_file()).map_err(std::io::Error::other)?;
+    Ok(file)
 }
 
 /// Submodules and index bits through git2, opened at the git folder git named with git's working
@@ -291,7 +441,8 @@ fn record_entries(
                 path: e.path.clone(),
                 sha256: facts.sha256.clone(),
                 size_bytes: facts.size,
-                in_patch: facts.size.is_none_or(|s| s <= UNTRACKED_PATCH_LIMIT_BYTES),
+                // Decided with the limits once the tracked changes are counted.
+                in_patch: true,
             });
         }
         snap.status.push(StatusLine {
@@ -347,10 +498,11 @@ fn same_tree_record(before: &Snapshot, now: &Snapshot) -> bool {
         && before.reason == now.reason
         && before.status == now.status
         && before.untracked == now.untracked
+        && before.tracked_left_out == now.tracked_left_out
         && before.excluded == now.excluded
         && before.errors.is_empty()
         // The bytes are there (not a capture read back from provenance.json, which has none).
-        && sha256_bytes(&before.patch) == before.patch_sha256
+        && (before.patch.has_file() || before.patch_sha256 == sha256_bytes(b""))
 }
 
 /// Warnings for the terminal and the bundle notes: the operation in progress, an unknown dirty
@@ -381,20 +533,38 @@ fn finish(snap: &mut Snapshot) {
             snap.dirty_reason.as_deref().unwrap_or("no reason recorded")
         ));
     }
-    for u in snap.untracked.iter().filter(|u| !u.in_patch) {
-        let size = u.size_bytes.unwrap_or(0);
-        let why = if size > UNTRACKED_PATCH_LIMIT_BYTES {
-            format!("over the {UNTRACKED_PATCH_LIMIT_BYTES}-byte limit for one file")
+    let limits = snap.patch_limits.unwrap_or_default();
+    for t in &snap.tracked_left_out {
+        let counted = t.size_bytes.unwrap_or(0).max(t.head_size_bytes.unwrap_or(0));
+        let what = match (t.change.as_str(), t.size_bytes, t.head_size_bytes) {
+            ("D", _, Some(head)) => format!("deleted, {head} bytes in HEAD"),
+            (_, Some(now), Some(head)) => format!("{now} bytes, {head} in HEAD"),
+            (_, Some(now), None) => format!("{now} bytes, not in HEAD"),
+            _ => "size unknown".to_owned(),
+        };
+        let rebuild = if t.change == "D" {
+            "`rerun --at-recorded-revision` deletes it"
         } else {
-            format!("past the {PATCH_TOTAL_LIMIT_BYTES}-byte limit for all untracked files together")
+            "`rerun --at-recorded-revision` cannot rebuild it from the bundle"
         };
         snap.warnings.push(format!(
-            "untracked file {} ({size} bytes) is {why}: recorded with its size and sha256 in provenance.json, left out of working-tree.patch (`rerun --at-recorded-revision` cannot rebuild it)",
+            "changed tracked file {} ({what}) is {}: recorded with its sizes and sha256 in provenance.json `tracked-left-out`, left out of working-tree.patch ({rebuild})",
+            t.path,
+            limits.why(counted),
+        ));
+    }
+    for u in snap.untracked.iter().filter(|u| !u.in_patch) {
+        let size = u.size_bytes.unwrap_or(0);
+        snap.warnings.push(format!(
+            "untracked file {} ({size} bytes) is {}: recorded with its size and sha256 in provenance.json, left out of working-tree.patch (`rerun --at-recorded-revision` cannot rebuild it from the bundle)",
             u.path,
+            limits.why(size),
         ));
     }
     if snap.repo.is_some() {
-        snap.untracked_patch_limit_bytes = Some(UNTRACKED_PATCH_LIMIT_BYTES);
+        snap.untracked_patch_limit_bytes = Some(limits.file_bytes);
+    } else {
+        snap.patch_limits = None;
     }
 }
 

@@ -8,6 +8,7 @@
 //! (`git -C <dir>`) and removes the caller's variables that would point git at another
 //! repository, index, object store or invocation-wide configuration ([`scrub_environment`]).
 
+use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -379,15 +380,177 @@ const DIFF_OPTIONS: &[&str] = &[
     "--dst-prefix=b/",
 ];
 
+/// Most bytes of paths given to one `git diff` on its command line ([`diff_tracked`] with
+/// paths runs several diffs when they are more; the kernel's limit is 2 MiB for all arguments).
+const PATHS_PER_COMMAND_BYTES: usize = 256 * 1024;
+
 /// `git diff <base> --binary` in `root`: the working tree against `base` (HEAD, or the empty
-/// tree for an unborn HEAD) through the index, as [`DIFF_OPTIONS`] fix it.
+/// tree for an unborn HEAD) through the index, as [`DIFF_OPTIONS`] fix it, written by git straight
+/// into `out` (appended at its offset). With `paths`, only those (literal paths, relative to the
+/// root, in git's order: the output is the same bytes as the whole diff restricted to them), in as
+/// many runs as the command line needs; an empty list writes nothing.
 ///
 /// # Errors
-/// [`GitError`] when git fails.
-pub(super) fn diff_tracked(root: &Path, base: &str) -> Result<Vec<u8>, GitError> {
-    let mut args: Vec<&str> = DIFF_OPTIONS.to_vec();
-    args.extend([base, "--"]);
-    Ok(run(root, &args)?.stdout)
+/// [`GitError`] when git fails or `out` cannot be handed to it.
+pub(super) fn diff_tracked(
+    root: &Path,
+    base: &str,
+    paths: Option<&[String]>,
+    out: &File,
+) -> Result<(), GitError> {
+    let Some(paths) = paths else {
+        let mut args: Vec<&str> = DIFF_OPTIONS.to_vec();
+        args.extend([base, "--"]);
+        return run_into(command(root).args(&args), &args, out);
+    };
+    let mut rest = paths;
+    while !rest.is_empty() {
+        let mut bytes = 0;
+        let take = rest
+            .iter()
+            .take_while(|p| {
+                bytes += p.len() + 1;
+                bytes <= PATHS_PER_COMMAND_BYTES
+            })
+            .count()
+            .max(1);
+        let (chunk, next) = rest.split_at(take);
+        let mut args: Vec<&str> = vec!["--literal-pathspecs"];
+        args.extend(DIFF_OPTIONS);
+        args.extend([base, "--"]);
+        args.extend(chunk.iter().map(String::as_str));
+        run_into(command(root).args(&args), &args, out)?;
+        rest = next;
+    }
+    Ok(())
+}
+
+/// Runs `cmd` with its stdout written into `out` (at its offset); stderr kept for the error.
+fn run_into(cmd: &mut Command, args: &[&str], out: &File) -> Result<(), GitError> {
+    let stdout = out.try_clone().map_err(|source| GitError::Spawn {
+        args: "(patch file)".to_owned(),
+        source,
+    })?;
+    run_cmd(cmd.stdout(stdout), args).map(|_| ())
+}
+
+/// One entry of `git diff --raw -z`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct RawChange {
+    /// Path relative to the root.
+    pub path: String,
+    /// The status letter (`M`, `D`, `A`, `T`; renames are off).
+    pub change: String,
+    /// The blob id on the `base` side (all zeros when `base` has none).
+    pub old_oid: String,
+}
+
+/// The changed paths of `git diff <base>` (the paths [`diff_tracked`] would show, in its order)
+/// from `git diff --raw -z`: no content is diffed.
+///
+/// # Errors
+/// [`GitError`] when git fails; `InvalidData` inside [`GitError::Spawn`] for unparsable output.
+pub(super) fn diff_raw(root: &Path, base: &str) -> Result<Vec<RawChange>, GitError> {
+    let args = [
+        "--no-optional-locks",
+        "-c",
+        "core.quotePath=true",
+        "diff",
+        "--raw",
+        "-z",
+        "--no-abbrev",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--no-renames",
+        "--ignore-submodules=all",
+        base,
+        "--",
+    ];
+    let out = run(root, &args)?;
+    parse_raw(&out.stdout).map_err(|message| GitError::Spawn {
+        args: args.join(" "),
+        source: io::Error::new(io::ErrorKind::InvalidData, message),
+    })
+}
+
+/// Parses `git diff --raw -z`: `:MODE MODE OID OID X\0PATH\0` per entry.
+fn parse_raw(bytes: &[u8]) -> Result<Vec<RawChange>, String> {
+    let mut fields = bytes.split(|&b| b == 0).filter(|f| !f.is_empty());
+    let mut out = Vec::new();
+    while let Some(meta) = fields.next() {
+        let meta = String::from_utf8_lossy(meta);
+        let words: Vec<&str> = meta.trim_start_matches(':').split(' ').collect();
+        let [_, _, old_oid, _, status] = words[..] else {
+            return Err(format!("unexpected git diff --raw entry {meta:?}"));
+        };
+        let path = fields
+            .next()
+            .ok_or_else(|| format!("git diff --raw: entry {meta:?} without a path"))?;
+        out.push(RawChange {
+            path: String::from_utf8_lossy(path).into_owned(),
+            change: status.chars().take(1).collect(),
+            old_oid: old_oid.to_owned(),
+        });
+    }
+    Ok(out)
+}
+
+/// The sizes of the objects `oids` (`git cat-file --batch-check`; an id of zeros, or a missing
+/// object, gives `None`), in the same order. Reads no object's content.
+///
+/// # Errors
+/// [`GitError`] when git cannot be run or fails.
+pub(super) fn blob_sizes<'a>(
+    root: &Path,
+    oids: impl Iterator<Item = &'a str>,
+) -> Result<Vec<Option<u64>>, GitError> {
+    let oids: Vec<&str> = oids.collect();
+    let asked: Vec<&str> = oids
+        .iter()
+        .copied()
+        .filter(|o| !o.bytes().all(|b| b == b'0'))
+        .collect();
+    let mut sizes = std::collections::HashMap::new();
+    if !asked.is_empty() {
+        let args = ["cat-file", "--batch-check=%(objectname) %(objectsize)"];
+        let spawn_err = |source: io::Error| GitError::Spawn {
+            args: args.join(" "),
+            source,
+        };
+        let mut child = command(root)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(spawn_err)?;
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        let input: Vec<u8> = asked
+            .iter()
+            .flat_map(|o| [o.as_bytes(), b"\n"])
+            .flatten()
+            .copied()
+            .collect();
+        // Fed from a thread: git answers line by line and would block on a full stdout pipe.
+        let feeder = std::thread::spawn(move || stdin.write_all(&input));
+        let out = child.wait_with_output().map_err(spawn_err)?;
+        let _ = feeder.join();
+        if !out.status.success() {
+            return Err(GitError::Failed {
+                args: args.join(" "),
+                status: out.status.to_string(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            });
+        }
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            if let Some((oid, size)) = line.split_once(' ')
+                && let Ok(n) = size.parse::<u64>()
+            {
+                sizes.insert(oid.to_owned(), n);
+            }
+        }
+    }
+    Ok(oids.iter().map(|o| sizes.get(*o).copied()).collect())
 }
 
 /// The empty tree's id in the repository's hash (`git hash-object -t tree /dev/null`), the base
@@ -406,13 +569,13 @@ pub(super) fn empty_tree(root: &Path) -> Result<String, GitError> {
 /// attributes are read from the empty tree (`GIT_ATTR_SOURCE`, git 2.40 and later; older git
 /// reads them as usual), `core.attributesFile` and `core.autocrlf` are off, so no clean filter or
 /// end-of-line conversion applies, and `git apply` writes the same bytes back. The repository's
-/// own index is not touched; no object is written.
+/// own index is not touched; no object is written. git writes the diff straight into `out`.
 ///
 /// # Errors
 /// [`GitError`] when git fails or the temporary index cannot be made.
-pub(super) fn diff_untracked(root: &Path, paths: &[&str]) -> Result<Vec<u8>, GitError> {
+pub(super) fn diff_untracked(root: &Path, paths: &[&str], out: &File) -> Result<(), GitError> {
     if paths.is_empty() {
-        return Ok(Vec::new());
+        return Ok(());
     }
     let io_err = |what: &str, source: io::Error| GitError::Spawn {
         args: what.to_owned(),
@@ -450,14 +613,14 @@ pub(super) fn diff_untracked(root: &Path, paths: &[&str]) -> Result<Vec<u8>, Git
     ];
     args.extend(DIFF_OPTIONS);
     args.push("--");
-    let out = run_cmd(
+    run_into(
         command(root)
             .args(&args)
             .env("GIT_INDEX_FILE", &index)
             .env("GIT_ATTR_SOURCE", &empty),
         &args,
-    )?;
-    Ok(out.stdout)
+        out,
+    )
 }
 
 /// `git <args>` (an `add -N` reading NUL-separated paths from stdin) with `GIT_INDEX_FILE=index`,
@@ -529,5 +692,22 @@ mod tests {
         assert_eq!(e[3].path, "vendor/lib/");
         assert!(parse_status(b"garbage\0").is_err());
         assert!(parse_status(b"R  new-without-old\0").is_err());
+    }
+
+    #[test]
+    fn raw_diff_parsing_keeps_paths_letters_and_old_ids() {
+        let old = "a".repeat(40);
+        let zero = "0".repeat(40);
+        let raw =
+            format!(":100644 100644 {old} {zero} M\0big file.bin\0:000000 100644 {zero} {zero} A\0new\0");
+        let e = parse_raw(raw.as_bytes()).unwrap();
+        assert_eq!(e.len(), 2);
+        assert_eq!(
+            (e[0].path.as_str(), e[0].change.as_str(), e[0].old_oid.as_str()),
+            ("big file.bin", "M", old.as_str())
+        );
+        assert_eq!((e[1].path.as_str(), e[1].change.as_str()), ("new", "A"));
+        assert!(parse_raw(b":100644 M\0x\0").is_err());
+        assert!(parse_raw(format!(":100644 100644 {old} {zero} M\0").as_bytes()).is_err());
     }
 }

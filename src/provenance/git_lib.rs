@@ -14,21 +14,22 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use git2::{DiffFormat, DiffOptions, ErrorCode, Repository, Status, StatusOptions};
+use git2::{DiffOptions, ErrorCode, Repository, Status, StatusOptions};
 
 use super::doc::{CaptureMethod, Dirty, NestedRepository, Snapshot, StatusLine, UnknownPath, UntrackedFile};
 use super::git::{
-    BundleFolders, FileFacts, UNTRACKED_PATCH_LIMIT_BYTES, file_facts, index_bits, is_excluded, operation,
-    read_submodules, relative_exclusions,
+    BundleFolders, FileFacts, TrackedChange, decide_tracked, decide_untracked, file_facts, index_bits,
+    is_excluded, operation, read_submodules, record_tracked_left_out, relative_exclusions, size_on_disk,
 };
-use crate::digest::sha256_bytes;
+use super::patch::{PatchBytes, PatchLimits};
+use crate::digest::sha256_reader;
 
 /// At most this many paths are listed in `unknown-paths`; the reason gives the total.
 const UNKNOWN_LISTED: usize = 100;
 
 /// Captures the repository holding `start` with git2 into `snap`; `why` says why the git CLI was
 /// not used (`capture-method-reason`).
-pub(super) fn capture(start: &Path, exclude: &[&Path], why: &str, snap: &mut Snapshot) {
+pub(super) fn capture(start: &Path, exclude: &[&Path], limits: PatchLimits, why: &str, snap: &mut Snapshot) {
     snap.capture_method = Some(CaptureMethod::Libgit2);
     snap.capture_method_reason = Some(why.to_owned());
     let repo = match Repository::discover(start) {
@@ -134,21 +135,18 @@ pub(super) fn capture(start: &Path, exclude: &[&Path], why: &str, snap: &mut Sna
             .push("no working-tree.patch: HEAD does not resolve to a commit".to_owned());
         return;
     }
-    super::git::limit_patch_total(&mut snap.untracked);
-    let left_out: BTreeSet<String> = snap
-        .untracked
-        .iter()
-        .filter(|u| !u.in_patch)
-        .map(|u| u.path.clone())
-        .chain(skip)
-        .collect();
-    match make_patch(&repo, snap.head.is_some(), &excluded, &left_out) {
+    match make_patch(&repo, snap.head.is_some(), &excluded, &skip, limits, snap) {
         Ok((patch, mut problems)) => {
-            snap.patch_sha256 = sha256_bytes(&patch);
-            snap.patch = patch;
+            match patch.reader().and_then(sha256_reader) {
+                Ok(sha) => {
+                    snap.patch_sha256 = sha;
+                    snap.patch = patch;
+                }
+                Err(e) => snap.errors.push(format!("working-tree.patch: {e}")),
+            }
             snap.errors.append(&mut problems);
         }
-        Err(e) => snap.errors.push(format!("git diff HEAD: {}", e.message())),
+        Err(e) => snap.errors.push(format!("git diff HEAD: {e}")),
     }
 }
 
@@ -318,7 +316,8 @@ fn read_status(
                     path: path.clone(),
                     sha256: facts.sha256.clone(),
                     size_bytes: facts.size,
-                    in_patch: facts.size.is_none_or(|n| n <= UNTRACKED_PATCH_LIMIT_BYTES),
+                    // Decided with the limits when the patch is made.
+                    in_patch: true,
                 });
             }
             untracked.push(StatusLine {
@@ -361,11 +360,31 @@ fn converted_untracked(repo: &Repository, rel: &Path, full: &Path) -> Option<Str
     if !text {
         return None;
     }
-    let bytes = std::fs::read(full).ok()?;
-    bytes.windows(2).any(|w| w == b"\r\n").then(|| {
+    has_crlf(full).then(|| {
         "untracked file with CRLF line ends that text/eol attributes or core.autocrlf make text: libgit2's patch would convert them"
             .to_owned()
     })
+}
+
+/// Whether the file at `path` holds a CR LF pair (read in 64 KiB blocks, never whole).
+fn has_crlf(path: &Path) -> bool {
+    use std::io::Read;
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut last_cr = false;
+    loop {
+        let n = match file.read(&mut buf) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => n,
+        };
+        let block = &buf[..n];
+        if (last_cr && block[0] == b'\n') || block.windows(2).any(|w| w == b"\r\n") {
+            return true;
+        }
+        last_cr = block[n - 1] == b'\r';
+    }
 }
 
 /// `git status --short` letters of a submodule with worktree changes: `M` new commits, `m`
@@ -462,22 +481,30 @@ fn codes(s: Status) -> (Option<String>, bool) {
     (code, untracked)
 }
 
-/// `git diff HEAD` plus untracked files as new files, with binary patches, leaving out `left_out`
-/// paths. Returns the patch and problems that make it incomplete (binary changes git2 could not
-/// encode).
+/// `git diff HEAD` plus untracked files as new files, with binary patches, leaving out the
+/// `unknown` paths and the files `limits` leave out (decided here: the tracked changes first,
+/// then the untracked files, each in path order; recorded in `snap`), spooled to a temporary file
+/// one file at a time (only the files that go in are read). Returns the patch and problems that
+/// make it incomplete (binary changes git2 could not encode).
 ///
 /// The base is `diff_tree_to_workdir_with_index` (what `git diff HEAD` shows, plus untracked
 /// content). One case needs a fix-up: a file removed from the index but kept on disk
 /// (`git rm --cached`) is a deletion there, like in `git diff HEAD`, yet replaying must keep the
 /// file; those paths are diffed tree-to-workdir instead (HEAD content to disk content).
+///
+/// # Errors
+/// [`std::io::Error`] (git2's errors wrapped) when the diff cannot be made or the temporary
+/// file written.
 fn make_patch(
     repo: &Repository,
     has_head: bool,
     excluded: &[PathBuf],
-    left_out: &BTreeSet<String>,
-) -> Result<(Vec<u8>, Vec<String>), git2::Error> {
+    unknown: &BTreeSet<String>,
+    limits: PatchLimits,
+    snap: &mut Snapshot,
+) -> std::io::Result<(PatchBytes, Vec<String>)> {
     let tree = if has_head {
-        Some(repo.head()?.peel_to_tree()?)
+        Some(repo.head().map_err(io)?.peel_to_tree().map_err(io)?)
     } else {
         None // unborn HEAD: diff against the empty tree
     };
@@ -499,41 +526,97 @@ fn make_patch(
             .interhunk_lines(0);
         opts
     };
-    let diff = repo.diff_tree_to_workdir_with_index(tree.as_ref(), Some(&mut options()))?;
+    let diff = repo
+        .diff_tree_to_workdir_with_index(tree.as_ref(), Some(&mut options()))
+        .map_err(io)?;
+    let root = repo.workdir().map(Path::to_path_buf).unwrap_or_default();
 
     // Deleted against HEAD yet present (and not ignored) on disk: removed from the index only.
     let mut kept_on_disk: Vec<PathBuf> = Vec::new();
-    if let Some(root) = repo.workdir() {
-        for delta in diff.deltas() {
-            if delta.status() != git2::Delta::Deleted {
-                continue;
-            }
-            let Some(path) = delta.old_file().path() else {
-                continue;
-            };
-            let on_disk = std::fs::symlink_metadata(root.join(path)).is_ok_and(|m| !m.is_dir());
-            if on_disk && !repo.status_should_ignore(path).unwrap_or(false) {
-                kept_on_disk.push(path.to_path_buf());
-            }
+    for delta in diff.deltas() {
+        if delta.status() != git2::Delta::Deleted {
+            continue;
+        }
+        let Some(path) = delta.old_file().path() else {
+            continue;
+        };
+        let on_disk = std::fs::symlink_metadata(root.join(path)).is_ok_and(|m| !m.is_dir());
+        if on_disk && !repo.status_should_ignore(path).unwrap_or(false) {
+            kept_on_disk.push(path.to_path_buf());
         }
     }
-    let is_left_out = |p: &Path| {
+    let is_unknown = |p: &Path| {
         let text = p.to_string_lossy();
-        left_out.contains(text.as_ref()) || left_out.contains(&format!("{text}/"))
+        unknown.contains(text.as_ref()) || unknown.contains(&format!("{text}/"))
+    };
+    let path_of = |delta: &git2::DiffDelta<'_>| {
+        delta
+            .old_file()
+            .path()
+            .or_else(|| delta.new_file().path())
+            .map(Path::to_path_buf)
+    };
+    let odb = repo.odb().map_err(io)?;
+    let head_size = |id: git2::Oid| {
+        (!id.is_zero())
+            .then(|| odb.read_header(id).ok().map(|(size, _)| size as u64))
+            .flatten()
     };
 
-    let mut patch = Vec::new();
+    // The tracked changes in path order (as `git diff HEAD` lists them), the kept-on-disk ones
+    // among them; then the untracked files, already listed by the status.
+    let mut tracked: Vec<TrackedChange> = Vec::new();
+    for delta in diff.deltas() {
+        let Some(path) = path_of(&delta) else { continue };
+        if delta.status() == git2::Delta::Untracked || is_unknown(&path) {
+            continue;
+        }
+        let kept = kept_on_disk.contains(&path);
+        let change = match delta.status() {
+            git2::Delta::Deleted if !kept => "D",
+            git2::Delta::Added => "A",
+            git2::Delta::Typechange => "T",
+            _ => "M",
+        };
+        tracked.push(TrackedChange {
+            path: path.to_string_lossy().into_owned(),
+            change: change.to_owned(),
+            head_size: head_size(delta.old_file().id()),
+            size: size_on_disk(&root.join(&path)),
+            in_patch: true,
+        });
+    }
+    tracked.sort_by(|a, b| a.path.cmp(&b.path));
+    let counter = decide_tracked(limits, &mut tracked);
+    decide_untracked(counter, &mut snap.untracked);
+    record_tracked_left_out(&root, &tracked, snap);
+    let left_out: BTreeSet<String> = tracked
+        .iter()
+        .filter(|t| !t.in_patch)
+        .map(|t| t.path.clone())
+        .chain(
+            snap.untracked
+                .iter()
+                .filter(|u| !u.in_patch)
+                .map(|u| u.path.clone()),
+        )
+        .collect();
+    let is_left_out = |p: &Path| is_unknown(p) || left_out.contains(p.to_string_lossy().as_ref());
+
+    let file = super::patch::spool()?;
+    let mut out = std::io::BufWriter::new(file);
+    let mut problems = Vec::new();
     print_patch(
         &diff,
         |delta| {
-            let path = delta.old_file().path().or_else(|| delta.new_file().path());
-            path.is_some_and(|p| {
-                kept_on_disk.iter().any(|k| k == p)
-                    || is_left_out(p)
-                    || (delta.status() == git2::Delta::Untracked && is_excluded(p, excluded))
+            path_of(delta).is_some_and(|p| {
+                kept_on_disk.contains(&p)
+                    || is_left_out(&p)
+                    || (delta.status() == git2::Delta::Untracked && is_excluded(&p, excluded))
             })
         },
-        &mut patch,
+        &mut out,
+        &mut problems,
     )?;
     kept_on_disk.retain(|p| !is_left_out(p));
     if !kept_on_disk.is_empty() {
@@ -542,38 +625,63 @@ fn make_patch(
         for path in &kept_on_disk {
             opts.pathspec(path.as_os_str());
         }
-        let extra = repo.diff_tree_to_workdir(tree.as_ref(), Some(&mut opts))?;
-        print_patch(&extra, |_| false, &mut patch)?;
+        let extra = repo
+            .diff_tree_to_workdir(tree.as_ref(), Some(&mut opts))
+            .map_err(io)?;
+        print_patch(&extra, |_| false, &mut out, &mut problems)?;
     }
-    let problems = patch
-        .split(|&b| b == b'\n')
-        .filter(|l| l.starts_with(b"Binary files ") && l.ends_with(b" differ"))
-        .map(|l| {
-            format!(
-                "working-tree.patch: binary change without data ({}); git apply cannot rebuild it",
-                String::from_utf8_lossy(l)
-            )
-        })
-        .collect();
-    Ok((patch, problems))
+    let file = out.into_inner().map_err(std::io::IntoInnerError::into_error)?;
+    Ok((PatchBytes::from_temp(file)?, problems))
 }
 
-/// Appends `diff` in patch format to `out`, leaving out the deltas `skip` selects.
+/// A git2 error as an I/O error (its message kept).
+fn io(e: git2::Error) -> std::io::Error {
+    std::io::Error::other(e.message().to_owned())
+}
+
+/// Writes `diff` in patch format to `out`, one delta at a time (each delta's content is loaded
+/// only when it is printed), leaving out the deltas `skip` selects; binary changes git2 could not
+/// encode go to `problems`.
 fn print_patch(
     diff: &git2::Diff<'_>,
     skip: impl Fn(&git2::DiffDelta<'_>) -> bool,
-    out: &mut Vec<u8>,
-) -> Result<(), git2::Error> {
-    diff.print(DiffFormat::Patch, |delta, _hunk, line| {
+    out: &mut dyn std::io::Write,
+    problems: &mut Vec<String>,
+) -> std::io::Result<()> {
+    for (i, delta) in diff.deltas().enumerate() {
         if skip(&delta) {
-            return true;
+            continue;
         }
-        if matches!(line.origin(), '+' | '-' | ' ') {
-            out.push(line.origin() as u8);
-        }
-        out.extend_from_slice(line.content());
-        true
-    })
+        let Some(mut patch) = git2::Patch::from_diff(diff, i).map_err(io)? else {
+            continue;
+        };
+        let mut failed: Option<std::io::Error> = None;
+        patch
+            .print(&mut |_delta, _hunk, line| {
+                let content = line.content();
+                if content.starts_with(b"Binary files ") && content.trim_ascii_end().ends_with(b" differ") {
+                    problems.push(format!(
+                        "working-tree.patch: binary change without data ({}); git apply cannot rebuild it",
+                        String::from_utf8_lossy(content.trim_ascii_end())
+                    ));
+                }
+                let written = if matches!(line.origin(), '+' | '-' | ' ') {
+                    out.write_all(&[line.origin() as u8])
+                } else {
+                    Ok(())
+                }
+                .and_then(|()| out.write_all(content));
+                match written {
+                    Ok(()) => true,
+                    Err(e) => {
+                        failed = Some(e);
+                        false
+                    }
+                }
+            })
+            .map_err(|e| failed.take().unwrap_or_else(|| io(e)))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -72,6 +72,11 @@ pub struct RunValues {
     values: Vec<f64>,
     width: usize,
     pointers: Vec<String>,
+    /// What runs gave instead of a usable value, by run: one interned text (index into
+    /// `gave_texts`) per column, for the few runs that have one (see [`RunValues::gave`]).
+    gave: HashMap<u32, Box<[Option<u32>]>>,
+    gave_texts: Vec<String>,
+    gave_index: HashMap<String, u32>,
     /// The finished runs of each cell (indices into `runs`), made by [`RunValues::finish`].
     members: Vec<Vec<u32>>,
     /// Distinct nodes, in order of first appearance.
@@ -155,14 +160,78 @@ impl RunValues {
                 .extend(Metric::ALL.iter().map(|m| m.of(ret).unwrap_or(none))),
             None => self.values.extend(std::iter::repeat_n(none, Metric::ALL.len())),
         }
+        self.push_gave(r);
         self.values.push(r.wall_seconds.unwrap_or(none));
         self.values.push(r.peak_rss_bytes.map_or(none, |b| b as f64));
         for name in &self.pointers {
-            self.values.push(match r.metrics.get(name) {
-                Some(Some(MetricValue::Number(x))) => *x,
-                _ => none,
-            });
+            self.values
+                .push(match (r.metrics.get(name), r.unusable_metrics.get(name)) {
+                    (Some(Some(MetricValue::Number(x))), None) => *x,
+                    _ => none,
+                });
         }
+    }
+
+    /// Records what run `r` (the last pushed) gave instead of a usable value: per retention
+    /// metric as the estimates count it (a run that finished ok: its output's unusable values, else,
+    /// when included, the metric's own reason), per `[report]` metric its unusable kind.
+    fn push_gave(&mut self, r: &RunSummary) {
+        let mut row: Vec<Option<&str>> = vec![None; self.width];
+        if r.outcome == Some(crate::bundle::Outcome::Ok) {
+            for (k, m) in Metric::ALL.iter().enumerate() {
+                row[k] = match (&r.unusable_output, &r.excluded, &r.retention) {
+                    (Some(u), _, _) => Some(u.as_str()),
+                    (None, Some(_), _) | (None, None, None) => None,
+                    (None, None, Some(ret)) => m.unusable(ret),
+                };
+            }
+        }
+        let base = Metric::ALL.len() + 2;
+        for (k, name) in self.pointers.iter().enumerate() {
+            row[base + k] = r.unusable_metrics.get(name).map(String::as_str);
+        }
+        if row.iter().all(Option::is_none) {
+            return;
+        }
+        let ids: Box<[Option<u32>]> = row
+            .into_iter()
+            .map(|text| {
+                text.map(|t| match self.gave_index.get(t) {
+                    Some(&i) => i,
+                    None => {
+                        let i = self.gave_texts.len() as u32;
+                        self.gave_texts.push(t.to_string());
+                        self.gave_index.insert(t.to_string(), i);
+                        i
+                    }
+                })
+            })
+            .collect();
+        self.gave.insert((self.runs.len() - 1) as u32, ids);
+    }
+
+    /// What finished run `run` gave instead of a usable value in `column` (a [`Metric`] as
+    /// `metric as usize`, or `Metric::ALL.len() + 2 + k` for the k-th `[report]` metric).
+    pub fn gave(&self, run: usize, column: usize) -> Option<&str> {
+        let id = (*self.gave.get(&(run as u32))?.get(column)?)?;
+        Some(&self.gave_texts[id as usize])
+    }
+
+    /// The text of what the finished runs `runs` gave instead of a usable value of `metric`
+    /// ([`super::metrics::runs_gave`]); `None` when none did.
+    pub fn unusable_values(&self, runs: impl IntoIterator<Item = usize>, metric: Metric) -> Option<String> {
+        super::metrics::runs_gave(runs.into_iter().filter_map(|r| self.gave(r, metric as usize)))
+    }
+
+    /// [`RunValues::unusable_values`] of every finished run of the cell labelled `label`.
+    pub fn cell_unusable_values(&self, label: &str, metric: Metric) -> Option<String> {
+        let &cell = self.by_label.get(label)?;
+        self.unusable_values(self.members_of(cell as usize), metric)
+    }
+
+    /// Every finished run of cell `cell` (0-based indices).
+    pub fn cell_runs(&self, cell: usize) -> Vec<usize> {
+        self.members_of(cell).collect()
     }
 
     /// Drops the cells none of whose runs finished (a huge bundle whose runs mostly did not run
@@ -258,7 +327,7 @@ impl RunValues {
         self.members_of(cell as usize)
             .filter(|&i| self.runs[i].included)
             .filter_map(|i| self.metric(i, metric))
-            .filter(|v| v.is_finite())
+            .filter(|v| super::metrics::usable(*v))
             .collect()
     }
 
@@ -343,6 +412,7 @@ pub fn cells(
                 retention: BTreeMap::new(),
                 metrics: BTreeMap::new(),
                 run_stats: BTreeMap::new(),
+                unusable_metrics: BTreeMap::new(),
             };
             let m = &members[s];
             for (k, metric) in Metric::ALL.iter().enumerate() {
@@ -355,6 +425,12 @@ pub fn cells(
             for (k, (name, _)) in pointers.iter().enumerate() {
                 if let Some(st) = stats_of(m, base + k) {
                     stats.metrics.insert(name.clone(), st);
+                }
+            }
+            for (k, (name, _)) in pointers.iter().enumerate() {
+                let gave = m.iter().filter_map(|&i| values.gave(i, base + k));
+                if let Some(text) = super::metrics::runs_gave(gave) {
+                    stats.unusable_metrics.insert(name.clone(), text);
                 }
             }
             if let Some(st) = stats_of(m, Metric::ALL.len() + WALL) {

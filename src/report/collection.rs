@@ -84,8 +84,31 @@ pub fn metric_pointers(manifest_text: &str) -> Result<Vec<(String, String)>, Str
         .collect()
 }
 
+/// What a `[report]` metric value that is not aggregated is (`null`, `a string`, `a number beyond
+/// 2^53 ...`); `None` for a number that is.
+fn metric_kind(v: Option<&Scalar>) -> Option<&'static str> {
+    use super::retention::SampleValue;
+    match v {
+        None => Some("no value there"),
+        Some(Scalar::Number(n)) => match n.as_f64() {
+            Some(x) if !super::metrics::usable(x) => Some(super::metrics::INEXACT),
+            // An integer beyond 2^53 would round when read as a 64-bit float.
+            _ if n
+                .as_i64()
+                .is_some_and(|i| i.unsigned_abs() > super::metrics::EXACT_INTEGERS)
+                || n.as_u64().is_some_and(|u| u > super::metrics::EXACT_INTEGERS) =>
+            {
+                Some(super::metrics::INEXACT)
+            }
+            _ => None,
+        },
+        Some(other) => Some(other.kind()),
+    }
+}
+
 fn metric_value(v: &Scalar) -> MetricValue {
     match v {
+        Scalar::Number(n) if metric_kind(Some(v)).is_some() => MetricValue::Text(n.to_string()),
         Scalar::Number(n) => n
             .as_f64()
             .map_or_else(|| MetricValue::Text(n.to_string()), MetricValue::Number),
@@ -125,6 +148,8 @@ fn not_run(p: PlannedRunRecord, keys: &[String]) -> RunSummary {
         tree_peak_bytes: None,
         mappings_grown: Vec::new(),
         metrics: BTreeMap::new(),
+        unusable_metrics: BTreeMap::new(),
+        unusable_output: None,
         points: Vec::new(),
         memory: Vec::new(),
     }
@@ -330,6 +355,8 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord, detail: bool) -> RunSummary
         excluded: None,
         allocator: rec.allocator.clone(),
         metrics: BTreeMap::new(),
+        unusable_metrics: BTreeMap::new(),
+        unusable_output: None,
         memory_note: rec.sampling.as_ref().and_then(|s| s.note.clone()),
         tree_peak_bytes: rec.cgroup_memory_peak_bytes,
         mappings_grown: if detail && rec.sha256.contains_key(crate::bundle::files::MAPPINGS) {
@@ -394,7 +421,12 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord, detail: bool) -> RunSummary
             return s;
         }
     };
-    s.metrics = metrics;
+    for (name, (value, kind)) in metrics {
+        if let Some(kind) = kind {
+            s.unusable_metrics.insert(name.clone(), kind.to_string());
+        }
+        s.metrics.insert(name, value);
+    }
     if detail
         && probe_mappings
         && matches!(parsed, Parsed::Retention(..))
@@ -407,8 +439,11 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord, detail: bool) -> RunSummary
     }
     match parsed {
         Parsed::NotRetention => {}
-        Parsed::Unusable(reason) => {
-            s.excluded.get_or_insert(reason);
+        Parsed::Unusable(u) => {
+            if s.excluded.is_none() {
+                s.excluded = Some(u.reason);
+                s.unusable_output = Some(u.gave);
+            }
         }
         Parsed::Retention(r, points) => {
             if r.completed == Some(false) {
@@ -421,8 +456,9 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord, detail: bool) -> RunSummary
     s
 }
 
-/// The `[report] metrics` values of one output, by name.
-type Metrics = BTreeMap<String, Option<MetricValue>>;
+/// The `[report] metrics` values of one output, by name, with what a value that is not
+/// aggregated is.
+type Metrics = BTreeMap<String, (Option<MetricValue>, Option<&'static str>)>;
 
 /// Pointers of the retention schema's document-level values, in [`DocFields`] order.
 const DOC_POINTERS: [&str; 5] = [
@@ -476,7 +512,10 @@ fn read_values(
     let metrics = pointers
         .iter()
         .zip(&metric_slots)
-        .map(|((name, _), slot)| (name.clone(), value(*slot).map(metric_value)))
+        .map(|((name, _), slot)| {
+            let v = value(*slot);
+            (name.clone(), (v.map(metric_value), metric_kind(v)))
+        })
         .collect();
     let parsed = if found.lists.get(samples).copied().flatten() == Some(true) {
         acc.finish(DocFields {

@@ -59,11 +59,31 @@ pub struct MetricRow {
     /// `no detectable change`, `higher in B`, `lower in B`, `reproduced`, `too few runs`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verdict: Option<crate::stats::CompareVerdict>,
+    /// The runs of the cell in A and in B that finished ok but gave no usable value, by what they
+    /// gave (`A: 2 runs gave null for private_bytes; B: ...`); absent when there are none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unusable_values: Option<String>,
 }
 
-/// A cell's per-run values of `metric` in a report (included runs with the figure).
+/// A cell's per-run values of `metric` in a report (included runs with a usable figure).
 fn run_values(r: &Report, cell: &str, metric: Metric) -> Vec<f64> {
     r.values.cell_values(cell, metric)
+}
+
+/// What the runs of `cell` in A and B gave instead of a usable value of `metric` (a retention
+/// metric, or a `[report]` metric by name).
+fn unusable_in(a: &Report, b: &Report, cell: &str, metric: &str) -> Option<String> {
+    let side = |r: &Report| -> Option<String> {
+        match Metric::from_key(metric) {
+            Some(m) => r.values.cell_unusable_values(cell, m),
+            None => r
+                .cells
+                .iter()
+                .find(|c| c.cell == cell)
+                .and_then(|c| c.unusable_metrics.get(metric).cloned()),
+        }
+    };
+    super::estimates::sides_text([("A", side(a)), ("B", side(b))])
 }
 
 /// Shift B - A with verdicts for `rows` (cell, metric, A values, B values), Holm-corrected per
@@ -149,6 +169,7 @@ fn control_relative(a: &Report, b: &Report) -> Vec<MetricRow> {
             ci_high: s.map(|s| s.ci_high),
             p: s.map(|_| p),
             verdict: Some(v),
+            unusable_values: None,
         })
         .collect()
 }
@@ -328,9 +349,24 @@ pub fn compare(a: &Report, host_a: Option<&Json>, b: &Report, host_b: Option<&Js
                 names.push(k);
             }
         }
+        // Metrics without an aggregate on either side because their values are unusable: a row
+        // that says so, not none.
+        let unaggregated = Metric::ALL
+            .iter()
+            .filter(|m| m.def().compared)
+            .map(|m| m.key().to_string())
+            .chain(ca.unusable_metrics.keys().cloned())
+            .chain(cb.unusable_metrics.keys().cloned())
+            .collect::<Vec<_>>();
+        for k in unaggregated {
+            if !names.contains(&k) && unusable_in(a, b, &ca.cell, &k).is_some() {
+                names.push(k);
+            }
+        }
         for name in names {
             let sa = ma.iter().find(|(k, _)| *k == name).map(|(_, s)| *s);
             let sb = mb.get(&name).copied();
+            let unusable_values = unusable_in(a, b, &ca.cell, &name);
             rows.push(MetricRow {
                 cell: ca.cell.clone(),
                 metric: name,
@@ -343,6 +379,7 @@ pub fn compare(a: &Report, host_a: Option<&Json>, b: &Report, host_b: Option<&Js
                 ci_high: None,
                 p: None,
                 verdict: None,
+                unusable_values,
             });
         }
     }
@@ -474,6 +511,7 @@ fn text(c: &Comparison, style: TextStyle) -> String {
             margin: None,
             verdict: crate::stats::Verdict::NoDetectableDifference,
             repetitions_needed: None,
+            unusable_values: None,
             cell_nodes: Vec::new(),
             control_nodes: Vec::new(),
             node: None,
@@ -488,7 +526,10 @@ fn text(c: &Comparison, style: TextStyle) -> String {
             ),
             super::render::interval_text(&e),
             r.p.map_or_else(|| "-".into(), fmt_num),
-            r.verdict.map_or("", |v| v.as_str()).to_string(),
+            match &r.unusable_values {
+                Some(u) => format!("{} ({u})", r.verdict.map_or("", |v| v.as_str())),
+                None => r.verdict.map_or("", |v| v.as_str()).to_string(),
+            },
         ]);
     }
     v.notes.push(
@@ -569,10 +610,11 @@ fn text(c: &Comparison, style: TextStyle) -> String {
                     "A".into(),
                     stats_text(r.a),
                     difference_text(r.median_difference),
-                    match r.ranges_overlap {
-                        Some(true) => "noise".into(),
-                        Some(false) => String::new(),
-                        None => "one side".into(),
+                    match (r.ranges_overlap, &r.unusable_values) {
+                        (_, Some(_)) => "not usable".into(),
+                        (Some(true), None) => "noise".into(),
+                        (Some(false), None) => String::new(),
+                        (None, None) => "one side".into(),
                     },
                 ]);
                 s.rows.push(vec![
@@ -587,8 +629,16 @@ fn text(c: &Comparison, style: TextStyle) -> String {
         }
         if let Some(last) = sections.last_mut() {
             last.notes.push(
-                "noise: the ranges of A and B overlap; one side: only one bundle has the metric".into(),
+                "noise: the ranges of A and B overlap; one side: only one bundle has the metric; not usable: values left out (below)".into(),
             );
+            last.notes.extend(c.rows.iter().filter_map(|r| {
+                Some(format!(
+                    "not usable in {} {}: {}",
+                    r.cell,
+                    r.metric,
+                    r.unusable_values.as_ref()?
+                ))
+            }));
             last.notes.extend(notes);
         }
     } else {
@@ -611,10 +661,11 @@ fn text(c: &Comparison, style: TextStyle) -> String {
                 stats_text(r.a),
                 stats_text(r.b),
                 difference_text(r.median_difference),
-                match r.ranges_overlap {
-                    Some(true) => "ranges overlap (noise)".into(),
-                    Some(false) => String::new(),
-                    None => "only one side has it".into(),
+                match (r.ranges_overlap, &r.unusable_values) {
+                    (_, Some(u)) => format!("not usable: {u}"),
+                    (Some(true), None) => "ranges overlap (noise)".into(),
+                    (Some(false), None) => String::new(),
+                    (None, None) => "only one side has it".into(),
                 },
             ]);
         }
@@ -644,6 +695,7 @@ fn csv(c: &Comparison) -> anyhow::Result<String> {
         "ci_high",
         "p",
         "verdict",
+        "unusable_values",
     ])?;
     let o = |v: Option<String>| v.unwrap_or_default();
     for r in c.rows.iter().chain(&c.control_relative) {
@@ -664,6 +716,7 @@ fn csv(c: &Comparison) -> anyhow::Result<String> {
             row.push(o(x.map(|v| v.to_string())));
         }
         row.push(o(r.verdict.map(|v| v.as_str().to_string())));
+        row.push(o(r.unusable_values.clone()));
         w.write_record(&row)?;
     }
     Ok(String::from_utf8(w.into_inner()?)?)

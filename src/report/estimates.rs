@@ -135,8 +135,15 @@ pub struct Estimate {
     pub margin: Option<f64>,
     /// The verdict.
     pub verdict: Verdict,
-    /// With `too few runs`: repetitions per cell that could reach the level.
+    /// With `too few runs`: repetitions per cell that could reach the level; `None` when a side
+    /// has no usable value because its runs gave none (more runs of the same would not help:
+    /// [`Estimate::unusable_values`] says what they gave).
     pub repetitions_needed: Option<usize>,
+    /// The runs of each side that finished ok but gave no usable value of the metric, by what
+    /// they gave: `cell: 2 runs gave null for private_bytes; control: 1 run gave a string for
+    /// private_bytes`. Absent when every such run gave one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unusable_values: Option<String>,
     /// The nodes the cell's runs ran on (run.json `node`), sorted; empty for local runs.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cell_nodes: Vec<String>,
@@ -204,12 +211,32 @@ fn nodes_of(values: &RunValues, runs: &[usize]) -> Vec<String> {
         .collect()
 }
 
-/// One compared pair for [`estimate_rows`]: labels and the runs of each side.
+/// One compared pair for [`estimate_rows`]: labels and the runs of each side (included ones, and
+/// every run of the side for saying why some gave no value).
 struct Pair<'a> {
     cell: &'a str,
     control: &'a str,
     cell_runs: Vec<usize>,
     control_runs: Vec<usize>,
+    cell_all: Vec<usize>,
+    control_all: Vec<usize>,
+}
+
+/// What the runs that finished ok gave instead of a usable value of `metric` (see
+/// [`super::metrics::runs_gave`]): runs left out because their output's values are unusable, and
+/// included runs whose value of this metric is missing or beyond 2^53. `runs` are finished runs
+/// of `values`. `None` when there are none.
+pub fn unusable_values(values: &RunValues, runs: &[usize], metric: Metric) -> Option<String> {
+    values.unusable_values(runs.iter().copied(), metric)
+}
+
+/// `cell: ...; control: ...` (or `A: ...; B: ...`) of the sides that have unusable values.
+pub fn sides_text(sides: [(&str, Option<String>); 2]) -> Option<String> {
+    let parts: Vec<String> = sides
+        .into_iter()
+        .filter_map(|(name, text)| Some(format!("{name}: {}", text?)))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// The estimates of every metric against the control for `pairs`, Holm across the pairs at
@@ -231,7 +258,7 @@ fn estimate_rows(
         let values = |runs: &[usize]| -> Vec<f64> {
             runs.iter()
                 .filter_map(|&r| data.metric(r, metric))
-                .filter(|v| v.is_finite())
+                .filter(|v| super::metrics::usable(*v))
                 .collect()
         };
         let shifts: Vec<(usize, usize, Option<Shift>)> = pairs
@@ -245,6 +272,14 @@ fn estimate_rows(
         let adjusted = stats::holm(&ps);
         for ((p, (n_cell, n_control, s)), p_adj) in pairs.iter().zip(shifts).zip(adjusted) {
             let verdict = stats::verdict::decide(s.as_ref(), p_adj, level, margin);
+            let (cell_unusable, control_unusable) = (
+                unusable_values(data, &p.cell_all, metric),
+                unusable_values(data, &p.control_all, metric),
+            );
+            // A side without a usable value whose runs gave unusable ones: more runs alike would
+            // not help, so no number of repetitions is named.
+            let blocked =
+                (n_cell == 0 && cell_unusable.is_some()) || (n_control == 0 && control_unusable.is_some());
             rows.push(Estimate {
                 cell: p.cell.to_string(),
                 control: p.control.to_string(),
@@ -260,8 +295,9 @@ fn estimate_rows(
                 exact: s.map(|s| s.exact),
                 margin,
                 verdict,
-                repetitions_needed: (verdict == Verdict::TooFewRuns)
+                repetitions_needed: (verdict == Verdict::TooFewRuns && !blocked)
                     .then(|| stats::repetitions_needed(level)),
+                unusable_values: sides_text([("cell", cell_unusable), ("control", control_unusable)]),
                 cell_nodes: nodes_of(data, &p.cell_runs),
                 control_nodes: nodes_of(data, &p.control_runs),
                 node: node.map(str::to_string),
@@ -321,6 +357,7 @@ struct CellRuns<'a> {
     label: &'a str,
     cell: &'a BTreeMap<String, crate::manifest::Value>,
     runs: Vec<usize>,
+    all: Vec<usize>,
 }
 
 /// Estimates of every compared cell against its control.
@@ -352,6 +389,7 @@ pub fn estimates(
             label: &c.label,
             cell: &c.cell,
             runs: values.estimate_runs(i),
+            all: values.cell_runs(i),
         })
         .collect();
     let is_control = |c: &CellRuns<'_>| {
@@ -395,6 +433,8 @@ pub fn estimates(
             control: ctrl.label,
             cell_runs: c.runs.clone(),
             control_runs: ctrl.runs.clone(),
+            cell_all: c.all.clone(),
+            control_all: ctrl.all.clone(),
         })
         .collect();
     out.rows = estimate_rows(values, &pooled, out.level, settings, None);
@@ -426,6 +466,8 @@ pub fn estimates(
                     control: p.control,
                     cell_runs: on(&p.cell_runs, node),
                     control_runs: on(&p.control_runs, node),
+                    cell_all: on(&p.cell_all, node),
+                    control_all: on(&p.control_all, node),
                 })
                 .filter(|p| !p.cell_runs.is_empty() && !p.control_runs.is_empty())
                 .collect();

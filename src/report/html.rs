@@ -615,6 +615,8 @@ mod tests {
             tree_peak_bytes: None,
             mappings_grown: Vec::new(),
             metrics: BTreeMap::new(),
+            unusable_metrics: BTreeMap::new(),
+            unusable_output: None,
             points: Vec::new(),
             memory: Vec::new(),
             reason: outcome

@@ -12,7 +12,39 @@
 
 use serde::Serialize;
 
-use super::retention::Retention;
+use super::retention::{Retention, SampleField};
+
+/// 2^53: the largest integer up to which every integer is exact as a 64-bit float.
+pub const EXACT_INTEGERS: u64 = 1 << 53;
+
+/// What a value beyond [`EXACT_INTEGERS`] is called when it is left out.
+pub const INEXACT: &str = "a value beyond 2^53 (not exact as a 64-bit float)";
+
+/// Whether a metric value can go into the statistics: finite and within +-2^53, where a 64-bit
+/// float holds every integer exactly (memory figures beyond that are not real byte counts).
+pub fn usable(v: f64) -> bool {
+    v.is_finite() && v.abs() <= EXACT_INTEGERS as f64
+}
+
+/// Runs counted by what they gave: `2 runs gave null for private_bytes, 1 run gave a string for
+/// private_bytes` (most frequent first); `None` for no runs.
+pub fn runs_gave<'a>(gave: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for g in gave {
+        match counts.iter_mut().find(|(x, _)| *x == g) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((g, 1)),
+        }
+    }
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+    (!counts.is_empty()).then(|| {
+        counts
+            .iter()
+            .map(|(g, n)| format!("{n} run{} gave {g}", if *n == 1 { "" } else { "s" }))
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
+}
 
 /// What a metric's numbers are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -349,6 +381,66 @@ impl Metric {
             Metric::RssAfterClose => f(r.after_close.rss_bytes),
             Metric::FdDelta => f(r.fd_delta),
         }
+    }
+
+    /// The sample field the metric is computed from.
+    pub const fn sample_field(self) -> SampleField {
+        match self {
+            Metric::PrivateGrowth
+            | Metric::PrivateGrowthPer1000
+            | Metric::PrivateRate
+            | Metric::PrivateRateFirstHalf
+            | Metric::PrivateRateSecondHalf
+            | Metric::PrivateAfterClose => SampleField::PrivateBytes,
+            Metric::AnonymousGrowth
+            | Metric::AnonymousGrowthPer1000
+            | Metric::AnonymousRate
+            | Metric::AnonymousRateFirstHalf
+            | Metric::AnonymousRateSecondHalf
+            | Metric::AnonymousAfterClose => SampleField::AnonymousBytes,
+            Metric::RssGrowth
+            | Metric::RssGrowthPer1000
+            | Metric::RssRate
+            | Metric::RssRateFirstHalf
+            | Metric::RssRateSecondHalf
+            | Metric::RssAfterClose => SampleField::RssBytes,
+            Metric::FdDelta => SampleField::FdCount,
+        }
+    }
+
+    /// What a run gave instead of a usable value of this metric (`null for private_bytes`, `no
+    /// closed sample`, [`INEXACT`]), to count runs by; `None` when its value is usable.
+    pub fn unusable(self, r: &Retention) -> Option<&'static str> {
+        if let Some(v) = self.of(r) {
+            return (!usable(v)).then_some(INEXACT);
+        }
+        let field = self.sample_field();
+        let null = |list: &[&str]| list.contains(&field.name());
+        let text = |null: bool| -> &'static str {
+            match (null, field) {
+                (true, SampleField::PrivateBytes) => "null for private_bytes",
+                (true, SampleField::AnonymousBytes) => "null for anonymous_bytes",
+                (true, SampleField::RssBytes) => "null for rss_bytes",
+                (true, _) => "null for fd_count",
+                (false, SampleField::PrivateBytes) => "no private_bytes",
+                (false, SampleField::AnonymousBytes) => "no anonymous_bytes",
+                (false, SampleField::RssBytes) => "no rss_bytes",
+                (false, _) => "no fd_count",
+            }
+        };
+        let growth = match field {
+            SampleField::PrivateBytes => r.growth.private_bytes,
+            SampleField::AnonymousBytes => r.growth.anonymous_bytes,
+            SampleField::RssBytes => r.growth.rss_bytes,
+            _ => r.fd_delta,
+        };
+        Some(match self.def().family {
+            Family::AfterClose if !r.gaps.closed => "no closed sample",
+            Family::AfterClose => text(null(&r.gaps.closed_null) || null(&r.gaps.growth_null)),
+            _ if growth.is_none() => text(null(&r.gaps.growth_null)),
+            _ if r.loop_iterations == 0 => "a loop of 0 iterations",
+            _ => "too few loop samples at different iterations for a rate",
+        })
     }
 
     /// The value as exact text for CSV and the per-run table: integers as integers (exact whatever

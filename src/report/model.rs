@@ -113,6 +113,15 @@ pub struct RunSummary {
     pub allocator: Option<crate::allocator::Record>,
     /// Metric values by metric name (`None` = pointer not found).
     pub metrics: BTreeMap<String, Option<MetricValue>>,
+    /// The metrics whose value is not aggregated, by name: what the output held (`null`, `a
+    /// string`, `no value there`, `a number beyond 2^53 (not exact as a 64-bit float)`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub unusable_metrics: BTreeMap<String, String>,
+    /// When the output follows the retention schema but its values are unusable (the run is then
+    /// left out, [`RunSummary::excluded`] says why): what it gave, to count runs by (`a string for
+    /// private_bytes`, `no loop sample`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unusable_output: Option<String>,
     /// run.json `sampling.note`: what of the run's memory sampling was not as requested (no
     /// sample at all, an interval not kept, page-table walks rarer than samples).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -322,6 +331,10 @@ pub struct CellStats {
     pub metrics: BTreeMap<String, Stats>,
     /// `wall-seconds` and `peak-rss-bytes` of the included runs.
     pub run_stats: BTreeMap<String, Stats>,
+    /// `[report]` metrics some included runs gave no number for, by name: `2 runs gave null, 1
+    /// run gave a string` (those runs are not in the metric's aggregate).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub unusable_metrics: BTreeMap<String, String>,
 }
 
 /// Everything a report shows about one bundle.

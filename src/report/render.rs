@@ -619,9 +619,11 @@ pub fn verdict_text(e: &Estimate) -> String {
             ),
             None => e.verdict.as_str().into(),
         },
-        Verdict::TooFewRuns => match e.repetitions_needed {
-            Some(n) => format!("{} (need {n} per cell)", e.verdict.as_str()),
-            None => e.verdict.as_str().into(),
+        Verdict::TooFewRuns => match (e.repetitions_needed, &e.unusable_values) {
+            (Some(n), None) => format!("{} (need {n} per cell)", e.verdict.as_str()),
+            (Some(n), Some(u)) => format!("{} (need {n} per cell; {u})", e.verdict.as_str()),
+            (None, Some(u)) => format!("{} (no usable values: {u})", e.verdict.as_str()),
+            (None, None) => e.verdict.as_str().into(),
         },
         v => v.as_str().into(),
     }
@@ -676,6 +678,17 @@ pub fn estimate_notes(r: &Report) -> Vec<String> {
     }
     if !e.without_control.is_empty() {
         notes.push(format!("no control cell for: {}", e.without_control.join(", ")));
+    }
+    // Values left out of a comparison that still has a verdict (a `too few runs` verdict names
+    // them itself).
+    for row in e.rows.iter().filter(|x| x.verdict != Verdict::TooFewRuns) {
+        if let Some(u) = &row.unusable_values {
+            notes.push(format!(
+                "left out of {} {}: {u}",
+                row.cell,
+                row.metric().map_or(row.metric.as_str(), |m| m.def().label)
+            ));
+        }
     }
     notes.extend(e.node_warnings.iter().cloned());
     if let Some(a) = &r.adaptive {
@@ -854,6 +867,18 @@ fn metric_sections(r: &Report) -> Vec<Section> {
                 .map(|n| c.metrics.get(*n).map_or_else(|| "-".into(), |s| s.text())),
         );
         per_cell.rows.push(row);
+    }
+    // Values that are not numbers are left out of the aggregates: say how many, per metric (per
+    // cell in JSON `cells[].unusable-metrics`).
+    for (name, _) in &r.metric_pointers {
+        let gave = r
+            .runs
+            .iter()
+            .filter(|x| x.finished && x.excluded.is_none())
+            .filter_map(|x| x.unusable_metrics.get(name).map(String::as_str));
+        if let Some(text) = super::metrics::runs_gave(gave) {
+            per_cell.notes.push(format!("not aggregated: {name}: {text}"));
+        }
     }
     vec![per_run, per_cell]
 }
@@ -1152,6 +1177,7 @@ pub fn write_csv(r: &Report, out: &mut dyn std::io::Write) -> anyhow::Result<()>
         header.extend(["last_tensor_alive", "output_completed"].map(String::from));
     }
     header.extend(r.metric_pointers.iter().map(|(n, _)| format!("metric_{n}")));
+    header.push("unusable_values".into());
     w.write_record(&header)?;
     let e = String::new;
     let o = |v: Option<String>| v.unwrap_or_default();
@@ -1208,11 +1234,35 @@ pub fn write_csv(r: &Report, out: &mut dyn std::io::Write) -> anyhow::Result<()>
                 },
             )));
         }
+        row.push(run_unusable_text(run));
         w.write_record(&row)?;
         Ok(())
     })?;
     w.flush()?;
     Ok(())
+}
+
+/// What one run gave that the report cannot use, for CSV's `unusable_values`: its output's
+/// unusable value (`a string for private_bytes`), the sample fields that were `null`, and the
+/// `[report]` metrics that are not numbers (`load: null`), `; `-separated; empty for none.
+fn run_unusable_text(run: &super::model::RunSummary) -> String {
+    let mut parts: Vec<String> = run.unusable_output.iter().cloned().collect();
+    if let Some(ret) = &run.retention {
+        parts.extend(ret.gaps.growth_null.iter().map(|f| format!("null for {f}")));
+        parts.extend(
+            ret.gaps
+                .closed_null
+                .iter()
+                .filter(|f| !ret.gaps.growth_null.contains(f))
+                .map(|f| format!("null for {f} (closed sample)")),
+        );
+    }
+    parts.extend(
+        run.unusable_metrics
+            .iter()
+            .map(|(name, kind)| format!("{name}: {kind}")),
+    );
+    parts.join("; ")
 }
 
 /// The report as one pretty-printed JSON document (kebab-case keys).

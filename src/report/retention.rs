@@ -45,6 +45,21 @@ pub struct Retention {
     /// Theil-Sen slopes of the baseline and loop samples against loop iterations, bytes per 1000
     /// iterations (DESIGN 9).
     pub rate: Rates,
+    /// Which fields were JSON `null` where a figure is missing (to say why it is).
+    #[serde(skip)]
+    pub gaps: Gaps,
+}
+
+/// The sample fields that were JSON `null` in the samples the figures come from, so that a report
+/// can say why a figure is missing (`null for private_bytes`) instead of dropping it silently.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Gaps {
+    /// Fields `null` in the baseline or the final loop sample.
+    pub growth_null: Vec<&'static str>,
+    /// Fields `null` in the closed sample.
+    pub closed_null: Vec<&'static str>,
+    /// Whether the output had a `closed` sample.
+    pub closed: bool,
 }
 
 /// Theil-Sen slopes of one measure (bytes per 1000 iterations): over every baseline and loop
@@ -117,10 +132,31 @@ pub enum Parsed {
     /// The document does not follow the retention schema (no `samples` array of objects with
     /// `phase`); only generic metrics apply.
     NotRetention,
-    /// Retention schema, but unusable for growth (no `baseline` or no `loop` sample, ...): the reason.
-    Unusable(String),
+    /// Retention schema, but unusable for growth (no `baseline` or no `loop` sample, a value that
+    /// is not an integer within 64 bits, ...).
+    Unusable(Unusable),
     /// The summary numbers, and the `baseline` and `loop` samples' private bytes for plotting.
     Retention(Box<Retention>, Vec<PlotPoint>),
+}
+
+/// Why a retention output is unusable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unusable {
+    /// The reason, for the run's line (`samples[3]: private_bytes = "x" is not an integer within
+    /// 64 bits`).
+    pub reason: String,
+    /// What the output gave, the same for every run that gave it, to count runs by
+    /// (`a string for private_bytes`, `no loop sample`): "N runs gave ...".
+    pub gave: String,
+}
+
+impl Unusable {
+    fn parsed(reason: impl Into<String>, gave: impl Into<String>) -> Parsed {
+        Parsed::Unusable(Unusable {
+            reason: reason.into(),
+            gave: gave.into(),
+        })
+    }
 }
 
 /// The fields of a sample the retention numbers read, by name (DESIGN 7). A reader asks for
@@ -176,6 +212,17 @@ pub trait SampleValue {
     fn as_integer(&self) -> Option<i128>;
     /// The value as JSON text, to name it in a message.
     fn text(&self) -> String;
+    /// What the value is when it is not an integer within 64 bits: `null`, `a string`, `a
+    /// fraction`, `a number beyond 64 bits`, `a boolean`, `an array`, `an object`.
+    fn kind(&self) -> &'static str;
+}
+
+/// The kind of a JSON number that is not an integer within `i64` or `u64`.
+fn number_kind(n: &serde_json::Number) -> &'static str {
+    match n.as_f64() {
+        Some(x) if x.is_finite() && x.fract() != 0.0 => "a fraction",
+        _ => "a number beyond 64 bits",
+    }
 }
 
 impl SampleValue for Json {
@@ -189,6 +236,16 @@ impl SampleValue for Json {
     }
     fn text(&self) -> String {
         self.to_string()
+    }
+    fn kind(&self) -> &'static str {
+        match self {
+            Json::Null => "null",
+            Json::Bool(_) => "a boolean",
+            Json::Number(n) => number_kind(n),
+            Json::String(_) => "a string",
+            Json::Array(_) => "an array",
+            Json::Object(_) => "an object",
+        }
     }
 }
 
@@ -213,6 +270,17 @@ impl SampleValue for crate::bundle::output::Scalar {
             Scalar::Object => "<object>".into(),
         }
     }
+    fn kind(&self) -> &'static str {
+        use crate::bundle::output::Scalar;
+        match self {
+            Scalar::Null => "null",
+            Scalar::Bool(_) => "a boolean",
+            Scalar::Number(n) => number_kind(n),
+            Scalar::String(_) | Scalar::LongString(_) => "a string",
+            Scalar::Array(_) => "an array",
+            Scalar::Object => "an object",
+        }
+    }
 }
 
 /// The numbers of one sample the retention summary uses. Byte counts and counts are integers
@@ -235,6 +303,10 @@ pub struct SampleFields {
     /// The first field present with a value these numbers cannot hold (a fraction, a string, a
     /// negative iteration count, a number beyond 64 bits): `field = value`, for the run's reason.
     pub unreadable: Option<String>,
+    /// What that value is, `a string for private_bytes`, to count runs by.
+    pub unreadable_kind: Option<String>,
+    /// The fields that were JSON `null` (absent, for the figures).
+    pub null: Vec<&'static str>,
 }
 
 impl SampleFields {
@@ -242,11 +314,20 @@ impl SampleFields {
     pub fn set<V: SampleValue + ?Sized>(&mut self, field: SampleField, value: Option<&V>) {
         let Some(v) = value else { return };
         if v.text() == "null" {
+            if field != SampleField::Phase {
+                self.null.push(field.name());
+            }
             return;
         }
         let bad = |me: &mut SampleFields| {
-            me.unreadable
-                .get_or_insert_with(|| format!("{} = {}", field.name(), v.text()));
+            if me.unreadable.is_none() {
+                me.unreadable = Some(format!("{} = {}", field.name(), v.text()));
+                me.unreadable_kind = Some(if field == SampleField::Iterations && v.as_integer().is_some() {
+                    "a negative number for iterations".to_string()
+                } else {
+                    format!("{} for {}", v.kind(), field.name())
+                });
+            }
         };
         match field {
             // A phase that is not a string is no phase (the document may not be in the schema).
@@ -356,20 +437,24 @@ impl Accumulator {
             return;
         }
         let Some(s) = sample else {
-            self.problem = Some(Parsed::Unusable(format!("samples[{index}] is not an object")));
+            self.problem = Some(Unusable::parsed(
+                format!("samples[{index}] is not an object"),
+                "a sample that is not an object",
+            ));
             return;
         };
         if let Some(what) = &s.unreadable {
-            self.problem = Some(Parsed::Unusable(format!(
-                "samples[{index}]: {what} is not an integer within 64 bits"
-            )));
+            self.problem = Some(Unusable::parsed(
+                format!("samples[{index}]: {what} is not an integer within 64 bits"),
+                s.unreadable_kind.clone().unwrap_or_else(|| what.clone()),
+            ));
             return;
         }
         let Some(phase) = s.phase.as_deref() else {
             self.problem = Some(if index == 0 {
                 Parsed::NotRetention
             } else {
-                Parsed::Unusable(format!("samples[{index}] has no phase"))
+                Unusable::parsed(format!("samples[{index}] has no phase"), "a sample without phase")
             });
             return;
         };
@@ -429,13 +514,13 @@ impl Accumulator {
             return problem;
         }
         if self.seen == 0 {
-            return Parsed::Unusable("no samples".into());
+            return Unusable::parsed("no samples", "no samples");
         }
         let Some(baseline) = self.baseline else {
-            return Parsed::Unusable("no baseline sample".into());
+            return Unusable::parsed("no baseline sample", "no baseline sample");
         };
         let Some(last_loop) = self.last_loop else {
-            return Parsed::Unusable("no loop sample".into());
+            return Unusable::parsed("no loop sample", "no loop sample");
         };
         // The rates: the baseline, the kept loop samples from it on, and the final loop sample.
         let mut rate_samples: Vec<RateSample> = vec![(
@@ -467,7 +552,17 @@ impl Accumulator {
             anonymous_bytes: slopes(&rate_samples, 1),
             rss_bytes: slopes(&rate_samples, 2),
         };
+        let mut growth_null: Vec<&'static str> =
+            baseline.null.iter().chain(&last_loop.null).copied().collect();
+        growth_null.sort_unstable();
+        growth_null.dedup();
+        let gaps = Gaps {
+            growth_null,
+            closed_null: self.closed.as_ref().map(|c| c.null.clone()).unwrap_or_default(),
+            closed: self.closed.is_some(),
+        };
         let retention = Retention {
+            gaps,
             rate,
             mode: doc.mode,
             tensor_elements: doc.tensor_elements,
@@ -559,7 +654,10 @@ mod tests {
         assert_eq!(r.growth.anonymous_bytes, None);
         assert_eq!(r.after_close, Deltas::default());
         let doc = serde_json::json!({"samples": [sample("baseline", 0, 1, 1, 1, 1)]});
-        assert_eq!(parse(&doc, false), Parsed::Unusable("no loop sample".into()));
+        assert_eq!(
+            parse(&doc, false),
+            Unusable::parsed("no loop sample", "no loop sample")
+        );
         assert_eq!(parse(&serde_json::json!({"x": 1}), false), Parsed::NotRetention);
     }
 
@@ -615,11 +713,22 @@ mod tests {
                 {"phase": "baseline", "iterations": 0, "private_bytes": 1},
                 {"phase": "loop", "iterations": 10, "private_bytes": bad},
             ]});
-            let Parsed::Unusable(reason) = parse(&doc, false) else {
+            let Parsed::Unusable(Unusable { reason, gave }) = parse(&doc, false) else {
                 panic!("{bad}")
             };
             assert!(reason.starts_with("samples[1]: private_bytes = "), "{reason}");
             assert!(reason.ends_with("is not an integer within 64 bits"), "{reason}");
+            assert!(gave.ends_with(" for private_bytes"), "{gave}");
         }
+        let null = serde_json::json!({"samples": [
+            {"phase": "baseline", "iterations": 0, "private_bytes": 1, "rss_bytes": 1},
+            {"phase": "loop", "iterations": 10, "private_bytes": null, "rss_bytes": 2},
+        ]});
+        let Parsed::Retention(r, _) = parse(&null, false) else {
+            panic!()
+        };
+        assert_eq!(r.growth.private_bytes, None);
+        assert_eq!(r.gaps.growth_null, ["private_bytes"]);
+        assert!(!r.gaps.closed);
     }
 }

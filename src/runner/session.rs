@@ -211,7 +211,18 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, SessionErr
         Err(e) => errors.extend(e),
     }
     let mut all: Option<Diagnostics> = None;
-    for e in errors {
+    // Options that replaced manifest values: a problem at another key may still come from them
+    // (`--repetitions 2` with an output name without `{repetition}`, `--executor slurm` with an
+    // adaptive rule), so it says which were given.
+    let given: Vec<&str> = manifest.overridden.values().map(String::as_str).collect();
+    for mut e in errors {
+        if !given.is_empty() && manifest.option_for(&e.key).is_none() {
+            let note = format!("planned with {} from the command line", given.join(" "));
+            e.help = Some(match e.help.take() {
+                Some(h) => format!("{h}; {note}"),
+                None => note,
+            });
+        }
         let d = manifest.diagnostic(&e.key, e.message, e.help);
         match &mut all {
             Some(a) => a.items.extend(d.items),
@@ -219,6 +230,12 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, SessionErr
         }
     }
     Err(SessionError::Plan(all.expect("a failed expansion has problems")))
+}
+
+/// working-tree.patch's limits as the manifest's `[provenance] patch-limit` and
+/// `patch-file-limit` set them (the defaults where absent).
+pub fn patch_limits(config: &crate::manifest::ProvenanceConfig) -> crate::provenance::PatchLimits {
+    crate::provenance::PatchLimits::new(config.patch_limit, config.patch_file_limit)
 }
 
 /// Runs a validated manifest into a new bundle under `opts.results_dir`.
@@ -257,7 +274,11 @@ pub fn run_manifest(
 
     // Earlier bundles and the one being written live under results/: leave them out of the
     // working-tree record, or every run would record its own output as drift.
-    let mut before = crate::provenance::capture_excluding(&plan.repo_start, &[&results_dir]);
+    let before = crate::provenance::capture_limited(
+        &plan.repo_start,
+        &[&results_dir],
+        patch_limits(&manifest.provenance),
+    );
     for warning in before.warnings() {
         progress::say(format_args!("warning: {warning}"));
     }
@@ -389,8 +410,6 @@ pub fn run_manifest(
         }
     }
     test_pause("published");
-    // working-tree.patch is written: its bytes would only ride along into every run's memory.
-    before.release_patch();
     crate::exec::return_freed_memory();
     let job = Job {
         detach: opts.detach,
@@ -565,19 +584,11 @@ impl<'a> Session<'a> {
             }
         }
         let result = end.and_then(|end| {
-            // The patch bytes were released after the setup; read back (and checked against their
-            // sha256), they spare the after-run capture a second diff when the tree did not change.
-            // Read inside the bundle only: a run may have replaced the file with a link or a FIFO.
-            let before = crate::bundle::contained::open_in(&dir, std::path::Path::new(files::PATCH))
-                .and_then(|mut file| {
-                    let mut bytes = Vec::new();
-                    std::io::Read::read_to_end(&mut file, &mut bytes).map(|_| bytes)
-                })
-                .ok()
-                .and_then(|bytes| finish.before.with_patch(bytes));
-            let before_with_patch = before.as_ref().unwrap_or(finish.before);
+            // The before capture still holds its patch (in a temporary file: no memory, no open
+            // descriptor): it spares the after-run capture a second diff when the tree did not
+            // change.
             let after =
-                crate::provenance::capture_after(&plan.repo_start, &[finish.results_dir], before_with_patch);
+                crate::provenance::capture_after(&plan.repo_start, &[finish.results_dir], finish.before);
             let drift = crate::bundle::write::write_provenance_after(&dir, finish.before, &after)?;
             Ok((end, drift))
         });

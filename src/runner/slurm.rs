@@ -125,7 +125,7 @@ pub fn on_shared_fs(path: &Path) -> Option<bool> {
 /// # Errors
 /// One message per problem (exit 3 through [`SessionError::Preflight`]).
 pub fn preflight(results_dir: &Path, quiet: bool, request: &Request<'_>) -> Result<Cluster, Vec<String>> {
-    let client = SlurmClient::new();
+    let client = telling(SlurmClient::new(), quiet);
     client
         .ping()
         .map_err(|e| vec![format!("slurm executor: the cluster does not answer: {e}")])?;
@@ -276,6 +276,18 @@ impl std::fmt::Display for SubmitError {
     }
 }
 
+/// `client` telling each retry of a transient error on stderr (`slurm: squeue failed (Socket
+/// timed out on send/recv operation); retrying in 1 s (try 2 of 6)`), unless `quiet`.
+pub fn telling(client: SlurmClient, quiet: bool) -> SlurmClient {
+    if quiet {
+        client
+    } else {
+        client.with_observer(std::sync::Arc::new(|note: &RetryNote| {
+            super::progress::say(format_args!("slurm: {note}"));
+        }))
+    }
+}
+
 /// The client of a submission: the cluster's, stopping at `cancel`, telling each retry of a
 /// transient error (unless `quiet`), passing sbatch's input variables by `keep_sbatch_env`.
 pub fn submission_client(
@@ -284,7 +296,7 @@ pub fn submission_client(
     cancel: &CancelFlag,
     quiet: bool,
 ) -> SlurmClient {
-    let mut client = cluster
+    let client = cluster
         .client
         .clone()
         .with_cancel(cancel.clone())
@@ -293,12 +305,7 @@ pub fn submission_client(
         } else {
             EnvPolicy::Clear
         });
-    if !quiet {
-        client = client.with_observer(std::sync::Arc::new(|note: &RetryNote| {
-            super::progress::say(format_args!("slurm: {note}"));
-        }));
-    }
-    client
+    telling(client, quiet)
 }
 
 /// The tag of the script `slurm/<name>` of the bundle `writer` holds ([`Tag`]).
@@ -1113,7 +1120,7 @@ pub fn run_task(
     let own_job = task_ids_from_env().job_id;
     if stopped_by_slurm(&executed.outcome, runs.cancel, || {
         let id = own_job?;
-        let job = SlurmClient::new().show_job(id).ok().flatten()?;
+        let job = telling(SlurmClient::new(), false).show_job(id).ok().flatten()?;
         Some(job.state)
     }) {
         if requeue.load(Ordering::SeqCst)
@@ -1121,7 +1128,7 @@ pub fn run_task(
         {
             // The pre-timeout signal: the run is stopped; the task goes back into the queue and
             // its next start keeps this attempt under attempts/ (prepare_run_dir).
-            SlurmClient::new()
+            telling(SlurmClient::new(), false)
                 .requeue(id)
                 .map_err(|e| io::Error::other(format!("requeueing job {id}: {e}")))?;
             return Ok(TaskEnd::Requeued);

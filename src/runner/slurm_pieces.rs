@@ -83,7 +83,13 @@ pub fn apply(client: &SlurmClient, steps: &[Step]) -> Vec<u64> {
             Step::Throttle(id, n) => client.set_throttle(id, n),
             Step::Release(id) => client.release(&[id]).map(|()| released.push(id)),
         };
-        if let Err(e) = result {
+        // The array's last tasks ended between the snapshot and the update: nothing to throttle.
+        let over = |e: &crate::slurm::SlurmError| {
+            matches!(step, Step::Throttle(..)) && e.to_string().contains("Job has already finished")
+        };
+        if let Err(e) = result
+            && !over(&e)
+        {
             super::progress::say(format_args!("warning: {e}"));
             break;
         }

@@ -34,6 +34,8 @@ const DESIGN_KEYS: &[&str] = &[
     "isolation.env-unset",
     "measure.sample-interval",
     "provenance.repo",
+    "provenance.patch-limit",
+    "provenance.patch-file-limit",
     "report.metrics",
     "executor.kind",
     "executor.partition",

@@ -92,7 +92,7 @@ fn assert_replay_rebuilds(origin: &Path, rev: &str, patch: &Path, dest: &Path) {
 /// clone at the snapshot's HEAD in `TMP/clone`.
 fn assert_snapshot_patch_rebuilds(tmp: &Path, repo: &Path, snap: &provenance::Snapshot) {
     let patch = tmp.join("working-tree.patch");
-    std::fs::write(&patch, snap.patch()).unwrap();
+    std::fs::write(&patch, snap.patch().read_all().unwrap()).unwrap();
     let head = snap.head().expect("the snapshot has a HEAD");
     assert_replay_rebuilds(repo, head, &patch, &tmp.join("clone"));
 }
@@ -315,7 +315,7 @@ fn unborn_head_records_branch_and_patch_adds_files() {
         std::fs::read_to_string(bundle.join("working-tree.txt")).unwrap(),
         "?? first.txt\n"
     );
-    let patch = String::from_utf8(snap.patch().to_vec()).unwrap();
+    let patch = String::from_utf8(snap.patch().read_all().unwrap()).unwrap();
     assert!(patch.contains("new file mode 100644"), "{patch}");
     assert!(patch.contains("+before any commit"), "{patch}");
 
@@ -383,7 +383,10 @@ fn drift_is_detected_between_captures() {
     assert_eq!(doc["after"]["changed"], serde_json::json!(["notes.txt"]));
     assert_ne!(doc["after"]["patch-sha256"], doc["patch-sha256"]);
     // The before-capture is kept as it was.
-    assert_eq!(doc["patch-sha256"], sha256_hex(before.patch()).as_str());
+    assert_eq!(
+        doc["patch-sha256"],
+        sha256_hex(&before.patch().read_all().unwrap()).as_str()
+    );
 
     // A commit moves HEAD: drift, HEAD named.
     commit_all(&repo, "two");
@@ -446,7 +449,7 @@ fn submodules_are_listed_with_recorded_and_checked_out_commits() {
     let theirs = lines_set(&git(&repo, &["status", "--short", "--untracked-files=all"]));
     assert_eq!(lines_set(&snap.working_tree_text()), theirs);
     // The submodule is not diffed into.
-    assert!(!String::from_utf8_lossy(snap.patch()).contains("Subproject commit"));
+    assert!(!String::from_utf8_lossy(&snap.patch().read_all().unwrap()).contains("Subproject commit"));
 
     let bundle = tempfile::tempdir().unwrap();
     hwr_exp::bundle::write::write_provenance(bundle.path(), &snap).unwrap();
@@ -575,7 +578,7 @@ fn excluded_results_directory_is_left_out_and_causes_no_drift() {
     let before = provenance::capture_excluding(&repo, &[&results]);
     assert_eq!(snapshot_lines(&before), ["?? notes.txt"]);
     assert_eq!(before.untracked().len(), 1);
-    let patch = String::from_utf8_lossy(before.patch()).into_owned();
+    let patch = String::from_utf8_lossy(&before.patch().read_all().unwrap()).into_owned();
     assert!(
         patch.contains("b/notes.txt") && !patch.contains("results/"),
         "{patch}"

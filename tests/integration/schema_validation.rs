@@ -51,6 +51,10 @@ const CAUGHT: &[(&str, &str)] = &[
     ("bad-output-format.toml", "output-format is json or text"),
     ("bad-name.toml", "name pattern ^[a-z0-9_-]+$"),
     ("negative-jobs.toml", "jobs minimum 1"),
+    (
+        "provenance-patch-file-limit-negative.toml",
+        "a size is a non-negative integer or a string",
+    ),
     ("negative-seed.toml", "seed minimum 0"),
     ("zero-repetitions.toml", "repetitions minimum 1"),
     ("adaptive-min-below-two.toml", "repetitions.min minimum 2"),
@@ -120,6 +124,8 @@ const NOT_CAUGHT: &[(&str, &str)] = &[
     // validator's; a regex copy would drift from it.
     ("bad-duration-no-unit.toml", "humantime duration"),
     ("bad-duration-unit.toml", "humantime duration"),
+    ("provenance-patch-limit-not-a-size.toml", "byte size text"),
+    ("provenance-patch-limit-unit.toml", "byte size unit"),
     ("bad-sample-interval.toml", "humantime duration"),
     ("zero-timeout.toml", "humantime duration above zero"),
     // Limits and characters the validator enforces where the value is used: durations above one

@@ -6,86 +6,20 @@
 //! Needs the test cluster (`SLURM_CONF`); the preemption and MinJobAge cases start clusters of
 //! their own ([`PrivateCluster`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-use crate::support::slurm::wait_until;
-use crate::support::slurm::{PrivateCluster, PrivateClusterSpec};
-use crate::support::{cluster, code, hwr_command, json, run_records, stderr, write_manifest};
+use crate::support::slurm::{
+    Cleanup, PrivateCluster, PrivateClusterSpec, find_submitted_bundle, hwr_on, spawn, task_map, wait_until,
+};
+use crate::support::{cluster, code, json, run_records, stderr, write_manifest};
 use hwr_exp::slurm::{self, SlurmClient, TaskState};
 
-/// The recorded arrays' job ids of a bundle.
-fn job_ids(bundle: &Path) -> Vec<u64> {
-    json(&bundle.join("bundle.json"))["slurm"]["arrays"]
-        .as_array()
-        .map(|a| a.iter().map(|x| x["job-id"].as_u64().unwrap()).collect())
-        .unwrap_or_default()
-}
-
-/// The task map of a bundle's recorded arrays.
-fn task_map(bundle: &Path) -> slurm::TaskMap {
-    let arrays: Vec<slurm::SubmittedArray> =
-        serde_json::from_value(json(&bundle.join("bundle.json"))["slurm"]["arrays"].clone()).unwrap();
-    slurm::TaskMap::new(&arrays).unwrap()
-}
-
-/// Cancels a bundle's arrays when dropped, so a failing test leaves nothing in the queue.
-struct Cleanup(PathBuf, SlurmClient);
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let targets: Vec<_> = job_ids(&self.0)
-            .into_iter()
-            .map(slurm::CancelTarget::Job)
-            .collect();
-        let _ = self.1.cancel(&targets);
-    }
-}
-
-/// The only published bundle under `dir/results/<experiment>`, once bundle.json records an array.
-fn find_submitted_bundle(dir: &Path, experiment: &str) -> PathBuf {
-    let folder = dir.join("results").join(experiment);
-    let mut found = None;
-    wait_until(Duration::from_secs(60), "the bundle's first submission", || {
-        found = std::fs::read_dir(&folder)
-            .ok()
-            .and_then(|mut r| {
-                r.find_map(|e| {
-                    e.ok()
-                        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-                })
-            })
-            .map(|e| e.path())
-            .filter(|b| !job_ids(b).is_empty());
-        found.is_some()
-    });
-    found.unwrap()
-}
-
-fn spawn(dir: &Path, conf: Option<&Path>, args: &[&str]) -> Child {
-    let mut cmd = hwr_command(dir);
-    if let Some(c) = conf {
-        cmd.env("SLURM_CONF", c);
-    }
-    cmd.args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("hwr-exp starts")
-}
-
-fn hwr_on(dir: &Path, conf: Option<&Path>, args: &[&str]) -> std::process::Output {
-    let mut cmd = hwr_command(dir);
-    if let Some(c) = conf {
-        cmd.env("SLURM_CONF", c);
-    }
-    cmd.args(args).output().expect("hwr-exp runs")
-}
-
-/// Runs that block until `release` exists in the bundle folder. Odd `n` meet the race of issue 25
-/// head on: after 2 s each cancels its own task (`scancel A_T`: Slurm has decided, its
+/// Runs that write `started-<n>` in the bundle folder when they start and then block until
+/// `release` exists there. Odd `n` meet the race of issue 25 head on: after 2 s each cancels its
+/// own task (`scancel A_T`: Slurm has decided, its
 /// signals are on their way) and exits 143 at once, as a program that catches SIGTERM does, so
 /// the run ends before its task hears from Slurm. Even `n` wait to be cancelled by the test; they
 /// trap SIGTERM and exit 143 when `n` is divisible by 4, else die of it.
@@ -97,7 +31,7 @@ format = 1
 [experiment]
 name = "{name}"
 [command]
-argv = ["bash", "-c", "if [ $(({{n}} % 4)) = 0 ]; then trap 'exit 143' TERM; fi; i=0; while [ ! -e ../../release ] && [ $i -lt 3000 ]; do sleep 0.1 & wait $!; i=$((i+1)); if [ $(({{n}} % 2)) = 1 ] && [ $i = 20 ]; then scancel $SLURM_ARRAY_JOB_ID'_'$SLURM_ARRAY_TASK_ID; exit 143; fi; done"]
+argv = ["bash", "-c", "touch ../../started-{{n}}; if [ $(({{n}} % 4)) = 0 ]; then trap 'exit 143' TERM; fi; i=0; while [ ! -e ../../release ] && [ $i -lt 3000 ]; do sleep 0.1 & wait $!; i=$((i+1)); if [ $(({{n}} % 2)) = 1 ] && [ $i = 20 ]; then scancel $SLURM_ARRAY_JOB_ID'_'$SLURM_ARRAY_TASK_ID; exit 143; fi; done"]
 workdir = "{{run-dir}}"
 output = "out-{{n}}.txt"
 output-format = "text"
@@ -180,10 +114,16 @@ fn twelve_scancels_are_all_recorded_as_lost_by_slurm_and_resume_runs_them_again(
     let m = write_manifest(dir.path(), &racing("scancels", 12, 4, ""));
     let mut child = spawn(dir.path(), None, &["run", m.to_str().unwrap(), "--quiet"]);
     let bundle = find_submitted_bundle(dir.path(), "scancels");
-    let _cleanup = Cleanup(bundle.clone(), client.clone());
-    // The test cancels each even run's task once it has been seen running for 1.5 s; odd runs
-    // cancel their own. The runner ends once every task is accounted for.
-    let mut seen: BTreeMap<slurm::TaskKey, Instant> = BTreeMap::new();
+    let _cleanup = Cleanup::new(&bundle, None);
+    // The test cancels each even run's task once the run has run for 1.2 s (its `started-<n>`
+    // is that old: a deliberate run length, so that the lost record's elapsed time can be
+    // checked to be at least 1 s); odd runs cancel their own. The runner ends once every task
+    // is accounted for.
+    let ran_long_enough = |n: usize| {
+        std::fs::metadata(bundle.join(format!("started-{n}")))
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().is_ok_and(|e| e >= Duration::from_millis(1200)))
+    };
     let mut cancelled = BTreeSet::new();
     let limit = Instant::now() + Duration::from_secs(300);
     while child.try_wait().unwrap().is_none() {
@@ -191,9 +131,11 @@ fn twelve_scancels_are_all_recorded_as_lost_by_slurm_and_resume_runs_them_again(
         // 12 runs are two arrays (MaxArraySize=11), recorded one after the other.
         let map = task_map(&bundle);
         for key in running(&client, &map) {
-            let since = *seen.entry(key).or_insert_with(Instant::now);
-            let even_n = map.index(key).is_some_and(|i| i % 2 == 1);
-            if even_n && since.elapsed() >= Duration::from_millis(1500) && cancelled.insert(key) {
+            // Plan index i is n = i + 1.
+            let Some(n) = map.index(key).map(|i| i + 1) else {
+                continue;
+            };
+            if n % 2 == 0 && ran_long_enough(n) && cancelled.insert(key) {
                 client.cancel(&[slurm::CancelTarget::Task(key)]).unwrap();
             }
         }
@@ -250,7 +192,8 @@ fn preempt(cluster: &PrivateCluster) {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
-/// One run in partition `low` that blocks until `release` exists in its bundle.
+/// One run in partition `low` that writes `started` in its bundle folder when it starts, then
+/// blocks until `release` exists there.
 fn low_priority(name: &str, extra: &str) -> String {
     format!(
         r#"
@@ -258,7 +201,7 @@ format = 1
 [experiment]
 name = "{name}"
 [command]
-argv = ["bash", "-c", "trap 'exit 143' TERM; i=0; while [ ! -e ../../release ] && [ $i -lt 3000 ]; do sleep 0.1 & wait $!; i=$((i+1)); done"]
+argv = ["bash", "-c", "touch ../../started; trap 'exit 143' TERM; i=0; while [ ! -e ../../release ] && [ $i -lt 3000 ]; do sleep 0.1 & wait $!; i=$((i+1)); done"]
 workdir = "{{run-dir}}"
 output = "out.txt"
 output-format = "text"
@@ -289,13 +232,15 @@ fn a_preempted_task_is_lost_with_slurms_reason_after_slurm_forgot_it_and_resume_
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let bundle = find_submitted_bundle(dir.path(), "preempted");
-    let _cleanup = Cleanup(bundle.clone(), client.clone());
-    let map = task_map(&bundle);
-    let key = map.task(0).unwrap();
-    wait_until(Duration::from_secs(60), "the task to run", || {
-        running(&client, &map).contains(&key)
+    let _cleanup = Cleanup::new(&bundle, Some(&conf));
+    let key = task_map(&bundle).task(0).unwrap();
+    // The run has run for 1.2 s (a deliberate length: the lost record's elapsed time is checked
+    // to be at least 1 s) once its `started` is that old.
+    wait_until(Duration::from_secs(60), "the run to have run 1.2 s", || {
+        std::fs::metadata(bundle.join("started"))
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().is_ok_and(|e| e >= Duration::from_millis(1200)))
     });
-    std::thread::sleep(Duration::from_millis(1500));
     preempt(&cluster);
     // MinJobAge=2: Slurm forgets the preempted task; only its log says what happened.
     wait_until(Duration::from_secs(60), "Slurm to forget the task", || {
@@ -391,7 +336,7 @@ fn with_requeue_a_preempted_task_runs_again_and_the_bundle_ends_complete() {
     let m = write_manifest(dir.path(), &low_priority("requeued", "requeue = true"));
     let child = spawn(dir.path(), Some(&conf), &["run", m.to_str().unwrap(), "--quiet"]);
     let bundle = find_submitted_bundle(dir.path(), "requeued");
-    let _cleanup = Cleanup(bundle.clone(), client.clone());
+    let _cleanup = Cleanup::new(&bundle, Some(&conf));
     let key = task_map(&bundle).task(0).unwrap();
     let run_dir = started_run(&bundle, key);
     preempt(&cluster);
@@ -414,7 +359,7 @@ fn with_requeue_the_pre_timeout_signal_stops_the_run_requeues_the_task_and_the_b
     let m = write_manifest(dir.path(), &manifest);
     let child = spawn(dir.path(), None, &["run", m.to_str().unwrap(), "--quiet"]);
     let bundle = find_submitted_bundle(dir.path(), "pre-timeout");
-    let _cleanup = Cleanup(bundle.clone(), client.clone());
+    let _cleanup = Cleanup::new(&bundle, None);
     let key = task_map(&bundle).task(0).unwrap();
     let run_dir = started_run(&bundle, key);
     // What Slurm does `grace + 30 s` before the time limit (`--signal=B:USR2@32`): USR2 to the

@@ -13,13 +13,15 @@
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
-use crate::support::slurm::wait_until;
-use crate::support::slurm::{PrivateCluster, PrivateClusterSpec};
-use crate::support::{code, hwr_command, json, run_records, stderr, write_manifest};
+use crate::support::slurm::{
+    PrivateCluster, PrivateClusterSpec, arrays, find_submitted_bundle, hwr_on, printed_bundle, spawn,
+    wait_until,
+};
+use crate::support::{code, json, run_records, stderr, write_manifest};
 use hwr_exp::slurm::{self, SlurmClient, TaskState};
 
 /// A two-node private cluster, one CPU per node (so two tasks at once run on different nodes).
@@ -35,25 +37,6 @@ fn client(c: &PrivateCluster) -> SlurmClient {
     SlurmClient::new().with_conf(c.conf())
 }
 
-/// `hwr-exp ARGS` in `dir` against cluster `c`.
-fn hwr_on(c: &PrivateCluster, dir: &Path, args: &[&str]) -> Output {
-    hwr_command(dir)
-        .env("SLURM_CONF", c.conf())
-        .args(args)
-        .output()
-        .expect("hwr-exp runs")
-}
-
-fn spawn_on(c: &PrivateCluster, dir: &Path, args: &[&str]) -> Child {
-    hwr_command(dir)
-        .env("SLURM_CONF", c.conf())
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("hwr-exp starts")
-}
-
 /// `scontrol ARGS` on cluster `c`, which must succeed.
 fn scontrol(c: &PrivateCluster, args: &[&str]) {
     let out = c.command("scontrol").args(args).output().unwrap();
@@ -62,30 +45,6 @@ fn scontrol(c: &PrivateCluster, args: &[&str]) {
         "scontrol {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-fn arrays(bundle: &Path) -> Vec<slurm::SubmittedArray> {
-    serde_json::from_value(json(&bundle.join("bundle.json"))["slurm"]["arrays"].clone()).unwrap_or_default()
-}
-
-/// The only published bundle under `dir/results/<experiment>`, once bundle.json records an array.
-fn submitted_bundle(dir: &Path, experiment: &str) -> PathBuf {
-    let folder = dir.join("results").join(experiment);
-    let mut found = None;
-    wait_until(Duration::from_secs(60), "the bundle's submission", || {
-        found = std::fs::read_dir(&folder)
-            .ok()
-            .and_then(|mut r| {
-                r.find_map(|e| {
-                    e.ok()
-                        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-                })
-            })
-            .map(|e| e.path())
-            .filter(|b| !arrays(b).is_empty());
-        found.is_some()
-    });
-    found.unwrap()
 }
 
 /// Plan index -> node of the tasks squeue shows RUNNING.
@@ -189,8 +148,12 @@ fn a_node_lost_mid_array_is_recorded_lost_naming_it_and_resume_finishes_on_the_o
     let client = client(&c);
     let dir = tempfile::tempdir().unwrap();
     let m = write_manifest(dir.path(), GATED);
-    let child = spawn_on(&c, dir.path(), &["run", m.to_str().unwrap(), "--quiet"]);
-    let bundle = submitted_bundle(dir.path(), "node-loss");
+    let child = spawn(
+        dir.path(),
+        Some(&c.conf()),
+        &["run", m.to_str().unwrap(), "--quiet"],
+    );
+    let bundle = find_submitted_bundle(dir.path(), "node-loss");
     let gate = bundle.join("gate");
     std::fs::create_dir_all(&gate).unwrap();
     let open = |i: usize| std::fs::write(gate.join(run_id(&bundle, i)), "").unwrap();
@@ -243,7 +206,11 @@ fn a_node_lost_mid_array_is_recorded_lost_naming_it_and_resume_finishes_on_the_o
     }
 
     // n2 is down: the resumed task can only run on n1.
-    let out = hwr_on(&c, dir.path(), &["resume", bundle.to_str().unwrap(), "--quiet"]);
+    let out = hwr_on(
+        dir.path(),
+        Some(&c.conf()),
+        &["resume", bundle.to_str().unwrap(), "--quiet"],
+    );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let info = json(&bundle.join("bundle.json"));
     assert_eq!(info["status"], "complete", "{info}");
@@ -267,7 +234,7 @@ fn a_node_lost_mid_array_is_recorded_lost_naming_it_and_resume_finishes_on_the_o
     // Both nodes in every report format.
     let b = bundle.to_str().unwrap();
     let report = |format: &str| {
-        let out = hwr_on(&c, dir.path(), &["report", b, "--format", format]);
+        let out = hwr_on(dir.path(), Some(&c.conf()), &["report", b, "--format", format]);
         assert_eq!(code(&out), 0, "{format}: {}", stderr(&out));
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
@@ -317,16 +284,6 @@ fn script(bundle: &Path) -> String {
     std::fs::read_to_string(bundle.join("slurm/array-0.sbatch")).unwrap()
 }
 
-fn bundle_of(dir: &Path, out: &Output) -> PathBuf {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    dir.join(
-        stdout
-            .lines()
-            .last()
-            .unwrap_or_else(|| panic!("no bundle: {}", stderr(out))),
-    )
-}
-
 /// Issue 23 items 3 and 4: `[executor] nodes` / `exclude-nodes`, a pending reason shown by
 /// `wait` and `list`, and requests above the partition's limits refused at preflight.
 #[test]
@@ -336,18 +293,26 @@ fn nodes_pin_the_tasks_a_pending_array_says_why_and_partition_limits_are_checked
 
     // nodes = ["n2"]: every task on n2, --nodelist in the recorded script.
     let m = write_manifest(dir.path(), &format!("{QUICK}nodes = [\"n2\"]\n"));
-    let out = hwr_on(&c, dir.path(), &["run", m.to_str().unwrap(), "--quiet"]);
+    let out = hwr_on(
+        dir.path(),
+        Some(&c.conf()),
+        &["run", m.to_str().unwrap(), "--quiet"],
+    );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let b = bundle_of(dir.path(), &out);
+    let b = printed_bundle(dir.path(), &out);
     assert!(script(&b).contains("#SBATCH --nodelist=n2\n"), "{}", script(&b));
     for r in run_records(&b) {
         assert_eq!(r["node"], "n2", "{r}");
     }
     // exclude-nodes = "n2": every task on n1.
     let m = write_manifest(dir.path(), &format!("{QUICK}exclude-nodes = \"n2\"\n"));
-    let out = hwr_on(&c, dir.path(), &["run", m.to_str().unwrap(), "--quiet"]);
+    let out = hwr_on(
+        dir.path(),
+        Some(&c.conf()),
+        &["run", m.to_str().unwrap(), "--quiet"],
+    );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let b = bundle_of(dir.path(), &out);
+    let b = printed_bundle(dir.path(), &out);
     assert!(script(&b).contains("#SBATCH --exclude=n2\n"), "{}", script(&b));
     for r in run_records(&b) {
         assert_eq!(r["node"], "n1", "{r}");
@@ -360,12 +325,12 @@ fn nodes_pin_the_tasks_a_pending_array_says_why_and_partition_limits_are_checked
     );
     let m = write_manifest(dir.path(), &format!("{QUICK}nodes = [\"n2\"]\n"));
     let out = hwr_on(
-        &c,
         dir.path(),
+        Some(&c.conf()),
         &["run", m.to_str().unwrap(), "--detach", "--quiet"],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let b = bundle_of(dir.path(), &out);
+    let b = printed_bundle(dir.path(), &out);
     let client = client(&c);
     let ids: Vec<u64> = arrays(&b).iter().map(|a| a.job_id).collect();
     // Slurm's own words for why the tasks wait (squeue %r), once it has judged them.
@@ -380,16 +345,20 @@ fn nodes_pin_the_tasks_a_pending_array_says_why_and_partition_limits_are_checked
             .unwrap_or_default();
         !reason.is_empty() && reason != "None"
     });
-    let list = hwr_on(&c, dir.path(), &["list", "results"]);
+    let list = hwr_on(dir.path(), Some(&c.conf()), &["list", "results"]);
     assert_eq!(code(&list), 0, "{}", stderr(&list));
     let listed = String::from_utf8_lossy(&list.stdout);
     let expected = format!("2 pending ({reason})");
     assert!(listed.contains(&expected), "{expected} not in:\n{listed}");
-    let list = hwr_on(&c, dir.path(), &["list", "results", "--format", "json"]);
+    let list = hwr_on(
+        dir.path(),
+        Some(&c.conf()),
+        &["list", "results", "--format", "json"],
+    );
     assert!(String::from_utf8_lossy(&list.stdout).contains(&expected));
 
     // `wait` (no terminal: one line per change) says it too.
-    let mut waiter = spawn_on(&c, dir.path(), &["wait", b.to_str().unwrap()]);
+    let mut waiter = spawn(dir.path(), Some(&c.conf()), &["wait", b.to_str().unwrap()]);
     let mut lines = BufReader::new(waiter.stderr.take().unwrap()).lines();
     let mut seen = Vec::new();
     let found = lines.by_ref().map_while(Result::ok).find(|l| {
@@ -401,7 +370,7 @@ fn nodes_pin_the_tasks_a_pending_array_says_why_and_partition_limits_are_checked
         Some(format!("waiting: {expected}").as_str()),
         "{seen:?}"
     );
-    let out = hwr_on(&c, dir.path(), &["cancel", b.to_str().unwrap()]);
+    let out = hwr_on(dir.path(), Some(&c.conf()), &["cancel", b.to_str().unwrap()]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let status = waiter.wait().unwrap();
     assert_eq!(status.code(), Some(130));
@@ -415,7 +384,7 @@ fn nodes_pin_the_tasks_a_pending_array_says_why_and_partition_limits_are_checked
         fresh.path(),
         &QUICK.replace("timeout = \"30s\"", "timeout = \"5m\""),
     );
-    let out = hwr_on(&c, fresh.path(), &["run", m.to_str().unwrap()]);
+    let out = hwr_on(fresh.path(), Some(&c.conf()), &["run", m.to_str().unwrap()]);
     assert_eq!(code(&out), 3, "{}", stderr(&out));
     let err = stderr(&out);
     assert!(
@@ -428,7 +397,11 @@ fn nodes_pin_the_tasks_a_pending_array_says_why_and_partition_limits_are_checked
     );
     // Within the limit (30s + 5s + 10s) it runs.
     let m = write_manifest(fresh.path(), &format!("{QUICK}time-margin = \"10s\"\n"));
-    let out = hwr_on(&c, fresh.path(), &["run", m.to_str().unwrap(), "--quiet"]);
+    let out = hwr_on(
+        fresh.path(),
+        Some(&c.conf()),
+        &["run", m.to_str().unwrap(), "--quiet"],
+    );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 
     // MaxMemPerNode below --mem.
@@ -443,7 +416,7 @@ fn nodes_pin_the_tasks_a_pending_array_says_why_and_partition_limits_are_checked
     );
     let fresh = tempfile::tempdir().unwrap();
     let m = write_manifest(fresh.path(), &format!("{QUICK}sbatch-args = [\"--mem=1G\"]\n"));
-    let out = hwr_on(&c, fresh.path(), &["run", m.to_str().unwrap()]);
+    let out = hwr_on(fresh.path(), Some(&c.conf()), &["run", m.to_str().unwrap()]);
     assert_eq!(code(&out), 3, "{}", stderr(&out));
     let err = stderr(&out);
     assert!(

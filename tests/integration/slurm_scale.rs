@@ -6,30 +6,12 @@
 //! Each test starts a Slurm cluster of its own ([`PrivateCluster`]) with the limits it needs.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use crate::support::need::Program;
-use crate::support::slurm::{PrivateCluster, PrivateClusterSpec};
-use crate::support::{code, hwr_command, json, need, poll, run_records, stderr, write_manifest};
-
-/// `hwr-exp ARGS` in `dir` against `cluster`.
-fn hwr_on(cluster: &PrivateCluster, dir: &Path, args: &[&str]) -> Command {
-    let mut cmd = hwr_command(dir);
-    cmd.args(args).env("SLURM_CONF", cluster.conf());
-    cmd
-}
-
-/// The bundle path printed last on stdout, made absolute against `dir`.
-fn printed_bundle(dir: &Path, out: &Output) -> PathBuf {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .last()
-        .unwrap_or_else(|| panic!("no bundle path printed; stderr: {}", stderr(out)));
-    dir.join(line)
-}
+use crate::support::slurm::{PrivateCluster, PrivateClusterSpec, hwr_on_command, printed_bundle};
+use crate::support::{code, json, need, poll, run_records, stderr, write_manifest};
 
 /// Run folders named in an strace log, as `runs/<folder>` components of quoted paths.
 fn run_folders_touched(trace: &str) -> BTreeSet<String> {
@@ -80,22 +62,16 @@ timeout = "900s"
 kind = "slurm"
 "#,
     );
-    let out = hwr_on(
-        &cluster,
-        dir.path(),
-        &["run", m.to_str().unwrap(), "--detach", "--quiet"],
-    )
-    .output()
-    .unwrap();
+    let out = hwr_on_command(dir.path(), Some(&cluster.conf()))
+        .args(["run", m.to_str().unwrap(), "--detach", "--quiet"])
+        .output()
+        .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let bundle = printed_bundle(dir.path(), &out);
     let trace = dir.path().join("wait.strace");
     let waiter = {
-        let hwr = hwr_on(
-            &cluster,
-            dir.path(),
-            &["wait", bundle.to_str().unwrap(), "--quiet"],
-        );
+        let mut hwr = hwr_on_command(dir.path(), Some(&cluster.conf()));
+        hwr.args(["wait", bundle.to_str().unwrap(), "--quiet"]);
         let mut cmd = crate::support::cli::wrapped(
             &[
                 strace.as_os_str(),
@@ -134,7 +110,8 @@ kind = "slurm"
             (now >= before + 4).then_some(())
         })
     });
-    let cancel = hwr_on(&cluster, dir.path(), &["cancel", bundle.to_str().unwrap()])
+    let cancel = hwr_on_command(dir.path(), Some(&cluster.conf()))
+        .args(["cancel", bundle.to_str().unwrap()])
         .output()
         .unwrap();
     let waited = waiter.wait_with_output().unwrap();
@@ -195,7 +172,8 @@ jobs = 4
 kind = "slurm"
 "#,
     );
-    let out = hwr_on(&cluster, dir.path(), &["run", m.to_str().unwrap()])
+    let out = hwr_on_command(dir.path(), Some(&cluster.conf()))
+        .args(["run", m.to_str().unwrap()])
         .output()
         .unwrap();
     let err = stderr(&out);
@@ -246,13 +224,10 @@ jobs = 4
 kind = "slurm"
 "#,
     );
-    let out = hwr_on(
-        &cluster,
-        dir.path(),
-        &["run", m.to_str().unwrap(), "--detach", "--quiet"],
-    )
-    .output()
-    .unwrap();
+    let out = hwr_on_command(dir.path(), Some(&cluster.conf()))
+        .args(["run", m.to_str().unwrap(), "--detach", "--quiet"])
+        .output()
+        .unwrap();
     let err = stderr(&out);
     assert_eq!(code(&out), 0, "{err}");
     let line = err
@@ -268,13 +243,10 @@ kind = "slurm"
         "{line}"
     );
     let bundle = printed_bundle(dir.path(), &out);
-    let out = hwr_on(
-        &cluster,
-        dir.path(),
-        &["wait", bundle.to_str().unwrap(), "--quiet"],
-    )
-    .output()
-    .unwrap();
+    let out = hwr_on_command(dir.path(), Some(&cluster.conf()))
+        .args(["wait", bundle.to_str().unwrap(), "--quiet"])
+        .output()
+        .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let info = json(&bundle.join("bundle.json"));
     assert_eq!(info["status"], "complete", "{info}");
@@ -308,7 +280,8 @@ jobs = 3
 kind = "slurm"
 "#,
     );
-    let out = hwr_on(&cluster, dir.path(), &["run", m.to_str().unwrap(), "--quiet"])
+    let out = hwr_on_command(dir.path(), Some(&cluster.conf()))
+        .args(["run", m.to_str().unwrap(), "--quiet"])
         .output()
         .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));

@@ -8,13 +8,12 @@
 //!
 //! Needs the test cluster (`SLURM_CONF`); takes the shared cluster lock of `slurm_e2e`.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use crate::slurm_e2e::CLUSTER;
-use crate::support::slurm::wait_until;
+use crate::support::slurm::{Cleanup, STALL, Wrappers, arrays, published_bundle, wait_until};
 use crate::support::{cluster, code, hwr_command, json, stderr, write_manifest};
 use hwr_exp::slurm::{self, SlurmClient};
 
@@ -38,72 +37,6 @@ kind = "slurm"
 
 const EXPERIMENT: &str = "submit-steps";
 
-/// The real Slurm program `name` (the first in `PATH`).
-fn real(name: &str) -> PathBuf {
-    std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("{name} not in PATH"))
-}
-
-/// A folder with wrapper programs (`name`, shell body); `$REAL` in a body is the real program,
-/// `$STATE` the folder.
-struct Wrappers {
-    dir: tempfile::TempDir,
-}
-
-impl Wrappers {
-    fn new(programs: &[(&str, &str)]) -> Wrappers {
-        let dir = tempfile::tempdir().unwrap();
-        for (name, body) in programs {
-            let path = dir.path().join(name);
-            let text = format!(
-                "#!/bin/sh\nREAL={}\nSTATE={}\n{body}\n",
-                real(name).display(),
-                dir.path().display()
-            );
-            std::fs::write(&path, text).unwrap();
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
-        Wrappers { dir }
-    }
-
-    fn path(&self) -> String {
-        format!(
-            "{}:{}",
-            self.dir.path().display(),
-            std::env::var("PATH").unwrap_or_default()
-        )
-    }
-
-    fn file(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    /// Waits until the wrapper says it stalls.
-    fn wait_stalled(&self) {
-        wait_until(Duration::from_secs(60), "the wrapper to stall", || {
-            self.file("stalled").exists()
-        });
-    }
-
-    /// Lets a stalled wrapper go on.
-    fn go(&self) {
-        std::fs::write(self.file("go"), "").unwrap();
-    }
-}
-
-impl Drop for Wrappers {
-    fn drop(&mut self) {
-        self.go();
-    }
-}
-
-/// Stall (at most 120 s) until `$STATE/go` exists, saying so in `$STATE/stalled`.
-const STALL: &str = "touch \"$STATE/stalled\"; i=0; while [ ! -e \"$STATE/go\" ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done";
-
 fn hwr_with(dir: &Path, path: Option<&str>, args: &[&str]) -> Command {
     let mut cmd = hwr_command(dir);
     cmd.args(args);
@@ -125,48 +58,11 @@ fn spawn(dir: &Path, path: &str, args: &[&str]) -> Child {
         .expect("hwr-exp starts")
 }
 
-/// The only published bundle of the experiment under `dir/results`.
-fn the_bundle(dir: &Path) -> PathBuf {
-    let folder = dir.join("results").join(EXPERIMENT);
-    let mut found = None;
-    wait_until(Duration::from_secs(60), "the bundle", || {
-        found = std::fs::read_dir(&folder).ok().and_then(|mut r| {
-            r.find_map(|e| {
-                let e = e.ok()?;
-                (!e.file_name().to_string_lossy().starts_with('.') && e.path().join("bundle.json").is_file())
-                    .then(|| e.path())
-            })
-        });
-        found.is_some()
-    });
-    found.unwrap()
-}
-
-fn arrays(bundle: &Path) -> Vec<serde_json::Value> {
-    json(&bundle.join("bundle.json"))["slurm"]["arrays"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
-
 /// Arrays squeue lists with this bundle's tag.
 fn tagged(client: &SlurmClient, bundle: &Path) -> Vec<slurm::TaggedArray> {
     client
         .tagged(&slurm::script::job_name(EXPERIMENT), bundle)
         .unwrap()
-}
-
-/// Cancels every array tagged with the bundle when dropped.
-struct Cleanup(PathBuf);
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let client = SlurmClient::new();
-        if let Ok(found) = client.tagged(&slurm::script::job_name(EXPERIMENT), &self.0) {
-            let targets: Vec<_> = found.iter().map(|a| slurm::CancelTarget::Job(a.job_id)).collect();
-            let _ = client.cancel(&targets);
-        }
-    }
 }
 
 fn kill(child: Child, signal: rustix::process::Signal) -> Output {
@@ -210,7 +106,7 @@ fn orphaned(
     let m = write_manifest(dir, QUICK);
     let child = spawn(dir, &wrappers.path(), &["run", m.to_str().unwrap()]);
     wrappers.wait_stalled();
-    let bundle = the_bundle(dir);
+    let bundle = published_bundle(dir, EXPERIMENT);
     let found = tagged(client, &bundle);
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(found[0].held, found[0].active, "submitted held: {found:?}");
@@ -224,7 +120,7 @@ fn a_runner_killed_while_sbatch_is_in_flight_leaves_a_held_array_that_wait_adopt
     let Some(client) = cluster() else { return };
     let dir = tempfile::tempdir().unwrap();
     let (bundle, _, wrappers) = orphaned(dir.path(), &client, rustix::process::Signal::KILL);
-    let _cleanup = Cleanup(bundle.clone());
+    let _cleanup = Cleanup::new(&bundle, None);
     drop(wrappers);
     assert!(arrays(&bundle).is_empty(), "the id never reached bundle.json");
     let found = tagged(&client, &bundle);
@@ -238,8 +134,8 @@ fn a_runner_killed_while_sbatch_is_in_flight_leaves_a_held_array_that_wait_adopt
     assert!(err.contains("released held slurm array"), "{err}");
     let recorded = arrays(&bundle);
     assert_eq!(recorded.len(), 1);
-    assert_eq!(recorded[0]["job-id"], found[0].job_id);
-    assert_eq!(recorded[0]["state"], "released");
+    assert_eq!(recorded[0].job_id, found[0].job_id);
+    assert_eq!(recorded[0].state, slurm::ArrayState::Released);
     complete_once(dir.path(), &bundle);
 }
 
@@ -249,7 +145,7 @@ fn an_orphan_found_by_its_tag_is_cancelled_by_cancel_and_resume_runs_everything_
     let Some(client) = cluster() else { return };
     let dir = tempfile::tempdir().unwrap();
     let (bundle, _, wrappers) = orphaned(dir.path(), &client, rustix::process::Signal::KILL);
-    let _cleanup = Cleanup(bundle.clone());
+    let _cleanup = Cleanup::new(&bundle, None);
     drop(wrappers);
     let orphan = tagged(&client, &bundle)[0].job_id;
 
@@ -260,7 +156,7 @@ fn an_orphan_found_by_its_tag_is_cancelled_by_cancel_and_resume_runs_everything_
     });
     let info = json(&bundle.join("bundle.json"));
     assert_eq!(info["status"], "interrupted", "{info}");
-    assert_eq!(arrays(&bundle)[0]["job-id"], orphan, "recorded by cancel");
+    assert_eq!(arrays(&bundle)[0].job_id, orphan, "recorded by cancel");
 
     let resumed = out(dir.path(), &["resume", bundle.to_str().unwrap()]);
     assert_eq!(code(&resumed), 0, "{}", stderr(&resumed));
@@ -273,7 +169,7 @@ fn resume_cancels_a_held_orphan_and_submits_its_runs_again() {
     let Some(client) = cluster() else { return };
     let dir = tempfile::tempdir().unwrap();
     let (bundle, _, wrappers) = orphaned(dir.path(), &client, rustix::process::Signal::KILL);
-    let _cleanup = Cleanup(bundle.clone());
+    let _cleanup = Cleanup::new(&bundle, None);
     drop(wrappers);
     let orphan = tagged(&client, &bundle)[0].job_id;
 
@@ -285,9 +181,9 @@ fn resume_cancels_a_held_orphan_and_submits_its_runs_again() {
         stderr(&resumed)
     );
     let recorded = arrays(&bundle);
-    assert_eq!(recorded[0]["job-id"], orphan);
-    assert_eq!(recorded[0]["state"], "cancelled");
-    assert_eq!(recorded[1]["state"], "released");
+    assert_eq!(recorded[0].job_id, orphan);
+    assert_eq!(recorded[0].state, slurm::ArrayState::Cancelled);
+    assert_eq!(recorded[1].state, slurm::ArrayState::Released);
     complete_once(dir.path(), &bundle);
 }
 
@@ -297,13 +193,13 @@ fn ctrl_c_while_sbatch_is_in_flight_cancels_the_tagged_array_and_marks_the_bundl
     let Some(client) = cluster() else { return };
     let dir = tempfile::tempdir().unwrap();
     let (bundle, output, wrappers) = orphaned(dir.path(), &client, rustix::process::Signal::INT);
-    let _cleanup = Cleanup(bundle.clone());
+    let _cleanup = Cleanup::new(&bundle, None);
     drop(wrappers);
     assert_eq!(code(&output), 130, "{}", stderr(&output));
     assert_eq!(json(&bundle.join("bundle.json"))["status"], "interrupted");
     let recorded = arrays(&bundle);
     assert_eq!(recorded.len(), 1, "the orphan is recorded: {recorded:?}");
-    assert_eq!(recorded[0]["state"], "cancelled");
+    assert_eq!(recorded[0].state, slurm::ArrayState::Cancelled);
     wait_until(Duration::from_secs(30), "no active task", || {
         tagged(&client, &bundle).iter().all(|a| a.active == 0)
     });
@@ -322,8 +218,8 @@ fn a_runner_killed_before_sbatch_leaves_nothing_and_resume_submits_everything() 
     let m = write_manifest(dir.path(), QUICK);
     let child = spawn(dir.path(), &wrappers.path(), &["run", m.to_str().unwrap()]);
     wrappers.wait_stalled();
-    let bundle = the_bundle(dir.path());
-    let _cleanup = Cleanup(bundle.clone());
+    let bundle = published_bundle(dir.path(), EXPERIMENT);
+    let _cleanup = Cleanup::new(&bundle, None);
     kill(child, rustix::process::Signal::KILL);
     drop(wrappers);
     assert!(arrays(&bundle).is_empty());
@@ -352,22 +248,22 @@ fn a_runner_killed_after_recording_before_release_leaves_a_recorded_held_array_t
     let m = write_manifest(dir.path(), QUICK);
     let child = spawn(dir.path(), &wrappers.path(), &["run", m.to_str().unwrap()]);
     wrappers.wait_stalled();
-    let bundle = the_bundle(dir.path());
-    let _cleanup = Cleanup(bundle.clone());
+    let bundle = published_bundle(dir.path(), EXPERIMENT);
+    let _cleanup = Cleanup::new(&bundle, None);
     kill(child, rustix::process::Signal::KILL);
     drop(wrappers);
     let recorded = arrays(&bundle);
     assert_eq!(recorded.len(), 1);
-    assert_eq!(recorded[0]["state"], "held", "{recorded:?}");
+    assert_eq!(recorded[0].state, slurm::ArrayState::Held, "{recorded:?}");
     let found = tagged(&client, &bundle);
     assert_eq!(found.len(), 1);
-    assert_eq!(found[0].job_id, recorded[0]["job-id"].as_u64().unwrap());
+    assert_eq!(found[0].job_id, recorded[0].job_id);
     assert_eq!(found[0].held, found[0].active, "held: nothing runs");
     assert!(!bundle.join("starts.log").exists());
 
     let waited = out(dir.path(), &["wait", bundle.to_str().unwrap()]);
     assert_eq!(code(&waited), 0, "{}", stderr(&waited));
-    assert_eq!(arrays(&bundle)[0]["state"], "released");
+    assert_eq!(arrays(&bundle)[0].state, slurm::ArrayState::Released);
     complete_once(dir.path(), &bundle);
 }
 
@@ -397,21 +293,19 @@ fn resume_of_a_live_detached_bundle_is_refused_and_afterwards_submits_only_the_g
     let m = write_manifest(dir.path(), BLOCKING);
     let run = out(dir.path(), &["run", m.to_str().unwrap(), "--detach", "--quiet"]);
     assert_eq!(code(&run), 0, "{}", stderr(&run));
-    let bundle = the_bundle(dir.path());
-    let _cleanup = Cleanup(bundle.clone());
+    let bundle = published_bundle(dir.path(), EXPERIMENT);
+    let _cleanup = Cleanup::new(&bundle, None);
     let recorded = arrays(&bundle);
-    assert_eq!(recorded[0]["state"], "released");
-    let job = recorded[0]["job-id"].as_u64().unwrap();
+    assert_eq!(recorded[0].state, slurm::ArrayState::Released);
+    let job = recorded[0].job_id;
     let key = slurm::TaskKey {
         array_job_id: job,
         task_id: 0,
     };
-    wait_until(Duration::from_secs(60), "run 1 to run", || {
-        client
-            .queue(&[job])
-            .ok()
-            .and_then(|s| s.get(key).map(|e| e.state == slurm::TaskState::Running))
-            .unwrap_or(false)
+    // Run 1 has started (its line in starts.log; its task RUNNING in squeue is not enough: the
+    // task may not have made the run's folder yet).
+    wait_until(Duration::from_secs(60), "run 1 to start", || {
+        std::fs::read_to_string(bundle.join("starts.log")).is_ok_and(|t| t.lines().any(|l| l == "1"))
     });
 
     let refused = out(dir.path(), &["resume", bundle.to_str().unwrap()]);
@@ -443,7 +337,7 @@ fn resume_of_a_live_detached_bundle_is_refused_and_afterwards_submits_only_the_g
     assert_eq!(code(&resumed), 0, "{}", stderr(&resumed));
     let recorded = arrays(&bundle);
     assert_eq!(recorded.len(), 2);
-    assert_eq!(recorded[1]["array"], "0%1", "only the gone run: {recorded:?}");
+    assert_eq!(recorded[1].array, "0%1", "only the gone run: {recorded:?}");
     let info = json(&bundle.join("bundle.json"));
     assert_eq!(info["status"], "complete", "{info}");
     assert_eq!(info["counts"]["ok"], 2, "{info}");
@@ -476,7 +370,7 @@ fn an_sbatch_refusal_is_recorded_with_slurms_message_and_shown_by_list_and_repor
         "{}",
         stderr(&run)
     );
-    let bundle = the_bundle(dir.path());
+    let bundle = published_bundle(dir.path(), EXPERIMENT);
     let info = json(&bundle.join("bundle.json"));
     assert_eq!(info["status"], "failed");
     let refusal = &info["slurm"]["refusals"][0];
@@ -553,14 +447,14 @@ fn sbatch_timelimit_in_the_environment_does_not_change_the_recorded_time_unless_
             .output()
             .unwrap();
         assert_eq!(code(&run), 0, "{}", stderr(&run));
-        let bundle = the_bundle(dir.path());
+        let bundle = published_bundle(dir.path(), EXPERIMENT);
         let script = std::fs::read_to_string(bundle.join("slurm/array-0.sbatch")).unwrap();
         let recorded = script
             .lines()
             .find_map(|l| l.strip_prefix("#SBATCH --time="))
             .unwrap()
             .to_string();
-        let job = arrays(&bundle)[0]["job-id"].as_u64().unwrap();
+        let job = arrays(&bundle)[0].job_id;
         let slurm = json(&bundle.join("bundle.json"))["slurm"].clone();
         if keep {
             assert_eq!(time_limit(job), "00:42:00", "kept: the variable overrides");
@@ -613,7 +507,7 @@ fn a_transient_sbatch_failure_is_retried_and_each_retry_shown() {
     );
     assert!(err.contains("retrying in 2 s (try 3 of 6)"), "{err}");
     assert_eq!(std::fs::read_to_string(wrappers.file("n")).unwrap().trim(), "3");
-    let bundle = the_bundle(dir.path());
+    let bundle = published_bundle(dir.path(), EXPERIMENT);
     assert_eq!(arrays(&bundle).len(), 1, "one array, not one per try");
     complete_once(dir.path(), &bundle);
 }
@@ -629,12 +523,14 @@ fn a_runner_killed_after_release_leaves_released_arrays_that_resume_refuses_and_
         &std::env::var("PATH").unwrap_or_default(),
         &["run", m.to_str().unwrap()],
     );
-    let bundle = the_bundle(dir.path());
-    let _cleanup = Cleanup(bundle.clone());
+    let bundle = published_bundle(dir.path(), EXPERIMENT);
+    let _cleanup = Cleanup::new(&bundle, None);
     wait_until(Duration::from_secs(60), "the release to be recorded", || {
-        arrays(&bundle).first().is_some_and(|a| a["state"] == "released")
+        arrays(&bundle)
+            .first()
+            .is_some_and(|a| a.state == slurm::ArrayState::Released)
     });
-    let job = arrays(&bundle)[0]["job-id"].as_u64().unwrap();
+    let job = arrays(&bundle)[0].job_id;
     kill(child, rustix::process::Signal::KILL);
     assert!(
         client.queue(&[job]).unwrap().any_active(),

@@ -69,8 +69,19 @@ pub(super) fn applies(c: &mut Checker<'_>, provenance: Option<&ProvenanceDoc>) {
     if let Some(p) = provenance {
         let left_out = p.before.left_out_of_patch();
         if !left_out.is_empty() {
+            let limits = p.before.patch_limits().map_or_else(String::new, |l| {
+                format!(
+                    " (patch-limit {} bytes, patch-file-limit {} bytes, {})",
+                    l.total_bytes,
+                    l.file_bytes,
+                    match l.set_by {
+                        crate::provenance::LimitsSource::Default => "the defaults",
+                        crate::provenance::LimitsSource::Manifest => "set in the manifest",
+                    }
+                )
+            });
             v.notes.push(format!(
-                "{} untracked file(s) are recorded in provenance.json by size and sha256 only, not in {}: a tree rebuilt from the patch lacks {}",
+                "{} file(s) are recorded in provenance.json by size and sha256 only, not in {}{limits}: a tree rebuilt from the patch lacks them (a tracked one has its content at revision.txt's commit instead), and `rerun --at-recorded-revision` rebuilds them only from a working tree that still holds them: {}",
                 left_out.len(),
                 files::PATCH,
                 left_out.join(", ")

@@ -30,6 +30,7 @@ impl Validator<'_> {
                     "manifest format {n} is newer than this hwr-exp understands; this hwr-exp reads format {MANIFEST_FORMAT}"
                 ),
                 help: Some("upgrade hwr-exp, or write the manifest in format 1".into()),
+                ..Diagnostic::default()
             }),
             Some(n) => {
                 self.err(

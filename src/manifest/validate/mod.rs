@@ -26,7 +26,7 @@ use std::path::Path;
 
 use toml::de::{DeTable, DeValue};
 
-use super::diagnostic::Diagnostics;
+use super::diagnostic::{Diagnostics, Level};
 use super::model::Manifest;
 use super::template::BUILTINS;
 use validator::{Val, Validator, did_you_mean, entries, found, is_placeholder_name, join_normalized};
@@ -134,10 +134,12 @@ pub(crate) fn validate(source: &str, path: &Path, base_dir: &Path) -> Result<Man
     let executor = v.executor(&root, &isolation, schedule.adaptive.is_some());
     let environments = v.environments(&root, base_dir, &matrix);
 
-    if !v.diags.is_empty() {
-        let mut items = v.diags;
-        items.sort_by_key(|d| (d.span.start, d.span.end));
-        items.dedup();
+    v.unused_combinations(command.as_ref(), &isolation, &executor);
+    let mut items = v.diags;
+    items.sort_by_key(|d| (d.span.start, d.span.end));
+    items.dedup();
+    if items.iter().any(|d| d.level == Level::Error) {
+        // Warnings stay with the errors, in source order: the whole picture at once.
         return Err(Diagnostics {
             file,
             source: source.to_string(),
@@ -161,7 +163,49 @@ pub(crate) fn validate(source: &str, path: &Path, base_dir: &Path) -> Result<Man
         executor,
         environments,
         spans: v.spans,
+        warnings: items,
+        overridden: BTreeMap::new(),
     })
+}
+
+impl Validator<'_> {
+    /// Warnings for keys that are valid on their own but have no effect with the rest of the
+    /// manifest (a section's own combinations are warned about in its file, like `seed` without
+    /// `order = "shuffled"` in `schedule.rs`).
+    fn unused_combinations(
+        &mut self,
+        command: Option<&super::model::CommandSpec>,
+        isolation: &super::model::Isolation,
+        executor: &super::model::ExecutorConfig,
+    ) {
+        if command.is_some_and(|c| c.output_format == super::model::OutputFormat::Text) {
+            for (key, what) in [
+                ("metrics", "its values are never read"),
+                ("control", "no verdict against a control is made"),
+                ("equivalence-margin", "no `equivalent` verdict is made"),
+            ] {
+                if let Some(span) = self.spans.get(&format!("report.{key}")).cloned() {
+                    self.warn(
+                        span,
+                        format!(
+                            "[report] {key} has no effect with output-format = \"text\": the report reads values only from JSON outputs, so {what}"
+                        ),
+                        Some("set output-format = \"json\" in [command] (the default), or remove the key".into()),
+                    );
+                }
+            }
+        }
+        if executor.kind == super::model::ExecutorKind::Slurm
+            && isolation.timeout.is_none()
+            && let Some(span) = self.spans.get("executor.time-margin").cloned()
+        {
+            self.warn(
+                span,
+                "`time-margin` has no effect without `timeout` in [isolation]: Slurm's --time is timeout + grace + time-margin, and without a timeout no --time is given",
+                Some("set timeout in [isolation], or remove `time-margin`".into()),
+            );
+        }
+    }
 }
 
 #[cfg(test)]

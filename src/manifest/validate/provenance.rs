@@ -1,5 +1,6 @@
 //! `[provenance]` (DESIGN 3): `repo`, the git repository to record, relative to the manifest's
-//! folder.
+//! folder; `patch-limit` and `patch-file-limit`, byte sizes that bound working-tree.patch (all
+//! changed files together, one file).
 
 use std::path::Path;
 
@@ -9,7 +10,7 @@ use super::{Validator, join_normalized};
 use crate::manifest::model::ProvenanceConfig;
 
 /// Every key of `[provenance]`.
-pub(super) const KEYS: &[&str] = &["repo"];
+pub(super) const KEYS: &[&str] = &["repo", "patch-limit", "patch-file-limit"];
 
 impl Validator<'_> {
     pub(super) fn provenance(&mut self, root: &DeTable<'_>, base_dir: &Path) -> ProvenanceConfig {
@@ -29,6 +30,17 @@ impl Validator<'_> {
             },
             None => None,
         };
-        ProvenanceConfig { repo }
+        let mut limit = |key: &str| {
+            let v = self.field(t, "provenance", key)?;
+            // Whole bytes; "1.5KiB" rounds down.
+            self.size(v, &format!("[provenance] {key}")).map(|x| x as u64)
+        };
+        let patch_limit = limit("patch-limit");
+        let patch_file_limit = limit("patch-file-limit");
+        ProvenanceConfig {
+            repo,
+            patch_limit,
+            patch_file_limit,
+        }
     }
 }

@@ -11,7 +11,7 @@ use crate::manifest::model::{Matrix, ReportConfig, parse_size};
 pub(super) const KEYS: &[&str] = &["metrics", "control", "equivalence-margin"];
 
 impl Validator<'_> {
-    fn size(&mut self, v: &Val<'_>, what: &str) -> Option<f64> {
+    pub(super) fn size(&mut self, v: &Val<'_>, what: &str) -> Option<f64> {
         match v.get_ref() {
             DeValue::Integer(_) => match self.scalar(v) {
                 Some(crate::manifest::Value::Int(i)) if i >= 0 => Some(i as f64),

@@ -76,6 +76,17 @@ impl Validator<'_> {
                 Err(_) => self.err(v.span(), format!("`seed` must be non-negative, found {n}"), None),
             }
         }
+        if s.seed.is_some() && s.order != Order::Shuffled {
+            let at = self.spans.get("schedule.seed").cloned().unwrap_or(0..0);
+            self.warn(
+                at,
+                format!(
+                    "`seed` has no effect with order = \"{}\": only \"shuffled\" uses it",
+                    s.order.as_str()
+                ),
+                Some("add order = \"shuffled\" to the [schedule], or remove `seed`".into()),
+            );
+        }
         if let (Some(span), Order::Grouped) = (adaptive_span, s.order) {
             let at = self.spans.get("schedule.order").cloned().unwrap_or(span);
             self.err(

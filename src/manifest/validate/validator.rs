@@ -102,6 +102,26 @@ impl<'s> Validator<'s> {
             span,
             message: message.into(),
             help,
+            ..Diagnostic::default()
+        });
+    }
+
+    /// A warning: a key that is read but has no effect where it is (printed, not failing).
+    /// No warning where the value is already an error.
+    pub(super) fn warn(&mut self, span: Range<usize>, message: impl Into<String>, help: Option<String>) {
+        if self
+            .diags
+            .iter()
+            .any(|d| d.level == crate::manifest::diagnostic::Level::Error && d.span == span)
+        {
+            return;
+        }
+        self.diags.push(Diagnostic {
+            span,
+            message: message.into(),
+            help,
+            level: crate::manifest::diagnostic::Level::Warning,
+            option: None,
         });
     }
 

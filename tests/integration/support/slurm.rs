@@ -1,4 +1,13 @@
-//! The one-node Slurm test cluster, when one answers.
+//! The Slurm test cluster, when one answers, clusters of a test's own ([`PrivateCluster`]), and
+//! what the Slurm test files share: `hwr-exp` against a cluster ([`hwr_on`], [`spawn`]), the
+//! bundle a submission made ([`printed_bundle`], [`published_bundle`], [`find_submitted_bundle`])
+//! and its arrays ([`arrays`], [`job_ids`], [`task_map`]), [`Cleanup`] of what a test left in the
+//! queue, and [`Wrappers`] of Slurm's programs put first in `PATH`.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
 
 use hwr_exp::slurm::{self, SlurmClient};
 
@@ -52,7 +61,8 @@ pub struct PrivateClusterSpec<'a> {
     pub nodes: u32,
     /// CPUs each node advertises (`SLURM_FAKE_CPUS`).
     pub cpus: u32,
-    /// Extra `slurm.conf` lines (`SLURM_EXTRA_CONF`), e.g. `"MaxJobCount=50\nMaxArraySize=11"`.
+    /// Extra `slurm.conf` lines (`SLURM_EXTRA_CONF`), e.g. `"MaxJobCount=50\nMaxArraySize=11"`;
+    /// `{dir}` stands for the cluster's folder (`AuthInfo=socket={dir}/munge/munge.socket.2,...`).
     pub extra_conf: &'a str,
 }
 
@@ -105,7 +115,10 @@ impl PrivateCluster {
             .env("SLURM_TEST_DIR", dir.path())
             .env("SLURM_NODES", spec.nodes.to_string())
             .env("SLURM_FAKE_CPUS", spec.cpus.to_string())
-            .env("SLURM_EXTRA_CONF", spec.extra_conf)
+            .env(
+                "SLURM_EXTRA_CONF",
+                spec.extra_conf.replace("{dir}", &dir.path().to_string_lossy()),
+            )
             .env("SLURMCTLD_PORT", base.to_string())
             .env("SLURMD_PORT", (base + 1).to_string())
             .env_remove("SLURM_CONF")
@@ -183,4 +196,234 @@ pub fn wait_until(limit: std::time::Duration, what: &str, mut cond: impl FnMut()
         cond().then_some(())
     });
     assert!(held.is_some(), "timed out after {limit:?} waiting for {what}");
+}
+
+/// An `hwr-exp` command in `dir`, talking to the cluster of `conf` (`SLURM_CONF`) when given,
+/// else to the environment's.
+pub fn hwr_on_command(dir: &Path, conf: Option<&Path>) -> Command {
+    let mut cmd = super::hwr_command(dir);
+    if let Some(c) = conf {
+        cmd.env("SLURM_CONF", c);
+    }
+    cmd
+}
+
+/// `hwr-exp ARGS` in `dir` ([`hwr_on_command`]), run to its end.
+pub fn hwr_on(dir: &Path, conf: Option<&Path>, args: &[&str]) -> Output {
+    hwr_on_command(dir, conf)
+        .args(args)
+        .output()
+        .expect("hwr-exp runs")
+}
+
+/// `hwr-exp ARGS` in `dir` ([`hwr_on_command`]) started, stdout and stderr piped.
+pub fn spawn(dir: &Path, conf: Option<&Path>, args: &[&str]) -> Child {
+    hwr_on_command(dir, conf)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("hwr-exp starts")
+}
+
+/// The bundle path a command printed last on stdout, made absolute against `dir`; panics
+/// (with the command's stderr) when it names no folder.
+#[track_caller]
+pub fn printed_bundle(dir: &Path, out: &Output) -> PathBuf {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .last()
+        .unwrap_or_else(|| panic!("no bundle path printed; stderr: {}", super::stderr(out)));
+    let p = dir.join(line);
+    assert!(
+        p.is_dir(),
+        "{} is no folder; stderr: {}",
+        p.display(),
+        super::stderr(out)
+    );
+    p
+}
+
+/// The only published bundle under `dir/results/<experiment>` (the hidden staging folder is
+/// renamed into place once set up: reading it races with that rename, so it is not looked at)
+/// once `ready` holds for it; panics after 60 s.
+#[track_caller]
+fn bundle_when(dir: &Path, experiment: &str, what: &str, ready: impl Fn(&Path) -> bool) -> PathBuf {
+    let folder = dir.join("results").join(experiment);
+    let mut found = None;
+    wait_until(Duration::from_secs(60), what, || {
+        found = std::fs::read_dir(&folder)
+            .ok()
+            .and_then(|mut r| {
+                r.find_map(|e| {
+                    e.ok()
+                        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                })
+            })
+            .map(|e| e.path())
+            .filter(|b| ready(b));
+        found.is_some()
+    });
+    found.unwrap()
+}
+
+/// The only published bundle under `dir/results/<experiment>`, once it has a bundle.json.
+#[track_caller]
+pub fn published_bundle(dir: &Path, experiment: &str) -> PathBuf {
+    bundle_when(dir, experiment, "the bundle", |b| b.join("bundle.json").is_file())
+}
+
+/// The only published bundle under `dir/results/<experiment>`, once bundle.json records an array.
+#[track_caller]
+pub fn find_submitted_bundle(dir: &Path, experiment: &str) -> PathBuf {
+    bundle_when(dir, experiment, "the bundle's first submission", |b| {
+        !arrays(b).is_empty()
+    })
+}
+
+/// The arrays bundle.json records (none when it records none, or cannot be read yet).
+pub fn arrays(bundle: &Path) -> Vec<slurm::SubmittedArray> {
+    std::fs::read(bundle.join("bundle.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| serde_json::from_value(v["slurm"]["arrays"].clone()).ok())
+        .unwrap_or_default()
+}
+
+/// The job ids of the arrays bundle.json records.
+pub fn job_ids(bundle: &Path) -> Vec<u64> {
+    arrays(bundle).iter().map(|a| a.job_id).collect()
+}
+
+/// The task map of the arrays bundle.json records.
+pub fn task_map(bundle: &Path) -> slurm::TaskMap {
+    slurm::TaskMap::new(&arrays(bundle)).unwrap()
+}
+
+/// Cancels a bundle's arrays when dropped, the recorded ones and any tagged with the bundle
+/// (an array whose id never reached bundle.json), so a failing test leaves nothing in the queue.
+pub struct Cleanup {
+    bundle: PathBuf,
+    client: SlurmClient,
+}
+
+impl Cleanup {
+    /// The clean-up of `bundle`'s arrays on the cluster of `conf` (`SLURM_CONF`; `None`: the
+    /// environment's).
+    pub fn new(bundle: &Path, conf: Option<&Path>) -> Cleanup {
+        let client = match conf {
+            Some(c) => SlurmClient::new().with_conf(c),
+            None => SlurmClient::new(),
+        }
+        .with_retry(slurm::RetryPolicy::once());
+        Cleanup {
+            bundle: bundle.to_path_buf(),
+            client,
+        }
+    }
+
+    /// The bundle folder.
+    pub fn bundle(&self) -> &Path {
+        &self.bundle
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let mut ids = job_ids(&self.bundle);
+        let experiment = std::fs::read(self.bundle.join("bundle.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|v| v["experiment"].as_str().map(str::to_string));
+        if let Some(e) = experiment
+            && let Ok(found) = self.client.tagged(&slurm::script::job_name(&e), &self.bundle)
+        {
+            ids.extend(found.iter().map(|a| a.job_id));
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        let targets: Vec<_> = ids.into_iter().map(slurm::CancelTarget::Job).collect();
+        let _ = self.client.cancel(&targets);
+    }
+}
+
+/// The real program `name`: the first in `PATH`.
+pub fn real(name: &str) -> PathBuf {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{name} not in PATH"))
+}
+
+/// A folder of wrapper programs of Slurm's commands, for `PATH` before the real ones: each a
+/// shell body in which `$REAL` is the real program and `$STATE` the folder (for counters and
+/// marker files the test reads or writes).
+pub struct Wrappers {
+    dir: tempfile::TempDir,
+}
+
+impl Wrappers {
+    /// Writes each `(name, body)` as an executable `name` in a new folder.
+    pub fn new(programs: &[(&str, &str)]) -> Wrappers {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, body) in programs {
+            let path = dir.path().join(name);
+            let text = format!(
+                "#!/bin/sh\nREAL={}\nSTATE={}\n{body}\n",
+                real(name).display(),
+                dir.path().display()
+            );
+            std::fs::write(&path, text).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        Wrappers { dir }
+    }
+
+    /// `PATH` with the wrappers first.
+    pub fn path(&self) -> String {
+        format!(
+            "{}:{}",
+            self.dir.path().display(),
+            std::env::var("PATH").unwrap_or_default()
+        )
+    }
+
+    /// A file in the wrappers' folder (`$STATE/name`).
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Waits until a wrapper says it stalls ([`STALL`]).
+    pub fn wait_stalled(&self) {
+        wait_until(Duration::from_secs(60), "the wrapper to stall", || {
+            self.file("stalled").exists()
+        });
+    }
+
+    /// Lets a stalled wrapper go on.
+    pub fn go(&self) {
+        std::fs::write(self.file("go"), "").unwrap();
+    }
+}
+
+impl Drop for Wrappers {
+    fn drop(&mut self) {
+        self.go();
+    }
+}
+
+/// A wrapper body's stall (at most 120 s) until `$STATE/go` exists, saying so in `$STATE/stalled`.
+pub const STALL: &str = "touch \"$STATE/stalled\"; i=0; while [ ! -e \"$STATE/go\" ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done";
+
+/// A wrapper body that fails its first `n` calls whose arguments contain `word` (all calls for
+/// an empty `word`) with `message` on stderr and exit 1, as Slurm's commands do when the
+/// controller does not answer, counting them in `$STATE/<name>.failed`; every other call
+/// `exec`s the real program.
+pub fn failing_first(name: &str, word: &str, n: u32, message: &str) -> String {
+    format!(
+        "case \" $* \" in *{word}*)\n  c=$(cat \"$STATE/{name}.failed\" 2>/dev/null || echo 0)\n  if [ \"$c\" -lt {n} ]; then echo $((c+1)) > \"$STATE/{name}.failed\"; echo '{message}' >&2; exit 1; fi;;\nesac\nexec \"$REAL\" \"$@\""
+    )
 }
