@@ -3,12 +3,10 @@
 //! csv/json; CSV and JSON still carry every run (read again one at a time); the per-cell figures
 //! and the estimates cover every run.
 
-#[path = "../../benches/report/synth.rs"]
-mod synth;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use crate::report_fixtures::synth;
 use crate::support::hwr;
 
 /// 4 cells x 400 repetitions = 1600 planned runs; the runs from plan index 1100 on did not run.
