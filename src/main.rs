@@ -28,6 +28,8 @@ use hwr_exp::ui::{self, display_path, print_error, table_width};
 use hwr_exp::{probe, report};
 
 fn main() -> ExitCode {
+    // Started as the runner's spawner (exec/spawner.rs): serves and exits, never returns.
+    hwr_exp::exec::spawner::serve_if_asked();
     let cli = Cli::parse();
     // Before any file is written: a file-size limit makes writes fail with a named error (exit 3)
     // instead of SIGXFSZ killing the process mid-bundle.

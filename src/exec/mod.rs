@@ -19,10 +19,14 @@
 //!    [`resolve_program`]; the workdir must exist. Failures become [`Termination::SpawnFailed`].
 //!    The child is forked (`spawn.rs`) with `clone3(CLONE_INTO_CGROUP)`, so it starts in the
 //!    run's cgroup (where `clone3` is refused: `fork`, and the child joins the cgroup itself);
-//!    the parent sets the child's CPUs before it first runs. It is a forked copy, not a child
-//!    sharing the runner's memory as `vfork` and `posix_spawn` make: at exec the kernel takes
+//!    the parent sets the child's CPUs before it first runs. In `hwr-exp` the fork is made by
+//!    the spawner (`spawner.rs`), a small process exec'd once from the same binary, with
+//!    `CLONE_PARENT`, so the runner stays the parent while its own memory is neither copied
+//!    nor write-protected per run; elsewhere (a test binary, a spawner that cannot start) the
+//!    runner forks itself. It is a forked copy, not a child
+//!    sharing the memory of its parent as `vfork` and `posix_spawn` make: at exec the kernel takes
 //!    the peak RSS of the memory the child leaves into the run's `ru_maxrss`, which for a
-//!    shared memory is the runner's own. Between fork and exec the child
+//!    shared memory is the parent's own. Between fork and exec the child
 //!    - starts its own session (`setsid`): it has no controlling terminal, so opening
 //!      `/dev/tty` fails at once (ENXIO) instead of stopping the run; the session id and the
 //!      process group id are its pid,
@@ -59,7 +63,8 @@
 //!
 //! - `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits, not the process.
 //!   [`Launcher::execute`] blocks its calling thread until the run is over, so that thread always
-//!   outlives the run.
+//!   outlives the run; a run forked by the spawner has as parent thread the runner thread that
+//!   started the spawner, which lives as long as the runner.
 //! - The process-tree fallback can lose a process that leaves the run's session, loses its
 //!   parent and drops `HWR_RUN_ID` from its environment while other runs are in flight (see
 //!   `tree.rs`); a cgroup cannot.
@@ -77,6 +82,7 @@ mod pinning;
 mod sampling;
 mod shm;
 mod spawn;
+pub mod spawner;
 mod supervise;
 mod tree;
 

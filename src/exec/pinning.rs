@@ -17,7 +17,7 @@ use rustix::thread::CpuSet;
 static BUSY: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 
 /// The runner's allowed CPUs, read once (before any thread was pinned).
-fn runner_allowed() -> &'static [usize] {
+pub(super) fn runner_allowed() -> &'static [usize] {
     static ALLOWED: OnceLock<Vec<usize>> = OnceLock::new();
     ALLOWED.get_or_init(|| {
         rustix::thread::sched_getaffinity(None)

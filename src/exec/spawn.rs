@@ -226,6 +226,7 @@ pub(super) fn spawn(
         cpus: cpu_set,
         parent: rustix::process::getpid(),
         memcg: memcg.map(|fd| fd.as_raw_fd()),
+        reset: None,
     };
     let started = fork_exec(&setup, cgroup);
     // The runner keeps no write end: the pipes end when the run's last process is gone.
@@ -266,7 +267,7 @@ fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
 
 /// The program, its argv and environment as C strings, and the workdir, prepared before the
 /// fork (the child may not allocate).
-struct Image {
+pub(super) struct Image {
     program: CString,
     workdir: CString,
     _argv: Vec<CString>,
@@ -306,17 +307,45 @@ impl Image {
             _envp: envp,
         })
     }
+
+    /// An image of strings made elsewhere (the spawner's decoded request).
+    pub(super) fn from_parts(
+        program: CString,
+        workdir: CString,
+        argv: Vec<CString>,
+        envp: Vec<CString>,
+    ) -> Image {
+        let ptrs = |v: &[CString]| {
+            v.iter()
+                .map(|s| s.as_ptr())
+                .chain(std::iter::once(std::ptr::null()))
+                .collect::<Vec<_>>()
+        };
+        Image {
+            program,
+            workdir,
+            argv_ptrs: ptrs(&argv),
+            envp_ptrs: ptrs(&envp),
+            _argv: argv,
+            _envp: envp,
+        }
+    }
 }
 
 /// What the child does between fork and exec, prepared by the parent.
-struct Setup<'a> {
-    image: &'a Image,
+pub(super) struct Setup<'a> {
+    pub(super) image: &'a Image,
     /// Descriptors (all above 2) that become the child's 0, 1 and 2.
-    stdio: [RawFd; 3],
-    cpus: Option<CpuSet>,
-    parent: Pid,
+    pub(super) stdio: [RawFd; 3],
+    pub(super) cpus: Option<CpuSet>,
+    /// The runner: the child's parent (checked after the parent-death signal is set).
+    pub(super) parent: Pid,
     /// `cgroup.procs` of the run's v1 memory cgroup, open for writing; joined best effort.
-    memcg: Option<RawFd>,
+    pub(super) memcg: Option<RawFd>,
+    /// The signals (bit `n - 1` for signal `n`) whose disposition the child must reset: those
+    /// ignored in the forking process, where that is known to stay so (the spawner's, read once);
+    /// `None`: all of them.
+    pub(super) reset: Option<u64>,
 }
 
 /// The steps of the child's setup, reported with the errno when one fails.
@@ -380,6 +409,30 @@ fn fork_exec(setup: &Setup<'_>, cgroup: Option<BorrowedFd<'_>>) -> Result<Child,
         rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| (Step::Clone, e.into()))?;
     let mut pidfd: RawFd = -1;
     let (pid, pidfd) = super::children::register_spawn(|| {
+        if let Some(spawner) = super::spawner::get() {
+            let request = super::spawner::Request {
+                program: &setup.image.program,
+                workdir: &setup.image.workdir,
+                argv: &setup.image._argv,
+                envp: &setup.image._envp,
+                cpus: setup.cpus.as_ref(),
+                stdio: setup.stdio,
+                report: report_w.as_raw_fd(),
+                memcg: setup.memcg,
+                cgroup: cgroup.map(|d| d.as_raw_fd()),
+            };
+            match spawner.spawn(&request) {
+                Ok(pid) => {
+                    // The child cannot be reaped before this: only the runner may, and the
+                    // orphan reaper waits for the registry this closure holds.
+                    let fd = Pid::from_raw(pid)
+                        .and_then(|p| rustix::process::pidfd_open(p, PidfdFlags::empty()).ok());
+                    return Ok((pid, fd));
+                }
+                Err(super::spawner::Refused::Fork(e)) => return Err((Step::Clone, e)),
+                Err(super::spawner::Refused::Unavailable) => {}
+            }
+        }
         if CLONE3.load(Ordering::Relaxed) != 2 {
             let mut args = CloneArgs {
                 flags: libc::CLONE_PIDFD as u64,
@@ -492,6 +545,77 @@ fn fork_exec(setup: &Setup<'_>, cgroup: Option<BorrowedFd<'_>>) -> Result<Child,
     Err((step, io::Error::from_raw_os_error(errno)))
 }
 
+/// Forks, in the spawner (`spawner.rs`), the child of `setup` with `clone3` and `flags`
+/// (`CLONE_PARENT`), into the cgroup folder `cgroup` where given; the child runs [`child`] with
+/// the report pipe `report`. Returns the child's pid.
+///
+/// # Errors
+/// The error of `clone3`.
+pub(super) fn clone_child(
+    setup: &Setup<'_>,
+    report: RawFd,
+    flags: u64,
+    cgroup: Option<RawFd>,
+) -> io::Result<i32> {
+    // With CLONE_PARENT the exit signal must be 0: the child gets the caller's own (SIGCHLD).
+    let mut args = CloneArgs {
+        flags,
+        exit_signal: if flags & libc::CLONE_PARENT as u64 != 0 {
+            0
+        } else {
+            libc::SIGCHLD as u64
+        },
+        ..CloneArgs::default()
+    };
+    if let Some(dir) = cgroup {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = dir as u64;
+    }
+    // SAFETY: clone3 without CLONE_VM or a new stack works as fork; the child runs only `child`
+    // (raw system calls on data prepared before) and ends in exec or _exit.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            &args as *const CloneArgs,
+            std::mem::size_of::<CloneArgs>(),
+        )
+    };
+    if r == 0 {
+        child(setup, report, None);
+    }
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(r as i32)
+}
+
+/// The signals ignored (`SIG_IGN`) in this process now: bit `n - 1` for signal `n`. A signal
+/// whose disposition cannot be read counts as ignored.
+pub(super) fn ignored_signals() -> u64 {
+    let mut mask = 0u64;
+    for sig in 1..=64 {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // The kernel's struct sigaction starts with the handler; 64 bytes cover every layout.
+        let mut old = [0u64; 8];
+        // SAFETY: only reads the disposition into a local buffer large enough for it.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                sig,
+                std::ptr::null::<u64>(),
+                old.as_mut_ptr(),
+                8usize,
+            )
+        };
+        if r != 0 || old[0] == libc::SIG_IGN as u64 {
+            mask |= 1 << (sig - 1);
+        }
+    }
+    mask
+}
+
 /// The report code of a child that could not join its v1 memory cgroup (it goes on).
 const MEMCG_NOT_JOINED: u32 = 100;
 
@@ -579,7 +703,7 @@ fn child(setup: &Setup<'_>, report: RawFd, join: Option<RawFd>) -> ! {
         fail(Step::DeathSignal, libc::ESRCH);
     }
     mark_fds_cloexec();
-    reset_signals();
+    reset_signals(setup.reset);
     // SAFETY: the pointers are to NUL-terminated strings and null-terminated arrays that the
     // parent keeps alive (this process's copy of them is unchanged since the fork).
     unsafe {
@@ -633,8 +757,9 @@ fn mark_fds_cloexec() {
     }
 }
 
-/// Default dispositions for every signal (ignored ones would survive exec) and an empty signal
-/// mask. Async-signal-safe.
+/// Default dispositions for every signal in `which` (bit `n - 1` for signal `n`; `None`: every
+/// signal; ignored ones would survive exec, caught ones are reset by exec itself) and an empty
+/// signal mask. Async-signal-safe.
 ///
 /// The raw system call, because glibc's wrappers refuse its internal real-time signals 32 and
 /// 33, which can also arrive ignored, and rustix offers `rt_sigaction` and `rt_sigprocmask` only
@@ -642,10 +767,11 @@ fn mark_fds_cloexec() {
 /// flags on every architecture; 64 bytes cover the largest layout. The kernel's signal set is 8
 /// bytes (`_NSIG / 8`) on x86-64, AArch64 and RISC-V; where it is larger (MIPS) the call fails
 /// and nothing changes.
-fn reset_signals() {
+fn reset_signals(which: Option<u64>) {
     let dfl = [0u64; 8];
+    let which = which.unwrap_or(u64::MAX);
     for sig in 1..=64 {
-        if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+        if sig != libc::SIGKILL && sig != libc::SIGSTOP && which & (1 << (sig - 1)) != 0 {
             // SAFETY: `dfl` outlives the call and is large enough for the kernel's struct
             // sigaction; the old action is not requested (null).
             unsafe {

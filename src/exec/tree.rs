@@ -219,6 +219,7 @@ impl Tree {
             && !p.dead
             && !super::children::is_leader(p.pid)
             && !super::guardian::is_guardian(p.pid)
+            && !super::spawner::is_spawner(p.pid)
             && if self.markers.is_empty() {
                 sole_run
             } else {

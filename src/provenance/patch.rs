@@ -212,12 +212,48 @@ impl Read for PatchReader {
     }
 }
 
-/// A new temporary file for a patch.
+/// Name prefix of the patch files in the temporary folder; the process id follows, then `-` and
+/// tempfile's random part.
+const SPOOL_PREFIX: &str = "hwr-exp-patch-";
+
+/// A new temporary file for a patch (`hwr-exp-patch-<pid>-XXXXXX` in the temporary folder). The
+/// first call of a process first removes the patch files of processes that no longer exist (a
+/// runner killed by SIGKILL leaves its file behind).
 ///
 /// # Errors
 /// I/O errors creating it.
 pub(super) fn spool() -> io::Result<NamedTempFile> {
-    tempfile::Builder::new().prefix("hwr-exp-patch-").tempfile()
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(|| sweep(&std::env::temp_dir()));
+    tempfile::Builder::new()
+        .prefix(&format!("{SPOOL_PREFIX}{}-", std::process::id()))
+        .tempfile()
+}
+
+/// Removes the patch files in `dir` whose process is gone (`kill(pid, 0)` says no such process);
+/// errors are ignored (another user's files, a race with another sweep).
+fn sweep(dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(SPOOL_PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<libc::pid_t>().ok())
+            .filter(|&pid| pid > 0)
+        else {
+            continue;
+        };
+        // SAFETY: kill with signal 0 only checks whether the process exists.
+        let gone = unsafe { libc::kill(pid, 0) } != 0
+            && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// Appends all of `from` (from offset 0) to `to` (at its end).
@@ -267,5 +303,25 @@ mod tests {
         assert!(PatchBytes::default().read_all().unwrap().is_empty());
         drop((p, clone));
         assert!(!path.exists(), "removed with the last clone");
+    }
+
+    #[test]
+    fn the_sweep_removes_the_files_of_processes_that_are_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        // A process that has exited and been waited for: its pid names no process (until reused).
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let mine = dir
+            .path()
+            .join(format!("{SPOOL_PREFIX}{}-abc", std::process::id()));
+        let gone = dir.path().join(format!("{SPOOL_PREFIX}{dead}-abc"));
+        let other = dir.path().join("hwr-exp-patch-notapid");
+        for p in [&mine, &gone, &other] {
+            std::fs::write(p, "x").unwrap();
+        }
+        sweep(dir.path());
+        assert!(mine.exists() && other.exists());
+        assert!(!gone.exists());
     }
 }

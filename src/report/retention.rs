@@ -322,8 +322,8 @@ impl SampleFields {
         let bad = |me: &mut SampleFields| {
             if me.unreadable.is_none() {
                 me.unreadable = Some(format!("{} = {}", field.name(), v.text()));
-                me.unreadable_kind = Some(if field == SampleField::Iterations && v.as_integer().is_some() {
-                    "a negative number for iterations".to_string()
+                me.unreadable_kind = Some(if v.as_integer().is_some() {
+                    format!("a negative number for {}", field.name())
                 } else {
                     format!("{} for {}", v.kind(), field.name())
                 });
@@ -340,7 +340,10 @@ impl SampleFields {
             | SampleField::AnonymousBytes
             | SampleField::RssBytes
             | SampleField::FdCount => {
-                let Some(i) = v.as_integer() else { return bad(self) };
+                // Byte counts and fd counts are never negative: a negative one is no count.
+                let Some(i) = v.as_integer().filter(|i| *i >= 0) else {
+                    return bad(self);
+                };
                 let slot = match field {
                     SampleField::PrivateBytes => &mut self.private_bytes,
                     SampleField::AnonymousBytes => &mut self.anonymous_bytes,
@@ -444,8 +447,16 @@ impl Accumulator {
             return;
         };
         if let Some(what) = &s.unreadable {
+            let negative = s
+                .unreadable_kind
+                .as_deref()
+                .is_some_and(|k| k.starts_with("a negative"));
             self.problem = Some(Unusable::parsed(
-                format!("samples[{index}]: {what} is not an integer within 64 bits"),
+                if negative {
+                    format!("samples[{index}]: {what} is not a count (negative)")
+                } else {
+                    format!("samples[{index}]: {what} is not an integer within 64 bits")
+                },
                 s.unreadable_kind.clone().unwrap_or_else(|| what.clone()),
             ));
             return;
@@ -688,26 +699,25 @@ mod tests {
     fn extremes_do_not_wrap_and_unreadable_values_are_named() {
         let doc = serde_json::json!({"samples": [
             {"phase": "baseline", "iterations": 0, "private_bytes": u64::MAX,
-             "anonymous_bytes": i64::MIN, "rss_bytes": 0, "fd_count": i64::MAX},
+             "anonymous_bytes": 0, "rss_bytes": 0, "fd_count": i64::MAX},
             {"phase": "loop", "iterations": 1000, "private_bytes": 0,
-             "anonymous_bytes": i64::MAX, "rss_bytes": u64::MAX, "fd_count": i64::MIN},
+             "anonymous_bytes": i64::MAX, "rss_bytes": u64::MAX, "fd_count": 0},
         ]});
         let Parsed::Retention(r, _) = parse(&doc, false) else {
             panic!()
         };
         assert_eq!(r.growth.private_bytes, Some(-i128::from(u64::MAX)));
-        assert_eq!(
-            r.growth.anonymous_bytes,
-            Some(i128::from(i64::MAX) - i128::from(i64::MIN))
-        );
+        assert_eq!(r.growth.anonymous_bytes, Some(i128::from(i64::MAX)));
         assert_eq!(r.growth.rss_bytes, Some(i128::from(u64::MAX)));
-        assert_eq!(r.fd_delta, Some(i128::from(i64::MIN) - i128::from(i64::MAX)));
+        assert_eq!(r.fd_delta, Some(-i128::from(i64::MAX)));
         let text = serde_json::to_string(&r.growth).unwrap();
         assert!(text.contains("-18446744073709551615"), "{text}");
         for bad in [
             serde_json::json!(1.5),
             serde_json::json!("4096"),
             serde_json::json!(1e300),
+            serde_json::json!(-5000),
+            serde_json::json!(i64::MIN),
         ] {
             let doc = serde_json::json!({"samples": [
                 {"phase": "baseline", "iterations": 0, "private_bytes": 1},
@@ -717,7 +727,11 @@ mod tests {
                 panic!("{bad}")
             };
             assert!(reason.starts_with("samples[1]: private_bytes = "), "{reason}");
-            assert!(reason.ends_with("is not an integer within 64 bits"), "{reason}");
+            assert!(
+                reason.ends_with("is not an integer within 64 bits")
+                    || reason.ends_with("is not a count (negative)"),
+                "{reason}"
+            );
             assert!(gave.ends_with(" for private_bytes"), "{gave}");
         }
         let null = serde_json::json!({"samples": [

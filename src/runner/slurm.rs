@@ -605,7 +605,9 @@ pub struct Waiting {
 /// ([`Session::finish`]). Shared by `run`, `wait` and `resume`.
 ///
 /// # Errors
-/// As [`Session::finish`]; a recorded array spec that does not parse is a bundle error.
+/// As [`Session::finish`]; a recorded array spec that does not parse is a bundle error;
+/// [`SessionError::Environment`] when squeue fails with an error that is not transient
+/// ([`QueueRefused`]: the bundle is left `running` for a later `hwr-exp wait`).
 pub fn wait_and_finish(mut session: Session<'_>, waiting: &Waiting) -> Result<SessionReport, SessionError> {
     let map = match TaskMap::new(&waiting.arrays) {
         Ok(map) => map,
@@ -638,6 +640,13 @@ pub fn wait_and_finish(mut session: Session<'_>, waiting: &Waiting) -> Result<Se
     };
     let mut feeder = waiting.feeder.clone();
     let end = wait(&mut session, &waiting.client, map, grace, feeder.as_mut());
+    if let Err(e) = &end
+        && let Some(stopped) = e.get_ref().and_then(|r| r.downcast_ref::<QueueRefused>())
+    {
+        // The tasks go on in Slurm: the bundle is left `running` without a waiter, as `run
+        // --detach` leaves it (dropping the session releases the lock), for a later `wait`.
+        return Err(SessionError::Environment(stopped.to_string()));
+    }
     let jobs: Vec<u64> = session
         .writer_mut()
         .info()
@@ -646,6 +655,20 @@ pub fn wait_and_finish(mut session: Session<'_>, waiting: &Waiting) -> Result<Se
         .map(|s| s.arrays.iter().map(|a| a.job_id).collect())
         .unwrap_or_default();
     session.finish(end, jobs)
+}
+
+/// Why [`wait`] stopped waiting: `squeue` failed with an error that is not transient
+/// ([`SlurmError::is_transient`]: no controller down or overloaded, so asking again would fail
+/// again, e.g. `Invalid user for SlurmUser`). The tasks go on in Slurm; the bundle stays `running`.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "squeue failed and asking again would not help: {error}\n  the bundle's tasks go on in slurm; once squeue works, `hwr-exp wait {bundle}` waits for them again (or `hwr-exp cancel {bundle}` stops them)"
+)]
+pub struct QueueRefused {
+    /// The failed squeue call.
+    pub error: SlurmError,
+    /// The bundle folder.
+    pub bundle: String,
 }
 
 /// The shortest pause between two polls of [`wait`], taken again whenever something changed.
@@ -672,15 +695,17 @@ pub fn next_pause(previous: Duration, changed: bool) -> Duration {
 /// ([`Feeder::feed`]), and pauses [`next_pause`]: from [`POLL_MIN`] after a change up to
 /// [`POLL_MAX`] while nothing changes. A run whose task ended, still without run.json
 /// `lost_grace` later, is recorded as `lost` with Slurm's account of the task (`scontrol show
-/// job`). Each run.json found is counted in bundle.json. When `squeue` fails, only folders of
-/// runs seen running are looked at until it answers again.
+/// job`). Each run.json found is counted in bundle.json. When `squeue` fails with a transient
+/// error (after the client's retries), only folders of runs seen running are looked at until it
+/// answers again; any other squeue failure stops the waiting ([`QueueRefused`]).
 ///
 /// The cancel flag (Ctrl-C) or the marker `slurm/cancel-requested` (`hwr-exp cancel`) cancels
 /// every array (`scancel`), waits up to [`CANCEL_WAIT`] until none of their tasks is active and
 /// ends [`SessionEnd::Interrupted`]; runs without run.json stay so (`resume` submits them again).
 ///
 /// # Errors
-/// I/O errors writing bundle.json or a lost run's run.json.
+/// I/O errors writing bundle.json or a lost run's run.json; an error holding [`QueueRefused`] when
+/// squeue fails with an error that is not transient.
 pub fn wait(
     session: &mut Session<'_>,
     client: &SlurmClient,
@@ -749,6 +774,12 @@ pub fn wait(
             Ok(q) => {
                 warned = false;
                 Some(q)
+            }
+            Err(e @ SlurmError::Failed { .. }) if !e.is_transient() => {
+                return Err(io::Error::other(QueueRefused {
+                    error: e,
+                    bundle: writer.dir().display().to_string(),
+                }));
             }
             Err(e) => {
                 if !warned {

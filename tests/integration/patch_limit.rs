@@ -459,3 +459,59 @@ fn libgit2_applies_the_same_limits_as_the_git_cli() {
     assert_eq!(left[2]["size-bytes"], 300 * MIB);
     assert_eq!(left[2]["sha256"], zeros_sha256(300));
 }
+
+/// The patch's temporary file of a runner killed by SIGKILL stays behind; the next runner removes
+/// it (its process is gone), and a finished run leaves none.
+#[test]
+fn the_patch_file_of_a_killed_runner_is_removed_by_the_next_run() {
+    use std::io::BufRead;
+    let repo = repo();
+    let dir = repo.path();
+    std::fs::write(dir.join("new.txt"), "untracked\n").unwrap();
+    write_manifest(
+        dir,
+        "format = 1\n[experiment]\nname = \"kill\"\n[command]\nargv = [\"true\"]\noutput-format = \"text\"\n[measure]\nsample-interval = \"off\"\n",
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let spooled = || -> Vec<String> {
+        std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("hwr-exp-patch-"))
+            .collect()
+    };
+    let mut child = crate::support::hwr_command(dir)
+        .args(["run", "experiment.toml", "--results-dir", "results", "--quiet"])
+        .env("TMPDIR", tmp.path())
+        .env("HWR_TEST_PAUSE_AT", "staged")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "paused at staged");
+    let left = spooled();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(
+        left[0].starts_with(&format!("hwr-exp-patch-{}-", child.id())),
+        "{left:?}"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(spooled(), left, "SIGKILL leaves it behind");
+
+    let out = crate::support::hwr_command(dir)
+        .args(["run", "experiment.toml", "--results-dir", "results", "--quiet"])
+        .env("TMPDIR", tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        spooled().is_empty(),
+        "removed by the next run, and its own too: {:?}",
+        spooled()
+    );
+}

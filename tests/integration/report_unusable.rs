@@ -1,5 +1,5 @@
 //! Values a report cannot use: a run's samples with `private_bytes` null, a string, a fraction, a
-//! number beyond 64 bits or beyond 2^53 (not exact as a 64-bit float), and `[report] metrics`
+//! number beyond 64 bits or beyond 2^53 (not exact as a 64-bit float), negative, and `[report] metrics`
 //! values that are not numbers. The report (every format) and `compare` say which runs gave what
 //! (`no usable values: cell: 2 runs gave null for private_bytes`) instead of only `too few runs
 //! (need 5 per cell)`, which more runs would not change.
@@ -17,7 +17,7 @@ v=0
 if [ "$mode" = leak ]; then
   case "$2" in
     null) v=null ;; str) v='"4096"' ;; frac) v=1.5 ;; huge) v=184467440737095516150 ;;
-    big53) v=18446744073709551615 ;; partial) if [ "$HWR_REPETITION" = 1 ]; then v=null; else v=4096; fi ;;
+    big53) v=18446744073709551615 ;; neg) v=-5000 ;; partial) if [ "$HWR_REPETITION" = 1 ]; then v=null; else v=4096; fi ;;
     *) v=4096 ;;
   esac
 fi
@@ -76,7 +76,7 @@ fn growth_row(doc: &serde_json::Value, cell: &str) -> serde_json::Value {
 fn every_kind_of_unusable_value_is_named_instead_of_too_few_runs() {
     let repo = repo();
     let dir = repo.path();
-    let kinds = ["null", "str", "frac", "huge", "big53", "ok"];
+    let kinds = ["null", "str", "frac", "huge", "big53", "neg", "ok"];
     let b = bundle(dir, &kinds);
     let doc: serde_json::Value = serde_json::from_str(&report(dir, &b, "json")).unwrap();
     let expected = [
@@ -91,6 +91,7 @@ fn every_kind_of_unusable_value_is_named_instead_of_too_few_runs() {
             "big53",
             "cell: 2 runs gave a value beyond 2^53 (not exact as a 64-bit float)",
         ),
+        ("neg", "cell: 2 runs gave a negative number for private_bytes"),
     ];
     for (kind, text) in expected {
         let row = growth_row(&doc, &format!("kind={kind} mode=leak"));
@@ -107,7 +108,7 @@ fn every_kind_of_unusable_value_is_named_instead_of_too_few_runs() {
     }
     let ok = growth_row(&doc, "kind=ok mode=leak");
     assert!(ok.get("unusable-values").is_none(), "{ok:#}");
-    assert_eq!(ok["repetitions-needed"], 5, "{ok:#}");
+    assert_eq!(ok["repetitions-needed"], 6, "{ok:#}");
     // The `load` metric: the cells' values that are not numbers are counted, not dropped silently.
     let cell = doc["cells"]
         .as_array()

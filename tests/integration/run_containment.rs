@@ -197,6 +197,70 @@ sample-interval = "100ms"
     assert_eq!(run["containment"], mode.name(), "{run}");
 }
 
+/// Runs are forked by the runner's spawner (a small process exec'd from the same binary,
+/// `exec/spawner.rs`) and still are the runner's children: a run's parent is the runner (its
+/// `wait4`, child subreaper and parent-death signal), the runner has a child whose argv[0] is
+/// `hwr-exp-spawner`, and that spawner is gone once the runner has exited.
+fn runs_are_the_runners_children_forked_by_its_spawner(mode: Mode) {
+    if !mode.usable() {
+        return;
+    }
+    let (dir, _left) = setup(
+        r#"format = 1
+[experiment]
+name = "spawned"
+[command]
+shell = "echo ppid=$PPID; for c in $(cat /proc/$PPID/task/*/children); do printf '%s ' $c; tr '\\0' ' ' < /proc/$c/cmdline; echo; done"
+output-format = "text"
+[schedule]
+repetitions = 2
+"#,
+    );
+    let (out, bundle) = run_in(dir.path(), mode);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let runner = json(&bundle.join("bundle.json"))["runner-pid"].as_u64().unwrap();
+    let mut spawners = Vec::new();
+    for run in run_records(&bundle) {
+        let text = printed(&bundle, &run);
+        assert!(
+            text.starts_with(&format!("ppid={runner}\n")),
+            "the run's parent is not the runner {runner}:\n{text}"
+        );
+        let spawner: Vec<&str> = text
+            .lines()
+            .filter(|l| l.split_whitespace().nth(1) == Some("hwr-exp-spawner"))
+            .collect();
+        assert_eq!(
+            spawner.len(),
+            1,
+            "no spawner among the runner's children:\n{text}"
+        );
+        spawners.push(spawner[0].split_whitespace().next().unwrap().to_string());
+        assert_eq!(run["containment"], mode.name(), "{run}");
+    }
+    assert_eq!(
+        spawners[0], spawners[1],
+        "one spawner serves every run: {spawners:?}"
+    );
+    let proc_dir = PathBuf::from(format!("/proc/{}", spawners[0]));
+    wait_for(
+        "the spawner to end with its runner",
+        Duration::from_secs(10),
+        || std::fs::read(proc_dir.join("cmdline")).map_or(true, |c| !c.starts_with(b"hwr-exp-spawner")),
+    );
+    assert_nothing_left(dir.path());
+}
+
+#[test]
+fn runs_are_the_runners_children_forked_by_its_spawner_cgroup() {
+    runs_are_the_runners_children_forked_by_its_spawner(Mode::Cgroup);
+}
+
+#[test]
+fn runs_are_the_runners_children_forked_by_its_spawner_process_tree() {
+    runs_are_the_runners_children_forked_by_its_spawner(Mode::Tree);
+}
+
 #[test]
 fn timeout_python_memory_is_measured_cgroup() {
     timeout_python_memory(Mode::Cgroup);

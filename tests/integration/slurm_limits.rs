@@ -265,6 +265,47 @@ fn transient_squeue_and_scontrol_errors_are_retried_and_shown_and_the_bundle_com
     }
 }
 
+#[test]
+fn a_permanent_squeue_error_stops_the_waiter_once_and_a_later_wait_completes_the_bundle() {
+    let _guard = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    if cluster().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Only the waiter's `squeue -j <arrays>` fails (the submission's own squeue calls pass).
+    let wrappers = Wrappers::new(&[(
+        "squeue",
+        &failing_first("squeue", " -j ", 100, "squeue: error: Invalid user for SlurmUser"),
+    )]);
+    let m = write_manifest(dir.path(), QUICK);
+    let out = hwr_on_command(dir.path(), None)
+        .env("PATH", wrappers.path())
+        .args(["run", m.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(code(&out), 3, "{err}");
+    assert!(err.contains("Invalid user for SlurmUser"), "{err}");
+    assert!(err.contains("hwr-exp wait"), "{err}");
+    assert!(!err.contains("retrying"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(wrappers.file("squeue.failed"))
+            .unwrap()
+            .trim(),
+        "1",
+        "not asked again"
+    );
+    let bundle = find_submitted_bundle(dir.path(), "transient");
+    let _cleanup = Cleanup::new(&bundle, None);
+    let info = json(&bundle.join("bundle.json"));
+    assert_eq!(info["status"], "running", "left for a later wait: {info}");
+    let out = hwr_on(dir.path(), None, &["wait", bundle.to_str().unwrap(), "--quiet"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let info = json(&bundle.join("bundle.json"));
+    assert_eq!(info["status"], "complete", "{info}");
+    assert_eq!(info["counts"]["ok"], 2, "{info}");
+}
+
 /// One run that runs until `release` exists in the bundle folder, writing `started` there
 /// first.
 const BLOCKING: &str = r#"
@@ -443,6 +484,13 @@ fn a_refused_resume_leaves_the_bundle_exactly_as_it_was() {
         stderr(&out).contains("Invalid user for SlurmUser"),
         "{}",
         stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(wrappers.file("squeue.failed"))
+            .unwrap()
+            .trim(),
+        "1",
+        "a permanent error is tried once"
     );
     assert_eq!(tree(&bundle), before, "a refused resume changed the bundle");
 

@@ -424,6 +424,6 @@ pub const STALL: &str = "touch \"$STATE/stalled\"; i=0; while [ ! -e \"$STATE/go
 /// `exec`s the real program.
 pub fn failing_first(name: &str, word: &str, n: u32, message: &str) -> String {
     format!(
-        "case \" $* \" in *{word}*)\n  c=$(cat \"$STATE/{name}.failed\" 2>/dev/null || echo 0)\n  if [ \"$c\" -lt {n} ]; then echo $((c+1)) > \"$STATE/{name}.failed\"; echo '{message}' >&2; exit 1; fi;;\nesac\nexec \"$REAL\" \"$@\""
+        "case \" $* \" in *\"{word}\"*)\n  c=$(cat \"$STATE/{name}.failed\" 2>/dev/null || echo 0)\n  if [ \"$c\" -lt {n} ]; then echo $((c+1)) > \"$STATE/{name}.failed\"; echo '{message}' >&2; exit 1; fi;;\nesac\nexec \"$REAL\" \"$@\""
     )
 }
