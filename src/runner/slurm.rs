@@ -531,7 +531,7 @@ pub fn submit_and_wait(mut session: Session<'_>, params: &Submit<'_>) -> Result<
         .and_then(|limits| {
             let mut feeder = Feeder::new(&indices, limits, params.config, params.cpus_per_task);
             feeder
-                .feed(plan, writer, &client, release, quiet)
+                .feed(plan, writer, &client, release, quiet, 0)
                 .map(|arrays| (feeder, arrays))
         });
     let (feeder, arrays) = match fed {
@@ -671,20 +671,36 @@ pub struct QueueRefused {
     pub bundle: String,
 }
 
-/// The shortest pause between two polls of [`wait`], taken again whenever something changed.
+/// The shortest pause between two polls of [`wait`].
 pub const POLL_MIN: Duration = POLL;
 
 /// The longest pause between two polls of [`wait`], reached while nothing changes.
 pub const POLL_MAX: Duration = Duration::from_secs(5);
 
-/// The next pause of [`wait`]: [`POLL_MIN`] after a poll that saw a change, else half as long
-/// again as `previous`, at most [`POLL_MAX`].
-pub fn next_pause(previous: Duration, changed: bool) -> Duration {
-    if changed {
-        POLL_MIN
-    } else {
-        (previous + previous / 2).clamp(POLL_MIN, POLL_MAX)
+/// The longest pause while runs start and end: progress, the release of the next array and the
+/// next piece lag the queue by at most this (plus one `squeue`).
+pub const POLL_BUSY_MAX: Duration = Duration::from_secs(2);
+
+/// How many changes (a task started, a run finished or was lost, arrays submitted) one poll aims
+/// to see while runs flow. A poll costs one `squeue` process (12-20 ms of CPU on the 2-core test
+/// machine, most of it the client's start-up and its three RPCs, whatever the answer's size) and
+/// a job-info RPC in slurmctld, so at a fixed 0.25 s a cluster starting 20 tasks a second cost
+/// the waiter 2 ms of CPU per run and more job-info RPCs than a hand-written `squeue` loop;
+/// seeing about 64 changes (32 runs) a poll makes it well under 1 ms a run.
+pub const POLL_BATCH: u32 = 64;
+
+/// The next pause of [`wait`], given the time `since` the previous poll and the `changes` this
+/// one saw: while nothing changes, half as long again as `previous`, up to [`POLL_MAX`]; after a
+/// poll that saw changes, the pause in which [`POLL_BATCH`] changes are expected at the rate
+/// just seen (`since * POLL_BATCH / changes`), between [`POLL_MIN`] and [`POLL_BUSY_MAX`]. So
+/// a busy bundle is polled every 1-2 s, and a burst of changes (many tasks ending at
+/// once) is looked at again after [`POLL_MIN`].
+pub fn next_pause(previous: Duration, since: Duration, changes: usize) -> Duration {
+    if changes == 0 {
+        return (previous + previous / 2).clamp(POLL_MIN, POLL_MAX);
     }
+    let changes = u32::try_from(changes).unwrap_or(u32::MAX);
+    (since.saturating_mul(POLL_BATCH) / changes).clamp(POLL_MIN, POLL_BUSY_MAX)
 }
 
 /// Waits until every run of the session has a run.json. Each poll asks `squeue` once for the
@@ -692,8 +708,9 @@ pub fn next_pause(previous: Duration, changed: bool) -> Duration {
 /// an array's pending rest as one line) and looks at a run's folder only once its task is no
 /// longer active: no folder of a pending or running task is opened. It releases held arrays in
 /// order ([`govern`]), submits the next piece when `feeder` has runs left and room frees
-/// ([`Feeder::feed`]), and pauses [`next_pause`]: from [`POLL_MIN`] after a change up to
-/// [`POLL_MAX`] while nothing changes. A run whose task ended, still without run.json
+/// ([`Feeder::feed`]), and pauses [`next_pause`]: 1-2 s while runs start and end (less
+/// after a burst of changes, down to [`POLL_MIN`]), growing to [`POLL_MAX`] while nothing changes;
+/// [`POLL_MIN`] while an array boundary is near ([`boundary_near`](super::slurm_pieces::boundary_near)). A run whose task ended, still without run.json
 /// `lost_grace` later, is recorded as `lost` with Slurm's account of the task (`scontrol show
 /// job`). Each run.json found is counted in bundle.json. When `squeue` fails with a transient
 /// error (after the client's retries), only folders of runs seen running are looked at until it
@@ -734,6 +751,9 @@ pub fn wait(
     let marker = writer.dir().join(files::SLURM).join(files::CANCEL_REQUESTED);
     let mut warned = false;
     let mut pause = POLL_MIN;
+    let mut last_poll = Instant::now();
+    // The bundle's tasks pending at the last poll (none known before the first).
+    let mut queued = 0usize;
     let order = |writer: &BundleWriter| -> Vec<u64> {
         writer
             .info()
@@ -749,13 +769,13 @@ pub fn wait(
             cancel_arrays(client, &map);
             return Ok(SessionEnd::Interrupted);
         }
-        let mut changed = false;
+        let mut changes = 0usize;
         if let Some(f) = feeder.as_deref_mut()
             && f.remaining() > 0
         {
-            match f.feed(plan, writer, client, Release::Governed, quiet) {
+            match f.feed(plan, writer, client, Release::Governed, quiet, queued) {
                 Ok(arrays) if !arrays.is_empty() => {
-                    changed = true;
+                    changes += 1;
                     let all = writer
                         .info()
                         .slurm
@@ -795,7 +815,10 @@ pub fn wait(
             cancel_arrays(client, &map);
             return Ok(SessionEnd::Interrupted);
         }
+        let mut near = false;
         if let Some(q) = &queue {
+            queued = q.arrays.values().map(|a| a.pending.len()).sum();
+            near = super::slurm_pieces::boundary_near(q, &order(writer), plan.jobs);
             let released = apply(client, &govern(q, &order(writer), plan.jobs));
             if !released.is_empty() {
                 writer.set_slurm_array_state(&released, crate::slurm::ArrayState::Released)?;
@@ -822,7 +845,7 @@ pub fn wait(
                             seen_on.insert(i, n.to_string());
                         }
                         if *state == crate::slurm::TaskState::Running && started.insert(i) {
-                            changed = true;
+                            changes += 1;
                             progress.run_started(&plan.run(i));
                         }
                     }
@@ -853,7 +876,7 @@ pub fn wait(
                     seen_on.remove(&i);
                     writer.count_run(&record)?;
                     done += 1;
-                    changed = true;
+                    changes += 1;
                     let failure = RunFailure::read(&record, &writer.run_dir(&run), FAILURE_TAIL_LINES);
                     progress.run_finished(&run, &record, failure.as_ref(), done, total);
                     continue;
@@ -872,7 +895,7 @@ pub fn wait(
                         seen_on.remove(&i);
                         writer.count_run(&record)?;
                         done += 1;
-                        changed = true;
+                        changes += 1;
                         let failure = RunFailure::read(&record, &writer.run_dir(&run), FAILURE_TAIL_LINES);
                         progress.run_finished(&run, &record, failure.as_ref(), done, total);
                         continue;
@@ -906,7 +929,7 @@ pub fn wait(
             // record_lost counts the run in bundle.json itself.
             let record = writer.record_lost(&run, plan.output_format, lost)?;
             done += 1;
-            changed = true;
+            changes += 1;
             let failure = RunFailure::read(&record, &writer.run_dir(&run), FAILURE_TAIL_LINES);
             progress.run_finished(&run, &record, failure.as_ref(), done, total);
             pending.remove(&i);
@@ -917,7 +940,12 @@ pub fn wait(
         if pending.is_empty() {
             return Ok(SessionEnd::Complete);
         }
-        pause = next_pause(pause, changed);
+        pause = if near {
+            POLL_MIN
+        } else {
+            next_pause(pause, last_poll.elapsed(), changes)
+        };
+        last_poll = Instant::now();
         // Sleep in slices, so that Ctrl-C and `hwr-exp cancel` are seen within POLL_MIN.
         let until = Instant::now() + pause;
         while Instant::now() < until && !cancel.load(Ordering::SeqCst) && !marker.exists() {
@@ -1294,4 +1322,38 @@ pub fn plan_scripts(manifest: &Manifest, results_dir: &Path) -> Result<String, S
         );
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn the_pause_grows_by_half_while_nothing_changes_up_to_the_maximum() {
+        assert_eq!(next_pause(POLL_MIN, POLL_MIN, 0), 375 * MS);
+        assert_eq!(next_pause(4000 * MS, 4000 * MS, 0), POLL_MAX);
+        assert_eq!(next_pause(POLL_MAX, POLL_MAX, 0), POLL_MAX);
+    }
+
+    #[test]
+    fn a_steady_flow_is_polled_so_that_a_poll_sees_about_a_batch_of_changes() {
+        // 20 tasks a second start and 20 end (the one-node test cluster with 16 CPUs): 40
+        // changes a second; a batch of 64 is 1.6 s of them.
+        assert_eq!(next_pause(POLL_MIN, 250 * MS, 10), 1600 * MS);
+        // At the new pause the same rate keeps it.
+        assert_eq!(next_pause(1600 * MS, 1600 * MS, 64), 1600 * MS);
+        // A slower flow is polled every POLL_BUSY_MAX (the lag progress and the next array's
+        // release may have), not less often.
+        assert_eq!(next_pause(1600 * MS, 1600 * MS, 8), POLL_BUSY_MAX);
+    }
+
+    #[test]
+    fn a_burst_of_changes_is_looked_at_again_soon_and_a_single_one_after_idling_within_the_busy_maximum() {
+        // 200 tasks ended at once: look again soon (the next tasks start now).
+        assert_eq!(next_pause(POLL_MAX, POLL_MAX, 2000), POLL_MIN);
+        // One task ended after 5 s of nothing: the next look within POLL_BUSY_MAX, not 5 s.
+        assert_eq!(next_pause(POLL_MAX, POLL_MAX, 1), POLL_BUSY_MAX);
+    }
 }

@@ -74,6 +74,30 @@ pub fn govern(queue: &ActiveQueue, arrays: &[u64], jobs: u32) -> Vec<Step> {
     steps
 }
 
+/// Whether [`govern`] is about to act: a held array waits behind a front array (the first
+/// released one with pending tasks) that has at most `jobs` tasks pending, or behind none; or the
+/// front's throttle is below `jobs` (raised as the earlier arrays' last tasks end). The waiter
+/// then polls at its shortest pause, so that an array boundary costs no slot a poll's pause
+/// (the pause is up to 2 s while runs flow).
+pub fn boundary_near(queue: &ActiveQueue, arrays: &[u64], jobs: u32) -> bool {
+    let jobs = jobs.max(1);
+    let listed = |id: &u64| queue.arrays.get(id);
+    let held_waiting = arrays
+        .iter()
+        .filter_map(listed)
+        .any(|a| !a.pending.is_empty() && a.held);
+    match arrays
+        .iter()
+        .filter_map(listed)
+        .find(|a| !a.pending.is_empty() && !a.held)
+    {
+        Some(front) => {
+            front.throttle.is_some_and(|t| t < jobs) || (held_waiting && front.pending.len() <= jobs as usize)
+        }
+        None => held_waiting,
+    }
+}
+
 /// Applies [`govern`]'s steps; a failed step is said and tried again at the next poll. Returns
 /// the arrays released (for bundle.json's `state`).
 pub fn apply(client: &SlurmClient, steps: &[Step]) -> Vec<u64> {
@@ -241,6 +265,10 @@ impl Feeder {
     /// [`Limits::min_piece`] tasks (or every remaining run): the first runs still unsubmitted,
     /// as many as fit, split into arrays under `MaxArraySize` and recorded in bundle.json
     /// ([`super::slurm::submit`]). Returns the arrays submitted (none when there is no room).
+    /// While `queued` (the bundle's tasks Slurm lists as pending, held ones included, at the
+    /// last poll) is at least [`Limits::min_piece`], Slurm has work enough: the records are not
+    /// counted (each count lists every record of the cluster, `squeue -a -t all`) and the next
+    /// piece waits, bigger for it.
     ///
     /// # Errors
     /// [`super::slurm::SubmitError`] when the count or a submission fails (arrays submitted by
@@ -252,8 +280,9 @@ impl Feeder {
         client: &SlurmClient,
         release: Release,
         quiet: bool,
+        queued: usize,
     ) -> Result<Vec<SubmittedArray>, super::slurm::SubmitError> {
-        if self.unsubmitted.is_empty() {
+        if self.unsubmitted.is_empty() || queued as u64 >= self.limits.min_piece() {
             return Ok(Vec::new());
         }
         let now = Instant::now();
@@ -334,6 +363,31 @@ mod tests {
             arrays: arrays.into_iter().collect(),
             lines: 0,
         }
+    }
+
+    #[test]
+    fn an_array_boundary_is_near_when_the_front_runs_low_or_its_throttle_is_lowered() {
+        // Plenty pending in the front array: nothing to do soon.
+        let q = queue(vec![
+            (10, array(&[5, 6, 7, 8, 9], false, Some(4), &[1, 2, 3, 4])),
+            (11, array(&[0, 1], true, Some(4), &[])),
+        ]);
+        assert!(!boundary_near(&q, &[10, 11], 4));
+        // The front's last 4 pending: the held array is released soon.
+        let q = queue(vec![
+            (10, array(&[6, 7, 8, 9], false, Some(4), &[2, 3, 4, 5])),
+            (11, array(&[0, 1], true, Some(4), &[])),
+        ]);
+        assert!(boundary_near(&q, &[10, 11], 4));
+        // Released with a lowered throttle: raised as the earlier array's tasks end.
+        let q = queue(vec![
+            (10, array(&[], false, Some(4), &[8, 9])),
+            (11, array(&[1], false, Some(2), &[0])),
+        ]);
+        assert!(boundary_near(&q, &[10, 11], 4));
+        // One array, at its full throttle: no boundary at all.
+        let q = queue(vec![(10, array(&[3], false, Some(4), &[0, 1, 2]))]);
+        assert!(!boundary_near(&q, &[10], 4));
     }
 
     #[test]
