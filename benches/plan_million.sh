@@ -10,7 +10,8 @@
 #     limit), and the patch's size.
 # Prints min / median / max; never asserts. The bundles go to BENCH_DIR (default: a folder on
 # /dev/shm, a tmpfs: plan.json alone is about 440 MB) and are deleted at the end.
-# Usage: ROUNDS=5 RUN_SECONDS=20 benches/plan_million.sh   (HWR_EXP=/path/to/hwr-exp skips the build)
+# Usage: ROUNDS=5 RUN_SECONDS=20 benches/plan_million.sh   (HWR_EXP=/path/to/hwr-exp skips the build;
+# ONLY=report measures only `report` of the interrupted bundle)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${ROUNDS:-5}
@@ -36,10 +37,10 @@ echo results/ > .gitignore
 git add .gitignore million.toml
 git -c user.email=b@b -c user.name=b commit -q -m manifest
 
-python3 - "$HWR_EXP" "$rounds" "$run_seconds" <<'PY'
+python3 - "$HWR_EXP" "$rounds" "$run_seconds" "${ONLY:-}" <<'PY'
 import glob, os, shutil, signal, statistics, subprocess, sys, time
 
-hwr, rounds, run_seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+hwr, rounds, run_seconds, only = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 
 def first_run(results, stay=0.0):
     """Seconds from the start of `hwr-exp run` to its first run.json; then SIGINT after `stay` s."""
@@ -62,11 +63,12 @@ def line(label, values, unit, fmt="{:.2f}"):
     print(f"{label:<44} min {fmt.format(v[0])} / median {fmt.format(statistics.median(v))} / max {fmt.format(v[-1])} {unit}")
 
 firsts = []
-for i in range(rounds):
+for i in range(0 if only else rounds):
     results = f"first-{i}"
     firsts.append(first_run(results))
     shutil.rmtree(results)
-line("run: time to the first run.json", firsts, "s", "{:.3f}")
+if firsts:
+    line("run: time to the first run.json", firsts, "s", "{:.3f}")
 
 first_run("results", stay=run_seconds)
 bundle = glob.glob("results/million/*")[0]
@@ -95,6 +97,8 @@ for label, args, stop in [
     ("list", ["list", "results"], False),
     ("resume (until one more run is recorded)", ["resume", bundle, "--quiet"], True),
 ]:
+    if only and not label.startswith(only):
+        continue
     walls, rss = [], []
     for _ in range(rounds):
         w, r = timed(args, stop)
@@ -104,6 +108,7 @@ for label, args, stop in [
     line(label + ": wall", walls, "s")
 shutil.rmtree("results")
 PY
+[ -n "${ONLY:-}" ] && exit 0
 
 # The runner with a 300 MB untracked file (sparse: instant, no disk used) and five 15 MiB ones
 # (the 64 MiB total): peak RSS of `hwr-exp run` and the size of working-tree.patch.

@@ -5,7 +5,8 @@
 //! a child process (this binary re-executed with `--child`) per format, so that the child's peak RSS
 //! (`getrusage(RUSAGE_CHILDREN)` ru_maxrss) is the report's alone. Runs are streamed one at a time:
 //! memory grows with the number of runs only by the per-run summary numbers.
-//! Optional argument: the number of runs (default 10000).
+//! Optional argument: the number of runs (default 10000). `ROUNDS=5` reports each format 5 times
+//! and prints min / median / max.
 
 #[path = "report/synth.rs"]
 mod synth;
@@ -14,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use hwr_exp::report::{Format, ReportOptions, report_to_string};
+use hwr_exp::report::{Format, ReportOptions, report_to_writer};
 
 fn peak_rss_children_bytes() -> u64 {
     // SAFETY: getrusage writes into the zeroed struct we own.
@@ -40,18 +41,36 @@ fn format_of(name: &str) -> Format {
     }
 }
 
-/// Child: one report, output discarded; prints seconds and its own peak RSS.
+/// Counts the bytes written to it and drops them (the report is streamed as `hwr-exp report` streams
+/// it to stdout).
+struct Count(u64);
+
+impl std::io::Write for Count {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Child: one report, output counted and discarded; prints seconds and its own peak RSS.
 fn child(dir: &Path, format: &str, plot: Option<PathBuf>) {
     let start = Instant::now();
-    let out = report_to_string(&ReportOptions {
-        bundle: dir.to_path_buf(),
-        format: format_of(format),
-        plot,
-        ..Default::default()
-    })
+    let mut out = Count(0);
+    report_to_writer(
+        &ReportOptions {
+            bundle: dir.to_path_buf(),
+            format: format_of(format),
+            plot,
+            ..Default::default()
+        },
+        &mut out,
+    )
     .expect("report");
     let secs = start.elapsed().as_secs_f64();
-    println!("{secs} {} {}", peak_rss_self_bytes(), out.len());
+    println!("{secs} {} {}", peak_rss_self_bytes(), out.0);
 }
 
 fn du(dir: &Path) -> u64 {
@@ -114,19 +133,51 @@ fn scenario(tmp: &Path, name: &str, runs: usize, loop_samples: u64, formats: &[(
         if plot {
             a.push(svg.as_os_str());
         }
-        let text = spawn(&a);
-        let mut it = text.split_whitespace();
-        let secs: f64 = it.next().unwrap().parse().unwrap();
-        let peak: u64 = it.next().unwrap().parse().unwrap();
-        let len: u64 = it.next().unwrap().parse().unwrap();
+        let (mut secs, mut peaks, mut len) = (Vec::new(), Vec::new(), 0);
+        for _ in 0..rounds() {
+            let text = spawn(&a);
+            let mut it = text.split_whitespace();
+            secs.push(it.next().unwrap().parse::<f64>().unwrap());
+            peaks.push(it.next().unwrap().parse::<u64>().unwrap() as f64 / 1048576.0);
+            len = it.next().unwrap().parse().unwrap();
+        }
         println!(
-            "  report --format {format}{}: {secs:.3} s, peak RSS {:.1} MiB, output {:.1} MB",
+            "  report --format {format}{}: {} s, peak RSS {} MiB, output {:.1} MB",
             if plot { " --plot" } else { "" },
-            peak as f64 / 1048576.0,
+            min_median_max(&mut secs, 3),
+            min_median_max(&mut peaks, 1),
             len as f64 / 1e6
         );
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Reports per format: `ROUNDS` (default 1).
+fn rounds() -> usize {
+    std::env::var("ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// `min / median / max` with `decimals` decimals (one value: just it).
+fn min_median_max(v: &mut [f64], decimals: usize) -> String {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 1 {
+        return format!("{:.decimals$}", v[0]);
+    }
+    let median = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    };
+    format!(
+        "{:.decimals$} / {median:.decimals$} / {:.decimals$}",
+        v[0],
+        v[n - 1]
+    )
 }
 
 /// Runs this binary with `args`; returns its stdout.

@@ -63,8 +63,8 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
                 width: table_width(args.wide),
                 stderr: args.stderr,
             };
-            let text = report::report_to_string(&options).map_err(Failure::usage)?;
-            ui::text(&text)?
+            let prepared = report::prepare(&options).map_err(Failure::usage)?;
+            ui::report(&prepared)?
         }
         Command::Compare(CompareArgs { a, b, format, wide }) => {
             let options = report::CompareOptions {

@@ -84,6 +84,33 @@ pub fn text(text: &str) -> Result<i32, Failure> {
     to_stdout(|out| out.write_all(text.as_bytes()))
 }
 
+/// `hwr-exp report`: the report on stdout as it is written (CSV and JSON row by row).
+///
+/// # Errors
+/// As [`to_stdout`]; a run of a large bundle that can no longer be read while its rows are
+/// written is an environment failure too (the message names the file).
+pub fn report(prepared: &crate::report::Prepared) -> Result<i32, Failure> {
+    let mut failed = None;
+    let code = to_stdout(|out| {
+        prepared.write(out).map_err(|e| {
+            // A write error keeps its io::Error (a closed pipe is not a failure); anything else
+            // is the bundle's.
+            match e.downcast::<io::Error>() {
+                Ok(io) => io,
+                Err(other) => {
+                    let text = format!("{other:#}");
+                    failed = Some(other);
+                    io::Error::other(text)
+                }
+            }
+        })
+    });
+    match failed {
+        Some(e) => Err(Failure::environment(e)),
+        None => code,
+    }
+}
+
 /// `hwr-exp schema`: the manifest's JSON Schema, pretty, on stdout.
 ///
 /// # Errors

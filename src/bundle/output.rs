@@ -31,8 +31,12 @@ use crate::manifest::OutputFormat;
 /// Longest string value kept, bytes; a longer one is kept as [`Scalar::LongString`] (its length).
 pub const MAX_KEPT_STRING: usize = 64 * 1024;
 
-/// Size of the read buffer, bytes.
+/// Size of the read buffer, bytes (a smaller file gets a buffer of its size: the buffer is zeroed
+/// on its first read, and a report reads one output per run).
 const BUFFER: usize = 1 << 20;
+
+/// Smallest read buffer, bytes.
+const MIN_BUFFER: usize = 8 * 1024;
 
 /// A value read out of an output, containers summarized.
 #[derive(Debug, Clone, PartialEq)]
@@ -527,7 +531,11 @@ pub fn read_output(
     interest: &Interest,
     on_list: &mut dyn FnMut(ListEvent<'_>),
 ) -> Result<Found, OutputError> {
-    let reader = BufReader::with_capacity(BUFFER, Checked::new(file));
+    let len = file.metadata().map_or(BUFFER as u64, |m| m.len());
+    let capacity = usize::try_from(len.saturating_add(1))
+        .unwrap_or(BUFFER)
+        .clamp(MIN_BUFFER, BUFFER);
+    let reader = BufReader::with_capacity(capacity, Checked::new(file));
     let mut de = serde_json::Deserializer::from_reader(reader);
     let mut state = State {
         found: Found {

@@ -366,19 +366,35 @@ impl Bundle {
     pub fn planned_runs(&self) -> Result<PlannedRuns, ReadError> {
         let path = self.path(files::PLAN);
         let file = self.open_file(Path::new(files::PLAN))?;
-        let (tx, rx) = std::sync::mpsc::sync_channel(256);
+        // Runs go over in batches: one channel hand-over (and thread wake-up) per PLAN_BATCH runs
+        // instead of per run.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Result<PlannedRunRecord, ReadError>>>(8);
         let thread = std::thread::Builder::new()
             .name("plan.json reader".into())
             .spawn(move || {
-                let sent = tx.clone();
-                let result = plan_stream::read(&path, file, Some(&mut |run| sent.send(Ok(run)).is_ok()));
+                let mut batch = Vec::with_capacity(PLAN_BATCH);
+                let result = plan_stream::read(
+                    &path,
+                    file,
+                    Some(&mut |run| {
+                        batch.push(Ok(run));
+                        batch.len() < PLAN_BATCH
+                            || tx
+                                .send(std::mem::replace(&mut batch, Vec::with_capacity(PLAN_BATCH)))
+                                .is_ok()
+                    }),
+                );
                 if let Err(e) = result {
-                    let _ = tx.send(Err(e));
+                    batch.push(Err(e));
+                }
+                if !batch.is_empty() {
+                    let _ = tx.send(batch);
                 }
             })
             .map_err(|e| io_error(&self.path(files::PLAN), e))?;
         Ok(PlannedRuns {
             rx,
+            batch: Vec::new().into_iter(),
             thread: Some(thread),
             failed: false,
         })
@@ -562,10 +578,14 @@ impl Bundle {
 /// The planned runs of plan.json, one at a time ([`Bundle::planned_runs`]).
 #[derive(Debug)]
 pub struct PlannedRuns {
-    rx: std::sync::mpsc::Receiver<Result<PlannedRunRecord, ReadError>>,
+    rx: std::sync::mpsc::Receiver<Vec<Result<PlannedRunRecord, ReadError>>>,
+    batch: std::vec::IntoIter<Result<PlannedRunRecord, ReadError>>,
     thread: Option<std::thread::JoinHandle<()>>,
     failed: bool,
 }
+
+/// Planned runs the reading thread of [`Bundle::planned_runs`] hands over at once.
+const PLAN_BATCH: usize = 64;
 
 impl Iterator for PlannedRuns {
     type Item = Result<PlannedRunRecord, ReadError>;
@@ -574,18 +594,20 @@ impl Iterator for PlannedRuns {
         if self.failed {
             return None;
         }
-        match self.rx.recv() {
-            Ok(item) => {
+        loop {
+            if let Some(item) = self.batch.next() {
                 self.failed = item.is_err();
-                Some(item)
+                return Some(item);
             }
-            Err(_) => {
-                if let Some(t) = self.thread.take() {
-                    let _ = t.join();
-                }
-                None
+            match self.rx.recv() {
+                Ok(batch) => self.batch = batch.into_iter(),
+                Err(_) => break,
             }
         }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        None
     }
 }
 

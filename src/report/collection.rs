@@ -17,8 +17,10 @@ use std::path::Path;
 
 use serde_json::Value as Json;
 
-use super::aggregation;
-use super::model::{MetricValue, Report, RunSummary, STDERR_TAIL_LINES, cell_label};
+use super::aggregation::{self, RunValues};
+use super::model::{
+    FailureGroups, MetricValue, RUN_ROWS, Report, RunSummary, Runs, STDERR_TAIL_LINES, cell_label,
+};
 use super::retention::{Accumulator, DocFields, Parsed, SampleField, SampleFields};
 use crate::bundle::lock::effective_status;
 use crate::bundle::output::{Interest, ListEvent, OutputError, Scalar, read_output};
@@ -286,7 +288,48 @@ struct RunContext<'a> {
     keep_series: bool,
 }
 
-fn run_summary(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
+/// How to read every run of a bundle again, one at a time, as [`collect`] read it (without plot
+/// series): what a report of a bundle larger than [`RUN_ROWS`] writes its CSV rows and JSON
+/// `runs` from, instead of holding every run.
+#[derive(Debug)]
+pub struct Restream {
+    dir: std::path::PathBuf,
+    keys: Vec<String>,
+    pointers: Vec<(String, String)>,
+    json_output: bool,
+}
+
+impl Restream {
+    /// Calls `f` with every planned run's summary, in plan order.
+    ///
+    /// # Errors
+    /// The bundle can no longer be read (the message names the file), or `f`'s error.
+    pub fn try_for_each(&self, f: &mut dyn FnMut(RunSummary) -> anyhow::Result<()>) -> anyhow::Result<()> {
+        let bundle = Bundle::open(&self.dir)?;
+        let ctx = RunContext {
+            bundle: &bundle,
+            keys: &self.keys,
+            pointers: &self.pointers,
+            json_output: self.json_output,
+            keep_series: false,
+        };
+        for planned in bundle.planned_runs()? {
+            let planned = planned?;
+            let run = match bundle.read_run(&planned) {
+                Ok(rec) => run_summary(&ctx, rec, true),
+                Err(ReadError::RunMissing { .. }) => not_run(planned, &self.keys),
+                Err(e) => return Err(e.into()),
+            };
+            f(run)?;
+        }
+        Ok(())
+    }
+}
+
+/// The summary of one finished run; `detail` false leaves out what only the per-run tables and
+/// formats show (the mappings that grew, the plot series): a run of a large bundle that is
+/// aggregated but not held.
+fn run_summary(ctx: &RunContext<'_>, rec: RunRecord, detail: bool) -> RunSummary {
     let failure = RunFailure::read(&rec, &ctx.bundle.run_dir(&rec.run_id), STDERR_TAIL_LINES);
     let (reason, stderr_tail) = failure.map_or((None, Vec::new()), |f| (Some(f.reason), f.stderr_tail));
     let mut s = RunSummary {
@@ -316,7 +359,7 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
         unusable_output: None,
         memory_note: rec.sampling.as_ref().and_then(|s| s.note.clone()),
         tree_peak_bytes: rec.cgroup_memory_peak_bytes,
-        mappings_grown: if rec.sha256.contains_key(crate::bundle::files::MAPPINGS) {
+        mappings_grown: if detail && rec.sha256.contains_key(crate::bundle::files::MAPPINGS) {
             read_mappings_growth(ctx.bundle, &rec.run_id)
         } else {
             Vec::new()
@@ -357,7 +400,8 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
             ),
         });
     }
-    if ctx.keep_series {
+    let keep_series = ctx.keep_series && detail;
+    if keep_series {
         s.memory = read_memory(ctx.bundle, &rec.run_id);
     }
     if !ctx.json_output || rec.output_check != OutputCheck::Valid {
@@ -368,7 +412,7 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
         .bundle
         .open_run_file(&rec.run_id, &rec.output)
         .map_err(|e| e.reason())
-        .and_then(|file| read_values(file, ctx.pointers, ctx.keep_series).map_err(|e| e.to_string()));
+        .and_then(|file| read_values(file, ctx.pointers, keep_series).map_err(|e| e.to_string()));
     let (metrics, parsed, probe_mappings) = match read {
         Ok(found) => found,
         Err(e) => {
@@ -383,7 +427,8 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord) -> RunSummary {
         }
         s.metrics.insert(name, value);
     }
-    if probe_mappings
+    if detail
+        && probe_mappings
         && matches!(parsed, Parsed::Retention(..))
         && let Ok(file) = ctx.bundle.open_run_file(&rec.run_id, &rec.output)
     {
@@ -522,44 +567,91 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
         Err(e) => return Err(e.into()),
     };
     let keys = plan.matrix_keys.clone();
+    let json_output = plan.output_format == OutputFormat::Json;
     let ctx = RunContext {
         bundle: &bundle,
         keys: &keys,
         pointers: &pointers,
-        json_output: plan.output_format == OutputFormat::Json,
+        json_output,
         keep_series,
     };
-    let mut runs = Vec::with_capacity(bundle.info().planned_runs.min(1 << 20));
+    // One pass over the plan. Every run is aggregated as it is read (counts, nodes, failures,
+    // compact per-run numbers); at most RUN_ROWS runs are held whole: all of them while the plan
+    // has no more, else the first RUN_ROWS finished ones (runs that did not run are counted).
+    let mut values = RunValues::new(&pointers);
+    let mut held: Vec<RunSummary> = Vec::with_capacity(bundle.info().planned_runs.min(RUN_ROWS));
+    let mut held_finished = 0;
+    let mut large = false;
+    let mut planned_seen = 0;
     let mut counts = BTreeMap::new();
     let mut not_run_count = 0;
+    let mut not_run_ranges: Vec<(usize, usize)> = Vec::new();
+    let mut nodes = std::collections::BTreeSet::new();
+    let mut failures = FailureGroups::default();
+    let mut redone = (0, 0u64);
+    let mut has_retention = false;
     for planned in bundle.planned_runs()? {
         let planned = planned?;
-        match bundle.read_run(&planned) {
+        planned_seen += 1;
+        if !large && planned_seen > RUN_ROWS {
+            large = true;
+            held.retain(|r| r.finished);
+            values.forget_unfinished_cells();
+        }
+        let run = match bundle.read_run(&planned) {
             Ok(rec) => {
                 *counts.entry(rec.outcome).or_insert(0) += 1;
-                runs.push(run_summary(&ctx, rec));
+                run_summary(&ctx, rec, !large || held_finished < RUN_ROWS)
             }
             Err(ReadError::RunMissing { .. }) => {
                 not_run_count += 1;
-                runs.push(not_run(planned, &keys));
+                let ranges = not_run_ranges.len();
+                match not_run_ranges.last_mut() {
+                    Some((_, end)) if *end + 1 == planned.index => *end = planned.index,
+                    _ if ranges < RUN_ROWS => not_run_ranges.push((planned.index, planned.index)),
+                    _ => {}
+                }
+                if large {
+                    continue;
+                }
+                not_run(planned, &keys)
             }
             Err(e) => return Err(e.into()),
+        };
+        if run.finished {
+            if let Some(n) = &run.node
+                && !nodes.contains(n)
+            {
+                nodes.insert(n.clone());
+            }
+            if run.attempts > 1 {
+                redone.0 += 1;
+                redone.1 += u64::from(run.attempts - 1);
+            }
+            has_retention |= run.retention.is_some();
+            failures.push(&run);
+        }
+        values.push(&run, &keys);
+        if !large || (run.finished && held_finished < RUN_ROWS) {
+            held_finished += usize::from(run.finished);
+            held.push(run);
         }
     }
-    let nodes: Vec<String> = runs
-        .iter()
-        .filter_map(|r| r.node.clone())
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let mode_key = aggregation::mode_key(&keys, &runs);
-    let has_retention = runs.iter().any(|r| r.retention.is_some());
-    let cells = aggregation::cells(&runs, &keys, mode_key.as_deref(), &pointers);
+    values.finish();
+    let nodes: Vec<String> = nodes.into_iter().collect();
+    let mode_key = aggregation::mode_key(&keys, &values);
+    let cells = aggregation::cells(&values, &keys, mode_key.as_deref(), &pointers);
     let estimates = if has_retention {
-        super::estimates::estimates(&runs, &keys, mode_key.as_deref(), &settings)
+        super::estimates::estimates(&values, &keys, mode_key.as_deref(), &settings)
     } else {
         Default::default()
     };
+    let restream = large.then(|| Restream {
+        dir: dir.to_path_buf(),
+        keys: keys.clone(),
+        pointers: pointers.clone(),
+        json_output,
+    });
     Ok(Report {
         bundle: dir.display().to_string(),
         experiment: info.experiment,
@@ -583,7 +675,7 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
         }),
         drift: provenance.as_ref().and_then(|p| find_bool(p, "drift")),
         manifest_sha256: info.manifest_sha256,
-        planned_runs: info.planned_runs.max(runs.len()),
+        planned_runs: info.planned_runs.max(planned_seen),
         counts,
         not_run: not_run_count,
         matrix_keys: keys,
@@ -592,12 +684,15 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
         has_retention,
         executor: info.executor.clone(),
         nodes,
-        failures_by_reason: super::model::failures_by_reason(&runs),
-        runs,
+        failures_by_reason: failures.finish(),
+        runs: Runs::new(held, restream),
         cells,
         estimates,
         overrides: info.overrides,
         adaptive: info.adaptive,
+        values,
+        redone,
+        not_run_ranges,
     })
 }
 

@@ -67,12 +67,7 @@ pub struct MetricRow {
 
 /// A cell's per-run values of `metric` in a report (included runs with a usable figure).
 fn run_values(r: &Report, cell: &str, metric: Metric) -> Vec<f64> {
-    r.runs
-        .iter()
-        .filter(|run| run.cell_label == cell && run.excluded.is_none())
-        .filter_map(|run| metric.of(run.retention.as_ref()?))
-        .filter(|v| super::metrics::usable(*v))
-        .collect()
+    r.values.cell_values(cell, metric)
 }
 
 /// What the runs of `cell` in A and B gave instead of a usable value of `metric` (a retention
@@ -80,11 +75,7 @@ fn run_values(r: &Report, cell: &str, metric: Metric) -> Vec<f64> {
 fn unusable_in(a: &Report, b: &Report, cell: &str, metric: &str) -> Option<String> {
     let side = |r: &Report| -> Option<String> {
         match Metric::from_key(metric) {
-            Some(m) => {
-                let runs: Vec<&super::model::RunSummary> =
-                    r.runs.iter().filter(|run| run.cell_label == cell).collect();
-                super::estimates::unusable_values(&runs, m)
-            }
+            Some(m) => r.values.cell_unusable_values(cell, m),
             None => r
                 .cells
                 .iter()

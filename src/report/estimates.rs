@@ -12,8 +12,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
+use super::aggregation::RunValues;
 use super::metrics::{Family, Metric};
-use super::model::{CONTROL_MODE, RunSummary};
+use super::model::CONTROL_MODE;
 use crate::stats::{self, ALPHA, Shift, Verdict};
 
 /// `[report]` settings read from the bundle's manifest.toml that the estimates use.
@@ -201,10 +202,10 @@ pub struct Estimates {
     pub node_warnings: Vec<String>,
 }
 
-/// The sorted distinct nodes of `runs` (run.json `node`).
-fn nodes_of(runs: &[&RunSummary]) -> Vec<String> {
+/// The sorted distinct nodes of `runs` (finished runs of `values`; run.json `node`).
+fn nodes_of(values: &RunValues, runs: &[usize]) -> Vec<String> {
     runs.iter()
-        .filter_map(|r| r.node.clone())
+        .filter_map(|&r| values.node(r).map(str::to_string))
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect()
@@ -215,29 +216,18 @@ fn nodes_of(runs: &[&RunSummary]) -> Vec<String> {
 struct Pair<'a> {
     cell: &'a str,
     control: &'a str,
-    cell_runs: Vec<&'a RunSummary>,
-    control_runs: Vec<&'a RunSummary>,
-    cell_all: Vec<&'a RunSummary>,
-    control_all: Vec<&'a RunSummary>,
+    cell_runs: Vec<usize>,
+    control_runs: Vec<usize>,
+    cell_all: Vec<usize>,
+    control_all: Vec<usize>,
 }
 
 /// What the runs that finished ok gave instead of a usable value of `metric` (see
 /// [`super::metrics::runs_gave`]): runs left out because their output's values are unusable, and
-/// included runs whose value of this metric is missing or beyond 2^53. `None` when there are none.
-pub fn unusable_values(runs: &[&RunSummary], metric: Metric) -> Option<String> {
-    let gave = runs.iter().filter_map(|r| {
-        if r.outcome != Some(crate::bundle::Outcome::Ok) {
-            return None;
-        }
-        if let Some(u) = &r.unusable_output {
-            return Some(u.as_str());
-        }
-        if r.excluded.is_some() {
-            return None;
-        }
-        metric.unusable(r.retention.as_ref()?)
-    });
-    super::metrics::runs_gave(gave)
+/// included runs whose value of this metric is missing or beyond 2^53. `runs` are finished runs
+/// of `values`. `None` when there are none.
+pub fn unusable_values(values: &RunValues, runs: &[usize], metric: Metric) -> Option<String> {
+    values.unusable_values(runs.iter().copied(), metric)
 }
 
 /// `cell: ...; control: ...` (or `A: ...; B: ...`) of the sides that have unusable values.
@@ -251,7 +241,13 @@ pub fn sides_text(sides: [(&str, Option<String>); 2]) -> Option<String> {
 
 /// The estimates of every metric against the control for `pairs`, Holm across the pairs at
 /// `level`; each row tagged with `node`.
-fn estimate_rows(pairs: &[Pair<'_>], level: f64, settings: &Settings, node: Option<&str>) -> Vec<Estimate> {
+fn estimate_rows(
+    data: &RunValues,
+    pairs: &[Pair<'_>],
+    level: f64,
+    settings: &Settings,
+    node: Option<&str>,
+) -> Vec<Estimate> {
     let mut rows = Vec::new();
     for metric in Metric::ALL.iter().copied().filter(|m| m.def().vs_control) {
         let margin = match metric.def().family {
@@ -259,9 +255,9 @@ fn estimate_rows(pairs: &[Pair<'_>], level: f64, settings: &Settings, node: Opti
             Family::Rate => settings.rate_margin,
             Family::Other => None,
         };
-        let values = |runs: &[&RunSummary]| -> Vec<f64> {
+        let values = |runs: &[usize]| -> Vec<f64> {
             runs.iter()
-                .filter_map(|r| metric.of(r.retention.as_ref()?))
+                .filter_map(|&r| data.metric(r, metric))
                 .filter(|v| super::metrics::usable(*v))
                 .collect()
         };
@@ -277,8 +273,8 @@ fn estimate_rows(pairs: &[Pair<'_>], level: f64, settings: &Settings, node: Opti
         for ((p, (n_cell, n_control, s)), p_adj) in pairs.iter().zip(shifts).zip(adjusted) {
             let verdict = stats::verdict::decide(s.as_ref(), p_adj, level, margin);
             let (cell_unusable, control_unusable) = (
-                unusable_values(&p.cell_all, metric),
-                unusable_values(&p.control_all, metric),
+                unusable_values(data, &p.cell_all, metric),
+                unusable_values(data, &p.control_all, metric),
             );
             // A side without a usable value whose runs gave unusable ones: more runs alike would
             // not help, so no number of repetitions is named.
@@ -302,8 +298,8 @@ fn estimate_rows(pairs: &[Pair<'_>], level: f64, settings: &Settings, node: Opti
                 repetitions_needed: (verdict == Verdict::TooFewRuns && !blocked)
                     .then(|| stats::repetitions_needed(level)),
                 unusable_values: sides_text([("cell", cell_unusable), ("control", control_unusable)]),
-                cell_nodes: nodes_of(&p.cell_runs),
-                control_nodes: nodes_of(&p.control_runs),
+                cell_nodes: nodes_of(data, &p.cell_runs),
+                control_nodes: nodes_of(data, &p.control_runs),
                 node: node.map(str::to_string),
             });
         }
@@ -314,7 +310,7 @@ fn estimate_rows(pairs: &[Pair<'_>], level: f64, settings: &Settings, node: Opti
 /// The control: `settings.control`, else mode = reuse when `mode_key` names a matrix key with
 /// a `reuse` cell; otherwise `None` with a message saying how to name one.
 fn choose_control(
-    runs: &[RunSummary],
+    values: &RunValues,
     keys: &[String],
     mode_key: Option<&str>,
     settings: &Settings,
@@ -348,10 +344,7 @@ fn choose_control(
     let Some(k) = mode_key else {
         return Err(format!("no control: no matrix key `mode`; {hint}"));
     };
-    if !runs
-        .iter()
-        .any(|r| r.mode(Some(k)).as_deref() == Some(CONTROL_MODE))
-    {
+    if !values.any_control_mode(k) {
         return Err(format!("no control: no cell with {k} = {CONTROL_MODE}; {hint}"));
     }
     Ok(Control {
@@ -363,13 +356,13 @@ fn choose_control(
 struct CellRuns<'a> {
     label: &'a str,
     cell: &'a BTreeMap<String, crate::manifest::Value>,
-    runs: Vec<&'a RunSummary>,
-    all: Vec<&'a RunSummary>,
+    runs: Vec<usize>,
+    all: Vec<usize>,
 }
 
 /// Estimates of every compared cell against its control.
 pub fn estimates(
-    runs: &[RunSummary],
+    values: &RunValues,
     keys: &[String],
     mode_key: Option<&str>,
     settings: &Settings,
@@ -381,30 +374,24 @@ pub fn estimates(
         rate_margin: settings.rate_margin,
         ..Estimates::default()
     };
-    let control = match choose_control(runs, keys, mode_key, settings) {
+    let control = match choose_control(values, keys, mode_key, settings) {
         Ok(c) => c,
         Err(why) => {
             out.no_control = Some(why);
             return out;
         }
     };
-    let mut cells: Vec<CellRuns<'_>> = Vec::new();
-    let mut index: HashMap<&str, usize> = HashMap::new();
-    for r in runs {
-        let i = *index.entry(r.cell_label.as_str()).or_insert_with(|| {
-            cells.push(CellRuns {
-                label: &r.cell_label,
-                cell: &r.cell,
-                runs: Vec::new(),
-                all: Vec::new(),
-            });
-            cells.len() - 1
-        });
-        cells[i].all.push(r);
-        if r.excluded.is_none() && r.retention.is_some() {
-            cells[i].runs.push(r);
-        }
-    }
+    let cells: Vec<CellRuns<'_>> = values
+        .cells
+        .iter()
+        .enumerate()
+        .map(|(i, c)| CellRuns {
+            label: &c.label,
+            cell: &c.cell,
+            runs: values.estimate_runs(i),
+            all: values.cell_runs(i),
+        })
+        .collect();
     let is_control = |c: &CellRuns<'_>| {
         control
             .values
@@ -450,11 +437,11 @@ pub fn estimates(
             control_all: ctrl.all.clone(),
         })
         .collect();
-    out.rows = estimate_rows(&pooled, out.level, settings, None);
-    let all_nodes: Vec<String> = nodes_of(&runs.iter().collect::<Vec<_>>());
+    out.rows = estimate_rows(values, &pooled, out.level, settings, None);
+    let all_nodes: Vec<String> = values.all_nodes();
     if all_nodes.len() > 1 {
         for p in &pooled {
-            let (a, b) = (nodes_of(&p.cell_runs), nodes_of(&p.control_runs));
+            let (a, b) = (nodes_of(values, &p.cell_runs), nodes_of(values, &p.control_runs));
             if a != b {
                 out.node_warnings.push(format!(
                     "warning: {} ran on {} and its control {} on {}: its estimate compares hosts as well as cells (per node: the table against the control on each node)",
@@ -466,12 +453,12 @@ pub fn estimates(
             }
         }
         for node in &all_nodes {
-            fn on<'r>(rs: &[&'r RunSummary], node: &str) -> Vec<&'r RunSummary> {
+            let on = |rs: &[usize], node: &str| -> Vec<usize> {
                 rs.iter()
                     .copied()
-                    .filter(|r| r.node.as_deref() == Some(node))
+                    .filter(|&r| values.node(r) == Some(node))
                     .collect()
-            }
+            };
             let here: Vec<Pair<'_>> = pooled
                 .iter()
                 .map(|p| Pair {
@@ -493,7 +480,7 @@ pub fn estimates(
                 ALPHA
             };
             out.per_node
-                .extend(estimate_rows(&here, level, settings, Some(node)));
+                .extend(estimate_rows(values, &here, level, settings, Some(node)));
         }
     }
     // Rows by cell (plan order), then metric (table order).

@@ -277,6 +277,7 @@ fn run_table(r: &Report) -> Markup {
                     }
                 }
             }
+            @if let Some(n) = r.collapsed_note() { p.note { (n) } }
             @for n in super::render::memory_notes(r) { p.note { (n) } }
         }
     }
@@ -648,11 +649,14 @@ mod tests {
             executor: None,
             nodes: Vec::new(),
             failures_by_reason: crate::report::model::failures_by_reason(&runs),
-            runs,
+            runs: runs.into(),
             cells: Vec::new(),
             estimates: Default::default(),
             overrides: None,
             adaptive: None,
+            values: Default::default(),
+            redone: (0, 0),
+            not_run_ranges: Vec::new(),
         }
     }
 

@@ -57,9 +57,36 @@ pub struct ReportOptions {
 /// The text is the whole of the command's stdout; nothing is printed here.
 ///
 /// # Errors
+/// As [`report_to_writer`].
+pub fn report_to_string(opts: &ReportOptions) -> anyhow::Result<String> {
+    let mut out = Vec::new();
+    prepare(opts)?.write(&mut out)?;
+    Ok(String::from_utf8(out)?)
+}
+
+/// Renders the report of `opts.bundle` in `opts.format` to `out` (CSV and JSON row by row as the
+/// runs are read), writing the plot when asked.
+///
+/// # Errors
+/// As [`prepare`] and [`Prepared::write`].
+pub fn report_to_writer(opts: &ReportOptions, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
+    prepare(opts)?.write(out)
+}
+
+/// A report read and ready to write ([`prepare`]).
+#[derive(Debug)]
+pub struct Prepared {
+    report: Report,
+    opts: ReportOptions,
+}
+
+/// Reads the report of `opts.bundle` (one pass over its runs, see [`collection`]) and writes the
+/// plot when asked; [`Prepared::write`] then writes the text.
+///
+/// # Errors
 /// The bundle cannot be read (newer format, missing bundle.json or plan.json, truncated run.json:
 /// the message names the file), the plot cannot be written, or `stderr` is asked of CSV.
-pub fn report_to_string(opts: &ReportOptions) -> anyhow::Result<String> {
+pub fn prepare(opts: &ReportOptions) -> anyhow::Result<Prepared> {
     if opts.stderr && opts.format == Format::Csv {
         anyhow::bail!(
             "--stderr applies to table and md output (csv has the reason column; json carries stderr-tail)"
@@ -69,18 +96,34 @@ pub fn report_to_string(opts: &ReportOptions) -> anyhow::Result<String> {
     if let Some(path) = &opts.plot {
         plot::write_svg(&report, path)?;
     }
-    let text = |style| {
-        let mut text = render::report_text(&report, style);
-        if opts.stderr {
-            text.push_str(&render::stderr_text(&report, style));
-        }
-        text
-    };
-    Ok(match opts.format {
-        Format::Table => text(TextStyle::Terminal(opts.width)),
-        Format::Md => text(TextStyle::Markdown),
-        Format::Csv => render::report_csv(&report)?,
-        Format::Json => render::report_json(&report)?,
-        Format::Html => html::report_page(&report, &opts.bundle)?,
+    Ok(Prepared {
+        report,
+        opts: opts.clone(),
     })
+}
+
+impl Prepared {
+    /// Writes the report in its format to `out`. CSV rows and JSON `runs` are written as they are
+    /// made; a bundle larger than [`model::RUN_ROWS`] has its runs read again for them.
+    ///
+    /// # Errors
+    /// Writing to `out` fails, or a run of a large bundle can no longer be read.
+    pub fn write(&self, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
+        let (report, opts) = (&self.report, &self.opts);
+        let text = |style| {
+            let mut text = render::report_text(report, style);
+            if opts.stderr {
+                text.push_str(&render::stderr_text(report, style));
+            }
+            text
+        };
+        match opts.format {
+            Format::Table => out.write_all(text(TextStyle::Terminal(opts.width)).as_bytes())?,
+            Format::Md => out.write_all(text(TextStyle::Markdown).as_bytes())?,
+            Format::Csv => render::write_csv(report, out)?,
+            Format::Json => render::write_json(report, out)?,
+            Format::Html => out.write_all(html::report_page(report, &opts.bundle)?.as_bytes())?,
+        }
+        Ok(())
+    }
 }

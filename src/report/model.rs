@@ -181,6 +181,59 @@ impl Report {
     pub fn multi_node(&self) -> bool {
         self.nodes.len() > 1
     }
+
+    /// Finished runs (all of them, not only those held).
+    pub fn finished(&self) -> usize {
+        self.counts.values().sum()
+    }
+
+    /// The note a per-run table of a large bundle carries, `None` when every run is shown:
+    /// `showing the first 1000 of 100000 finished runs (999000 not run: ...) ...`.
+    pub fn collapsed_note(&self) -> Option<String> {
+        if self.runs.complete() {
+            return None;
+        }
+        let finished = self.finished();
+        let shown = self.runs.iter().filter(|r| r.finished).count();
+        let mut note = if shown < finished {
+            format!("showing the first {shown} of {finished} finished runs")
+        } else {
+            format!("showing all {finished} finished runs")
+        };
+        if self.not_run > 0 {
+            note.push_str(&format!(
+                "; {} runs not run are counted, not listed ({})",
+                self.not_run,
+                self.not_run_text()
+            ));
+        }
+        note.push_str(&format!(
+            "; the bundle has more than {RUN_ROWS} planned runs, so per-run tables and notes cover              the runs shown while counts, per-cell figures and estimates cover every run; every run:              --format csv or --format json"
+        ));
+        Some(note)
+    }
+
+    /// The runs without run.json as plan index ranges: `plan index 984-999999` (first ranges
+    /// named, the others counted).
+    pub fn not_run_text(&self) -> String {
+        const NAMED: usize = 5;
+        let ranges: Vec<String> = self
+            .not_run_ranges
+            .iter()
+            .take(NAMED)
+            .map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") })
+            .collect();
+        let counted: usize = self.not_run_ranges.iter().map(|(a, b)| b - a + 1).sum();
+        let mut text = format!(
+            "plan ind{} {}",
+            if counted == 1 { "ex" } else { "ices" },
+            ranges.join(", ")
+        );
+        if self.not_run_ranges.len() > NAMED || counted < self.not_run {
+            text.push_str(" and more");
+        }
+        text
+    }
 }
 
 impl RunSummary {
@@ -334,8 +387,11 @@ pub struct Report {
     /// of each side.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<String>,
-    /// Every planned run, in plan order.
-    pub runs: Vec<RunSummary>,
+    /// Every planned run, in plan order (JSON `runs`). A bundle of at most [`RUN_ROWS`] planned
+    /// runs holds them all; a larger one holds the first [`RUN_ROWS`] finished runs (what the
+    /// per-run tables show) and reads every run again, one at a time, where all are written
+    /// (JSON, CSV): see [`Runs`].
+    pub runs: Runs,
     /// Aggregates per cell, in order of first appearance in the plan.
     pub cells: Vec<CellStats>,
     /// Every compared cell against its control ([`super::estimates`]).
@@ -351,6 +407,108 @@ pub struct Report {
     /// stopped; absent for a fixed number of repetitions.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub adaptive: Option<crate::bundle::AdaptiveRecord>,
+    /// The compact per-run numbers of every finished run (what the aggregates and `compare` use).
+    #[serde(skip)]
+    pub values: super::aggregation::RunValues,
+    /// Runs redone by `resume` (attempts > 1) and their earlier attempts, over every run.
+    #[serde(skip)]
+    pub redone: (usize, u64),
+    /// Plan indices of the runs without run.json, as inclusive ranges (at most
+    /// [`RUN_ROWS`] ranges are kept; `not_run` counts them all).
+    #[serde(skip)]
+    pub not_run_ranges: Vec<(usize, usize)>,
+}
+
+/// Most runs a report keeps whole in memory and shows in its per-run tables (table, Markdown,
+/// HTML). A bundle with more planned runs keeps its first `RUN_ROWS` finished runs for those tables,
+/// counts the runs that did not run, aggregates every run from compact numbers
+/// ([`super::aggregation::RunValues`]) and writes every run in CSV and JSON by reading the
+/// bundle's runs again one at a time; the tables say so.
+pub const RUN_ROWS: usize = 1000;
+
+/// The runs of a report (see [`Report::runs`]): the runs held, and, for a bundle larger than
+/// [`RUN_ROWS`], how to read them all again. Derefs to the runs held.
+#[derive(Debug, Clone, Default)]
+pub struct Runs {
+    held: Vec<RunSummary>,
+    all: Option<std::sync::Arc<super::collection::Restream>>,
+}
+
+impl From<Vec<RunSummary>> for Runs {
+    fn from(held: Vec<RunSummary>) -> Runs {
+        Runs { held, all: None }
+    }
+}
+
+impl std::ops::Deref for Runs {
+    type Target = Vec<RunSummary>;
+    fn deref(&self) -> &Vec<RunSummary> {
+        &self.held
+    }
+}
+
+impl std::ops::DerefMut for Runs {
+    fn deref_mut(&mut self) -> &mut Vec<RunSummary> {
+        &mut self.held
+    }
+}
+
+impl<'a> IntoIterator for &'a Runs {
+    type Item = &'a RunSummary;
+    type IntoIter = std::slice::Iter<'a, RunSummary>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.held.iter()
+    }
+}
+
+impl Runs {
+    /// Runs held, and the way to read every run of a large bundle again.
+    pub fn new(held: Vec<RunSummary>, all: Option<super::collection::Restream>) -> Runs {
+        Runs {
+            held,
+            all: all.map(std::sync::Arc::new),
+        }
+    }
+
+    /// Whether every planned run is held (else only the first [`RUN_ROWS`] finished ones).
+    pub fn complete(&self) -> bool {
+        self.all.is_none()
+    }
+
+    /// Calls `f` with every planned run in plan order: the runs held, or, for a large bundle,
+    /// each run read again from the bundle (one at a time).
+    ///
+    /// # Errors
+    /// The first error of `f`, or the bundle's when a run can no longer be read.
+    pub fn try_for_each(&self, mut f: impl FnMut(&RunSummary) -> anyhow::Result<()>) -> anyhow::Result<()> {
+        match &self.all {
+            None => self.held.iter().try_for_each(f),
+            Some(all) => all.try_for_each(&mut |run| f(&run)),
+        }
+    }
+}
+
+impl Serialize for Runs {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeSeq};
+        let Some(all) = &self.all else {
+            return self.held.serialize(serializer);
+        };
+        let mut seq = serializer.serialize_seq(None)?;
+        let mut failed = None;
+        let read = all.try_for_each(&mut |run| {
+            seq.serialize_element(&run).map_err(|e| {
+                let text = e.to_string();
+                failed = Some(e);
+                anyhow::anyhow!(text)
+            })
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        read.map_err(|e| S::Error::custom(format!("{e:#}")))?;
+        seq.end()
+    }
 }
 
 /// Finished runs that are not ok for the same reason ([`Report::failures_by_reason`]).
@@ -370,28 +528,54 @@ pub struct FailureReason {
 /// The finished runs of `runs` that are not ok, grouped by (outcome, reason), groups in plan order
 /// of their first run.
 pub fn failures_by_reason(runs: &[RunSummary]) -> Vec<FailureReason> {
-    let mut groups: Vec<FailureReason> = Vec::new();
-    let mut at: std::collections::HashMap<(Outcome, &str), usize> = std::collections::HashMap::new();
-    for run in runs.iter().filter(|r| r.finished) {
+    let mut groups = FailureGroups::default();
+    for run in runs {
+        groups.push(run);
+    }
+    groups.finish()
+}
+
+/// [`failures_by_reason`] fed one run at a time.
+#[derive(Debug, Default)]
+pub struct FailureGroups {
+    groups: Vec<FailureReason>,
+    at: std::collections::HashMap<(Outcome, String), usize>,
+}
+
+impl FailureGroups {
+    /// Adds a run (ignored unless finished and not ok).
+    pub fn push(&mut self, run: &RunSummary) {
+        if !run.finished {
+            return;
+        }
         let (Some(outcome), Some(reason)) = (run.outcome, run.reason.as_deref()) else {
-            continue;
+            return;
         };
         if outcome == Outcome::Ok {
-            continue;
+            return;
         }
-        let g = *at.entry((outcome, reason)).or_insert_with(|| {
-            groups.push(FailureReason {
-                outcome,
-                reason: reason.to_owned(),
-                count: 0,
-                runs: Vec::new(),
-            });
-            groups.len() - 1
-        });
-        groups[g].count += 1;
-        groups[g].runs.push(run.run_id.clone());
+        let g = match self.at.get(&(outcome, reason.to_owned())) {
+            Some(&g) => g,
+            None => {
+                self.groups.push(FailureReason {
+                    outcome,
+                    reason: reason.to_owned(),
+                    count: 0,
+                    runs: Vec::new(),
+                });
+                self.at
+                    .insert((outcome, reason.to_owned()), self.groups.len() - 1);
+                self.groups.len() - 1
+            }
+        };
+        self.groups[g].count += 1;
+        self.groups[g].runs.push(run.run_id.clone());
     }
-    groups
+
+    /// The groups, in plan order of their first run.
+    pub fn finish(self) -> Vec<FailureReason> {
+        self.groups
+    }
 }
 
 /// `key=value` pairs of a cell, space separated: matrix keys in `keys` order first, then any other

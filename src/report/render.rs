@@ -189,11 +189,10 @@ pub fn summary_line(r: &Report) -> String {
         .iter()
         .map(|(o, n)| format!("{n} {}", o.as_str()))
         .collect();
-    let redone = r.runs.iter().filter(|run| run.attempts > 1).count();
+    let (redone, earlier) = r.redone;
     let redone = if redone == 0 {
         String::new()
     } else {
-        let earlier: u32 = r.runs.iter().map(|run| run.attempts.saturating_sub(1)).sum();
         format!("; {redone} redone by resume ({earlier} earlier attempts kept, not reported)")
     };
     format!(
@@ -393,6 +392,7 @@ fn mappings_table(r: &Report) -> Section {
             ]);
         }
     }
+    s.notes.extend(r.collapsed_note());
     s
 }
 
@@ -475,6 +475,7 @@ fn retention_run_table(r: &Report) -> Section {
         row.extend([opt(ret.last_tensor_alive), agg]);
         s.rows.push(row);
     }
+    s.notes.extend(r.collapsed_note());
     let excluded: Vec<&RunSummary> = r.runs.iter().filter(|r| r.excluded.is_some()).collect();
     if !excluded.is_empty() {
         s.notes.push(format!(
@@ -828,6 +829,7 @@ fn rate_run_table(r: &Report) -> Section {
     s.notes.push(
         "1st / 2nd half: the slope over the first / second half of the loop's iterations (growth that stops looks like a cache filling)".into(),
     );
+    s.notes.extend(r.collapsed_note());
     s
 }
 
@@ -853,6 +855,7 @@ fn metric_sections(r: &Report) -> Vec<Section> {
             .collect::<Vec<_>>()
             .join(", ")
     ));
+    per_run.notes.extend(r.collapsed_note());
     let mut cols: Vec<(&str, bool)> = vec![("cell", false), ("n", true)];
     cols.extend(names.iter().map(|n| (*n, true)));
     let mut per_cell = Section::new("Metrics per cell (min / median / max)", &cols);
@@ -918,6 +921,18 @@ fn failures_section(r: &Report) -> Section {
 
 fn run_section(r: &Report) -> Section {
     let mut s = run_table(r);
+    if let Some(note) = r.collapsed_note() {
+        s.notes.insert(0, note);
+        if r.not_run > 0 {
+            s.notes.push(format!(
+                "not run (no run.json; bundle status {}): {} runs, {}",
+                r.status.as_str(),
+                r.not_run,
+                r.not_run_text()
+            ));
+        }
+        return s;
+    }
     let not_run: Vec<&str> = r
         .runs
         .iter()
@@ -1028,6 +1043,10 @@ pub fn stderr_text(r: &Report, style: TextStyle) -> String {
         out.push_str(&style.wrap(title));
         out.push('\n');
     }
+    if let Some(note) = r.collapsed_note() {
+        out.push_str(&style.wrap(&note));
+        out.push('\n');
+    }
     let failed: Vec<&RunSummary> = r.runs.iter().filter(|run| run.reason.is_some()).collect();
     if failed.is_empty() {
         out.push_str("every run is ok\n");
@@ -1118,7 +1137,18 @@ pub fn stderr_text(r: &Report, style: TextStyle) -> String {
 /// # Errors
 /// Only from the CSV writer.
 pub fn report_csv(r: &Report) -> anyhow::Result<String> {
-    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut out = Vec::new();
+    write_csv(r, &mut out)?;
+    Ok(String::from_utf8(out)?)
+}
+
+/// [`report_csv`] written to `out` row by row (every run of a large bundle is read again, one at a
+/// time: see [`super::model::Runs`]).
+///
+/// # Errors
+/// From the CSV writer, `out`, or the bundle when a run can no longer be read.
+pub fn write_csv(r: &Report, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
+    let mut w = csv::Writer::from_writer(out);
     let mut header: Vec<String> = ["run_id", "index"].map(String::from).to_vec();
     header.extend(r.matrix_keys.iter().cloned());
     let nodes = r.multi_node();
@@ -1151,7 +1181,7 @@ pub fn report_csv(r: &Report) -> anyhow::Result<String> {
     w.write_record(&header)?;
     let e = String::new;
     let o = |v: Option<String>| v.unwrap_or_default();
-    for run in &r.runs {
+    r.runs.try_for_each(|run| {
         let mut row = vec![run.run_id.clone(), run.index.to_string()];
         row.extend(
             r.matrix_keys
@@ -1206,8 +1236,10 @@ pub fn report_csv(r: &Report) -> anyhow::Result<String> {
         }
         row.push(run_unusable_text(run));
         w.write_record(&row)?;
-    }
-    Ok(String::from_utf8(w.into_inner()?)?)
+        Ok(())
+    })?;
+    w.flush()?;
+    Ok(())
 }
 
 /// What one run gave that the report cannot use, for CSV's `unusable_values`: its output's
@@ -1239,4 +1271,17 @@ fn run_unusable_text(run: &super::model::RunSummary) -> String {
 /// Only from serde_json.
 pub fn report_json(r: &Report) -> anyhow::Result<String> {
     Ok(serde_json::to_string_pretty(r)? + "\n")
+}
+
+/// [`report_json`] written to `out` as it is made (every run of a large bundle is read again, one
+/// at a time: see [`super::model::Runs`]).
+///
+/// # Errors
+/// From serde_json, `out`, or the bundle when a run can no longer be read.
+pub fn write_json(r: &Report, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
+    let mut out = std::io::BufWriter::new(out);
+    serde_json::to_writer_pretty(&mut out, r)?;
+    std::io::Write::write_all(&mut out, b"\n")?;
+    std::io::Write::flush(&mut out)?;
+    Ok(())
 }

@@ -76,6 +76,7 @@ mod report_output;
 mod report_plot;
 mod report_reader;
 mod report_reasons;
+mod report_scale;
 mod report_unusable;
 mod report_width;
 mod run_containment;

@@ -4,7 +4,7 @@
 //! after changing benches/report/synth.rs; the snapshot tests then show what changed.
 
 #[path = "../../benches/report/synth.rs"]
-mod synth;
+pub mod synth;
 
 use std::path::PathBuf;
 

@@ -1,0 +1,134 @@
+//! `hwr-exp report` of a bundle larger than `RUN_ROWS` (1000) planned runs: runs that did not run
+//! are counted, not listed; per-run tables show the first 1000 finished runs with a note naming
+//! csv/json; CSV and JSON still carry every run (read again one at a time); the per-cell figures
+//! and the estimates cover every run.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::report_fixtures::synth;
+use crate::support::hwr;
+
+/// 4 cells x 400 repetitions = 1600 planned runs; the runs from plan index 1100 on did not run.
+fn large_bundle(dir: &Path) {
+    let mut s = synth::Synth::small("large");
+    s.repetitions = 400;
+    s.stop_at = Some(1100);
+    s.loop_samples = 4;
+    s.memory_jsonl = false;
+    s.timeout_run = Some(1050);
+    synth::write_bundle(dir, &s).unwrap();
+}
+
+fn report(dir: &Path, format: &str) -> String {
+    let out = hwr(dir, &["report", dir.to_str().unwrap(), "--format", format]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn a_large_bundle_counts_not_run_runs_and_shows_the_first_finished_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("bundle");
+    large_bundle(&dir);
+    let table = report(&dir, "table");
+    // What is planned and what ran, over every run.
+    assert!(
+        table.contains("1600 planned, 1100 finished (1099 ok, 1 timeout), 500 not run"),
+        "{table}"
+    );
+    // The runs that did not run are one count with their plan indices, not 500 rows or ids.
+    assert!(
+        table.contains("not run (no run.json; bundle status interrupted): 500 runs, plan indices 1100-1599"),
+        "{table}"
+    );
+    assert!(!table.contains("1599-reuse-64-r400"), "{table}");
+    // The first 1000 finished runs are shown; later ones are counted.
+    assert!(table.contains("0999-reuse-64-r250"), "{table}");
+    assert!(!table.contains("1000-get_tensor-16-r251"), "{table}");
+    let flat = table.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(
+            "showing the first 1000 of 1100 finished runs; 500 runs not run are counted, not listed"
+        ),
+        "{table}"
+    );
+    assert!(
+        flat.contains("every run: --format csv or --format json"),
+        "{table}"
+    );
+    // The timeout at index 1050 is not in the run table, but the failures table counts it.
+    assert!(table.contains("1050-reuse-16-r263"), "{table}");
+    let md = report(&dir, "md");
+    assert!(
+        md.contains("showing the first 1000 of 1100 finished runs"),
+        "{md}"
+    );
+    assert!(!md.contains("1000-get_tensor-16-r251"));
+    let html = report(&dir, "html");
+    assert!(html.contains("showing the first 1000 of 1100 finished runs"));
+    assert!(!html.contains("1000-get_tensor-16-r251"));
+}
+
+#[test]
+fn csv_and_json_of_a_large_bundle_carry_every_run_and_agree_with_the_aggregates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("bundle");
+    large_bundle(&dir);
+    let csv = report(&dir, "csv");
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let header = reader.headers().unwrap().clone();
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), 1600);
+    let (id, term, agg) = (col("run_id"), col("termination"), col("aggregated"));
+    assert_eq!(&rows[1599][id], "1599-reuse-64-r400");
+    assert_eq!(&rows[1599][term], "not-run");
+    assert_eq!(&rows[1050][id], "1050-reuse-16-r263");
+    assert_eq!(&rows[1050][term], "timeout");
+    assert_eq!(&rows[1099][term], "exited");
+    assert_eq!(rows.iter().filter(|r| &r[term] == "not-run").count(), 500);
+    // Median private growth per cell from the CSV rows (every run, read again) equals the
+    // per-cell figure (compact numbers of the first pass).
+    let (mode, el, growth) = (col("mode"), col("elements"), col("private_growth_bytes"));
+    let mut per_cell: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for r in rows.iter().filter(|r| &r[agg] == "true") {
+        per_cell
+            .entry(format!("mode={} elements={}", &r[mode], &r[el]))
+            .or_default()
+            .push(r[growth].parse().unwrap());
+    }
+    let json: serde_json::Value = serde_json::from_str(&report(&dir, "json")).unwrap();
+    let runs = json["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1600);
+    assert_eq!(runs[1599]["run-id"], "1599-reuse-64-r400");
+    assert_eq!(runs[1599]["finished"], false);
+    assert_eq!(runs[1050]["outcome"], "timeout");
+    assert_eq!(json["not-run"], 500);
+    assert_eq!(json["planned-runs"], 1600);
+    let cells = json["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 4);
+    assert_eq!(
+        cells.iter().map(|c| c["runs"].as_u64().unwrap()).sum::<u64>(),
+        1100
+    );
+    for c in cells {
+        let values = per_cell.get_mut(c["cell"].as_str().unwrap()).unwrap();
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        let median = (values[(n - 1) / 2] + values[n / 2]) / 2.0;
+        let stats = &c["retention"]["private-growth-bytes"];
+        assert_eq!(stats["n"].as_u64().unwrap() as usize, n);
+        assert_eq!(stats["median"].as_f64().unwrap(), median, "{c}");
+        assert_eq!(c["included"].as_u64().unwrap() as usize, n);
+    }
+    // Every compared cell has its estimates, from all 275 runs per cell (one left out).
+    let rows = json["estimates"]["rows"].as_array().unwrap();
+    let growth = rows
+        .iter()
+        .find(|e| e["metric"] == "private-growth-bytes" && e["cell"] == "mode=get_tensor elements=16")
+        .unwrap();
+    assert_eq!(growth["n-cell"], 275);
+    assert_eq!(growth["n-control"], 274);
+    assert_eq!(json["failures-by-reason"][0]["count"], 1);
+}
