@@ -33,6 +33,8 @@
 # MinJobAge after they end), so each side starts from an empty queue and sdiag counts only it.
 # The machine's load average is printed with each side (on a shared machine only the side-by-side
 # ratios mean something).
+# SIDES="hand" or SIDES="hwr" runs one side only (default: "hand hwr", side by side), e.g. to
+# measure the hand-written side once and compare several builds of hwr-exp against it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-1}
@@ -164,16 +166,17 @@ measure() {
 stats() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {printf "%.2f / %.2f / %.2f", a[1], a[int((NR + 1) / 2)], a[NR]}'; }
 col() { local k=$1; shift; for line in "$@"; do echo "$line" | awk -v k="$k" '{print $k}'; done; }
 
+sides=${SIDES:-hand hwr}
 for n in "${sizes[@]}"; do
   hand=() hwr=()
   for r in $(seq 1 "$rounds"); do
-    h=$(measure hand "$n")
-    x=$(measure hwr "$n")
-    hand+=("$h") hwr+=("$x")
+    h=- x=-
+    case " $sides " in *" hand "*) h=$(measure hand "$n"); hand+=("$h") ;; esac
+    case " $sides " in *" hwr "*) x=$(measure hwr "$n"); hwr+=("$x") ;; esac
     echo "$n runs, round $r: by hand [s cpu-s peak-KiB ctld-cpu-s rpcs job-info-rpcs completed own-peak-KiB] $h; hwr-exp $x"
   done
   echo "== $n runs (min / median / max over $rounds round(s))"
-  for side in hand hwr; do
+  for side in $sides; do
     if [ "$side" = hand ]; then lines=("${hand[@]}"); name="by hand"; else lines=("${hwr[@]}"); name="hwr-exp"; fi
     mapfile -t per < <(for l in "${lines[@]}"; do echo "$l" | awk -v n="$n" '{printf "%.4f\n", $2 * 1000 / n}'; done)
     echo "  $name: total $(stats $(col 1 "${lines[@]}")) s; CPU $(stats $(col 2 "${lines[@]}")) s = $(stats "${per[@]}") ms per run; peak RSS with children $(stats $(col 3 "${lines[@]}")) KiB, own $(stats $(col 8 "${lines[@]}")) KiB"

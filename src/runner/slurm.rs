@@ -674,43 +674,87 @@ pub struct QueueRefused {
 /// The shortest pause between two polls of [`wait`].
 pub const POLL_MIN: Duration = POLL;
 
-/// The longest pause between two polls of [`wait`], reached while nothing changes.
+/// The longest pause between two polls of [`wait`] while nothing changes.
 pub const POLL_MAX: Duration = Duration::from_secs(5);
 
-/// The longest pause while runs start and end: progress, the release of the next array and the
-/// next piece lag the queue by at most this (plus one `squeue`).
-pub const POLL_BUSY_MAX: Duration = Duration::from_secs(2);
+/// The longest pause between two polls of [`wait`] while runs start and end with much work still
+/// ahead: the progress display and the next piece then lag the queue by at most this (plus one
+/// `squeue`); the next array's release does not (the pause is bounded by the tasks ahead of it).
+pub const POLL_FLOW_MAX: Duration = Duration::from_secs(10);
 
 /// How many changes (a task started, a run finished or was lost, arrays submitted) one poll aims
 /// to see while runs flow. A poll costs one `squeue` process (12-20 ms of CPU on the 2-core test
 /// machine, most of it the client's start-up and its three RPCs, whatever the answer's size) and
 /// a job-info RPC in slurmctld, so at a fixed 0.25 s a cluster starting 20 tasks a second cost
-/// the waiter 2 ms of CPU per run and more job-info RPCs than a hand-written `squeue` loop;
-/// seeing about 64 changes (32 runs) a poll makes it well under 1 ms a run.
-pub const POLL_BATCH: u32 = 64;
+/// the waiter 2 ms of CPU per run and more job-info RPCs than a hand-written `squeue` loop. At
+/// 64 changes a poll (up to 2 s) 20,000 runs still made 745 job-info RPCs against the hand
+/// loop's 539 (324 in another round, its squeue slower under load); aiming at 256 (capped at
+/// [`POLL_FLOW_MAX`]) polls a bundle ending 15-20 runs a second every 7-10 s.
+pub const POLL_BATCH: u32 = 256;
 
-/// The next pause of [`wait`], given the time `since` the previous poll and the `changes` this
-/// one saw: while nothing changes, half as long again as `previous`, up to [`POLL_MAX`]; after a
-/// poll that saw changes, the pause in which [`POLL_BATCH`] changes are expected at the rate
-/// just seen (`since * POLL_BATCH / changes`), between [`POLL_MIN`] and [`POLL_BUSY_MAX`]. So
-/// a busy bundle is polled every 1-2 s, and a burst of changes (many tasks ending at
-/// once) is looked at again after [`POLL_MIN`].
-pub fn next_pause(previous: Duration, since: Duration, changes: usize) -> Duration {
+/// The next pause of [`wait`], given the time `since` the previous poll, the `changes` this one
+/// saw and the tasks `ahead` that can start or end before the waiter has something to do (the
+/// front array's pending tasks while a held array waits behind it, else the bundle's tasks not
+/// over: [`tasks_ahead`](super::slurm_pieces::tasks_ahead)):
+/// - nothing changed: half as long again as `previous`, up to [`POLL_MAX`];
+/// - else the pause in which `min(POLL_BATCH, ahead)` changes are expected at the rate just
+///   seen (`since * aim / changes`), between [`POLL_MIN`] and [`POLL_FLOW_MAX`]. A task is one or
+///   two changes (its start, if seen, and its end), so the next poll comes before about half of
+///   the tasks ahead have gone: a busy bundle with much work left is polled every 10 s, an array
+///   boundary or the bundle's end are approached with shorter pauses, and a burst of changes
+///   (many tasks ending at once) is looked at again after [`POLL_MIN`].
+pub fn next_pause(previous: Duration, since: Duration, changes: usize, ahead: usize) -> Duration {
     if changes == 0 {
         return (previous + previous / 2).clamp(POLL_MIN, POLL_MAX);
     }
+    let aim = u32::try_from(ahead).unwrap_or(u32::MAX).clamp(1, POLL_BATCH);
     let changes = u32::try_from(changes).unwrap_or(u32::MAX);
-    (since.saturating_mul(POLL_BATCH) / changes).clamp(POLL_MIN, POLL_BUSY_MAX)
+    (since.saturating_mul(aim) / changes).clamp(POLL_MIN, POLL_FLOW_MAX)
+}
+
+/// What [`wait`] keeps per run still waited for: which runs have no counted run.json yet, since
+/// when a run's task is gone without one, which tasks were seen running and on which node.
+#[derive(Debug, Default)]
+struct Waited {
+    /// Runs without a counted run.json.
+    pending: BTreeSet<usize>,
+    /// When each run's task was first seen gone from the queue without a run.json.
+    gone_since: BTreeMap<usize, Instant>,
+    /// Runs whose task was seen running.
+    started: BTreeSet<usize>,
+    /// The node each started task runs on (for a lost run whose task Slurm no longer knows).
+    seen_on: BTreeMap<usize, String>,
+}
+
+impl Waited {
+    fn new(indices: &[usize]) -> Self {
+        Waited {
+            pending: indices.iter().copied().collect(),
+            ..Waited::default()
+        }
+    }
+
+    /// Forgets run `i`, which has its run.json now: nothing of it is kept.
+    fn finished(&mut self, i: usize) {
+        self.pending.remove(&i);
+        self.gone_since.remove(&i);
+        self.started.remove(&i);
+        self.seen_on.remove(&i);
+    }
 }
 
 /// Waits until every run of the session has a run.json. Each poll asks `squeue` once for the
 /// active tasks of the bundle's arrays ([`SlurmClient::active`]: the states of tasks not over,
 /// an array's pending rest as one line) and looks at a run's folder only once its task is no
-/// longer active: no folder of a pending or running task is opened. It releases held arrays in
+/// longer active: no folder of a pending or running task is opened. An array a successful poll
+/// no longer lists is over and not asked about again (so one array left in the queue is one
+/// `REQUEST_JOB_INFO_SINGLE`, not a whole-table `REQUEST_JOB_INFO`). It releases held arrays in
 /// order ([`govern`]), submits the next piece when `feeder` has runs left and room frees
-/// ([`Feeder::feed`]), and pauses [`next_pause`]: 1-2 s while runs start and end (less
-/// after a burst of changes, down to [`POLL_MIN`]), growing to [`POLL_MAX`] while nothing changes;
-/// [`POLL_MIN`] while an array boundary is near ([`boundary_near`](super::slurm_pieces::boundary_near)). A run whose task ended, still without run.json
+/// ([`Feeder::feed`]), and pauses [`next_pause`]: up to [`POLL_FLOW_MAX`] while runs start and
+/// end with much work ahead, shorter as the tasks ahead of the next array or of the bundle's end
+/// run out (and after a burst of changes, down to [`POLL_MIN`]), growing to [`POLL_MAX`] while
+/// nothing changes; [`POLL_MIN`] while an array boundary is near
+/// ([`boundary_near`](super::slurm_pieces::boundary_near)). A run whose task ended, still without run.json
 /// `lost_grace` later, is recorded as `lost` with Slurm's account of the task (`scontrol show
 /// job`). Each run.json found is counted in bundle.json. When `squeue` fails with a transient
 /// error (after the client's retries), only folders of runs seen running are looked at until it
@@ -742,11 +786,7 @@ pub fn wait(
         .writer
         .get_mut()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let mut pending: BTreeSet<usize> = indices.iter().copied().collect();
-    let mut gone_since: BTreeMap<usize, Instant> = BTreeMap::new();
-    let mut started: BTreeSet<usize> = BTreeSet::new();
-    // The node each started task runs on (for a lost run whose task Slurm no longer knows).
-    let mut seen_on: BTreeMap<usize, String> = BTreeMap::new();
+    let mut waited = Waited::new(indices);
     let mut done = 0usize;
     let marker = writer.dir().join(files::SLURM).join(files::CANCEL_REQUESTED);
     let mut warned = false;
@@ -754,6 +794,8 @@ pub fn wait(
     let mut last_poll = Instant::now();
     // The bundle's tasks pending at the last poll (none known before the first).
     let mut queued = 0usize;
+    // Arrays a poll no longer listed: every task of theirs is over, they are not asked about.
+    let mut over: BTreeSet<u64> = BTreeSet::new();
     let order = |writer: &BundleWriter| -> Vec<u64> {
         writer
             .info()
@@ -790,7 +832,12 @@ pub fn wait(
                 )),
             }
         }
-        let queue = match client.active(&map.job_ids()) {
+        let asked: Vec<u64> = map
+            .job_ids()
+            .into_iter()
+            .filter(|id| !over.contains(id))
+            .collect();
+        let queue = match client.active(&asked) {
             Ok(q) => {
                 warned = false;
                 Some(q)
@@ -816,14 +863,17 @@ pub fn wait(
             return Ok(SessionEnd::Interrupted);
         }
         let mut near = false;
+        let mut ahead = waited.pending.len();
         if let Some(q) = &queue {
+            over.extend(asked.iter().filter(|id| !q.arrays.contains_key(id)));
             queued = q.arrays.values().map(|a| a.pending.len()).sum();
             near = super::slurm_pieces::boundary_near(q, &order(writer), plan.jobs);
+            ahead = super::slurm_pieces::tasks_ahead(q, &order(writer));
             let released = apply(client, &govern(q, &order(writer), plan.jobs));
             if !released.is_empty() {
                 writer.set_slurm_array_state(&released, crate::slurm::ArrayState::Released)?;
             }
-            let reasons = q.pending_reasons(|k| map.index(k).is_some_and(|i| pending.contains(&i)));
+            let reasons = q.pending_reasons(|k| map.index(k).is_some_and(|i| waited.pending.contains(&i)));
             let text = crate::slurm::queue::pending_text(&reasons);
             if text != shown_pending {
                 progress.waiting(text.as_deref());
@@ -832,7 +882,7 @@ pub fn wait(
         }
         // Runs whose task Slurm no longer lists as active: their folders are looked at.
         let mut ended: Vec<usize> = Vec::new();
-        for &i in &pending {
+        for &i in &waited.pending {
             let Some(key) = map.task(i) else {
                 continue;
             };
@@ -840,11 +890,11 @@ pub fn wait(
                 Some(q) => match q.activity(key) {
                     Some(crate::slurm::Activity::Started(state, nodes)) => {
                         if let Some(n) = nodes
-                            && !seen_on.contains_key(&i)
+                            && !waited.seen_on.contains_key(&i)
                         {
-                            seen_on.insert(i, n.to_string());
+                            waited.seen_on.insert(i, n.to_string());
                         }
-                        if *state == crate::slurm::TaskState::Running && started.insert(i) {
+                        if *state == crate::slurm::TaskState::Running && waited.started.insert(i) {
                             changes += 1;
                             progress.run_started(&plan.run(i));
                         }
@@ -853,7 +903,7 @@ pub fn wait(
                     None => ended.push(i),
                 },
                 // No answer from squeue: only runs seen running may have ended.
-                None if started.contains(&i) => ended.push(i),
+                None if waited.started.contains(&i) => ended.push(i),
                 None => {}
             }
         }
@@ -870,15 +920,9 @@ pub fn wait(
             );
             let lost = match read {
                 Ok(record) if !needs_slurms_word(&record) => {
-                    pending.remove(&i);
-                    gone_since.remove(&i);
-                    started.remove(&i);
-                    seen_on.remove(&i);
                     writer.count_run(&record)?;
-                    done += 1;
                     changes += 1;
-                    let failure = RunFailure::read(&record, &writer.run_dir(&run), FAILURE_TAIL_LINES);
-                    progress.run_finished(&run, &record, failure.as_ref(), done, total);
+                    done = finished(&mut waited, i, &run, &record, writer, progress, (done, total));
                     continue;
                 }
                 Ok(record) => {
@@ -890,14 +934,9 @@ pub fn wait(
                     }
                     let account = SlurmAccount::of(client, key, None, writer.dir());
                     if !account.killed {
-                        pending.remove(&i);
-                        started.remove(&i);
-                        seen_on.remove(&i);
                         writer.count_run(&record)?;
-                        done += 1;
                         changes += 1;
-                        let failure = RunFailure::read(&record, &writer.run_dir(&run), FAILURE_TAIL_LINES);
-                        progress.run_finished(&run, &record, failure.as_ref(), done, total);
+                        done = finished(&mut waited, i, &run, &record, writer, progress, (done, total));
                         continue;
                     }
                     let started = crate::slurm::log::parse_time(&record.start);
@@ -908,7 +947,7 @@ pub fn wait(
                     if queue.is_none() {
                         continue;
                     }
-                    let since = *gone_since.entry(i).or_insert_with(Instant::now);
+                    let since = *waited.gone_since.entry(i).or_insert_with(Instant::now);
                     if since.elapsed() < lost_grace {
                         continue;
                     }
@@ -924,26 +963,20 @@ pub fn wait(
             let mut lost = lost;
             // The node the task started on, as this waiter saw it, when Slurm forgot the task.
             if lost.node.is_none() {
-                lost.node = seen_on.get(&i).cloned();
+                lost.node = waited.seen_on.get(&i).cloned();
             }
             // record_lost counts the run in bundle.json itself.
             let record = writer.record_lost(&run, plan.output_format, lost)?;
-            done += 1;
             changes += 1;
-            let failure = RunFailure::read(&record, &writer.run_dir(&run), FAILURE_TAIL_LINES);
-            progress.run_finished(&run, &record, failure.as_ref(), done, total);
-            pending.remove(&i);
-            gone_since.remove(&i);
-            started.remove(&i);
-            seen_on.remove(&i);
+            done = finished(&mut waited, i, &run, &record, writer, progress, (done, total));
         }
-        if pending.is_empty() {
+        if waited.pending.is_empty() {
             return Ok(SessionEnd::Complete);
         }
         pause = if near {
             POLL_MIN
         } else {
-            next_pause(pause, last_poll.elapsed(), changes)
+            next_pause(pause, last_poll.elapsed(), changes, ahead)
         };
         last_poll = Instant::now();
         // Sleep in slices, so that Ctrl-C and `hwr-exp cancel` are seen within POLL_MIN.
@@ -952,6 +985,24 @@ pub fn wait(
             std::thread::sleep(POLL_MIN.min(until.saturating_duration_since(Instant::now())));
         }
     }
+}
+
+/// Run `i` of the bundle `writer` holds has its run.json `record`, counted in bundle.json: `waited`
+/// forgets it, `progress` shows it (with its failure's tail). Returns the runs done now, given
+/// `(done, total)` before.
+fn finished(
+    waited: &mut Waited,
+    i: usize,
+    run: &crate::plan::PlannedRun,
+    record: &RunRecord,
+    writer: &BundleWriter,
+    progress: &super::progress::Collect,
+    (done, total): (usize, usize),
+) -> usize {
+    waited.finished(i);
+    let failure = RunFailure::read(record, &writer.run_dir(run), FAILURE_TAIL_LINES);
+    progress.run_finished(run, record, failure.as_ref(), done + 1, total);
+    done + 1
 }
 
 /// Whether a run.json a task wrote needs Slurm's word before it is trusted: a run that did not
@@ -1332,28 +1383,61 @@ mod tests {
 
     #[test]
     fn the_pause_grows_by_half_while_nothing_changes_up_to_the_maximum() {
-        assert_eq!(next_pause(POLL_MIN, POLL_MIN, 0), 375 * MS);
-        assert_eq!(next_pause(4000 * MS, 4000 * MS, 0), POLL_MAX);
-        assert_eq!(next_pause(POLL_MAX, POLL_MAX, 0), POLL_MAX);
+        assert_eq!(next_pause(POLL_MIN, POLL_MIN, 0, 1000), 375 * MS);
+        assert_eq!(next_pause(4000 * MS, 4000 * MS, 0, 1000), POLL_MAX);
+        assert_eq!(next_pause(POLL_MAX, POLL_MAX, 0, 0), POLL_MAX);
     }
 
     #[test]
-    fn a_steady_flow_is_polled_so_that_a_poll_sees_about_a_batch_of_changes() {
-        // 20 tasks a second start and 20 end (the one-node test cluster with 16 CPUs): 40
-        // changes a second; a batch of 64 is 1.6 s of them.
-        assert_eq!(next_pause(POLL_MIN, 250 * MS, 10), 1600 * MS);
+    fn a_steady_flow_with_much_ahead_is_polled_so_that_a_poll_sees_about_a_batch_of_changes() {
+        // 80 changes a second (40 tasks start and 40 end): a batch of 256 is 3.2 s of them.
+        assert_eq!(next_pause(POLL_MIN, 250 * MS, 20, 10_000), 3200 * MS);
         // At the new pause the same rate keeps it.
-        assert_eq!(next_pause(1600 * MS, 1600 * MS, 64), 1600 * MS);
-        // A slower flow is polled every POLL_BUSY_MAX (the lag progress and the next array's
-        // release may have), not less often.
-        assert_eq!(next_pause(1600 * MS, 1600 * MS, 8), POLL_BUSY_MAX);
+        assert_eq!(next_pause(3200 * MS, 3200 * MS, 256, 10_000), 3200 * MS);
+        // 20 tasks a second, each seen to start and to end: 6.4 s.
+        assert_eq!(next_pause(1600 * MS, 1600 * MS, 64, 10_000), 6400 * MS);
+        // A slow flow: every POLL_FLOW_MAX, the longest lag the progress and the next piece
+        // may have.
+        assert_eq!(next_pause(POLL_MAX, POLL_MAX, 8, 10_000), POLL_FLOW_MAX);
     }
 
     #[test]
-    fn a_burst_of_changes_is_looked_at_again_soon_and_a_single_one_after_idling_within_the_busy_maximum() {
-        // 200 tasks ended at once: look again soon (the next tasks start now).
-        assert_eq!(next_pause(POLL_MAX, POLL_MAX, 2000), POLL_MIN);
-        // One task ended after 5 s of nothing: the next look within POLL_BUSY_MAX, not 5 s.
-        assert_eq!(next_pause(POLL_MAX, POLL_MAX, 1), POLL_BUSY_MAX);
+    fn the_pause_shortens_as_the_tasks_ahead_run_out() {
+        // 40 changes a second, 64 tasks before the next array is due (or the bundle's end):
+        // the next look after 64 changes, 1.6 s, before the last of them can have gone.
+        assert_eq!(next_pause(POLL_MAX, POLL_MAX, 200, 64), 1600 * MS);
+        // 16 tasks left: 0.4 s.
+        assert_eq!(next_pause(1600 * MS, 1600 * MS, 64, 16), 400 * MS);
+        // Nothing ahead (a held array is due): POLL_MIN.
+        assert_eq!(next_pause(POLL_MAX, POLL_MAX, 200, 0), POLL_MIN);
+    }
+
+    #[test]
+    fn a_burst_of_changes_is_looked_at_again_soon() {
+        // 2,000 tasks ended at once: look again soon (the next tasks start now).
+        assert_eq!(next_pause(POLL_MAX, POLL_MAX, 2000, 10_000), 640 * MS);
+        assert_eq!(next_pause(POLL_MAX, POLL_MAX, 10_000, 10_000), POLL_MIN);
+        // One task of the last one ended after 5 s of nothing: 5 s again.
+        assert_eq!(next_pause(POLL_MAX, POLL_MAX, 1, 1), POLL_MAX);
+        // One of the last 4 ended after 2 s: 2 s x 4 = 8 s.
+        assert_eq!(next_pause(2000 * MS, 2000 * MS, 1, 4), 8000 * MS);
+        // One of the last 8 after 5 s: capped.
+        assert_eq!(next_pause(POLL_MAX, POLL_MAX, 1, 8), POLL_FLOW_MAX);
+    }
+
+    #[test]
+    fn a_finished_run_is_forgotten_entirely_whichever_way_it_finished() {
+        // The failed-but-trusted path used to keep `gone_since`: a run whose task was gone
+        // without run.json at one poll and whose failed run.json was trusted at the next.
+        let mut waited = Waited::new(&[3, 4, 5]);
+        waited.gone_since.insert(4, Instant::now());
+        waited.started.insert(4);
+        waited.seen_on.insert(4, "n1".into());
+        waited.started.insert(5);
+        waited.finished(4);
+        assert_eq!(waited.pending.iter().copied().collect::<Vec<_>>(), vec![3, 5]);
+        assert!(waited.gone_since.is_empty());
+        assert!(waited.seen_on.is_empty());
+        assert_eq!(waited.started.iter().copied().collect::<Vec<_>>(), vec![5]);
     }
 }

@@ -98,6 +98,30 @@ pub fn boundary_near(queue: &ActiveQueue, arrays: &[u64], jobs: u32) -> bool {
     }
 }
 
+/// The tasks of `queue` that can start or end before the waiter has something to do, for its
+/// pause ([`super::slurm::next_pause`]): while a held array waits, the pending tasks of the front
+/// array (the first released one with pending tasks; none: 0), whose last start is when the next
+/// array is due; else every task listed (pending and started), whose last end is the bundle's.
+pub fn tasks_ahead(queue: &ActiveQueue, arrays: &[u64]) -> usize {
+    let listed = |id: &u64| queue.arrays.get(id);
+    let held_waiting = arrays
+        .iter()
+        .filter_map(listed)
+        .any(|a| !a.pending.is_empty() && a.held);
+    if held_waiting {
+        return arrays
+            .iter()
+            .filter_map(listed)
+            .find(|a| !a.pending.is_empty() && !a.held)
+            .map_or(0, |a| a.pending.len());
+    }
+    queue
+        .arrays
+        .values()
+        .map(|a| a.pending.len() + a.started.len())
+        .sum()
+}
+
 /// Applies [`govern`]'s steps; a failed step is said and tried again at the next poll. Returns
 /// the arrays released (for bundle.json's `state`).
 pub fn apply(client: &SlurmClient, steps: &[Step]) -> Vec<u64> {
@@ -388,6 +412,29 @@ mod tests {
         // One array, at its full throttle: no boundary at all.
         let q = queue(vec![(10, array(&[3], false, Some(4), &[0, 1, 2]))]);
         assert!(!boundary_near(&q, &[10], 4));
+    }
+
+    #[test]
+    fn the_tasks_ahead_are_the_front_arrays_pending_ones_while_an_array_is_held_else_all_listed() {
+        // A held array waits: the front's 5 pending tasks, not its running ones nor the held 2.
+        let q = queue(vec![
+            (10, array(&[5, 6, 7, 8, 9], false, Some(4), &[1, 2, 3, 4])),
+            (11, array(&[0, 1], true, Some(4), &[])),
+        ]);
+        assert_eq!(tasks_ahead(&q, &[10, 11]), 5);
+        // Held behind no released array with pending tasks: the release is due now.
+        let q = queue(vec![
+            (10, array(&[], false, Some(4), &[8, 9])),
+            (11, array(&[0, 1], true, Some(4), &[])),
+        ]);
+        assert_eq!(tasks_ahead(&q, &[10, 11]), 0);
+        // Nothing held: every task not over, pending and started, of every array.
+        let q = queue(vec![
+            (10, array(&[], false, Some(4), &[8, 9])),
+            (11, array(&[3, 4, 5], false, Some(2), &[1, 2])),
+        ]);
+        assert_eq!(tasks_ahead(&q, &[10, 11]), 7);
+        assert_eq!(tasks_ahead(&queue(vec![]), &[10, 11]), 0);
     }
 
     #[test]

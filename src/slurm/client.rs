@@ -476,8 +476,12 @@ impl SlurmClient {
         if self.cancelled() { Err(()) } else { Ok(()) }
     }
 
-    /// Runs `name args...` once. stdout and stderr are read by threads while the child runs, so
-    /// a large answer never blocks it; with a cancel flag the child is killed when it is set.
+    /// Runs `name args...` once. stdout and stderr are read while the child runs, so a large
+    /// answer never blocks it: without a cancel flag by this thread (`wait_with_output`, which
+    /// polls both pipes), with one by two reader threads while this one watches the flag and kills
+    /// the child when it is set. A waiter's client has no cancel flag: a thread per pipe and call
+    /// would give each call's buffers to one of glibc's per-thread arenas (up to 8 per core), whose
+    /// freed memory stays resident, so the waiter's memory grew with the calls it made.
     fn run_once(&self, name: &str, args: &[OsString]) -> Result<(String, String), SlurmError> {
         let program = self.program(name);
         let mut cmd = Command::new(&program);
@@ -504,6 +508,10 @@ impl SlurmClient {
             source,
         };
         let mut child = cmd.spawn().map_err(spawn_err)?;
+        if self.cancel.is_none() {
+            let output = child.wait_with_output().map_err(spawn_err)?;
+            return self.outcome(&program, args, output.status, &output.stdout, &output.stderr);
+        }
         let reader = |pipe: Option<Box<dyn Read + Send>>| {
             std::thread::spawn(move || {
                 let mut buf = Vec::new();
@@ -515,35 +523,43 @@ impl SlurmClient {
         };
         let out = reader(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
         let err = reader(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-        let status = if self.cancel.is_some() {
-            let mut nap = Duration::from_millis(1);
-            loop {
-                if let Some(status) = child.try_wait().map_err(spawn_err)? {
-                    break status;
-                }
-                if self.cancelled() {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    // The readers are left behind: a grandchild may hold the pipes open.
-                    return Err(SlurmError::Interrupted {
-                        command: self.describe(&program, args),
-                    });
-                }
-                std::thread::sleep(nap);
-                nap = (nap * 2).min(Duration::from_millis(25));
+        let mut nap = Duration::from_millis(1);
+        let status = loop {
+            if let Some(status) = child.try_wait().map_err(spawn_err)? {
+                break status;
             }
-        } else {
-            child.wait().map_err(spawn_err)?
+            if self.cancelled() {
+                let _ = child.kill();
+                let _ = child.wait();
+                // The readers are left behind: a grandchild may hold the pipes open.
+                return Err(SlurmError::Interrupted {
+                    command: self.describe(&program, args),
+                });
+            }
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(Duration::from_millis(25));
         };
-        let stdout = String::from_utf8_lossy(&out.join().unwrap_or_default()).into_owned();
-        let stderr = String::from_utf8_lossy(&err.join().unwrap_or_default())
-            .trim()
-            .to_string();
+        let (out, err) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
+        self.outcome(&program, args, status, &out, &err)
+    }
+
+    /// The result of a finished call of `program args`: `Ok((stdout, stderr))` on exit 0, else
+    /// [`SlurmError::Failed`] with stderr (or stdout when stderr is empty).
+    fn outcome(
+        &self,
+        program: &Path,
+        args: &[OsString],
+        status: std::process::ExitStatus,
+        out: &[u8],
+        err: &[u8],
+    ) -> Result<(String, String), SlurmError> {
+        let stdout = String::from_utf8_lossy(out).into_owned();
+        let stderr = String::from_utf8_lossy(err).trim().to_string();
         if status.success() {
             Ok((stdout, stderr))
         } else {
             Err(SlurmError::Failed {
-                command: self.describe(&program, args),
+                command: self.describe(program, args),
                 status: status.to_string(),
                 stderr: if stderr.is_empty() {
                     stdout.trim().to_string()
