@@ -7,8 +7,8 @@
 //! (`N:memory:<path>` of `/proc/self/cgroup`), and makes (or reuses) `hwr-exp` inside that
 //! cgroup: runs are nested under the runner's own memory cgroup, so its limits and accounting
 //! hold for them too. A run gets `hwr-exp/<runner pid>-<n>` ([`RunMemcg::create`]); its child
-//! joins it between fork and exec (writes `0` to its `cgroup.procs`), and every process it starts
-//! inherits it. `memory.usage_in_bytes` and `memory.max_usage_in_bytes` are then the run's
+//! joins it between fork and exec (writes `0` to its [`JOIN_FILE`], `tasks`), and every process
+//! it starts inherits it. `memory.usage_in_bytes` and `memory.max_usage_in_bytes` are then the run's
 //! processes together (page cache they read or wrote and kernel memory charged to them
 //! included; v1 batches charges per CPU, so small figures are approximate). After the run the
 //! cgroup is removed (its remaining page-cache charges move to the parent).
@@ -34,6 +34,15 @@ use rustix::fs::{Mode, OFlags};
 
 /// Name of the folder the runs' memory cgroups are made in.
 const PARENT: &str = "hwr-exp";
+
+/// The file the run's child writes `0` (itself) into to join its memory cgroup: v1's `tasks`,
+/// which moves one thread, not `cgroup.procs`, which moves a whole thread group. The child is a
+/// fresh fork, single-threaded (and its memory's owner), so both move the same process with
+/// the same memory; but a `cgroup.procs` write takes the kernel's global thread-group lock for
+/// writing (`cgroup_threadgroup_rwsem`), which waits for an RCU grace period: measured 6-10 ms
+/// of the child's wall time per run at load 25-35, against 30-40 us for `tasks` (Linux 6.18,
+/// 2 cores). A one-thread move of the writer itself takes no such lock.
+pub(super) const JOIN_FILE: &str = "tasks";
 
 /// The folder runs' v1 memory cgroups are made in, or why there is none.
 pub(super) fn base() -> Result<&'static Path, &'static str> {
@@ -61,8 +70,8 @@ fn discover() -> Result<PathBuf, String> {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(format!("cannot make {}: {e}", dir.display())),
     }
-    rustix::fs::access(dir.join("cgroup.procs").as_path(), rustix::fs::Access::WRITE_OK)
-        .map_err(|e| format!("{}: cgroup.procs is not writable: {e}", dir.display()))?;
+    rustix::fs::access(dir.join(JOIN_FILE).as_path(), rustix::fs::Access::WRITE_OK)
+        .map_err(|e| format!("{}: {JOIN_FILE} is not writable: {e}", dir.display()))?;
     remove_stale(&dir);
     Ok(dir)
 }
@@ -123,7 +132,7 @@ static SEQ: AtomicU64 = AtomicU64::new(0);
 #[derive(Debug)]
 pub(super) struct RunMemcg {
     path: PathBuf,
-    /// `cgroup.procs`, open for writing: the child writes `0` to it before exec.
+    /// [`JOIN_FILE`], open for writing: the child writes `0` to it before exec.
     procs: OwnedFd,
 }
 
@@ -136,7 +145,7 @@ impl RunMemcg {
         let path = base.join(format!("{}-{seq}", std::process::id()));
         fs::create_dir(&path).ok()?;
         match rustix::fs::open(
-            path.join("cgroup.procs").as_path(),
+            path.join(JOIN_FILE).as_path(),
             OFlags::WRONLY | OFlags::CLOEXEC,
             Mode::empty(),
         ) {
@@ -148,7 +157,7 @@ impl RunMemcg {
         }
     }
 
-    /// `cgroup.procs` of the cgroup, open for writing (for the child to join).
+    /// [`JOIN_FILE`] of the cgroup, open for writing (for the child to join).
     pub(super) fn procs_fd(&self) -> BorrowedFd<'_> {
         self.procs.as_fd()
     }
