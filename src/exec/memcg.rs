@@ -11,14 +11,19 @@
 //! it starts inherits it. `memory.usage_in_bytes` and `memory.max_usage_in_bytes` are then the run's
 //! processes together (page cache they read or wrote and kernel memory charged to them
 //! included; v1 batches charges per CPU, so small figures are approximate). After the run the
-//! cgroup is removed (its remaining page-cache charges move to the parent).
+//! cgroup is removed (its remaining page-cache charges move to the parent), or serves a later
+//! run (below).
 //!
 //! Making and removing a memory cgroup costs the kernel far more than a run of a small program
 //! (`mkdir` populates its dozens of control files, `rmdir` takes them down): where runs are
-//! prepared ahead ([`super::Launcher::prepare`]), a run's memory cgroup is made on the
+//! prepared ahead ([`super::Launcher::prepare`]), a run's memory cgroup is found on the
 //! preparing thread while the run before executes, and an ended run's is left in [`Ended`] for
-//! the next `prepare` (or `tidy`) to remove, off the path between one run and the next. The
-//! child tells the runner whether it joined (its report pipe), so nothing is read to check.
+//! the next `prepare` (or `tidy`), off the path between one run and the next. That `prepare`
+//! gives it to the next run when it can serve as a new one would
+//! ([`RunMemcg::reset_for_reuse`]: no process in it, at most [`REUSE_LEFTOVER_MAX`] left charged,
+//! its settings untouched; its peak is then reset), and removes it otherwise (a run that left
+//! page cache or kernel memory behind, changed a limit, met the OOM killer). The child tells the
+//! runner whether it joined (its report pipe), so nothing is read to check.
 //!
 //! Leftovers of a runner killed mid-run (empty folders named after a pid that is gone) are
 //! removed by the next runner's [`base`].
@@ -128,6 +133,28 @@ fn own_memcg(text: &str) -> Option<String> {
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// The most an ended run may leave charged to its memory cgroup for the cgroup to serve another
+/// run ([`RunMemcg::reset_for_reuse`]): 256 KiB, the per-CPU batch v1 charges in (64 pages of
+/// 4 KiB), which a run that leaves nothing behind still shows (`/bin/true`: 262144). A reused
+/// cgroup's peak may so count up to this much of earlier charges, as much as the batching
+/// already blurs a new one's.
+pub(super) const REUSE_LEFTOVER_MAX: u64 = 256 * 1024;
+
+/// The settings a run could change in its own memory cgroup that would change what a later run
+/// in the same cgroup sees (compared, for reuse, with a new cgroup's).
+const SETTINGS: [&str; 7] = [
+    "memory.limit_in_bytes",
+    "memory.soft_limit_in_bytes",
+    "memory.memsw.limit_in_bytes",
+    "memory.swappiness",
+    "memory.oom_control",
+    "memory.move_charge_at_immigrate",
+    "notify_on_release",
+];
+
+/// The [`SETTINGS`] of the first memory cgroup this process made, read right after its `mkdir`.
+static FRESH_SETTINGS: OnceLock<String> = OnceLock::new();
+
 /// One run's v1 memory cgroup; [`RunMemcg::remove`] removes it.
 #[derive(Debug)]
 pub(super) struct RunMemcg {
@@ -149,7 +176,11 @@ impl RunMemcg {
             OFlags::WRONLY | OFlags::CLOEXEC,
             Mode::empty(),
         ) {
-            Ok(procs) => Some(RunMemcg { path, procs }),
+            Ok(procs) => {
+                let made = RunMemcg { path, procs };
+                FRESH_SETTINGS.get_or_init(|| made.settings());
+                Some(made)
+            }
             Err(_) => {
                 let _ = fs::remove_dir(&path);
                 None
@@ -178,6 +209,53 @@ impl RunMemcg {
         )
     }
 
+    /// Makes this cgroup of an ended run ready for another run, when that next run sees what a
+    /// new one would show it: no process left in it (`cgroup.procs` empty), at most
+    /// [`REUSE_LEFTOVER_MAX`] still charged to it (`memory.usage_in_bytes`: no page cache or
+    /// kernel memory of the ended run worth counting stays behind, only the per-CPU charge batch)
+    /// and its settings ([`SETTINGS`]: limits, swappiness, the OOM state and kill count,
+    /// `notify_on_release`) as a new memory cgroup has them. Then its peak is reset
+    /// (`memory.max_usage_in_bytes` set to the current usage by writing `0`). `false` (the
+    /// cgroup is to be removed) when anything differs or cannot be read or written.
+    pub(super) fn reset_for_reuse(&self) -> bool {
+        let empty = self.text("cgroup.procs").is_some_and(|t| t.trim().is_empty());
+        let small = self
+            .value("memory.usage_in_bytes")
+            .is_some_and(|u| u <= REUSE_LEFTOVER_MAX);
+        if !(empty && small) {
+            return false;
+        }
+        let Some(fresh) = FRESH_SETTINGS.get() else {
+            return false;
+        };
+        if self.settings() != *fresh {
+            return false;
+        }
+        fs::OpenOptions::new()
+            .write(true)
+            .open(self.path.join("memory.max_usage_in_bytes"))
+            .and_then(|mut f| io::Write::write_all(&mut f, b"0"))
+            .is_ok()
+    }
+
+    /// The [`SETTINGS`] files' text, concatenated (a missing file counts as empty).
+    fn settings(&self) -> String {
+        let mut all = String::new();
+        for name in SETTINGS {
+            all.push_str(&self.text(name).unwrap_or_default());
+            all.push('\0');
+        }
+        all
+    }
+
+    fn text(&self, file: &str) -> Option<String> {
+        let mut text = String::with_capacity(64);
+        fs::File::open(self.path.join(file))
+            .and_then(|mut f| f.read_to_string(&mut text))
+            .ok()?;
+        Some(text)
+    }
+
     /// Removes the cgroup (every process of the run has ended).
     pub(super) fn remove(self) {
         drop(self.procs);
@@ -201,6 +279,23 @@ impl Ended {
         if waiting >= super::containment::LEFTOVERS_MAX {
             self.remove_all();
         }
+    }
+
+    /// A memory cgroup for the next run: one left here that passes
+    /// [`RunMemcg::reset_for_reuse`] (the others are removed), else a new one
+    /// ([`RunMemcg::create`]). Reusing saves the kernel's `mkdir` and `rmdir` of a memory cgroup,
+    /// the largest part of a short run's cost after the exec itself.
+    pub(super) fn reuse_or_create(&self) -> Option<RunMemcg> {
+        let left = std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut found = None;
+        for m in left {
+            if found.is_none() && m.reset_for_reuse() {
+                found = Some(m);
+            } else {
+                m.remove();
+            }
+        }
+        found.or_else(RunMemcg::create)
     }
 
     /// Removes every memory cgroup left here.
