@@ -642,7 +642,7 @@ impl Launcher for ProcessLauncher {
 
     /// Removes the empty cgroups of ended runs, then makes `spec`'s cgroup (where runs get one,
     /// listed with the guardian) and gives it a v1 memory cgroup (where it needs one): an ended
-    /// run's that can serve again ([`memcg::Ended::reuse_or_create`]), else a new one; the other
+    /// run's that can serve again (`memcg.rs`), else a new one; the other
     /// ended runs' memory cgroups are removed.
     fn prepare(&self, spec: &RunSpec) {
         self.ahead.deferring.store(true, Ordering::Relaxed);
