@@ -167,6 +167,8 @@ pub(super) struct RunContainment {
     seen: Vec<i32>,
     /// For the process-tree fallback: `ns_last_pid` before the spawn.
     cursor: Option<i32>,
+    /// The run's leader once started: its pid names the run's session and process group.
+    leader: Option<i32>,
     /// When the process tree was last scanned.
     scanned: Instant,
 }
@@ -228,6 +230,7 @@ impl RunContainment {
             markers,
             seen: Vec::new(),
             cursor,
+            leader: None,
             scanned: Instant::now(),
         })
     }
@@ -264,6 +267,7 @@ impl RunContainment {
 
     /// The run's leader `leader` has been started (its pid is also its session id).
     pub(super) fn started(&mut self, leader: i32) {
+        self.leader = Some(leader);
         if let Some(listing) = &self.listing {
             guardian::set_leader(listing, leader);
         }
@@ -409,6 +413,7 @@ impl RunContainment {
             };
             if empty {
                 self.reap();
+                self.settle_group(idle);
                 if let (Some(later), Some(cg)) = (later, self.cgroup.take()) {
                     later.push(cg, self.listing.take());
                 }
@@ -449,8 +454,31 @@ impl RunContainment {
             }
         }
         self.reap();
+        self.settle_group(idle);
         self.unlist();
         done
+    }
+
+    /// Once nothing of the run is alive: reaps what is left of the leader's process group and
+    /// waits (through `idle`, up to [`KILL_WAIT_LIMIT`]) until the group is gone, zombies
+    /// included. A process killed with the run leaves its cgroup (`populated 0`) before it
+    /// becomes a zombie and is reparented to the runner, so right after the run looked empty
+    /// some of its processes may not be reapable yet; without this wait they were left as
+    /// zombies for no one to reap until the next run's reaping.
+    fn settle_group(&self, idle: &mut dyn FnMut(Duration)) {
+        let Some(pgid) = self.leader else {
+            return;
+        };
+        let limit = Instant::now() + KILL_WAIT_LIMIT;
+        let mut nap = Duration::from_micros(100);
+        while !children::reap_group(pgid) {
+            let now = Instant::now();
+            if now >= limit {
+                return;
+            }
+            idle(nap.min(limit - now));
+            nap = (nap * 2).min(Duration::from_millis(10));
+        }
     }
 
     /// Number of live processes of the run now; in the process-tree fallback, also reaps those
