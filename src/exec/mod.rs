@@ -589,7 +589,7 @@ impl Launcher for ProcessLauncher {
         // made ahead where runs are prepared.
         let later = self.ahead.deferring.load(Ordering::Relaxed);
         let memcg = if needs_memcg(spec, Some(&containment)) {
-            memcg_made.take().or_else(memcg::RunMemcg::create)
+            memcg_made.take().or_else(|| self.ahead.memcgs.reuse_or_create())
         } else {
             None
         };
@@ -640,17 +640,20 @@ impl Launcher for ProcessLauncher {
         outcome
     }
 
-    /// Removes the empty cgroups and memory cgroups of ended runs, then makes `spec`'s cgroup
-    /// (where runs get one, listed with the guardian) and its v1 memory cgroup (where it needs
-    /// one).
+    /// Removes the empty cgroups of ended runs, then makes `spec`'s cgroup (where runs get one,
+    /// listed with the guardian) and gives it a v1 memory cgroup (where it needs one): an ended
+    /// run's that can serve again (`memcg.rs`), else a new one; the other
+    /// ended runs' memory cgroups are removed.
     fn prepare(&self, spec: &RunSpec) {
         self.ahead.deferring.store(true, Ordering::Relaxed);
         self.ahead.leftovers.remove_all();
-        self.ahead.memcgs.remove_all();
         let containment = containment::RunContainment::prepare_ahead(spec);
-        let memcg = needs_memcg(spec, containment.as_ref())
-            .then(memcg::RunMemcg::create)
-            .flatten();
+        let memcg = if needs_memcg(spec, containment.as_ref()) {
+            self.ahead.memcgs.reuse_or_create()
+        } else {
+            self.ahead.memcgs.remove_all();
+            None
+        };
         if containment.is_some() || memcg.is_some() {
             let mut list = self.ahead.made.lock().unwrap_or_else(|e| e.into_inner());
             list.push((spec.stdout_path.clone(), Made { containment, memcg }));

@@ -35,7 +35,7 @@ pub(super) struct Child {
     /// ([`super::drain`]); finished once no process of the run is alive.
     pub(super) drain: Option<Drain>,
     /// Whether the child joined the v1 memory cgroup it was given (its write to that
-    /// `cgroup.procs` succeeded; reported back by the child, so no read of the cgroup is needed).
+    /// `tasks` succeeded; reported back by the child, so no read of the cgroup is needed).
     pub(super) memcg_joined: bool,
 }
 
@@ -124,7 +124,7 @@ fn check_executable(path: &Path) -> Result<(), &'static str> {
 /// User-facing messages: bad workdir, program not found or not executable, output file not
 /// creatable, fork/exec failure (with a hint when the CPU affinity may be the cause).
 ///
-/// `memcg` is the `cgroup.procs` of the run's v1 memory cgroup (`memcg.rs`), open for writing:
+/// `memcg` is the `tasks` file of the run's v1 memory cgroup (`memcg.rs`), open for writing:
 /// the child joins it (best effort) before anything else.
 pub(super) fn spawn(
     spec: &RunSpec,
@@ -340,7 +340,7 @@ pub(super) struct Setup<'a> {
     pub(super) cpus: Option<CpuSet>,
     /// The runner: the child's parent (checked after the parent-death signal is set).
     pub(super) parent: Pid,
-    /// `cgroup.procs` of the run's v1 memory cgroup, open for writing; joined best effort.
+    /// `tasks` of the run's v1 memory cgroup, open for writing; joined best effort.
     pub(super) memcg: Option<RawFd>,
     /// The signals (bit `n - 1` for signal `n`) whose disposition the child must reset: those
     /// ignored in the forking process, where that is known to stay so (the spawner's, read once);
@@ -434,44 +434,28 @@ fn fork_exec(setup: &Setup<'_>, cgroup: Option<BorrowedFd<'_>>) -> Result<Child,
             }
         }
         if CLONE3.load(Ordering::Relaxed) != 2 {
-            let mut args = CloneArgs {
-                flags: libc::CLONE_PIDFD as u64,
-                pidfd: std::ptr::addr_of_mut!(pidfd) as u64,
-                exit_signal: libc::SIGCHLD as u64,
-                ..CloneArgs::default()
-            };
-            if let Some(dir) = cgroup {
-                args.flags |= CLONE_INTO_CGROUP;
-                args.cgroup = dir.as_raw_fd() as u64;
-            }
-            // SAFETY: clone3 without CLONE_VM or a new stack works as fork: the child gets a
-            // copy of this thread's memory. It then runs only `child` (raw system calls on data
-            // prepared before) and ends in exec or _exit.
-            let r = unsafe {
-                libc::syscall(
-                    libc::SYS_clone3,
-                    &args as *const CloneArgs,
-                    std::mem::size_of::<CloneArgs>(),
-                )
-            };
-            if r == 0 {
-                child(setup, report_w.as_raw_fd(), None);
-            }
-            if r > 0 {
-                CLONE3.store(1, Ordering::Relaxed);
-                // SAFETY: CLONE_PIDFD stored a new pidfd that nothing else owns.
-                let fd = (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) });
-                return Ok((r as i32, fd));
-            }
-            let e = io::Error::last_os_error();
-            match e.raw_os_error() {
+            match clone3_fork(
+                libc::CLONE_PIDFD as u64,
+                Some(&mut pidfd),
+                cgroup.map(|d| d.as_raw_fd()),
+            ) {
+                Ok(0) => child(setup, report_w.as_raw_fd(), None),
+                Ok(pid) => {
+                    CLONE3.store(1, Ordering::Relaxed);
+                    // SAFETY: CLONE_PIDFD stored a new pidfd that nothing else owns.
+                    let fd = (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) });
+                    return Ok((pid, fd));
+                }
                 // No clone3 (Linux < 5.3, a seccomp filter) or no CLONE_INTO_CGROUP (< 5.7).
-                Some(libc::ENOSYS | libc::EPERM | libc::E2BIG | libc::EINVAL)
-                    if CLONE3.load(Ordering::Relaxed) == 0 =>
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::ENOSYS | libc::EPERM | libc::E2BIG | libc::EINVAL)
+                    ) && CLONE3.load(Ordering::Relaxed) == 0 =>
                 {
                     CLONE3.store(2, Ordering::Relaxed);
                 }
-                _ => return Err((Step::Clone, e)),
+                Err(e) => return Err((Step::Clone, e)),
             }
         }
         // The fallback: fork, and the child joins its cgroup by writing 0 into cgroup.procs.
@@ -557,7 +541,27 @@ pub(super) fn clone_child(
     flags: u64,
     cgroup: Option<RawFd>,
 ) -> io::Result<i32> {
-    // With CLONE_PARENT the exit signal must be 0: the child gets the caller's own (SIGCHLD).
+    let pid = clone3_fork(flags, None, cgroup)?;
+    if pid == 0 {
+        child(setup, report, None);
+    }
+    Ok(pid)
+}
+
+/// `clone3` as `fork` (no `CLONE_VM`, no new stack) with `flags`, into the cgroup folder
+/// `cgroup` from the child's start (`CLONE_INTO_CGROUP`) where given, storing a pidfd in
+/// `pidfd` where given (`CLONE_PIDFD` must be in `flags` then). Returns 0 in the child, the
+/// child's pid in the parent. The exit signal is `SIGCHLD`, or none with `CLONE_PARENT` (the
+/// kernel requires it: the child then gets the caller's own). The one `clone3` of the runner's
+/// own fork ([`fork_exec`]) and the spawner's ([`clone_child`]).
+///
+/// The child may only make raw system calls on data prepared before (a copy of a
+/// multi-threaded process) and must end in exec or `_exit`: the callers run [`child`].
+///
+/// # Errors
+/// The error of `clone3` (`ENOSYS`, `EPERM` under a seccomp filter, `E2BIG`/`EINVAL` for
+/// flags the kernel does not know, `EAGAIN`/`ENOMEM`).
+fn clone3_fork(flags: u64, pidfd: Option<&mut RawFd>, cgroup: Option<RawFd>) -> io::Result<i32> {
     let mut args = CloneArgs {
         flags,
         exit_signal: if flags & libc::CLONE_PARENT as u64 != 0 {
@@ -567,12 +571,15 @@ pub(super) fn clone_child(
         },
         ..CloneArgs::default()
     };
+    if let Some(fd) = pidfd {
+        args.pidfd = std::ptr::from_mut(fd) as u64;
+    }
     if let Some(dir) = cgroup {
         args.flags |= CLONE_INTO_CGROUP;
         args.cgroup = dir as u64;
     }
-    // SAFETY: clone3 without CLONE_VM or a new stack works as fork; the child runs only `child`
-    // (raw system calls on data prepared before) and ends in exec or _exit.
+    // SAFETY: clone3 without CLONE_VM or a new stack works as fork: the child gets a copy of
+    // this thread's memory, and the caller has it run only `child` (see above).
     let r = unsafe {
         libc::syscall(
             libc::SYS_clone3,
@@ -580,9 +587,6 @@ pub(super) fn clone_child(
             std::mem::size_of::<CloneArgs>(),
         )
     };
-    if r == 0 {
-        child(setup, report, None);
-    }
     if r < 0 {
         return Err(io::Error::last_os_error());
     }

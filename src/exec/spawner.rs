@@ -18,7 +18,7 @@
 //!
 //! One request per run on a Unix stream socket: a length-prefixed message with the program,
 //! workdir, argv, environment and CPUs, and the descriptors (stdin, stdout and stderr pipes, the
-//! report pipe, the v1 memory cgroup's `cgroup.procs`, the cgroup folder) as `SCM_RIGHTS`; the
+//! report pipe, the v1 memory cgroup's `tasks`, the cgroup folder) as `SCM_RIGHTS`; the
 //! answer is the child's pid or the errno of the fork. The child reports a failed setup step on
 //! the runner's report pipe, as before. Where the spawner cannot start (no `/proc/self/exe`, a
 //! binary that is not `hwr-exp`'s, a seccomp filter refusing `CLONE_PARENT`) or stops answering,
@@ -43,7 +43,7 @@ const ARG0: &str = "hwr-exp-spawner";
 /// Most descriptors one request carries.
 const MAX_FDS: usize = 6;
 
-/// Request flags: the request carries a v1 memory cgroup's `cgroup.procs` / a cgroup folder.
+/// Request flags: the request carries a v1 memory cgroup's `tasks` / a cgroup folder.
 const HAS_MEMCG: u32 = 1;
 const HAS_CGROUP: u32 = 2;
 

@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -230,8 +230,9 @@ pub fn script_specs(
     bundle: &Path,
 ) -> Result<Vec<ScriptSpec>, String> {
     let chunks = crate::slurm::split(indices, limits).map_err(|e| e.to_string())?;
-    let binary =
-        std::env::current_exe().map_err(|e| format!("cannot find the hwr-exp binary's path: {e}"))?;
+    let binary = script_binary(
+        std::env::current_exe().map_err(|e| format!("cannot find the hwr-exp binary's path: {e}"))?,
+    );
     Ok(chunks
         .iter()
         .map(|chunk| ScriptSpec {
@@ -253,6 +254,18 @@ pub fn script_specs(
             bundle: bundle.to_path_buf(),
         })
         .collect())
+}
+
+/// The binary path a batch script execs, from `current_exe` (`/proc/self/exe`). A waiter submits
+/// pieces for as long as the runs take; once its binary file is replaced meanwhile (a rebuild,
+/// an upgrade), Linux names the running one `PATH (deleted)`, which no task can exec (every
+/// later piece's tasks failed with exit 127). Then the path without that suffix is used: what
+/// now stands there, as a fresh `hwr-exp wait` would submit.
+fn script_binary(exe: PathBuf) -> PathBuf {
+    match exe.to_str().and_then(|s| s.strip_suffix(" (deleted)")) {
+        Some(original) if !exe.exists() => PathBuf::from(original),
+        _ => exe,
+    }
 }
 
 /// Why [`submit`] submitted nothing that runs.
@@ -1380,6 +1393,19 @@ mod tests {
     use super::*;
 
     const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_replaced_binary_is_submitted_by_its_path_without_the_deleted_suffix() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("hwr-exp");
+        let deleted = PathBuf::from(format!("{} (deleted)", bin.display()));
+        assert_eq!(script_binary(deleted), bin);
+        assert_eq!(script_binary(bin.clone()), bin);
+        // A file really named so is kept.
+        let odd = dir.path().join("odd (deleted)");
+        std::fs::write(&odd, "").unwrap();
+        assert_eq!(script_binary(odd.clone()), odd);
+    }
 
     #[test]
     fn the_pause_grows_by_half_while_nothing_changes_up_to_the_maximum() {

@@ -601,3 +601,78 @@ fn a_run_without_any_sample_says_so() {
         "{run}"
     );
 }
+
+/// A run's v1 memory cgroup serves a later run only as a new one would (issue 20 item 6: made
+/// once, reused, instead of a `mkdir` and `rmdir` per run): run 1 leaves 16 MiB of page cache
+/// charged to its cgroup and run 3 sets its cgroup's limit, so neither cgroup serves again; the
+/// others do, and no run sees another's charges or limit. Each run writes its memory cgroup's
+/// path and limit into `memcg.txt`.
+#[test]
+fn a_memory_cgroup_serves_a_later_run_only_as_new() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"mount=$(sed -n 's/^[^ ]* [^ ]* [^ ]* \/ \([^ ]*\) .* - cgroup [^ ]* .*memory.*/\1/p' /proc/self/mountinfo)
+path=$(sed -n 's/^[0-9]*:memory://p' /proc/self/cgroup)
+d="$mount$path"
+echo "$path $(cat "$d/memory.limit_in_bytes")" > "{run-dir}/memcg.txt"
+case {repetition} in
+1) head -c 16777216 /dev/zero > "{run-dir}/big.bin" ;;
+3) echo 104857600 > "$d/memory.limit_in_bytes" ;;
+esac
+"#;
+    ManifestBuilder::shell("memcg-reuse", script)
+        .text_output()
+        .repetitions(8)
+        .set("measure", "sample-interval", "10s")
+        .write(dir.path());
+    let (out, _, _, run_dir) = run_with(dir.path(), "auto");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let runs = run_records(run_dir.parent().unwrap().parent().unwrap());
+    if runs[0]["cgroup-memory-source"] != "cgroup1 memory.max_usage_in_bytes" {
+        eprintln!("skipped: the runs have no v1 memory cgroup here: {}", runs[0]);
+        return;
+    }
+    let seen: Vec<(String, String)> = runs
+        .iter()
+        .map(|r| {
+            let dir = run_dir.parent().unwrap().join(r["run-id"].as_str().unwrap());
+            let text = std::fs::read_to_string(dir.join("memcg.txt")).unwrap();
+            let (path, limit) = text.trim().split_once(' ').unwrap();
+            assert!(!limit.is_empty(), "{}: no limit read: {text}", r["run-id"]);
+            (path.to_string(), limit.to_string())
+        })
+        .collect();
+    for (i, r) in runs.iter().enumerate() {
+        assert_eq!(
+            r["cgroup-memory-source"], "cgroup1 memory.max_usage_in_bytes",
+            "{r}"
+        );
+        let peak = u(r, "cgroup-memory-peak-bytes");
+        if i == 0 {
+            assert!(peak >= 16 * MIB, "run 1 wrote 16 MiB of page cache: {r}");
+        } else {
+            assert!(peak < 8 * MIB, "run {} counts earlier charges: {r}", i + 1);
+        }
+        if i != 2 {
+            assert_eq!(
+                seen[i].1,
+                seen[0].1,
+                "run {} sees a changed limit: {seen:?}",
+                i + 1
+            );
+        }
+    }
+    // Runs 1 and 3 left their cgroup changed: no later run is given it.
+    for changed in [0, 2] {
+        assert!(
+            seen[changed + 1..].iter().all(|(p, _)| *p != seen[changed].0),
+            "run {}'s memory cgroup served again: {seen:?}",
+            changed + 1
+        );
+    }
+    // The others did serve again (on the old code every run had a new one).
+    let distinct: std::collections::HashSet<&String> = seen.iter().map(|(p, _)| p).collect();
+    assert!(
+        distinct.len() < seen.len(),
+        "no memory cgroup served twice: {seen:?}"
+    );
+}

@@ -12,9 +12,10 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use crate::support::slurm::{
-    Cleanup, PrivateCluster, PrivateClusterSpec, find_submitted_bundle, hwr_on, spawn, task_map, wait_until,
+    Cleanup, PrivateCluster, attempt_folders, blocking_until_release, find_submitted_bundle, hwr_on,
+    older_than, only_run_dir, run_manifest, spawn_manifest, task_map, tasks_in, wait_until,
 };
-use crate::support::{cluster, code, json, run_records, stderr, write_manifest};
+use crate::support::{cluster, code, json, run_records, stderr};
 use hwr_exp::slurm::{self, SlurmClient, TaskState};
 
 /// Runs that write `started-<n>` in the bundle folder when they start and then block until
@@ -50,41 +51,6 @@ kind = "slurm"
     )
 }
 
-/// Every task of `map` that is RUNNING now.
-fn running(client: &SlurmClient, map: &slurm::TaskMap) -> Vec<slurm::TaskKey> {
-    client
-        .queue(&map.job_ids())
-        .map(|s| {
-            s.tasks
-                .iter()
-                .filter(|(_, e)| e.state == TaskState::Running)
-                .map(|(k, _)| *k)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The run folders' `attempts/` entries of `bundle` (every run), sorted.
-fn attempt_folders(bundle: &Path) -> Vec<Vec<String>> {
-    let mut runs: Vec<_> = std::fs::read_dir(bundle.join("runs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    runs.sort();
-    runs.iter()
-        .map(|r| {
-            let mut names: Vec<String> = std::fs::read_dir(r.join("attempts"))
-                .map(|d| {
-                    d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                        .collect()
-                })
-                .unwrap_or_default();
-            names.sort();
-            names
-        })
-        .collect()
-}
-
 /// A lost record's checks: Slurm's reason naming `word`, the start and elapsed time of the task
 /// (it ran at least `ran` seconds before Slurm ended it), never the run's own failure.
 #[track_caller]
@@ -111,26 +77,22 @@ fn twelve_scancels_are_all_recorded_as_lost_by_slurm_and_resume_runs_them_again(
         .unwrap_or_else(|e| e.into_inner());
     let Some(client) = cluster() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let m = write_manifest(dir.path(), &racing("scancels", 12, 4, ""));
-    let mut child = spawn(dir.path(), None, &["run", m.to_str().unwrap(), "--quiet"]);
+    let mut child = spawn_manifest(dir.path(), None, &racing("scancels", 12, 4, ""), &["--quiet"]);
     let bundle = find_submitted_bundle(dir.path(), "scancels");
     let _cleanup = Cleanup::new(&bundle, None);
     // The test cancels each even run's task once the run has run for 1.2 s (its `started-<n>`
     // is that old: a deliberate run length, so that the lost record's elapsed time can be
     // checked to be at least 1 s); odd runs cancel their own. The runner ends once every task
     // is accounted for.
-    let ran_long_enough = |n: usize| {
-        std::fs::metadata(bundle.join(format!("started-{n}")))
-            .and_then(|m| m.modified())
-            .is_ok_and(|t| t.elapsed().is_ok_and(|e| e >= Duration::from_millis(1200)))
-    };
+    let ran_long_enough =
+        |n: usize| older_than(&bundle.join(format!("started-{n}")), Duration::from_millis(1200));
     let mut cancelled = BTreeSet::new();
     let limit = Instant::now() + Duration::from_secs(300);
     while child.try_wait().unwrap().is_none() {
         assert!(Instant::now() < limit, "the runner did not end");
         // 12 runs are two arrays (MaxArraySize=11), recorded one after the other.
         let map = task_map(&bundle);
-        for key in running(&client, &map) {
+        for key in tasks_in(&client, &map, TaskState::Running) {
             // Plan index i is n = i + 1.
             let Some(n) = map.index(key).map(|i| i + 1) else {
                 continue;
@@ -171,15 +133,14 @@ fn twelve_scancels_are_all_recorded_as_lost_by_slurm_and_resume_runs_them_again(
 /// A cluster whose partition `high` preempts jobs of partition `low` (`PreemptMode=mode`) on one
 /// 1-CPU node, and which forgets finished jobs after 2 s (`MinJobAge=2`).
 fn preempting_cluster(mode: &str) -> Option<PrivateCluster> {
-    PrivateCluster::start(PrivateClusterSpec {
-        nodes: 1,
-        cpus: 1,
-        extra_conf: &format!(
+    PrivateCluster::one_node(
+        1,
+        &format!(
             "PreemptType=preempt/partition_prio\nPreemptMode={mode}\nMinJobAge=2\n\
              PartitionName=low Nodes=ALL PriorityTier=1 MaxTime=INFINITE State=UP\n\
              PartitionName=high Nodes=ALL PriorityTier=2 MaxTime=INFINITE State=UP"
         ),
-    })
+    )
 }
 
 /// Submits a 2-second job to partition `high` of `cluster`, which preempts what runs in `low`.
@@ -192,30 +153,6 @@ fn preempt(cluster: &PrivateCluster) {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
-/// One run in partition `low` that writes `started` in its bundle folder when it starts, then
-/// blocks until `release` exists there.
-fn low_priority(name: &str, extra: &str) -> String {
-    format!(
-        r#"
-format = 1
-[experiment]
-name = "{name}"
-[command]
-argv = ["bash", "-c", "touch ../../started; trap 'exit 143' TERM; i=0; while [ ! -e ../../release ] && [ $i -lt 3000 ]; do sleep 0.1 & wait $!; i=$((i+1)); done"]
-workdir = "{{run-dir}}"
-output = "out.txt"
-output-format = "text"
-[isolation]
-timeout = "600s"
-grace = "2s"
-[executor]
-kind = "slurm"
-partition = "low"
-{extra}
-"#
-    )
-}
-
 #[test]
 fn a_preempted_task_is_lost_with_slurms_reason_after_slurm_forgot_it_and_resume_runs_it_again() {
     let Some(cluster) = preempting_cluster("CANCEL") else {
@@ -224,11 +161,11 @@ fn a_preempted_task_is_lost_with_slurms_reason_after_slurm_forgot_it_and_resume_
     let conf = cluster.conf();
     let client = SlurmClient::new().with_conf(&conf);
     let dir = tempfile::tempdir().unwrap();
-    let m = write_manifest(dir.path(), &low_priority("preempted", ""));
-    let out = hwr_on(
+    let out = run_manifest(
         dir.path(),
         Some(&conf),
-        &["run", m.to_str().unwrap(), "--detach", "--quiet"],
+        &blocking_until_release("preempted", "partition = \"low\""),
+        &["--detach", "--quiet"],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let bundle = find_submitted_bundle(dir.path(), "preempted");
@@ -237,9 +174,7 @@ fn a_preempted_task_is_lost_with_slurms_reason_after_slurm_forgot_it_and_resume_
     // The run has run for 1.2 s (a deliberate length: the lost record's elapsed time is checked
     // to be at least 1 s) once its `started` is that old.
     wait_until(Duration::from_secs(60), "the run to have run 1.2 s", || {
-        std::fs::metadata(bundle.join("started"))
-            .and_then(|m| m.modified())
-            .is_ok_and(|t| t.elapsed().is_ok_and(|e| e >= Duration::from_millis(1200)))
+        older_than(&bundle.join("started"), Duration::from_millis(1200))
     });
     preempt(&cluster);
     // MinJobAge=2: Slurm forgets the preempted task; only its log says what happened.
@@ -317,12 +252,7 @@ fn started_run(bundle: &Path, key: slurm::TaskKey) -> PathBuf {
     wait_until(Duration::from_secs(120), "the task to start its run", || {
         std::fs::read_to_string(&log).is_ok_and(|t| t.contains(slurm::log::START_PREFIX))
     });
-    std::fs::read_dir(bundle.join("runs"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path()
+    only_run_dir(bundle)
 }
 
 #[test]
@@ -333,8 +263,12 @@ fn with_requeue_a_preempted_task_runs_again_and_the_bundle_ends_complete() {
     let conf = cluster.conf();
     let client = SlurmClient::new().with_conf(&conf);
     let dir = tempfile::tempdir().unwrap();
-    let m = write_manifest(dir.path(), &low_priority("requeued", "requeue = true"));
-    let child = spawn(dir.path(), Some(&conf), &["run", m.to_str().unwrap(), "--quiet"]);
+    let child = spawn_manifest(
+        dir.path(),
+        Some(&conf),
+        &blocking_until_release("requeued", "partition = \"low\"\nrequeue = true"),
+        &["--quiet"],
+    );
     let bundle = find_submitted_bundle(dir.path(), "requeued");
     let _cleanup = Cleanup::new(&bundle, Some(&conf));
     let key = task_map(&bundle).task(0).unwrap();
@@ -355,9 +289,8 @@ fn with_requeue_the_pre_timeout_signal_stops_the_run_requeues_the_task_and_the_b
         .unwrap_or_else(|e| e.into_inner());
     let Some(client) = cluster() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let manifest = low_priority("pre-timeout", "requeue = true").replace("partition = \"low\"\n", "");
-    let m = write_manifest(dir.path(), &manifest);
-    let child = spawn(dir.path(), None, &["run", m.to_str().unwrap(), "--quiet"]);
+    let manifest = blocking_until_release("pre-timeout", "requeue = true");
+    let child = spawn_manifest(dir.path(), None, &manifest, &["--quiet"]);
     let bundle = find_submitted_bundle(dir.path(), "pre-timeout");
     let _cleanup = Cleanup::new(&bundle, None);
     let key = task_map(&bundle).task(0).unwrap();

@@ -23,8 +23,9 @@ use std::time::Duration;
 
 use crate::slurm_e2e::CLUSTER;
 use crate::support::slurm::{
-    Cleanup, PrivateCluster, PrivateClusterSpec, Wrappers, failing_first, find_submitted_bundle, hwr_on,
-    hwr_on_command, printed_bundle, spawn, task_map, wait_until,
+    Cleanup, PrivateCluster, Wrappers, attempt_folders, blocking_until_release, failing_first,
+    find_submitted_bundle, hwr_on, only_run_dir, printed_bundle, run_manifest, spawn_manifest, task_map,
+    wait_no_active_task, wait_until,
 };
 use crate::support::{cluster, code, json, run_records, sha256_hex, stderr, write_manifest};
 use hwr_exp::slurm::{SlurmClient, TaskState};
@@ -32,12 +33,11 @@ use hwr_exp::slurm::{SlurmClient, TaskState};
 /// A one-node cluster whose partition `short` has Slurm's smallest time limit (one minute) as
 /// its default, and whose requeued jobs may start again 10 s after they ended (`cred_expire`).
 fn short_limit_cluster() -> Option<PrivateCluster> {
-    PrivateCluster::start(PrivateClusterSpec {
-        nodes: 1,
-        cpus: 2,
-        extra_conf: "AuthInfo=socket={dir}/munge/munge.socket.2,cred_expire=10\n\
-                     PartitionName=short Nodes=ALL DefaultTime=1 MaxTime=1 State=UP",
-    })
+    PrivateCluster::one_node(
+        2,
+        "AuthInfo=socket={dir}/munge/munge.socket.2,cred_expire=10\n\
+         PartitionName=short Nodes=ALL DefaultTime=1 MaxTime=1 State=UP",
+    )
 }
 
 /// One run in partition `short` without a timeout of its own (so Slurm's one-minute limit is
@@ -72,24 +72,6 @@ partition = "short"
     )
 }
 
-/// The run folders' `attempts/` entries of the one run of `bundle`.
-fn attempts_of_the_run(bundle: &Path) -> Vec<String> {
-    let run = std::fs::read_dir(bundle.join("runs"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let mut names: Vec<String> = std::fs::read_dir(run.join("attempts"))
-        .map(|d| {
-            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort();
-    names
-}
-
 #[test]
 fn slurms_own_time_limit_ends_the_run_as_lost_by_slurm_and_resume_runs_it_again() {
     let Some(cluster) = short_limit_cluster() else {
@@ -97,9 +79,13 @@ fn slurms_own_time_limit_ends_the_run_as_lost_by_slurm_and_resume_runs_it_again(
     };
     let conf = cluster.conf();
     let dir = tempfile::tempdir().unwrap();
-    let m = write_manifest(dir.path(), &beyond_the_limit("time-limit", "", false));
     // Slurm's limit (one minute, checked every 30 s) ends the run: the runner ends by itself.
-    let out = hwr_on(dir.path(), Some(&conf), &["run", m.to_str().unwrap(), "--quiet"]);
+    let out = run_manifest(
+        dir.path(),
+        Some(&conf),
+        &beyond_the_limit("time-limit", "", false),
+        &["--quiet"],
+    );
     let bundle = printed_bundle(dir.path(), &out);
     let _cleanup = Cleanup::new(&bundle, Some(&conf));
     assert_eq!(code(&out), 1, "{}", stderr(&out));
@@ -137,7 +123,7 @@ fn slurms_own_time_limit_ends_the_run_as_lost_by_slurm_and_resume_runs_it_again(
     let record = &run_records(&bundle)[0];
     assert_eq!(record["outcome"], "ok", "{record}");
     assert_eq!(record["attempt"], 2, "{record}");
-    assert_eq!(attempts_of_the_run(&bundle), ["1"]);
+    assert_eq!(attempt_folders(&bundle), [["1"]]);
 }
 
 #[test]
@@ -148,13 +134,14 @@ fn with_requeue_slurms_pre_timeout_signal_requeues_the_task_and_the_bundle_ends_
     let conf = cluster.conf();
     let client = SlurmClient::new().with_conf(&conf);
     let dir = tempfile::tempdir().unwrap();
-    let m = write_manifest(
-        dir.path(),
-        &beyond_the_limit("limit-requeue", "requeue = true", true),
-    );
     // USR2 comes from Slurm `grace + 30 s` = 32 s before the one-minute limit; the second
     // attempt ends at once.
-    let child = spawn(dir.path(), Some(&conf), &["run", m.to_str().unwrap(), "--quiet"]);
+    let child = spawn_manifest(
+        dir.path(),
+        Some(&conf),
+        &beyond_the_limit("limit-requeue", "requeue = true", true),
+        &["--quiet"],
+    );
     let bundle = find_submitted_bundle(dir.path(), "limit-requeue");
     let _cleanup = Cleanup::new(&bundle, Some(&conf));
     let key = task_map(&bundle).task(0).unwrap();
@@ -165,13 +152,8 @@ fn with_requeue_slurms_pre_timeout_signal_requeues_the_task_and_the_bundle_ends_
     let record = &run_records(&bundle)[0];
     assert_eq!(record["outcome"], "ok", "{record}");
     assert_eq!(record["attempt"], 2, "{record}");
-    assert_eq!(attempts_of_the_run(&bundle), ["1"]);
-    let run_dir = std::fs::read_dir(bundle.join("runs"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    assert_eq!(attempt_folders(&bundle), [["1"]]);
+    let run_dir = only_run_dir(&bundle);
     // The interrupted attempt ran its SIGTERM trap within grace and wrote no run.json.
     assert!(run_dir.join("attempts/1/stderr.log").is_file());
     assert!(!run_dir.join("attempts/1/run.json").exists());
@@ -235,11 +217,7 @@ fn transient_squeue_and_scontrol_errors_are_retried_and_shown_and_the_bundle_com
         ),
     ]);
     let m = write_manifest(dir.path(), QUICK);
-    let out = hwr_on_command(dir.path(), None)
-        .env("PATH", wrappers.path())
-        .args(["run", m.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let out = wrappers.run(dir.path(), None, &["run", m.to_str().unwrap()]);
     let err = stderr(&out);
     assert_eq!(code(&out), 0, "{err}");
     let bundle = printed_bundle(dir.path(), &out);
@@ -278,11 +256,7 @@ fn a_permanent_squeue_error_stops_the_waiter_once_and_a_later_wait_completes_the
         &failing_first("squeue", " -j ", 100, "squeue: error: Invalid user for SlurmUser"),
     )]);
     let m = write_manifest(dir.path(), QUICK);
-    let out = hwr_on_command(dir.path(), None)
-        .env("PATH", wrappers.path())
-        .args(["run", m.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let out = wrappers.run(dir.path(), None, &["run", m.to_str().unwrap()]);
     let err = stderr(&out);
     assert_eq!(code(&out), 3, "{err}");
     assert!(err.contains("Invalid user for SlurmUser"), "{err}");
@@ -306,28 +280,14 @@ fn a_permanent_squeue_error_stops_the_waiter_once_and_a_later_wait_completes_the
     assert_eq!(info["counts"]["ok"], 2, "{info}");
 }
 
-/// One run that runs until `release` exists in the bundle folder, writing `started` there
-/// first.
-const BLOCKING: &str = r#"
-format = 1
-[experiment]
-name = "blocking"
-[command]
-argv = ["bash", "-c", "touch ../../started; trap 'exit 143' TERM; while [ ! -e ../../release ]; do sleep 0.1 & wait $!; done; echo done"]
-workdir = "{run-dir}"
-output = "out.txt"
-output-format = "text"
-[isolation]
-timeout = "300s"
-grace = "2s"
-[executor]
-kind = "slurm"
-"#;
-
-/// `run --detach` of [`BLOCKING`] on the shared cluster, once its run has started.
+/// `run --detach` of [`blocking_until_release`] on the shared cluster, once its run has started.
 fn detached_blocking(dir: &Path) -> std::path::PathBuf {
-    let m = write_manifest(dir, BLOCKING);
-    let out = hwr_on(dir, None, &["run", m.to_str().unwrap(), "--detach", "--quiet"]);
+    let out = run_manifest(
+        dir,
+        None,
+        &blocking_until_release("blocking", ""),
+        &["--detach", "--quiet"],
+    );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let bundle = printed_bundle(dir, &out);
     wait_until(Duration::from_secs(60), "the run to start", || {
@@ -354,11 +314,7 @@ fn a_transient_scancel_error_is_retried_and_shown_and_a_permanent_one_is_tried_o
             "scancel: error: Kill job error on job id 1: Access/permission denied",
         ),
     )]);
-    let out = hwr_on_command(dir.path(), None)
-        .env("PATH", refusing.path())
-        .args(["cancel", bundle.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let out = refusing.run(dir.path(), None, &["cancel", bundle.to_str().unwrap()]);
     assert_ne!(code(&out), 0, "{}", stderr(&out));
     assert!(
         stderr(&out).contains("Access/permission denied"),
@@ -384,11 +340,7 @@ fn a_transient_scancel_error_is_retried_and_shown_and_a_permanent_one_is_tried_o
             "scancel: error: Kill job error on job id 1: Unable to contact slurm controller (connect failure)",
         ),
     )]);
-    let out = hwr_on_command(dir.path(), None)
-        .env("PATH", flaky.path())
-        .args(["cancel", bundle.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let out = flaky.run(dir.path(), None, &["cancel", bundle.to_str().unwrap()]);
     let err = stderr(&out);
     assert_eq!(code(&out), 0, "{err}");
     for (delay, attempt) in [(1, 2), (2, 3)] {
@@ -399,10 +351,7 @@ fn a_transient_scancel_error_is_retried_and_shown_and_a_permanent_one_is_tried_o
     }
     let info = json(&bundle.join("bundle.json"));
     assert_eq!(info["status"], "interrupted", "{info}");
-    let map = task_map(&bundle);
-    wait_until(Duration::from_secs(60), "no active task", || {
-        client.active(&map.job_ids()).is_ok_and(|q| q.is_empty())
-    });
+    wait_no_active_task(&client, &task_map(&bundle));
 }
 
 /// Every file and folder under `dir` (relative path) with its content's SHA-256 (folders: "dir").
@@ -428,27 +377,21 @@ fn tree(dir: &Path) -> BTreeMap<String, String> {
 fn a_refused_resume_leaves_the_bundle_exactly_as_it_was() {
     let _guard = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let Some(client) = cluster() else { return };
-    let resume = |dir: &Path, bundle: &Path, path: Option<&str>| {
-        let mut cmd = hwr_on_command(dir, None);
-        if let Some(p) = path {
-            cmd.env("PATH", p);
+    let resume = |dir: &Path, bundle: &Path, wrappers: Option<&Wrappers>| {
+        let args = ["resume", bundle.to_str().unwrap()];
+        match wrappers {
+            Some(w) => w.run(dir, None, &args),
+            None => hwr_on(dir, None, &args),
         }
-        cmd.args(["resume", bundle.to_str().unwrap()]).output().unwrap()
     };
 
     // 1. Its task is still queued (to begin in 10 minutes): refused, nothing changed.
     let queued = tempfile::tempdir().unwrap();
-    let m = write_manifest(
-        queued.path(),
-        &BLOCKING.replace(
-            "kind = \"slurm\"",
-            "kind = \"slurm\"\nsbatch-args = [\"--begin=now+600\"]",
-        ),
-    );
-    let out = hwr_on(
+    let out = run_manifest(
         queued.path(),
         None,
-        &["run", m.to_str().unwrap(), "--detach", "--quiet"],
+        &blocking_until_release("blocking", "sbatch-args = [\"--begin=now+600\"]"),
+        &["--detach", "--quiet"],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let bundle = printed_bundle(queued.path(), &out);
@@ -463,14 +406,11 @@ fn a_refused_resume_leaves_the_bundle_exactly_as_it_was() {
     let dir = tempfile::tempdir().unwrap();
     let bundle = detached_blocking(dir.path());
     let _cleanup = Cleanup::new(&bundle, None);
-    let resume = |path: Option<&str>| resume(dir.path(), &bundle, path);
+    let resume = |wrappers: Option<&Wrappers>| resume(dir.path(), &bundle, wrappers);
 
     let out = hwr_on(dir.path(), None, &["cancel", bundle.to_str().unwrap()]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let map = task_map(&bundle);
-    wait_until(Duration::from_secs(60), "no active task", || {
-        client.active(&map.job_ids()).is_ok_and(|q| q.is_empty())
-    });
+    wait_no_active_task(&client, &task_map(&bundle));
     let before = tree(&bundle);
 
     // 2. squeue fails (a permanent error, tried once): refused rather than risk a double run.
@@ -478,7 +418,7 @@ fn a_refused_resume_leaves_the_bundle_exactly_as_it_was() {
         "squeue",
         &failing_first("squeue", "", 100, "squeue: error: Invalid user for SlurmUser"),
     )]);
-    let out = resume(Some(&wrappers.path()));
+    let out = resume(Some(&wrappers));
     assert_ne!(code(&out), 0, "{}", stderr(&out));
     assert!(
         stderr(&out).contains("Invalid user for SlurmUser"),
@@ -504,7 +444,7 @@ fn a_refused_resume_leaves_the_bundle_exactly_as_it_was() {
             "scontrol: error: Invalid user for SlurmUser",
         ),
     )]);
-    let out = resume(Some(&wrappers.path()));
+    let out = resume(Some(&wrappers));
     assert_eq!(code(&out), 3, "{}", stderr(&out));
     assert!(stderr(&out).contains("does not answer"), "{}", stderr(&out));
     assert_eq!(tree(&bundle), before, "a refused resume changed the bundle");
@@ -517,5 +457,5 @@ fn a_refused_resume_leaves_the_bundle_exactly_as_it_was() {
     assert_eq!(info["status"], "complete", "{info}");
     let record = &run_records(&bundle)[0];
     assert_eq!(record["attempt"], 2, "{record}");
-    assert_eq!(attempts_of_the_run(&bundle), ["1"]);
+    assert_eq!(attempt_folders(&bundle), [["1"]]);
 }

@@ -9,12 +9,15 @@
 //! Needs the test cluster (`SLURM_CONF`); takes the shared cluster lock of `slurm_e2e`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::Duration;
 
 use crate::slurm_e2e::CLUSTER;
-use crate::support::slurm::{Cleanup, STALL, Wrappers, arrays, published_bundle, wait_until};
-use crate::support::{cluster, code, hwr_command, json, stderr, write_manifest};
+use crate::support::slurm::{
+    Cleanup, STALL, Wrappers, arrays, hwr_on, hwr_on_command, published_bundle, run_manifest, spawn,
+    task_map, wait_no_active_task, wait_until,
+};
+use crate::support::{cluster, code, json, stderr, write_manifest};
 use hwr_exp::slurm::{self, SlurmClient};
 
 /// Two quick runs; each logs its start in the bundle's starts.log.
@@ -36,27 +39,6 @@ kind = "slurm"
 "#;
 
 const EXPERIMENT: &str = "submit-steps";
-
-fn hwr_with(dir: &Path, path: Option<&str>, args: &[&str]) -> Command {
-    let mut cmd = hwr_command(dir);
-    cmd.args(args);
-    if let Some(p) = path {
-        cmd.env("PATH", p);
-    }
-    cmd
-}
-
-fn out(dir: &Path, args: &[&str]) -> Output {
-    hwr_with(dir, None, args).output().expect("hwr-exp runs")
-}
-
-fn spawn(dir: &Path, path: &str, args: &[&str]) -> Child {
-    hwr_with(dir, Some(path), args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("hwr-exp starts")
-}
 
 /// Arrays squeue lists with this bundle's tag.
 fn tagged(client: &SlurmClient, bundle: &Path) -> Vec<slurm::TaggedArray> {
@@ -81,7 +63,7 @@ fn complete_once(dir: &Path, bundle: &Path) {
     let mut lines: Vec<&str> = starts.lines().collect();
     lines.sort();
     assert_eq!(lines, ["1", "2"], "each run started once: {starts:?}");
-    let verify = out(dir, &["verify", bundle.to_str().unwrap()]);
+    let verify = hwr_on(dir, None, &["verify", bundle.to_str().unwrap()]);
     assert_eq!(
         code(&verify),
         0,
@@ -104,7 +86,7 @@ fn orphaned(
         &format!("out=$(\"$REAL\" \"$@\"); rc=$?\n{STALL}\necho \"$out\"; exit $rc"),
     )]);
     let m = write_manifest(dir, QUICK);
-    let child = spawn(dir, &wrappers.path(), &["run", m.to_str().unwrap()]);
+    let child = wrappers.spawn(dir, None, &["run", m.to_str().unwrap()]);
     wrappers.wait_stalled();
     let bundle = published_bundle(dir, EXPERIMENT);
     let found = tagged(client, &bundle);
@@ -127,7 +109,7 @@ fn a_runner_killed_while_sbatch_is_in_flight_leaves_a_held_array_that_wait_adopt
     assert_eq!(found[0].held, found[0].active, "still held: nothing runs");
     assert!(!bundle.join("starts.log").exists());
 
-    let waited = out(dir.path(), &["wait", bundle.to_str().unwrap()]);
+    let waited = hwr_on(dir.path(), None, &["wait", bundle.to_str().unwrap()]);
     assert_eq!(code(&waited), 0, "{}", stderr(&waited));
     let err = stderr(&waited);
     assert!(err.contains("by its tag"), "{err}");
@@ -149,7 +131,7 @@ fn an_orphan_found_by_its_tag_is_cancelled_by_cancel_and_resume_runs_everything_
     drop(wrappers);
     let orphan = tagged(&client, &bundle)[0].job_id;
 
-    let cancelled = out(dir.path(), &["cancel", bundle.to_str().unwrap()]);
+    let cancelled = hwr_on(dir.path(), None, &["cancel", bundle.to_str().unwrap()]);
     assert_eq!(code(&cancelled), 0, "{}", stderr(&cancelled));
     wait_until(Duration::from_secs(30), "the orphan to be gone", || {
         tagged(&client, &bundle).iter().all(|a| a.active == 0)
@@ -158,7 +140,7 @@ fn an_orphan_found_by_its_tag_is_cancelled_by_cancel_and_resume_runs_everything_
     assert_eq!(info["status"], "interrupted", "{info}");
     assert_eq!(arrays(&bundle)[0].job_id, orphan, "recorded by cancel");
 
-    let resumed = out(dir.path(), &["resume", bundle.to_str().unwrap()]);
+    let resumed = hwr_on(dir.path(), None, &["resume", bundle.to_str().unwrap()]);
     assert_eq!(code(&resumed), 0, "{}", stderr(&resumed));
     complete_once(dir.path(), &bundle);
 }
@@ -173,7 +155,7 @@ fn resume_cancels_a_held_orphan_and_submits_its_runs_again() {
     drop(wrappers);
     let orphan = tagged(&client, &bundle)[0].job_id;
 
-    let resumed = out(dir.path(), &["resume", bundle.to_str().unwrap()]);
+    let resumed = hwr_on(dir.path(), None, &["resume", bundle.to_str().unwrap()]);
     assert_eq!(code(&resumed), 0, "{}", stderr(&resumed));
     assert!(
         stderr(&resumed).contains("cancelled held slurm array"),
@@ -203,7 +185,7 @@ fn ctrl_c_while_sbatch_is_in_flight_cancels_the_tagged_array_and_marks_the_bundl
     wait_until(Duration::from_secs(30), "no active task", || {
         tagged(&client, &bundle).iter().all(|a| a.active == 0)
     });
-    let resumed = out(dir.path(), &["resume", bundle.to_str().unwrap()]);
+    let resumed = hwr_on(dir.path(), None, &["resume", bundle.to_str().unwrap()]);
     assert_eq!(code(&resumed), 0, "{}", stderr(&resumed));
     complete_once(dir.path(), &bundle);
 }
@@ -216,7 +198,7 @@ fn a_runner_killed_before_sbatch_leaves_nothing_and_resume_submits_everything() 
     // Stalls before the real sbatch, and then never submits: the runner died before sbatch ran.
     let wrappers = Wrappers::new(&[("sbatch", &format!("{STALL}\nexit 1"))]);
     let m = write_manifest(dir.path(), QUICK);
-    let child = spawn(dir.path(), &wrappers.path(), &["run", m.to_str().unwrap()]);
+    let child = wrappers.spawn(dir.path(), None, &["run", m.to_str().unwrap()]);
     wrappers.wait_stalled();
     let bundle = published_bundle(dir.path(), EXPERIMENT);
     let _cleanup = Cleanup::new(&bundle, None);
@@ -224,14 +206,14 @@ fn a_runner_killed_before_sbatch_leaves_nothing_and_resume_submits_everything() 
     drop(wrappers);
     assert!(arrays(&bundle).is_empty());
     assert!(tagged(&client, &bundle).is_empty(), "nothing submitted");
-    let waited = out(dir.path(), &["wait", bundle.to_str().unwrap()]);
+    let waited = hwr_on(dir.path(), None, &["wait", bundle.to_str().unwrap()]);
     assert_eq!(code(&waited), 2, "nothing to wait for: {}", stderr(&waited));
     assert!(
         stderr(&waited).contains("no slurm array to wait for"),
         "{}",
         stderr(&waited)
     );
-    let resumed = out(dir.path(), &["resume", bundle.to_str().unwrap()]);
+    let resumed = hwr_on(dir.path(), None, &["resume", bundle.to_str().unwrap()]);
     assert_eq!(code(&resumed), 0, "{}", stderr(&resumed));
     complete_once(dir.path(), &bundle);
 }
@@ -246,7 +228,7 @@ fn a_runner_killed_after_recording_before_release_leaves_a_recorded_held_array_t
         &format!("if [ \"$1\" = release ]; then {STALL}; exit 1; fi\nexec \"$REAL\" \"$@\""),
     )]);
     let m = write_manifest(dir.path(), QUICK);
-    let child = spawn(dir.path(), &wrappers.path(), &["run", m.to_str().unwrap()]);
+    let child = wrappers.spawn(dir.path(), None, &["run", m.to_str().unwrap()]);
     wrappers.wait_stalled();
     let bundle = published_bundle(dir.path(), EXPERIMENT);
     let _cleanup = Cleanup::new(&bundle, None);
@@ -261,7 +243,7 @@ fn a_runner_killed_after_recording_before_release_leaves_a_recorded_held_array_t
     assert_eq!(found[0].held, found[0].active, "held: nothing runs");
     assert!(!bundle.join("starts.log").exists());
 
-    let waited = out(dir.path(), &["wait", bundle.to_str().unwrap()]);
+    let waited = hwr_on(dir.path(), None, &["wait", bundle.to_str().unwrap()]);
     assert_eq!(code(&waited), 0, "{}", stderr(&waited));
     assert_eq!(arrays(&bundle)[0].state, slurm::ArrayState::Released);
     complete_once(dir.path(), &bundle);
@@ -290,8 +272,7 @@ fn resume_of_a_live_detached_bundle_is_refused_and_afterwards_submits_only_the_g
     let _guard = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let Some(client) = cluster() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let m = write_manifest(dir.path(), BLOCKING);
-    let run = out(dir.path(), &["run", m.to_str().unwrap(), "--detach", "--quiet"]);
+    let run = run_manifest(dir.path(), None, BLOCKING, &["--detach", "--quiet"]);
     assert_eq!(code(&run), 0, "{}", stderr(&run));
     let bundle = published_bundle(dir.path(), EXPERIMENT);
     let _cleanup = Cleanup::new(&bundle, None);
@@ -308,7 +289,7 @@ fn resume_of_a_live_detached_bundle_is_refused_and_afterwards_submits_only_the_g
         std::fs::read_to_string(bundle.join("starts.log")).is_ok_and(|t| t.lines().any(|l| l == "1"))
     });
 
-    let refused = out(dir.path(), &["resume", bundle.to_str().unwrap()]);
+    let refused = hwr_on(dir.path(), None, &["resume", bundle.to_str().unwrap()]);
     assert_eq!(code(&refused), 2, "{}", stderr(&refused));
     let err = stderr(&refused);
     assert!(
@@ -329,11 +310,9 @@ fn resume_of_a_live_detached_bundle_is_refused_and_afterwards_submits_only_the_g
 
     // Run 1's task is killed (gone without run.json); run 2 finished. Resume submits run 1 alone.
     client.cancel(&[slurm::CancelTarget::Task(key)]).unwrap();
-    wait_until(Duration::from_secs(60), "no active task", || {
-        client.queue(&[job]).is_ok_and(|s| !s.any_active())
-    });
+    wait_no_active_task(&client, &task_map(&bundle));
     std::fs::write(bundle.join("release"), "").unwrap();
-    let resumed = out(dir.path(), &["resume", bundle.to_str().unwrap()]);
+    let resumed = hwr_on(dir.path(), None, &["resume", bundle.to_str().unwrap()]);
     assert_eq!(code(&resumed), 0, "{}", stderr(&resumed));
     let recorded = arrays(&bundle);
     assert_eq!(recorded.len(), 2);
@@ -347,7 +326,7 @@ fn resume_of_a_live_detached_bundle_is_refused_and_afterwards_submits_only_the_g
         1,
         "run 2 ran once: {starts:?}"
     );
-    let verify = out(dir.path(), &["verify", bundle.to_str().unwrap()]);
+    let verify = hwr_on(dir.path(), None, &["verify", bundle.to_str().unwrap()]);
     assert_eq!(code(&verify), 0, "{}", String::from_utf8_lossy(&verify.stdout));
 }
 
@@ -363,7 +342,7 @@ fn an_sbatch_refusal_is_recorded_with_slurms_message_and_shown_by_list_and_repor
             "kind = \"slurm\"\npartition = \"nosuchpartition\"",
         ),
     );
-    let run = out(dir.path(), &["run", m.to_str().unwrap(), "--quiet"]);
+    let run = hwr_on(dir.path(), None, &["run", m.to_str().unwrap(), "--quiet"]);
     assert_eq!(code(&run), 3, "{}", stderr(&run));
     assert!(
         stderr(&run).contains("Invalid partition name specified"),
@@ -379,13 +358,13 @@ fn an_sbatch_refusal_is_recorded_with_slurms_message_and_shown_by_list_and_repor
     assert_eq!(refusal["script"], "slurm/array-0.sbatch");
     assert!(info["slurm"]["arrays"].as_array().unwrap().is_empty());
 
-    let list = out(dir.path(), &["list"]);
+    let list = hwr_on(dir.path(), None, &["list"]);
     let text = String::from_utf8_lossy(&list.stdout);
     assert!(
         text.contains("failed (sbatch refused: Invalid partition name specified (limit: partition))"),
         "{text}"
     );
-    let list = out(dir.path(), &["list", "--format", "json"]);
+    let list = hwr_on(dir.path(), None, &["list", "--format", "json"]);
     let entries: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
     assert!(
         entries[0]["sbatch-refused"]
@@ -394,8 +373,9 @@ fn an_sbatch_refusal_is_recorded_with_slurms_message_and_shown_by_list_and_repor
             .contains("Invalid partition")
     );
     for format in ["table", "md", "json", "html"] {
-        let report = out(
+        let report = hwr_on(
             dir.path(),
+            None,
             &["report", bundle.to_str().unwrap(), "--format", format],
         );
         let text = String::from_utf8_lossy(&report.stdout);
@@ -432,17 +412,15 @@ fn sbatch_timelimit_in_the_environment_does_not_change_the_recorded_time_unless_
             QUICK.to_string()
         };
         let m = write_manifest(dir.path(), &manifest);
-        let plan = hwr_with(
-            dir.path(),
-            None,
-            &["plan", m.to_str().unwrap(), "--format", "sbatch"],
-        )
-        .env("SBATCH_TIMELIMIT", "00:42:00")
-        .output()
-        .unwrap();
+        let plan = hwr_on_command(dir.path(), None)
+            .args(["plan", m.to_str().unwrap(), "--format", "sbatch"])
+            .env("SBATCH_TIMELIMIT", "00:42:00")
+            .output()
+            .unwrap();
         assert_eq!(code(&plan), 0, "{}", stderr(&plan));
         let plan = String::from_utf8_lossy(&plan.stdout).into_owned();
-        let run = hwr_with(dir.path(), None, &["run", m.to_str().unwrap(), "--quiet"])
+        let run = hwr_on_command(dir.path(), None)
+            .args(["run", m.to_str().unwrap(), "--quiet"])
             .env("SBATCH_TIMELIMIT", "00:42:00")
             .output()
             .unwrap();
@@ -494,9 +472,7 @@ fn a_transient_sbatch_failure_is_retried_and_each_retry_shown() {
          exec \"$REAL\" \"$@\"",
     )]);
     let m = write_manifest(dir.path(), QUICK);
-    let run = hwr_with(dir.path(), Some(&wrappers.path()), &["run", m.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let run = wrappers.run(dir.path(), None, &["run", m.to_str().unwrap()]);
     assert_eq!(code(&run), 0, "{}", stderr(&run));
     let err = stderr(&run);
     assert!(
@@ -518,11 +494,7 @@ fn a_runner_killed_after_release_leaves_released_arrays_that_resume_refuses_and_
     let Some(client) = cluster() else { return };
     let dir = tempfile::tempdir().unwrap();
     let m = write_manifest(dir.path(), BLOCKING);
-    let child = spawn(
-        dir.path(),
-        &std::env::var("PATH").unwrap_or_default(),
-        &["run", m.to_str().unwrap()],
-    );
+    let child = spawn(dir.path(), None, &["run", m.to_str().unwrap()]);
     let bundle = published_bundle(dir.path(), EXPERIMENT);
     let _cleanup = Cleanup::new(&bundle, None);
     wait_until(Duration::from_secs(60), "the release to be recorded", || {
@@ -537,13 +509,13 @@ fn a_runner_killed_after_release_leaves_released_arrays_that_resume_refuses_and_
         "the tasks outlive the runner"
     );
 
-    let refused = out(dir.path(), &["resume", bundle.to_str().unwrap()]);
+    let refused = hwr_on(dir.path(), None, &["resume", bundle.to_str().unwrap()]);
     assert_eq!(code(&refused), 2, "{}", stderr(&refused));
     assert!(stderr(&refused).contains("hwr-exp wait"), "{}", stderr(&refused));
     assert_eq!(arrays(&bundle).len(), 1, "nothing submitted again");
 
     std::fs::write(bundle.join("release"), "").unwrap();
-    let waited = out(dir.path(), &["wait", bundle.to_str().unwrap()]);
+    let waited = hwr_on(dir.path(), None, &["wait", bundle.to_str().unwrap()]);
     assert_eq!(code(&waited), 0, "{}", stderr(&waited));
     complete_once(dir.path(), &bundle);
 }

@@ -1,8 +1,10 @@
 //! The Slurm test cluster, when one answers, clusters of a test's own ([`PrivateCluster`]), and
-//! what the Slurm test files share: `hwr-exp` against a cluster ([`hwr_on`], [`spawn`]), the
-//! bundle a submission made ([`printed_bundle`], [`published_bundle`], [`find_submitted_bundle`])
-//! and its arrays ([`arrays`], [`job_ids`], [`task_map`]), [`Cleanup`] of what a test left in the
-//! queue, and [`Wrappers`] of Slurm's programs put first in `PATH`.
+//! what the Slurm test files share: `hwr-exp` against a cluster ([`hwr_on`], [`spawn`],
+//! [`run_manifest`], [`spawn_manifest`]), the bundle a submission made ([`printed_bundle`],
+//! [`published_bundle`], [`find_submitted_bundle`]), its arrays ([`arrays`], [`job_ids`],
+//! [`task_map`]) and tasks ([`tasks_in`], [`wait_no_active_task`]), its run folders
+//! ([`only_run_dir`], [`attempt_folders`], [`recorded_indices`], [`older_than`]), [`Cleanup`]
+//! of what a test left in the queue, and [`Wrappers`] of Slurm's programs put first in `PATH`.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -92,6 +94,15 @@ impl PrivateCluster {
     /// ([`need`]); panics where skips are failures.
     pub fn start(spec: PrivateClusterSpec<'_>) -> Option<PrivateCluster> {
         need(spec)
+    }
+
+    /// [`PrivateCluster::start`] of one node advertising `cpus` CPUs, with `extra_conf`.
+    pub fn one_node(cpus: u32, extra_conf: &str) -> Option<PrivateCluster> {
+        Self::start(PrivateClusterSpec {
+            nodes: 1,
+            cpus,
+            extra_conf,
+        })
     }
 
     fn start_now(spec: &PrivateClusterSpec<'_>) -> Result<PrivateCluster, String> {
@@ -226,6 +237,56 @@ pub fn spawn(dir: &Path, conf: Option<&Path>, args: &[&str]) -> Child {
         .expect("hwr-exp starts")
 }
 
+/// `hwr-exp run MANIFEST ARGS...` of `manifest` (written as `dir/experiment.toml`) on the cluster
+/// of `conf` ([`hwr_on`]), run to its end.
+pub fn run_manifest(dir: &Path, conf: Option<&Path>, manifest: &str, args: &[&str]) -> Output {
+    let m = super::write_manifest(dir, manifest);
+    hwr_on_command(dir, conf)
+        .arg("run")
+        .arg(&m)
+        .args(args)
+        .output()
+        .expect("hwr-exp runs")
+}
+
+/// [`run_manifest`] started, stdout and stderr piped ([`spawn`]).
+pub fn spawn_manifest(dir: &Path, conf: Option<&Path>, manifest: &str, args: &[&str]) -> Child {
+    let m = super::write_manifest(dir, manifest);
+    hwr_on_command(dir, conf)
+        .arg("run")
+        .arg(&m)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("hwr-exp starts")
+}
+
+/// A manifest of one run on Slurm that writes `started` in its bundle folder when it starts and
+/// then blocks until `release` exists there (at most 300 s), catching SIGTERM and exiting 143 as
+/// many programs do (which looks like a failure of its own); timeout 600 s, grace 2 s.
+/// `executor` is more `[executor]` lines (`partition = "low"`, `requeue = true`).
+pub fn blocking_until_release(name: &str, executor: &str) -> String {
+    format!(
+        r#"
+format = 1
+[experiment]
+name = "{name}"
+[command]
+argv = ["bash", "-c", "touch ../../started; trap 'exit 143' TERM; i=0; while [ ! -e ../../release ] && [ $i -lt 3000 ]; do sleep 0.1 & wait $!; i=$((i+1)); done"]
+workdir = "{{run-dir}}"
+output = "out.txt"
+output-format = "text"
+[isolation]
+timeout = "600s"
+grace = "2s"
+[executor]
+kind = "slurm"
+{executor}
+"#
+    )
+}
+
 /// The bundle path a command printed last on stdout, made absolute against `dir`; panics
 /// (with the command's stderr) when it names no folder.
 #[track_caller]
@@ -299,6 +360,84 @@ pub fn job_ids(bundle: &Path) -> Vec<u64> {
 /// The task map of the arrays bundle.json records.
 pub fn task_map(bundle: &Path) -> slurm::TaskMap {
     slurm::TaskMap::new(&arrays(bundle)).unwrap()
+}
+
+/// The tasks of `map`'s arrays that squeue lists in `state` now (none when squeue fails).
+pub fn tasks_in(client: &SlurmClient, map: &slurm::TaskMap, state: slurm::TaskState) -> Vec<slurm::TaskKey> {
+    client
+        .queue(&map.job_ids())
+        .map(|s| {
+            s.tasks
+                .iter()
+                .filter(|(_, e)| e.state == state)
+                .map(|(k, _)| *k)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Waits (60 s at most) until squeue lists no active (pending or running) task of `map`'s arrays.
+#[track_caller]
+pub fn wait_no_active_task(client: &SlurmClient, map: &slurm::TaskMap) {
+    wait_until(Duration::from_secs(60), "no active task", || {
+        client.active(&map.job_ids()).is_ok_and(|q| q.is_empty())
+    });
+}
+
+/// The folders under `bundle/runs`, sorted by name.
+fn run_dirs(bundle: &Path) -> Vec<PathBuf> {
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(bundle.join("runs"))
+        .unwrap_or_else(|e| panic!("{}/runs: {e}", bundle.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    runs.sort();
+    runs
+}
+
+/// The folder of the one run of `bundle` that has a folder (the first by name).
+#[track_caller]
+pub fn only_run_dir(bundle: &Path) -> PathBuf {
+    run_dirs(bundle)
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("no run folder in {}", bundle.display()))
+}
+
+/// Each run folder's `attempts/` entries (sorted; none without `attempts/`), the runs sorted by
+/// folder name.
+pub fn attempt_folders(bundle: &Path) -> Vec<Vec<String>> {
+    run_dirs(bundle)
+        .iter()
+        .map(|r| {
+            let mut names: Vec<String> = std::fs::read_dir(r.join("attempts"))
+                .map(|d| {
+                    d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            names.sort();
+            names
+        })
+        .collect()
+}
+
+/// The plan indices (`index`) of `bundle`'s run records, sorted: `0..N` when every run of an
+/// N-run plan was recorded once.
+pub fn recorded_indices(bundle: &Path) -> Vec<u64> {
+    let mut indices: Vec<u64> = super::run_records(bundle)
+        .iter()
+        .map(|r| r["index"].as_u64().expect("run.json index"))
+        .collect();
+    indices.sort_unstable();
+    indices
+}
+
+/// Whether `path` exists and was last modified at least `age` ago (a run's `started` marker:
+/// the run has run that long).
+pub fn older_than(path: &Path, age: Duration) -> bool {
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .is_ok_and(|t| t.elapsed().is_ok_and(|e| e >= age))
 }
 
 /// Cancels a bundle's arrays when dropped, the recorded ones and any tagged with the bundle
@@ -389,6 +528,29 @@ impl Wrappers {
             self.dir.path().display(),
             std::env::var("PATH").unwrap_or_default()
         )
+    }
+
+    /// An `hwr-exp` command in `dir` on the cluster of `conf` ([`hwr_on_command`]) with the
+    /// wrappers first in its `PATH`.
+    pub fn hwr(&self, dir: &Path, conf: Option<&Path>) -> Command {
+        let mut cmd = hwr_on_command(dir, conf);
+        cmd.env("PATH", self.path());
+        cmd
+    }
+
+    /// `hwr-exp ARGS` with the wrappers ([`Wrappers::hwr`]), run to its end.
+    pub fn run(&self, dir: &Path, conf: Option<&Path>, args: &[&str]) -> Output {
+        self.hwr(dir, conf).args(args).output().expect("hwr-exp runs")
+    }
+
+    /// `hwr-exp ARGS` with the wrappers ([`Wrappers::hwr`]) started, stdout and stderr piped.
+    pub fn spawn(&self, dir: &Path, conf: Option<&Path>, args: &[&str]) -> Child {
+        self.hwr(dir, conf)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("hwr-exp starts")
     }
 
     /// A file in the wrappers' folder (`$STATE/name`).
