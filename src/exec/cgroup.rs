@@ -469,11 +469,7 @@ impl RunCgroup {
     /// Reads a file of the cgroup (`cgroup.procs`, `memory.peak`, ...); `None` when it cannot be
     /// read.
     fn read(&self, file: &str) -> Option<String> {
-        let mut text = String::with_capacity(256);
-        fs::File::open(self.path.join(file))
-            .and_then(|mut f| f.read_to_string(&mut text))
-            .ok()?;
-        Some(text)
+        read_text(&self.path.join(file), 256)
     }
 
     /// Pids of the processes in the cgroup and the cgroups nested in it now (`cgroup.procs` of
@@ -531,6 +527,17 @@ impl RunCgroup {
     pub(super) fn remove(&self) -> io::Result<()> {
         remove_tree(&self.path)
     }
+}
+
+/// Reads a small file of a cgroup folder (`memory.peak`, `memory.limit_in_bytes`, ...) whole, into
+/// a buffer of `capacity` bytes to start with (one open and one read: cgroup files report no size
+/// to size a buffer by); `None` when it cannot be opened or read.
+pub(super) fn read_text(path: &Path, capacity: usize) -> Option<String> {
+    let mut text = String::with_capacity(capacity);
+    fs::File::open(path)
+        .and_then(|mut f| f.read_to_string(&mut text))
+        .ok()?;
+    Some(text)
 }
 
 #[cfg(test)]

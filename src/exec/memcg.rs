@@ -29,7 +29,7 @@
 //! removed by the next runner's [`base`].
 
 use std::fs;
-use std::io::{self, Read};
+use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -194,11 +194,10 @@ impl RunMemcg {
     }
 
     fn value(&self, file: &str) -> Option<u64> {
-        let mut text = String::with_capacity(32);
-        fs::File::open(self.path.join(file))
-            .and_then(|mut f| f.read_to_string(&mut text))
-            .ok()?;
-        text.trim().parse().ok()
+        super::cgroup::read_text(&self.path.join(file), 32)?
+            .trim()
+            .parse()
+            .ok()
     }
 
     /// `memory.usage_in_bytes` and `memory.max_usage_in_bytes`, bytes.
@@ -249,11 +248,7 @@ impl RunMemcg {
     }
 
     fn text(&self, file: &str) -> Option<String> {
-        let mut text = String::with_capacity(64);
-        fs::File::open(self.path.join(file))
-            .and_then(|mut f| f.read_to_string(&mut text))
-            .ok()?;
-        Some(text)
+        super::cgroup::read_text(&self.path.join(file), 64)
     }
 
     /// Removes the cgroup (every process of the run has ended).
