@@ -222,7 +222,7 @@ impl Changes {
             info.setup_sha256
                 .insert(crate::bundle::files::PLAN.to_string(), sha);
             info.notes.push(
-                "plan.json was missing (the runner stopped before it was written): written again from the archived manifest".into(),
+                "plan.json was missing (the runner stopped before writing it, or could not write it): written again from the archived manifest".into(),
             );
         }
         for run_dir in &self.redo {
