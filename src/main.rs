@@ -182,7 +182,7 @@ fn cancel(args: &CancelArgs) -> Result<i32, Failure> {
 /// written or was already there, 130 when stopped (scancel, time limit) before the run finished.
 fn slurm_task(args: &SlurmTaskArgs) -> Result<i32, Failure> {
     let signals = interrupt_handlers(SecondSignal::SetFlag)?;
-    let requeue = signal::install_pre_timeout(signals.cancel_flag()).map_err(Failure::environment)?;
+    let requeue = signal::install_pre_timeout().map_err(Failure::environment)?;
     let end = archive::slurm::task(
         &args.bundle,
         args.index,

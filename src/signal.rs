@@ -119,16 +119,18 @@ pub fn install(second: SecondSignal) -> Result<Signals, SignalError> {
 }
 
 /// Installs a SIGUSR2 handler for a Slurm task (`hwr-exp slurm-task`): the pre-timeout signal of
-/// `[executor] requeue = true` (`--signal=B:USR2@...`). It sets `cancel` (the run in flight stops
-/// as on timeout: SIGTERM, SIGKILL after grace) and the returned flag, which tells the task to
-/// requeue itself once its run has stopped. Process-wide; call it once, after [`install`].
+/// `[executor] requeue = true` (`--signal=B:USR2@...`). It only sets the returned flag: the task
+/// then asks Slurm how long the job has left (Slurm may send the signal up to a minute earlier than
+/// asked), stops its run (SIGTERM, SIGKILL after grace, as on timeout) when just the grace period
+/// and the requeue margin are left, and requeues itself once the run has stopped; a run that ends
+/// by itself before that is recorded as usual (`runner::slurm::run_task`). Process-wide; call it
+/// once, after [`install`].
 ///
 /// # Errors
 /// [`SignalError`] when signal-hook cannot register the handler.
-pub fn install_pre_timeout(cancel: &CancelFlag) -> Result<Arc<AtomicBool>, SignalError> {
+pub fn install_pre_timeout() -> Result<Arc<AtomicBool>, SignalError> {
     let requeue = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGUSR2, Arc::clone(&requeue)).map_err(SignalError)?;
-    signal_hook::flag::register(signal_hook::consts::SIGUSR2, Arc::clone(cancel)).map_err(SignalError)?;
     Ok(requeue)
 }
 

@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::bundle::reason::RunFailure;
@@ -1212,7 +1212,7 @@ pub fn run_task(
     runs: super::Runs<'_>,
     index: usize,
     bundle: &Path,
-    requeue: &std::sync::atomic::AtomicBool,
+    requeue: &AtomicBool,
 ) -> io::Result<TaskEnd> {
     let host = hostname();
     let node = node_name(&host);
@@ -1239,8 +1239,27 @@ pub fn run_task(
         let line = crate::slurm::log::start_line(&run.run_id, &crate::timestamp::now(), &node);
         let _ = writeln!(io::stderr(), "{line}");
     }
-    let executed = runs.launch(run, run_dir, &mut || {})?;
     let own_job = task_ids_from_env().job_id;
+    let grace = runs.plan.grace;
+    let done = AtomicBool::new(false);
+    let executed = std::thread::scope(|scope| {
+        let watcher = std::thread::Builder::new()
+            .name("pre-timeout watcher".into())
+            .spawn_scoped(scope, || {
+                watch_pre_timeout(requeue, runs.cancel, &done, script::requeue_lead(grace), || {
+                    let id = own_job.ok_or("no SLURM_JOB_ID")?;
+                    telling(SlurmClient::new(), false)
+                        .time_left(id)
+                        .map_err(|e| e.to_string())
+                })
+            });
+        let executed = runs.launch(run, run_dir, &mut || {});
+        done.store(true, Ordering::SeqCst);
+        if let Ok(w) = &watcher {
+            w.thread().unpark();
+        }
+        executed
+    })?;
     if stopped_by_slurm(&executed.outcome, runs.cancel, || {
         let id = own_job?;
         let job = telling(SlurmClient::new(), false).show_job(id).ok().flatten()?;
@@ -1260,6 +1279,53 @@ pub fn run_task(
     }
     let record = writer.record_run(&executed.run, &executed.outcome, runs.plan.output_format)?;
     Ok(TaskEnd::Recorded(Box::new(record)))
+}
+
+/// A requeueing task's answer to its pre-timeout signal (`[executor] requeue = true`), run
+/// beside the run until `done`. Once `requeue` is set (SIGUSR2, [`crate::signal::install_pre_timeout`])
+/// it asks Slurm how long the job has left (`time_left`: `squeue -h -j $SLURM_JOB_ID -o %L`) and
+/// sets `cancel` (the run is stopped: SIGTERM, SIGKILL after grace) when only `lead` (the grace
+/// period plus the requeue margin, [`script::requeue_lead`]) is left, or at once when that is
+/// already past, the time left is unknown or cannot be read. Slurm checks its signal times about
+/// once a minute, so the signal may come up to a minute earlier than `--signal=B:USR2@<lead>`
+/// asked: stopping at once would interrupt runs that had time to finish and requeue a task
+/// twice. A job without a time limit is never stopped by this watcher.
+fn watch_pre_timeout(
+    requeue: &AtomicBool,
+    cancel: &CancelFlag,
+    done: &AtomicBool,
+    lead: Duration,
+    time_left: impl FnOnce() -> Result<Option<Duration>, String>,
+) {
+    while !requeue.load(Ordering::SeqCst) {
+        if done.load(Ordering::SeqCst) {
+            return;
+        }
+        std::thread::park_timeout(Duration::from_millis(100));
+    }
+    let heard = Instant::now();
+    let stop_at = match time_left() {
+        Ok(Some(left)) => heard + left.saturating_sub(lead),
+        // No time limit: Slurm will not end the job for time.
+        Ok(None) => return,
+        Err(e) => {
+            super::progress::say(format_args!(
+                "slurm: pre-timeout signal: the job's time left is unknown ({e}): stopping the run now"
+            ));
+            heard
+        }
+    };
+    loop {
+        if done.load(Ordering::SeqCst) {
+            return;
+        }
+        let now = Instant::now();
+        if now >= stop_at {
+            cancel.store(true, Ordering::SeqCst);
+            return;
+        }
+        std::thread::park_timeout((stop_at - now).min(Duration::from_millis(500)));
+    }
 }
 
 /// How long a task whose run ended badly waits for its own SIGTERM to set the cancel flag
@@ -1393,6 +1459,49 @@ mod tests {
     use super::*;
 
     const MS: Duration = Duration::from_millis(1);
+
+    /// Runs [`watch_pre_timeout`] on a thread with the signal already heard (`heard`) or not,
+    /// sets `done` after `run_for` (the run ending by itself), and gives whether it stopped the run.
+    fn watched(heard: bool, run_for: Duration, left: Result<Option<Duration>, String>) -> bool {
+        let requeue = AtomicBool::new(heard);
+        let cancel: CancelFlag = std::sync::Arc::new(AtomicBool::new(false));
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let w = s.spawn(|| watch_pre_timeout(&requeue, &cancel, &done, Duration::from_secs(60), || left));
+            // The run ends by itself after `run_for`, unless the watcher stopped it first.
+            let until = Instant::now() + run_for;
+            while Instant::now() < until && !cancel.load(Ordering::SeqCst) {
+                std::thread::sleep(MS);
+            }
+            done.store(true, Ordering::SeqCst);
+            w.thread().unpark();
+            w.join().unwrap();
+        });
+        cancel.load(Ordering::SeqCst)
+    }
+
+    #[test]
+    fn an_early_pre_timeout_signal_lets_a_run_that_ends_in_time_finish() {
+        // 80 s left, 60 s of lead: the stop is 20 s away; the run ends after 200 ms.
+        let ten = Duration::from_millis(200);
+        assert!(!watched(true, ten, Ok(Some(Duration::from_secs(80)))));
+        // No signal at all: nothing is stopped.
+        assert!(!watched(false, ten, Ok(Some(Duration::ZERO))));
+        // No time limit: Slurm will not end the job for time.
+        assert!(!watched(true, ten, Ok(None)));
+    }
+
+    #[test]
+    fn the_pre_timeout_signal_stops_the_run_when_only_the_lead_is_left() {
+        // 60.1 s left, 60 s of lead: stopped about 100 ms after the signal, before the run's
+        // own end 30 s later.
+        let long = Duration::from_secs(30);
+        assert!(watched(true, long, Ok(Some(Duration::from_millis(60_100)))));
+        // Already past the lead (the signal was late, or the lead is longer than the limit).
+        assert!(watched(true, long, Ok(Some(Duration::from_secs(5)))));
+        // The time left cannot be read: stopped at once, as before.
+        assert!(watched(true, long, Err("squeue failed".into())));
+    }
 
     #[test]
     fn a_replaced_binary_is_submitted_by_its_path_without_the_deleted_suffix() {

@@ -135,7 +135,8 @@ pub fn time_limit(timeout: Option<Duration>, grace: Duration, margin: Duration) 
 
 /// How long before Slurm's time limit a requeueing task hears its USR2: the run's `grace` (SIGTERM,
 /// then SIGKILL after grace, as on timeout) plus 30 s to record and requeue. Slurm may send the
-/// signal up to 60 s earlier than asked (its event resolution), never later.
+/// signal up to 60 s earlier than asked (its event resolution), never later: the task then asks how
+/// long is left and waits (`runner::slurm::watch_pre_timeout`).
 pub fn requeue_lead(grace: Duration) -> Duration {
     grace.saturating_add(Duration::from_secs(30))
 }

@@ -295,13 +295,12 @@ fn with_requeue_the_pre_timeout_signal_stops_the_run_requeues_the_task_and_the_b
     let _cleanup = Cleanup::new(&bundle, None);
     let key = task_map(&bundle).task(0).unwrap();
     let run_dir = started_run(&bundle, key);
-    // What Slurm does `grace + 30 s` before the time limit (`--signal=B:USR2@32`): USR2 to the
-    // batch shell, which is `hwr-exp slurm-task` (the script execs it).
-    let out = std::process::Command::new("scancel")
-        .args(["--batch", "--signal=USR2", &key.to_string()])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The time limit brought down to one minute: less than `grace + 30 s` is left some 30 s
+    // from now. Then what Slurm does `grace + 30 s` before the time limit
+    // (`--signal=B:USR2@32`): USR2 to the batch shell, which is `hwr-exp slurm-task` (the
+    // script execs it). The task asks how long is left and stops its run when 32 s are.
+    set_time_limit(&client, key, "1");
+    pre_timeout_signal(key);
     wait_until(Duration::from_secs(120), "the task to requeue itself", || {
         requeued(&client, key, &run_dir)
     });
@@ -311,4 +310,62 @@ fn with_requeue_the_pre_timeout_signal_stops_the_run_requeues_the_task_and_the_b
     // and wrote no run.json of its own.
     assert!(run_dir.join("attempts/1/stderr.log").is_file());
     assert!(!run_dir.join("attempts/1/run.json").exists());
+}
+
+/// `scontrol update JobId=<the task's own id> TimeLimit=<limit>` (Slurm's time syntax, `1` =
+/// one minute).
+fn set_time_limit(client: &SlurmClient, key: slurm::TaskKey, limit: &str) {
+    let job = client.show_task(key).unwrap().expect("Slurm knows the task");
+    let out = std::process::Command::new("scontrol")
+        .args([
+            "update",
+            &format!("JobId={}", job.job_id),
+            &format!("TimeLimit={limit}"),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Sends USR2 to the task's batch shell (`hwr-exp slurm-task`), as Slurm does for
+/// `--signal=B:USR2@...`.
+fn pre_timeout_signal(key: slurm::TaskKey) {
+    let out = std::process::Command::new("scancel")
+        .args(["--batch", "--signal=USR2", &key.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Slurm may send the pre-timeout signal up to a minute earlier than asked (it checks signal
+/// times about once a minute): a run with ten minutes left that hears USR2 is not stopped; it
+/// ends by itself, ok at attempt 1, and nothing is requeued.
+#[test]
+fn with_requeue_an_early_pre_timeout_signal_does_not_stop_a_run_that_has_time_left() {
+    let _guard = super::slurm_e2e::CLUSTER
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let Some(client) = cluster() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = blocking_until_release("early-signal", "requeue = true");
+    let child = spawn_manifest(dir.path(), None, &manifest, &["--quiet"]);
+    let bundle = find_submitted_bundle(dir.path(), "early-signal");
+    let _cleanup = Cleanup::new(&bundle, None);
+    let key = task_map(&bundle).task(0).unwrap();
+    let run_dir = started_run(&bundle, key);
+    pre_timeout_signal(key);
+    // Stopping takes at most the grace period (2 s) and the requeue a moment: give it twice that.
+    std::thread::sleep(Duration::from_secs(5));
+    let job = client.show_task(key).unwrap().expect("Slurm knows the task");
+    assert_eq!(job.state, TaskState::Running, "{job:?}");
+    assert!(!run_dir.join("attempts").exists(), "not requeued");
+    std::fs::write(bundle.join("release"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let info = json(&bundle.join("bundle.json"));
+    assert_eq!(info["status"], "complete", "{info}");
+    let record = &run_records(&bundle)[0];
+    assert_eq!(record["outcome"], "ok", "{record}");
+    assert_eq!(record["attempt"], 1, "{record}");
+    assert!(!run_dir.join("attempts").exists(), "no attempt kept");
 }
