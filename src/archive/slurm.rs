@@ -292,7 +292,7 @@ pub fn task(
     requeue: &std::sync::atomic::AtomicBool,
 ) -> Result<TaskEnd, ArchiveError> {
     let bundle = super::open(dir)?;
-    let (_, plan) = bundle_plan(&bundle)?;
+    let (manifest, plan) = bundle_plan(&bundle)?;
     if index >= plan.len() {
         return Err(ArchiveError::Refused(format!(
             "{}: plan index {index} is outside the plan ({} runs)",
@@ -307,6 +307,8 @@ pub fn task(
         progress: &crate::runner::progress::Quiet,
         fail_fast: false,
     };
+    // Only a requeueing task was asked for the pre-timeout signal (`--signal=B:USR2@...`).
+    let requeue = manifest.executor.slurm.requeue.then_some(requeue);
     rslurm::run_task(runs, index, bundle.dir(), requeue).map_err(|source| ArchiveError::Write {
         bundle: bundle.dir().to_path_buf(),
         source,

@@ -1212,7 +1212,7 @@ pub fn run_task(
     runs: super::Runs<'_>,
     index: usize,
     bundle: &Path,
-    requeue: &AtomicBool,
+    requeue: Option<&AtomicBool>,
 ) -> io::Result<TaskEnd> {
     let host = hostname();
     let node = node_name(&host);
@@ -1243,19 +1243,23 @@ pub fn run_task(
     let grace = runs.plan.grace;
     let done = AtomicBool::new(false);
     let executed = std::thread::scope(|scope| {
-        let watcher = std::thread::Builder::new()
-            .name("pre-timeout watcher".into())
-            .spawn_scoped(scope, || {
-                watch_pre_timeout(requeue, runs.cancel, &done, script::requeue_lead(grace), || {
-                    let id = own_job.ok_or("no SLURM_JOB_ID")?;
-                    telling(SlurmClient::new(), false)
-                        .time_left(id)
-                        .map_err(|e| e.to_string())
+        // A requeueing task's pre-timeout watcher; a task without requeue has none.
+        let watcher = requeue.and_then(|heard| {
+            std::thread::Builder::new()
+                .name("pre-timeout watcher".into())
+                .spawn_scoped(scope, || {
+                    watch_pre_timeout(heard, runs.cancel, &done, script::requeue_lead(grace), || {
+                        let id = own_job.ok_or("no SLURM_JOB_ID")?;
+                        telling(SlurmClient::new(), false)
+                            .time_left(id)
+                            .map_err(|e| e.to_string())
+                    })
                 })
-            });
+                .ok()
+        });
         let executed = runs.launch(run, run_dir, &mut || {});
         done.store(true, Ordering::SeqCst);
-        if let Ok(w) = &watcher {
+        if let Some(w) = &watcher {
             w.thread().unpark();
         }
         executed
@@ -1265,7 +1269,7 @@ pub fn run_task(
         let job = telling(SlurmClient::new(), false).show_job(id).ok().flatten()?;
         Some(job.state)
     }) {
-        if requeue.load(Ordering::SeqCst)
+        if requeue.is_some_and(|r| r.load(Ordering::SeqCst))
             && let Some(id) = own_job
         {
             // The pre-timeout signal: the run is stopped; the task goes back into the queue and
@@ -1280,6 +1284,10 @@ pub fn run_task(
     let record = writer.record_run(&executed.run, &executed.outcome, runs.plan.output_format)?;
     Ok(TaskEnd::Recorded(Box::new(record)))
 }
+
+/// How the line a requeueing task writes to its log (`slurm/logs/A_T.err`) when it hears its
+/// pre-timeout signal begins ([`watch_pre_timeout`]).
+pub const PRE_TIMEOUT_PREFIX: &str = "slurm: pre-timeout signal: ";
 
 /// A requeueing task's answer to its pre-timeout signal (`[executor] requeue = true`), run
 /// beside the run until `done`. Once `requeue` is set (SIGUSR2, [`crate::signal::install_pre_timeout`])
@@ -1297,20 +1305,33 @@ fn watch_pre_timeout(
     lead: Duration,
     time_left: impl FnOnce() -> Result<Option<Duration>, String>,
 ) {
+    // The run's end unparks this thread; the signal is looked for once a second (the lead
+    // leaves 30 s to spare).
     while !requeue.load(Ordering::SeqCst) {
         if done.load(Ordering::SeqCst) {
             return;
         }
-        std::thread::park_timeout(Duration::from_millis(100));
+        std::thread::park_timeout(Duration::from_secs(1));
     }
     let heard = Instant::now();
     let stop_at = match time_left() {
-        Ok(Some(left)) => heard + left.saturating_sub(lead),
+        Ok(Some(left)) => {
+            let wait = left.saturating_sub(lead);
+            super::progress::say(format_args!(
+                "{PRE_TIMEOUT_PREFIX}{}s left: the run is stopped in {}s unless it ends first",
+                left.as_secs(),
+                wait.as_secs()
+            ));
+            heard + wait
+        }
         // No time limit: Slurm will not end the job for time.
-        Ok(None) => return,
+        Ok(None) => {
+            super::progress::say(format_args!("{PRE_TIMEOUT_PREFIX}no time limit: the run goes on"));
+            return;
+        }
         Err(e) => {
             super::progress::say(format_args!(
-                "slurm: pre-timeout signal: the job's time left is unknown ({e}): stopping the run now"
+                "{PRE_TIMEOUT_PREFIX}the job's time left is unknown ({e}): stopping the run now"
             ));
             heard
         }
@@ -1483,12 +1504,12 @@ mod tests {
     #[test]
     fn an_early_pre_timeout_signal_lets_a_run_that_ends_in_time_finish() {
         // 80 s left, 60 s of lead: the stop is 20 s away; the run ends after 200 ms.
-        let ten = Duration::from_millis(200);
-        assert!(!watched(true, ten, Ok(Some(Duration::from_secs(80)))));
+        let short = Duration::from_millis(200);
+        assert!(!watched(true, short, Ok(Some(Duration::from_secs(80)))));
         // No signal at all: nothing is stopped.
-        assert!(!watched(false, ten, Ok(Some(Duration::ZERO))));
+        assert!(!watched(false, short, Ok(Some(Duration::ZERO))));
         // No time limit: Slurm will not end the job for time.
-        assert!(!watched(true, ten, Ok(None)));
+        assert!(!watched(true, short, Ok(None)));
     }
 
     #[test]

@@ -777,22 +777,21 @@ impl SlurmClient {
 
     /// `squeue -h -j ID -o %L`: the time left before the job's time limit, as Slurm counts it at
     /// the moment of asking (`[D-]H:MM:SS` or `M:SS`, whole seconds). `Ok(None)` when the job
-    /// has no limit (`UNLIMITED`) or Slurm no longer lists it. Read by a requeueing task when its
-    /// pre-timeout signal arrives (Slurm may send that signal up to a minute early).
+    /// has no limit (`UNLIMITED`). Read by a requeueing task when its pre-timeout signal arrives
+    /// (Slurm may send that signal up to a minute early).
     ///
     /// # Errors
-    /// [`SlurmError::Failed`] when squeue fails (other than for an unknown job id),
-    /// [`SlurmError::Parse`] when its answer is no Slurm time (`INVALID`, `NOT_SET`).
+    /// [`SlurmError::Failed`] when squeue fails (an unknown job id included),
+    /// [`SlurmError::Parse`] when it does not list the job or its answer is no Slurm time
+    /// (`INVALID`, `NOT_SET`).
     pub fn time_left(&self, job_id: u64) -> Result<Option<Duration>, SlurmError> {
         let all = args(["-h", "-j", &job_id.to_string(), "-o", "%L"]);
-        let out = match self.run("squeue", &all) {
-            Ok((out, _)) => out,
-            Err(e) if e.stderr().contains("Invalid job id") => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        let Some(line) = out.lines().map(str::trim).find(|l| !l.is_empty()) else {
-            return Ok(None);
-        };
+        let (out, _) = self.run("squeue", &all)?;
+        let line = out
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or_default();
         super::partition::parse_time(line)
             .map(|secs| secs.map(Duration::from_secs))
             .map_err(|reason| SlurmError::Parse {

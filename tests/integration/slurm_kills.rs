@@ -215,14 +215,7 @@ fn a_preempted_task_is_lost_with_slurms_reason_after_slurm_forgot_it_and_resume_
 /// run ok at attempt 2, the interrupted attempt kept as `attempts/1`.
 #[track_caller]
 fn assert_complete_after_one_requeue(child: Child, bundle: &Path) {
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let info = json(&bundle.join("bundle.json"));
-    assert_eq!(info["status"], "complete", "{info}");
-    assert_eq!(info["counts"]["ok"], 1, "{info}");
-    let record = &run_records(bundle)[0];
-    assert_eq!(record["outcome"], "ok", "{record}");
-    assert_eq!(record["attempt"], 2, "{record}");
+    assert_complete_with_one_ok_run(child, bundle, 2);
     assert_eq!(attempt_folders(bundle), [["1"]]);
     let script = std::fs::read_to_string(bundle.join("slurm/array-0.sbatch")).unwrap();
     assert!(script.contains("#SBATCH --requeue\n"), "{script}");
@@ -231,6 +224,20 @@ fn assert_complete_after_one_requeue(child: Child, bundle: &Path) {
         "grace 2 s + 30 s: {script}"
     );
     assert!(!script.contains("--no-requeue"), "{script}");
+}
+
+/// Waits for `child` (a foreground `hwr-exp run`, exit 0) and checks the bundle ended complete
+/// with its one run ok at `attempt`.
+#[track_caller]
+fn assert_complete_with_one_ok_run(child: Child, bundle: &Path, attempt: u64) {
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let info = json(&bundle.join("bundle.json"));
+    assert_eq!(info["status"], "complete", "{info}");
+    assert_eq!(info["counts"]["ok"], 1, "{info}");
+    let record = &run_records(bundle)[0];
+    assert_eq!(record["outcome"], "ok", "{record}");
+    assert_eq!(record["attempt"], attempt, "{record}");
 }
 
 /// Whether task `key` went back into the queue: Slurm says it is requeued or pending again, or it
@@ -282,59 +289,115 @@ fn with_requeue_a_preempted_task_runs_again_and_the_bundle_ends_complete() {
     assert_complete_after_one_requeue(child, &bundle);
 }
 
+/// A run with `requeue = true` that blocks until `release`, started on the shared cluster (held
+/// for the test) and running: its `hwr-exp run` in the foreground, its task and run folder.
+struct RequeueingRun {
+    _cleanup: Cleanup,
+    _guard: std::sync::MutexGuard<'static, ()>,
+    _dir: tempfile::TempDir,
+    client: SlurmClient,
+    child: Child,
+    bundle: PathBuf,
+    key: slurm::TaskKey,
+    run_dir: PathBuf,
+}
+
+impl RequeueingRun {
+    /// `None` (with the shared cluster's skip message) where there is no cluster.
+    fn start(name: &str) -> Option<RequeueingRun> {
+        let guard = super::slurm_e2e::CLUSTER
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let client = cluster()?;
+        let dir = tempfile::tempdir().unwrap();
+        let manifest = blocking_until_release(name, "requeue = true");
+        let child = spawn_manifest(dir.path(), None, &manifest, &["--quiet"]);
+        let bundle = find_submitted_bundle(dir.path(), name);
+        let cleanup = Cleanup::new(&bundle, None);
+        let key = task_map(&bundle).task(0).unwrap();
+        let run_dir = started_run(&bundle, key);
+        Some(RequeueingRun {
+            _cleanup: cleanup,
+            _guard: guard,
+            _dir: dir,
+            client,
+            child,
+            bundle,
+            key,
+            run_dir,
+        })
+    }
+
+    /// Sends USR2 to the task's batch shell (`hwr-exp slurm-task`), as Slurm does for
+    /// `--signal=B:USR2@...`, and waits for the line the task writes when it has heard it and
+    /// asked how long is left; gives that line.
+    fn pre_timeout_signal(&self) -> String {
+        let out = std::process::Command::new("scancel")
+            .args(["--batch", "--signal=USR2", &self.key.to_string()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let log = self.bundle.join(format!("slurm/logs/{}.err", self.key));
+        let heard = || {
+            std::fs::read_to_string(&log)
+                .ok()?
+                .lines()
+                .find(|l| l.starts_with(hwr_exp::runner::slurm::PRE_TIMEOUT_PREFIX))
+                .map(str::to_string)
+        };
+        wait_until(Duration::from_secs(60), "the task to hear USR2", || {
+            heard().is_some()
+        });
+        heard().unwrap()
+    }
+
+    /// `scontrol update JobId=<the task's own id> TimeLimit=<limit>` (Slurm's time syntax, `1` =
+    /// one minute).
+    fn set_time_limit(&self, limit: &str) {
+        let job = self
+            .client
+            .show_task(self.key)
+            .unwrap()
+            .expect("Slurm knows the task");
+        let out = std::process::Command::new("scontrol")
+            .args([
+                "update",
+                &format!("JobId={}", job.job_id),
+                &format!("TimeLimit={limit}"),
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Lets the run end (a requeued task's next attempt ends at once).
+    fn release(&self) {
+        std::fs::write(self.bundle.join("release"), "").unwrap();
+    }
+}
+
 #[test]
 fn with_requeue_the_pre_timeout_signal_stops_the_run_requeues_the_task_and_the_bundle_ends_complete() {
-    let _guard = super::slurm_e2e::CLUSTER
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    let Some(client) = cluster() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let manifest = blocking_until_release("pre-timeout", "requeue = true");
-    let child = spawn_manifest(dir.path(), None, &manifest, &["--quiet"]);
-    let bundle = find_submitted_bundle(dir.path(), "pre-timeout");
-    let _cleanup = Cleanup::new(&bundle, None);
-    let key = task_map(&bundle).task(0).unwrap();
-    let run_dir = started_run(&bundle, key);
+    let Some(task) = RequeueingRun::start("pre-timeout") else {
+        return;
+    };
     // The time limit brought down to one minute: less than `grace + 30 s` is left some 30 s
     // from now. Then what Slurm does `grace + 30 s` before the time limit
-    // (`--signal=B:USR2@32`): USR2 to the batch shell, which is `hwr-exp slurm-task` (the
-    // script execs it). The task asks how long is left and stops its run when 32 s are.
-    set_time_limit(&client, key, "1");
-    pre_timeout_signal(key);
+    // (`--signal=B:USR2@32`): USR2 to the batch shell. The task asks how long is left and stops
+    // its run when 32 s are.
+    task.set_time_limit("1");
+    let heard = task.pre_timeout_signal();
+    assert!(heard.contains("the run is stopped in"), "{heard}");
     wait_until(Duration::from_secs(120), "the task to requeue itself", || {
-        requeued(&client, key, &run_dir)
+        requeued(&task.client, task.key, &task.run_dir)
     });
-    std::fs::write(bundle.join("release"), "").unwrap();
-    assert_complete_after_one_requeue(child, &bundle);
+    task.release();
+    let run_dir = task.run_dir.clone();
+    assert_complete_after_one_requeue(task.child, &task.bundle);
     // The interrupted attempt ran its SIGTERM trap (exit 143) within grace, as on timeout locally,
     // and wrote no run.json of its own.
     assert!(run_dir.join("attempts/1/stderr.log").is_file());
     assert!(!run_dir.join("attempts/1/run.json").exists());
-}
-
-/// `scontrol update JobId=<the task's own id> TimeLimit=<limit>` (Slurm's time syntax, `1` =
-/// one minute).
-fn set_time_limit(client: &SlurmClient, key: slurm::TaskKey, limit: &str) {
-    let job = client.show_task(key).unwrap().expect("Slurm knows the task");
-    let out = std::process::Command::new("scontrol")
-        .args([
-            "update",
-            &format!("JobId={}", job.job_id),
-            &format!("TimeLimit={limit}"),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-}
-
-/// Sends USR2 to the task's batch shell (`hwr-exp slurm-task`), as Slurm does for
-/// `--signal=B:USR2@...`.
-fn pre_timeout_signal(key: slurm::TaskKey) {
-    let out = std::process::Command::new("scancel")
-        .args(["--batch", "--signal=USR2", &key.to_string()])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// Slurm may send the pre-timeout signal up to a minute earlier than asked (it checks signal
@@ -342,30 +405,20 @@ fn pre_timeout_signal(key: slurm::TaskKey) {
 /// ends by itself, ok at attempt 1, and nothing is requeued.
 #[test]
 fn with_requeue_an_early_pre_timeout_signal_does_not_stop_a_run_that_has_time_left() {
-    let _guard = super::slurm_e2e::CLUSTER
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    let Some(client) = cluster() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let manifest = blocking_until_release("early-signal", "requeue = true");
-    let child = spawn_manifest(dir.path(), None, &manifest, &["--quiet"]);
-    let bundle = find_submitted_bundle(dir.path(), "early-signal");
-    let _cleanup = Cleanup::new(&bundle, None);
-    let key = task_map(&bundle).task(0).unwrap();
-    let run_dir = started_run(&bundle, key);
-    pre_timeout_signal(key);
-    // Stopping takes at most the grace period (2 s) and the requeue a moment: give it twice that.
-    std::thread::sleep(Duration::from_secs(5));
-    let job = client.show_task(key).unwrap().expect("Slurm knows the task");
+    let Some(task) = RequeueingRun::start("early-signal") else {
+        return;
+    };
+    let heard = task.pre_timeout_signal();
+    assert!(heard.contains("the run is stopped in"), "{heard}");
+    // The task has heard the signal and decided: still running, nothing requeued.
+    let job = task
+        .client
+        .show_task(task.key)
+        .unwrap()
+        .expect("Slurm knows the task");
     assert_eq!(job.state, TaskState::Running, "{job:?}");
-    assert!(!run_dir.join("attempts").exists(), "not requeued");
-    std::fs::write(bundle.join("release"), "").unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let info = json(&bundle.join("bundle.json"));
-    assert_eq!(info["status"], "complete", "{info}");
-    let record = &run_records(&bundle)[0];
-    assert_eq!(record["outcome"], "ok", "{record}");
-    assert_eq!(record["attempt"], 1, "{record}");
-    assert!(!run_dir.join("attempts").exists(), "no attempt kept");
+    assert!(!task.run_dir.join("attempts").exists(), "not requeued");
+    task.release();
+    assert_complete_with_one_ok_run(task.child, &task.bundle, 1);
+    assert!(!task.run_dir.join("attempts").exists(), "no attempt kept");
 }
