@@ -1286,7 +1286,7 @@ pub fn run_task(
 }
 
 /// How the line a requeueing task writes to its log (`slurm/logs/A_T.err`) when it hears its
-/// pre-timeout signal begins ([`watch_pre_timeout`]).
+/// pre-timeout signal begins (the task's pre-timeout watcher writes it, then says what it decided).
 pub const PRE_TIMEOUT_PREFIX: &str = "slurm: pre-timeout signal: ";
 
 /// A requeueing task's answer to its pre-timeout signal (`[executor] requeue = true`), run
