@@ -126,8 +126,8 @@ pub fn open_regular_at(at: &OwnedFd, name: &Path) -> io::Result<(File, rustix::f
     if file_type != FileType::RegularFile {
         return Err(not_regular(describe(file_type)));
     }
-    // Regular files ignore O_NONBLOCK; clear it anyway so the descriptor is an ordinary one.
-    rustix::fs::fcntl_setfl(&fd, OFlags::empty())?;
+    // O_NONBLOCK stays set: regular files ignore it (reads block on the disk as without it), and
+    // clearing it cost one more system call per file read.
     Ok((File::from(fd), stat))
 }
 
@@ -155,29 +155,39 @@ pub fn open_in(root: &Path, rel: &Path) -> io::Result<File> {
     };
     let mut at = open_folder(root)?;
     for folder in folders {
-        at = match rustix::fs::openat(
-            &at,
-            *folder,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        ) {
-            Ok(fd) => fd,
-            Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
-                let what = rustix::fs::statat(&at, *folder, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
-                    .map(|s| describe(FileType::from_raw_mode(s.st_mode)))
-                    .unwrap_or("not a folder");
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!(
-                        "{} is {what}, not a folder: not entered (bundle readers follow no links)",
-                        Path::new(folder).display()
-                    ),
-                ));
-            }
-            Err(e) => return Err(e.into()),
-        };
+        at = enter(&at, Path::new(folder))?;
     }
     open_regular_at(&at, Path::new(last)).map(|(f, _)| f)
+}
+
+/// Opens the folder `name` inside the folder `at` with `O_DIRECTORY | O_NOFOLLOW` (one step of
+/// [`open_in`]).
+///
+/// # Errors
+/// `InvalidInput` when `name` is a symbolic link or not a folder, the message saying what it is;
+/// otherwise the `openat` error (`NotFound` when missing).
+pub fn enter(at: &OwnedFd, name: &Path) -> io::Result<OwnedFd> {
+    match rustix::fs::openat(
+        at,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => Ok(fd),
+        Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
+            let what = rustix::fs::statat(at, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                .map(|s| describe(FileType::from_raw_mode(s.st_mode)))
+                .unwrap_or("not a folder");
+            Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{} is {what}, not a folder: not entered (bundle readers follow no links)",
+                    name.display()
+                ),
+            ))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Opens the regular file at `path` for reading without following a symbolic link at its last
@@ -219,6 +229,62 @@ pub fn read_bounded(file: File, limit: u64) -> io::Result<Vec<u8>> {
         ));
     }
     Ok(bytes)
+}
+
+/// Reads the regular file `rel` (plain names joined by `/`, checked by the caller) beneath the
+/// folder `at` whole when it is shorter than `limit` bytes, the quick way: one `openat2(2)` with
+/// `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS` (no link followed anywhere on
+/// the way, nothing outside `at` reached), `fstat`, a `read` of the size `fstat` gave (and a byte
+/// more, to see a file that grew), `close`: four system calls where [`open_in`] makes one `openat` per folder on the way and a `close` for
+/// each. A report of 100,000 runs reads 200,000 files this way.
+///
+/// `Ok(None)` when the quick way cannot answer: the kernel has no `openat2` (before Linux 5.6),
+/// the file is missing, a link or something not a regular file is on the way, or the file is
+/// `limit` bytes or longer. The caller then goes the careful way ([`open_in`],
+/// [`open_regular_at`]), which says what is wrong in its own words.
+///
+/// # Errors
+/// A read error of the opened regular file.
+pub fn read_small_beneath(at: &OwnedFd, rel: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> {
+    use rustix::fs::ResolveFlags;
+    let fd = match rustix::fs::openat2(
+        at,
+        rel,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    ) {
+        Ok(fd) => fd,
+        Err(_) => return Ok(None),
+    };
+    let stat = rustix::fs::fstat(&fd)?;
+    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile || stat.st_size as u64 >= limit {
+        return Ok(None);
+    }
+    // One byte more than fstat said, so that a file that grew since is seen to have grown.
+    let mut bytes = vec![0; stat.st_size as usize + 1];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        match rustix::io::read(&fd, &mut bytes[filled..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                filled += n;
+                // All fstat said is there: no further read to see the end (a finished run's
+                // files no longer change).
+                if filled == stat.st_size as usize {
+                    break;
+                }
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if filled > stat.st_size as usize {
+        // It grew while being read: the careful way reads it to its end.
+        return Ok(None);
+    }
+    bytes.truncate(filled);
+    Ok(Some(bytes))
 }
 
 /// SHA-256 (64 lowercase hex digits) of the regular file `rel` inside `root`, opened with
@@ -291,5 +357,43 @@ mod tests {
         assert!(open_regular(&root.join("runs/f")).is_ok());
         let big = read_bounded(open_regular(&root.join("runs/f")).unwrap(), 0).unwrap_err();
         assert_eq!(big.kind(), io::ErrorKind::InvalidData);
+    }
+
+    /// The quick whole-file read answers only for a regular file reached without a link and
+    /// shorter than the limit; everything else is left to the careful way (`None`).
+    #[test]
+    fn the_quick_read_leaves_links_fifos_and_large_files_to_the_careful_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("runs/a")).unwrap();
+        std::fs::write(root.join("runs/a/run.json"), "{\"format\": 1}\n").unwrap();
+        std::fs::write(root.join("runs/a/empty"), "").unwrap();
+        let runs = enter(&open_folder(root).unwrap(), Path::new("runs")).unwrap();
+        let quick = |rel: &str, limit| read_small_beneath(&runs, Path::new(rel), limit).unwrap();
+        assert_eq!(quick("a/run.json", 1 << 20).unwrap(), b"{\"format\": 1}\n");
+        assert_eq!(quick("a/empty", 1 << 20).unwrap(), b"");
+        // Exactly the limit is too long; one byte under is read.
+        assert_eq!(quick("a/run.json", 14), None);
+        assert_eq!(quick("a/run.json", 15).unwrap().len(), 14);
+        // A link anywhere on the way, to a file or to a folder, inside the bundle or out of it.
+        symlink(root.join("runs/a"), root.join("runs/b")).unwrap();
+        symlink("/etc/hostname", root.join("runs/a/out.json")).unwrap();
+        symlink("run.json", root.join("runs/a/again.json")).unwrap();
+        assert_eq!(quick("b/run.json", 1 << 20), None);
+        assert_eq!(quick("a/out.json", 1 << 20), None);
+        assert_eq!(quick("a/again.json", 1 << 20), None);
+        // Not a regular file, missing, or leaving the folder.
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            root.join("runs/a/fifo"),
+            FileType::Fifo,
+            Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        assert_eq!(quick("a/fifo", 1 << 20), None);
+        assert_eq!(quick("a", 1 << 20), None);
+        assert_eq!(quick("a/none", 1 << 20), None);
+        assert_eq!(quick("../runs/a/run.json", 1 << 20), None);
     }
 }

@@ -2,7 +2,8 @@
 //! ([`check_output`]) and `hwr-exp report` ([`read_output`]) read a run's JSON output through the
 //! same code with the same limits, so a document the check calls valid is one the report reads.
 //!
-//! The document is streamed, never loaded whole: a [`Checked`] reader under a 1 MiB
+//! A document smaller than the 1 MiB buffer is read whole and parsed from memory after the same
+//! UTF-8 check; a larger one is streamed, never loaded whole: a [`Checked`] reader under a 1 MiB
 //! [`BufReader`] checks that the bytes are UTF-8, and `serde_json` parses what it passes on. Only
 //! the values an [`Interest`] asks for are kept ([`Scalar`]s at JSON Pointers, and the named fields
 //! of each element of an array, handed to a callback one element at a time); everything else is
@@ -31,12 +32,8 @@ use crate::manifest::OutputFormat;
 /// Longest string value kept, bytes; a longer one is kept as [`Scalar::LongString`] (its length).
 pub const MAX_KEPT_STRING: usize = 64 * 1024;
 
-/// Size of the read buffer, bytes (a smaller file gets a buffer of its size: the buffer is zeroed
-/// on its first read, and a report reads one output per run).
+/// Size of the read buffer of a streamed document, bytes; a shorter document is read whole.
 const BUFFER: usize = 1 << 20;
-
-/// Smallest read buffer, bytes.
-const MIN_BUFFER: usize = 8 * 1024;
 
 /// A value read out of an output, containers summarized.
 #[derive(Debug, Clone, PartialEq)]
@@ -300,6 +297,22 @@ impl<R: Read> Checked<R> {
     }
 }
 
+impl Checked<io::Empty> {
+    /// Checks `whole`, a whole document read at once, as reading it through a [`Checked`] reader
+    /// would: the same errors at the same byte offsets.
+    fn check_whole(whole: &[u8]) -> io::Result<()> {
+        let mut c = Checked::new(io::empty());
+        c.check_utf8(whole)?;
+        if !c.carry.is_empty() {
+            return Err(c.invalid(
+                whole.len(),
+                "not UTF-8: the output ends inside a character".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl<R: Read> Read for Checked<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
@@ -325,7 +338,7 @@ struct State<'c> {
 /// Walks one value with the interest nodes active at its position.
 struct Walk<'i, 's, 'c> {
     interest: &'i Interest,
-    active: Vec<&'i Node>,
+    active: Nodes<'i>,
     state: &'s mut State<'c>,
 }
 
@@ -345,19 +358,26 @@ impl<'i> Walk<'i, '_, '_> {
         self.active.iter().filter_map(|n| n.list)
     }
 
-    fn children(&self, matches: impl Fn(&str) -> bool) -> Vec<&'i Node> {
+    fn children(&self, matches: impl Fn(&str) -> bool) -> Nodes<'i> {
         children(&self.active, matches)
     }
 }
 
+/// Interest nodes active at one place of a document: nearly always none or one (two pointers
+/// seldom overlap), so kept inline without an allocation per object key.
+type Nodes<'i> = smallvec::SmallVec<[&'i Node; 2]>;
+
 /// The children of the nodes `active` whose token `matches`.
-fn children<'i>(active: &[&'i Node], matches: impl Fn(&str) -> bool) -> Vec<&'i Node> {
-    active
-        .iter()
-        .flat_map(|n| n.children.iter())
-        .filter(|(k, _)| matches(k))
-        .map(|(_, n)| n)
-        .collect()
+fn children<'i>(active: &[&'i Node], matches: impl Fn(&str) -> bool) -> Nodes<'i> {
+    let mut found = Nodes::new();
+    for node in active {
+        for (token, child) in &node.children {
+            if matches(token) {
+                found.push(child);
+            }
+        }
+    }
+    found
 }
 
 impl<'de> DeserializeSeed<'de> for Walk<'_, '_, '_> {
@@ -378,19 +398,24 @@ struct Key<'a, 'i> {
 }
 
 impl<'de, 'i> DeserializeSeed<'de> for Key<'_, 'i> {
-    type Value = Vec<&'i Node>;
+    type Value = Nodes<'i>;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_str(self)
+        // As bytes: `serde_json` then skips its UTF-8 check of the key, which the whole
+        // document's check (`Checked`) has already made.
+        d.deserialize_bytes(self)
     }
 }
 
 impl<'de, 'i> Visitor<'de> for Key<'_, 'i> {
-    type Value = Vec<&'i Node>;
+    type Value = Nodes<'i>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an object key")
     }
     fn visit_str<E: de::Error>(self, key: &str) -> Result<Self::Value, E> {
         Ok(children(self.active, |k| k == key))
+    }
+    fn visit_bytes<E: de::Error>(self, key: &[u8]) -> Result<Self::Value, E> {
+        Ok(children(self.active, |k| k.as_bytes() == key))
     }
 }
 
@@ -475,7 +500,7 @@ impl<'de> Visitor<'de> for Walk<'_, '_, '_> {
                 let token = index.to_string();
                 self.children(|k| k == token)
             } else {
-                Vec::new()
+                Nodes::new()
             };
             for &list in &lists {
                 let (template, width) = &self.interest.lists[list];
@@ -532,11 +557,48 @@ pub fn read_output(
     on_list: &mut dyn FnMut(ListEvent<'_>),
 ) -> Result<Found, OutputError> {
     let len = file.metadata().map_or(BUFFER as u64, |m| m.len());
-    let capacity = usize::try_from(len.saturating_add(1))
-        .unwrap_or(BUFFER)
-        .clamp(MIN_BUFFER, BUFFER);
-    let reader = BufReader::with_capacity(capacity, Checked::new(file));
-    let mut de = serde_json::Deserializer::from_reader(reader);
+    if len >= BUFFER as u64 {
+        return walk(interest, on_list, |walk| stream(file, walk));
+    }
+    // A document that fits the buffer is read whole and parsed from memory (several times faster
+    // than through a reader, and what a report of many small outputs spends its time on); the
+    // same UTF-8 check runs over it first, so both ways accept and refuse the same documents.
+    let mut file = file;
+    let mut head = Vec::with_capacity(len as usize + 1);
+    match (&mut file).take(BUFFER as u64).read_to_end(&mut head) {
+        Err(e) => Err(OutputError::Invalid(serde_json::Error::io(e))),
+        Ok(n) if n < BUFFER => read_output_bytes(&head, interest, on_list),
+        // It grew while being read: the bytes read so far, then the rest, streamed.
+        Ok(_) => walk(interest, on_list, |walk| {
+            stream(io::Cursor::new(head).chain(file), walk)
+        }),
+    }
+}
+
+/// [`read_output`] of a document already read whole (shorter than the 1 MiB buffer: what
+/// [`crate::bundle::read::RunFolder::read_small`] gives with [`OUTPUT_WHOLE_LIMIT`]), with the
+/// same checks and errors.
+///
+/// # Errors
+/// As [`read_output`].
+pub fn read_output_bytes(
+    bytes: &[u8],
+    interest: &Interest,
+    on_list: &mut dyn FnMut(ListEvent<'_>),
+) -> Result<Found, OutputError> {
+    walk(interest, on_list, |walk| {
+        Checked::check_whole(bytes).map_err(serde_json::Error::io)?;
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        walk.deserialize(&mut de).and_then(|()| de.end())
+    })
+}
+
+/// Walks one document with `parse` from the root of `interest`, and says what it gave.
+fn walk(
+    interest: &Interest,
+    on_list: &mut dyn FnMut(ListEvent<'_>),
+    parse: impl FnOnce(Walk<'_, '_, '_>) -> Result<(), serde_json::Error>,
+) -> Result<Found, OutputError> {
     let mut state = State {
         found: Found {
             values: vec![None; interest.values],
@@ -545,12 +607,11 @@ pub fn read_output(
         fields: Vec::new(),
         on_list,
     };
-    let walk = Walk {
+    let result = parse(Walk {
         interest,
-        active: vec![&interest.root],
+        active: smallvec::smallvec![&interest.root],
         state: &mut state,
-    };
-    let result = walk.deserialize(&mut de).and_then(|()| de.end());
+    });
     match result {
         Ok(()) => Ok(state.found),
         Err(e) if e.is_eof() && e.line() == 1 && e.column() == 0 => Err(OutputError::Empty),
@@ -558,9 +619,21 @@ pub fn read_output(
     }
 }
 
+/// Parses one document streamed from `reader` through a [`Checked`] reader under a
+/// [`BUFFER`]-byte buffer.
+fn stream(reader: impl Read, walk: Walk<'_, '_, '_>) -> Result<(), serde_json::Error> {
+    let reader = BufReader::with_capacity(BUFFER, Checked::new(reader));
+    let mut de = serde_json::Deserializer::from_reader(reader);
+    walk.deserialize(&mut de).and_then(|()| de.end())
+}
+
+/// Outputs shorter than this many bytes may be read whole ([`read_output_bytes`]).
+pub const OUTPUT_WHOLE_LIMIT: u64 = BUFFER as u64;
+
 /// Checks a run's stdout file at `path` (its last part not followed when a symbolic link; only a
-/// regular file is read): for JSON, exactly one document through [`read_output`] (streamed, never
-/// loaded whole); for text, anything non-empty is valid. Returns the check and, when invalid, why.
+/// regular file is read): for JSON, exactly one document through [`read_output`] (one under 1 MiB
+/// read whole, a larger one streamed); for text, anything non-empty is valid. Returns the check
+/// and, when invalid, why.
 pub fn check_output(path: &Path, format: OutputFormat) -> (OutputCheck, Option<String>) {
     let file = match open_regular(path) {
         Ok(f) => f,

@@ -17,12 +17,16 @@
 //! with [`ReadError::Unsafe`].
 
 use std::fs::File;
-use std::io::{BufReader, Seek};
+use std::io::{BufReader, Read, Seek};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 
-use super::contained::{UnsafeName, open_in, open_regular, plain_name, read_bounded};
+use super::contained::{
+    UnsafeName, enter, open_folder, open_in, open_regular, open_regular_at, plain_name, read_bounded,
+    read_small_beneath,
+};
 
 use super::format::{BUNDLE_FORMAT, BundleInfo, PlanFile, PlanHeader, PlannedRunRecord, RunRecord, files};
 use crate::provenance::host::{HOST_FORMAT, HostFacts};
@@ -139,6 +143,74 @@ impl ReadError {
 pub struct Bundle {
     dir: PathBuf,
     info: BundleInfo,
+    /// `runs/`, opened without following a link the first time a run is read (a report opens
+    /// 100,000 runs through it: one `openat` each instead of a walk from the bundle folder).
+    runs: std::sync::Arc<std::sync::OnceLock<OwnedFd>>,
+}
+
+/// One run's folder, `runs/<run-id>/` ([`Bundle::run_folder`]): its files are read beneath the
+/// bundle's `runs/` folder, opened once per [`Bundle`], following no link.
+#[derive(Debug)]
+pub struct RunFolder<'b> {
+    runs: &'b OwnedFd,
+    bundle: &'b Bundle,
+    run_id: &'b str,
+}
+
+impl RunFolder<'_> {
+    /// The folder's path (for messages).
+    pub fn dir(&self) -> PathBuf {
+        self.bundle.run_dir(self.run_id)
+    }
+
+    /// Opens the regular file `name` of the folder without following links
+    /// ([`super::contained::open_regular_at`] in the folder entered with
+    /// [`super::contained::enter`]).
+    ///
+    /// # Errors
+    /// [`ReadError::Unsafe`] when `name` is not a plain file name, [`ReadError::Missing`] when it
+    /// or the folder is absent, [`ReadError::Io`] when either is a symbolic link or of the wrong
+    /// kind, or cannot be opened.
+    pub fn open(&self, name: &str) -> Result<File, ReadError> {
+        let path = || self.dir().join(name);
+        checked_name(&path(), name, || "file name".into())?;
+        enter(self.runs, Path::new(self.run_id))
+            .and_then(|folder| open_regular_at(&folder, Path::new(name)))
+            .map(|(f, _)| f)
+            .map_err(|e| io_error(&path(), e))
+    }
+
+    /// Reads the regular file `name` of the folder whole when it is shorter than `limit` bytes,
+    /// the quick way ([`super::contained::read_small_beneath`]); `Ok(None)` when that cannot
+    /// answer, and [`RunFolder::open`] then says what is wrong.
+    ///
+    /// # Errors
+    /// [`ReadError::Unsafe`] when `name` is not a plain file name, [`ReadError::Io`] when the
+    /// opened file cannot be read.
+    pub fn read_small(&self, name: &str, limit: u64) -> Result<Option<Vec<u8>>, ReadError> {
+        checked_name_in(|| self.dir().join(name), name, || "file name".into())?;
+        read_small_beneath(self.runs, &Path::new(self.run_id).join(name), limit)
+            .map_err(|e| io_error(&self.dir().join(name), e))
+    }
+
+    /// Reads and checks the folder's run.json: its `run-id`, `output` and the keys of its
+    /// `sha256` must be plain file names.
+    ///
+    /// # Errors
+    /// As [`read_versioned`]; [`ReadError::Unsafe`] for a name that is not a plain file name.
+    pub fn record(&self) -> Result<RunRecord, ReadError> {
+        let path = || self.dir().join(files::RUN);
+        let record: RunRecord = match self.read_small(files::RUN, WHOLE_LIMIT)? {
+            Some(bytes) => parse_versioned_bytes(path, &bytes, "format", BUNDLE_FORMAT)?,
+            None => parse_versioned(&path(), self.open(files::RUN)?, "format", BUNDLE_FORMAT)?,
+        };
+        checked_name_in(path, &record.run_id, || "run-id".into())?;
+        checked_name_in(path, &record.output, || "output".into())?;
+        for name in record.sha256.keys() {
+            checked_name_in(path, name, || "a key of sha256".into())?;
+        }
+        Ok(record)
+    }
 }
 
 /// Most bytes read from a bundle text file (revision.txt, manifest.toml), 64 MiB.
@@ -186,13 +258,24 @@ fn version_of(
     reader: impl std::io::Read,
     version_key: &'static str,
 ) -> Result<Option<u64>, serde_json::Error> {
-    let probe: VersionProbe = serde_json::from_reader(reader)?;
-    let value = if version_key == "bundle-format" {
-        probe.bundle_format
-    } else {
-        probe.format
-    };
-    Ok(value.and_then(|v| v.as_u64()))
+    Ok(serde_json::from_reader::<_, VersionProbe>(reader)?.get(version_key))
+}
+
+/// [`version_of`] a document held in memory.
+fn version_of_slice(bytes: &[u8], version_key: &'static str) -> Result<Option<u64>, serde_json::Error> {
+    Ok(serde_json::from_slice::<VersionProbe>(bytes)?.get(version_key))
+}
+
+impl VersionProbe {
+    /// The integer value of `version_key` (`bundle-format`, else `format`).
+    fn get(self, version_key: &str) -> Option<u64> {
+        let value = if version_key == "bundle-format" {
+            self.bundle_format
+        } else {
+            self.format
+        };
+        value.and_then(|v| v.as_u64())
+    }
 }
 
 /// Parses the versioned JSON document `file` (at `path`), streamed: checks the integer
@@ -204,13 +287,51 @@ fn parse_versioned<T: DeserializeOwned>(
     version_key: &'static str,
     newest: u32,
 ) -> Result<T, ReadError> {
-    let mut reader = BufReader::with_capacity(256 * 1024, file);
-    let found = version_of(&mut reader, version_key)
-        .map_err(|e| json_error(path, e))?
-        .ok_or_else(|| ReadError::NoFormat {
-            path: path.to_path_buf(),
-            key: version_key,
-        })?;
+    let check = |found| check_version(path, version_key, newest, found);
+    // A small document (every run.json) is read whole and parsed from memory, several times
+    // faster than through a reader; a large one (plan.json of a big bundle) is streamed twice.
+    let len = file.metadata().map_err(|e| io_error(path, e))?.len();
+    if len < WHOLE_LIMIT {
+        let mut bytes = Vec::with_capacity(len as usize + 1);
+        let mut file = file;
+        (&mut file)
+            .take(WHOLE_LIMIT)
+            .read_to_end(&mut bytes)
+            .map_err(|e| io_error(path, e))?;
+        if (bytes.len() as u64) < WHOLE_LIMIT {
+            return parse_versioned_bytes(|| path.to_path_buf(), &bytes, version_key, newest);
+        }
+        file.rewind().map_err(|e| io_error(path, e))?;
+        return parse_versioned_streamed(path, file, version_key, check);
+    }
+    parse_versioned_streamed(path, file, version_key, check)
+}
+
+/// [`parse_versioned`] of a document read whole.
+fn parse_versioned_bytes<T: DeserializeOwned>(
+    path: impl Fn() -> PathBuf,
+    bytes: &[u8],
+    version_key: &'static str,
+    newest: u32,
+) -> Result<T, ReadError> {
+    let found = version_of_slice(bytes, version_key).map_err(|e| json_error(&path(), e))?;
+    if !matches!(found, Some(v) if v <= u64::from(newest)) {
+        check_version(&path(), version_key, newest, found)?;
+    }
+    serde_json::from_slice(bytes).map_err(|e| json_error(&path(), e))
+}
+
+/// The version `found` under `version_key` must be there and at most `newest`.
+fn check_version(
+    path: &Path,
+    version_key: &'static str,
+    newest: u32,
+    found: Option<u64>,
+) -> Result<(), ReadError> {
+    let found = found.ok_or_else(|| ReadError::NoFormat {
+        path: path.to_path_buf(),
+        key: version_key,
+    })?;
     if found > u64::from(newest) {
         return Err(ReadError::NewerFormat {
             path: path.to_path_buf(),
@@ -219,6 +340,21 @@ fn parse_versioned<T: DeserializeOwned>(
             version: env!("CARGO_PKG_VERSION"),
         });
     }
+    Ok(())
+}
+
+/// Documents shorter than this are read whole by [`parse_versioned`], bytes.
+const WHOLE_LIMIT: u64 = 1 << 20;
+
+/// [`parse_versioned`] of a large document: the version probe and the parse each stream it.
+fn parse_versioned_streamed<T: DeserializeOwned>(
+    path: &Path,
+    file: File,
+    version_key: &'static str,
+    check: impl FnOnce(Option<u64>) -> Result<(), ReadError>,
+) -> Result<T, ReadError> {
+    let mut reader = BufReader::with_capacity(256 * 1024, file);
+    check(version_of(&mut reader, version_key).map_err(|e| json_error(path, e))?)?;
     reader.rewind().map_err(|e| io_error(path, e))?;
     serde_json::from_reader(reader).map_err(|e| json_error(path, e))
 }
@@ -244,8 +380,18 @@ pub fn read_versioned<T: DeserializeOwned>(
 
 /// Checks a name read from the file `path` with [`super::contained::plain_name`].
 fn checked_name(path: &Path, name: &str, what: impl FnOnce() -> String) -> Result<(), ReadError> {
+    checked_name_in(|| path.to_path_buf(), name, what)
+}
+
+/// [`checked_name`] with the file's path made only for the error (a report checks 300,000
+/// names of 100,000 runs).
+fn checked_name_in(
+    path: impl FnOnce() -> PathBuf,
+    name: &str,
+    what: impl FnOnce() -> String,
+) -> Result<(), ReadError> {
     plain_name(name).map(|_| ()).map_err(|source| ReadError::Unsafe {
-        path: path.to_path_buf(),
+        path: path(),
         what: what(),
         source,
     })
@@ -278,7 +424,11 @@ impl Bundle {
         let bundle_json = dir.join(files::BUNDLE);
         let file = open_in(&dir, Path::new(files::BUNDLE)).map_err(|e| io_error(&bundle_json, e))?;
         let info = parse_versioned(&bundle_json, file, "bundle-format", BUNDLE_FORMAT)?;
-        Ok(Bundle { dir, info })
+        Ok(Bundle {
+            dir,
+            info,
+            runs: Default::default(),
+        })
     }
 
     /// Opens the regular file `rel` (relative, plain names) of the bundle without following links
@@ -510,25 +660,63 @@ impl Bundle {
     /// # Errors
     /// As [`Bundle::open_file`]; [`ReadError::Unsafe`] when `name` is not a plain file name.
     pub fn open_run_file(&self, run_id: &str, name: &str) -> Result<File, ReadError> {
-        let rel = Path::new(files::RUNS).join(run_id).join(name);
-        checked_name(&self.dir.join(&rel), run_id, || "run-id".into())?;
-        checked_name(&self.dir.join(&rel), name, || "file name".into())?;
-        self.open_file(&rel)
+        let path = self.run_dir(run_id).join(name);
+        checked_name(&path, run_id, || "run-id".into())?;
+        checked_name(&path, name, || "file name".into())?;
+        let runs = self.runs_folder().map_err(|e| io_error(&path, e))?;
+        RunFolder {
+            runs,
+            bundle: self,
+            run_id,
+        }
+        .open(name)
     }
 
-    /// Reads and checks `runs/<run_id>/run.json`: its `run-id`, `output` and the keys of its
-    /// `sha256` must be plain file names.
-    fn run_json(&self, run_id: &str) -> Result<RunRecord, ReadError> {
-        let rel = Path::new(files::RUNS).join(run_id).join(files::RUN);
-        let path = self.dir.join(&rel);
-        checked_name(&path, run_id, || "run-id (from plan.json)".into())?;
-        let record: RunRecord = self.versioned(&rel, "format", BUNDLE_FORMAT)?;
-        checked_name(&path, &record.run_id, || "run-id".into())?;
-        checked_name(&path, &record.output, || "output".into())?;
-        for name in record.sha256.keys() {
-            checked_name(&path, name, || "a key of sha256".into())?;
+    /// The folder of one run, `runs/<run_id>/`, whose files are then read beneath `runs/`
+    /// (opened once per [`Bundle`]) without following links.
+    ///
+    /// # Errors
+    /// [`ReadError::Unsafe`] when `run_id` is not a plain file name, [`ReadError::Missing`] when
+    /// `runs/` does not exist, [`ReadError::Io`] when it is a link or not a folder.
+    pub fn run_folder<'b>(&'b self, run_id: &'b str) -> Result<RunFolder<'b>, ReadError> {
+        checked_name(&self.run_dir(run_id), run_id, || "run-id".into())?;
+        let runs = self
+            .runs_folder()
+            .map_err(|e| io_error(&self.run_dir(run_id), e))?;
+        Ok(RunFolder {
+            runs,
+            bundle: self,
+            run_id,
+        })
+    }
+
+    /// `runs/`, opened without following a link the first time it is asked for.
+    fn runs_folder(&self) -> std::io::Result<&OwnedFd> {
+        if let Some(fd) = self.runs.get() {
+            return Ok(fd);
         }
-        Ok(record)
+        let fd = enter(&open_folder(&self.dir)?, Path::new(files::RUNS))?;
+        // Another thread may have set it meanwhile: either descriptor is the same folder.
+        let _ = self.runs.set(fd);
+        Ok(self.runs.get().expect("set above"))
+    }
+
+    /// Reads and checks `runs/<run_id>/run.json` ([`RunFolder::record`]).
+    fn run_json(&self, run_id: &str) -> Result<RunRecord, ReadError> {
+        self.checked_run_folder(run_id)?.record()
+    }
+
+    /// [`Bundle::run_folder`] of a `run_id` read from plan.json; a missing `runs/` is a missing
+    /// run.json.
+    fn checked_run_folder<'b>(&'b self, run_id: &'b str) -> Result<RunFolder<'b>, ReadError> {
+        let path = || self.run_dir(run_id).join(files::RUN);
+        checked_name_in(path, run_id, || "run-id (from plan.json)".into())?;
+        let runs = self.runs_folder().map_err(|e| io_error(&path(), e))?;
+        Ok(RunFolder {
+            runs,
+            bundle: self,
+            run_id,
+        })
     }
 
     /// Reads one run's `run.json` (see [`Bundle::run_record`] for the checks).
@@ -536,9 +724,25 @@ impl Bundle {
     /// # Errors
     /// [`ReadError::RunMissing`] when the run did not finish, otherwise as [`Bundle::run_record`].
     pub fn read_run(&self, planned: &PlannedRunRecord) -> Result<RunRecord, ReadError> {
-        match self.run_json(&planned.run_id) {
+        self.read_run_folder(planned).map(|(record, _)| record)
+    }
+
+    /// Reads one run's `run.json` as [`Bundle::read_run`] does, and returns it with the run's
+    /// folder, opened once, for reading its other files.
+    ///
+    /// # Errors
+    /// As [`Bundle::read_run`].
+    pub fn read_run_folder<'b>(
+        &'b self,
+        planned: &'b PlannedRunRecord,
+    ) -> Result<(RunRecord, RunFolder<'b>), ReadError> {
+        let run_id = &planned.run_id;
+        let read = self
+            .checked_run_folder(run_id)
+            .and_then(|folder| Ok((folder.record()?, folder)));
+        match read {
             Err(ReadError::Missing { path }) => Err(ReadError::RunMissing {
-                run_id: planned.run_id.clone(),
+                run_id: run_id.clone(),
                 path,
             }),
             other => other,
