@@ -101,7 +101,12 @@ pub struct CommandSpec {
 }
 
 /// One matrix value: TOML string, integer, float or boolean.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// Read from TOML or JSON by its kind: a boolean, an integer that fits `i64`, any other number
+/// (a float, or an integer beyond `i64`: its `f64`), a string; anything else is an error. (A
+/// visitor of its own rather than `#[serde(untagged)]`, which buffers each value and builds an
+/// error for every kind it tries first: most of the time spent reading a plan's cells.)
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Value {
     /// A TOML boolean.
@@ -124,6 +129,37 @@ impl std::fmt::Display for Value {
             Value::Float(x) => f.write_str(&x.text),
             Value::Str(s) => f.write_str(s),
         }
+    }
+}
+
+impl<'de> Deserialize<'de> for Value {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
+        struct Kind;
+        impl serde::de::Visitor<'_> for Kind {
+            type Value = Value;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a matrix value (a string, integer, float or boolean)")
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Value, E> {
+                Ok(Value::Bool(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Value, E> {
+                Ok(Value::Int(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Value, E> {
+                Ok(i64::try_from(v).map_or_else(|_| Value::Float(Float::from_value(v as f64)), Value::Int))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
+                Ok(Value::Float(Float::from_value(v)))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Value, E> {
+                Ok(Value::Str(v.to_string()))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Value, E> {
+                Ok(Value::Str(v))
+            }
+        }
+        d.deserialize_any(Kind)
     }
 }
 
@@ -523,5 +559,39 @@ mod tests {
             assert_eq!(serde_json::to_value(v).unwrap(), v.as_str(), "{v:?}");
             assert_eq!(serde_json::from_value::<Order>(v.as_str().into()).unwrap(), v);
         }
+    }
+    /// Values read from JSON by kind, as `#[serde(untagged)]` over Bool, Int, Float, Str read them.
+    #[test]
+    fn values_are_read_by_their_kind() {
+        let read = |text: &str| serde_json::from_str::<Value>(text);
+        assert_eq!(read("true").unwrap(), Value::Bool(true));
+        assert_eq!(read("16").unwrap(), Value::Int(16));
+        assert_eq!(read("-3").unwrap(), Value::Int(-3));
+        assert_eq!(read("9223372036854775807").unwrap(), Value::Int(i64::MAX));
+        // Beyond i64: its f64, with that number's text.
+        let Value::Float(big) = read("18446744073709551615").unwrap() else {
+            panic!("not a float")
+        };
+        assert_eq!(big.value, u64::MAX as f64);
+        assert_eq!(big.text, "1.8446744073709552e+19");
+        let Value::Float(x) = read("1.5").unwrap() else {
+            panic!("not a float")
+        };
+        assert_eq!((x.value, x.text.as_str()), (1.5, "1.5"));
+        assert_eq!(read("\"reuse\"").unwrap(), Value::Str("reuse".into()));
+        assert_eq!(read("\"caf\\u00e9\"").unwrap(), Value::Str("café".into()));
+        for bad in ["null", "[1]", "{\"a\": 1}"] {
+            let e = read(bad).unwrap_err().to_string();
+            assert!(
+                e.contains("a matrix value (a string, integer, float or boolean)"),
+                "{bad}: {e}"
+            );
+        }
+        // From TOML as well (the manifest's `exclude` and `include` tables).
+        let t: BTreeMap<String, Value> = toml::from_str("a = 1\nb = 2.5\nc = \"x\"\nd = false\n").unwrap();
+        assert_eq!(t["a"], Value::Int(1));
+        assert_eq!(t["c"], Value::Str("x".into()));
+        assert_eq!(t["d"], Value::Bool(false));
+        assert!(matches!(&t["b"], Value::Float(f) if f.value == 2.5));
     }
 }
