@@ -21,17 +21,20 @@ pub use verdict::{CompareVerdict, Verdict};
 pub const ALPHA: f64 = 0.05;
 
 /// The median of `v` (mean of the two middle values for an even count), `None` when empty.
-/// Sorts `v`.
+/// Reorders `v` (it is not left sorted).
 pub fn median(v: &mut [f64]) -> Option<f64> {
     if v.is_empty() {
         return None;
     }
-    v.sort_by(f64::total_cmp);
+    // The middle of the sorted order by selection, without sorting the rest (the same values:
+    // `total_cmp` is a total order).
     let n = v.len();
+    let (lower, &mut upper, _) = v.select_nth_unstable_by(n / 2, f64::total_cmp);
     Some(if n % 2 == 1 {
-        v[n / 2]
+        upper
     } else {
-        v[n / 2 - 1] / 2.0 + v[n / 2] / 2.0
+        let below = lower.iter().copied().max_by(f64::total_cmp).expect("n >= 2");
+        below / 2.0 + upper / 2.0
     })
 }
 

@@ -12,11 +12,20 @@ pub fn theil_sen(points: &[(u64, i128)]) -> Option<f64> {
             if xi == xj {
                 continue;
             }
-            let dx = i128::from(xj) - i128::from(xi);
-            slopes.push((yj - yi) as f64 / dx as f64);
+            slopes.push(ratio(yj - yi, i128::from(xj) - i128::from(xi)));
         }
     }
     super::median(&mut slopes)
+}
+
+/// `dy / dx` in `f64`, each rounded to the nearest `f64` first (as `dy as f64 / dx as f64`), by
+/// the hardware's `i64` conversion where both fit (nearly always: byte counts and their
+/// differences), not the much slower software `i128` one.
+fn ratio(dy: i128, dx: i128) -> f64 {
+    match (i64::try_from(dy), i64::try_from(dx)) {
+        (Ok(dy), Ok(dx)) => dy as f64 / dx as f64,
+        _ => dy as f64 / dx as f64,
+    }
 }
 
 /// Theil-Sen slopes of the whole series and of its first and second halves: points sorted by x,
@@ -29,13 +38,15 @@ pub fn halves(points: &mut [(u64, i128)]) -> (Option<f64>, Option<f64>, Option<f
     };
     let mid = first.0 + (last.0 - first.0) / 2;
     let odd = (last.0 - first.0) % 2 == 1;
-    let lower: Vec<(u64, i128)> = points.iter().copied().filter(|p| p.0 <= mid).collect();
-    let upper: Vec<(u64, i128)> = points
-        .iter()
-        .copied()
-        .filter(|p| p.0 > mid || (p.0 == mid && !odd))
-        .collect();
-    (theil_sen(points), theil_sen(&lower), theil_sen(&upper))
+    // Sorted by x, each half is a run of neighbours: the points up to the middle, and those
+    // from it (from past it when the range is odd, where no integer x is exactly halfway).
+    let lower = points.partition_point(|p| p.0 <= mid);
+    let upper = points.partition_point(|p| if odd { p.0 <= mid } else { p.0 < mid });
+    (
+        theil_sen(points),
+        theil_sen(&points[..lower]),
+        theil_sen(&points[upper..]),
+    )
 }
 
 #[cfg(test)]
