@@ -202,7 +202,16 @@ pub fn write_bundle(dir: &Path, s: &Synth) -> std::io::Result<()> {
         sample_interval_seconds: Some(0.1),
         runs: planned.iter().map(|p| p.2.clone()).collect(),
     };
-    write_json(&dir.join(files::PLAN), &plan)?;
+    // As the runner writes it (bundle::plan_file::write_plan_json): compact, one run a line.
+    let mut text = serde_json::to_string(&plan)?;
+    let runs_at = text.find("\"runs\":[").expect("runs") + "\"runs\":[".len();
+    text.truncate(runs_at);
+    for (i, run) in plan.runs.iter().enumerate() {
+        text.push_str(if i == 0 { "\n" } else { ",\n" });
+        text.push_str(&serde_json::to_string(run)?);
+    }
+    text.push_str("]}\n");
+    std::fs::write(dir.join(files::PLAN), text)?;
     let mut counts: BTreeMap<Outcome, usize> = BTreeMap::new();
     for (mi, el, p) in &planned {
         if s.stop_at.is_some_and(|stop| p.index >= stop) {

@@ -72,9 +72,14 @@ pub struct RunValues {
     values: Vec<f64>,
     width: usize,
     pointers: Vec<String>,
-    /// What runs gave instead of a usable value, by run: one interned text (index into
-    /// `gave_texts`) per column, for the few runs that have one (see [`RunValues::gave`]).
-    gave: HashMap<u32, Box<[Option<u32>]>>,
+    /// What runs gave instead of a usable value, by run (aligned with `runs`): an index into
+    /// `gave_rows`, [`NO_GAVE`] for a run that gave nothing unusable (see [`RunValues::gave`]).
+    /// Rows repeat across runs (the same metrics unusable for the same reason), so each distinct
+    /// row is kept once: 4 bytes a run.
+    gave: Vec<u32>,
+    /// Distinct rows of what runs gave: one interned text (index into `gave_texts`) per column.
+    gave_rows: Vec<Box<[Option<u32>]>>,
+    gave_row_index: HashMap<Box<[Option<u32>]>, u32>,
     gave_texts: Vec<String>,
     gave_index: HashMap<String, u32>,
     /// The finished runs of each cell (indices into `runs`), made by [`RunValues::finish`].
@@ -86,6 +91,9 @@ pub struct RunValues {
     /// detection); `None` before the first output with a mode.
     mode_candidates: Option<Vec<String>>,
 }
+
+/// [`RunValues`]' `gave` of a run that gave nothing unusable.
+const NO_GAVE: u32 = u32::MAX;
 
 /// Columns of [`RunValues`] after the retention metrics.
 const WALL: usize = 0;
@@ -191,6 +199,7 @@ impl RunValues {
             row[base + k] = r.unusable_metrics.get(name).map(String::as_str);
         }
         if row.iter().all(Option::is_none) {
+            self.gave.push(NO_GAVE);
             return;
         }
         let ids: Box<[Option<u32>]> = row
@@ -207,19 +216,33 @@ impl RunValues {
                 })
             })
             .collect();
-        self.gave.insert((self.runs.len() - 1) as u32, ids);
+        let row = match self.gave_row_index.get(&ids) {
+            Some(&row) => row,
+            None => {
+                let row = self.gave_rows.len() as u32;
+                self.gave_rows.push(ids.clone());
+                self.gave_row_index.insert(ids, row);
+                row
+            }
+        };
+        self.gave.push(row);
     }
 
     /// What finished run `run` gave instead of a usable value in `column` (a [`Metric`] as
     /// `metric as usize`, or `Metric::ALL.len() + 2 + k` for the k-th `[report]` metric).
     pub fn gave(&self, run: usize, column: usize) -> Option<&str> {
-        let id = (*self.gave.get(&(run as u32))?.get(column)?)?;
+        let row = *self.gave.get(run)?;
+        let id = (*self.gave_rows.get(row as usize)?.get(column)?)?;
         Some(&self.gave_texts[id as usize])
     }
 
     /// The text of what the finished runs `runs` gave instead of a usable value of `metric`
     /// ([`super::metrics::runs_gave`]); `None` when none did.
     pub fn unusable_values(&self, runs: impl IntoIterator<Item = usize>, metric: Metric) -> Option<String> {
+        if self.gave_rows.is_empty() {
+            // No run gave anything unusable: nothing to look up run by run.
+            return None;
+        }
         super::metrics::runs_gave(runs.into_iter().filter_map(|r| self.gave(r, metric as usize)))
     }
 

@@ -23,8 +23,10 @@ use super::model::{
 };
 use super::retention::{Accumulator, DocFields, Parsed, SampleField, SampleFields};
 use crate::bundle::lock::effective_status;
-use crate::bundle::output::{Interest, ListEvent, OutputError, Scalar, read_output};
-use crate::bundle::read::{Bundle, ReadError};
+use crate::bundle::output::{
+    Interest, ListEvent, OUTPUT_WHOLE_LIMIT, OutputError, Scalar, read_output, read_output_bytes,
+};
+use crate::bundle::read::{Bundle, ReadError, RunFolder};
 use crate::bundle::reason::RunFailure;
 use crate::bundle::{Outcome, OutputCheck, PlannedRunRecord, RunRecord};
 use crate::exec::MemorySample;
@@ -170,8 +172,8 @@ pub fn decimate<T: Copy>(v: Vec<T>, max: usize) -> Vec<T> {
 
 /// Reads memory.jsonl line by line: (t-seconds, PSS summed over the run's processes) of the
 /// samples that have it (smaps_rollup samples; status samples have no PSS).
-fn read_memory(bundle: &Bundle, run_id: &str) -> Vec<(f64, u64)> {
-    let Ok(f) = bundle.open_run_file(run_id, crate::bundle::files::MEMORY) else {
+fn read_memory(folder: &RunFolder) -> Vec<(f64, u64)> {
+    let Ok(f) = folder.open(crate::bundle::files::MEMORY) else {
         return Vec::new();
     };
     let all = std::io::BufReader::new(f)
@@ -184,7 +186,7 @@ fn read_memory(bundle: &Bundle, run_id: &str) -> Vec<(f64, u64)> {
 }
 
 /// The mappings that grew most between the first and the last breakdown of mappings.json.
-fn read_mappings_growth(bundle: &Bundle, run_id: &str) -> Vec<super::model::MappingGrowth> {
+fn read_mappings_growth(folder: &RunFolder) -> Vec<super::model::MappingGrowth> {
     #[derive(serde::Deserialize)]
     struct Breakdown {
         #[serde(rename = "t-seconds")]
@@ -196,7 +198,7 @@ fn read_mappings_growth(bundle: &Bundle, run_id: &str) -> Vec<super::model::Mapp
         first: Option<Breakdown>,
         last: Option<Breakdown>,
     }
-    let Ok(f) = bundle.open_run_file(run_id, crate::bundle::files::MAPPINGS) else {
+    let Ok(f) = folder.open(crate::bundle::files::MAPPINGS) else {
         return Vec::new();
     };
     let Ok(File {
@@ -227,7 +229,7 @@ fn read_mappings_growth(bundle: &Bundle, run_id: &str) -> Vec<super::model::Mapp
 /// `last_loop` one (growth), then between `baseline` and `closed` (after close), from its
 /// output's `mappings` (see `crate::probe::document::MappingBreakdowns`); only that object of
 /// the document is kept while reading it.
-fn read_probe_mappings_growth(file: std::fs::File) -> Vec<super::model::MappingGrowth> {
+fn read_probe_mappings_growth(output: OutputSource) -> Vec<super::model::MappingGrowth> {
     #[derive(serde::Deserialize)]
     struct Breakdown {
         t_seconds: f64,
@@ -250,7 +252,10 @@ fn read_probe_mappings_growth(file: std::fs::File) -> Vec<super::model::MappingG
                 last_loop,
                 closed,
             }),
-    }) = serde_json::from_reader::<_, Doc>(std::io::BufReader::new(file))
+    }) = (match output {
+        OutputSource::Whole(bytes) => serde_json::from_slice::<Doc>(&bytes),
+        OutputSource::File(file) => serde_json::from_reader::<_, Doc>(std::io::BufReader::new(file)),
+    })
     else {
         return Vec::new();
     };
@@ -284,6 +289,7 @@ struct RunContext<'a> {
     bundle: &'a Bundle,
     keys: &'a [String],
     pointers: &'a [(String, String)],
+    interest: OutputInterest,
     json_output: bool,
     keep_series: bool,
 }
@@ -310,27 +316,131 @@ impl Restream {
             bundle: &bundle,
             keys: &self.keys,
             pointers: &self.pointers,
+            interest: OutputInterest::new(&self.pointers),
             json_output: self.json_output,
             keep_series: false,
         };
-        for planned in bundle.planned_runs()? {
-            let planned = planned?;
-            let run = match bundle.read_run(&planned) {
-                Ok(rec) => run_summary(&ctx, rec, true),
-                Err(ReadError::RunMissing { .. }) => not_run(planned, &self.keys),
-                Err(e) => return Err(e.into()),
-            };
-            f(run)?;
-        }
-        Ok(())
+        read_in_order(
+            &ctx,
+            bundle.planned_runs()?,
+            || true,
+            |read| {
+                f(match read {
+                    Read::Finished(run) => *run,
+                    Read::NotRun(planned) => not_run(*planned, &self.keys),
+                })
+            },
+        )
     }
+}
+
+/// What reading one planned run gave.
+enum Read {
+    /// Its summary (run.json and what it names were read).
+    Finished(Box<RunSummary>),
+    /// It has no run.json: it did not run (or not to its end).
+    NotRun(Box<PlannedRunRecord>),
+}
+
+/// Reads one planned run: run.json, then its output and other files through its folder, opened
+/// once; `detail` as [`run_summary`].
+fn read_planned(ctx: &RunContext<'_>, planned: PlannedRunRecord, detail: bool) -> Result<Read, ReadError> {
+    match ctx.bundle.read_run_folder(&planned) {
+        Ok((rec, folder)) => Ok(Read::Finished(Box::new(run_summary(ctx, rec, &folder, detail)))),
+        Err(ReadError::RunMissing { .. }) => Ok(Read::NotRun(Box::new(planned))),
+        Err(e) => Err(e),
+    }
+}
+
+/// Planned runs read at a time by [`read_in_order`], split between its threads.
+const BATCH: usize = 1024;
+
+/// Reads the runs of `planned` ([`read_planned`]) on [`super::parallel::threads`] threads, [`BATCH`] at a
+/// time, and hands each to `f` in plan order, as a loop over them one by one would; `f` takes the
+/// runs of one batch while the threads read the next. `detail()` is asked before each batch is
+/// read (it may only turn from true to false as `f` is called; a run read in detail that was not
+/// needed is summarized as it would be without).
+///
+/// # Errors
+/// The first error in plan order: the plan's, a run's ([`read_planned`]), or `f`'s; runs before
+/// it were handed to `f`.
+fn read_in_order<E: From<ReadError>>(
+    ctx: &RunContext<'_>,
+    planned: impl Iterator<Item = Result<PlannedRunRecord, ReadError>>,
+    mut detail: impl FnMut() -> bool,
+    mut f: impl FnMut(Read) -> Result<(), E>,
+) -> Result<(), E> {
+    type Part = Vec<Result<Read, ReadError>>;
+    let threads = super::parallel::threads();
+    let mut planned = planned.fuse();
+    std::thread::scope(|scope| {
+        // The batch being read: its parts' threads, in plan order, and the plan's error after it.
+        let mut reading: Option<(Vec<std::thread::ScopedJoinHandle<'_, Part>>, Option<ReadError>)> = None;
+        loop {
+            let mut batch = Vec::with_capacity(BATCH);
+            let mut plan_error = None;
+            for p in planned.by_ref() {
+                match p {
+                    Ok(p) => batch.push(p),
+                    Err(e) => {
+                        plan_error = Some(e);
+                        break;
+                    }
+                }
+                if batch.len() == BATCH {
+                    break;
+                }
+            }
+            let last = batch.len() < BATCH;
+            let detail = detail();
+            let per_thread = batch.len().div_ceil(threads).max(1);
+            let mut parts: Vec<Vec<PlannedRunRecord>> = Vec::new();
+            while batch.len() > per_thread {
+                parts.push(batch.split_off(batch.len() - per_thread));
+            }
+            parts.push(batch);
+            parts.reverse();
+            let handles = parts
+                .into_iter()
+                .map(|part| {
+                    scope.spawn(move || part.into_iter().map(|p| read_planned(ctx, p, detail)).collect())
+                })
+                .collect();
+            if let Some((previous, error)) = reading.replace((handles, plan_error)) {
+                hand_over(previous, error, &mut f)?;
+            }
+            if last {
+                break;
+            }
+        }
+        match reading {
+            Some((handles, error)) => hand_over(handles, error, &mut f),
+            None => Ok(()),
+        }
+    })
+}
+
+/// Hands the runs the threads `handles` read to `f` in order, then the plan's `error` after them.
+fn hand_over<E: From<ReadError>>(
+    handles: Vec<std::thread::ScopedJoinHandle<'_, Vec<Result<Read, ReadError>>>>,
+    error: Option<ReadError>,
+    f: &mut impl FnMut(Read) -> Result<(), E>,
+) -> Result<(), E> {
+    for handle in handles {
+        for read in handle.join().expect("a run reader thread panicked") {
+            f(read?)?;
+        }
+    }
+    error.map_or(Ok(()), |e| Err(e.into()))
 }
 
 /// The summary of one finished run; `detail` false leaves out what only the per-run tables and
 /// formats show (the mappings that grew, the plot series): a run of a large bundle that is
 /// aggregated but not held.
-fn run_summary(ctx: &RunContext<'_>, rec: RunRecord, detail: bool) -> RunSummary {
-    let failure = RunFailure::read(&rec, &ctx.bundle.run_dir(&rec.run_id), STDERR_TAIL_LINES);
+fn run_summary(ctx: &RunContext<'_>, rec: RunRecord, folder: &RunFolder, detail: bool) -> RunSummary {
+    let failure = (rec.outcome != Outcome::Ok)
+        .then(|| RunFailure::read(&rec, &ctx.bundle.run_dir(&rec.run_id), STDERR_TAIL_LINES))
+        .flatten();
     let (reason, stderr_tail) = failure.map_or((None, Vec::new()), |f| (Some(f.reason), f.stderr_tail));
     let mut s = RunSummary {
         cell_label: cell_label(&rec.cell, ctx.keys, None),
@@ -360,7 +470,7 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord, detail: bool) -> RunSummary
         memory_note: rec.sampling.as_ref().and_then(|s| s.note.clone()),
         tree_peak_bytes: rec.cgroup_memory_peak_bytes,
         mappings_grown: if detail && rec.sha256.contains_key(crate::bundle::files::MAPPINGS) {
-            read_mappings_growth(ctx.bundle, &rec.run_id)
+            read_mappings_growth(folder)
         } else {
             Vec::new()
         },
@@ -402,25 +512,32 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord, detail: bool) -> RunSummary
     }
     let keep_series = ctx.keep_series && detail;
     if keep_series {
-        s.memory = read_memory(ctx.bundle, &rec.run_id);
+        s.memory = read_memory(folder);
     }
     if !ctx.json_output || rec.output_check != OutputCheck::Valid {
         return s;
     }
-    let path = ctx.bundle.run_output_path(&rec);
-    let read = ctx
-        .bundle
-        .open_run_file(&rec.run_id, &rec.output)
-        .map_err(|e| e.reason())
-        .and_then(|file| read_values(file, ctx.pointers, keep_series).map_err(|e| e.to_string()));
-    let (metrics, parsed, probe_mappings) = match read {
-        Ok(found) => found,
+    let output = match OutputSource::open(folder, &rec.output) {
+        Ok(output) => output,
         Err(e) => {
-            s.excluded
-                .get_or_insert_with(|| format!("cannot read output {}: {e}", path.display()));
+            s.excluded.get_or_insert_with(|| {
+                let path = ctx.bundle.run_output_path(&rec);
+                format!("cannot read output {}: {}", path.display(), e.reason())
+            });
             return s;
         }
     };
+    let (metrics, parsed, probe_mappings) =
+        match read_values(output, ctx.pointers, &ctx.interest, keep_series) {
+            Ok(found) => found,
+            Err(e) => {
+                s.excluded.get_or_insert_with(|| {
+                    let path = ctx.bundle.run_output_path(&rec);
+                    format!("cannot read output {}: {e}", path.display())
+                });
+                return s;
+            }
+        };
     for (name, (value, kind)) in metrics {
         if let Some(kind) = kind {
             s.unusable_metrics.insert(name.clone(), kind.to_string());
@@ -430,9 +547,9 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord, detail: bool) -> RunSummary
     if detail
         && probe_mappings
         && matches!(parsed, Parsed::Retention(..))
-        && let Ok(file) = ctx.bundle.open_run_file(&rec.run_id, &rec.output)
+        && let Ok(output) = OutputSource::open(folder, &rec.output)
     {
-        let grown = read_probe_mappings_growth(file);
+        let grown = read_probe_mappings_growth(output);
         if !grown.is_empty() {
             s.mappings_grown = grown;
         }
@@ -475,26 +592,73 @@ const DOC_POINTERS: [&str; 5] = [
 ///
 /// # Errors
 /// As [`read_output`] (the output check's reader and limits).
+/// What [`read_values`] asks of every output: built once per report.
+struct OutputInterest {
+    interest: Interest,
+    /// Slot of each `[report]` metric's pointer, in the order of the pointers.
+    metric_slots: Vec<usize>,
+    /// Slot of each of [`DOC_POINTERS`].
+    doc_slots: Vec<usize>,
+    /// The list of `/samples`.
+    samples: usize,
+}
+
+impl OutputInterest {
+    fn new(pointers: &[(String, String)]) -> OutputInterest {
+        let mut interest = Interest::default();
+        // Pointers were checked to start with `/` or be empty when the manifest was read.
+        let metric_slots: Vec<usize> = pointers
+            .iter()
+            .map(|(_, p)| interest.value(p).unwrap_or(usize::MAX))
+            .collect();
+        let doc_slots: Vec<usize> = DOC_POINTERS
+            .iter()
+            .map(|p| interest.value(p).unwrap_or(usize::MAX))
+            .collect();
+        let names = SampleField::ALL.map(SampleField::name);
+        let samples = interest.each("/samples", &names).unwrap_or(usize::MAX);
+        OutputInterest {
+            interest,
+            metric_slots,
+            doc_slots,
+            samples,
+        }
+    }
+}
+
+/// A run's output: read whole when short (the quick way, [`RunFolder::read_small`]), else open
+/// to be streamed.
+enum OutputSource {
+    Whole(Vec<u8>),
+    File(std::fs::File),
+}
+
+impl OutputSource {
+    /// The output `name` of the run in `folder`.
+    fn open(folder: &RunFolder<'_>, name: &str) -> Result<OutputSource, ReadError> {
+        Ok(match folder.read_small(name, OUTPUT_WHOLE_LIMIT)? {
+            Some(bytes) => OutputSource::Whole(bytes),
+            None => OutputSource::File(folder.open(name)?),
+        })
+    }
+}
+
 fn read_values(
-    file: std::fs::File,
+    output: OutputSource,
     pointers: &[(String, String)],
+    asked: &OutputInterest,
     keep_series: bool,
 ) -> Result<(Metrics, Parsed, bool), OutputError> {
-    let mut interest = Interest::default();
-    // Pointers were checked to start with `/` or be empty when the manifest was read.
-    let metric_slots: Vec<usize> = pointers
-        .iter()
-        .map(|(_, p)| interest.value(p).unwrap_or(usize::MAX))
-        .collect();
-    let doc_slots: Vec<usize> = DOC_POINTERS
-        .iter()
-        .map(|p| interest.value(p).unwrap_or(usize::MAX))
-        .collect();
-    let names = SampleField::ALL.map(SampleField::name);
-    let samples = interest.each("/samples", &names).unwrap_or(usize::MAX);
+    let OutputInterest {
+        interest,
+        metric_slots,
+        doc_slots,
+        samples,
+    } = asked;
+    let samples = *samples;
     let new_acc = || Accumulator::new(if keep_series { MAX_PLOT_POINTS } else { 0 });
     let mut acc = new_acc();
-    let found = read_output(file, &interest, &mut |event| match event {
+    let mut on_list = |event: ListEvent<'_>| match event {
         ListEvent::Start { .. } => acc = new_acc(),
         ListEvent::Element { index, fields, .. } => {
             // fields[0] is the element itself, then the fields in SampleField::ALL's order.
@@ -507,11 +671,15 @@ fn read_values(
             });
             acc.push(index, sample);
         }
-    })?;
+    };
+    let found = match output {
+        OutputSource::Whole(bytes) => read_output_bytes(&bytes, interest, &mut on_list),
+        OutputSource::File(file) => read_output(file, interest, &mut on_list),
+    }?;
     let value = |slot: usize| found.values.get(slot).and_then(Option::as_ref);
     let metrics = pointers
         .iter()
-        .zip(&metric_slots)
+        .zip(metric_slots)
         .map(|((name, _), slot)| {
             let v = value(*slot);
             (name.clone(), (v.map(metric_value), metric_kind(v)))
@@ -572,6 +740,7 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
         bundle: &bundle,
         keys: &keys,
         pointers: &pointers,
+        interest: OutputInterest::new(&pointers),
         json_output,
         keep_series,
     };
@@ -590,53 +759,65 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
     let mut failures = FailureGroups::default();
     let mut redone = (0, 0u64);
     let mut has_retention = false;
-    for planned in bundle.planned_runs()? {
-        let planned = planned?;
-        planned_seen += 1;
-        if !large && planned_seen > RUN_ROWS {
-            large = true;
-            held.retain(|r| r.finished);
-            values.forget_unfinished_cells();
-        }
-        let run = match bundle.read_run(&planned) {
-            Ok(rec) => {
-                *counts.entry(rec.outcome).or_insert(0) += 1;
-                run_summary(&ctx, rec, !large || held_finished < RUN_ROWS)
+    // The planned count that makes a bundle large is known only from the plan; a batch may
+    // be read in detail just before (detail is cheap beside the batch's reading).
+    let held_finished_now = std::cell::Cell::new(0);
+    let large_now = std::cell::Cell::new(false);
+    read_in_order(
+        &ctx,
+        bundle.planned_runs()?,
+        || !large_now.get() || held_finished_now.get() < RUN_ROWS,
+        |read| -> Result<(), ReadError> {
+            planned_seen += 1;
+            if !large && planned_seen > RUN_ROWS {
+                large = true;
+                large_now.set(true);
+                held.retain(|r| r.finished);
+                values.forget_unfinished_cells();
             }
-            Err(ReadError::RunMissing { .. }) => {
-                not_run_count += 1;
-                let ranges = not_run_ranges.len();
-                match not_run_ranges.last_mut() {
-                    Some((_, end)) if *end + 1 == planned.index => *end = planned.index,
-                    _ if ranges < RUN_ROWS => not_run_ranges.push((planned.index, planned.index)),
-                    _ => {}
+            let run = match read {
+                Read::Finished(run) => {
+                    if let Some(outcome) = run.outcome {
+                        *counts.entry(outcome).or_insert(0) += 1;
+                    }
+                    *run
                 }
-                if large {
-                    continue;
+                Read::NotRun(planned) => {
+                    not_run_count += 1;
+                    let ranges = not_run_ranges.len();
+                    match not_run_ranges.last_mut() {
+                        Some((_, end)) if *end + 1 == planned.index => *end = planned.index,
+                        _ if ranges < RUN_ROWS => not_run_ranges.push((planned.index, planned.index)),
+                        _ => {}
+                    }
+                    if large {
+                        return Ok(());
+                    }
+                    not_run(*planned, &keys)
                 }
-                not_run(planned, &keys)
+            };
+            if run.finished {
+                if let Some(n) = &run.node
+                    && !nodes.contains(n)
+                {
+                    nodes.insert(n.clone());
+                }
+                if run.attempts > 1 {
+                    redone.0 += 1;
+                    redone.1 += u64::from(run.attempts - 1);
+                }
+                has_retention |= run.retention.is_some();
+                failures.push(&run);
             }
-            Err(e) => return Err(e.into()),
-        };
-        if run.finished {
-            if let Some(n) = &run.node
-                && !nodes.contains(n)
-            {
-                nodes.insert(n.clone());
+            values.push(&run, &keys);
+            if !large || (run.finished && held_finished < RUN_ROWS) {
+                held_finished += usize::from(run.finished);
+                held_finished_now.set(held_finished);
+                held.push(run);
             }
-            if run.attempts > 1 {
-                redone.0 += 1;
-                redone.1 += u64::from(run.attempts - 1);
-            }
-            has_retention |= run.retention.is_some();
-            failures.push(&run);
-        }
-        values.push(&run, &keys);
-        if !large || (run.finished && held_finished < RUN_ROWS) {
-            held_finished += usize::from(run.finished);
-            held.push(run);
-        }
-    }
+            Ok(())
+        },
+    )?;
     values.finish();
     let nodes: Vec<String> = nodes.into_iter().collect();
     let mode_key = aggregation::mode_key(&keys, &values);

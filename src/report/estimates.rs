@@ -249,25 +249,34 @@ fn estimate_rows(
     node: Option<&str>,
 ) -> Vec<Estimate> {
     let mut rows = Vec::new();
-    for metric in Metric::ALL.iter().copied().filter(|m| m.def().vs_control) {
-        let margin = match metric.def().family {
-            Family::Growth | Family::AfterClose => settings.growth_margin,
-            Family::Rate => settings.rate_margin,
-            Family::Other => None,
-        };
+    let metrics: Vec<Metric> = Metric::ALL
+        .iter()
+        .copied()
+        .filter(|m| m.def().vs_control)
+        .collect();
+    // The shifts (exact intervals over all pairwise differences: the costly part with many runs
+    // a cell) of each metric are independent: computed on the CPUs at hand.
+    let all_shifts = super::parallel::map(&metrics, |&metric| {
         let values = |runs: &[usize]| -> Vec<f64> {
             runs.iter()
                 .filter_map(|&r| data.metric(r, metric))
                 .filter(|v| super::metrics::usable(*v))
                 .collect()
         };
-        let shifts: Vec<(usize, usize, Option<Shift>)> = pairs
+        pairs
             .iter()
             .map(|p| {
                 let (x, y) = (values(&p.cell_runs), values(&p.control_runs));
                 (x.len(), y.len(), stats::shift(&x, &y))
             })
-            .collect();
+            .collect::<Vec<(usize, usize, Option<Shift>)>>()
+    });
+    for (metric, shifts) in metrics.into_iter().zip(all_shifts) {
+        let margin = match metric.def().family {
+            Family::Growth | Family::AfterClose => settings.growth_margin,
+            Family::Rate => settings.rate_margin,
+            Family::Other => None,
+        };
         let ps: Vec<f64> = shifts.iter().map(|(_, _, s)| s.map_or(1.0, |s| s.p)).collect();
         let adjusted = stats::holm(&ps);
         for ((p, (n_cell, n_control, s)), p_adj) in pairs.iter().zip(shifts).zip(adjusted) {

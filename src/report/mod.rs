@@ -24,6 +24,7 @@ pub mod estimates;
 pub mod html;
 pub mod metrics;
 pub mod model;
+pub mod parallel;
 pub mod plot;
 pub mod render;
 pub mod retention;

@@ -212,6 +212,8 @@ pub trait SampleValue {
     fn as_integer(&self) -> Option<i128>;
     /// The value as JSON text, to name it in a message.
     fn text(&self) -> String;
+    /// Whether the value is JSON `null`.
+    fn is_null(&self) -> bool;
     /// What the value is when it is not an integer within 64 bits: `null`, `a string`, `a
     /// fraction`, `a number beyond 64 bits`, `a boolean`, `an array`, `an object`.
     fn kind(&self) -> &'static str;
@@ -237,6 +239,9 @@ impl SampleValue for Json {
     fn text(&self) -> String {
         self.to_string()
     }
+    fn is_null(&self) -> bool {
+        Json::is_null(self)
+    }
     fn kind(&self) -> &'static str {
         match self {
             Json::Null => "null",
@@ -257,6 +262,9 @@ impl SampleValue for crate::bundle::output::Scalar {
         self.as_i64()
             .map(i128::from)
             .or_else(|| self.as_u64().map(i128::from))
+    }
+    fn is_null(&self) -> bool {
+        matches!(self, crate::bundle::output::Scalar::Null)
     }
     fn text(&self) -> String {
         use crate::bundle::output::Scalar;
@@ -313,7 +321,7 @@ impl SampleFields {
     /// Sets `field` from the value the output holds (`None` or JSON `null`: absent).
     pub fn set<V: SampleValue + ?Sized>(&mut self, field: SampleField, value: Option<&V>) {
         let Some(v) = value else { return };
-        if v.text() == "null" {
+        if v.is_null() {
             if field != SampleField::Phase {
                 self.null.push(field.name());
             }

@@ -132,3 +132,84 @@ fn csv_and_json_of_a_large_bundle_carry_every_run_and_agree_with_the_aggregates(
     assert_eq!(growth["n-control"], 274);
     assert_eq!(json["failures-by-reason"][0]["count"], 1);
 }
+
+/// 4 cells x 650 repetitions = 2600 runs, all finished: three batches of the report's parallel
+/// reader (1024 runs each).
+fn three_batch_bundle(dir: &Path) {
+    let mut s = synth::Synth::small("batches");
+    s.repetitions = 650;
+    s.loop_samples = 4;
+    s.memory_jsonl = false;
+    s.timeout_run = None;
+    synth::write_bundle(dir, &s).unwrap();
+}
+
+/// The runs' folder names in plan order.
+fn run_ids(dir: &Path) -> Vec<String> {
+    let mut ids: Vec<String> = std::fs::read_dir(dir.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[test]
+fn runs_read_in_parallel_batches_come_out_in_plan_order_and_a_bad_run_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("bundle");
+    three_batch_bundle(&dir);
+    let ids = run_ids(&dir);
+    assert_eq!(ids.len(), 2600);
+    // An output replaced by a link (to a file outside the bundle) in the second batch: that run
+    // is left out with the reason, the others are read.
+    let linked = &ids[1500];
+    let output = std::fs::read_dir(dir.join("runs").join(linked))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json") && !p.ends_with("run.json"))
+        .unwrap();
+    std::fs::remove_file(&output).unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", &output).unwrap();
+    let csv = report(&dir, "csv");
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let header = reader.headers().unwrap().clone();
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    let (id, index, excluded) = (col("run_id"), col("index"), col("excluded_reason"));
+    assert_eq!(rows.len(), 2600);
+    for (i, row) in rows.iter().enumerate() {
+        assert_eq!(&row[id], ids[i].as_str());
+        assert_eq!(row[index].parse::<usize>().unwrap(), i);
+    }
+    assert!(
+        rows[1500][excluded].contains("cannot read output"),
+        "{:?}",
+        &rows[1500]
+    );
+    assert!(
+        rows[1500][excluded].contains("symbolic link"),
+        "{:?}",
+        &rows[1500]
+    );
+    assert_eq!(rows.iter().filter(|r| !r[excluded].is_empty()).count(), 1);
+    // A truncated run.json in the third batch stops the report, naming the file; the error of an
+    // earlier run (a folder that is a link) is the one named when there are two.
+    let run_json = dir.join("runs").join(&ids[2300]).join("run.json");
+    let text = std::fs::read_to_string(&run_json).unwrap();
+    std::fs::write(&run_json, &text[..text.len() / 2]).unwrap();
+    let out = hwr(&dir, &["report", dir.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{}/run.json", ids[2300])), "{err}");
+    assert!(err.contains("truncated"), "{err}");
+    let folder = dir.join("runs").join(&ids[2200]);
+    std::fs::rename(&folder, tmp.path().join("elsewhere")).unwrap();
+    std::os::unix::fs::symlink(tmp.path().join("elsewhere"), &folder).unwrap();
+    let out = hwr(&dir, &["report", dir.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&ids[2200]), "{err}");
+    assert!(err.contains("symbolic link, not a folder"), "{err}");
+    assert!(!err.contains(&ids[2300]), "{err}");
+}
