@@ -54,6 +54,11 @@ pub fn to_stdout(
 /// Whether a write error says the reader closed the pipe: an `EPIPE` anywhere in its chain of
 /// causes (a serializer or a formatter may wrap the `io::Error` it met).
 fn reader_gone(error: &io::Error) -> bool {
+    reader_gone_in(error)
+}
+
+/// [`reader_gone`] of any error and its causes (a CSV writer's, serde_json's, an `anyhow` context).
+fn reader_gone_in(error: &(dyn std::error::Error + 'static)) -> bool {
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(e) = cause {
         if let Some(io) = e.downcast_ref::<io::Error>() {
@@ -70,6 +75,13 @@ fn reader_gone(error: &io::Error) -> bool {
             && json.io_error_kind() == Some(io::ErrorKind::BrokenPipe)
         {
             return true;
+        }
+        // csv::Error names no source: its io::Error is in its kind.
+        if let Some(csv) = e.downcast_ref::<csv::Error>()
+            && let csv::ErrorKind::Io(io) = csv.kind()
+        {
+            cause = Some(io);
+            continue;
         }
         cause = e.source();
     }
@@ -93,8 +105,12 @@ pub fn report(prepared: &crate::report::Prepared) -> Result<i32, Failure> {
     let mut failed = None;
     let code = to_stdout(|out| {
         prepared.write(out).map_err(|e| {
-            // A write error keeps its io::Error (a closed pipe is not a failure); anything else
+            // A closed pipe met by a writer inside (the CSV writer, serde_json) is the reader
+            // leaving, not a failure; another write error keeps its io::Error; anything else
             // is the bundle's.
+            if e.chain().any(reader_gone_in) {
+                return io::Error::from(io::ErrorKind::BrokenPipe);
+            }
             match e.downcast::<io::Error>() {
                 Ok(io) => io,
                 Err(other) => {

@@ -19,7 +19,7 @@ use serde_json::Value as Json;
 
 use super::aggregation::{self, RunValues};
 use super::model::{
-    FailureGroups, MetricValue, RUN_ROWS, Report, RunSummary, Runs, STDERR_TAIL_LINES, cell_label,
+    FailureGroups, MetricValue, RUN_ROWS, Report, RunSummary, Runs, STDERR_TAIL_LINES, Spill, cell_label,
 };
 use super::retention::{Accumulator, DocFields, Parsed, SampleField, SampleFields};
 use crate::bundle::lock::effective_status;
@@ -47,6 +47,10 @@ pub enum ReportError {
         /// What is wrong.
         message: String,
     },
+    /// The temporary file a large CSV or JSON report spills its runs to could not be made or
+    /// written (`TMPDIR` full or not writable).
+    #[error("the report's temporary file of every run (in TMPDIR): {0}")]
+    Spill(String),
 }
 
 /// Finds a boolean `key` in a JSON document: at the top level, else in nested objects (breadth first).
@@ -292,6 +296,19 @@ struct RunContext<'a> {
     interest: OutputInterest,
     json_output: bool,
     keep_series: bool,
+    /// Each finished run's spill record is made by the thread that read it.
+    spill: Option<Spill>,
+}
+
+impl RunContext<'_> {
+    /// `run` as [`RunContext::spill`] records it.
+    fn spill_record(&self, kind: Spill, run: &RunSummary) -> Result<Vec<u8>, ReportError> {
+        match kind {
+            Spill::Csv => super::render::csv_spill_record(run, self.keys, self.pointers),
+            Spill::Json => super::render::json_spill_record(run),
+        }
+        .map_err(|e| ReportError::Spill(format!("{e:#}")))
+    }
 }
 
 /// How to read every run of a bundle again, one at a time, as [`collect`] read it (without plot
@@ -319,6 +336,7 @@ impl Restream {
             interest: OutputInterest::new(&self.pointers),
             json_output: self.json_output,
             keep_series: false,
+            spill: None,
         };
         read_in_order(
             &ctx,
@@ -326,7 +344,7 @@ impl Restream {
             || true,
             |read| {
                 f(match read {
-                    Read::Finished(run) => *run,
+                    Read::Finished(run, _) => *run,
                     Read::NotRun(planned) => not_run(*planned, &self.keys),
                 })
             },
@@ -336,8 +354,9 @@ impl Restream {
 
 /// What reading one planned run gave.
 enum Read {
-    /// Its summary (run.json and what it names were read).
-    Finished(Box<RunSummary>),
+    /// Its summary (run.json and what it names were read), and its spill record when the
+    /// report spills ([`RunContext::spill`]).
+    Finished(Box<RunSummary>, Option<Result<Vec<u8>, ReportError>>),
     /// It has no run.json: it did not run (or not to its end).
     NotRun(Box<PlannedRunRecord>),
 }
@@ -346,7 +365,11 @@ enum Read {
 /// once; `detail` as [`run_summary`].
 fn read_planned(ctx: &RunContext<'_>, planned: PlannedRunRecord, detail: bool) -> Result<Read, ReadError> {
     match ctx.bundle.read_run_folder(&planned) {
-        Ok((rec, folder)) => Ok(Read::Finished(Box::new(run_summary(ctx, rec, &folder, detail)))),
+        Ok((rec, folder)) => {
+            let run = run_summary(ctx, rec, &folder, detail);
+            let spilled = ctx.spill.map(|kind| ctx.spill_record(kind, &run));
+            Ok(Read::Finished(Box::new(run), spilled))
+        }
         Err(ReadError::RunMissing { .. }) => Ok(Read::NotRun(Box::new(planned))),
         Err(e) => Err(e),
     }
@@ -706,6 +729,22 @@ fn read_values(
 /// run.json is reported as not run, not as an error), [`ReportError::Metrics`] for a bad
 /// `[report] metrics` table.
 pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
+    collect_spilling(dir, keep_series, None)
+}
+
+/// Most planned runs a CSV or JSON report spills to a temporary file ([`collect_spilling`]); a
+/// larger bundle has its runs read a second time instead (a spilled run takes about 1 KB of
+/// `TMPDIR`).
+pub const SPILL_MAX_RUNS: usize = 250_000;
+
+/// [`collect`], and for a bundle of more than [`RUN_ROWS`] (and at most [`SPILL_MAX_RUNS`])
+/// planned runs, every run written as `spill` (CSV row or JSON, see [`Spill`]) to a temporary
+/// file as it is read, so that the CSV or JSON report is written without reading the bundle a
+/// second time.
+///
+/// # Errors
+/// As [`collect`]; [`ReportError::Spill`] when the temporary file cannot be written.
+pub fn collect_spilling(dir: &Path, keep_series: bool, spill: Option<Spill>) -> Result<Report, ReportError> {
     let bundle = Bundle::open(dir)?;
     let plan = bundle.plan_header()?;
     let info = bundle.info().clone();
@@ -743,6 +782,14 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
         interest: OutputInterest::new(&pointers),
         json_output,
         keep_series,
+        spill: spill.filter(|_| (RUN_ROWS + 1..=SPILL_MAX_RUNS).contains(&bundle.info().planned_runs)),
+    };
+    let mut spill_file = match ctx.spill {
+        Some(_) => Some(std::io::BufWriter::with_capacity(
+            1 << 20,
+            tempfile::tempfile().map_err(|e| ReportError::Spill(e.to_string()))?,
+        )),
+        None => None,
     };
     // One pass over the plan. Every run is aggregated as it is read (counts, nodes, failures,
     // compact per-run numbers); at most RUN_ROWS runs are held whole: all of them while the plan
@@ -767,7 +814,7 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
         &ctx,
         bundle.planned_runs()?,
         || !large_now.get() || held_finished_now.get() < RUN_ROWS,
-        |read| -> Result<(), ReadError> {
+        |read| -> Result<(), ReportError> {
             planned_seen += 1;
             if !large && planned_seen > RUN_ROWS {
                 large = true;
@@ -775,10 +822,19 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
                 held.retain(|r| r.finished);
                 values.forget_unfinished_cells();
             }
+            let mut spill_write = |record: Result<Vec<u8>, ReportError>| -> Result<(), ReportError> {
+                if let Some(w) = spill_file.as_mut() {
+                    std::io::Write::write_all(w, &record?).map_err(|e| ReportError::Spill(e.to_string()))?;
+                }
+                Ok(())
+            };
             let run = match read {
-                Read::Finished(run) => {
+                Read::Finished(run, spilled) => {
                     if let Some(outcome) = run.outcome {
                         *counts.entry(outcome).or_insert(0) += 1;
+                    }
+                    if let Some(record) = spilled {
+                        spill_write(record)?;
                     }
                     *run
                 }
@@ -790,10 +846,14 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
                         _ if ranges < RUN_ROWS => not_run_ranges.push((planned.index, planned.index)),
                         _ => {}
                     }
+                    let run = not_run(*planned, &keys);
+                    if let Some(kind) = ctx.spill {
+                        spill_write(ctx.spill_record(kind, &run))?;
+                    }
                     if large {
                         return Ok(());
                     }
-                    not_run(*planned, &keys)
+                    run
                 }
             };
             if run.finished {
@@ -827,6 +887,8 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
     } else {
         Default::default()
     };
+    let spill_kind = ctx.spill;
+    drop(ctx);
     let restream = large.then(|| Restream {
         dir: dir.to_path_buf(),
         keys: keys.clone(),
@@ -866,7 +928,14 @@ pub fn collect(dir: &Path, keep_series: bool) -> Result<Report, ReportError> {
         executor: info.executor.clone(),
         nodes,
         failures_by_reason: failures.finish(),
-        runs: Runs::new(held, restream),
+        runs: match (spill_file, spill_kind, restream.is_some()) {
+            (Some(w), Some(kind), true) => Runs::new(held, restream).with_spill(
+                kind,
+                w.into_inner()
+                    .map_err(|e| ReportError::Spill(e.error().to_string()))?,
+            ),
+            _ => Runs::new(held, restream),
+        },
         cells,
         estimates,
         overrides: info.overrides,

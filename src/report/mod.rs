@@ -93,7 +93,16 @@ pub fn prepare(opts: &ReportOptions) -> anyhow::Result<Prepared> {
             "--stderr applies to table and md output (csv has the reason column; json carries stderr-tail)"
         );
     }
-    let report = collect(&opts.bundle, opts.plot.is_some() || opts.format == Format::Html)?;
+    let spill = match opts.format {
+        Format::Csv => Some(model::Spill::Csv),
+        Format::Json => Some(model::Spill::Json),
+        _ => None,
+    };
+    let report = collection::collect_spilling(
+        &opts.bundle,
+        opts.plot.is_some() || opts.format == Format::Html,
+        spill,
+    )?;
     if let Some(path) = &opts.plot {
         plot::write_svg(&report, path)?;
     }

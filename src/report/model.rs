@@ -432,11 +432,29 @@ pub const RUN_ROWS: usize = 1000;
 pub struct Runs {
     held: Vec<RunSummary>,
     all: Option<std::sync::Arc<super::collection::Restream>>,
+    /// Every run as the report's format writes it, spilled to a temporary file (deleted when
+    /// closed) while the runs were read, so that a large CSV or JSON report reads the bundle once.
+    spilled: Option<std::sync::Arc<(Spill, std::fs::File)>>,
+}
+
+/// What a report of a large bundle spills of each run while it reads it: a CSV row of every
+/// column ([`super::render::csv_spill_record`]) or the run as compact JSON
+/// ([`super::render::json_spill_record`]), in plan order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spill {
+    /// For `--format csv`.
+    Csv,
+    /// For `--format json`.
+    Json,
 }
 
 impl From<Vec<RunSummary>> for Runs {
     fn from(held: Vec<RunSummary>) -> Runs {
-        Runs { held, all: None }
+        Runs {
+            held,
+            all: None,
+            spilled: None,
+        }
     }
 }
 
@@ -467,7 +485,25 @@ impl Runs {
         Runs {
             held,
             all: all.map(std::sync::Arc::new),
+            spilled: None,
         }
+    }
+
+    /// These runs with every run spilled as `kind` in `file` (written, in plan order).
+    pub fn with_spill(mut self, kind: Spill, file: std::fs::File) -> Runs {
+        self.spilled = Some(std::sync::Arc::new((kind, file)));
+        self
+    }
+
+    /// The spill of every run as `kind`, rewound to its start, when there is one.
+    ///
+    /// # Errors
+    /// The spill cannot be rewound.
+    pub fn spilled(&self, kind: Spill) -> Option<std::io::Result<&std::fs::File>> {
+        use std::io::Seek;
+        let spill = self.spilled.as_deref().filter(|(k, _)| *k == kind)?;
+        let mut file = &spill.1;
+        Some(file.rewind().map(|()| file))
     }
 
     /// Whether every planned run is held (else only the first [`RUN_ROWS`] finished ones).
@@ -494,6 +530,10 @@ impl Serialize for Runs {
         let Some(all) = &self.all else {
             return self.held.serialize(serializer);
         };
+        if self.spilled.as_deref().is_some_and(|(k, _)| *k == Spill::Json) {
+            // super::render::write_json writes the spilled runs in place of this empty array.
+            return serializer.serialize_seq(Some(0))?.end();
+        }
         let mut seq = serializer.serialize_seq(None)?;
         let mut failed = None;
         let read = all.try_for_each(&mut |run| {

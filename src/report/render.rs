@@ -1149,46 +1149,101 @@ pub fn report_csv(r: &Report) -> anyhow::Result<String> {
 /// From the CSV writer, `out`, or the bundle when a run can no longer be read.
 pub fn write_csv(r: &Report, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
     let mut w = csv::Writer::from_writer(out);
-    let mut header: Vec<String> = ["run_id", "index"].map(String::from).to_vec();
-    header.extend(r.matrix_keys.iter().cloned());
-    let nodes = r.multi_node();
-    if nodes {
-        header.push("node".into());
+    let layout = CsvLayout {
+        keys: &r.matrix_keys,
+        node: r.multi_node(),
+        retention: r.has_retention,
+        pointers: &r.metric_pointers,
+    };
+    w.write_record(layout.header())?;
+    match r.runs.spilled(super::model::Spill::Csv) {
+        // Rows of every column were spilled as the runs were read: the report's are kept.
+        Some(file) => {
+            let file = file?;
+            let keep = layout.columns_of(&CsvLayout::full(&r.matrix_keys, &r.metric_pointers));
+            let mut spilled = csv::ReaderBuilder::new().has_headers(false).from_reader(file);
+            let mut record = csv::ByteRecord::new();
+            while spilled.read_byte_record(&mut record)? {
+                w.write_record(keep.iter().filter_map(|&i| record.get(i)))?;
+            }
+        }
+        None => r.runs.try_for_each(|run| Ok(w.write_record(layout.row(run))?))?,
     }
-    header.extend(
-        [
-            "repetition",
-            "termination",
-            "exit_code",
-            "signal",
-            "wall_seconds",
-            "peak_rss_bytes",
-            "output_check",
-            "outcome",
-            "aggregated",
-            "excluded_reason",
-            "reason",
-        ]
-        .map(String::from),
-    );
-    if r.has_retention {
-        header.extend(["output_mode", "output_tensor_elements", "loop_iterations"].map(String::from));
-        header.extend(Metric::ALL.iter().map(|m| m.csv_name()));
-        header.extend(["last_tensor_alive", "output_completed"].map(String::from));
+    w.flush()?;
+    Ok(())
+}
+
+/// The columns of a CSV report: `run_id`, `index`, the matrix keys, `node` (when runs ran on
+/// several nodes), the run's ending and check, the retention columns (when any output has the
+/// retention schema), the `[report]` metrics, `unusable_values`.
+#[derive(Debug, Clone, Copy)]
+pub struct CsvLayout<'a> {
+    /// Matrix keys, in plan order.
+    pub keys: &'a [String],
+    /// With the `node` column.
+    pub node: bool,
+    /// With the retention columns.
+    pub retention: bool,
+    /// `[report] metrics` (name, pointer).
+    pub pointers: &'a [(String, String)],
+}
+
+impl<'a> CsvLayout<'a> {
+    /// Every column (`node` and the retention ones included): what a large report spills while
+    /// it reads the runs, before it knows which of them its CSV has.
+    pub fn full(keys: &'a [String], pointers: &'a [(String, String)]) -> CsvLayout<'a> {
+        CsvLayout {
+            keys,
+            node: true,
+            retention: true,
+            pointers,
+        }
     }
-    header.extend(r.metric_pointers.iter().map(|(n, _)| format!("metric_{n}")));
-    header.push("unusable_values".into());
-    w.write_record(&header)?;
-    let e = String::new;
-    let o = |v: Option<String>| v.unwrap_or_default();
-    r.runs.try_for_each(|run| {
+
+    /// The header row.
+    pub fn header(&self) -> Vec<String> {
+        let mut header: Vec<String> = ["run_id", "index"].map(String::from).to_vec();
+        header.extend(self.keys.iter().cloned());
+        if self.node {
+            header.push("node".into());
+        }
+        header.extend(
+            [
+                "repetition",
+                "termination",
+                "exit_code",
+                "signal",
+                "wall_seconds",
+                "peak_rss_bytes",
+                "output_check",
+                "outcome",
+                "aggregated",
+                "excluded_reason",
+                "reason",
+            ]
+            .map(String::from),
+        );
+        if self.retention {
+            header.extend(["output_mode", "output_tensor_elements", "loop_iterations"].map(String::from));
+            header.extend(Metric::ALL.iter().map(|m| m.csv_name()));
+            header.extend(["last_tensor_alive", "output_completed"].map(String::from));
+        }
+        header.extend(self.pointers.iter().map(|(n, _)| format!("metric_{n}")));
+        header.push("unusable_values".into());
+        header
+    }
+
+    /// One run's row.
+    pub fn row(&self, run: &RunSummary) -> Vec<String> {
+        let e = String::new;
+        let o = |v: Option<String>| v.unwrap_or_default();
         let mut row = vec![run.run_id.clone(), run.index.to_string()];
         row.extend(
-            r.matrix_keys
+            self.keys
                 .iter()
                 .map(|k| o(run.cell.get(k).map(|v| v.to_string()))),
         );
-        if nodes {
+        if self.node {
             row.push(o(run.node.clone()));
         }
         row.extend([
@@ -1208,7 +1263,7 @@ pub fn write_csv(r: &Report, out: &mut dyn std::io::Write) -> anyhow::Result<()>
             o(run.excluded.clone()),
             o(run.reason.clone()),
         ]);
-        if r.has_retention {
+        if self.retention {
             match &run.retention {
                 Some(ret) => {
                     row.extend([
@@ -1225,7 +1280,7 @@ pub fn write_csv(r: &Report, out: &mut dyn std::io::Write) -> anyhow::Result<()>
                 None => row.extend(std::iter::repeat_n(e(), Metric::ALL.len() + 5)),
             }
         }
-        for (name, _) in &r.metric_pointers {
+        for (name, _) in self.pointers {
             // Full precision in CSV: it is read by programs, not people.
             row.push(o(run.metrics.get(name).and_then(|v| v.as_ref()).map(
                 |v| match v {
@@ -1235,11 +1290,127 @@ pub fn write_csv(r: &Report, out: &mut dyn std::io::Write) -> anyhow::Result<()>
             )));
         }
         row.push(run_unusable_text(run));
-        w.write_record(&row)?;
+        row
+    }
+
+    /// The indices, among the columns of `full` (this layout's keys and metrics, every optional
+    /// column), of this layout's columns, in order.
+    pub fn columns_of(&self, full: &CsvLayout<'_>) -> Vec<usize> {
+        let before_node = 2 + self.keys.len();
+        let fixed = 11;
+        let retention = 3 + Metric::ALL.len() + 2;
+        let after = self.pointers.len() + 1;
+        let mut keep: Vec<usize> = (0..before_node).collect();
+        let mut at = before_node;
+        if full.node {
+            if self.node {
+                keep.push(at);
+            }
+            at += 1;
+        }
+        keep.extend(at..at + fixed);
+        at += fixed;
+        if full.retention {
+            if self.retention {
+                keep.extend(at..at + retention);
+            }
+            at += retention;
+        }
+        keep.extend(at..at + after);
+        keep
+    }
+}
+
+/// One run's CSV row with every column ([`CsvLayout::full`]), encoded as a CSV record: what a
+/// large report spills for each run while it reads them ([`super::model::Spill::Csv`]).
+///
+/// # Errors
+/// Only from the CSV writer.
+pub fn csv_spill_record(
+    run: &RunSummary,
+    keys: &[String],
+    pointers: &[(String, String)],
+) -> anyhow::Result<Vec<u8>> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(CsvLayout::full(keys, pointers).row(run))?;
+    w.into_inner().map_err(|e| anyhow::anyhow!("{}", e.error()))
+}
+
+/// One run as compact JSON and a newline (compact JSON holds no raw newline): what a large report
+/// spills for each run while it reads them ([`super::model::Spill::Json`]); [`write_json`] writes
+/// it again indented as `serde_json`'s pretty printer would.
+///
+/// # Errors
+/// Only from serde_json.
+pub fn json_spill_record(run: &RunSummary) -> anyhow::Result<Vec<u8>> {
+    let mut bytes = serde_json::to_vec(run)?;
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
+/// Writes the compact JSON `compact` (as `serde_json::to_vec` writes it) as
+/// `serde_json::to_writer_pretty` would at nesting `depth` (two spaces a level): a newline and
+/// the indentation before each member and element, `": "` after a key, `{}` and `[]` kept empty.
+fn write_indented(out: &mut dyn std::io::Write, compact: &[u8], depth: usize) -> std::io::Result<()> {
+    let indent = |out: &mut dyn std::io::Write, depth: usize| -> std::io::Result<()> {
+        out.write_all(b"\n")?;
+        for _ in 0..depth {
+            out.write_all(b"  ")?;
+        }
         Ok(())
-    })?;
-    w.flush()?;
-    Ok(())
+    };
+    let mut depth = depth;
+    let (mut in_string, mut escaped) = (false, false);
+    let mut start = 0;
+    let mut i = 0;
+    while i < compact.len() {
+        let b = compact[i];
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            i += 1;
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                out.write_all(&compact[start..=i])?;
+                if matches!(compact.get(i + 1), Some(b'}' | b']')) {
+                    out.write_all(&compact[i + 1..=i + 1])?;
+                    i += 1;
+                } else {
+                    depth += 1;
+                    indent(out, depth)?;
+                }
+                start = i + 1;
+            }
+            b'}' | b']' => {
+                out.write_all(&compact[start..i])?;
+                depth -= 1;
+                indent(out, depth)?;
+                out.write_all(&compact[i..=i])?;
+                start = i + 1;
+            }
+            b',' => {
+                out.write_all(&compact[start..=i])?;
+                indent(out, depth)?;
+                start = i + 1;
+            }
+            b':' => {
+                out.write_all(&compact[start..=i])?;
+                out.write_all(b" ")?;
+                start = i + 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out.write_all(&compact[start..])
 }
 
 /// What one run gave that the report cannot use, for CSV's `unusable_values`: its output's
@@ -1270,7 +1441,9 @@ fn run_unusable_text(run: &super::model::RunSummary) -> String {
 /// # Errors
 /// Only from serde_json.
 pub fn report_json(r: &Report) -> anyhow::Result<String> {
-    Ok(serde_json::to_string_pretty(r)? + "\n")
+    let mut out = Vec::new();
+    write_json(r, &mut out)?;
+    Ok(String::from_utf8(out)?)
 }
 
 /// [`report_json`] written to `out` as it is made (every run of a large bundle is read again, one
@@ -1279,9 +1452,111 @@ pub fn report_json(r: &Report) -> anyhow::Result<String> {
 /// # Errors
 /// From serde_json, `out`, or the bundle when a run can no longer be read.
 pub fn write_json(r: &Report, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
+    use std::io::{BufRead, Write};
     let mut out = std::io::BufWriter::new(out);
-    serde_json::to_writer_pretty(&mut out, r)?;
-    std::io::Write::write_all(&mut out, b"\n")?;
-    std::io::Write::flush(&mut out)?;
+    let Some(spilled) = r.runs.spilled(super::model::Spill::Json).transpose()? else {
+        serde_json::to_writer_pretty(&mut out, r)?;
+        out.write_all(b"\n")?;
+        out.flush()?;
+        return Ok(());
+    };
+    // The runs were spilled as compact JSON while they were read (the report serializes them as
+    // `[]`): the document is written around them, each run indented as `runs`' elements are.
+    let text = serde_json::to_string_pretty(r)?;
+    let marker = "\n  \"runs\": []";
+    let at = text
+        .find(marker)
+        .ok_or_else(|| anyhow::anyhow!("the report's JSON has no top-level runs"))?;
+    out.write_all(&text.as_bytes()[..at + marker.len() - 1])?;
+    let mut lines = std::io::BufReader::with_capacity(1 << 16, spilled);
+    let mut line = Vec::new();
+    let mut first = true;
+    loop {
+        line.clear();
+        if lines.read_until(b'\n', &mut line)? == 0 {
+            break;
+        }
+        out.write_all(if first { b"\n    " } else { b",\n    " })?;
+        first = false;
+        write_indented(&mut out, line.strip_suffix(b"\n").unwrap_or(&line), 2)?;
+    }
+    out.write_all(if first { b"]" } else { b"\n  ]" })?;
+    out.write_all(&text.as_bytes()[at + marker.len()..])?;
+    out.write_all(b"\n")?;
+    out.flush()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// JSON values with what trips a re-indenter: quotes, backslashes, braces, brackets, commas
+    /// and colons inside strings, empty and nested containers, numbers of every kind.
+    fn json_value() -> impl Strategy<Value = serde_json::Value> {
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::Bool),
+            any::<i64>().prop_map(|i| serde_json::json!(i)),
+            any::<u64>().prop_map(|u| serde_json::json!(u)),
+            (-1e300f64..1e300).prop_map(|x| serde_json::json!(x)),
+            "[ -~]{0,12}|[\"\\\\{}\\[\\],:]{0,6}|\\PC{0,4}".prop_map(serde_json::Value::String),
+        ];
+        leaf.prop_recursive(4, 40, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..5).prop_map(serde_json::Value::Array),
+                proptest::collection::vec(("[a-z\"{}:,\\\\]{0,5}", inner), 0..5)
+                    .prop_map(|kv| serde_json::Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// A spilled run re-indented is what serde_json's pretty printer writes, at the top level
+        /// and as an element of the report's `runs` array.
+        #[test]
+        fn re_indented_compact_json_is_serde_jsons_pretty_json(v in json_value()) {
+            let compact = serde_json::to_vec(&v).unwrap();
+            let mut out = Vec::new();
+            write_indented(&mut out, &compact, 0).unwrap();
+            prop_assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string_pretty(&v).unwrap());
+            let doc = serde_json::json!({ "runs": [v.clone(), v.clone()] });
+            let mut out = b"{\n  \"runs\": [\n    ".to_vec();
+            write_indented(&mut out, &compact, 2).unwrap();
+            out.extend_from_slice(b",\n    ");
+            write_indented(&mut out, &compact, 2).unwrap();
+            out.extend_from_slice(b"\n  ]\n}");
+            prop_assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string_pretty(&doc).unwrap());
+        }
+    }
+
+    /// Each layout's columns, picked from the full layout's by `columns_of`, are its own header.
+    #[test]
+    fn every_layouts_columns_are_picked_from_the_full_ones() {
+        let keys = ["mode".to_string(), "elements".to_string()];
+        let pointers = [("load".to_string(), "/load_ms".to_string())];
+        let full = CsvLayout::full(&keys, &pointers);
+        let full_header = full.header();
+        for node in [false, true] {
+            for retention in [false, true] {
+                let layout = CsvLayout {
+                    keys: &keys,
+                    node,
+                    retention,
+                    pointers: &pointers,
+                };
+                let picked: Vec<&String> = layout
+                    .columns_of(&full)
+                    .iter()
+                    .map(|&i| &full_header[i])
+                    .collect();
+                assert_eq!(
+                    picked,
+                    layout.header().iter().collect::<Vec<_>>(),
+                    "{node} {retention}"
+                );
+            }
+        }
+    }
 }

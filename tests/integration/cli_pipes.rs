@@ -121,3 +121,31 @@ fn plan_prints_a_column_wider_than_a_format_width_can_hold() {
         "{header:.80}"
     );
 }
+
+/// A report of a bundle of more than 1,000 runs writes past stdout's buffer from inside the CSV
+/// writer and serde_json (which wrap the EPIPE they meet): it ends quietly too. It exited 3 with
+/// `error: Broken pipe (os error 32)` for csv and json.
+#[test]
+fn a_large_report_ends_quietly_when_the_reader_is_gone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("bundle");
+    let mut s = crate::report_fixtures::synth::Synth::small("pipes");
+    s.repetitions = 300;
+    s.loop_samples = 2;
+    s.memory_jsonl = false;
+    synth_bundle(&dir, &s);
+    let bundle = dir.to_str().unwrap();
+    let mut problems = Vec::new();
+    for format in ["csv", "json", "table", "md", "html"] {
+        let (code, err) =
+            with_closed_stdout(hwr_command(tmp.path()).args(["report", bundle, "--format", format]));
+        if code != 0 || !err.trim().is_empty() {
+            problems.push(format!("report --format {format}: exit {code}, stderr {err:?}"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+fn synth_bundle(dir: &Path, s: &crate::report_fixtures::synth::Synth) {
+    crate::report_fixtures::synth::write_bundle(dir, s).unwrap();
+}

@@ -213,3 +213,44 @@ fn runs_read_in_parallel_batches_come_out_in_plan_order_and_a_bad_run_is_named()
     assert!(err.contains("symbolic link, not a folder"), "{err}");
     assert!(!err.contains(&ids[2300]), "{err}");
 }
+
+/// A large CSV or JSON report spills every run while it reads them and writes from the spill:
+/// byte for byte what reading the runs a second time gives (the way of a bundle too large to
+/// spill), for a bundle with runs that did not run, a timeout and runs on two nodes.
+#[test]
+fn a_spilled_csv_or_json_report_is_what_reading_the_runs_again_gives() {
+    use hwr_exp::report::collection::collect_spilling;
+    use hwr_exp::report::model::Spill;
+    use hwr_exp::report::render::{write_csv, write_json};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("bundle");
+    large_bundle(&dir);
+    // Two nodes (the CSV's `node` column): the runs from index 600 on ran on n2.
+    for id in run_ids(&dir)
+        .iter()
+        .filter(|id| id[..4].parse::<usize>().unwrap() >= 600)
+    {
+        let path = dir.join("runs").join(id).join("run.json");
+        let mut run: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        run["node"] = "n2".into();
+        std::fs::write(&path, serde_json::to_vec_pretty(&run).unwrap()).unwrap();
+    }
+    type Writer = fn(&hwr_exp::report::Report, &mut dyn std::io::Write) -> anyhow::Result<()>;
+    for (kind, write) in [
+        (Spill::Csv, write_csv as Writer),
+        (Spill::Json, write_json as Writer),
+    ] {
+        let spilled = collect_spilling(&dir, false, Some(kind)).unwrap();
+        assert!(spilled.runs.spilled(kind).is_some(), "{kind:?} not spilled");
+        let again = collect_spilling(&dir, false, None).unwrap();
+        assert!(again.runs.spilled(kind).is_none());
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        write(&spilled, &mut a).unwrap();
+        write(&again, &mut b).unwrap();
+        assert!(a == b, "{kind:?}: spilled and read again differ");
+        // Written twice from the same spill: the same.
+        let mut c = Vec::new();
+        write(&spilled, &mut c).unwrap();
+        assert!(a == c, "{kind:?}: the spill read twice differs");
+    }
+}
