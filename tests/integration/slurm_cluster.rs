@@ -404,3 +404,48 @@ fn private_cluster_has_its_own_nodes_and_settings_and_stops_when_dropped() {
         "slurmctld {pid} still runs after the cluster was dropped"
     );
 }
+
+/// The zombies whose parent is this test process, by command name (from `/proc/*/stat`).
+fn zombie_children() -> Vec<String> {
+    let me = std::process::id().to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("stat")).ok())
+        .filter_map(|stat| {
+            let (head, rest) = stat.rsplit_once(')')?;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            (fields.first() == Some(&"Z") && fields.get(1) == Some(&me.as_str()))
+                .then(|| head.split_once('(').map_or("", |(_, c)| c).to_owned())
+        })
+        .collect()
+}
+
+/// The tasks of a private cluster leave no zombie in the test binary, even when it is a child
+/// subreaper (as the in-process launcher tests make it): the cluster's daemons run under a
+/// reaper of their own. Before, every `slurmstepd` of a finished task was adopted by the test
+/// binary and never reaped, and `slurmstepd`'s scans of `/proc` slowed with the zombies.
+#[test]
+fn a_private_clusters_tasks_leave_no_zombie_in_a_subreaper_test_binary() {
+    use crate::support::slurm::PrivateCluster;
+    // What the launcher tests do to this process, once for all tests.
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid())).unwrap();
+    let Some(c) = PrivateCluster::one_node(2, "") else {
+        return;
+    };
+    for _ in 0..3 {
+        let out = c
+            .command("srun")
+            .args(["-n1", "--time=1", "true"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    // A job step's slurmstepd ends after srun returns: give the reaper its moment, then look.
+    let steps = |z: &Vec<String>| z.iter().filter(|c| c.starts_with("slurmstepd")).count();
+    let settled = crate::support::poll(Duration::from_secs(5), Duration::from_millis(100), || {
+        let z = zombie_children();
+        (steps(&z) > 0).then_some(z)
+    });
+    assert_eq!(settled, None, "zombie slurmstepd children of the test binary");
+    assert_eq!(steps(&zombie_children()), 0);
+}
