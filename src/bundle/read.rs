@@ -101,6 +101,15 @@ pub enum ReadError {
         /// What is wrong with the name.
         source: UnsafeName,
     },
+    /// The file contradicts plan.json: a run.json that is not the run plan.json plans in its
+    /// folder (another run's, or edited), or a plan.json whose runs are out of order or repeated.
+    #[error("{path}: {what}")]
+    NotAsPlanned {
+        /// The file.
+        path: PathBuf,
+        /// What disagrees (`run-id is "0700-b-r234", plan.json plans "0699-a-r234" here`).
+        what: String,
+    },
     /// The file has no format version key.
     #[error("{path}: no `{key}` format version key")]
     NoFormat {
@@ -122,6 +131,7 @@ impl ReadError {
             | ReadError::Json { path, .. }
             | ReadError::NewerFormat { path, .. }
             | ReadError::Unsafe { path, .. }
+            | ReadError::NotAsPlanned { path, .. }
             | ReadError::NoFormat { path, .. } => path,
         }
     }
@@ -211,6 +221,38 @@ impl RunFolder<'_> {
         }
         Ok(record)
     }
+}
+
+/// Whether `record` (a run.json) is the run `planned` (its plan.json entry): the same run-id,
+/// index, repetition and cell; else what differs. A run.json copied from another run's folder or
+/// edited would otherwise be reported as that other run, or invent a cell the plan has not.
+fn as_planned(record: &RunRecord, planned: &PlannedRunRecord) -> Result<(), String> {
+    if record.run_id != planned.run_id {
+        return Err(format!(
+            "run-id is {}, plan.json plans {} here (another run's run.json?)",
+            json_text(&record.run_id),
+            json_text(&planned.run_id)
+        ));
+    }
+    if record.index != planned.index || record.repetition != planned.repetition {
+        return Err(format!(
+            "index {} and repetition {}, plan.json's {} and {}",
+            record.index, record.repetition, planned.index, planned.repetition
+        ));
+    }
+    if record.cell != planned.cell {
+        return Err(format!(
+            "cell is {}, plan.json's {}",
+            json_text(&record.cell),
+            json_text(&planned.cell)
+        ));
+    }
+    Ok(())
+}
+
+/// A value's JSON text, for messages.
+fn json_text<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|e| e.to_string())
 }
 
 /// Most bytes read from a bundle text file (revision.txt, manifest.toml), 64 MiB.
@@ -739,7 +781,14 @@ impl Bundle {
         let run_id = &planned.run_id;
         let read = self
             .checked_run_folder(run_id)
-            .and_then(|folder| Ok((folder.record()?, folder)));
+            .and_then(|folder| Ok((folder.record()?, folder)))
+            .and_then(|(record, folder)| {
+                as_planned(&record, planned).map_err(|what| ReadError::NotAsPlanned {
+                    path: self.run_dir(run_id).join(files::RUN),
+                    what,
+                })?;
+                Ok((record, folder))
+            });
         match read {
             Err(ReadError::Missing { path }) => Err(ReadError::RunMissing {
                 run_id: run_id.clone(),
@@ -975,7 +1024,20 @@ mod plan_stream {
             let mut i = 0usize;
             while let Some(run) = seq.next_element::<PlannedRunRecord>()? {
                 let checked = checked_name(self.path, &run.run_id, || format!("runs[{i}].run-id"))
-                    .and_then(|()| checked_name(self.path, &run.output, || format!("runs[{i}].output")));
+                    .and_then(|()| checked_name(self.path, &run.output, || format!("runs[{i}].output")))
+                    .and_then(|()| {
+                        // A run's index is its place in the plan: a repeated or moved entry
+                        // would be reported twice, or as another run.
+                        (run.index == i)
+                            .then_some(())
+                            .ok_or_else(|| ReadError::NotAsPlanned {
+                                path: self.path.to_path_buf(),
+                                what: format!(
+                                    "runs[{i}] ({}) has index {}: a run's index is its place in runs",
+                                    run.run_id, run.index
+                                ),
+                            })
+                    });
                 if let Err(e) = checked {
                     *self.error = Some(e);
                     return Err(de::Error::custom(STOP));

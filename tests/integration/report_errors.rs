@@ -88,3 +88,45 @@ fn corrupted_bundle_in_a_temp_dir_mid_report() {
     );
     assert!(text.contains("mode=get_tensor elements=16 ┆ 1/2"), "{text}");
 }
+
+/// A run.json that is not the run plan.json plans in its folder (copied from another run's
+/// folder, its cell edited) or a plan.json whose runs are repeated: the report names the file
+/// and what disagrees instead of reporting another run twice or a cell the plan has not.
+#[test]
+fn run_json_and_plan_json_must_agree_on_which_run_it_is() {
+    let report_error = |dir: &std::path::Path| format!("{:#}", report_text(dir, Format::Csv).unwrap_err());
+    // Another run's run.json.
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&bundle_fixture("synthetic-a"), dir.path());
+    let runs = dir.path().join("runs");
+    std::fs::copy(
+        runs.join("0005-get_tensor-64-r2/run.json"),
+        runs.join("0004-get_tensor-16-r2/run.json"),
+    )
+    .unwrap();
+    let e = report_error(dir.path());
+    assert!(e.contains("0004-get_tensor-16-r2/run.json: run-id is \"0005-get_tensor-64-r2\", plan.json plans \"0004-get_tensor-16-r2\" here"), "{e}");
+    // Its cell edited.
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&bundle_fixture("synthetic-a"), dir.path());
+    let path = dir.path().join("runs/0002-reuse-16-r1/run.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("\"mode\": \"reuse\""));
+    std::fs::write(&path, text.replace("\"mode\": \"reuse\"", "\"mode\": \"zzz\"")).unwrap();
+    let e = report_error(dir.path());
+    assert!(e.contains("0002-reuse-16-r1/run.json: cell is {\"elements\":16,\"mode\":\"zzz\"}, plan.json's {\"elements\":16,\"mode\":\"reuse\"}"), "{e}");
+    // A plan.json with one run's line twice.
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&bundle_fixture("synthetic-a"), dir.path());
+    let path = dir.path().join("plan.json");
+    let mut plan: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let runs = plan["runs"].as_array_mut().unwrap();
+    let again = runs[2].clone();
+    runs.insert(3, again);
+    std::fs::write(&path, serde_json::to_vec_pretty(&plan).unwrap()).unwrap();
+    let e = report_error(dir.path());
+    assert!(
+        e.contains("plan.json: runs[3] (0002-reuse-16-r1) has index 2: a run's index is its place in runs"),
+        "{e}"
+    );
+}
