@@ -601,12 +601,14 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord, folder: &RunFolder, detail:
 type Metrics = BTreeMap<String, (Option<MetricValue>, Option<&'static str>)>;
 
 /// Pointers of the retention schema's document-level values, in [`DocFields`] order.
-const DOC_POINTERS: [&str; 5] = [
+const DOC_POINTERS: [&str; 6] = [
     "/arguments/mode",
     "/arguments/tensor_elements",
     "/last_tensor_alive",
     "/completed",
     "/mappings/source",
+    // What `samples` is when it is not an array.
+    "/samples",
 ];
 
 /// Streams one output document: the metric values at `pointers` (by name), the retention
@@ -714,6 +716,15 @@ fn read_values(
             tensor_elements: value(doc_slots[1]).and_then(Scalar::as_u64),
             last_tensor_alive: value(doc_slots[2]).and_then(Scalar::as_bool),
             completed: value(doc_slots[3]).and_then(Scalar::as_bool),
+        })
+    } else if let Some(other) = value(doc_slots[5]) {
+        // `samples` there but not an array: the retention schema's key with nothing usable in
+        // it, said as such (it was taken for an output of another schema and left out silently).
+        use super::retention::SampleValue;
+        let kind = other.kind();
+        Parsed::Unusable(super::retention::Unusable {
+            reason: format!("samples is {kind}, not an array of samples"),
+            gave: format!("{kind} for samples"),
         })
     } else {
         Parsed::NotRetention

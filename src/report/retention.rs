@@ -223,6 +223,10 @@ pub trait SampleValue {
 fn number_kind(n: &serde_json::Number) -> &'static str {
     match n.as_f64() {
         Some(x) if x.is_finite() && x.fract() != 0.0 => "a fraction",
+        // 4096.0 or 4.096e3: a whole number, but written as a float (serde_json reads it as one).
+        Some(x) if x.is_finite() && x.abs() < 18_446_744_073_709_551_616.0 && !n.is_i64() && !n.is_u64() => {
+            "a number written as a float"
+        }
         _ => "a number beyond 64 bits",
     }
 }

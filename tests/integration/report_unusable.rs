@@ -18,6 +18,8 @@ if [ "$mode" = leak ]; then
   case "$2" in
     null) v=null ;; str) v='"4096"' ;; frac) v=1.5 ;; huge) v=184467440737095516150 ;;
     big53) v=18446744073709551615 ;; neg) v=-5000 ;; partial) if [ "$HWR_REPETITION" = 1 ]; then v=null; else v=4096; fi ;;
+    fint) v=4096.0 ;;
+    notarray) printf '{"schema_version":1,"arguments":{"mode":"%s"},"load":0,"samples":{"a":1},"completed":true}\n' "$mode"; exit 0 ;;
     *) v=4096 ;;
   esac
 fi
@@ -76,7 +78,7 @@ fn growth_row(doc: &serde_json::Value, cell: &str) -> serde_json::Value {
 fn every_kind_of_unusable_value_is_named_instead_of_too_few_runs() {
     let repo = repo();
     let dir = repo.path();
-    let kinds = ["null", "str", "frac", "huge", "big53", "neg", "ok"];
+    let kinds = ["null", "str", "frac", "huge", "big53", "neg", "fint", "notarray", "ok"];
     let b = bundle(dir, &kinds);
     let doc: serde_json::Value = serde_json::from_str(&report(dir, &b, "json")).unwrap();
     let expected = [
@@ -92,6 +94,13 @@ fn every_kind_of_unusable_value_is_named_instead_of_too_few_runs() {
             "cell: 2 runs gave a value beyond 2^53 (not exact as a 64-bit float)",
         ),
         ("neg", "cell: 2 runs gave a negative number for private_bytes"),
+        // 4096.0: an integer's value written as a float, not "beyond 64 bits".
+        (
+            "fint",
+            "cell: 2 runs gave a number written as a float for private_bytes",
+        ),
+        // `samples` that is not an array: named, not taken for another schema's output.
+        ("notarray", "cell: 2 runs gave an object for samples"),
     ];
     for (kind, text) in expected {
         let row = growth_row(&doc, &format!("kind={kind} mode=leak"));
