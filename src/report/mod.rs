@@ -93,6 +93,9 @@ pub fn prepare(opts: &ReportOptions) -> anyhow::Result<Prepared> {
             "--stderr applies to table and md output (csv has the reason column; json carries stderr-tail)"
         );
     }
+    if let Some(plot) = &opts.plot {
+        refuse_inside(plot, &opts.bundle)?;
+    }
     let spill = match opts.format {
         Format::Csv => Some(model::Spill::Csv),
         Format::Json => Some(model::Spill::Json),
@@ -110,6 +113,29 @@ pub fn prepare(opts: &ReportOptions) -> anyhow::Result<Prepared> {
         report,
         opts: opts.clone(),
     })
+}
+
+/// Refuses a `--plot` file inside the bundle folder `bundle` (it would change the bundle after its
+/// runs, or overwrite bundle.json; `verify` checks every file), before anything is read.
+///
+/// # Errors
+/// The plot's folder is the bundle folder or inside it (both resolved, links followed); a path
+/// that cannot be resolved is left to the reading and the writing to report.
+fn refuse_inside(plot: &std::path::Path, bundle: &std::path::Path) -> anyhow::Result<()> {
+    let folder = match plot.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    };
+    if let (Ok(folder), Ok(bundle)) = (folder.canonicalize(), bundle.canonicalize())
+        && folder.starts_with(&bundle)
+    {
+        anyhow::bail!(
+            "--plot {}: inside the bundle {} that it reports; a bundle does not change after its runs              (verify checks every file): write the plot outside it",
+            plot.display(),
+            bundle.display()
+        );
+    }
+    Ok(())
 }
 
 impl Prepared {

@@ -198,3 +198,38 @@ fn real_probe_bundle_one_line_per_run() {
     assert!(with_memory > 0);
     assert_eq!(polylines(&svg).len(), 8 + with_memory);
 }
+
+/// `--plot` into the bundle it reports is refused before anything is written: over bundle.json it
+/// made the bundle unreadable, and any new file in it fails `verify`.
+#[test]
+fn a_plot_inside_the_bundle_it_reports_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    crate::support::copy_dir(&bundle_fixture("synthetic-a"), dir.path());
+    let bundle_json = std::fs::read(dir.path().join("bundle.json")).unwrap();
+    std::fs::create_dir(dir.path().join("runs/extra")).unwrap_or(());
+    for inside in ["bundle.json", "p.svg", "runs/extra/p.svg", "runs/../p.svg"] {
+        let e = report_to_string(&ReportOptions {
+            bundle: dir.path().to_path_buf(),
+            format: Format::Table,
+            plot: Some(dir.path().join(inside)),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("inside the bundle"), "{inside}: {e:#}");
+    }
+    assert_eq!(
+        std::fs::read(dir.path().join("bundle.json")).unwrap(),
+        bundle_json
+    );
+    assert!(!dir.path().join("p.svg").exists());
+    // Beside the bundle is fine.
+    let outside = tempfile::tempdir().unwrap();
+    report_to_string(&ReportOptions {
+        bundle: dir.path().to_path_buf(),
+        format: Format::Table,
+        plot: Some(outside.path().join("p.svg")),
+        ..Default::default()
+    })
+    .unwrap();
+    assert!(outside.path().join("p.svg").is_file());
+}
