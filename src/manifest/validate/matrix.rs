@@ -179,10 +179,51 @@ impl Validator<'_> {
 /// substituted and labelled (`get_tensor` twice; `1` and `"1"`), or the same number (`1` and
 /// `1.0`, which `--where` also matches alike).
 fn same_cell_value(a: &Value, b: &Value) -> bool {
-    let number = |v: &Value| match v {
-        Value::Int(i) => Some(*i as f64),
-        Value::Float(f) => Some(f.value),
-        _ => None,
+    // Numbers compare exactly: two integers as integers (9007199254740993 and 9007199254740992
+    // are two cells, though one f64), an integer and a float only when the float is that integer.
+    let same_number = match (a, b) {
+        (Value::Int(x), Value::Int(y)) => x == y,
+        (Value::Int(i), Value::Float(f)) | (Value::Float(f), Value::Int(i)) => {
+            f.value.fract() == 0.0
+                && (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&f.value)
+                && f.value as i64 == *i
+        }
+        (Value::Float(x), Value::Float(y)) => x.value == y.value,
+        _ => false,
     };
-    a.to_string() == b.to_string() || matches!((number(a), number(b)), (Some(x), Some(y)) if x == y)
+    same_number || a.to_string() == b.to_string()
+}
+
+#[cfg(test)]
+mod same_cell_tests {
+    use super::*;
+    use crate::manifest::model::Float;
+
+    #[test]
+    fn numbers_label_one_cell_only_when_equal_exactly() {
+        let int = Value::Int;
+        let float = |x: f64| Value::Float(Float::from_value(x));
+        assert!(same_cell_value(&int(1), &float(1.0)));
+        assert!(same_cell_value(&int(1), &Value::Str("1".into())));
+        assert!(same_cell_value(&float(1.5), &float(1.50)));
+        assert!(same_cell_value(
+            &int(9_007_199_254_740_992),
+            &float(9_007_199_254_740_992.0)
+        ));
+        // One f64, two integers: two cells.
+        assert!(!same_cell_value(
+            &int(9_007_199_254_740_993),
+            &int(9_007_199_254_740_992)
+        ));
+        assert!(!same_cell_value(&int(i64::MAX), &int(i64::MAX - 1)));
+        assert!(!same_cell_value(
+            &int(9_007_199_254_740_993),
+            &float(9_007_199_254_740_992.0)
+        ));
+        assert!(!same_cell_value(
+            &int(i64::MAX),
+            &float(9_223_372_036_854_775_808.0)
+        ));
+        assert!(!same_cell_value(&int(2), &float(2.5)));
+    }
 }
