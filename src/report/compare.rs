@@ -53,7 +53,11 @@ pub struct MetricRow {
     /// Upper end of the interval.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ci_high: Option<f64>,
-    /// Permutation p-value, Holm-corrected across the cells.
+    /// The interval's confidence when it is not 0.95: a control-relative row's lower bound,
+    /// `1 - 0.05 / k` for `k` cells ([`control_relative`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f64>,
+    /// Permutation p-value, Holm-corrected across the cells (none for a control-relative row).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub p: Option<f64>,
     /// `no detectable change`, `higher in B`, `lower in B`, `reproduced`, `too few runs`.
@@ -127,11 +131,20 @@ fn margin_of(r: &Report) -> impl Fn(Metric) -> Option<f64> + '_ {
     }
 }
 
-/// Control-relative figures of both bundles: per compared cell and metric estimated against the
-/// control, each run's value minus the median of its control cell's runs in the same bundle, then
-/// the shift B - A of those.
+/// Control-relative figures of both bundles: per cell compared against the control in both and
+/// metric, the change from A to B of the cell's Hodges-Lehmann shift against its own bundle's
+/// control, `(cell - control in B) - (cell - control in A)`.
+///
+/// Its interval combines the two bundles' exact intervals by Bonferroni's inequality: each at
+/// `1 - 0.05 / (2k)` (`k` cells compared for the metric), `[low B - high A, high B - low A]`
+/// covers the change with probability at least `1 - 0.05 / k`, and all `k` together at least 95%.
+/// Both sides' uncertainty counts, the control's too: a difference of each run from a control
+/// median taken as exact made a control whose median moved read as a change of the cell (a
+/// `rerun` said `lower in B`). There is no p-value; the verdict is the interval's: `higher in B`
+/// or `lower in B` when it excludes 0, `reproduced` when B sets a margin and it lies inside it,
+/// `too few runs` when a side's runs cannot reach its level, else `no detectable change`.
 fn control_relative(a: &Report, b: &Report) -> Vec<MetricRow> {
-    let mut rows = Vec::new();
+    let mut pairs = Vec::new();
     for e in &a.estimates.rows {
         let Some(metric) = e.metric() else { continue };
         let Some(eb) = b
@@ -142,36 +155,63 @@ fn control_relative(a: &Report, b: &Report) -> Vec<MetricRow> {
         else {
             continue;
         };
-        let relative = |r: &Report, cell: &str, control: &str| -> Vec<f64> {
-            let Some(c) = crate::stats::median(&mut run_values(r, control, metric)) else {
-                return Vec::new();
-            };
-            run_values(r, cell, metric).into_iter().map(|v| v - c).collect()
-        };
-        rows.push((
+        pairs.push((
             e.cell.clone(),
             metric,
-            relative(a, &e.cell, &e.control),
-            relative(b, &eb.cell, &eb.control),
+            (&e.cell, &e.control),
+            (&eb.cell, &eb.control),
         ));
     }
-    shifts(rows, margin_of(b))
-        .into_iter()
-        .map(|(cell, metric, s, p, v)| MetricRow {
-            cell,
-            metric: format!("{} minus control", metric.key()),
-            a: None,
-            b: None,
-            median_difference: None,
-            ranges_overlap: None,
-            shift: s.map(|s| s.shift),
-            ci_low: s.map(|s| s.ci_low),
-            ci_high: s.map(|s| s.ci_high),
-            p: s.map(|_| p),
-            verdict: Some(v),
-            unusable_values: None,
-        })
-        .collect()
+    let margin = margin_of(b);
+    let mut rows = Vec::new();
+    for metric in Metric::ALL {
+        let these: Vec<_> = pairs.iter().filter(|p| p.1 == *metric).collect();
+        let side_alpha = crate::stats::ALPHA / (2.0 * these.len().max(1) as f64);
+        for (cell, metric, (cell_a, control_a), (cell_b, control_b)) in these {
+            let side = |r: &Report, cell: &str, control: &str| {
+                crate::stats::shift::shift_at(
+                    &run_values(r, cell, *metric),
+                    &run_values(r, control, *metric),
+                    side_alpha,
+                )
+                .filter(|s| crate::stats::smallest_p(s.n_x, s.n_y) < side_alpha)
+            };
+            let (sa, sb) = (side(a, cell_a, control_a), side(b, cell_b, control_b));
+            let combined = sa.zip(sb).map(|(sa, sb)| {
+                (
+                    sb.shift - sa.shift,
+                    sb.ci_low - sa.ci_high,
+                    sb.ci_high - sa.ci_low,
+                    (1.0 - (1.0 - sa.confidence) - (1.0 - sb.confidence)).max(0.0),
+                )
+            });
+            let verdict = match combined {
+                None => crate::stats::CompareVerdict::TooFewRuns,
+                Some((_, lo, hi, _)) => match margin(*metric) {
+                    Some(m) if -m <= lo && hi <= m => crate::stats::CompareVerdict::Reproduced,
+                    _ if lo > 0.0 => crate::stats::CompareVerdict::HigherInB,
+                    _ if hi < 0.0 => crate::stats::CompareVerdict::LowerInB,
+                    _ => crate::stats::CompareVerdict::NoDetectableChange,
+                },
+            };
+            rows.push(MetricRow {
+                cell: cell.clone(),
+                metric: format!("{} minus control", metric.key()),
+                a: None,
+                b: None,
+                median_difference: None,
+                ranges_overlap: None,
+                shift: combined.map(|c| c.0),
+                ci_low: combined.map(|c| c.1),
+                ci_high: combined.map(|c| c.2),
+                confidence: combined.map(|c| c.3),
+                p: None,
+                verdict: Some(verdict),
+                unusable_values: None,
+            });
+        }
+    }
+    rows
 }
 
 /// One provenance fact that differs between the bundles.
@@ -377,6 +417,7 @@ pub fn compare(a: &Report, host_a: Option<&Json>, b: &Report, host_b: Option<&Js
                 shift: None,
                 ci_low: None,
                 ci_high: None,
+                confidence: None,
                 p: None,
                 verdict: None,
                 unusable_values,
@@ -504,7 +545,7 @@ fn text(c: &Comparison, style: TextStyle) -> String {
             shift: r.shift,
             ci_low: r.ci_low,
             ci_high: r.ci_high,
-            confidence: Some(0.95),
+            confidence: r.confidence.or(Some(0.95)),
             p: r.p,
             p_adjusted: r.p,
             exact: None,
@@ -533,7 +574,7 @@ fn text(c: &Comparison, style: TextStyle) -> String {
         ]);
     }
     v.notes.push(
-        "p: permutation, exact with ties, Holm-corrected across cells per metric; `reproduced` needs [report] equivalence-margin in B's manifest; X - control: each run minus its bundle's control median".into(),
+        "p: permutation, exact with ties, Holm-corrected across cells per metric; `reproduced` needs [report] equivalence-margin in B's manifest; X - control: the change of the cell's shift against its own bundle's control, its interval the two bundles' exact intervals combined (Bonferroni: at least 1 - 0.05/k for k cells), no p".into(),
     );
     if v.rows.is_empty() {
     } else if narrow {

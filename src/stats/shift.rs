@@ -40,8 +40,15 @@ pub struct Shift {
     pub exact: bool,
 }
 
-/// Compares `x` with `y`; `None` when either is empty. Values must be finite.
+/// Compares `x` with `y` at the level [`super::ALPHA`] (a 95% interval); `None` when either is
+/// empty. Values must be finite.
 pub fn shift(x: &[f64], y: &[f64]) -> Option<Shift> {
+    shift_at(x, y, super::ALPHA)
+}
+
+/// [`shift`] with an interval of confidence `1 - alpha` (as R's `wilcox.test(conf.level = 1 -
+/// alpha)`), for intervals combined by Bonferroni's inequality.
+pub fn shift_at(x: &[f64], y: &[f64], alpha: f64) -> Option<Shift> {
     if x.is_empty() || y.is_empty() {
         return None;
     }
@@ -58,13 +65,12 @@ pub fn shift(x: &[f64], y: &[f64]) -> Option<Shift> {
         d(mn / 2) / 2.0 + d(mn / 2 + 1) / 2.0
     };
     let exact = m + n <= EXACT_MAX_RUNS;
-    let alpha = super::ALPHA;
     let (qu, achieved_alpha) = if exact {
         let null = null_u(m, n);
         let qu = null.cdf_index(alpha / 2.0).max(1);
         (qu, 2.0 * null.cdf(qu - 1))
     } else {
-        let z = 1.959_963_984_540_054;
+        let z = normal_quantile_two_sided(alpha);
         let k = (mn as f64 / 2.0 - z * (mn as f64 * (m + n + 1) as f64 / 12.0).sqrt()).floor();
         ((k.max(1.0) as usize).min(mn), alpha)
     };
@@ -89,6 +95,24 @@ pub fn shift(x: &[f64], y: &[f64]) -> Option<Shift> {
         p,
         exact,
     })
+}
+
+/// The `z` whose two-sided normal tail is `alpha` (`P(|Z| > z) = alpha`): 1.959963984540054 for
+/// 0.05 exactly, else found by bisection on [`erfc`] (to its 1.2e-7).
+pub fn normal_quantile_two_sided(alpha: f64) -> f64 {
+    if alpha == super::ALPHA {
+        return 1.959_963_984_540_054;
+    }
+    let (mut lo, mut hi) = (0.0f64, 40.0f64);
+    for _ in 0..200 {
+        let mid = (lo + hi) / 2.0;
+        if erfc(mid / std::f64::consts::SQRT_2) > alpha {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    (lo + hi) / 2.0
 }
 
 fn signif2(x: f64) -> f64 {

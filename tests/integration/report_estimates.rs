@@ -272,3 +272,73 @@ fn extreme_values_are_exact_or_named_out_of_range() {
     let excluded = runs[2]["excluded"].as_str().unwrap_or_default();
     assert!(excluded.contains("out of range"), "{:#}", runs[2]);
 }
+
+/// Prints a retention document whose private growth is, for `steady`, 0, and for the control
+/// (`reuse`) the repetition's word of `control.txt`.
+const MOVING_CONTROL: &str = r#"#!/bin/sh
+R=${HWR_REPETITION:-1}
+case "$1" in
+  reuse) g=$(cut -d' ' -f"$R" control.txt) ;;
+  *) g=0 ;;
+esac
+printf '{"schema_version":1,"arguments":{"mode":"%s"},"samples":[' "$1"
+printf '{"phase":"baseline","iterations":0,"private_bytes":1048576,"anonymous_bytes":0,"rss_bytes":0,"fd_count":3},'
+printf '{"phase":"loop","iterations":1000,"private_bytes":%d,"anonymous_bytes":0,"rss_bytes":0,"fd_count":3},' $((1048576 + g))
+printf '{"phase":"closed","iterations":1000,"private_bytes":1048576,"anonymous_bytes":0,"rss_bytes":0,"fd_count":3}],"completed":true}\n'
+"#;
+
+/// compare's control-relative figures count the control's uncertainty: between a bundle and one
+/// whose control's median moved by a page while its cell did not change (the new user's `rerun`
+/// said `lower in B` for the cell), the change of the cell against its control is not detected;
+/// its interval holds what a change of the control alone gives, and the raw cell is unchanged.
+#[test]
+fn a_control_whose_median_moved_is_no_change_of_the_cell() {
+    let repo = repo();
+    let dir = repo.path();
+    std::fs::write(dir.join("moving.sh"), MOVING_CONTROL).unwrap();
+    let m = ManifestBuilder::argv("moving-control", &["sh", "moving.sh", "{mode}"])
+        .matrix("mode", ["steady", "reuse"])
+        .repetitions(5)
+        .set("measure", "sample-interval", "off")
+        .write(dir);
+    let bundle_with = |control: &str| {
+        std::fs::write(dir.join("control.txt"), control).unwrap();
+        let (out, bundle) = run(dir, &m);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        bundle.expect("bundle")
+    };
+    let a = bundle_with("0 0 0 0 0\n");
+    let b = bundle_with("4096 4096 4096 0 0\n");
+    let out = hwr(
+        dir,
+        &[
+            "compare",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let c: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let raw = c["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["cell"] == "mode=steady" && r["metric"] == "private-growth-bytes")
+        .unwrap();
+    assert_eq!(raw["verdict"], "no detectable change", "{raw:#}");
+    let relative = c["control-relative"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["cell"] == "mode=steady" && r["metric"] == "private-growth-bytes minus control")
+        .unwrap();
+    assert_eq!(relative["verdict"], "no detectable change", "{relative:#}");
+    let (lo, hi) = (
+        relative["ci-low"].as_f64().unwrap(),
+        relative["ci-high"].as_f64().unwrap(),
+    );
+    assert!(lo <= -4096.0 && 0.0 <= hi, "{relative:#}");
+    assert!(relative["p"].is_null(), "{relative:#}");
+}

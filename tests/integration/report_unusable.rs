@@ -78,7 +78,9 @@ fn growth_row(doc: &serde_json::Value, cell: &str) -> serde_json::Value {
 fn every_kind_of_unusable_value_is_named_instead_of_too_few_runs() {
     let repo = repo();
     let dir = repo.path();
-    let kinds = ["null", "str", "frac", "huge", "big53", "neg", "fint", "notarray", "ok"];
+    let kinds = [
+        "null", "str", "frac", "huge", "big53", "neg", "fint", "notarray", "ok",
+    ];
     let b = bundle(dir, &kinds);
     let doc: serde_json::Value = serde_json::from_str(&report(dir, &b, "json")).unwrap();
     let expected = [

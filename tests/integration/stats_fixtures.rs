@@ -97,3 +97,42 @@ fn shift_interval_and_p_match_scipy_and_r() {
         }
     }
 }
+
+/// Intervals at other levels than 95% (compare's control-relative figures combine two), against
+/// R's wilcox.test algorithm at `conf.level = 1 - alpha`.
+#[test]
+fn shift_intervals_at_other_levels_match_r() {
+    let f = fixtures();
+    let cases = f["shift-at"].as_array().unwrap();
+    assert!(cases.len() >= 5);
+    for c in cases {
+        let name = &c["name"];
+        let alpha = c["alpha"].as_f64().unwrap();
+        let s = hwr_exp::stats::shift::shift_at(&floats(&c["x"]), &floats(&c["y"]), alpha).unwrap();
+        let want = |k: &str| c[k].as_f64().unwrap();
+        assert!(
+            close(s.ci_low, want("ci-low")),
+            "{name}: ci-low {} != {}",
+            s.ci_low,
+            want("ci-low")
+        );
+        assert!(
+            close(s.ci_high, want("ci-high")),
+            "{name}: ci-high {} != {}",
+            s.ci_high,
+            want("ci-high")
+        );
+        assert!(
+            close(s.confidence, want("confidence")),
+            "{name}: confidence {} != {}",
+            s.confidence,
+            want("confidence")
+        );
+    }
+    // The normal approximation's quantile (scipy.stats.norm.ppf), to erfc's 1.2e-7.
+    for q in f["normal-quantile-two-sided"].as_array().unwrap() {
+        let (alpha, z) = (q["alpha"].as_f64().unwrap(), q["z"].as_f64().unwrap());
+        let got = hwr_exp::stats::shift::normal_quantile_two_sided(alpha);
+        assert!((got - z).abs() <= 1e-6 * z, "alpha {alpha}: {got} != {z}");
+    }
+}
