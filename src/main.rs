@@ -114,6 +114,7 @@ fn run_manifest(args: &RunArgs) -> Result<i32, Failure> {
     if let Some(w) = control_warning {
         ui::to_stderr(format_args!("warning: {w}"));
     }
+    warn_too_few_runs_before_running(&manifest);
     let signals = interrupt_handlers(SecondSignal::Exit(exit_codes::INTERRUPTED))?;
     let opts = RunOptions {
         results_dir: results_dir(args.results_dir.as_deref()),
@@ -241,6 +242,21 @@ fn warn_too_few_runs(manifest: &manifest::Manifest, plan: &hwr_exp::plan::Plan) 
     };
     if let Some(w) = report::estimates::plan_warning(&manifest.report, cells) {
         ui::to_stderr(format_args!("warning: {}: {w}", manifest.path.display()));
+    }
+}
+
+/// Most planned runs for which `run` checks, before its first run, whether every verdict will be
+/// `too few runs` (the check walks every run; `check` and `plan` make it whatever the size).
+const RUN_WARNING_MAX_RUNS: usize = 100_000;
+
+/// `run`: the warning of `check` and `plan` when the plan can give only `too few runs` against
+/// the control, before the first run (a plan it cannot expand is left to the run to report).
+fn warn_too_few_runs_before_running(manifest: &manifest::Manifest) {
+    let plan = session::plan_context(Path::new("<bundle>")).and_then(|ctx| session::expand(manifest, &ctx));
+    if let Ok(plan) = plan
+        && plan.len() <= RUN_WARNING_MAX_RUNS
+    {
+        warn_too_few_runs(manifest, &plan);
     }
 }
 

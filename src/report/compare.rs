@@ -174,9 +174,12 @@ fn control_relative(a: &Report, b: &Report) -> Vec<MetricRow> {
                     &run_values(r, control, *metric),
                     side_alpha,
                 )
-                .filter(|s| crate::stats::smallest_p(s.n_x, s.n_y) < side_alpha)
             };
             let (sa, sb) = (side(a, cell_a, control_a), side(b, cell_b, control_b));
+            let reachable = |s: &Option<crate::stats::Shift>| {
+                s.is_some_and(|s| crate::stats::smallest_p(s.n_x, s.n_y) < side_alpha)
+            };
+            let decidable = reachable(&sa) && reachable(&sb);
             let combined = sa.zip(sb).map(|(sa, sb)| {
                 (
                     sb.shift - sa.shift,
@@ -186,13 +189,13 @@ fn control_relative(a: &Report, b: &Report) -> Vec<MetricRow> {
                 )
             });
             let verdict = match combined {
-                None => crate::stats::CompareVerdict::TooFewRuns,
-                Some((_, lo, hi, _)) => match margin(*metric) {
+                Some((_, lo, hi, _)) if decidable => match margin(*metric) {
                     Some(m) if -m <= lo && hi <= m => crate::stats::CompareVerdict::Reproduced,
                     _ if lo > 0.0 => crate::stats::CompareVerdict::HigherInB,
                     _ if hi < 0.0 => crate::stats::CompareVerdict::LowerInB,
                     _ => crate::stats::CompareVerdict::NoDetectableChange,
                 },
+                _ => crate::stats::CompareVerdict::TooFewRuns,
             };
             rows.push(MetricRow {
                 cell: cell.clone(),

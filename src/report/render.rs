@@ -350,10 +350,30 @@ pub(crate) fn memory_notes(r: &Report) -> Vec<String> {
                 .to_string(),
         );
     }
+    // Runs with the same note are one line (20 short runs each ended before the first sample
+    // was due: one note, not 20), in order of each note's first run.
+    let mut by_note: Vec<(&str, Vec<&str>)> = Vec::new();
     for run in &r.runs {
         if let Some(note) = &run.memory_note {
-            notes.push(format!("memory sampling of {}: {note}", run.run_id));
+            match by_note.iter_mut().find(|(n, _)| *n == note.as_str()) {
+                Some((_, runs)) => runs.push(&run.run_id),
+                None => by_note.push((note, vec![&run.run_id])),
+            }
         }
+    }
+    for (note, runs) in by_note {
+        let named = match runs.as_slice() {
+            [one] => (*one).to_string(),
+            _ if runs.len() <= 3 => format!("{} runs ({})", runs.len(), runs.join(", ")),
+            _ => format!(
+                "{} runs ({}, {}, ... {})",
+                runs.len(),
+                runs[0],
+                runs[1],
+                runs[runs.len() - 1]
+            ),
+        };
+        notes.push(format!("memory sampling of {named}: {note}"));
     }
     notes
 }

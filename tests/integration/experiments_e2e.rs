@@ -20,7 +20,7 @@ fn small_copy(name: &str, replacements: &[(&str, &str)]) -> (Repo, PathBuf) {
 }
 
 #[test]
-fn size_compare_writes_eight_probe_outputs_named_by_cell() {
+fn size_compare_writes_twenty_probe_outputs_named_by_cell() {
     let (repo, m) = small_copy(
         "size-compare.toml",
         &[
@@ -31,7 +31,7 @@ fn size_compare_writes_eight_probe_outputs_named_by_cell() {
     let (out, bundle) = run(repo.path(), &m);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let bundle = bundle.unwrap();
-    assert_eq!(json(&bundle.join("bundle.json"))["counts"]["ok"], 8);
+    assert_eq!(json(&bundle.join("bundle.json"))["counts"]["ok"], 20);
     let mut names = Vec::new();
     for r in run_records(&bundle) {
         let output = r["output"].as_str().unwrap().to_string();
@@ -72,19 +72,13 @@ fn size_compare_writes_eight_probe_outputs_named_by_cell() {
         names.push(output);
     }
     names.sort();
-    assert_eq!(
-        names,
-        [
-            "get_tensor-16-1.json",
-            "get_tensor-16-2.json",
-            "get_tensor-64-1.json",
-            "get_tensor-64-2.json",
-            "reuse-16-1.json",
-            "reuse-16-2.json",
-            "reuse-64-1.json",
-            "reuse-64-2.json"
-        ]
-    );
+    let mut expected: Vec<String> = ["get_tensor", "reuse"]
+        .iter()
+        .flat_map(|mode| [16, 64].map(move |el| (mode, el)))
+        .flat_map(|(mode, el)| (1..=5).map(move |r| format!("{mode}-{el}-{r}.json")))
+        .collect();
+    expected.sort();
+    assert_eq!(names, expected);
 }
 
 #[test]

@@ -110,10 +110,10 @@ fn common_checks(text: &str, table: &Table, name: &str) {
 }
 
 #[test]
-fn size_compare_asks_for_2_repetitions_of_get_tensor_and_reuse_at_16_and_64() {
+fn size_compare_asks_for_5_repetitions_of_get_tensor_and_reuse_at_16_and_64() {
     let (text, table) = load("size-compare.toml");
     common_checks(&text, &table, "size-compare");
-    assert_eq!(table["schedule"]["repetitions"].as_integer(), Some(2));
+    assert_eq!(table["schedule"]["repetitions"].as_integer(), Some(5));
     let cells = cells(&table);
     assert_eq!(cells.len(), 4);
     let mut outputs = Vec::new();

@@ -159,6 +159,12 @@ fn two_repetitions_give_too_few_runs_and_check_warns() {
     assert!(stderr(&plan).contains("too few runs"), "{}", stderr(&plan));
     let (out, bundle) = run(repo.path(), &m);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // `run` warns too, before its first run (a new user who only runs never saw it).
+    let err = stderr(&out);
+    let warned = err
+        .find("use repetitions = 4 or more")
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(err[..warned].contains("warning:"), "{err}");
     let doc = report_json(repo.path(), &bundle.unwrap());
     let growth = row(&doc, "mode=leak", "private-growth-bytes");
     assert_eq!(growth["verdict"], "too few runs", "{growth:#}");

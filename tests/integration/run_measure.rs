@@ -676,3 +676,27 @@ esac
         "no memory cgroup served twice: {seen:?}"
     );
 }
+
+/// Runs with the same sampling note are named on one line (the main job's 20 short runs gave 20
+/// identical notes between the runs table and the results).
+#[test]
+fn runs_with_the_same_sampling_note_share_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    ManifestBuilder::argv("no-samples", &["true"])
+        .text_output()
+        .repetitions(5)
+        .set("measure", "sample-interval", "10s")
+        .write(dir.path());
+    let (out, _, _, run_dir) = run_with(dir.path(), "auto");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let report = report_md(&run_dir);
+    let lines: Vec<&str> = report
+        .lines()
+        .filter(|l| l.contains("memory sampling of"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{report}");
+    assert!(
+        lines[0].contains("memory sampling of 5 runs (000-r1, 001-r2, ... 004-r5): no memory sample"),
+        "{report}"
+    );
+}
