@@ -1004,9 +1004,12 @@ fn run_record(
     format: OutputFormat,
     node: NodeIds,
 ) -> io::Result<RunRecord> {
+    let set_aside = set_aside_taken_names(dir, &run.output)?;
     let (output_check, output_check_reason) =
         if matches!(outcome.termination, Termination::SpawnFailed | Termination::Lost) {
             (OutputCheck::Empty, None)
+        } else if let Some((_, moved)) = set_aside.iter().find(|(name, _)| *name == run.output) {
+            (OutputCheck::Invalid, Some(moved.clone()))
         } else {
             check_output(&dir.join(&run.output), format)
         };
@@ -1043,7 +1046,11 @@ fn run_record(
         exit_code: outcome.exit_code,
         signal: outcome.signal,
         termination: outcome.termination,
-        error: outcome.error.clone(),
+        error: {
+            let moved = set_aside.iter().map(|(_, m)| m.as_str());
+            let all: Vec<&str> = outcome.error.as_deref().into_iter().chain(moved).collect();
+            (!all.is_empty()).then(|| all.join("; "))
+        },
         output: run.output.clone(),
         output_check,
         output_check_reason,
@@ -1068,6 +1075,55 @@ fn run_record(
         lost_reason: None,
     };
     Ok(record)
+}
+
+/// Moves aside what a run put at a name hwr-exp writes in its run folder (DESIGN 5): anything at
+/// `run.json` (not written yet: it is the run's), and a folder, link, FIFO or device at the output,
+/// `stderr.log`, `memory.jsonl` or `mappings.json`. Each goes to `<name>.from-run` (`-2`, `-3`,
+/// ... when taken), where it is an artifact of the run like any other; what was moved is returned
+/// as (name, message) for run.json `error` (and the output check, when the output was moved). A folder named `run.json` made the bundle fail (run.json could
+/// not be written) and `resume` refuse it; a folder at `stderr.log` made `verify` fail.
+///
+/// # Errors
+/// `lstat` or `rename` errors in the run folder.
+fn set_aside_taken_names(dir: &Path, output: &str) -> io::Result<Vec<(String, String)>> {
+    let mut moved = Vec::new();
+    for name in [files::RUN, output, files::STDERR, files::MEMORY, files::MAPPINGS] {
+        let path = dir.join(name);
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        if name != files::RUN && meta.file_type().is_file() {
+            continue;
+        }
+        let what = if meta.is_dir() {
+            "a folder"
+        } else if meta.file_type().is_symlink() {
+            "a symbolic link"
+        } else if meta.is_file() {
+            "a file"
+        } else {
+            "a FIFO, socket or device"
+        };
+        let to = (1..)
+            .map(|n| {
+                if n == 1 {
+                    format!("{name}.from-run")
+                } else {
+                    format!("{name}.from-run-{n}")
+                }
+            })
+            .find(|to| std::fs::symlink_metadata(dir.join(to)).is_err())
+            .expect("an unused name");
+        std::fs::rename(&path, dir.join(&to))?;
+        moved.push((
+            name.to_string(),
+            format!("the run put {what} at {name}, a name hwr-exp writes in the run folder: moved to {to}"),
+        ));
+    }
+    Ok(moved)
 }
 
 /// The writer of a Slurm array task: one run folder of a bundle another process (the submitting

@@ -165,9 +165,10 @@ fn a_fifo_as_run_file_or_top_level_file_does_not_hang_verify_or_report() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("a FIFO"));
 }
 
-/// A run that replaces its own output with `what` (made by `make`): the runner finishes, records
-/// the run as invalid output saying why, and hashes nothing through it.
-fn run_replacing_output(make: &str) {
+/// A run that replaces its own output with `what` (made by `make`, `kind` in words): the runner
+/// finishes, records the run as invalid output saying why, moves the thing aside as an artifact
+/// (`out.json.from-run`), and hashes nothing through it.
+fn run_replacing_output(make: &str, kind: &str) {
     let repo = repo();
     let text = format!(
         "format = 1\n[experiment]\nname = \"sneaky\"\n[command]\nshell = \"rm -f {{run-dir}}/out.json && {make} {{run-dir}}/out.json\"\noutput = \"out.json\"\n"
@@ -192,21 +193,25 @@ fn run_replacing_output(make: &str) {
     let records = run_records(&bundle);
     assert_eq!(records[0]["outcome"], "invalid-output", "{}", records[0]);
     let reason = records[0]["output-check-reason"].as_str().unwrap();
-    assert!(reason.contains("not a regular file"), "{reason}");
+    assert!(
+        reason.contains(&format!("the run put {kind} at out.json"))
+            && reason.contains("moved to out.json.from-run"),
+        "{reason}"
+    );
     assert!(records[0]["sha256"].get("out.json").is_none(), "{}", records[0]);
     assert_eq!(json(&bundle.join("bundle.json"))["status"], "complete");
 }
 
 #[test]
 fn a_run_replacing_its_output_with_a_fifo_does_not_hang_the_runner() {
-    run_replacing_output("mkfifo");
+    run_replacing_output("mkfifo", "a FIFO, socket or device");
 }
 
 #[test]
 fn a_run_replacing_its_output_with_a_link_to_dev_zero_does_not_hang_the_runner() {
     use std::os::unix::fs::PermissionsExt;
     let before = std::fs::metadata("/dev/zero").unwrap().permissions().mode();
-    run_replacing_output("ln -s /dev/zero");
+    run_replacing_output("ln -s /dev/zero", "a symbolic link");
     let after = std::fs::metadata("/dev/zero").unwrap().permissions().mode();
     assert_eq!(
         before, after,

@@ -305,3 +305,93 @@ fn non_finite_matrix_values_are_refused_and_strings_of_them_round_trip() {
         );
     }
 }
+
+/// A run that puts something at a name hwr-exp writes in its run folder (a folder named run.json,
+/// stderr.log, memory.jsonl or mappings.json, its output replaced by a folder, a file of its own
+/// named run.json): the thing is moved aside to `<name>.from-run` as an artifact, run.json says so,
+/// the other runs go on and the bundle is complete and verifies. A folder named run.json stopped
+/// the runner with exit 3 and a bundle that `resume` refused.
+#[test]
+fn what_a_run_puts_at_the_runners_names_is_moved_aside() {
+    let repo = repo();
+    let dir = repo.path();
+    std::fs::write(
+        dir.join("h.sh"),
+        r#"case "$1" in
+  runjson) mkdir "$2/run.json" ;;
+  runfile) echo mine > "$2/run.json" ;;
+  memory) mkdir "$2/memory.jsonl" ;;
+  mappings) mkdir "$2/mappings.json" ;;
+  stderr) rm -f "$2/stderr.log"; mkdir "$2/stderr.log" ;;
+  output) rm -f "$2/out-output.txt"; mkdir "$2/out-output.txt" ;;
+esac
+echo hi
+"#,
+    )
+    .unwrap();
+    let m = ManifestBuilder::shell("taken", "sh ./h.sh {k} '{run-dir}'")
+        .text_output()
+        .set("command", "output", "out-{k}.txt")
+        .matrix(
+            "k",
+            [
+                "runjson", "runfile", "memory", "mappings", "stderr", "output", "ok",
+            ],
+        )
+        .write(dir);
+    let (out, bundle) = run(dir, &m);
+    let bundle = bundle.unwrap_or_else(|| panic!("{}", stderr(&out)));
+    // Exit 1: the run whose output became a folder has invalid output; the others are ok.
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let info: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(bundle.join("bundle.json")).unwrap()).unwrap();
+    assert_eq!(info["status"], "complete", "{info:#}");
+    assert_eq!(info["counts"]["ok"], 6, "{info:#}");
+    let verify = crate::support::hwr(dir, &["verify", bundle.to_str().unwrap()]);
+    assert_eq!(code(&verify), 0, "{}", crate::support::stdout(&verify));
+    let record = |id: &str| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(bundle.join("runs").join(id).join("run.json")).unwrap())
+            .unwrap()
+    };
+    for (id, name, what) in [
+        ("000-runjson-r1", "run.json", "a folder"),
+        ("001-runfile-r1", "run.json", "a file"),
+        ("002-memory-r1", "memory.jsonl", "a folder"),
+        ("003-mappings-r1", "mappings.json", "a folder"),
+        ("004-stderr-r1", "stderr.log", "a folder"),
+        ("005-output-r1", "out-output.txt", "a folder"),
+    ] {
+        let r = record(id);
+        let error = r["error"].as_str().unwrap_or_else(|| panic!("{id}: {r:#}"));
+        assert!(
+            error.contains(&format!("the run put {what} at {name}"))
+                && error.contains(&format!("moved to {name}.from-run")),
+            "{id}: {error}"
+        );
+        let artifacts: Vec<&str> = r["artifacts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["name"].as_str().unwrap())
+            .collect();
+        assert!(
+            artifacts
+                .iter()
+                .any(|a| a.starts_with(&format!("{name}.from-run"))),
+            "{id}: {artifacts:?}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(bundle.join("runs/001-runfile-r1/run.json.from-run")).unwrap(),
+        "mine\n"
+    );
+    let output = record("005-output-r1");
+    assert_eq!(output["output-check"], "invalid");
+    assert!(
+        output["output-check-reason"]
+            .as_str()
+            .unwrap()
+            .contains("moved to out-output.txt.from-run")
+    );
+    assert!(record("006-ok-r1")["error"].is_null());
+}
