@@ -17,6 +17,19 @@ fn close(a: f64, b: f64) -> bool {
     a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
 }
 
+/// The interval and confidence of `s` are the fixture case `c`'s.
+fn assert_interval(s: &hwr_exp::stats::Shift, c: &Value) {
+    let name = &c["name"];
+    for (key, got) in [
+        ("ci-low", s.ci_low),
+        ("ci-high", s.ci_high),
+        ("confidence", s.confidence),
+    ] {
+        let want = c[key].as_f64().unwrap();
+        assert!(close(got, want), "{name}: {key} {got} != {want}");
+    }
+}
+
 fn floats(v: &Value) -> Vec<f64> {
     v.as_array()
         .unwrap()
@@ -73,24 +86,7 @@ fn shift_interval_and_p_match_scipy_and_r() {
         assert!(p_ok, "{name}: p {} != {}", s.p, want("p"));
         assert_eq!(s.exact, c["exact"] == true, "{name}");
         if s.exact {
-            assert!(
-                close(s.ci_low, want("ci-low")),
-                "{name}: ci-low {} != {}",
-                s.ci_low,
-                want("ci-low")
-            );
-            assert!(
-                close(s.ci_high, want("ci-high")),
-                "{name}: ci-high {} != {}",
-                s.ci_high,
-                want("ci-high")
-            );
-            assert!(
-                close(s.confidence, want("confidence")),
-                "{name}: confidence {} != {}",
-                s.confidence,
-                want("confidence")
-            );
+            assert_interval(&s, c);
         }
         if let Some(p) = c["scipy-mannwhitneyu-exact-p"].as_f64() {
             assert!(close(s.p, p), "{name}: p {} != mannwhitneyu {p}", s.p);
@@ -106,28 +102,9 @@ fn shift_intervals_at_other_levels_match_r() {
     let cases = f["shift-at"].as_array().unwrap();
     assert!(cases.len() >= 5);
     for c in cases {
-        let name = &c["name"];
         let alpha = c["alpha"].as_f64().unwrap();
         let s = hwr_exp::stats::shift::shift_at(&floats(&c["x"]), &floats(&c["y"]), alpha).unwrap();
-        let want = |k: &str| c[k].as_f64().unwrap();
-        assert!(
-            close(s.ci_low, want("ci-low")),
-            "{name}: ci-low {} != {}",
-            s.ci_low,
-            want("ci-low")
-        );
-        assert!(
-            close(s.ci_high, want("ci-high")),
-            "{name}: ci-high {} != {}",
-            s.ci_high,
-            want("ci-high")
-        );
-        assert!(
-            close(s.confidence, want("confidence")),
-            "{name}: confidence {} != {}",
-            s.confidence,
-            want("confidence")
-        );
+        assert_interval(&s, c);
     }
     // The normal approximation's quantile (scipy.stats.norm.ppf), to erfc's 1.2e-7.
     for q in f["normal-quantile-two-sided"].as_array().unwrap() {
