@@ -47,10 +47,6 @@ pub enum ReportError {
         /// What is wrong.
         message: String,
     },
-    /// The temporary file a large CSV or JSON report spills its runs to could not be made or
-    /// written (`TMPDIR` full or not writable).
-    #[error("the report's temporary file of every run (in TMPDIR): {0}")]
-    Spill(String),
 }
 
 /// Finds a boolean `key` in a JSON document: at the top level, else in nested objects (breadth first).
@@ -301,13 +297,14 @@ struct RunContext<'a> {
 }
 
 impl RunContext<'_> {
-    /// `run` as [`RunContext::spill`] records it.
-    fn spill_record(&self, kind: Spill, run: &RunSummary) -> Result<Vec<u8>, ReportError> {
+    /// `run` as [`RunContext::spill`] records it; `None` when it cannot be made (the report then
+    /// reads the runs again instead).
+    fn spill_record(&self, kind: Spill, run: &RunSummary) -> Option<Vec<u8>> {
         match kind {
             Spill::Csv => super::render::csv_spill_record(run, self.keys, self.pointers),
             Spill::Json => super::render::json_spill_record(run),
         }
-        .map_err(|e| ReportError::Spill(format!("{e:#}")))
+        .ok()
     }
 }
 
@@ -355,8 +352,8 @@ impl Restream {
 /// What reading one planned run gave.
 enum Read {
     /// Its summary (run.json and what it names were read), and its spill record when the
-    /// report spills ([`RunContext::spill`]).
-    Finished(Box<RunSummary>, Option<Result<Vec<u8>, ReportError>>),
+    /// report spills ([`RunContext::spill`]; `Some(None)` when it could not be made).
+    Finished(Box<RunSummary>, Option<Option<Vec<u8>>>),
     /// It has no run.json: it did not run (or not to its end).
     NotRun(Box<PlannedRunRecord>),
 }
@@ -754,7 +751,8 @@ pub const SPILL_MAX_RUNS: usize = 250_000;
 /// second time.
 ///
 /// # Errors
-/// As [`collect`]; [`ReportError::Spill`] when the temporary file cannot be written.
+/// As [`collect`]. A temporary file that cannot be made or written (`TMPDIR` full or read-only)
+/// is no error: the report then reads the runs a second time, as for a larger bundle.
 pub fn collect_spilling(dir: &Path, keep_series: bool, spill: Option<Spill>) -> Result<Report, ReportError> {
     let bundle = Bundle::open(dir)?;
     let plan = bundle.plan_header()?;
@@ -795,13 +793,10 @@ pub fn collect_spilling(dir: &Path, keep_series: bool, spill: Option<Spill>) -> 
         keep_series,
         spill: spill.filter(|_| (RUN_ROWS + 1..=SPILL_MAX_RUNS).contains(&bundle.info().planned_runs)),
     };
-    let mut spill_file = match ctx.spill {
-        Some(_) => Some(std::io::BufWriter::with_capacity(
-            1 << 20,
-            tempfile::tempfile().map_err(|e| ReportError::Spill(e.to_string()))?,
-        )),
-        None => None,
-    };
+    let mut spill_file = ctx
+        .spill
+        .and_then(|_| tempfile::tempfile().ok())
+        .map(|f| std::io::BufWriter::with_capacity(1 << 20, f));
     // One pass over the plan. Every run is aggregated as it is read (counts, nodes, failures,
     // compact per-run numbers); at most RUN_ROWS runs are held whole: all of them while the plan
     // has no more, else the first RUN_ROWS finished ones (runs that did not run are counted).
@@ -833,11 +828,15 @@ pub fn collect_spilling(dir: &Path, keep_series: bool, spill: Option<Spill>) -> 
                 held.retain(|r| r.finished);
                 values.forget_unfinished_cells();
             }
-            let mut spill_write = |record: Result<Vec<u8>, ReportError>| -> Result<(), ReportError> {
-                if let Some(w) = spill_file.as_mut() {
-                    std::io::Write::write_all(w, &record?).map_err(|e| ReportError::Spill(e.to_string()))?;
+            // A record that cannot be made or written ends the spill (the runs are read again).
+            let mut spill_write = |record: Option<Vec<u8>>| {
+                let written = match (spill_file.as_mut(), record) {
+                    (Some(w), Some(r)) => std::io::Write::write_all(w, &r).is_ok(),
+                    _ => false,
+                };
+                if !written {
+                    spill_file = None;
                 }
-                Ok(())
             };
             let run = match read {
                 Read::Finished(run, spilled) => {
@@ -845,7 +844,7 @@ pub fn collect_spilling(dir: &Path, keep_series: bool, spill: Option<Spill>) -> 
                         *counts.entry(outcome).or_insert(0) += 1;
                     }
                     if let Some(record) = spilled {
-                        spill_write(record)?;
+                        spill_write(record);
                     }
                     *run
                 }
@@ -859,7 +858,7 @@ pub fn collect_spilling(dir: &Path, keep_series: bool, spill: Option<Spill>) -> 
                     }
                     let run = not_run(*planned, &keys);
                     if let Some(kind) = ctx.spill {
-                        spill_write(ctx.spill_record(kind, &run))?;
+                        spill_write(ctx.spill_record(kind, &run));
                     }
                     if large {
                         return Ok(());
@@ -939,12 +938,12 @@ pub fn collect_spilling(dir: &Path, keep_series: bool, spill: Option<Spill>) -> 
         executor: info.executor.clone(),
         nodes,
         failures_by_reason: failures.finish(),
-        runs: match (spill_file, spill_kind, restream.is_some()) {
-            (Some(w), Some(kind), true) => Runs::new(held, restream).with_spill(
-                kind,
-                w.into_inner()
-                    .map_err(|e| ReportError::Spill(e.error().to_string()))?,
-            ),
+        runs: match (
+            spill_file.and_then(|w| w.into_inner().ok()),
+            spill_kind,
+            restream.is_some(),
+        ) {
+            (Some(file), Some(kind), true) => Runs::new(held, restream).with_spill(kind, file),
             _ => Runs::new(held, restream),
         },
         cells,

@@ -253,4 +253,16 @@ fn a_spilled_csv_or_json_report_is_what_reading_the_runs_again_gives() {
         write(&spilled, &mut c).unwrap();
         assert!(a == c, "{kind:?}: the spill read twice differs");
     }
+    // Without a usable TMPDIR the report reads the runs again: the same CSV.
+    let csv = report(&dir, "csv");
+    let out = crate::support::hwr_command(tmp.path())
+        .env("TMPDIR", tmp.path().join("no-such-folder"))
+        .args(["report", dir.to_str().unwrap(), "--format", "csv"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8(out.stdout).unwrap() == csv,
+        "without a spill the CSV differs"
+    );
 }
