@@ -54,7 +54,7 @@ pub struct MetricRow {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ci_high: Option<f64>,
     /// The interval's confidence when it is not 0.95: a control-relative row's lower bound,
-    /// `1 - 0.05 / k` for `k` cells ([`control_relative`]).
+    /// `1 - 0.05 / k` for `k` cells (see the control-relative figures in docs/report.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub confidence: Option<f64>,
     /// Permutation p-value, Holm-corrected across the cells (none for a control-relative row).

@@ -98,7 +98,7 @@ pub fn shift_at(x: &[f64], y: &[f64], alpha: f64) -> Option<Shift> {
 }
 
 /// The `z` whose two-sided normal tail is `alpha` (`P(|Z| > z) = alpha`): 1.959963984540054 for
-/// 0.05 exactly, else found by bisection on [`erfc`] (to its 1.2e-7).
+/// 0.05 exactly, else found by bisection on the complementary error function (to its 1.2e-7).
 pub fn normal_quantile_two_sided(alpha: f64) -> f64 {
     if alpha == super::ALPHA {
         return 1.959_963_984_540_054;
