@@ -274,14 +274,20 @@ fn an_array_is_not_held_back_by_the_previous_arrays_slowest_task() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    // 14 runs: array 0 runs plan indices 0-10, array 1 runs 11-13. The first run is a straggler.
-    let manifest = on_slurm(
-        "straggler",
-        &["sh", "-c", "[ {repetition} -ne 1 ] || sleep 20"],
-        14,
-        3,
-    )
-    .text();
+    // 14 runs: array 0 runs plan indices 0-10, array 1 runs 11-13. The first run is a straggler:
+    // it waits (at most 120 s) until each run of the second array has left a mark, so the test
+    // does not depend on how fast a loaded machine gets through the other runs. Held back, the
+    // second array would start only after the straggler gave up.
+    let marks = dir.path().join("marks");
+    std::fs::create_dir(&marks).unwrap();
+    let marks = marks.display();
+    let script = format!(
+        "if [ {{repetition}} -eq 1 ]; then i=0; \
+         while [ $i -lt 1200 ] && ! [ -e {marks}/12 -a -e {marks}/13 -a -e {marks}/14 ]; \
+         do sleep 0.1; i=$((i+1)); done; \
+         elif [ {{repetition}} -ge 12 ]; then touch {marks}/{{repetition}}; fi"
+    );
+    let manifest = on_slurm("straggler", &["sh", "-c", &script], 14, 3).text();
     let out = run_manifest(dir.path(), Some(&cluster.conf()), &manifest, &["--quiet"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let bundle = printed_bundle(dir.path(), &out);
