@@ -63,6 +63,10 @@ pub struct MetricRow {
     /// `no detectable change`, `higher in B`, `lower in B`, `reproduced`, `too few runs`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verdict: Option<crate::stats::CompareVerdict>,
+    /// With `too few runs` when both sides have values: the repetitions per cell (in each bundle)
+    /// whose smallest attainable p would be below the level the row is tested at.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repetitions_needed: Option<usize>,
     /// The runs of the cell in A and in B that finished ok but gave no usable value, by what they
     /// gave (`A: 2 runs gave null for private_bytes; B: ...`); absent when there are none.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -90,18 +94,24 @@ fn unusable_in(a: &Report, b: &Report, cell: &str, metric: &str) -> Option<Strin
     super::estimates::sides_text([("A", side(a)), ("B", side(b))])
 }
 
+/// One row's result of [`shifts`].
+struct ShiftResult {
+    cell: String,
+    metric: Metric,
+    shift: Option<crate::stats::Shift>,
+    /// Holm-adjusted p.
+    p: f64,
+    verdict: crate::stats::CompareVerdict,
+    /// With `too few runs` and values on both sides: repetitions per cell that could decide.
+    repetitions_needed: Option<usize>,
+}
+
 /// Shift B - A with verdicts for `rows` (cell, metric, A values, B values), Holm-corrected per
 /// metric across cells; `margin` by metric.
 fn shifts(
     rows: Vec<(String, Metric, Vec<f64>, Vec<f64>)>,
     margin: impl Fn(Metric) -> Option<f64>,
-) -> Vec<(
-    String,
-    Metric,
-    Option<crate::stats::Shift>,
-    f64,
-    crate::stats::CompareVerdict,
-)> {
+) -> Vec<ShiftResult> {
     let mut out = Vec::new();
     for metric in Metric::ALL {
         let these: Vec<&(String, Metric, Vec<f64>, Vec<f64>)> =
@@ -117,7 +127,15 @@ fn shifts(
         };
         for ((r, s), p) in these.iter().zip(s).zip(adjusted) {
             let v = crate::stats::verdict::decide(s.as_ref(), p, level, margin(*metric)).as_compare();
-            out.push((r.0.clone(), *metric, s, p, v));
+            out.push(ShiftResult {
+                cell: r.0.clone(),
+                metric: *metric,
+                shift: s,
+                p,
+                verdict: v,
+                repetitions_needed: (v == crate::stats::CompareVerdict::TooFewRuns && s.is_some())
+                    .then(|| crate::stats::repetitions_needed(level)),
+            });
         }
     }
     out
@@ -210,11 +228,26 @@ fn control_relative(a: &Report, b: &Report) -> Vec<MetricRow> {
                 confidence: combined.map(|c| c.3),
                 p: None,
                 verdict: Some(verdict),
+                repetitions_needed: (verdict == crate::stats::CompareVerdict::TooFewRuns
+                    && combined.is_some())
+                .then(|| crate::stats::repetitions_needed(side_alpha)),
                 unusable_values: None,
             });
         }
     }
     rows
+}
+
+/// A row's verdict with what it needs said: the repetitions a `too few runs` would need, and
+/// what the runs gave instead of usable values.
+fn verdict_text(r: &MetricRow) -> String {
+    let word = r.verdict.map_or("", |v| v.as_str());
+    match (r.repetitions_needed, &r.unusable_values) {
+        (Some(n), None) => format!("{word} (need {n} per cell)"),
+        (Some(n), Some(u)) => format!("{word} (need {n} per cell; {u})"),
+        (None, Some(u)) => format!("{word} ({u})"),
+        (None, None) => word.to_string(),
+    }
 }
 
 /// One provenance fact that differs between the bundles.
@@ -423,6 +456,7 @@ pub fn compare(a: &Report, host_a: Option<&Json>, b: &Report, host_b: Option<&Js
                 confidence: None,
                 p: None,
                 verdict: None,
+                repetitions_needed: None,
                 unusable_values,
             });
         }
@@ -439,16 +473,17 @@ pub fn compare(a: &Report, host_a: Option<&Json>, b: &Report, host_b: Option<&Js
             ))
         })
         .collect();
-    for (cell, metric, s, p, v) in shifts(raw, margin_of(b)) {
+    for r in shifts(raw, margin_of(b)) {
         if let Some(row) = rows
             .iter_mut()
-            .find(|r| r.cell == cell && r.metric == metric.key())
+            .find(|x| x.cell == r.cell && x.metric == r.metric.key())
         {
-            row.shift = s.map(|s| s.shift);
-            row.ci_low = s.map(|s| s.ci_low);
-            row.ci_high = s.map(|s| s.ci_high);
-            row.p = s.map(|_| p);
-            row.verdict = Some(v);
+            row.shift = r.shift.map(|s| s.shift);
+            row.ci_low = r.shift.map(|s| s.ci_low);
+            row.ci_high = r.shift.map(|s| s.ci_high);
+            row.p = r.shift.map(|_| r.p);
+            row.verdict = Some(r.verdict);
+            row.repetitions_needed = r.repetitions_needed;
         }
     }
     let control_relative = control_relative(a, b);
@@ -570,10 +605,7 @@ fn text(c: &Comparison, style: TextStyle) -> String {
             ),
             super::render::interval_text(&e),
             r.p.map_or_else(|| "-".into(), fmt_num),
-            match &r.unusable_values {
-                Some(u) => format!("{} ({u})", r.verdict.map_or("", |v| v.as_str())),
-                None => r.verdict.map_or("", |v| v.as_str()).to_string(),
-            },
+            verdict_text(r),
         ]);
     }
     v.notes.push(
@@ -739,6 +771,7 @@ fn csv(c: &Comparison) -> anyhow::Result<String> {
         "ci_high",
         "p",
         "verdict",
+        "repetitions_needed",
         "unusable_values",
     ])?;
     let o = |v: Option<String>| v.unwrap_or_default();
@@ -760,6 +793,7 @@ fn csv(c: &Comparison) -> anyhow::Result<String> {
             row.push(o(x.map(|v| v.to_string())));
         }
         row.push(o(r.verdict.map(|v| v.as_str().to_string())));
+        row.push(o(r.repetitions_needed.map(|n| n.to_string())));
         row.push(o(r.unusable_values.clone()));
         w.write_record(&row)?;
     }

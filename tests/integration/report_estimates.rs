@@ -165,11 +165,52 @@ fn two_repetitions_give_too_few_runs_and_check_warns() {
         .find("use repetitions = 4 or more")
         .unwrap_or_else(|| panic!("{err}"));
     assert!(err[..warned].contains("warning:"), "{err}");
-    let doc = report_json(repo.path(), &bundle.unwrap());
+    let bundle = bundle.unwrap();
+    let doc = report_json(repo.path(), &bundle);
     let growth = row(&doc, "mode=leak", "private-growth-bytes");
     assert_eq!(growth["verdict"], "too few runs", "{growth:#}");
     assert_eq!(growth["repetitions-needed"], 4);
     assert_eq!(doc["estimates"]["correction"], "none");
+    // compare says what it would need too. Raw rows: two cells per metric, each tested at
+    // 0.05 / 2, where the smallest exact two-sided p of n against n runs, 2 / C(2n, n), is
+    // 0.029 for 4 and 0.0079 for 5. The control-relative row (one cell) takes each bundle's
+    // interval at 0.05 / 2 as well: 5.
+    let rerun = hwr(repo.path(), &["rerun", bundle.to_str().unwrap(), "--quiet"]);
+    assert_eq!(code(&rerun), 0, "{}", stderr(&rerun));
+    let again = printed_path(repo.path(), &rerun);
+    let args = ["compare", bundle.to_str().unwrap(), again.to_str().unwrap()];
+    let out = hwr(repo.path(), &[&args[..], &["--format", "json"]].concat());
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let c: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let find = |list: &str, metric: &str| {
+        c[list]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["cell"] == "mode=leak" && r["metric"] == metric)
+            .unwrap_or_else(|| panic!("no {metric} in {c:#}"))
+            .clone()
+    };
+    for (list, metric) in [
+        ("rows", "private-growth-bytes"),
+        ("control-relative", "private-growth-bytes minus control"),
+    ] {
+        let r = find(list, metric);
+        assert_eq!(r["verdict"], "too few runs", "{r:#}");
+        assert_eq!(r["repetitions-needed"], 5, "{r:#}");
+    }
+    let table = stdout(&hwr(repo.path(), &[&args[..], &["--wide"]].concat()));
+    assert!(table.contains("too few runs (need 5 per cell)"), "{table}");
+    let csv = stdout(&hwr(repo.path(), &[&args[..], &["--format", "csv"]].concat()));
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let header = reader.headers().unwrap().clone();
+    let at = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let record = reader
+        .records()
+        .map(|r| r.unwrap())
+        .find(|r| &r[at("cell")] == "mode=leak" && &r[at("metric")] == "private-growth-bytes")
+        .unwrap();
+    assert_eq!(&record[at("repetitions_needed")], "5", "{csv}");
 }
 
 #[test]
