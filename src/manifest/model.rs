@@ -132,6 +132,62 @@ impl std::fmt::Display for Value {
     }
 }
 
+impl Value {
+    /// Whether `self` and `other` name one matrix cell, the one rule every place that matches a
+    /// matrix value follows (duplicate axis values, `[matrix] exclude`, `[report] control`,
+    /// `--where`, the report's control cell): the same text where they are substituted and
+    /// labelled (`get_tensor` twice; `1` and `"1"`), or the same number exactly (`16` and `16.0`,
+    /// `0.5` and `0.50`; two integers as integers, so 9007199254740993 and 9007199254740992 are
+    /// two cells though one `f64`; an integer and a float only when the float is that integer).
+    pub fn same_cell(&self, other: &Value) -> bool {
+        let same_number = match (self, other) {
+            (Value::Int(x), Value::Int(y)) => x == y,
+            (Value::Int(i), Value::Float(f)) | (Value::Float(f), Value::Int(i)) => {
+                f.value.fract() == 0.0
+                    && (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&f.value)
+                    && f.value as i64 == *i
+            }
+            (Value::Float(x), Value::Float(y)) => x.value == y.value,
+            _ => false,
+        };
+        same_number || self.to_string() == other.to_string()
+    }
+
+    /// The value a command-line word names (`--where KEY=VALUE`): an integer when it is one
+    /// (`16`), else a float when Rust reads it as one and it is not NaN (`16.0`, `5e-1`; kept as
+    /// written), else `true`/`false`, else the text as a string.
+    pub fn from_word(word: &str) -> Value {
+        if let Ok(i) = word.trim().parse::<i64>() {
+            return Value::Int(i);
+        }
+        if let Ok(x) = word.trim().parse::<f64>()
+            && !x.is_nan()
+        {
+            return Value::Float(Float {
+                value: x,
+                text: word.to_string(),
+            });
+        }
+        match word {
+            "true" => Value::Bool(true),
+            "false" => Value::Bool(false),
+            _ => Value::Str(word.to_string()),
+        }
+    }
+
+    /// The matrix value of a TOML value (`[report] control` read back from a bundle's
+    /// manifest.toml); `None` for arrays, tables and dates.
+    pub fn from_toml(v: &toml::Value) -> Option<Value> {
+        Some(match v {
+            toml::Value::Boolean(b) => Value::Bool(*b),
+            toml::Value::Integer(i) => Value::Int(*i),
+            toml::Value::Float(x) => Value::Float(Float::from_value(*x)),
+            toml::Value::String(s) => Value::Str(s.clone()),
+            _ => return None,
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for Value {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
         struct Kind;

@@ -508,11 +508,17 @@ fn cells(manifest: &Manifest, errors: &mut Vec<PlanError>) -> Cells {
             m
         })
         .collect();
+    // An exclude entry names an axis value by [`Value::same_cell`] (`16.0` names `16`), as
+    // `[report] control` and `--where` do: the exact value by its hash, else a scan of the axis.
     let canonical = |k: usize, v: &Value| -> Option<u32> {
         index[k]
             .get(&value_key(v))
             .copied()
             .filter(|&j| axes[k].1[j as usize] == *v)
+            .or_else(|| {
+                let j = axes[k].1.iter().position(|a| a.same_cell(v))?;
+                index[k].get(&value_key(&axes[k].1[j])).copied()
+            })
     };
     let canon_digit: Vec<Vec<u32>> = axes
         .iter()

@@ -110,17 +110,10 @@ fn describe_problems(problems: &[String]) -> String {
 }
 
 /// Whether the matrix value `value` is what `text` names: its text as the manifest spells it, or
-/// for a number the same number (`16` and `16.0`, `0.5` and `0.50`).
+/// the value the word reads as names the same cell ([`Value::same_cell`], [`Value::from_word`]:
+/// `16` and `16.0`, `0.5` and `0.50`, but not 9007199254740992 for 9007199254740993).
 pub fn value_matches(value: &Value, text: &str) -> bool {
-    if value.to_string() == text {
-        return true;
-    }
-    let number = |t: &str| t.trim().parse::<f64>().ok().filter(|x| !x.is_nan());
-    match value {
-        Value::Int(i) => number(text).is_some_and(|x| x == *i as f64 && x.fract() == 0.0),
-        Value::Float(f) => number(text).is_some_and(|x| x == f.value),
-        Value::Bool(_) | Value::Str(_) => false,
-    }
+    value.to_string() == text || value.same_cell(&Value::from_word(text))
 }
 
 /// Whether `cell` (matrix key, value pairs) passes every filter of `filters`: for each key that
@@ -181,15 +174,13 @@ pub fn apply(manifest: &mut Manifest, selection: &Selection) -> Result<(), Selec
 /// report could then give no verdict. `None` when the control is kept or there is none.
 /// `manifest` is the one before [`apply`].
 pub fn control_left_out(manifest: &Manifest, selection: &Selection) -> Option<String> {
-    let control: Vec<(String, String)> = if manifest.report.control.is_empty() {
-        vec![("mode".into(), crate::manifest::DEFAULT_CONTROL_MODE.into())]
+    let control: Vec<(String, Value)> = if manifest.report.control.is_empty() {
+        vec![(
+            "mode".into(),
+            Value::Str(crate::manifest::DEFAULT_CONTROL_MODE.into()),
+        )]
     } else {
-        manifest
-            .report
-            .control
-            .iter()
-            .map(|(k, v)| (k.clone(), v.to_string()))
-            .collect()
+        manifest.report.control.clone()
     };
     let by_key = filters_by_key(&selection.filters);
     let dropped: Vec<String> = control
@@ -199,15 +190,9 @@ pub fn control_left_out(manifest: &Manifest, selection: &Selection) -> Option<St
                 .matrix
                 .axes
                 .iter()
-                .any(|(k, values)| k == key && values.iter().any(|v| v.to_string() == *value));
+                .any(|(k, values)| k == key && values.iter().any(|v| v.same_cell(value)));
             let texts = by_key.iter().find(|(k, _)| k == key).map(|(_, t)| t);
-            exists
-                && texts.is_some_and(|texts| {
-                    let control_value = Value::Str(value.clone());
-                    !texts
-                        .iter()
-                        .any(|t| *t == value || value_matches(&control_value, t))
-                })
+            exists && texts.is_some_and(|texts| !texts.iter().any(|t| value_matches(value, t)))
         })
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
@@ -359,6 +344,11 @@ mod tests {
         assert!(!value_matches(&Value::Bool(true), "1"));
         assert!(value_matches(&Value::Str("16".into()), "16"));
         assert!(!value_matches(&Value::Str("16".into()), "16.0"));
+        // Two integers that are one f64 are two values.
+        let big = Value::Int(9_007_199_254_740_993);
+        assert!(value_matches(&big, "9007199254740993"));
+        assert!(!value_matches(&big, "9007199254740992"));
+        assert!(!value_matches(&big, "9007199254740993.0"));
     }
 
     #[test]

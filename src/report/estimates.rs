@@ -20,8 +20,9 @@ use crate::stats::{self, ALPHA, Shift, Verdict};
 /// `[report]` settings read from the bundle's manifest.toml that the estimates use.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Settings {
-    /// `control = { KEY = "VALUE" }`: matrix keys and values (as text) of the control cell.
-    pub control: Option<Vec<(String, String)>>,
+    /// `control = { KEY = "VALUE" }`: matrix keys and values of the control cell, matched to
+    /// the cells' values by [`crate::manifest::Value::same_cell`] (`32.0` names `32`).
+    pub control: Option<Vec<(String, crate::manifest::Value)>>,
     /// `equivalence-margin`: for growth and after-close, bytes.
     pub growth_margin: Option<f64>,
     /// `equivalence-margin = { rate = ... }`: for rates, bytes per 1000 iterations.
@@ -62,7 +63,13 @@ pub fn settings(manifest_text: &str) -> Result<Settings, String> {
             .as_table()
             .filter(|t| !t.is_empty())
             .ok_or("[report] control is not a table like { mode = \"reuse\" }")?;
-        out.control = Some(c.iter().map(|(k, v)| (k.clone(), value_text(v))).collect());
+        let mut control = Vec::new();
+        for (k, v) in c {
+            let value = crate::manifest::Value::from_toml(v)
+                .ok_or_else(|| format!("[report] control.{k} is {v}, not a matrix value"))?;
+            control.push((k.clone(), value));
+        }
+        out.control = Some(control);
     }
     match report.get("equivalence-margin") {
         None => {}
@@ -85,8 +92,11 @@ pub fn settings(manifest_text: &str) -> Result<Settings, String> {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Control {
-    /// Matrix keys and values of the control cell.
+    /// Matrix keys and values of the control cell, as text.
     pub values: BTreeMap<String, String>,
+    /// The same values, to match cells with ([`crate::manifest::Value::same_cell`]).
+    #[serde(skip)]
+    pub matching: Vec<(String, crate::manifest::Value)>,
     /// `manifest` (`[report] control`) or `default` (mode = reuse).
     pub source: &'static str,
 }
@@ -338,7 +348,8 @@ fn choose_control(
             ));
         }
         return Ok(Control {
-            values: values.iter().cloned().collect(),
+            values: values.iter().map(|(k, v)| (k.clone(), v.to_string())).collect(),
+            matching: values.clone(),
             source: "manifest",
         });
     }
@@ -358,6 +369,10 @@ fn choose_control(
     }
     Ok(Control {
         values: BTreeMap::from([(k.to_string(), CONTROL_MODE.to_string())]),
+        matching: vec![(
+            k.to_string(),
+            crate::manifest::Value::Str(CONTROL_MODE.to_string()),
+        )],
         source: "default",
     })
 }
@@ -403,9 +418,9 @@ pub fn estimates(
         .collect();
     let is_control = |c: &CellRuns<'_>| {
         control
-            .values
+            .matching
             .iter()
-            .all(|(k, v)| c.cell.get(k).is_some_and(|x| x.to_string() == *v))
+            .all(|(k, v)| c.cell.get(k).is_some_and(|x| x.same_cell(v)))
     };
     let group = |c: &CellRuns<'_>| -> Vec<(String, String)> {
         c.cell
@@ -527,14 +542,13 @@ pub fn plan_warning(
     cells: impl IntoIterator<Item = crate::manifest::Cell>,
 ) -> Option<String> {
     use std::hash::{BuildHasher, Hash};
-    let control: Vec<(String, String)> = if report.control.is_empty() {
-        vec![("mode".to_string(), CONTROL_MODE.to_string())]
+    let control: Vec<(String, crate::manifest::Value)> = if report.control.is_empty() {
+        vec![(
+            "mode".to_string(),
+            crate::manifest::Value::Str(CONTROL_MODE.to_string()),
+        )]
     } else {
-        report
-            .control
-            .iter()
-            .map(|(k, v)| (k.clone(), v.to_string()))
-            .collect()
+        report.control.clone()
     };
     // Runs per cell, kept by 64-bit hashes of the cell and of its comparison group (the values of
     // the keys other than the control's): a plan of 1,000,000 cells costs a few tens of MB, not a
@@ -557,7 +571,7 @@ pub fn plan_warning(
             std::fmt::Write::write_fmt(&mut text, format_args!("{v}")).ok();
             (k, &text).hash(&mut whole);
             match control.iter().find(|(ck, _)| ck == k) {
-                Some((_, cv)) => matched += usize::from(*cv == text),
+                Some((_, cv)) => matched += usize::from(v.same_cell(cv)),
                 None => (k, &text).hash(&mut group),
             }
         }
@@ -629,7 +643,13 @@ mod tests {
     fn settings_from_manifest() {
         let s = settings("[report]\ncontrol = { allocator = \"glibc\" }\nequivalence-margin = \"64KiB\"\n")
             .unwrap();
-        assert_eq!(s.control, Some(vec![("allocator".into(), "glibc".into())]));
+        assert_eq!(
+            s.control,
+            Some(vec![(
+                "allocator".into(),
+                crate::manifest::Value::Str("glibc".into())
+            )])
+        );
         assert_eq!(s.growth_margin, Some(65536.0));
         let s = settings("[report]\nequivalence-margin = { growth = 4096, rate = \"1KiB\" }\n").unwrap();
         assert_eq!((s.growth_margin, s.rate_margin), (Some(4096.0), Some(1024.0)));

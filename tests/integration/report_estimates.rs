@@ -389,3 +389,100 @@ fn a_control_whose_median_moved_is_no_change_of_the_cell() {
     assert!(lo <= -4096.0 && 0.0 <= hi, "{relative:#}");
     assert!(relative["p"].is_null(), "{relative:#}");
 }
+
+/// One rule names a matrix value everywhere (`Value::same_cell`): `[matrix] exclude`,
+/// `[report] control` (checked by `check`, matched by `report`), `--where` and the warning that a
+/// selection leaves out the control all take `16.0` for `16` and `32.0` for `32`, and none takes
+/// 9007199254740992 for 9007199254740993 (two integers, one f64). Before, the exclude entry
+/// silently excluded nothing, `check` refused the control, `--where` matched the wrong integer
+/// and `--where elements=32.0` warned that it left out the control it kept.
+#[test]
+fn every_place_that_names_a_matrix_value_matches_it_by_one_rule() {
+    let repo = repo();
+    std::fs::write(repo.path().join("leak.sh"), SCRIPT).unwrap();
+    let table = |pairs: &[(&str, toml::Value)]| {
+        toml::Value::Table(pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+    };
+    let m = ManifestBuilder::argv("values", &["sh", "leak.sh", "{mode}"])
+        .matrix("mode", ["leak", "reuse"])
+        .set(
+            "matrix",
+            "elements",
+            vec![
+                toml::Value::Integer(16),
+                toml::Value::Integer(32),
+                toml::Value::Integer(9_007_199_254_740_993),
+            ],
+        )
+        .set(
+            "matrix",
+            "exclude",
+            vec![table(&[("mode", "leak".into()), ("elements", 16.0.into())])],
+        )
+        .repetitions(1)
+        .set(
+            "report",
+            "control",
+            table(&[("mode", "reuse".into()), ("elements", 32.0.into())]),
+        )
+        .write(repo.path());
+    let m = m.to_str().unwrap();
+    let check = hwr(repo.path(), &["check", m]);
+    assert_eq!(code(&check), 0, "{}", stderr(&check));
+    assert!(stdout(&check).contains("(5 runs)"), "{}", stdout(&check));
+    // --where: 32.0 names 32 and keeps the control; 9007199254740992 names no value.
+    let kept = hwr(repo.path(), &["plan", m, "--where", "elements=32.0"]);
+    assert_eq!(code(&kept), 0, "{}", stderr(&kept));
+    assert!(
+        !stderr(&kept).contains("leaves out the control"),
+        "{}",
+        stderr(&kept)
+    );
+    assert_eq!(
+        stdout(&kept).matches("elements=32").count(),
+        2,
+        "{}",
+        stdout(&kept)
+    );
+    for near in ["9007199254740992", "9007199254740993.0"] {
+        let out = hwr(repo.path(), &["plan", m, "--where", &format!("elements={near}")]);
+        assert_ne!(code(&out), 0, "{near}: {}", stdout(&out));
+        assert!(stderr(&out).contains("no cell has elements"), "{}", stderr(&out));
+    }
+    let exact = hwr(repo.path(), &["plan", m, "--where", "elements=9007199254740993"]);
+    assert_eq!(code(&exact), 0, "{}", stderr(&exact));
+    assert_eq!(stdout(&exact).matches("elements=9007199254740993").count(), 2);
+    // The run: no leak cell at 16; the report finds the control the manifest names as 32.0.
+    let (out, bundle) = run(repo.path(), std::path::Path::new(m));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = bundle.unwrap();
+    let plan = crate::support::json(&bundle.join("plan.json"));
+    let cells: Vec<&serde_json::Value> = plan["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["cell"])
+        .collect();
+    assert_eq!(cells.len(), 5);
+    assert!(
+        !cells.iter().any(|c| c["mode"] == "leak" && c["elements"] == 16),
+        "{cells:?}"
+    );
+    let doc = report_json(repo.path(), &bundle);
+    let estimates = &doc["estimates"];
+    assert!(
+        estimates.get("no-control").is_none_or(|v| v.is_null()),
+        "{estimates:#}"
+    );
+    let rows = estimates["rows"].as_array().unwrap();
+    let compared: std::collections::BTreeSet<&str> =
+        rows.iter().map(|r| r["cell"].as_str().unwrap()).collect();
+    assert_eq!(compared.len(), 4, "{compared:?}");
+    assert!(
+        rows.iter().all(|r| {
+            let c = r["control"].as_str().unwrap();
+            c.contains("mode=reuse") && c.contains("elements=32")
+        }),
+        "{estimates:#}"
+    );
+}

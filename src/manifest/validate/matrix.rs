@@ -175,23 +175,9 @@ impl Validator<'_> {
     }
 }
 
-/// Whether two values of one axis would be one cell to a reader: the same text where they are
-/// substituted and labelled (`get_tensor` twice; `1` and `"1"`), or the same number (`1` and
-/// `1.0`, which `--where` also matches alike).
+/// Whether two values of one axis would be one cell to a reader ([`Value::same_cell`]).
 fn same_cell_value(a: &Value, b: &Value) -> bool {
-    // Numbers compare exactly: two integers as integers (9007199254740993 and 9007199254740992
-    // are two cells, though one f64), an integer and a float only when the float is that integer.
-    let same_number = match (a, b) {
-        (Value::Int(x), Value::Int(y)) => x == y,
-        (Value::Int(i), Value::Float(f)) | (Value::Float(f), Value::Int(i)) => {
-            f.value.fract() == 0.0
-                && (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&f.value)
-                && f.value as i64 == *i
-        }
-        (Value::Float(x), Value::Float(y)) => x.value == y.value,
-        _ => false,
-    };
-    same_number || a.to_string() == b.to_string()
+    a.same_cell(b)
 }
 
 #[cfg(test)]

@@ -74,11 +74,15 @@ impl Validator<'_> {
                 continue;
             };
             let text = value.to_string();
-            let in_include = matrix
-                .include
-                .iter()
-                .any(|c| c.get(name).is_some_and(|x| x.to_string() == text));
-            if !values.iter().any(|x| x.to_string() == text) && !in_include {
+            // The matrix's own value when the control names it another way (`32.0` for `32`):
+            // one rule for every match of a matrix value ([`Value::same_cell`]).
+            let named = values.iter().find(|x| x.same_cell(&value)).or_else(|| {
+                matrix
+                    .include
+                    .iter()
+                    .find_map(|c| c.get(name).filter(|x| x.same_cell(&value)))
+            });
+            let Some(named) = named else {
                 self.err(
                     val.span(),
                     format!("[report] control: {name} = {text} is not one of the matrix's values"),
@@ -92,8 +96,8 @@ impl Validator<'_> {
                     )),
                 );
                 continue;
-            }
-            out.push((name.to_string(), value));
+            };
+            out.push((name.to_string(), named.clone()));
         }
         out
     }
