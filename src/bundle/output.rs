@@ -588,6 +588,16 @@ pub fn read_output_bytes(
 ) -> Result<Found, OutputError> {
     walk(interest, on_list, |walk| {
         Checked::check_whole(bytes).map_err(serde_json::Error::io)?;
+        let (lone, _) = lone_surrogates(bytes, true);
+        let patched;
+        let bytes = if lone.is_empty() {
+            bytes
+        } else {
+            let mut copy = bytes.to_vec();
+            replace_escapes(&mut copy, &lone);
+            patched = copy;
+            &patched[..]
+        };
         let mut de = serde_json::Deserializer::from_slice(bytes);
         walk.deserialize(&mut de).and_then(|()| de.end())
     })
@@ -622,9 +632,137 @@ fn walk(
 /// Parses one document streamed from `reader` through a [`Checked`] reader under a
 /// [`BUFFER`]-byte buffer.
 fn stream(reader: impl Read, walk: Walk<'_, '_, '_>) -> Result<(), serde_json::Error> {
-    let reader = BufReader::with_capacity(BUFFER, Checked::new(reader));
+    let reader = BufReader::with_capacity(BUFFER, LoneSurrogates::new(Checked::new(reader)));
     let mut de = serde_json::Deserializer::from_reader(reader);
     walk.deserialize(&mut de).and_then(|()| de.end())
+}
+
+/// The text that replaces the escape of a lone UTF-16 surrogate: U+FFFD, six bytes like the
+/// escape it replaces, so the parser's line and column figures stay those of the file.
+const REPLACEMENT_ESCAPE: &[u8; 6] = b"\\uFFFD";
+
+/// The value of the four hex digits `digits` (`None` when they are not four hex digits).
+fn hex4(digits: Option<&[u8]>) -> Option<u16> {
+    let digits = digits?;
+    if digits.len() != 4 {
+        return None;
+    }
+    u16::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
+}
+
+/// The offsets in `bytes` of the `\uXXXX` escapes of lone UTF-16 surrogates: a high one
+/// (D800-DBFF) not followed by the escape of a low one (DC00-DFFF), or a low one not preceded by a
+/// high one. JSON's grammar allows them (Python's `json.dumps("\udc80")` writes one) and the
+/// output check, which skips strings, passes them, but `serde_json` refuses to build a string of
+/// one; the report reads each as U+FFFD instead ([`replace_escapes`]), so a document the check
+/// calls valid is one the report reads.
+///
+/// Also returns how far the answer is final: with `at_end` false, an escape cut off by the end of
+/// `bytes` (or a high surrogate whose next escape is cut off) is left undecided and the returned
+/// length stops before its backslash, so that more bytes can be appended and scanned from there.
+/// `bytes` must begin outside an escape.
+fn lone_surrogates(bytes: &[u8], at_end: bool) -> (Vec<usize>, usize) {
+    let mut lone = Vec::new();
+    let mut i = 0;
+    let undecided = |at: usize, lone: Vec<usize>| if at_end { (lone, bytes.len()) } else { (lone, at) };
+    while let Some(off) = bytes[i..].iter().position(|&b| b == b'\\') {
+        let at = i + off;
+        match bytes.get(at + 1) {
+            None => return undecided(at, lone),
+            Some(b'u') => {}
+            Some(_) => {
+                i = at + 2;
+                continue;
+            }
+        }
+        if bytes.len() < at + 6 {
+            return undecided(at, lone);
+        }
+        let Some(unit) = hex4(bytes.get(at + 2..at + 6)) else {
+            // Not an escape the parser takes: it says so itself.
+            i = at + 2;
+            continue;
+        };
+        i = at + 6;
+        match unit {
+            0xD800..=0xDBFF => {
+                let next_is_escape = match (bytes.get(at + 6), bytes.get(at + 7)) {
+                    (Some(b'\\'), Some(b'u')) => Some(true),
+                    (Some(b'\\'), None) | (None, _) => None,
+                    _ => Some(false),
+                };
+                let paired = match next_is_escape {
+                    Some(false) => false,
+                    Some(true) if bytes.len() >= at + 12 => {
+                        hex4(bytes.get(at + 8..at + 12)).is_some_and(|n| (0xDC00..=0xDFFF).contains(&n))
+                    }
+                    _ if !at_end => return undecided(at, lone),
+                    _ => false,
+                };
+                if paired {
+                    i = at + 12;
+                } else {
+                    lone.push(at);
+                }
+            }
+            0xDC00..=0xDFFF => lone.push(at),
+            _ => {}
+        }
+    }
+    (lone, bytes.len())
+}
+
+/// Writes [`REPLACEMENT_ESCAPE`] over the escapes at the offsets `at` of `bytes`.
+fn replace_escapes(bytes: &mut [u8], at: &[usize]) {
+    for &a in at {
+        bytes[a..a + 6].copy_from_slice(REPLACEMENT_ESCAPE);
+    }
+}
+
+/// A reader that passes on what `inner` reads with the escapes of lone surrogates replaced by
+/// that of U+FFFD ([`lone_surrogates`]), for a streamed document; it holds back at most the
+/// 11 bytes of an escape pair cut by the end of a read until the next one decides it.
+struct LoneSurrogates<R> {
+    inner: R,
+    /// Bytes read and not yet passed on; the first `ready` are final.
+    held: Vec<u8>,
+    ready: usize,
+    eof: bool,
+}
+
+impl<R: Read> LoneSurrogates<R> {
+    fn new(inner: R) -> Self {
+        LoneSurrogates {
+            inner,
+            held: Vec::new(),
+            ready: 0,
+            eof: false,
+        }
+    }
+}
+
+impl<R: Read> Read for LoneSurrogates<R> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        loop {
+            if self.ready > 0 || (self.eof && self.held.is_empty()) || out.is_empty() {
+                let n = self.ready.min(out.len());
+                out[..n].copy_from_slice(&self.held[..n]);
+                self.held.drain(..n);
+                self.ready -= n;
+                return Ok(n);
+            }
+            if !self.eof {
+                let start = self.held.len();
+                self.held.resize(start + (64 << 10), 0);
+                let n = self.inner.read(&mut self.held[start..]);
+                self.held.truncate(start + *n.as_ref().unwrap_or(&0));
+                self.eof = n? == 0;
+            }
+            let (lone, ready) = lone_surrogates(&self.held, self.eof);
+            replace_escapes(&mut self.held, &lone);
+            self.ready = ready;
+        }
+    }
 }
 
 /// Outputs shorter than this many bytes may be read whole ([`read_output_bytes`]).
@@ -713,6 +851,115 @@ fn bytes_at(path: &Path, line: usize, column: usize) -> Option<String> {
         text.push('…');
     }
     Some(format!("\"{text}\""))
+}
+
+#[cfg(test)]
+mod lone_surrogate_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// `text` with its lone-surrogate escapes replaced, the whole read at once.
+    fn whole(text: &str) -> String {
+        let mut b = text.as_bytes().to_vec();
+        let (lone, len) = lone_surrogates(&b, true);
+        assert_eq!(len, b.len());
+        replace_escapes(&mut b, &lone);
+        String::from_utf8(b).unwrap()
+    }
+
+    /// The same through [`LoneSurrogates`] fed `chunk` bytes per read and read `out` at a time.
+    fn streamed(text: &str, chunk: usize, out: usize) -> String {
+        struct Chunks<'a>(&'a [u8], usize);
+        impl Read for Chunks<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                let n = self.1.min(buf.len()).min(self.0.len());
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let mut r = LoneSurrogates::new(Chunks(text.as_bytes(), chunk));
+        let mut got = Vec::new();
+        let mut buf = vec![0; out];
+        loop {
+            let n = r.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8(got).unwrap()
+    }
+
+    #[test]
+    fn lone_surrogates_become_u_fffd_and_pairs_and_other_escapes_stay() {
+        let cases = [
+            (r#"{"a":"x\ud800y"}"#, r#"{"a":"x\uFFFDy"}"#),
+            (r#"{"a":"\udc80"}"#, r#"{"a":"\uFFFD"}"#),
+            (r#"["\ud83d\ude00"]"#, r#"["\ud83d\ude00"]"#),
+            (r#"["\ud83d\u0041"]"#, r#"["\uFFFD\u0041"]"#),
+            (r#"["\ud83d\ud83d\ude00"]"#, r#"["\uFFFD\ud83d\ude00"]"#),
+            (r#"["\ude00\ud83d"]"#, r#"["\uFFFD\uFFFD"]"#),
+            (r#"["\\ud800"]"#, r#"["\\ud800"]"#),
+            (r#"["\\\ud800"]"#, r#"["\\\uFFFD"]"#),
+            (r#"["\u00e9\n\"\ud800"]"#, r#"["\u00e9\n\"\uFFFD"]"#),
+            (r#"["\uzzzz"]"#, r#"["\uzzzz"]"#),
+            (r#""\ud800"#, r#""\uFFFD"#),
+        ];
+        for (text, want) in cases {
+            assert_eq!(whole(text), want, "{text}");
+            for chunk in 1..14 {
+                assert_eq!(streamed(text, chunk, 3), want, "{text} in pieces of {chunk}");
+            }
+        }
+        // serde_json reads what the replacement gives.
+        let v: serde_json::Value = serde_json::from_str(&whole(r#"{"a":"x\ud800y"}"#)).unwrap();
+        assert_eq!(v["a"], "x\u{fffd}y");
+    }
+
+    #[test]
+    fn a_report_reads_a_kept_string_with_a_lone_surrogate_whole_and_streamed() {
+        let mut interest = Interest::default();
+        let at = interest.value("/mode").unwrap();
+        let small = br#"{"mode":"a\ud800b","n":1}"#.to_vec();
+        let found = read_output_bytes(&small, &interest, &mut |_| {}).unwrap();
+        assert_eq!(found.values[at], Some(Scalar::String("a\u{fffd}b".into())));
+        // Past the 1 MiB buffer: streamed.
+        let mut big = br#"{"pad":""#.to_vec();
+        big.extend(std::iter::repeat_n(b'x', BUFFER + 10));
+        big.extend_from_slice(br#"","mode":"a\udc00b"}"#);
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("o");
+        std::fs::write(&p, &big).unwrap();
+        let found = read_output(File::open(&p).unwrap(), &interest, &mut |_| {}).unwrap();
+        assert_eq!(found.values[at], Some(Scalar::String("a\u{fffd}b".into())));
+        assert_eq!(check_output(&p, OutputFormat::Json).0, OutputCheck::Valid);
+    }
+
+    proptest! {
+        #[test]
+        fn streaming_replaces_what_the_whole_read_does(
+            parts in proptest::collection::vec(
+                prop_oneof![
+                    Just("\\ud800".to_string()),
+                    Just("\\udc00".to_string()),
+                    Just("\\ud83d\\ude00".to_string()),
+                    Just("\\\\".to_string()),
+                    Just("\\u0041".to_string()),
+                    Just("\\n".to_string()),
+                    Just("\\".to_string()),
+                    Just("u".to_string()),
+                    "[a-f0-9]{1,4}",
+                ],
+                0..24,
+            ),
+            chunk in 1usize..16,
+            out in 1usize..16,
+        ) {
+            let text = parts.concat();
+            prop_assert_eq!(streamed(&text, chunk, out), whole(&text));
+        }
+    }
 }
 
 #[cfg(test)]

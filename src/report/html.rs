@@ -278,6 +278,7 @@ fn run_table(r: &Report) -> Markup {
                 }
             }
             @if let Some(n) = r.collapsed_note() { p.note { (n) } }
+            @if let Some(n) = super::render::left_out_note(r) { p.note { (n) } }
             @for n in super::render::memory_notes(r) { p.note { (n) } }
         }
     }

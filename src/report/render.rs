@@ -966,7 +966,25 @@ fn run_section(r: &Report) -> Section {
             not_run.join(", ")
         ));
     }
+    s.notes.extend(left_out_note(r));
     s
+}
+
+/// When no run has retention figures (whose table lists the runs left out of the aggregates):
+/// the runs that ended ok but were left out all the same, with why (`cannot read output ...`,
+/// an allocator not seen loaded); `None` when there are none. Without it such a run showed
+/// nothing but an empty `reason`.
+pub(crate) fn left_out_note(r: &Report) -> Option<String> {
+    if r.has_retention {
+        return None;
+    }
+    let left_out: Vec<String> = r
+        .runs
+        .iter()
+        .filter(|x| x.outcome == Some(crate::bundle::Outcome::Ok))
+        .filter_map(|x| x.excluded.as_ref().map(|why| format!("{} ({why})", x.run_id)))
+        .collect();
+    (!left_out.is_empty()).then(|| format!("ok but left out of the aggregates: {}", left_out.join(", ")))
 }
 
 /// Builders of the report's sections, in order; each returns no section when it does not apply.

@@ -206,3 +206,81 @@ fn some_unusable_runs_are_named_beside_the_runs_needed() {
         "{text}"
     );
 }
+
+/// A string the report keeps with the escape of a lone UTF-16 surrogate (JSON's grammar allows
+/// it; Python's `json.dumps` writes one for a surrogate-escaped file name): the output check
+/// passes it, and so does the report, which reads it as U+FFFD, small (read whole) and past the
+/// 1 MiB buffer (streamed). Before, the check said `valid` and the report left the run out
+/// (`unexpected end of hex escape`) without saying so anywhere in its table.
+#[test]
+fn a_lone_surrogate_in_a_kept_string_is_read_as_a_replacement_character() {
+    let repo = repo();
+    let doc = |pad: usize| {
+        format!(
+            r#"{{"schema_version":1,"pad":"{}","arguments":{{"mode":"x\ud800y"}},"samples":[{{"phase":"baseline","iterations":0,"private_bytes":0,"anonymous_bytes":0,"rss_bytes":0,"fd_count":3}},{{"phase":"loop","iterations":1000,"private_bytes":4096,"anonymous_bytes":0,"rss_bytes":0,"fd_count":3}}],"completed":true}}"#,
+            "p".repeat(pad)
+        )
+    };
+    std::fs::write(repo.path().join("small.json"), doc(0)).unwrap();
+    std::fs::write(repo.path().join("large.json"), doc(1_100_000)).unwrap();
+    let m = ManifestBuilder::argv("surrogate", &["cat", "{size}.json"])
+        .matrix("size", ["small", "large"])
+        .repetitions(1)
+        .write(repo.path());
+    let (out, bundle) = run(repo.path(), &m);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = bundle.unwrap();
+    let out = hwr(
+        repo.path(),
+        &["report", bundle.to_str().unwrap(), "--format", "json"],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    for run in doc["runs"].as_array().unwrap() {
+        assert_eq!(run["output-check"], "valid", "{run:#}");
+        assert!(run["excluded"].is_null(), "{run:#}");
+        assert_eq!(run["retention"]["growth"]["private-bytes"], 4096, "{run:#}");
+        assert_eq!(run["retention"]["mode"], "x\u{fffd}y", "{run:#}");
+    }
+    let table = stdout(&hwr(repo.path(), &["report", bundle.to_str().unwrap()]));
+    assert!(!table.contains("left out"), "{table}");
+}
+
+/// A run that ended ok but whose output the report cannot read (here: removed after the run) is
+/// named with why under the run table, also when no run has retention figures (whose table lists
+/// them otherwise); before, its row showed an empty `reason` and nothing said it was left out.
+#[test]
+fn an_ok_run_left_out_is_named_under_the_run_table_without_retention_figures() {
+    let repo = repo();
+    let m = ManifestBuilder::shell("left-out", "echo '{{\"load\": 1}}'")
+        .output("{run-id}.json")
+        .repetitions(2)
+        .set(
+            "report",
+            "metrics",
+            crate::support::manifest::table([("load", "/load")]),
+        )
+        .write(repo.path());
+    let (out, bundle) = run(repo.path(), &m);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = bundle.unwrap();
+    let first = crate::support::run_records(&bundle)[0]["run-id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    std::fs::remove_file(bundle.join("runs").join(&first).join(format!("{first}.json"))).unwrap();
+    for format in ["table", "md", "html"] {
+        let out = hwr(
+            repo.path(),
+            &["report", bundle.to_str().unwrap(), "--format", format],
+        );
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let text = stdout(&out);
+        assert!(
+            text.contains(&format!(
+                "ok but left out of the aggregates: {first} (cannot read output"
+            )),
+            "{format}: {text}"
+        );
+    }
+}
