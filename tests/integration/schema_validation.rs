@@ -119,6 +119,7 @@ const NOT_CAUGHT: &[(&str, &str)] = &[
     ("stray-brace.toml", "template syntax inside any string"),
     ("unclosed-brace.toml", "template syntax inside any string"),
     ("exclude-unknown-key.toml", "exclude keys vs matrix keys"),
+    ("exclude-value-typo.toml", "exclude values vs matrix values"),
     ("include-missing-key.toml", "include keys vs matrix keys"),
     // Durations: humantime's grammar (units, sums like \"1m 30s\", above zero) is the
     // validator's; a regex copy would drift from it.

@@ -87,8 +87,8 @@ impl Validator<'_> {
             .map(|(k, _)| k.get_ref().to_string())
             .filter(|k| k != "exclude" && k != "include")
             .collect();
-        let exclude = self.cell_filters(t, "exclude", &keys);
-        let include = self.cell_filters(t, "include", &keys);
+        let exclude = self.cell_filters(t, "exclude", &keys, &axes);
+        let include = self.cell_filters(t, "include", &keys, &axes);
         Matrix {
             axes,
             exclude,
@@ -96,12 +96,15 @@ impl Validator<'_> {
         }
     }
 
-    /// `matrix.exclude` / `matrix.include`: arrays of tables whose keys are matrix keys.
+    /// `matrix.exclude` / `matrix.include`: arrays of tables whose keys are matrix keys. An
+    /// `exclude` value must name one of its axis's values ([`Value::same_cell`]): one that names
+    /// none would exclude nothing, silently (a typo).
     fn cell_filters(
         &mut self,
         t: &DeTable<'_>,
         which: &str,
         keys: &[String],
+        axes: &[(String, Vec<Value>)],
     ) -> Vec<BTreeMap<String, Value>> {
         let mut out = Vec::new();
         let Some(v) = self.field(Some(t), "matrix", which) else {
@@ -144,6 +147,23 @@ impl Validator<'_> {
                     continue;
                 }
                 if let Some(value) = self.scalar(val) {
+                    if which == "exclude"
+                        && let Some((_, values)) = axes.iter().find(|(a, _)| a == name)
+                        && !values.iter().any(|x| x.same_cell(&value))
+                    {
+                        const LISTED: usize = 20;
+                        let mut listed: Vec<String> =
+                            values.iter().take(LISTED).map(|x| x.to_string()).collect();
+                        if values.len() > LISTED {
+                            listed.push(format!("... ({} values)", values.len()));
+                        }
+                        self.err(
+                            val.span(),
+                            format!("`exclude` names {name} = {value}, which is not one of its values: it would exclude nothing"),
+                            Some(format!("{name} takes {}", listed.join(", "))),
+                        );
+                        continue;
+                    }
                     cell.insert(name.to_string(), value);
                 }
             }
