@@ -219,7 +219,16 @@ fn check(args: &CheckArgs) -> Result<i32, Failure> {
         match session::expand(&manifest, &ctx) {
             Ok(plan) => {
                 warn_too_few_runs(&manifest, &plan);
-                ui::checked(path, &plan)?;
+                match session::missing_here(&manifest, &plan) {
+                    Ok(()) => {
+                        ui::checked(path, &plan)?;
+                    }
+                    Err(e) => {
+                        let failure = session_failure(e);
+                        print_error(failure.error());
+                        code = code.max(failure.code());
+                    }
+                }
             }
             Err(e) => {
                 let failure = session_failure(e);

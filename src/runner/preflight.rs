@@ -93,6 +93,66 @@ pub fn allocator_paths(plan: &Plan) -> Vec<PlanError> {
     problems
 }
 
+/// What a run's command needs from this machine that [`programs_and_workdirs`] found missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    /// The run's workdir (`[command] workdir`) is not a folder.
+    Workdir,
+    /// The run's program (`argv[0]`, or the shell of `[command] shell`) is not found.
+    Program,
+}
+
+/// The runs' workdirs that are not folders and programs that cannot be found (resolved as the
+/// run would: its `PATH`, relative to its workdir), each with its message
+/// (`workdir /x does not exist or is not a folder (run 000-r1)`, `run 000-r1: ...`). Only the
+/// first run is looked at when every run has the same program and workdir; each distinct
+/// workdir and (program, workdir) once. A workdir inside the bundle ({bundle}, {run-dir})
+/// cannot exist yet and is not checked. Part of [`check`]; `hwr-exp check` reports the same at
+/// the manifest's `workdir` and `argv` (or `shell`).
+pub fn programs_and_workdirs(plan: &Plan) -> Vec<(Missing, String)> {
+    let mut problems = Vec::new();
+    let mut seen_programs = HashSet::new();
+    let mut seen_dirs = HashSet::new();
+    let checked = if plan.same_program_everywhere() {
+        1
+    } else {
+        plan.len()
+    };
+    for run in plan.runs().take(checked) {
+        // A workdir inside the bundle ({bundle}, {run-dir}) cannot exist yet; the run folder is
+        // created before the run starts, anything else deeper fails that run alone (spawn-failed).
+        // (`check` plans with a relative stand-in for the bundle, which the manifest's folder
+        // then prefixes.)
+        let bundle = plan.bundle();
+        let in_bundle = run.workdir.starts_with(bundle)
+            || (bundle.is_relative() && run.workdir.ancestors().any(|a| a.ends_with(bundle)));
+        if !in_bundle && seen_dirs.insert(run.workdir.clone()) && !run.workdir.is_dir() {
+            problems.push((
+                Missing::Workdir,
+                format!(
+                    "workdir {} does not exist or is not a folder (run {})",
+                    run.workdir.display(),
+                    run.run_id
+                ),
+            ));
+            continue;
+        }
+        let Some(program) = run.argv.first() else { continue };
+        if !seen_programs.insert((program.clone(), run.workdir.clone())) {
+            continue;
+        }
+        let env = super::run_env(&run);
+        let path_var = env
+            .iter()
+            .find(|(k, _)| k == OsStr::new("PATH"))
+            .map(|(_, v)| v.as_os_str());
+        if let Err(e) = crate::exec::resolve_program(program, path_var, &run.workdir) {
+            problems.push((Missing::Program, format!("run {}: {e}", run.run_id)));
+        }
+    }
+    problems
+}
+
 /// Runs every preflight check and returns every problem found, one message each.
 ///
 /// Checks: the environment settings (`HWR_CONTAINMENT`, the test hook `HWR_TEST_PAUSE_AT`), each distinct `argv[0]` is found (in the run's `PATH` when it has no `/`), each distinct
@@ -111,38 +171,11 @@ pub fn check(plan: &Plan, results_dir: &Path) -> Result<(), Vec<String>> {
     if let Err(e) = crate::bundle::write::check_test_pause_setting() {
         problems.push(e);
     }
-    let mut seen_programs = HashSet::new();
-    let mut seen_dirs = HashSet::new();
-    let checked = if plan.same_program_everywhere() {
-        1
-    } else {
-        plan.len()
-    };
-    for run in plan.runs().take(checked) {
-        // A workdir inside the bundle ({bundle}, {run-dir}) cannot exist yet; the run folder is
-        // created before the run starts, anything else deeper fails that run alone (spawn-failed).
-        let in_bundle = run.workdir.starts_with(plan.bundle());
-        if !in_bundle && seen_dirs.insert(run.workdir.clone()) && !run.workdir.is_dir() {
-            problems.push(format!(
-                "workdir {} does not exist or is not a folder (run {})",
-                run.workdir.display(),
-                run.run_id
-            ));
-            continue;
-        }
-        let Some(program) = run.argv.first() else { continue };
-        if !seen_programs.insert((program.clone(), run.workdir.clone())) {
-            continue;
-        }
-        let env = super::run_env(&run);
-        let path_var = env
-            .iter()
-            .find(|(k, _)| k == OsStr::new("PATH"))
-            .map(|(_, v)| v.as_os_str());
-        if let Err(e) = crate::exec::resolve_program(program, path_var, &run.workdir) {
-            problems.push(format!("run {}: {e}", run.run_id));
-        }
-    }
+    problems.extend(
+        programs_and_workdirs(plan)
+            .into_iter()
+            .map(|(_, message)| message),
+    );
     if plan.sample_interval.is_some()
         && let Err(e) = crate::memory::Rollup::read_self()
     {

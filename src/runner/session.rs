@@ -232,6 +232,44 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, SessionErr
     Err(SessionError::Plan(all.expect("a failed expansion has problems")))
 }
 
+/// `hwr-exp check`'s look at this machine for a manifest whose runs execute here (not on
+/// Slurm, where the nodes resolve them): the workdirs and programs `run`'s preflight would refuse
+/// ([`super::preflight::programs_and_workdirs`]), located at the manifest's `workdir` and at its
+/// `argv` program (or `shell`).
+///
+/// # Errors
+/// [`SessionError::Plan`] with one located diagnostic per problem.
+pub fn missing_here(manifest: &Manifest, plan: &Plan) -> Result<(), SessionError> {
+    use super::preflight::Missing;
+    if Backend::of(manifest.executor.kind) != Backend::Local {
+        return Ok(());
+    }
+    let mut all: Option<Diagnostics> = None;
+    for (missing, message) in super::preflight::programs_and_workdirs(plan) {
+        let (keys, help): (&[&str], &str) = match missing {
+            Missing::Workdir => (
+                &["command.workdir", "command"],
+                "create the folder, or change `workdir`",
+            ),
+            Missing::Program => (
+                &["command.argv.0", "command.argv", "command.shell", "command"],
+                "install it or put it on PATH; it is looked up as the run would (the run's PATH, relative to its workdir)",
+            ),
+        };
+        let key = keys
+            .iter()
+            .find(|k| manifest.spans.contains_key(**k))
+            .copied()
+            .unwrap_or("command");
+        let d = manifest.diagnostic(key, message, Some(help.into()));
+        match &mut all {
+            Some(a) => a.items.extend(d.items),
+            None => all = Some(d),
+        }
+    }
+    all.map_or(Ok(()), |d| Err(SessionError::Plan(d)))
+}
+
 /// working-tree.patch's limits as the manifest's `[provenance] patch-limit` and
 /// `patch-file-limit` set them (the defaults where absent).
 pub fn patch_limits(config: &crate::manifest::ProvenanceConfig) -> crate::provenance::PatchLimits {

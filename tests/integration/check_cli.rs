@@ -131,3 +131,50 @@ fn a_number_for_a_duration_gets_a_help_line() {
         );
     }
 }
+
+/// `check` refuses what `run`'s preflight refuses on this machine, located in the manifest: a
+/// workdir that is not a folder and a program not found (before, `check` said `ok` and `run`
+/// failed with exit 3 and no location). A manifest for Slurm is not looked at here (the nodes
+/// resolve its program), and a workdir inside the bundle is not (it cannot exist yet).
+#[test]
+fn check_refuses_a_missing_workdir_and_a_missing_program_at_their_lines() {
+    let repo = repo();
+    let m = ManifestBuilder::argv("missing", &["no-such-program-hwr", "x"])
+        .set("command", "workdir", "nowhere")
+        .write(repo.path());
+    let out = hwr(repo.path(), &["check", m.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert_eq!(code(&out), 2, "{err}");
+    assert!(!crate::support::stdout(&out).contains("ok:"));
+    let text = std::fs::read_to_string(&m).unwrap();
+    let line_of = |needle: &str| text.lines().position(|l| l.contains(needle)).unwrap() + 1;
+    assert!(
+        err.contains("workdir") && err.contains("does not exist or is not a folder"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("experiment.toml:{}:", line_of("workdir"))),
+        "{err}"
+    );
+    // The workdir is checked first; with it fixed the program is named at argv's line.
+    std::fs::create_dir(repo.path().join("nowhere")).unwrap();
+    let out = hwr(repo.path(), &["check", m.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert_eq!(code(&out), 2, "{err}");
+    assert!(err.contains("`no-such-program-hwr` was not found"), "{err}");
+    assert!(
+        err.contains(&format!("experiment.toml:{}:", line_of("argv"))),
+        "{err}"
+    );
+    // A run folder workdir and a real program: ok, one run said as one.
+    let m = ManifestBuilder::argv("fine", &["true"])
+        .set("command", "workdir", "{run-dir}")
+        .write(repo.path());
+    let out = hwr(repo.path(), &["check", m.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        crate::support::stdout(&out).contains("(1 run)"),
+        "{}",
+        crate::support::stdout(&out)
+    );
+}
