@@ -203,10 +203,43 @@ pub fn finished(report: &SessionReport, quiet: bool) -> i32 {
 pub fn next_command(report: &SessionReport) -> String {
     let path = display_path(&report.bundle).display().to_string();
     let path = crate::plan::render::sh_quote(&path);
+    let program = program_name();
     match report.status {
-        crate::bundle::BundleStatus::Complete => format!("hwr-exp report {path}"),
-        _ => format!("hwr-exp resume {path}"),
+        crate::bundle::BundleStatus::Complete => format!("{program} report {path}"),
+        _ => format!("{program} resume {path}"),
     }
+}
+
+/// How to run this binary again from the same shell: `hwr-exp` when it was started by that name
+/// (found on PATH) or when `hwr-exp` on PATH is this same file; otherwise the path it was started
+/// by, shell-quoted (`target/release/hwr-exp` after `cargo run --release`, where `hwr-exp` alone
+/// would not be found).
+fn program_name() -> String {
+    let Some(argv0) = std::env::args_os().next() else {
+        return "hwr-exp".into();
+    };
+    let argv0 = std::path::PathBuf::from(argv0);
+    if argv0.components().count() <= 1 {
+        return "hwr-exp".into();
+    }
+    let this = std::env::current_exe().and_then(std::fs::canonicalize).ok();
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("hwr-exp"))
+            .find(|p| p.is_file())
+    });
+    if let (Some(this), Some(found)) = (&this, on_path)
+        && std::fs::canonicalize(found).ok().as_ref() == Some(this)
+    {
+        return "hwr-exp".into();
+    }
+    let shown = display_path(&argv0);
+    let shown = if shown.components().count() <= 1 {
+        Path::new(".").join(shown)
+    } else {
+        shown
+    };
+    crate::plan::render::sh_quote(&shown.display().to_string())
 }
 
 /// The closing list of a session's runs that are not ok, on stderr, one entry per reason (runs
@@ -297,9 +330,13 @@ pub fn cancelled(bundle: &Path, cancelled: &Cancelled) {
 /// # Errors
 /// As [`to_stdout`].
 pub fn checked(path: &Path, plan: &Plan) -> Result<i32, Failure> {
+    let runs = match plan.len() {
+        1 => "1 run".to_string(),
+        n => format!("{n} runs"),
+    };
     to_stdout(|out| match plan.adaptive_text() {
-        Some(text) => writeln!(out, "ok: {} ({} runs; {text})", path.display(), plan.len()),
-        None => writeln!(out, "ok: {} ({} runs)", path.display(), plan.len()),
+        Some(text) => writeln!(out, "ok: {} ({runs}; {text})", path.display()),
+        None => writeln!(out, "ok: {} ({runs})", path.display()),
     })
 }
 

@@ -99,6 +99,27 @@ fn run_names_the_next_command_on_stderr() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let shown = bundle.strip_prefix(dir).unwrap().display().to_string();
     assert_eq!(stdout(&out).trim(), shown, "stdout is the bundle path alone");
+    // Started by a path (not found as `hwr-exp` on PATH), the hint names that path, so that it
+    // can be pasted as it is (`cargo run --release -- run ...` puts no hwr-exp on PATH).
+    let bin = crate::support::bin().display().to_string();
+    let last = stderr(&out).lines().last().unwrap_or_default().to_owned();
+    assert_eq!(last, format!("next: {bin} report {shown}"));
+    // With `hwr-exp` on PATH being this binary: the name alone.
+    let on_path = dir.join("on-path");
+    std::fs::create_dir(&on_path).unwrap();
+    std::os::unix::fs::symlink(crate::support::bin(), on_path.join("hwr-exp")).unwrap();
+    let path = format!(
+        "{}:{}",
+        on_path.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = crate::support::hwr_command(dir)
+        .env("PATH", path)
+        .args(["run", ok.to_str().unwrap(), "--results-dir", "results"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let shown = stdout(&out).trim().to_owned();
     let last = stderr(&out).lines().last().unwrap_or_default().to_owned();
     assert_eq!(last, format!("next: hwr-exp report {shown}"));
     // --quiet: nothing on stderr.
@@ -134,7 +155,8 @@ fn an_interrupted_run_names_resume() {
     assert_eq!(code(&out), 130, "{}", stderr(&out));
     let shown = stdout(&out).trim().to_owned();
     let last = stderr(&out).lines().last().unwrap_or_default().to_owned();
-    assert_eq!(last, format!("next: hwr-exp resume {shown}"), "{}", stderr(&out));
+    let bin = crate::support::bin().display().to_string();
+    assert_eq!(last, format!("next: {bin} resume {shown}"), "{}", stderr(&out));
     // Issue 22, item 14: `list` counts the interrupted run as not run, never as failed.
     let list = hwr(dir, &["list", "results", "--format", "json"]);
     let rows: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();

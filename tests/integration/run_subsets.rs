@@ -79,7 +79,8 @@ fn fail_fast_stops_after_the_first_run_that_is_not_ok_and_resume_goes_on() {
     assert_eq!(info["overrides"]["fail-fast"], true, "{info}");
     assert!(err.contains("--fail-fast"), "{err}");
     assert!(err.contains("12 runs: 1 ok, 1 failed, 10 not run"), "{err}");
-    assert!(err.contains("next: hwr-exp resume "), "{err}");
+    let next = format!("next: {} resume ", crate::support::bin().display());
+    assert!(err.contains(&next), "{err}");
     let report = stdout(&hwr(dir, &["report", bundle.to_str().unwrap()]));
     assert!(report.contains("overrides: run with --fail-fast"), "{report}");
 
