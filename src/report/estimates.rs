@@ -623,7 +623,7 @@ pub fn plan_warning(
     Some(format!(
         "with {reps} run(s) per cell no comparison against the control ({control_text}) can reach p < {}{}: \
          the smallest attainable p is {}, so every verdict will be `too few runs`; \
-         use repetitions = {} or more",
+         use repetitions = {} or more (verdicts compare outputs in the retention schema, DESIGN 7)",
         super::model::fmt_num(level),
         if pairs.len() > 1 {
             format!(" (0.05 Holm-corrected over {} cells)", pairs.len())

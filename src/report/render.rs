@@ -245,9 +245,22 @@ fn preamble_lines(r: &Report) -> Vec<String> {
         summary_line(r),
     ]
     .into_iter()
+    .chain(no_verdicts_line(r))
     .chain(r.adaptive.as_ref().map(adaptive_line))
     .chain(refusals)
     .collect()
+}
+
+/// Why a bundle whose matrix has a `mode` key (a control could be `mode = reuse`) shows no
+/// verdicts: no finished run's output follows the retention schema (DESIGN 7), which is what the
+/// verdicts compare. `None` when some run's does, or no run ended ok.
+fn no_verdicts_line(r: &Report) -> Option<String> {
+    let ok = r.counts.get(&crate::bundle::Outcome::Ok).copied().unwrap_or(0);
+    (!r.has_retention && ok > 0 && r.mode_key.is_some()).then(|| {
+        "no verdicts: no run's output follows the retention schema (DESIGN 7: `schema_version` 1 \
+         with `samples`), which is what verdicts compare; `[report] metrics` aggregates other JSON values"
+            .to_string()
+    })
 }
 
 /// `adaptive repetitions (4 to 30 per cell until decided, time budget 2h): 5 rounds in 12.3 s,

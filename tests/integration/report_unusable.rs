@@ -284,3 +284,30 @@ fn an_ok_run_left_out_is_named_under_the_run_table_without_retention_figures() {
         );
     }
 }
+
+/// A bundle with a `mode` key whose outputs are JSON but not in the retention schema: `check`'s
+/// too-few-runs warning says verdicts need that schema, and the report says why it shows no
+/// verdicts (before: no verdict table and no word of why).
+#[test]
+fn a_mode_matrix_without_retention_outputs_says_why_there_are_no_verdicts() {
+    let repo = repo();
+    let m = ManifestBuilder::shell("plain-json", "echo '{{\"n\": 1}}'")
+        .output("{run-id}.json")
+        .matrix("mode", ["a", "reuse"])
+        .repetitions(1)
+        .write(repo.path());
+    let check = hwr(repo.path(), &["check", m.to_str().unwrap()]);
+    assert!(
+        stderr(&check).contains("verdicts compare outputs in the retention schema"),
+        "{}",
+        stderr(&check)
+    );
+    let (out, bundle) = run(repo.path(), &m);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let table = stdout(&hwr(repo.path(), &["report", bundle.unwrap().to_str().unwrap()]));
+    let head: String = table.lines().take(6).collect::<Vec<_>>().join("\n");
+    assert!(
+        head.contains("no verdicts: no run's output follows the retention schema"),
+        "{table}"
+    );
+}
