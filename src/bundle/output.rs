@@ -794,9 +794,13 @@ pub fn check_output(path: &Path, format: OutputFormat) -> (OutputCheck, Option<S
                 }
                 _ => None,
             };
+            // serde_json's "expected ident" is a literal it could not finish (`nul`, `nope`).
+            let message = e
+                .to_string()
+                .replacen("expected ident", "expected null, true or false", 1);
             let text = match quoted {
-                Some(q) => format!("{e}, at {q}"),
-                None => e.to_string(),
+                Some(q) => format!("{message}, at {q}"),
+                None => message,
             };
             (OutputCheck::Invalid, Some(text))
         }
@@ -806,6 +810,9 @@ pub fn check_output(path: &Path, format: OutputFormat) -> (OutputCheck, Option<S
 
 /// Bytes quoted from where a JSON parser stopped.
 const QUOTED_BYTES: usize = 24;
+
+/// Most bytes before that place quoted when it lies inside a word (`nope` for `null`).
+const QUOTED_BACK: usize = 8;
 
 /// The first [`QUOTED_BYTES`] bytes of the file at `path` from `line` (1-based) and `column`
 /// (1-based, in bytes, as serde_json counts them), up to the end of that line, made printable and
@@ -833,13 +840,28 @@ fn bytes_at(path: &Path, line: usize, column: usize) -> Option<String> {
             }
         }
     }
-    let skip = column.saturating_sub(1) as u64;
+    // A word the parser stopped inside or just after (`nope` or `nul`, where it expected
+    // `null`) is quoted from its start: up to QUOTED_BACK bytes before the column are read too.
+    let back = column.saturating_sub(1).min(QUOTED_BACK);
+    let skip = (column.saturating_sub(1) - back) as u64;
     io::copy(&mut (&mut reader).take(skip), &mut io::sink()).ok()?;
-    let mut window = Vec::with_capacity(QUOTED_BYTES + 4);
+    let mut window = Vec::with_capacity(back + QUOTED_BYTES + 4);
     (&mut reader)
-        .take(QUOTED_BYTES as u64 + 4)
+        .take((back + QUOTED_BYTES) as u64 + 4)
         .read_to_end(&mut window)
         .ok()?;
+    let alnum = |i: usize| window.get(i).is_some_and(u8::is_ascii_alphanumeric);
+    let inside_word = alnum(back) || (back > 0 && alnum(back - 1));
+    let start = if inside_word {
+        back - window[..back.min(window.len())]
+            .iter()
+            .rev()
+            .take_while(|b| b.is_ascii_alphanumeric())
+            .count()
+    } else {
+        back
+    };
+    let window = &window[start.min(window.len())..];
     let end = window.iter().position(|b| *b == b'\n').unwrap_or(window.len());
     let window = &window[..end];
     if window.is_empty() {
@@ -987,7 +1009,16 @@ mod tests {
         );
         assert_eq!(
             why(b"{\n  \"a\": nope\n}"),
-            "expected ident at line 2 column 9, at \"ope\""
+            "expected null, true or false at line 2 column 9, at \"nope\""
+        );
+        // A word is quoted from its start, not from where the parser stopped inside it.
+        assert_eq!(
+            why(b"not json"),
+            "expected null, true or false at line 1 column 2, at \"not json\""
+        );
+        assert_eq!(
+            why(b"[1, nul]"),
+            "expected null, true or false at line 1 column 8, at \"nul]\""
         );
         let escaped = why(b"\x1b[31mred\x1b[0m");
         assert!(escaped.ends_with("at \"\\u{1b}[31mred\\u{1b}[0m\""), "{escaped}");
