@@ -353,8 +353,17 @@ fn bundle_named(name: &Path) -> Result<PathBuf, Failure> {
 
 /// `hwr-exp list [DIR] [--format table|json]`.
 fn list(args: &ListArgs) -> Result<i32, Failure> {
-    let (entries, problems) =
-        archive::list::scan(&results_dir(args.dir.as_deref())).map_err(archive_failure)?;
+    let dir = results_dir(args.dir.as_deref());
+    // The default folder before any run: no bundles yet, said as such (a folder given by name
+    // that does not exist stays an error).
+    if args.dir.is_none() && !dir.exists() {
+        ui::to_stderr(format_args!(
+            "no bundles yet: {} does not exist (`hwr-exp run MANIFEST` writes bundles there; `hwr-exp list DIR` lists another folder)",
+            std::path::absolute(&dir).unwrap_or(dir.clone()).display()
+        ));
+        return ui::list(&[], &[], args.format);
+    }
+    let (entries, problems) = archive::list::scan(&dir).map_err(archive_failure)?;
     ui::list(&entries, &problems, args.format)
 }
 

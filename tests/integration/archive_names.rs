@@ -173,3 +173,18 @@ fn an_interrupted_run_names_resume() {
         .collect();
     assert!(header.contains(&"NOT-RUN"), "{table}");
 }
+
+/// `list` before any run: no bundles yet, said on stderr, an empty list and exit 0 (before: `error:
+/// results: no such folder`, exit 2); a folder named that does not exist stays an error.
+#[test]
+fn list_before_any_run_is_an_empty_list() {
+    let repo = repo();
+    let dir = repo.path();
+    let out = hwr(dir, &["list", "--format", "json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "[]");
+    assert!(stderr(&out).contains("no bundles yet"), "{}", stderr(&out));
+    let out = hwr(dir, &["list", "nowhere"]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("no such folder"), "{}", stderr(&out));
+}
