@@ -684,14 +684,31 @@ pub fn estimate_notes(r: &Report) -> Vec<String> {
     if let Some(why) = &e.no_control {
         notes.push(why.clone());
     }
+    let too_few = e.rows.iter().any(|x| x.verdict == Verdict::TooFewRuns);
     if e.compared_cells > 1 {
         notes.push(format!(
-            "p Holm-corrected across {} cells; too few runs = the smallest p the runs allow is not below {}",
+            "p Holm-corrected across {} cells (0.05 / {} = {} for the smallest p){}",
             e.compared_cells,
-            fmt_num(e.level)
+            e.compared_cells,
+            fmt_num(e.level),
+            if too_few {
+                format!(
+                    "; too few runs = the smallest p the runs allow is not below {}",
+                    fmt_num(e.level)
+                )
+            } else {
+                String::new()
+            }
         ));
     } else if e.compared_cells == 1 {
-        notes.push("one cell compared: no correction for several comparisons applied".into());
+        notes.push(format!(
+            "one cell compared: no correction for several comparisons applied{}",
+            if too_few {
+                "; too few runs = the smallest p the runs allow is not below 0.05"
+            } else {
+                ""
+            }
+        ));
     }
     match (e.growth_margin, e.rate_margin) {
         (None, None) => notes.push(
