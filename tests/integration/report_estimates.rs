@@ -98,6 +98,12 @@ fn five_repetitions_find_the_leak_with_an_interval_holding_the_true_rate() {
         "{head}"
     );
     assert!(head.contains("KiB"), "{head}");
+    // The Holm note gives the level; with no `too few runs` verdict it does not explain one.
+    assert!(
+        text.contains("Holm-corrected across 2 cells (0.05 / 2 = 0.025"),
+        "{text}"
+    );
+    assert!(!text.contains("too few runs ="), "{text}");
     // The HTML page opens with the same table and an interval plot.
     let out = hwr(
         repo.path(),
