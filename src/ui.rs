@@ -210,8 +210,8 @@ pub fn next_command(report: &SessionReport) -> String {
     }
 }
 
-/// How to run this binary again from the same shell: `hwr-exp` when it was started by that name
-/// (found on PATH) or when `hwr-exp` on PATH is this same file; otherwise the path it was started
+/// How to run this binary again from the same shell: the name it was started by when that was
+/// looked up on PATH (`hwr-exp`), `hwr-exp` when that name on PATH is this same file; otherwise the path it was started
 /// by, shell-quoted (`target/release/hwr-exp` after `cargo run --release`, where `hwr-exp` alone
 /// would not be found).
 fn program_name() -> String {
@@ -220,7 +220,8 @@ fn program_name() -> String {
     };
     let argv0 = std::path::PathBuf::from(argv0);
     if argv0.components().count() <= 1 {
-        return "hwr-exp".into();
+        // Started by a name looked up on PATH: that name (`hx` for a link named so).
+        return crate::plan::render::sh_quote(&argv0.display().to_string());
     }
     let this = std::env::current_exe().and_then(std::fs::canonicalize).ok();
     let on_path = std::env::var_os("PATH").and_then(|paths| {

@@ -139,18 +139,45 @@ impl Value {
     /// labelled (`get_tensor` twice; `1` and `"1"`), or the same number exactly (`16` and `16.0`,
     /// `0.5` and `0.50`; two integers as integers, so 9007199254740993 and 9007199254740992 are
     /// two cells though one `f64`; an integer and a float only when the float is that integer).
+    ///
+    /// An integer and a float compare by the float as written (`9007199254740993.0` is
+    /// 9007199254740993, though its `f64` is 9007199254740992); two floats by their `f64`.
     pub fn same_cell(&self, other: &Value) -> bool {
         let same_number = match (self, other) {
             (Value::Int(x), Value::Int(y)) => x == y,
             (Value::Int(i), Value::Float(f)) | (Value::Float(f), Value::Int(i)) => {
-                f.value.fract() == 0.0
-                    && (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&f.value)
-                    && f.value as i64 == *i
+                match exact_integer(&f.text) {
+                    Some(n) => n == i128::from(*i),
+                    // A spelling this reader does not take: the float's value decides.
+                    None if f.value.is_finite() && !is_decimal(&f.text) => {
+                        f.value.fract() == 0.0
+                            && (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&f.value)
+                            && f.value as i64 == *i
+                    }
+                    None => false,
+                }
             }
             (Value::Float(x), Value::Float(y)) => x.value == y.value,
             _ => false,
         };
         same_number || self.to_string() == other.to_string()
+    }
+
+    /// Whether one name could pick out both `self` and `other` ([`Value::same_cell`] with
+    /// either): they name one cell, or one is a number and the other a string that a word for that
+    /// number also names (`1` and `"1.0"`: `--where n=1.0` names both). Two such values on one
+    /// axis are refused, so that every name picks out at most one value.
+    pub fn shares_a_name_with(&self, other: &Value) -> bool {
+        let numeric_text = |s: &str, n: &Value| {
+            let word = Value::from_word(s);
+            matches!(word, Value::Int(_) | Value::Float(_)) && word.same_cell(n)
+        };
+        self.same_cell(other)
+            || match (self, other) {
+                (Value::Str(s), n @ (Value::Int(_) | Value::Float(_)))
+                | (n @ (Value::Int(_) | Value::Float(_)), Value::Str(s)) => numeric_text(s, n),
+                _ => false,
+            }
     }
 
     /// The value a command-line word names (`--where KEY=VALUE`): an integer when it is one
@@ -186,6 +213,62 @@ impl Value {
             _ => return None,
         })
     }
+}
+
+/// Whether `text` is a decimal number as TOML, JSON or a command line spells one: an optional
+/// sign, digits (TOML's `_` between them allowed), an optional fraction and exponent.
+fn is_decimal(text: &str) -> bool {
+    decimal_parts(text).is_some()
+}
+
+/// `text` as (negative, digits without `.` and `_`, power of ten they are scaled by), when it is
+/// a decimal number ([`is_decimal`]).
+fn decimal_parts(text: &str) -> Option<(bool, String, i64)> {
+    let t = text.trim();
+    let (negative, t) = match t.as_bytes().first()? {
+        b'-' => (true, &t[1..]),
+        b'+' => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let (mantissa, exponent) = match t.find(['e', 'E']) {
+        Some(i) => (&t[..i], t[i + 1..].replace('_', "").parse::<i64>().ok()?),
+        None => (t, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let ok = |part: &str| part.bytes().all(|b| b.is_ascii_digit() || b == b'_');
+    if !ok(int) || !ok(frac) || (int.is_empty() && frac.is_empty()) {
+        return None;
+    }
+    let digits: String = int.chars().chain(frac.chars()).filter(|c| *c != '_').collect();
+    if digits.is_empty() {
+        return None;
+    }
+    Some((negative, digits, exponent - frac.replace('_', "").len() as i64))
+}
+
+/// The integer `text` spells exactly (`16.0`, `1e3`, `9007199254740993.0`, `-0.0`), when it is
+/// a decimal number ([`is_decimal`]) with no fractional part that fits 128 bits.
+fn exact_integer(text: &str) -> Option<i128> {
+    let (negative, digits, mut scale) = decimal_parts(text)?;
+    let mut digits = digits.trim_start_matches('0').to_string();
+    while scale < 0 {
+        if !digits.ends_with('0') {
+            return if digits.is_empty() { Some(0) } else { None };
+        }
+        digits.pop();
+        scale += 1;
+    }
+    if digits.is_empty() {
+        return Some(0);
+    }
+    if digits.len() as i64 + scale > 38 {
+        return None;
+    }
+    let mut n: i128 = digits.parse().ok()?;
+    for _ in 0..scale {
+        n = n.checked_mul(10)?;
+    }
+    Some(if negative { -n } else { n })
 }
 
 impl<'de> Deserialize<'de> for Value {

@@ -190,7 +190,12 @@ pub fn control_left_out(manifest: &Manifest, selection: &Selection) -> Option<St
                 .matrix
                 .axes
                 .iter()
-                .any(|(k, values)| k == key && values.iter().any(|v| v.same_cell(value)));
+                .any(|(k, values)| k == key && values.iter().any(|v| v.same_cell(value)))
+                || manifest
+                    .matrix
+                    .include
+                    .iter()
+                    .any(|c| c.get(key).is_some_and(|v| v.same_cell(value)));
             let texts = by_key.iter().find(|(k, _)| k == key).map(|(_, t)| t);
             exists && texts.is_some_and(|texts| !texts.iter().any(|t| value_matches(value, t)))
         })
@@ -348,7 +353,12 @@ mod tests {
         let big = Value::Int(9_007_199_254_740_993);
         assert!(value_matches(&big, "9007199254740993"));
         assert!(!value_matches(&big, "9007199254740992"));
-        assert!(!value_matches(&big, "9007199254740993.0"));
+        assert!(!value_matches(&big, "9007199254740993.5"));
+        assert!(value_matches(&big, "9007199254740993.0"));
+        assert!(!value_matches(
+            &Value::Int(9_007_199_254_740_992),
+            "9007199254740992.5"
+        ));
     }
 
     #[test]

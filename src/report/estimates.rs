@@ -69,7 +69,17 @@ pub fn settings(manifest_text: &str) -> Result<Settings, String> {
                 .ok_or_else(|| format!("[report] control.{k} is {v}, not a matrix value"))?;
             control.push((k.clone(), value));
         }
-        out.control = Some(control);
+        // As `check` resolved it: the axis value the control names (`{ n = 1e3 }` names the
+        // string "1e3" by its text; plan.json holds "1e3", not the float 1e3 read back).
+        let resolved = crate::manifest::parse(
+            manifest_text,
+            std::path::Path::new("manifest.toml"),
+            std::path::Path::new("."),
+        )
+        .ok()
+        .map(|m| m.report.control)
+        .filter(|c| c.len() == control.len());
+        out.control = Some(resolved.unwrap_or(control));
     }
     match report.get("equivalence-margin") {
         None => {}

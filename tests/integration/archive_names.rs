@@ -122,6 +122,24 @@ fn run_names_the_next_command_on_stderr() {
     let shown = stdout(&out).trim().to_owned();
     let last = stderr(&out).lines().last().unwrap_or_default().to_owned();
     assert_eq!(last, format!("next: hwr-exp report {shown}"));
+    // Started by another name found on PATH (a link `hx`): that name, not `hwr-exp`.
+    std::os::unix::fs::symlink(crate::support::bin(), on_path.join("hx")).unwrap();
+    std::fs::remove_file(on_path.join("hwr-exp")).unwrap();
+    let path = format!(
+        "{}:{}",
+        on_path.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new("hx")
+        .current_dir(dir)
+        .env("PATH", &path)
+        .args(["run", ok.to_str().unwrap(), "--results-dir", "results"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let shown = stdout(&out).trim().to_owned();
+    let last = stderr(&out).lines().last().unwrap_or_default().to_owned();
+    assert_eq!(last, format!("next: hx report {shown}"));
     // --quiet: nothing on stderr.
     let out = hwr(
         dir,

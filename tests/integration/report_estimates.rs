@@ -450,14 +450,17 @@ fn every_place_that_names_a_matrix_value_matches_it_by_one_rule() {
         "{}",
         stdout(&kept)
     );
-    for near in ["9007199254740992", "9007199254740993.0"] {
+    for near in ["9007199254740992", "9007199254740992.5", "9007199254740993.5"] {
         let out = hwr(repo.path(), &["plan", m, "--where", &format!("elements={near}")]);
         assert_ne!(code(&out), 0, "{near}: {}", stdout(&out));
         assert!(stderr(&out).contains("no cell has elements"), "{}", stderr(&out));
     }
-    let exact = hwr(repo.path(), &["plan", m, "--where", "elements=9007199254740993"]);
-    assert_eq!(code(&exact), 0, "{}", stderr(&exact));
-    assert_eq!(stdout(&exact).matches("elements=9007199254740993").count(), 2);
+    // A float as written: 9007199254740993.0 is 9007199254740993, though its f64 is ...992.
+    for exact in ["9007199254740993", "9007199254740993.0"] {
+        let out = hwr(repo.path(), &["plan", m, "--where", &format!("elements={exact}")]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert_eq!(stdout(&out).matches("elements=9007199254740993").count(), 2);
+    }
     // The run: no leak cell at 16; the report finds the control the manifest names as 32.0.
     let (out, bundle) = run(repo.path(), std::path::Path::new(m));
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -491,4 +494,62 @@ fn every_place_that_names_a_matrix_value_matches_it_by_one_rule() {
         }),
         "{estimates:#}"
     );
+}
+
+/// A control the manifest names by a float whose axis value is a string that spells it (`n = 1e3`
+/// for `"1e3"`): `check` resolves it to the axis value and the report finds the same control cell
+/// (before, the report read the control back as 1000.0 and found no cell). And an axis where one
+/// name would pick out two values (`1` and `"1.0"`: `--where n=1.0`) is refused.
+#[test]
+fn the_report_finds_the_control_check_resolved_and_one_name_picks_one_value() {
+    let repo = repo();
+    std::fs::write(repo.path().join("leak.sh"), SCRIPT).unwrap();
+    let control = toml::Value::Table(
+        [
+            ("mode".to_string(), toml::Value::from("reuse")),
+            ("n".to_string(), toml::Value::Float(1000.0)),
+        ]
+        .into_iter()
+        .collect(),
+    );
+    let text = ManifestBuilder::argv("spelled", &["sh", "leak.sh", "{mode}"])
+        .matrix("mode", ["leak", "reuse"])
+        .matrix("n", ["1e3", "2"])
+        .repetitions(1)
+        .set("report", "control", control)
+        .text()
+        .replace("n = 1000.0", "n = 1e3");
+    let m = crate::support::manifest::write_manifest(repo.path(), &text);
+    let check = hwr(repo.path(), &["check", m.to_str().unwrap()]);
+    assert_eq!(code(&check), 0, "{}", stderr(&check));
+    let (out, bundle) = run(repo.path(), &m);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let doc = report_json(repo.path(), &bundle.unwrap());
+    let estimates = &doc["estimates"];
+    assert!(
+        estimates.get("no-control").is_none_or(|v| v.is_null()),
+        "{estimates:#}"
+    );
+    let rows = estimates["rows"].as_array().unwrap();
+    assert!(!rows.is_empty(), "{estimates:#}");
+    assert!(
+        rows.iter()
+            .all(|r| r["control"].as_str().unwrap().contains("n=1e3")),
+        "{estimates:#}"
+    );
+    // `1` and "1.0" on one axis: refused, naming both.
+    let m = ManifestBuilder::argv("ambiguous", &["true"])
+        .set(
+            "matrix",
+            "n",
+            vec![
+                toml::Value::Integer(1),
+                toml::Value::from("1.0"),
+                toml::Value::Integer(2),
+            ],
+        )
+        .write(repo.path());
+    let check = hwr(repo.path(), &["check", m.to_str().unwrap()]);
+    assert_eq!(code(&check), 2, "{}", stderr(&check));
+    assert!(stderr(&check).contains("`1` and `1.0`"), "{}", stderr(&check));
 }

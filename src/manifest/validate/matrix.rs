@@ -195,9 +195,10 @@ impl Validator<'_> {
     }
 }
 
-/// Whether two values of one axis would be one cell to a reader ([`Value::same_cell`]).
+/// Whether two values of one axis would be one cell to a reader, or one name would pick out
+/// both ([`Value::shares_a_name_with`]).
 fn same_cell_value(a: &Value, b: &Value) -> bool {
-    a.same_cell(b)
+    a.shares_a_name_with(b)
 }
 
 #[cfg(test)]
@@ -231,5 +232,26 @@ mod same_cell_tests {
             &float(9_223_372_036_854_775_808.0)
         ));
         assert!(!same_cell_value(&int(2), &float(2.5)));
+        // A float compares with an integer as written, not as its f64.
+        let written = |text: &str| {
+            Value::Float(Float {
+                value: text.replace('_', "").parse().unwrap(),
+                text: text.into(),
+            })
+        };
+        assert!(int(9_007_199_254_740_993).same_cell(&written("9007199254740993.0")));
+        assert!(!int(9_007_199_254_740_992).same_cell(&written("9007199254740993.0")));
+        assert!(int(1000).same_cell(&written("1_000.0")));
+        assert!(int(1000).same_cell(&written("1e3")));
+        assert!(int(0).same_cell(&written("-0.0")));
+        assert!(!int(1).same_cell(&written("1.5e0")));
+        // One name (`1.0`) would pick out both: refused as one axis's values.
+        assert!(!int(1).same_cell(&Value::Str("1.0".into())));
+        assert!(same_cell_value(&int(1), &Value::Str("1.0".into())));
+        assert!(same_cell_value(&Value::Str("1e3".into()), &float(1000.0)));
+        assert!(!same_cell_value(
+            &Value::Str("01".into()),
+            &Value::Str("1".into())
+        ));
     }
 }
