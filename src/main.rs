@@ -111,10 +111,11 @@ fn run_manifest(args: &RunArgs) -> Result<i32, Failure> {
     let selection = selection(&args.select);
     let control_warning = select::control_left_out(&manifest, &selection);
     select::apply(&mut manifest, &selection).map_err(Failure::usage)?;
-    if let Some(w) = control_warning {
-        ui::to_stderr(format_args!("warning: {w}"));
+    // A selection without the control: that warning says it all (no verdicts at all).
+    match control_warning {
+        Some(w) => ui::to_stderr(format_args!("warning: {w}")),
+        None => warn_too_few_runs_before_running(&manifest),
     }
-    warn_too_few_runs_before_running(&manifest);
     let signals = interrupt_handlers(SecondSignal::Exit(exit_codes::INTERRUPTED))?;
     let opts = RunOptions {
         results_dir: results_dir(args.results_dir.as_deref()),
@@ -275,6 +276,7 @@ fn plan(args: &PlanArgs) -> Result<i32, Failure> {
     ui::manifest_warnings(&manifest);
     let control_warning = select::control_left_out(&manifest, &selection(&args.select));
     select::apply(&mut manifest, &selection(&args.select)).map_err(Failure::usage)?;
+    let control_left_out = control_warning.is_some();
     if let Some(w) = control_warning {
         ui::to_stderr(format_args!("warning: {w}"));
     }
@@ -287,7 +289,9 @@ fn plan(args: &PlanArgs) -> Result<i32, Failure> {
     let plan = session::plan_context(Path::new("<bundle>"))
         .and_then(|ctx| session::expand(&manifest, &ctx))
         .map_err(session_failure)?;
-    warn_too_few_runs(&manifest, &plan);
+    if !control_left_out {
+        warn_too_few_runs(&manifest, &plan);
+    }
     ui::plan(&plan, args.format)
 }
 

@@ -599,6 +599,18 @@ pub fn plan_warning(
         }
     }
     drop(index);
+    if !report.control.is_empty() && !counts.is_empty() && !counts.iter().any(|c| c.control) {
+        // Named by [report] control, but excluded (or left out by --where): nothing to compare with.
+        let named = control
+            .iter()
+            .map(|(k, v)| format!("{k} = {v}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Some(format!(
+            "no planned run is in the control cell ({named}): it is excluded or left out, so the report \
+             can give no verdicts; keep that cell or name another with [report] control"
+        ));
+    }
     // The control's runs per comparison group (the first control cell of a group, as before).
     let mut controls: HashMap<u64, usize> = HashMap::new();
     for c in counts.iter().filter(|c| c.control) {

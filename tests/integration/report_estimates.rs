@@ -553,3 +553,33 @@ fn the_report_finds_the_control_check_resolved_and_one_name_picks_one_value() {
     assert_eq!(code(&check), 2, "{}", stderr(&check));
     assert!(stderr(&check).contains("`1` and `1.0`"), "{}", stderr(&check));
 }
+
+/// A control the manifest names but excludes: `check` warns that the report can give no
+/// verdicts (before: `ok` and nothing more, and a `--where` hint naming a value no cell has).
+#[test]
+fn an_excluded_control_is_warned_about() {
+    let repo = repo();
+    let control = toml::Value::Table(
+        [("n".to_string(), toml::Value::Integer(16))]
+            .into_iter()
+            .collect(),
+    );
+    let exclude = toml::Value::Array(vec![toml::Value::Table(
+        [("n".to_string(), toml::Value::Float(16.0))]
+            .into_iter()
+            .collect(),
+    )]);
+    let m = ManifestBuilder::argv("excluded", &["true"])
+        .matrix("n", [16, 32])
+        .set("matrix", "exclude", exclude)
+        .set("report", "control", control)
+        .write(repo.path());
+    let check = hwr(repo.path(), &["check", m.to_str().unwrap()]);
+    assert_eq!(code(&check), 0, "{}", stderr(&check));
+    assert!(
+        stderr(&check).contains("warning:")
+            && stderr(&check).contains("no planned run is in the control cell (n = 16)"),
+        "{}",
+        stderr(&check)
+    );
+}
