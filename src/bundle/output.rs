@@ -588,7 +588,12 @@ pub fn read_output_bytes(
 ) -> Result<Found, OutputError> {
     walk(interest, on_list, |walk| {
         Checked::check_whole(bytes).map_err(serde_json::Error::io)?;
-        let (lone, _) = lone_surrogates(bytes, true);
+        // Only a kept string needs its lone surrogates replaced (the output check keeps none).
+        let (lone, _) = if interest.root.is_empty() {
+            (Vec::new(), 0)
+        } else {
+            lone_surrogates(bytes, true)
+        };
         let patched;
         let bytes = if lone.is_empty() {
             bytes
@@ -632,9 +637,17 @@ fn walk(
 /// Parses one document streamed from `reader` through a [`Checked`] reader under a
 /// [`BUFFER`]-byte buffer.
 fn stream(reader: impl Read, walk: Walk<'_, '_, '_>) -> Result<(), serde_json::Error> {
-    let reader = BufReader::with_capacity(BUFFER, LoneSurrogates::new(Checked::new(reader)));
-    let mut de = serde_json::Deserializer::from_reader(reader);
-    walk.deserialize(&mut de).and_then(|()| de.end())
+    fn parse(reader: impl Read, walk: Walk<'_, '_, '_>) -> Result<(), serde_json::Error> {
+        let mut de = serde_json::Deserializer::from_reader(BufReader::with_capacity(BUFFER, reader));
+        walk.deserialize(&mut de).and_then(|()| de.end())
+    }
+    let checked = Checked::new(reader);
+    // Only a kept string needs its lone surrogates replaced (the output check keeps none).
+    if walk.interest.root.is_empty() {
+        parse(checked, walk)
+    } else {
+        parse(LoneSurrogates::new(checked), walk)
+    }
 }
 
 /// The text that replaces the escape of a lone UTF-16 surrogate: U+FFFD, six bytes like the

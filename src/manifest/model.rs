@@ -146,16 +146,7 @@ impl Value {
         let same_number = match (self, other) {
             (Value::Int(x), Value::Int(y)) => x == y,
             (Value::Int(i), Value::Float(f)) | (Value::Float(f), Value::Int(i)) => {
-                match exact_integer(&f.text) {
-                    Some(n) => n == i128::from(*i),
-                    // A spelling this reader does not take: the float's value decides.
-                    None if f.value.is_finite() && !is_decimal(&f.text) => {
-                        f.value.fract() == 0.0
-                            && (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&f.value)
-                            && f.value as i64 == *i
-                    }
-                    None => false,
-                }
+                exact_integer(&f.text).is_some_and(|n| n == i128::from(*i))
             }
             (Value::Float(x), Value::Float(y)) => x.value == y.value,
             _ => false,
@@ -215,14 +206,9 @@ impl Value {
     }
 }
 
-/// Whether `text` is a decimal number as TOML, JSON or a command line spells one: an optional
-/// sign, digits (TOML's `_` between them allowed), an optional fraction and exponent.
-fn is_decimal(text: &str) -> bool {
-    decimal_parts(text).is_some()
-}
-
 /// `text` as (negative, digits without `.` and `_`, power of ten they are scaled by), when it is
-/// a decimal number ([`is_decimal`]).
+/// a decimal number as TOML, JSON or a command line spells one: an optional sign, digits (TOML's
+/// `_` between them allowed), an optional fraction and exponent.
 fn decimal_parts(text: &str) -> Option<(bool, String, i64)> {
     let t = text.trim();
     let (negative, t) = match t.as_bytes().first()? {
@@ -247,7 +233,8 @@ fn decimal_parts(text: &str) -> Option<(bool, String, i64)> {
 }
 
 /// The integer `text` spells exactly (`16.0`, `1e3`, `9007199254740993.0`, `-0.0`), when it is
-/// a decimal number ([`is_decimal`]) with no fractional part that fits 128 bits.
+/// a decimal number ([`decimal_parts`]) with no fractional part that fits 128 bits (a float's
+/// text always is: the manifest's spelling, or [`Float::from_value`]'s shortest one).
 fn exact_integer(text: &str) -> Option<i128> {
     let (negative, digits, mut scale) = decimal_parts(text)?;
     let mut digits = digits.trim_start_matches('0').to_string();

@@ -241,13 +241,11 @@ fn control_relative(a: &Report, b: &Report) -> Vec<MetricRow> {
 /// A row's verdict with what it needs said: the repetitions a `too few runs` would need, and
 /// what the runs gave instead of usable values.
 fn verdict_text(r: &MetricRow) -> String {
-    let word = r.verdict.map_or("", |v| v.as_str());
-    match (r.repetitions_needed, &r.unusable_values) {
-        (Some(n), None) => format!("{word} (need {n} per cell)"),
-        (Some(n), Some(u)) => format!("{word} (need {n} per cell; {u})"),
-        (None, Some(u)) => format!("{word} ({u})"),
-        (None, None) => word.to_string(),
-    }
+    super::render::with_needs(
+        r.verdict.map_or("", |v| v.as_str()),
+        r.repetitions_needed,
+        r.unusable_values.as_deref(),
+    )
 }
 
 /// One provenance fact that differs between the bundles.

@@ -102,13 +102,20 @@ pub fn settings(manifest_text: &str) -> Result<Settings, String> {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Control {
-    /// Matrix keys and values of the control cell, as text.
-    pub values: BTreeMap<String, String>,
-    /// The same values, to match cells with ([`crate::manifest::Value::same_cell`]).
-    #[serde(skip)]
-    pub matching: Vec<(String, crate::manifest::Value)>,
+    /// Matrix keys and values of the control cell, sorted by key; cells match them by
+    /// [`crate::manifest::Value::same_cell`]. JSON: an object of key to the value's text.
+    #[serde(serialize_with = "values_as_text")]
+    pub values: BTreeMap<String, crate::manifest::Value>,
     /// `manifest` (`[report] control`) or `default` (mode = reuse).
     pub source: &'static str,
+}
+
+/// The control's values as JSON `{ "KEY": "TEXT" }`.
+fn values_as_text<S: serde::Serializer>(
+    values: &BTreeMap<String, crate::manifest::Value>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_map(values.iter().map(|(k, v)| (k, v.to_string())))
 }
 
 impl Control {
@@ -358,8 +365,7 @@ fn choose_control(
             ));
         }
         return Ok(Control {
-            values: values.iter().map(|(k, v)| (k.clone(), v.to_string())).collect(),
-            matching: values.clone(),
+            values: values.iter().cloned().collect(),
             source: "manifest",
         });
     }
@@ -378,11 +384,10 @@ fn choose_control(
         return Err(format!("no control: no cell with {k} = {CONTROL_MODE}; {hint}"));
     }
     Ok(Control {
-        values: BTreeMap::from([(k.to_string(), CONTROL_MODE.to_string())]),
-        matching: vec![(
+        values: BTreeMap::from([(
             k.to_string(),
             crate::manifest::Value::Str(CONTROL_MODE.to_string()),
-        )],
+        )]),
         source: "default",
     })
 }
@@ -428,7 +433,7 @@ pub fn estimates(
         .collect();
     let is_control = |c: &CellRuns<'_>| {
         control
-            .matching
+            .values
             .iter()
             .all(|(k, v)| c.cell.get(k).is_some_and(|x| x.same_cell(v)))
     };

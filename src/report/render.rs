@@ -653,12 +653,26 @@ pub fn verdict_text(e: &Estimate) -> String {
             None => e.verdict.as_str().into(),
         },
         Verdict::TooFewRuns => match (e.repetitions_needed, &e.unusable_values) {
-            (Some(n), None) => format!("{} (need {n} per cell)", e.verdict.as_str()),
-            (Some(n), Some(u)) => format!("{} (need {n} per cell; {u})", e.verdict.as_str()),
-            (None, Some(u)) => format!("{} (no usable values: {u})", e.verdict.as_str()),
-            (None, None) => e.verdict.as_str().into(),
+            (None, Some(u)) => with_needs(e.verdict.as_str(), None, Some(&format!("no usable values: {u}"))),
+            (n, u) => with_needs(e.verdict.as_str(), n, u.as_deref()),
         },
         v => v.as_str().into(),
+    }
+}
+
+/// `word`, then in parentheses the repetitions `needed` per cell and `note` when there are any:
+/// `too few runs (need 5 per cell; cell: 2 runs gave null for private_bytes)`. `report`'s and
+/// `compare`'s verdicts both read so.
+pub(crate) fn with_needs(word: &str, needed: Option<usize>, note: Option<&str>) -> String {
+    let said: Vec<String> = needed
+        .map(|n| format!("need {n} per cell"))
+        .into_iter()
+        .chain(note.map(str::to_string))
+        .collect();
+    if said.is_empty() {
+        word.to_string()
+    } else {
+        format!("{word} ({})", said.join("; "))
     }
 }
 

@@ -93,6 +93,37 @@ pub fn allocator_paths(plan: &Plan) -> Vec<PlanError> {
     problems
 }
 
+/// [`programs_and_workdirs`] as problems at the manifest's keys: a workdir at `command.workdir`,
+/// a program at `command.argv.0` (else `command.argv`, `command.shell`), each with a help line.
+/// For `hwr-exp check` (`runner::session::missing_here`), which `run`'s preflight agrees with.
+pub fn missing_here(manifest: &Manifest, plan: &Plan) -> Vec<PlanError> {
+    programs_and_workdirs(plan)
+        .into_iter()
+        .map(|(missing, message)| {
+            let (keys, help): (&[&str], &str) = match missing {
+                Missing::Workdir => (
+                    &["command.workdir", "command"],
+                    "create the folder, or change `workdir`",
+                ),
+                Missing::Program => (
+                    &["command.argv.0", "command.argv", "command.shell", "command"],
+                    "install it or put it on PATH; it is looked up as the run would (the run's PATH, relative to its workdir)",
+                ),
+            };
+            let key = keys
+                .iter()
+                .find(|k| manifest.spans.contains_key(**k))
+                .copied()
+                .unwrap_or("command");
+            PlanError {
+                key: key.to_string(),
+                message,
+                help: Some(help.to_string()),
+            }
+        })
+        .collect()
+}
+
 /// What a run's command needs from this machine that [`programs_and_workdirs`] found missing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Missing {

@@ -210,6 +210,12 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, SessionErr
         }
         Err(e) => errors.extend(e),
     }
+    Err(located(manifest, errors))
+}
+
+/// `errors` located in `manifest` as one [`SessionError::Plan`]; a problem found at a key that
+/// no command-line option replaced, in a manifest some option changed, says which were given.
+fn located(manifest: &Manifest, errors: Vec<plan::PlanError>) -> SessionError {
     let mut all: Option<Diagnostics> = None;
     // Options that replaced manifest values: a problem at another key may still come from them
     // (`--repetitions 2` with an output name without `{repetition}`, `--executor slurm` with an
@@ -229,7 +235,7 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, SessionErr
             None => all = Some(d),
         }
     }
-    Err(SessionError::Plan(all.expect("a failed expansion has problems")))
+    SessionError::Plan(all.expect("located problems are not none"))
 }
 
 /// `hwr-exp check`'s look at this machine for a manifest whose runs execute here (not on
@@ -240,34 +246,15 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, SessionErr
 /// # Errors
 /// [`SessionError::Plan`] with one located diagnostic per problem.
 pub fn missing_here(manifest: &Manifest, plan: &Plan) -> Result<(), SessionError> {
-    use super::preflight::Missing;
     if Backend::of(manifest.executor.kind) != Backend::Local {
         return Ok(());
     }
-    let mut all: Option<Diagnostics> = None;
-    for (missing, message) in super::preflight::programs_and_workdirs(plan) {
-        let (keys, help): (&[&str], &str) = match missing {
-            Missing::Workdir => (
-                &["command.workdir", "command"],
-                "create the folder, or change `workdir`",
-            ),
-            Missing::Program => (
-                &["command.argv.0", "command.argv", "command.shell", "command"],
-                "install it or put it on PATH; it is looked up as the run would (the run's PATH, relative to its workdir)",
-            ),
-        };
-        let key = keys
-            .iter()
-            .find(|k| manifest.spans.contains_key(**k))
-            .copied()
-            .unwrap_or("command");
-        let d = manifest.diagnostic(key, message, Some(help.into()));
-        match &mut all {
-            Some(a) => a.items.extend(d.items),
-            None => all = Some(d),
-        }
+    let errors = super::preflight::missing_here(manifest, plan);
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(located(manifest, errors))
     }
-    all.map_or(Ok(()), |d| Err(SessionError::Plan(d)))
 }
 
 /// working-tree.patch's limits as the manifest's `[provenance] patch-limit` and

@@ -104,41 +104,34 @@ fn run_names_the_next_command_on_stderr() {
     let bin = crate::support::bin().display().to_string();
     let last = stderr(&out).lines().last().unwrap_or_default().to_owned();
     assert_eq!(last, format!("next: {bin} report {shown}"));
-    // With `hwr-exp` on PATH being this binary: the name alone.
+    // With `hwr-exp` on PATH being this binary: the name alone; started by another name found
+    // on PATH (a link `hx`): that name.
     let on_path = dir.join("on-path");
     std::fs::create_dir(&on_path).unwrap();
+    let path = format!(
+        "{}:{}",
+        on_path.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let next_line = |program: &str| {
+        let mut cmd = std::process::Command::new(program);
+        cmd.current_dir(dir);
+        crate::support::isolate_git(&mut cmd);
+        let out = cmd
+            .env("PATH", &path)
+            .args(["run", ok.to_str().unwrap(), "--results-dir", "results"])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let shown = stdout(&out).trim().to_owned();
+        (stderr(&out).lines().last().unwrap_or_default().to_owned(), shown)
+    };
     std::os::unix::fs::symlink(crate::support::bin(), on_path.join("hwr-exp")).unwrap();
-    let path = format!(
-        "{}:{}",
-        on_path.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let out = crate::support::hwr_command(dir)
-        .env("PATH", path)
-        .args(["run", ok.to_str().unwrap(), "--results-dir", "results"])
-        .output()
-        .unwrap();
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let shown = stdout(&out).trim().to_owned();
-    let last = stderr(&out).lines().last().unwrap_or_default().to_owned();
+    let (last, shown) = next_line(crate::support::bin().to_str().unwrap());
     assert_eq!(last, format!("next: hwr-exp report {shown}"));
-    // Started by another name found on PATH (a link `hx`): that name, not `hwr-exp`.
-    std::os::unix::fs::symlink(crate::support::bin(), on_path.join("hx")).unwrap();
     std::fs::remove_file(on_path.join("hwr-exp")).unwrap();
-    let path = format!(
-        "{}:{}",
-        on_path.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let out = std::process::Command::new("hx")
-        .current_dir(dir)
-        .env("PATH", &path)
-        .args(["run", ok.to_str().unwrap(), "--results-dir", "results"])
-        .output()
-        .unwrap();
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let shown = stdout(&out).trim().to_owned();
-    let last = stderr(&out).lines().last().unwrap_or_default().to_owned();
+    std::os::unix::fs::symlink(crate::support::bin(), on_path.join("hx")).unwrap();
+    let (last, shown) = next_line("hx");
     assert_eq!(last, format!("next: hx report {shown}"));
     // --quiet: nothing on stderr.
     let out = hwr(

@@ -59,7 +59,7 @@ impl Validator<'_> {
                 let Some(value) = self.scalar(item) else {
                     continue;
                 };
-                if let Some(earlier) = values.iter().find(|e| same_cell_value(e, &value)) {
+                if let Some(earlier) = values.iter().find(|e| e.shares_a_name_with(&value)) {
                     let same = if earlier.to_string() != value.to_string() {
                         format!("`{earlier}` and `{value}`, one number")
                     } else if std::mem::discriminant(earlier) != std::mem::discriminant(&value) {
@@ -195,43 +195,35 @@ impl Validator<'_> {
     }
 }
 
-/// Whether two values of one axis would be one cell to a reader, or one name would pick out
-/// both ([`Value::shares_a_name_with`]).
-fn same_cell_value(a: &Value, b: &Value) -> bool {
-    a.shares_a_name_with(b)
-}
-
 #[cfg(test)]
 mod same_cell_tests {
     use super::*;
     use crate::manifest::model::Float;
 
+    fn shares(a: &Value, b: &Value) -> bool {
+        a.shares_a_name_with(b)
+    }
+
     #[test]
     fn numbers_label_one_cell_only_when_equal_exactly() {
         let int = Value::Int;
         let float = |x: f64| Value::Float(Float::from_value(x));
-        assert!(same_cell_value(&int(1), &float(1.0)));
-        assert!(same_cell_value(&int(1), &Value::Str("1".into())));
-        assert!(same_cell_value(&float(1.5), &float(1.50)));
-        assert!(same_cell_value(
+        assert!(shares(&int(1), &float(1.0)));
+        assert!(shares(&int(1), &Value::Str("1".into())));
+        assert!(shares(&float(1.5), &float(1.50)));
+        assert!(shares(
             &int(9_007_199_254_740_992),
             &float(9_007_199_254_740_992.0)
         ));
         // One f64, two integers: two cells.
-        assert!(!same_cell_value(
-            &int(9_007_199_254_740_993),
-            &int(9_007_199_254_740_992)
-        ));
-        assert!(!same_cell_value(&int(i64::MAX), &int(i64::MAX - 1)));
-        assert!(!same_cell_value(
+        assert!(!shares(&int(9_007_199_254_740_993), &int(9_007_199_254_740_992)));
+        assert!(!shares(&int(i64::MAX), &int(i64::MAX - 1)));
+        assert!(!shares(
             &int(9_007_199_254_740_993),
             &float(9_007_199_254_740_992.0)
         ));
-        assert!(!same_cell_value(
-            &int(i64::MAX),
-            &float(9_223_372_036_854_775_808.0)
-        ));
-        assert!(!same_cell_value(&int(2), &float(2.5)));
+        assert!(!shares(&int(i64::MAX), &float(9_223_372_036_854_775_808.0)));
+        assert!(!shares(&int(2), &float(2.5)));
         // A float compares with an integer as written, not as its f64.
         let written = |text: &str| {
             Value::Float(Float {
@@ -247,11 +239,8 @@ mod same_cell_tests {
         assert!(!int(1).same_cell(&written("1.5e0")));
         // One name (`1.0`) would pick out both: refused as one axis's values.
         assert!(!int(1).same_cell(&Value::Str("1.0".into())));
-        assert!(same_cell_value(&int(1), &Value::Str("1.0".into())));
-        assert!(same_cell_value(&Value::Str("1e3".into()), &float(1000.0)));
-        assert!(!same_cell_value(
-            &Value::Str("01".into()),
-            &Value::Str("1".into())
-        ));
+        assert!(shares(&int(1), &Value::Str("1.0".into())));
+        assert!(shares(&Value::Str("1e3".into()), &float(1000.0)));
+        assert!(!shares(&Value::Str("01".into()), &Value::Str("1".into())));
     }
 }
