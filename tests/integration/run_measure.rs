@@ -607,8 +607,26 @@ fn a_run_without_any_sample_says_so() {
 /// charged to its cgroup and run 3 sets its cgroup's limit, so neither cgroup serves again; the
 /// others do, and no run sees another's charges or limit. Each run writes its memory cgroup's
 /// path and limit into `memcg.txt`.
+///
+/// Whether a cgroup may serve again depends on what the ended run left charged to it (at most
+/// 256 KiB), which a loaded machine can raise (once in a full parallel suite, no cgroup of the 8
+/// runs served twice): the bundle is run up to 3 times until some cgroup served twice, and every
+/// try is checked for runs that see earlier charges or limits.
 #[test]
 fn a_memory_cgroup_serves_a_later_run_only_as_new() {
+    for attempt in 1..=3 {
+        match memory_cgroup_reuse_try() {
+            None => return,
+            Some(true) => return,
+            Some(false) => eprintln!("try {attempt}: no memory cgroup served twice"),
+        }
+    }
+    panic!("in 3 tries of 8 runs no memory cgroup served twice");
+}
+
+/// One try of [`a_memory_cgroup_serves_a_later_run_only_as_new`]: `None` without v1 memory
+/// cgroups, else whether some cgroup served twice.
+fn memory_cgroup_reuse_try() -> Option<bool> {
     let dir = tempfile::tempdir().unwrap();
     let script = r#"mount=$(sed -n 's/^[^ ]* [^ ]* [^ ]* \/ \([^ ]*\) .* - cgroup [^ ]* .*memory.*/\1/p' /proc/self/mountinfo)
 path=$(sed -n 's/^[0-9]*:memory://p' /proc/self/cgroup)
@@ -629,7 +647,7 @@ esac
     let runs = run_records(run_dir.parent().unwrap().parent().unwrap());
     if runs[0]["cgroup-memory-source"] != "cgroup1 memory.max_usage_in_bytes" {
         eprintln!("skipped: the runs have no v1 memory cgroup here: {}", runs[0]);
-        return;
+        return None;
     }
     let seen: Vec<(String, String)> = runs
         .iter()
@@ -671,10 +689,7 @@ esac
     }
     // The others did serve again (on the old code every run had a new one).
     let distinct: std::collections::HashSet<&String> = seen.iter().map(|(p, _)| p).collect();
-    assert!(
-        distinct.len() < seen.len(),
-        "no memory cgroup served twice: {seen:?}"
-    );
+    Some(distinct.len() < seen.len())
 }
 
 /// Runs with the same sampling note are named on one line (the main job's 20 short runs gave 20
