@@ -678,7 +678,7 @@ fn lone_surrogates(bytes: &[u8], at_end: bool) -> (Vec<usize>, usize) {
     let mut lone = Vec::new();
     let mut i = 0;
     let undecided = |at: usize, lone: Vec<usize>| if at_end { (lone, bytes.len()) } else { (lone, at) };
-    while let Some(off) = bytes[i..].iter().position(|&b| b == b'\\') {
+    while let Some(off) = memchr::memchr(b'\\', &bytes[i..]) {
         let at = i + off;
         match bytes.get(at + 1) {
             None => return undecided(at, lone),

@@ -141,7 +141,12 @@ impl RunValues {
         if let Some(m) = mode {
             entry.retention_reuse |= m == CONTROL_MODE;
             let candidates = self.mode_candidates.get_or_insert_with(|| keys.to_vec());
-            candidates.retain(|k| r.cell.get(k).is_some_and(|v| v.to_string() == m));
+            candidates.retain(|k| {
+                r.cell.get(k).is_some_and(|v| match v {
+                    Value::Str(s) => s == m,
+                    other => other.to_string() == m,
+                })
+            });
         }
         let node = match &r.node {
             None => u32::MAX,
@@ -184,7 +189,7 @@ impl RunValues {
     /// metric as the estimates count it (a run that finished ok: its output's unusable values, else,
     /// when included, the metric's own reason), per `[report]` metric its unusable kind.
     fn push_gave(&mut self, r: &RunSummary) {
-        let mut row: Vec<Option<&str>> = vec![None; self.width];
+        let mut row: smallvec::SmallVec<[Option<&str>; 16]> = smallvec::smallvec![None; self.width];
         if r.outcome == Some(crate::bundle::Outcome::Ok) {
             for (k, m) in Metric::ALL.iter().enumerate() {
                 row[k] = match (&r.unusable_output, &r.excluded, &r.retention) {

@@ -457,7 +457,7 @@ fn hand_over<E: From<ReadError>>(
 /// The summary of one finished run; `detail` false leaves out what only the per-run tables and
 /// formats show (the mappings that grew, the plot series): a run of a large bundle that is
 /// aggregated but not held.
-fn run_summary(ctx: &RunContext<'_>, rec: RunRecord, folder: &RunFolder, detail: bool) -> RunSummary {
+fn run_summary(ctx: &RunContext<'_>, mut rec: RunRecord, folder: &RunFolder, detail: bool) -> RunSummary {
     let failure = (rec.outcome != Outcome::Ok)
         .then(|| RunFailure::read(&rec, &ctx.bundle.run_dir(&rec.run_id), STDERR_TAIL_LINES))
         .flatten();
@@ -466,9 +466,9 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord, folder: &RunFolder, detail:
         cell_label: cell_label(&rec.cell, ctx.keys, None),
         run_id: rec.run_id.clone(),
         index: rec.index,
-        cell: rec.cell.clone(),
+        cell: std::mem::take(&mut rec.cell),
         repetition: rec.repetition,
-        node: rec.node.clone().or_else(|| rec.hostname.clone()),
+        node: rec.node.take().or_else(|| rec.hostname.take()),
         finished: true,
         attempts: rec.attempt,
         termination: Some(rec.termination),
@@ -477,17 +477,17 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord, folder: &RunFolder, detail:
         wall_seconds: Some(rec.wall_seconds),
         peak_rss_bytes: rec.peak_rss_bytes,
         output_check: Some(rec.output_check),
-        output_check_reason: rec.output_check_reason.clone(),
+        output_check_reason: rec.output_check_reason.take(),
         outcome: Some(rec.outcome),
         reason,
         stderr_tail,
         retention: None,
         excluded: None,
-        allocator: rec.allocator.clone(),
+        allocator: rec.allocator.take(),
         metrics: BTreeMap::new(),
         unusable_metrics: BTreeMap::new(),
         unusable_output: None,
-        memory_note: rec.sampling.as_ref().and_then(|s| s.note.clone()),
+        memory_note: rec.sampling.as_mut().and_then(|s| s.note.take()),
         tree_peak_bytes: rec.cgroup_memory_peak_bytes,
         mappings_grown: if detail && rec.sha256.contains_key(crate::bundle::files::MAPPINGS) {
             read_mappings_growth(folder)
@@ -515,7 +515,7 @@ fn run_summary(ctx: &RunContext<'_>, rec: RunRecord, folder: &RunFolder, detail:
             Outcome::Ok => unreachable!(),
         });
     }
-    if let Some(a) = &rec.allocator
+    if let Some(a) = &s.allocator
         && a.seen_loaded == Some(false)
     {
         s.excluded.get_or_insert_with(|| match &a.path {

@@ -621,17 +621,23 @@ impl FailureGroups {
 /// `key=value` pairs of a cell, space separated: matrix keys in `keys` order first, then any other
 /// keys of the cell in name order; the key `skip` left out (the mode key, for a cell's size group).
 pub fn cell_label(cell: &BTreeMap<String, Value>, keys: &[String], skip: Option<&str>) -> String {
-    let mut parts: Vec<String> = keys
+    use std::fmt::Write;
+    // One string written in place (a label per run of a large bundle).
+    let mut label = String::new();
+    let in_order = keys
         .iter()
         .filter(|k| Some(k.as_str()) != skip)
-        .filter_map(|k| cell.get(k).map(|v| format!("{k}={v}")))
-        .collect();
-    parts.extend(
-        cell.iter()
-            .filter(|(k, _)| !keys.contains(k) && Some(k.as_str()) != skip)
-            .map(|(k, v)| format!("{k}={v}")),
-    );
-    parts.join(" ")
+        .filter_map(|k| cell.get_key_value(k));
+    let others = cell
+        .iter()
+        .filter(|(k, _)| !keys.contains(k) && Some(k.as_str()) != skip);
+    for (k, v) in in_order.chain(others) {
+        if !label.is_empty() {
+            label.push(' ');
+        }
+        let _ = write!(label, "{k}={v}");
+    }
+    label
 }
 
 #[cfg(test)]

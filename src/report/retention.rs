@@ -95,12 +95,17 @@ pub const MAX_RATE_SAMPLES: usize = 256;
 /// One sample as kept for the rates: iterations and the three byte counts.
 type RateSample = (u64, [Option<i128>; 3]);
 
-fn slopes(samples: &[RateSample], which: usize) -> Slopes {
-    let mut points: Vec<(u64, i128)> = samples
-        .iter()
-        .filter_map(|(x, v)| Some((*x, v[which]?)))
-        .collect();
-    let (all, first_half, second_half) = crate::stats::theil_sen::halves(&mut points);
+/// The slopes of one of the three byte counts (`which`) of `samples`; `points` and `slopes` are
+/// buffers lent by the caller (one pair for all of a run's slopes).
+fn slopes(
+    samples: &[RateSample],
+    which: usize,
+    points: &mut Vec<(u64, i128)>,
+    slopes: &mut Vec<f64>,
+) -> Slopes {
+    points.clear();
+    points.extend(samples.iter().filter_map(|(x, v)| Some((*x, v[which]?))));
+    let (all, first_half, second_half) = crate::stats::theil_sen::halves_in(points, slopes);
     let k = |v: Option<f64>| v.map(|v| v * 1000.0);
     Slopes {
         all: k(all),
@@ -570,10 +575,11 @@ impl Accumulator {
         if !rate_samples.contains(&last) {
             rate_samples.push(last);
         }
+        let (mut points, mut pairs) = (Vec::with_capacity(rate_samples.len()), Vec::new());
         let rate = Rates {
-            private_bytes: slopes(&rate_samples, 0),
-            anonymous_bytes: slopes(&rate_samples, 1),
-            rss_bytes: slopes(&rate_samples, 2),
+            private_bytes: slopes(&rate_samples, 0, &mut points, &mut pairs),
+            anonymous_bytes: slopes(&rate_samples, 1, &mut points, &mut pairs),
+            rss_bytes: slopes(&rate_samples, 2, &mut points, &mut pairs),
         };
         let mut growth_null: Vec<&'static str> =
             baseline.null.iter().chain(&last_loop.null).copied().collect();

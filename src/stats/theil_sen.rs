@@ -6,7 +6,14 @@
 /// distinct x values. Differences are taken in `i128` (no wrap for 64-bit extremes) and divided
 /// in f64. O(n^2) slopes: callers bound n.
 pub fn theil_sen(points: &[(u64, i128)]) -> Option<f64> {
-    let mut slopes = Vec::with_capacity(points.len() * points.len().saturating_sub(1) / 2);
+    theil_sen_in(points, &mut Vec::new())
+}
+
+/// [`theil_sen`] with the pairwise slopes kept in `slopes` (cleared first): a caller that takes
+/// many slopes lends one buffer to all of them instead of an allocation each.
+pub fn theil_sen_in(points: &[(u64, i128)], slopes: &mut Vec<f64>) -> Option<f64> {
+    slopes.clear();
+    slopes.reserve(points.len() * points.len().saturating_sub(1) / 2);
     for (i, &(xi, yi)) in points.iter().enumerate() {
         for &(xj, yj) in &points[i + 1..] {
             if xi == xj {
@@ -15,7 +22,7 @@ pub fn theil_sen(points: &[(u64, i128)]) -> Option<f64> {
             slopes.push(ratio(yj - yi, i128::from(xj) - i128::from(xi)));
         }
     }
-    super::median(&mut slopes)
+    super::median(slopes)
 }
 
 /// `dy / dx` in `f64`, each rounded to the nearest `f64` first (as `dy as f64 / dx as f64`), by
@@ -32,6 +39,14 @@ fn ratio(dy: i128, dx: i128) -> f64 {
 /// the first half those with x at most the middle of the x range, the second half those with x at
 /// least it (a point exactly at the middle is in both).
 pub fn halves(points: &mut [(u64, i128)]) -> (Option<f64>, Option<f64>, Option<f64>) {
+    halves_in(points, &mut Vec::new())
+}
+
+/// [`halves`] with the pairwise slopes kept in `slopes` (see [`theil_sen_in`]).
+pub fn halves_in(
+    points: &mut [(u64, i128)],
+    slopes: &mut Vec<f64>,
+) -> (Option<f64>, Option<f64>, Option<f64>) {
     points.sort_by_key(|p| p.0);
     let (Some(first), Some(last)) = (points.first(), points.last()) else {
         return (None, None, None);
@@ -43,9 +58,9 @@ pub fn halves(points: &mut [(u64, i128)]) -> (Option<f64>, Option<f64>, Option<f
     let lower = points.partition_point(|p| p.0 <= mid);
     let upper = points.partition_point(|p| if odd { p.0 <= mid } else { p.0 < mid });
     (
-        theil_sen(points),
-        theil_sen(&points[..lower]),
-        theil_sen(&points[upper..]),
+        theil_sen_in(points, slopes),
+        theil_sen_in(&points[..lower], slopes),
+        theil_sen_in(&points[upper..], slopes),
     )
 }
 
