@@ -133,7 +133,7 @@ pub struct Interest {
 }
 
 /// Splits an RFC 6901 JSON Pointer (`""` or `/a/b~1c`) into its unescaped tokens.
-fn tokens(pointer: &str) -> Result<Vec<String>, String> {
+pub fn tokens(pointer: &str) -> Result<Vec<String>, String> {
     if pointer.is_empty() {
         return Ok(Vec::new());
     }
@@ -589,23 +589,35 @@ pub fn read_output_bytes(
     walk(interest, on_list, |walk| {
         Checked::check_whole(bytes).map_err(serde_json::Error::io)?;
         // Only a kept string needs its lone surrogates replaced (the output check keeps none).
-        let (lone, _) = if interest.root.is_empty() {
-            (Vec::new(), 0)
+        let bytes = if interest.root.is_empty() {
+            std::borrow::Cow::Borrowed(bytes)
         } else {
-            lone_surrogates(bytes, true)
+            surrogates_replaced(bytes)
         };
-        let patched;
-        let bytes = if lone.is_empty() {
-            bytes
-        } else {
-            let mut copy = bytes.to_vec();
-            replace_escapes(&mut copy, &lone);
-            patched = copy;
-            &patched[..]
-        };
-        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let mut de = serde_json::Deserializer::from_slice(&bytes);
         walk.deserialize(&mut de).and_then(|()| de.end())
     })
+}
+
+/// `bytes`, one whole document, as [`read_output_bytes`] parses it when it keeps strings: `None`
+/// when it is not UTF-8 (the same check), else with the escapes of lone UTF-16 surrogates read
+/// as U+FFFD (as the general reader reads them). For a reader of its own
+/// (`crate::report::quick`) that is to agree with this one.
+pub fn checked_whole(bytes: &[u8]) -> Option<std::borrow::Cow<'_, [u8]>> {
+    Checked::check_whole(bytes).ok()?;
+    Some(surrogates_replaced(bytes))
+}
+
+/// `bytes` with the escapes of lone surrogates replaced ([`replace_escapes`]), copied only when
+/// there is one.
+fn surrogates_replaced(bytes: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    let (lone, _) = lone_surrogates(bytes, true);
+    if lone.is_empty() {
+        return std::borrow::Cow::Borrowed(bytes);
+    }
+    let mut copy = bytes.to_vec();
+    replace_escapes(&mut copy, &lone);
+    std::borrow::Cow::Owned(copy)
 }
 
 /// Walks one document with `parse` from the root of `interest`, and says what it gave.

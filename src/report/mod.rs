@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod model;
 pub mod parallel;
 pub mod plot;
+pub mod quick;
 pub mod render;
 pub mod retention;
 
