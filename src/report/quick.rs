@@ -323,10 +323,16 @@ impl<'de> Visitor<'de> for SamplesSeed<'_> {
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let mut index = 0;
-        while let Some(values) = seq.next_element_seed(SampleSeed)? {
+        while let Some(mut values) = seq.next_element_seed(SampleSeed)? {
             let mut sample = SampleFields::default();
-            for (field, value) in SampleField::ALL.iter().zip(&values) {
-                sample.set(*field, value.as_ref());
+            for (field, value) in SampleField::ALL.iter().zip(&mut values) {
+                match (field, value.take()) {
+                    // What `set` makes of a phase, without copying the string: a string is the
+                    // phase, anything else (null too) none.
+                    (SampleField::Phase, Some(Scalar::String(phase))) => sample.phase = Some(phase),
+                    (SampleField::Phase, _) => {}
+                    (_, value) => sample.set(*field, value.as_ref()),
+                }
             }
             self.acc.push(index, Some(sample));
             index += 1;
