@@ -1130,14 +1130,9 @@ mod tests {
         })
     }
 
+    /// An object key: a sample field, or another key a document may have.
     fn key() -> impl Strategy<Value = String> {
-        prop::sample::select(vec![
-            "phase",
-            "iterations",
-            "private_bytes",
-            "anonymous_bytes",
-            "rss_bytes",
-            "fd_count",
+        let others = [
             "loop_seconds",
             "mode",
             "tensor_elements",
@@ -1146,8 +1141,13 @@ mod tests {
             "key",
             "x",
             "other",
-        ])
-        .prop_map(str::to_string)
+        ];
+        let keys: Vec<&str> = SampleField::ALL
+            .map(SampleField::name)
+            .into_iter()
+            .chain(others)
+            .collect();
+        prop::sample::select(keys).prop_map(str::to_string)
     }
 
     fn object(kv: &[(String, String)]) -> String {
@@ -1189,14 +1189,7 @@ mod tests {
             prop::option::weighted(0.2, (key(), any_value(1))),
         )
             .prop_map(|((p, i, a, b, c, d), present, extra)| {
-                let names = [
-                    "phase",
-                    "iterations",
-                    "private_bytes",
-                    "anonymous_bytes",
-                    "rss_bytes",
-                    "fd_count",
-                ];
+                let names = SampleField::ALL.map(SampleField::name);
                 let mut kv: Vec<(String, String)> = names
                     .iter()
                     .zip([p, i, a, b, c, d])
