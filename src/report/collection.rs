@@ -1067,6 +1067,41 @@ mod tests {
         }
     }
 
+    /// `doc` with the keys the readers look for written with an escape (`"\u0073amples":`): the
+    /// same document to a JSON reader.
+    fn keys_escaped(doc: &str) -> String {
+        let mut doc = doc.to_string();
+        for key in SampleField::ALL.map(SampleField::name).into_iter().chain([
+            "samples",
+            "arguments",
+            "mode",
+            "completed",
+            "mappings",
+            "source",
+            "x",
+        ]) {
+            let escaped = format!("\"\\u{:04x}{}\":", key.as_bytes()[0], &key[1..]);
+            doc = doc.replace(&format!("\"{key}\":"), &escaped);
+        }
+        doc
+    }
+
+    #[test]
+    fn keys_written_with_escapes_are_read_as_the_keys_they_are() {
+        let doc = keys_escaped(PLAIN);
+        assert!(doc.contains(r#""\u0073amples":"#), "{doc}");
+        for pointers in pointer_sets() {
+            let (quick, general, took) = both_ways(&doc, &pointers, false);
+            assert!(took, "taken the quick way");
+            assert_eq!(quick, general);
+            assert_eq!(
+                quick,
+                both_ways(PLAIN, &pointers, false).0,
+                "as if written plainly"
+            );
+        }
+    }
+
     #[test]
     fn the_quick_reader_leaves_to_the_general_one_what_it_does_not_take() {
         let pointers = &pointer_sets()[1];
@@ -1292,7 +1327,8 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(4000))]
         #[test]
-        fn the_quick_reader_agrees_with_the_general_one(doc in any_doc(), keep in any::<bool>(), set in 0usize..3) {
+        fn the_quick_reader_agrees_with_the_general_one(doc in any_doc(), keep in any::<bool>(), set in 0usize..3, escaped in any::<bool>()) {
+            let doc = if escaped { keys_escaped(&doc) } else { doc };
             let (quick, general, _) = both_ways(&doc, &pointer_sets()[set], keep);
             prop_assert_eq!(quick, general);
         }

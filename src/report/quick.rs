@@ -17,7 +17,7 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::retention::{Accumulator, DocFields, SampleField, SampleFields};
+use super::retention::{Accumulator, DocFields, Phase, SampleField, SampleFields};
 use crate::bundle::output::{Scalar, checked_whole};
 
 /// The `[report] metrics` pointers as [`read`] takes them: each a top-level key (`/name`), or a
@@ -149,13 +149,15 @@ impl<'de> Visitor<'de> for KeptVisitor {
     }
 }
 
-/// Reads an object key as the index of `names` it is (`names.len()` for any other key).
+/// Reads an object key as the index of `names` it is (`names.len()` for any other key). The key
+/// is read as bytes (its escapes read), not checked as UTF-8 again: [`read`] has checked the whole
+/// document, and a key equals a name exactly when its bytes do.
 struct KeyIn<'n, N: AsRef<str>>(&'n [N]);
 
 impl<'de, N: AsRef<str>> DeserializeSeed<'de> for KeyIn<'_, N> {
     type Value = usize;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<usize, D::Error> {
-        d.deserialize_identifier(self)
+        d.deserialize_bytes(self)
     }
 }
 
@@ -164,12 +166,15 @@ impl<'de, N: AsRef<str>> Visitor<'de> for KeyIn<'_, N> {
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an object key")
     }
-    fn visit_str<E: de::Error>(self, key: &str) -> Result<usize, E> {
+    fn visit_bytes<E: de::Error>(self, key: &[u8]) -> Result<usize, E> {
         Ok(self
             .0
             .iter()
-            .position(|n| n.as_ref() == key)
+            .position(|n| n.as_ref().as_bytes() == key)
             .unwrap_or(self.0.len()))
+    }
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<usize, E> {
+        self.visit_bytes(key.as_bytes())
     }
 }
 
@@ -323,15 +328,14 @@ impl<'de> Visitor<'de> for SamplesSeed<'_> {
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let mut index = 0;
-        while let Some(mut values) = seq.next_element_seed(SampleSeed)? {
-            let mut sample = SampleFields::default();
+        while let Some((phase, mut values)) = seq.next_element_seed(SampleSeed)? {
+            let mut sample = SampleFields {
+                phase,
+                ..SampleFields::default()
+            };
             for (field, value) in SampleField::ALL.iter().zip(&mut values) {
-                match (field, value.take()) {
-                    // What `set` makes of a phase, without copying the string: a string is the
-                    // phase, anything else (null too) none.
-                    (SampleField::Phase, Some(Scalar::String(phase))) => sample.phase = Some(phase),
-                    (SampleField::Phase, _) => {}
-                    (_, value) => sample.set(*field, value.as_ref()),
+                if *field != SampleField::Phase {
+                    sample.set(*field, value.take().as_ref());
                 }
             }
             self.acc.push(index, Some(sample));
@@ -341,24 +345,77 @@ impl<'de> Visitor<'de> for SamplesSeed<'_> {
     }
 }
 
-/// One sample: an object (anything else is left to the general reader).
+/// One sample: an object (anything else is left to the general reader), its phase read apart
+/// ([`PhaseSeed`]) and its other fields kept, in [`SampleField::ALL`]'s order.
 struct SampleSeed;
 
 impl<'de> DeserializeSeed<'de> for SampleSeed {
-    type Value = [Option<Scalar>; SampleField::ALL.len()];
+    type Value = (Option<Phase>, [Option<Scalar>; SampleField::ALL.len()]);
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_map(self)
     }
 }
 
 impl<'de> Visitor<'de> for SampleSeed {
-    type Value = [Option<Scalar>; SampleField::ALL.len()];
+    type Value = (Option<Phase>, [Option<Scalar>; SampleField::ALL.len()]);
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a sample object")
     }
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
         let mut values = std::array::from_fn(|_| None);
-        fields(map, &SAMPLE_KEYS, &mut values, |_, _| Ok(false))?;
-        Ok(values)
+        let mut phase = None;
+        fields(map, &SAMPLE_KEYS, &mut values, |i, map| {
+            if SampleField::ALL[i] != SampleField::Phase {
+                return Ok(false);
+            }
+            phase = map.next_value_seed(PhaseSeed)?;
+            Ok(true)
+        })?;
+        Ok((phase, values))
+    }
+}
+
+/// A sample's `phase` as [`SampleFields::set`] reads the value the general reader keeps of it,
+/// without keeping the string: a string it keeps ([`crate::bundle::output::MAX_KEPT_STRING`]
+/// bytes at most) is a phase, anything else (`null` too) none.
+struct PhaseSeed;
+
+impl<'de> DeserializeSeed<'de> for PhaseSeed {
+    type Value = Option<Phase>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<Phase>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for PhaseSeed {
+    type Value = Option<Phase>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Option<Phase>, E> {
+        Ok((v.len() <= crate::bundle::output::MAX_KEPT_STRING).then(|| Phase::of(v)))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Option<Phase>, E> {
+        Ok(None)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Option<Phase>, E> {
+        Ok(None)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Option<Phase>, E> {
+        Ok(None)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Option<Phase>, E> {
+        Ok(None)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Option<Phase>, E> {
+        Ok(None)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Option<Phase>, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<Phase>, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(None)
     }
 }

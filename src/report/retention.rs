@@ -300,13 +300,39 @@ impl SampleValue for crate::bundle::output::Scalar {
     }
 }
 
+/// A sample's `phase` as the summary reads it: one of the schema's phases it uses, or another
+/// string (`before_file` and any unknown phase), which it passes over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// `baseline`: the sample the growth is measured from.
+    Baseline,
+    /// `loop`: a sample taken during the loop.
+    Loop,
+    /// `closed`: the sample after the file was closed.
+    Closed,
+    /// Any other string (`before_file` too).
+    Other,
+}
+
+impl Phase {
+    /// The phase a `phase` string names.
+    pub fn of(phase: &str) -> Phase {
+        match phase {
+            "baseline" => Phase::Baseline,
+            "loop" => Phase::Loop,
+            "closed" => Phase::Closed,
+            _ => Phase::Other,
+        }
+    }
+}
+
 /// The numbers of one sample the retention summary uses. Byte counts and counts are integers
 /// within `i64` or `u64`, kept as `i128` so that differences never wrap; a field that is absent
 /// (or JSON `null`) is `None`, never 0.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SampleFields {
     /// `phase`, when a string.
-    pub phase: Option<String>,
+    pub phase: Option<Phase>,
     /// `iterations` (0 when absent).
     pub iterations: u64,
     /// `private_bytes`.
@@ -348,7 +374,7 @@ impl SampleFields {
         };
         match field {
             // A phase that is not a string is no phase (the document may not be in the schema).
-            SampleField::Phase => self.phase = v.as_str().map(str::to_string),
+            SampleField::Phase => self.phase = v.as_str().map(Phase::of),
             SampleField::Iterations => match v.as_integer().and_then(|i| u64::try_from(i).ok()) {
                 Some(i) => self.iterations = i,
                 None => bad(self),
@@ -478,7 +504,7 @@ impl Accumulator {
             ));
             return;
         }
-        let Some(phase) = s.phase.as_deref() else {
+        let Some(phase) = s.phase else {
             self.problem = Some(if index == 0 {
                 Parsed::NotRetention
             } else {
@@ -487,7 +513,7 @@ impl Accumulator {
             return;
         };
         if self.max_points > 0
-            && (phase == "baseline" || phase == "loop")
+            && matches!(phase, Phase::Baseline | Phase::Loop)
             && let Some(private_bytes) = s.private_bytes.and_then(|b| u64::try_from(b).ok())
         {
             let point = PlotPoint {
@@ -510,7 +536,7 @@ impl Accumulator {
             }
             self.plotted += 1;
         }
-        if phase == "loop" {
+        if phase == Phase::Loop {
             if self.rate_seen.is_multiple_of(self.rate_stride) {
                 self.rate_samples
                     .push((s.iterations, [s.private_bytes, s.anonymous_bytes, s.rss_bytes]));
@@ -522,8 +548,8 @@ impl Accumulator {
             self.rate_seen += 1;
         }
         match phase {
-            "baseline" => self.baseline = Some(s),
-            "loop"
+            Phase::Baseline => self.baseline = Some(s),
+            Phase::Loop
                 if self
                     .last_loop
                     .as_ref()
@@ -531,8 +557,8 @@ impl Accumulator {
             {
                 self.last_loop = Some(s)
             }
-            "closed" => self.closed = Some(s),
-            _ => {}
+            Phase::Closed => self.closed = Some(s),
+            Phase::Loop | Phase::Other => {}
         }
     }
 
@@ -694,7 +720,7 @@ mod tests {
     fn streamed_points_are_thinned_keeping_first_and_last() {
         let mut acc = Accumulator::new(100);
         let sample = |phase: &str, it: u64| SampleFields {
-            phase: Some(phase.into()),
+            phase: Some(Phase::of(phase)),
             iterations: it,
             private_bytes: Some(i128::from(it)),
             ..SampleFields::default()
