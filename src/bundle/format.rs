@@ -465,6 +465,142 @@ pub struct PlannedRunRecord {
     pub allocator: Option<String>,
 }
 
+/// A plan.json `runs` entry as a reader takes it ([`crate::bundle::read::Bundle::planned_runs_as`]):
+/// what says which run it is, and its output's name.
+pub trait PlanEntry: serde::de::DeserializeOwned + Send + 'static {
+    /// `run-id`.
+    fn run_id(&self) -> &str;
+    /// `index`.
+    fn index(&self) -> usize;
+    /// `repetition`.
+    fn repetition(&self) -> u32;
+    /// `cell`.
+    fn cell(&self) -> &BTreeMap<String, Value>;
+    /// `output`.
+    fn output(&self) -> &str;
+}
+
+impl PlanEntry for PlannedRunRecord {
+    fn run_id(&self) -> &str {
+        &self.run_id
+    }
+    fn index(&self) -> usize {
+        self.index
+    }
+    fn repetition(&self) -> u32 {
+        self.repetition
+    }
+    fn cell(&self) -> &BTreeMap<String, Value> {
+        &self.cell
+    }
+    fn output(&self) -> &str {
+        &self.output
+    }
+}
+
+/// A plan.json `runs` entry as a report reads it: which run it is and its output's name, kept;
+/// the rest (argv, environment, CPUs, ...) checked as [`PlannedRunRecord`] checks it, with the
+/// same errors, but not kept, so that reading a 100,000-run plan allocates a few strings per run
+/// instead of twenty.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename = "PlannedRunRecord", rename_all = "kebab-case")]
+pub struct PlannedRunBrief {
+    /// `run-id`.
+    pub run_id: String,
+    /// 0-based position in the plan.
+    pub index: usize,
+    /// Matrix values of the run's cell, keyed by matrix key.
+    pub cell: BTreeMap<String, Value>,
+    /// 1-based repetition.
+    pub repetition: u32,
+    /// File name the run's stdout is saved under, inside the run folder.
+    pub output: String,
+    #[serde(rename = "argv")]
+    _argv: Vec<checked::Str>,
+    #[serde(rename = "workdir")]
+    _workdir: checked::Str,
+    #[serde(rename = "env")]
+    _env: checked::EnvChanges,
+    #[serde(rename = "cpus")]
+    _cpus: Vec<checked::Usize>,
+    #[serde(rename = "timeout-seconds")]
+    _timeout_seconds: Option<f64>,
+    #[serde(rename = "grace-seconds")]
+    _grace_seconds: f64,
+    #[serde(rename = "allocator", default)]
+    _allocator: Option<checked::Str>,
+}
+
+impl PlanEntry for PlannedRunBrief {
+    fn run_id(&self) -> &str {
+        &self.run_id
+    }
+    fn index(&self) -> usize {
+        self.index
+    }
+    fn repetition(&self) -> u32 {
+        self.repetition
+    }
+    fn cell(&self) -> &BTreeMap<String, Value> {
+        &self.cell
+    }
+    fn output(&self) -> &str {
+        &self.output
+    }
+}
+
+/// Values checked as the record types read them, with the same errors, and not kept: each is
+/// zero-sized (a `Vec` of them allocates nothing).
+mod checked {
+    use std::fmt;
+
+    use serde::Deserialize;
+    use serde::de::{self, Visitor};
+
+    /// A string, as `String` reads one.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Str;
+
+    impl<'de> Deserialize<'de> for Str {
+        fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Str, D::Error> {
+            struct StrVisitor;
+            impl Visitor<'_> for StrVisitor {
+                type Value = Str;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    // String's own words.
+                    f.write_str("a string")
+                }
+                fn visit_str<E: de::Error>(self, _: &str) -> Result<Str, E> {
+                    Ok(Str)
+                }
+            }
+            d.deserialize_string(StrVisitor)
+        }
+    }
+
+    /// A `usize`, as `usize` reads one.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Usize;
+
+    impl<'de> Deserialize<'de> for Usize {
+        fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Usize, D::Error> {
+            usize::deserialize(d).map(|_| Usize)
+        }
+    }
+
+    /// [`super::EnvChanges`], checked.
+    #[derive(Debug, Clone, PartialEq, Deserialize)]
+    #[serde(rename = "EnvChanges", rename_all = "kebab-case")]
+    pub struct EnvChanges {
+        #[serde(rename = "policy")]
+        _policy: Str,
+        #[serde(rename = "set")]
+        _set: Vec<(Str, Str)>,
+        #[serde(rename = "unset")]
+        _unset: Vec<Str>,
+    }
+}
+
 /// plan.json's fields other than `runs` (read by [`crate::bundle::read::Bundle::plan_header`]
 /// without reading the runs).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

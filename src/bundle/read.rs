@@ -28,7 +28,9 @@ use super::contained::{
     read_small_beneath,
 };
 
-use super::format::{BUNDLE_FORMAT, BundleInfo, PlanFile, PlanHeader, PlannedRunRecord, RunRecord, files};
+use super::format::{
+    BUNDLE_FORMAT, BundleInfo, PlanEntry, PlanFile, PlanHeader, PlannedRunRecord, RunRecord, files,
+};
 use crate::provenance::host::{HOST_FORMAT, HostFacts};
 use crate::provenance::{PROVENANCE_FORMAT, ProvenanceDoc};
 
@@ -226,25 +228,28 @@ impl RunFolder<'_> {
 /// Whether `record` (a run.json) is the run `planned` (its plan.json entry): the same run-id,
 /// index, repetition and cell; else what differs. A run.json copied from another run's folder or
 /// edited would otherwise be reported as that other run, or invent a cell the plan has not.
-fn as_planned(record: &RunRecord, planned: &PlannedRunRecord) -> Result<(), String> {
-    if record.run_id != planned.run_id {
+fn as_planned(record: &RunRecord, planned: &impl PlanEntry) -> Result<(), String> {
+    if record.run_id != planned.run_id() {
         return Err(format!(
             "run-id is {}, plan.json plans {} here (another run's run.json?)",
             json_text(&record.run_id),
-            json_text(&planned.run_id)
+            json_text(&planned.run_id())
         ));
     }
-    if record.index != planned.index || record.repetition != planned.repetition {
+    if record.index != planned.index() || record.repetition != planned.repetition() {
         return Err(format!(
             "index {} and repetition {}, plan.json's {} and {}",
-            record.index, record.repetition, planned.index, planned.repetition
+            record.index,
+            record.repetition,
+            planned.index(),
+            planned.repetition()
         ));
     }
-    if record.cell != planned.cell {
+    if record.cell != *planned.cell() {
         return Err(format!(
             "cell is {}, plan.json's {}",
             json_text(&record.cell),
-            json_text(&planned.cell)
+            json_text(planned.cell())
         ));
     }
     Ok(())
@@ -558,7 +563,7 @@ impl Bundle {
     pub fn plan_header(&self) -> Result<PlanHeader, ReadError> {
         let path = self.path(files::PLAN);
         let file = self.open_file(Path::new(files::PLAN))?;
-        plan_stream::read(&path, file, None)
+        plan_stream::read::<PlannedRunRecord>(&path, file, None)
     }
 
     /// The planned runs of plan.json in execution order, parsed one at a time by a reading
@@ -570,11 +575,20 @@ impl Bundle {
     /// Missing or unopenable plan.json at once; a malformed, truncated or newer-format plan.json
     /// and [`ReadError::Unsafe`] names as an item of the iterator.
     pub fn planned_runs(&self) -> Result<PlannedRuns, ReadError> {
+        self.planned_runs_as()
+    }
+
+    /// [`Bundle::planned_runs`], each entry read as `R` ([`PlannedRunRecord`] whole, or
+    /// [`crate::bundle::PlannedRunBrief`] for what says which run it is).
+    ///
+    /// # Errors
+    /// As [`Bundle::planned_runs`].
+    pub fn planned_runs_as<R: PlanEntry>(&self) -> Result<PlannedRuns<R>, ReadError> {
         let path = self.path(files::PLAN);
         let file = self.open_file(Path::new(files::PLAN))?;
         // Runs go over in batches: one channel hand-over (and thread wake-up) per PLAN_BATCH runs
         // instead of per run.
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Result<PlannedRunRecord, ReadError>>>(8);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Result<R, ReadError>>>(8);
         let thread = std::thread::Builder::new()
             .name("plan.json reader".into())
             .spawn(move || {
@@ -582,7 +596,7 @@ impl Bundle {
                 let result = plan_stream::read(
                     &path,
                     file,
-                    Some(&mut |run| {
+                    Some(&mut |run: R| {
                         batch.push(Ok(run));
                         batch.len() < PLAN_BATCH
                             || tx
@@ -779,7 +793,7 @@ impl Bundle {
     ///
     /// # Errors
     /// [`ReadError::RunMissing`] when the run did not finish, otherwise as [`Bundle::run_record`].
-    pub fn read_run(&self, planned: &PlannedRunRecord) -> Result<RunRecord, ReadError> {
+    pub fn read_run(&self, planned: &impl PlanEntry) -> Result<RunRecord, ReadError> {
         self.read_run_folder(planned).map(|(record, _)| record)
     }
 
@@ -790,9 +804,9 @@ impl Bundle {
     /// As [`Bundle::read_run`].
     pub fn read_run_folder<'b>(
         &'b self,
-        planned: &'b PlannedRunRecord,
+        planned: &'b impl PlanEntry,
     ) -> Result<(RunRecord, RunFolder<'b>), ReadError> {
-        let run_id = &planned.run_id;
+        let run_id = planned.run_id();
         let read = self
             .checked_run_folder(run_id)
             .and_then(|folder| Ok((folder.record()?, folder)))
@@ -805,7 +819,7 @@ impl Bundle {
             });
         match read {
             Err(ReadError::Missing { path }) => Err(ReadError::RunMissing {
-                run_id: run_id.clone(),
+                run_id: run_id.to_string(),
                 path,
             }),
             other => other,
@@ -844,9 +858,9 @@ impl Bundle {
 
 /// The planned runs of plan.json, one at a time ([`Bundle::planned_runs`]).
 #[derive(Debug)]
-pub struct PlannedRuns {
-    rx: std::sync::mpsc::Receiver<Vec<Result<PlannedRunRecord, ReadError>>>,
-    batch: std::vec::IntoIter<Result<PlannedRunRecord, ReadError>>,
+pub struct PlannedRuns<R = PlannedRunRecord> {
+    rx: std::sync::mpsc::Receiver<Vec<Result<R, ReadError>>>,
+    batch: std::vec::IntoIter<Result<R, ReadError>>,
     thread: Option<std::thread::JoinHandle<()>>,
     failed: bool,
 }
@@ -854,8 +868,8 @@ pub struct PlannedRuns {
 /// Planned runs the reading thread of [`Bundle::planned_runs`] hands over at once.
 const PLAN_BATCH: usize = 64;
 
-impl Iterator for PlannedRuns {
-    type Item = Result<PlannedRunRecord, ReadError>;
+impl<R> Iterator for PlannedRuns<R> {
+    type Item = Result<R, ReadError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.failed {
@@ -878,7 +892,7 @@ impl Iterator for PlannedRuns {
     }
 }
 
-impl Drop for PlannedRuns {
+impl<R> Drop for PlannedRuns<R> {
     fn drop(&mut self) {
         // Dropping the receiver first makes the reading thread's next send fail: it stops.
         let (_, rx) = std::sync::mpsc::sync_channel(0);
@@ -918,17 +932,17 @@ mod plan_stream {
     use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
     use super::{ReadError, checked_name, json_error};
-    use crate::bundle::format::{BUNDLE_FORMAT, PlanHeader, PlannedRunRecord};
+    use crate::bundle::format::{BUNDLE_FORMAT, PlanEntry, PlanHeader};
 
     /// Called with each run; `false` stops the reading (the receiver is gone).
-    pub(super) type OnRun<'a> = &'a mut dyn FnMut(PlannedRunRecord) -> bool;
+    pub(super) type OnRun<'a, R> = &'a mut dyn FnMut(R) -> bool;
 
     /// The message of the error that stops the parser on purpose.
     const STOP: &str = "hwr-exp: stop reading plan.json";
 
-    struct Seed<'a, 'b, 'm> {
+    struct Seed<'a, 'b, 'm, R> {
         path: &'b Path,
-        on_run: Option<OnRun<'a>>,
+        on_run: Option<OnRun<'a, R>>,
         /// An error of ours (newer format, unsafe name) that stopped the parser.
         error: &'b mut Option<ReadError>,
         /// What has been read so far (kept when the parser is stopped).
@@ -1027,14 +1041,14 @@ mod plan_stream {
         }
     }
 
-    impl<'de> DeserializeSeed<'de> for Seed<'_, '_, '_> {
+    impl<'de, R: PlanEntry> DeserializeSeed<'de> for Seed<'_, '_, '_, R> {
         type Value = ();
         fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
             d.deserialize_map(self)
         }
     }
 
-    impl<'de> Visitor<'de> for Seed<'_, '_, '_> {
+    impl<'de, R: PlanEntry> Visitor<'de> for Seed<'_, '_, '_, R> {
         type Value = ();
 
         fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -1083,21 +1097,21 @@ mod plan_stream {
         }
     }
 
-    struct RunsSeed<'a, 'b, 'm> {
+    struct RunsSeed<'a, 'b, 'm, R> {
         path: &'b Path,
-        on_run: &'a mut dyn FnMut(PlannedRunRecord) -> bool,
+        on_run: &'a mut dyn FnMut(R) -> bool,
         error: &'b mut Option<ReadError>,
         progress: &'b mut Progress<'m>,
     }
 
-    impl<'de> DeserializeSeed<'de> for RunsSeed<'_, '_, '_> {
+    impl<'de, R: PlanEntry> DeserializeSeed<'de> for RunsSeed<'_, '_, '_, R> {
         type Value = ();
         fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
             d.deserialize_seq(self)
         }
     }
 
-    impl<'de> Visitor<'de> for RunsSeed<'_, '_, '_> {
+    impl<'de, R: PlanEntry> Visitor<'de> for RunsSeed<'_, '_, '_, R> {
         type Value = ();
 
         fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -1112,7 +1126,7 @@ mod plan_stream {
                         let Some(text) = seq.next_element::<&'de serde_json::value::RawValue>()? else {
                             break;
                         };
-                        let Ok(run) = serde_json::from_str::<PlannedRunRecord>(text.get()) else {
+                        let Ok(run) = serde_json::from_str::<R>(text.get()) else {
                             // The streamed pass says what is wrong, where, in the file's terms.
                             self.progress.retry = true;
                             return Err(de::Error::custom(STOP));
@@ -1120,7 +1134,7 @@ mod plan_stream {
                         mapped.parsed_up_to(text.get().as_ptr());
                         run
                     }
-                    None => match seq.next_element::<PlannedRunRecord>()? {
+                    None => match seq.next_element::<R>()? {
                         Some(run) => run,
                         None => break,
                     },
@@ -1130,18 +1144,19 @@ mod plan_stream {
                     i += 1;
                     continue;
                 }
-                let checked = checked_name(self.path, &run.run_id, || format!("runs[{i}].run-id"))
-                    .and_then(|()| checked_name(self.path, &run.output, || format!("runs[{i}].output")))
+                let checked = checked_name(self.path, run.run_id(), || format!("runs[{i}].run-id"))
+                    .and_then(|()| checked_name(self.path, run.output(), || format!("runs[{i}].output")))
                     .and_then(|()| {
                         // A run's index is its place in the plan: a repeated or moved entry
                         // would be reported twice, or as another run.
-                        (run.index == i)
+                        (run.index() == i)
                             .then_some(())
                             .ok_or_else(|| ReadError::NotAsPlanned {
                                 path: self.path.to_path_buf(),
                                 what: format!(
                                     "runs[{i}] ({}) has index {}: a run's index is its place in runs",
-                                    run.run_id, run.index
+                                    run.run_id(),
+                                    run.index()
                                 ),
                             })
                     });
@@ -1175,10 +1190,10 @@ mod plan_stream {
     /// meets an error it does not say itself (anything but a newer format or a name or index of
     /// ours), the file is read again streamed, as a smaller one is, the runs already handed over
     /// skipped, so that every error is the streamed parser's, with its line and column.
-    pub(super) fn read(
+    pub(super) fn read<E: PlanEntry>(
         path: &Path,
         file: File,
-        mut on_run: Option<OnRun<'_>>,
+        mut on_run: Option<OnRun<'_, E>>,
     ) -> Result<PlanHeader, ReadError> {
         let path: PathBuf = path.to_path_buf();
         let mut skip = 0;
@@ -1190,7 +1205,7 @@ mod plan_stream {
                 retry: false,
             };
             let mut de = serde_json::Deserializer::from_slice(&mapped.map);
-            let again = on_run.as_mut().map(|f| &mut **f as OnRun<'_>);
+            let again = on_run.as_mut().map(|f| &mut **f as OnRun<'_, E>);
             match pass(&path, &mut de, again, &mut progress) {
                 Err(Pass::Retry) => skip = progress.delivered,
                 Err(Pass::Failed(e)) => return Err(e),
@@ -1222,10 +1237,10 @@ mod plan_stream {
     }
 
     /// One pass of [`read`] through `de`: the header fields read, the runs handed to `on_run`.
-    fn pass<'de, R: serde_json::de::Read<'de>>(
+    fn pass<'de, R: serde_json::de::Read<'de>, E: PlanEntry>(
         path: &Path,
         de: &mut serde_json::Deserializer<R>,
-        on_run: Option<OnRun<'_>>,
+        on_run: Option<OnRun<'_, E>>,
         progress: &mut Progress<'_>,
     ) -> Result<Fields, Pass> {
         let mut error = None;
@@ -1415,6 +1430,80 @@ mod tests {
         ));
         let first = b.planned_runs().unwrap().next().unwrap();
         assert!(matches!(first, Err(ReadError::NewerFormat { found: 7, .. })));
+    }
+
+    /// What `planned_runs_as::<R>()` gives, each entry as (run-id, index, repetition, cell,
+    /// output) or its error's text.
+    fn entries<R: PlanEntry>(b: &Bundle) -> Vec<Result<String, String>> {
+        b.planned_runs_as::<R>()
+            .unwrap()
+            .map(|r| {
+                r.map(|r| {
+                    format!(
+                        "{} {} {} {:?} {}",
+                        r.run_id(),
+                        r.index(),
+                        r.repetition(),
+                        r.cell(),
+                        r.output()
+                    )
+                })
+                .map_err(|e| e.to_string())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_brief_plan_entry_is_checked_as_the_whole_one_with_the_same_errors() {
+        use crate::bundle::PlannedRunBrief;
+        // Run 1 of 3 (small plans, streamed) and run 4000 of 6000 (mapped) spoilt in a field the
+        // brief entry does not keep: the same runs before it, then the same error.
+        let spoilt = [
+            (r#""argv":["true"]"#, r#""argv":"true""#),
+            (r#""argv":["true"]"#, r#""argv":[7]"#),
+            (r#""argv":["true"],"#, ""),
+            (r#""workdir":"/""#, r#""workdir":null"#),
+            (r#""set":[]"#, r#""set":[["A"]]"#),
+            (r#""set":[]"#, r#""set":[["A",1]]"#),
+            (r#""unset":[]"#, r#""unset":{}"#),
+            (r#""policy":"inherit""#, r#""policy":3"#),
+            (r#""cpus":[0]"#, r#""cpus":[-1]"#),
+            (r#""cpus":[0]"#, r#""cpus":["0"]"#),
+            (r#""timeout-seconds":null"#, r#""timeout-seconds":"1s""#),
+            (r#""grace-seconds":5.0"#, r#""grace-seconds":true"#),
+            (r#""grace-seconds":5.0"#, r#""grace-seconds":5.0,"allocator":3"#),
+            (r#""env":{"#, r#""env":[{"#),
+        ];
+        for (runs, spoilt_run) in [(3, 1), (6000, 4000)] {
+            let plain = plan_text(runs, false);
+            let (_d, b) = with_plan(&plain);
+            let whole = entries::<PlannedRunRecord>(&b);
+            assert_eq!(entries::<PlannedRunBrief>(&b), whole);
+            assert_eq!(whole.len(), runs);
+            let at = plain.find(&run_json(spoilt_run)).unwrap();
+            for (from, to) in spoilt {
+                let entry = run_json(spoilt_run).replacen(from, to, 1);
+                assert_ne!(entry, run_json(spoilt_run), "{from}");
+                let text = format!(
+                    "{}{entry}{}",
+                    &plain[..at],
+                    &plain[at + run_json(spoilt_run).len()..]
+                );
+                let (_d, b) = with_plan(&text);
+                let whole = entries::<PlannedRunRecord>(&b);
+                assert_eq!(whole.len(), spoilt_run + 1, "{to}");
+                assert!(whole[spoilt_run].is_err(), "{to}");
+                assert_eq!(entries::<PlannedRunBrief>(&b), whole, "{to}");
+            }
+        }
+        // An allocator name is read as the whole entry reads it.
+        let text = plan_text(2, false).replace(
+            r#""grace-seconds":5.0}"#,
+            r#""grace-seconds":5.0,"allocator":"jemalloc"}"#,
+        );
+        let (_d, b) = with_plan(&text);
+        assert_eq!(entries::<PlannedRunBrief>(&b), entries::<PlannedRunRecord>(&b));
+        assert!(entries::<PlannedRunBrief>(&b).iter().all(Result::is_ok));
     }
 
     #[test]

@@ -28,7 +28,7 @@ use crate::bundle::output::{
 };
 use crate::bundle::read::{Bundle, ReadError, RunFolder};
 use crate::bundle::reason::RunFailure;
-use crate::bundle::{Outcome, OutputCheck, PlannedRunRecord, RunRecord};
+use crate::bundle::{Outcome, OutputCheck, PlannedRunBrief, RunRecord};
 use crate::exec::MemorySample;
 use crate::manifest::OutputFormat;
 
@@ -123,7 +123,7 @@ fn metric_value(v: &Scalar) -> MetricValue {
     }
 }
 
-fn not_run(p: PlannedRunRecord, keys: &[String]) -> RunSummary {
+fn not_run(p: PlannedRunBrief, keys: &[String]) -> RunSummary {
     RunSummary {
         cell_label: cell_label(&p.cell, keys, None),
         run_id: p.run_id,
@@ -337,7 +337,7 @@ impl Restream {
         };
         read_in_order(
             &ctx,
-            bundle.planned_runs()?,
+            bundle.planned_runs_as()?,
             || true,
             |read| {
                 f(match read {
@@ -355,12 +355,12 @@ enum Read {
     /// report spills ([`RunContext::spill`]; `Some(None)` when it could not be made).
     Finished(Box<RunSummary>, Option<Option<Vec<u8>>>),
     /// It has no run.json: it did not run (or not to its end).
-    NotRun(Box<PlannedRunRecord>),
+    NotRun(Box<PlannedRunBrief>),
 }
 
 /// Reads one planned run: run.json, then its output and other files through its folder, opened
 /// once; `detail` as [`run_summary`].
-fn read_planned(ctx: &RunContext<'_>, planned: PlannedRunRecord, detail: bool) -> Result<Read, ReadError> {
+fn read_planned(ctx: &RunContext<'_>, planned: PlannedRunBrief, detail: bool) -> Result<Read, ReadError> {
     match ctx.bundle.read_run_folder(&planned) {
         Ok((rec, folder)) => {
             let run = run_summary(ctx, rec, &folder, detail);
@@ -386,7 +386,7 @@ const BATCH: usize = 1024;
 /// it were handed to `f`.
 fn read_in_order<E: From<ReadError>>(
     ctx: &RunContext<'_>,
-    planned: impl Iterator<Item = Result<PlannedRunRecord, ReadError>>,
+    planned: impl Iterator<Item = Result<PlannedRunBrief, ReadError>>,
     mut detail: impl FnMut() -> bool,
     mut f: impl FnMut(Read) -> Result<(), E>,
 ) -> Result<(), E> {
@@ -414,7 +414,7 @@ fn read_in_order<E: From<ReadError>>(
             let last = batch.len() < BATCH;
             let detail = detail();
             let per_thread = batch.len().div_ceil(threads).max(1);
-            let mut parts: Vec<Vec<PlannedRunRecord>> = Vec::new();
+            let mut parts: Vec<Vec<PlannedRunBrief>> = Vec::new();
             while batch.len() > per_thread {
                 parts.push(batch.split_off(batch.len() - per_thread));
             }
@@ -841,7 +841,7 @@ pub fn collect_spilling(dir: &Path, keep_series: bool, spill: Option<Spill>) -> 
     let large_now = std::cell::Cell::new(false);
     read_in_order(
         &ctx,
-        bundle.planned_runs()?,
+        bundle.planned_runs_as()?,
         || !large_now.get() || held_finished_now.get() < RUN_ROWS,
         |read| -> Result<(), ReportError> {
             planned_seen += 1;
