@@ -29,7 +29,7 @@ use super::contained::{
 };
 
 use super::format::{
-    BUNDLE_FORMAT, BundleInfo, PlanEntry, PlanFile, PlanHeader, PlannedRunRecord, RunRecord, files,
+    BUNDLE_FORMAT, BundleInfo, PlanEntry, PlanFile, PlanHeader, PlannedRunRecord, RunEntry, RunRecord, files,
 };
 use crate::provenance::host::{HOST_FORMAT, HostFacts};
 use crate::provenance::{PROVENANCE_FORMAT, ProvenanceDoc};
@@ -211,14 +211,23 @@ impl RunFolder<'_> {
     /// # Errors
     /// As [`read_versioned`]; [`ReadError::Unsafe`] for a name that is not a plain file name.
     pub fn record(&self) -> Result<RunRecord, ReadError> {
+        self.record_as()
+    }
+
+    /// [`RunFolder::record`], read as `R` ([`RunRecord`] whole, or
+    /// [`crate::bundle::RunRecordBrief`] for what a report shows).
+    ///
+    /// # Errors
+    /// As [`RunFolder::record`].
+    pub fn record_as<R: RunEntry>(&self) -> Result<R, ReadError> {
         let path = || self.dir().join(files::RUN);
-        let record: RunRecord = match self.read_small(files::RUN, WHOLE_LIMIT)? {
+        let record: R = match self.read_small(files::RUN, WHOLE_LIMIT)? {
             Some(bytes) => parse_run_record(path, &bytes)?,
             None => parse_versioned(&path(), self.open(files::RUN)?, "format", BUNDLE_FORMAT)?,
         };
-        checked_name_in(path, &record.run_id, || "run-id".into())?;
-        checked_name_in(path, &record.output, || "output".into())?;
-        for name in record.sha256.keys() {
+        checked_name_in(path, record.run_id(), || "run-id".into())?;
+        checked_name_in(path, record.output(), || "output".into())?;
+        for name in record.sha256().keys() {
             checked_name_in(path, name, || "a key of sha256".into())?;
         }
         Ok(record)
@@ -228,27 +237,27 @@ impl RunFolder<'_> {
 /// Whether `record` (a run.json) is the run `planned` (its plan.json entry): the same run-id,
 /// index, repetition and cell; else what differs. A run.json copied from another run's folder or
 /// edited would otherwise be reported as that other run, or invent a cell the plan has not.
-fn as_planned(record: &RunRecord, planned: &impl PlanEntry) -> Result<(), String> {
-    if record.run_id != planned.run_id() {
+fn as_planned(record: &impl RunEntry, planned: &impl PlanEntry) -> Result<(), String> {
+    if record.run_id() != planned.run_id() {
         return Err(format!(
             "run-id is {}, plan.json plans {} here (another run's run.json?)",
-            json_text(&record.run_id),
+            json_text(&record.run_id()),
             json_text(&planned.run_id())
         ));
     }
-    if record.index != planned.index() || record.repetition != planned.repetition() {
+    if record.index() != planned.index() || record.repetition() != planned.repetition() {
         return Err(format!(
             "index {} and repetition {}, plan.json's {} and {}",
-            record.index,
-            record.repetition,
+            record.index(),
+            record.repetition(),
             planned.index(),
             planned.repetition()
         ));
     }
-    if record.cell != *planned.cell() {
+    if record.cell() != planned.cell() {
         return Err(format!(
             "cell is {}, plan.json's {}",
-            json_text(&record.cell),
+            json_text(record.cell()),
             json_text(planned.cell())
         ));
     }
@@ -372,11 +381,11 @@ fn parse_versioned_bytes<T: DeserializeOwned>(
 /// [`parse_versioned_bytes`] with `format` and [`BUNDLE_FORMAT`], whose two passes it makes only
 /// when the one fails, so the same documents give the same errors: a newer `format` is
 /// [`ReadError::NewerFormat`] whether or not the rest has the shape this version reads.
-fn parse_run_record(path: impl Fn() -> PathBuf, bytes: &[u8]) -> Result<RunRecord, ReadError> {
-    match serde_json::from_slice::<RunRecord>(bytes) {
-        Ok(record) if record.format <= BUNDLE_FORMAT => Ok(record),
+fn parse_run_record<R: RunEntry>(path: impl Fn() -> PathBuf, bytes: &[u8]) -> Result<R, ReadError> {
+    match serde_json::from_slice::<R>(bytes) {
+        Ok(record) if record.format() <= BUNDLE_FORMAT => Ok(record),
         Ok(record) => {
-            check_version(&path(), "format", BUNDLE_FORMAT, Some(record.format.into())).map(|()| record)
+            check_version(&path(), "format", BUNDLE_FORMAT, Some(record.format().into())).map(|()| record)
         }
         Err(_) => parse_versioned_bytes(path, bytes, "format", BUNDLE_FORMAT),
     }
@@ -806,10 +815,22 @@ impl Bundle {
         &'b self,
         planned: &'b impl PlanEntry,
     ) -> Result<(RunRecord, RunFolder<'b>), ReadError> {
+        self.read_run_folder_as(planned)
+    }
+
+    /// [`Bundle::read_run_folder`], run.json read as `R` ([`RunRecord`] whole, or
+    /// [`crate::bundle::RunRecordBrief`] for what a report shows).
+    ///
+    /// # Errors
+    /// As [`Bundle::read_run`].
+    pub fn read_run_folder_as<'b, R: RunEntry>(
+        &'b self,
+        planned: &'b impl PlanEntry,
+    ) -> Result<(R, RunFolder<'b>), ReadError> {
         let run_id = planned.run_id();
         let read = self
             .checked_run_folder(run_id)
-            .and_then(|folder| Ok((folder.record()?, folder)))
+            .and_then(|folder| Ok((folder.record_as()?, folder)))
             .and_then(|(record, folder)| {
                 as_planned(&record, planned).map_err(|what| ReadError::NotAsPlanned {
                     path: self.run_dir(run_id).join(files::RUN),
@@ -1504,6 +1525,141 @@ mod tests {
         let (_d, b) = with_plan(&text);
         assert_eq!(entries::<PlannedRunBrief>(&b), entries::<PlannedRunRecord>(&b));
         assert!(entries::<PlannedRunBrief>(&b).iter().all(Result::is_ok));
+    }
+
+    /// The probe-size-compare fixture bundle, copied to be spoilt.
+    fn fixture_copy() -> tempfile::TempDir {
+        fn copy(from: &Path, to: &Path) {
+            std::fs::create_dir_all(to).unwrap();
+            for entry in std::fs::read_dir(from).unwrap() {
+                let entry = entry.unwrap();
+                let target = to.join(entry.file_name());
+                if entry.file_type().unwrap().is_dir() {
+                    copy(&entry.path(), &target);
+                } else {
+                    std::fs::copy(entry.path(), target).unwrap();
+                }
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bundles/probe-size-compare");
+        copy(&fixture, dir.path());
+        dir
+    }
+
+    /// Run `index`'s run.json read brief and whole: what the brief keeps (as text), or the error.
+    fn brief_and_whole(b: &Bundle, index: usize) -> (Result<String, String>, Result<String, String>) {
+        use crate::bundle::RunRecordBrief;
+        let planned = b.planned_runs().unwrap().nth(index).unwrap().unwrap();
+        let kept = |r: &RunRecordBrief| {
+            format!(
+                "{} {} {} {:?} {} {:?} {:?} {:?} {:?} {:?} {} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {}",
+                r.format,
+                r.run_id,
+                r.index,
+                r.cell,
+                r.repetition,
+                r.wall_seconds,
+                r.peak_rss_bytes,
+                r.exit_code,
+                r.signal,
+                r.termination,
+                r.output,
+                r.output_check,
+                r.output_check_reason,
+                r.outcome,
+                r.cgroup_memory_peak_bytes,
+                r.allocator,
+                r.sampling,
+                r.sha256,
+                r.hostname,
+                r.node,
+                r.lost_reason,
+                r.attempt
+            )
+        };
+        let brief = b
+            .read_run_folder_as::<RunRecordBrief>(&planned)
+            .map(|(r, _)| kept(&r))
+            .map_err(|e| e.to_string());
+        let whole = b
+            .read_run_folder_as::<RunRecord>(&planned)
+            .map(|(r, _)| {
+                // The whole record's kept fields, through the brief type.
+                let text = serde_json::to_string(&r).unwrap();
+                kept(&serde_json::from_str::<RunRecordBrief>(&text).unwrap())
+            })
+            .map_err(|e| e.to_string());
+        (brief, whole)
+    }
+
+    #[test]
+    fn a_brief_run_record_keeps_what_the_whole_one_has_and_fails_as_it_fails() {
+        let dir = fixture_copy();
+        let b = Bundle::open(dir.path()).unwrap();
+        for index in 0..b.planned_runs().unwrap().count() {
+            let (brief, whole) = brief_and_whole(&b, index);
+            assert!(whole.is_ok(), "{whole:?}");
+            assert_eq!(brief, whole);
+        }
+        let run = dir.path().join("runs/001-get_tensor-65536-r1/run.json");
+        let plain: serde_json::Value = serde_json::from_slice(&std::fs::read(&run).unwrap()).unwrap();
+        let spoilt: &[(&str, serde_json::Value)] = &[
+            ("argv", serde_json::json!("hwr-exp")),
+            ("argv", serde_json::json!([1])),
+            ("workdir", serde_json::json!(null)),
+            (
+                "env",
+                serde_json::json!({"policy": "inherit", "set": [["A"]], "unset": []}),
+            ),
+            (
+                "env",
+                serde_json::json!({"policy": "inherit", "set": [], "unset": [7]}),
+            ),
+            ("env", serde_json::json!({"set": [], "unset": []})),
+            ("cpus-requested", serde_json::json!([-1])),
+            ("cpus-effective", serde_json::json!("0")),
+            ("pid", serde_json::json!(-1)),
+            ("start", serde_json::json!(5)),
+            ("user-seconds", serde_json::json!("1s")),
+            ("error", serde_json::json!(7)),
+            ("containment", serde_json::json!("chroot")),
+            ("stray-processes-killed", serde_json::json!(-1)),
+            ("runner-cpus", serde_json::json!(["a"])),
+            ("cgroup-memory-source", serde_json::json!(1)),
+            ("environment", serde_json::json!(5)),
+            ("memory-samples", serde_json::json!("13")),
+            ("shared-memory-left", serde_json::json!(3)),
+            ("slurm", serde_json::json!("x")),
+            ("artifacts", serde_json::json!({})),
+            ("earlier-attempts", serde_json::json!(1)),
+            ("format", serde_json::json!(99)),
+            ("wall-seconds", serde_json::json!("0.2")),
+        ];
+        for (key, value) in spoilt {
+            let mut doc = plain.clone();
+            doc[*key] = value.clone();
+            std::fs::write(&run, serde_json::to_vec(&doc).unwrap()).unwrap();
+            let (brief, whole) = brief_and_whole(&b, 1);
+            assert!(whole.is_err(), "{key} = {value}: {whole:?}");
+            assert_eq!(brief, whole, "{key} = {value}");
+        }
+        for key in [
+            "argv",
+            "workdir",
+            "env",
+            "cpus-requested",
+            "start",
+            "end",
+            "sha256",
+        ] {
+            let mut doc = plain.clone();
+            doc.as_object_mut().unwrap().remove(key);
+            std::fs::write(&run, serde_json::to_vec(&doc).unwrap()).unwrap();
+            let (brief, whole) = brief_and_whole(&b, 1);
+            assert!(whole.is_err(), "without {key}");
+            assert_eq!(brief, whole, "without {key}");
+        }
     }
 
     #[test]

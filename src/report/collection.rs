@@ -28,7 +28,7 @@ use crate::bundle::output::{
 };
 use crate::bundle::read::{Bundle, ReadError, RunFolder};
 use crate::bundle::reason::RunFailure;
-use crate::bundle::{Outcome, OutputCheck, PlannedRunBrief, RunRecord};
+use crate::bundle::{Outcome, OutputCheck, PlannedRunBrief, RunRecordBrief};
 use crate::exec::MemorySample;
 use crate::manifest::OutputFormat;
 
@@ -361,7 +361,7 @@ enum Read {
 /// Reads one planned run: run.json, then its output and other files through its folder, opened
 /// once; `detail` as [`run_summary`].
 fn read_planned(ctx: &RunContext<'_>, planned: PlannedRunBrief, detail: bool) -> Result<Read, ReadError> {
-    match ctx.bundle.read_run_folder(&planned) {
+    match ctx.bundle.read_run_folder_as(&planned) {
         Ok((rec, folder)) => {
             let run = run_summary(ctx, rec, &folder, detail);
             let spilled = ctx.spill.map(|kind| ctx.spill_record(kind, &run));
@@ -457,10 +457,18 @@ fn hand_over<E: From<ReadError>>(
 /// The summary of one finished run; `detail` false leaves out what only the per-run tables and
 /// formats show (the mappings that grew, the plot series): a run of a large bundle that is
 /// aggregated but not held.
-fn run_summary(ctx: &RunContext<'_>, mut rec: RunRecord, folder: &RunFolder, detail: bool) -> RunSummary {
+fn run_summary(
+    ctx: &RunContext<'_>,
+    mut rec: RunRecordBrief,
+    folder: &RunFolder,
+    detail: bool,
+) -> RunSummary {
+    // A run that is not ok: its run.json read whole for the reason (it was just read brief, with
+    // the same checks).
     let failure = (rec.outcome != Outcome::Ok)
-        .then(|| RunFailure::read(&rec, &ctx.bundle.run_dir(&rec.run_id), STDERR_TAIL_LINES))
-        .flatten();
+        .then(|| folder.record().ok())
+        .flatten()
+        .and_then(|whole| RunFailure::read(&whole, &ctx.bundle.run_dir(&rec.run_id), STDERR_TAIL_LINES));
     let (reason, stderr_tail) = failure.map_or((None, Vec::new()), |f| (Some(f.reason), f.stderr_tail));
     let mut s = RunSummary {
         cell_label: cell_label(&rec.cell, ctx.keys, None),
@@ -541,7 +549,7 @@ fn run_summary(ctx: &RunContext<'_>, mut rec: RunRecord, folder: &RunFolder, det
         Ok(output) => output,
         Err(e) => {
             s.excluded.get_or_insert_with(|| {
-                let path = ctx.bundle.run_output_path(&rec);
+                let path = ctx.bundle.run_dir(&rec.run_id).join(&rec.output);
                 format!("cannot read output {}: {}", path.display(), e.reason())
             });
             return s;
@@ -552,7 +560,7 @@ fn run_summary(ctx: &RunContext<'_>, mut rec: RunRecord, folder: &RunFolder, det
             Ok(found) => found,
             Err(e) => {
                 s.excluded.get_or_insert_with(|| {
-                    let path = ctx.bundle.run_output_path(&rec);
+                    let path = ctx.bundle.run_dir(&rec.run_id).join(&rec.output);
                     format!("cannot read output {}: {e}", path.display())
                 });
                 return s;
