@@ -1413,86 +1413,43 @@ pub fn csv_spill_record(
     keys: &[String],
     pointers: &[(String, String)],
 ) -> anyhow::Result<Vec<u8>> {
-    let mut w = csv::Writer::from_writer(Vec::new());
+    // A small buffer: the default 8 KiB, zeroed for each run, cost more than the row.
+    let mut w = csv::WriterBuilder::new()
+        .buffer_capacity(512)
+        .from_writer(Vec::with_capacity(512));
     w.write_record(CsvLayout::full(keys, pointers).row(run))?;
     w.into_inner().map_err(|e| anyhow::anyhow!("{}", e.error()))
 }
 
-/// One run as compact JSON and a newline (compact JSON holds no raw newline): what a large report
-/// spills for each run while it reads them ([`super::model::Spill::Json`]); [`write_json`] writes
-/// it again indented as `serde_json`'s pretty printer would.
+/// One run as the report's JSON writes it among `runs`' elements (pretty-printed, two levels deep:
+/// every line after the first indented by four spaces), and a NUL byte, which JSON text never
+/// holds raw: what a large report spills for each run while it reads them, on the reading
+/// threads ([`super::model::Spill::Json`]); [`write_json`] copies it in place.
 ///
 /// # Errors
 /// Only from serde_json.
 pub fn json_spill_record(run: &RunSummary) -> anyhow::Result<Vec<u8>> {
-    let mut bytes = serde_json::to_vec(run)?;
-    bytes.push(b'\n');
+    let mut bytes = indented(&serde_json::to_vec_pretty(run)?, 2);
+    bytes.push(SPILL_END);
     Ok(bytes)
 }
 
-/// Writes the compact JSON `compact` (as `serde_json::to_vec` writes it) as
-/// `serde_json::to_writer_pretty` would at nesting `depth` (two spaces a level): a newline and
-/// the indentation before each member and element, `": "` after a key, `{}` and `[]` kept empty.
-fn write_indented(out: &mut dyn std::io::Write, compact: &[u8], depth: usize) -> std::io::Result<()> {
-    let indent = |out: &mut dyn std::io::Write, depth: usize| -> std::io::Result<()> {
-        out.write_all(b"\n")?;
-        for _ in 0..depth {
-            out.write_all(b"  ")?;
-        }
-        Ok(())
-    };
-    let mut depth = depth;
-    let (mut in_string, mut escaped) = (false, false);
-    let mut start = 0;
-    let mut i = 0;
-    while i < compact.len() {
-        let b = compact[i];
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-            i += 1;
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'{' | b'[' => {
-                out.write_all(&compact[start..=i])?;
-                if matches!(compact.get(i + 1), Some(b'}' | b']')) {
-                    out.write_all(&compact[i + 1..=i + 1])?;
-                    i += 1;
-                } else {
-                    depth += 1;
-                    indent(out, depth)?;
-                }
-                start = i + 1;
-            }
-            b'}' | b']' => {
-                out.write_all(&compact[start..i])?;
-                depth -= 1;
-                indent(out, depth)?;
-                out.write_all(&compact[i..=i])?;
-                start = i + 1;
-            }
-            b',' => {
-                out.write_all(&compact[start..=i])?;
-                indent(out, depth)?;
-                start = i + 1;
-            }
-            b':' => {
-                out.write_all(&compact[start..=i])?;
-                out.write_all(b" ")?;
-                start = i + 1;
-            }
-            _ => {}
-        }
-        i += 1;
+/// The end of a run in the JSON spill ([`json_spill_record`]).
+const SPILL_END: u8 = 0;
+
+/// `pretty` (as `serde_json::to_vec_pretty` writes a value) as the pretty printer writes the
+/// same value `depth` levels deep: two spaces a level before every line but the first (a
+/// pretty-printed string holds no raw newline, so every newline is the printer's own).
+fn indented(pretty: &[u8], depth: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(pretty.len() + pretty.len() / 8);
+    let mut rest = pretty;
+    while let Some(at) = memchr::memchr(b'\n', rest) {
+        out.extend_from_slice(&rest[..=at]);
+        out.extend(std::iter::repeat_n(b' ', 2 * depth));
+        rest = &rest[at + 1..];
     }
-    out.write_all(&compact[start..])
+    out.extend_from_slice(rest);
+    out
 }
 
 /// What one run gave that the report cannot use, for CSV's `unusable_values`: its output's
@@ -1542,8 +1499,8 @@ pub fn write_json(r: &Report, out: &mut dyn std::io::Write) -> anyhow::Result<()
         out.flush()?;
         return Ok(());
     };
-    // The runs were spilled as compact JSON while they were read (the report serializes them as
-    // `[]`): the document is written around them, each run indented as `runs`' elements are.
+    // The runs were spilled while they were read, each as it is written here (the report
+    // serializes them as `[]`): the document is written around them.
     let text = serde_json::to_string_pretty(r)?;
     let marker = "\n  \"runs\": []";
     let at = text
@@ -1551,16 +1508,16 @@ pub fn write_json(r: &Report, out: &mut dyn std::io::Write) -> anyhow::Result<()
         .ok_or_else(|| anyhow::anyhow!("the report's JSON has no top-level runs"))?;
     out.write_all(&text.as_bytes()[..at + marker.len() - 1])?;
     let mut lines = std::io::BufReader::with_capacity(1 << 16, spilled);
-    let mut line = Vec::new();
+    let mut run = Vec::new();
     let mut first = true;
     loop {
-        line.clear();
-        if lines.read_until(b'\n', &mut line)? == 0 {
+        run.clear();
+        if lines.read_until(SPILL_END, &mut run)? == 0 {
             break;
         }
         out.write_all(if first { b"\n    " } else { b",\n    " })?;
         first = false;
-        write_indented(&mut out, line.strip_suffix(b"\n").unwrap_or(&line), 2)?;
+        out.write_all(run.strip_suffix(&[SPILL_END]).unwrap_or(&run))?;
     }
     out.write_all(if first { b"]" } else { b"\n  ]" })?;
     out.write_all(&text.as_bytes()[at + marker.len()..])?;
@@ -1584,6 +1541,8 @@ mod tests {
             any::<u64>().prop_map(|u| serde_json::json!(u)),
             (-1e300f64..1e300).prop_map(|x| serde_json::json!(x)),
             "[ -~]{0,12}|[\"\\\\{}\\[\\],:]{0,6}|\\PC{0,4}".prop_map(serde_json::Value::String),
+            // Newlines and NULs inside strings: escaped, never the printer's own.
+            "[a\\x00\\n\\r\\t]{0,4}".prop_map(serde_json::Value::String),
         ];
         leaf.prop_recursive(4, 40, 6, |inner| {
             prop_oneof![
@@ -1595,19 +1554,19 @@ mod tests {
     }
 
     proptest! {
-        /// A spilled run re-indented is what serde_json's pretty printer writes, at the top level
-        /// and as an element of the report's `runs` array.
+        /// A value pretty-printed and indented is what serde_json's pretty printer writes of it as
+        /// an element of the report's `runs` array; it holds no NUL, the spill's separator.
         #[test]
-        fn re_indented_compact_json_is_serde_jsons_pretty_json(v in json_value()) {
-            let compact = serde_json::to_vec(&v).unwrap();
-            let mut out = Vec::new();
-            write_indented(&mut out, &compact, 0).unwrap();
-            prop_assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string_pretty(&v).unwrap());
+        fn indented_pretty_json_is_serde_jsons_pretty_json_two_levels_deep(v in json_value()) {
+            let pretty = serde_json::to_vec_pretty(&v).unwrap();
+            prop_assert_eq!(indented(&pretty, 0), pretty.clone());
+            let run = indented(&pretty, 2);
+            prop_assert!(!run.contains(&SPILL_END));
             let doc = serde_json::json!({ "runs": [v.clone(), v.clone()] });
             let mut out = b"{\n  \"runs\": [\n    ".to_vec();
-            write_indented(&mut out, &compact, 2).unwrap();
+            out.extend_from_slice(&run);
             out.extend_from_slice(b",\n    ");
-            write_indented(&mut out, &compact, 2).unwrap();
+            out.extend_from_slice(&run);
             out.extend_from_slice(b"\n  ]\n}");
             prop_assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string_pretty(&doc).unwrap());
         }
