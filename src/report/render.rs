@@ -1230,7 +1230,7 @@ pub fn report_csv(r: &Report) -> anyhow::Result<String> {
 /// # Errors
 /// From the CSV writer, `out`, or the bundle when a run can no longer be read.
 pub fn write_csv(r: &Report, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
-    let mut w = csv::Writer::from_writer(out);
+    let mut w = csv::Writer::from_writer(&mut *out);
     let layout = CsvLayout {
         keys: &r.matrix_keys,
         node: r.multi_node(),
@@ -1239,19 +1239,48 @@ pub fn write_csv(r: &Report, out: &mut dyn std::io::Write) -> anyhow::Result<()>
     };
     w.write_record(layout.header())?;
     match r.runs.spilled(super::model::Spill::Csv) {
-        // Rows of every column were spilled as the runs were read: the report's are kept.
+        // Rows of every column were spilled as the runs were read, cut by column group: the
+        // report's groups are written ([`csv_spill_record`]).
         Some(file) => {
-            let file = file?;
-            let keep = layout.columns_of(&CsvLayout::full(&r.matrix_keys, &r.metric_pointers));
-            let mut spilled = csv::ReaderBuilder::new().has_headers(false).from_reader(file);
-            let mut record = csv::ByteRecord::new();
-            while spilled.read_byte_record(&mut record)? {
-                w.write_record(keep.iter().filter_map(|&i| record.get(i)))?;
+            use std::io::{Read, Write};
+            w.flush()?;
+            drop(w);
+            let keep = layout.groups().map(|n| n > 0);
+            let mut spilled = std::io::BufReader::with_capacity(1 << 16, file?);
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+            let mut header = [0u8; CSV_SPILL_HEADER];
+            let mut row = Vec::new();
+            loop {
+                match spilled.read_exact(&mut header) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+                    Err(e) => return Err(e.into()),
+                }
+                let n = |at: usize| {
+                    u32::from_le_bytes(header[4 * at..4 * at + 4].try_into().expect("4 bytes")) as usize
+                };
+                row.resize(n(0), 0);
+                spilled.read_exact(&mut row)?;
+                let ends = [n(1), n(2), n(3), n(4), n(0)];
+                let mut start = 0;
+                for (end, keep) in ends.into_iter().zip(keep) {
+                    if keep {
+                        out.write_all(
+                            row.get(start..end)
+                                .ok_or_else(|| anyhow::anyhow!("a spilled CSV row is cut wrong"))?,
+                        )?;
+                    }
+                    start = end;
+                }
+                out.write_all(b"\n")?;
             }
+            out.flush()?;
         }
-        None => r.runs.try_for_each(|run| Ok(w.write_record(layout.row(run))?))?,
+        None => {
+            r.runs.try_for_each(|run| Ok(w.write_record(layout.row(run))?))?;
+            w.flush()?;
+        }
     }
-    w.flush()?;
     Ok(())
 }
 
@@ -1375,36 +1404,32 @@ impl<'a> CsvLayout<'a> {
         row
     }
 
-    /// The indices, among the columns of `full` (this layout's keys and metrics, every optional
-    /// column), of this layout's columns, in order.
-    pub fn columns_of(&self, full: &CsvLayout<'_>) -> Vec<usize> {
-        let before_node = 2 + self.keys.len();
-        let fixed = 11;
-        let retention = 3 + Metric::ALL.len() + 2;
-        let after = self.pointers.len() + 1;
-        let mut keep: Vec<usize> = (0..before_node).collect();
-        let mut at = before_node;
-        if full.node {
-            if self.node {
-                keep.push(at);
-            }
-            at += 1;
-        }
-        keep.extend(at..at + fixed);
-        at += fixed;
-        if full.retention {
+    /// How many columns each group has, in order: run-id, index and the matrix keys; `node`;
+    /// the run's ending and check (11); the retention columns; the `[report]` metrics and
+    /// `unusable_values`. The second and fourth are the optional ones (0 when left out).
+    fn groups(&self) -> [usize; 5] {
+        [
+            2 + self.keys.len(),
+            usize::from(self.node),
+            11,
             if self.retention {
-                keep.extend(at..at + retention);
-            }
-            at += retention;
-        }
-        keep.extend(at..at + after);
-        keep
+                3 + Metric::ALL.len() + 2
+            } else {
+                0
+            },
+            self.pointers.len() + 1,
+        ]
     }
 }
 
-/// One run's CSV row with every column ([`CsvLayout::full`]), encoded as a CSV record: what a
-/// large report spills for each run while it reads them ([`super::model::Spill::Csv`]).
+/// One run's CSV row with every column ([`CsvLayout::full`]), encoded as CSV and cut where each
+/// column group ends (run-id to keys, `node`, the ending, retention, metrics): what a large
+/// report spills for each run while it reads them, on the reading threads
+/// ([`super::model::Spill::Csv`]). The record is the row's
+/// length and the four cuts (each a little-endian `u32`), then the row without its newline;
+/// every group after the first starts with its comma, so [`write_csv`] writes a layout's row by
+/// leaving out the groups it has not, without reading the fields again. (A field is quoted for
+/// what it holds alone, so the row cut and joined is the row the layout would write.)
 ///
 /// # Errors
 /// Only from the CSV writer.
@@ -1413,13 +1438,35 @@ pub fn csv_spill_record(
     keys: &[String],
     pointers: &[(String, String)],
 ) -> anyhow::Result<Vec<u8>> {
-    // A small buffer: the default 8 KiB, zeroed for each run, cost more than the row.
+    let layout = CsvLayout::full(keys, pointers);
+    let row = layout.row(run);
     let mut w = csv::WriterBuilder::new()
+        // The default 8 KiB, zeroed for each run, cost more than the row.
         .buffer_capacity(512)
-        .from_writer(Vec::with_capacity(512));
-    w.write_record(CsvLayout::full(keys, pointers).row(run))?;
-    w.into_inner().map_err(|e| anyhow::anyhow!("{}", e.error()))
+        .from_writer(vec![0; CSV_SPILL_HEADER]);
+    let mut cuts = [0u32; 4];
+    let mut fields = row.iter();
+    for (group, size) in layout.groups().into_iter().enumerate() {
+        for field in fields.by_ref().take(size) {
+            w.write_field(field)?;
+        }
+        if let Some(cut) = cuts.get_mut(group) {
+            w.flush()?;
+            *cut = u32::try_from(w.get_ref().len() - CSV_SPILL_HEADER)?;
+        }
+    }
+    w.write_record(None::<&[u8]>)?;
+    let mut bytes = w.into_inner().map_err(|e| anyhow::anyhow!("{}", e.error()))?;
+    bytes.pop(); // The record's newline.
+    let len = u32::try_from(bytes.len() - CSV_SPILL_HEADER)?;
+    for (at, n) in std::iter::once(len).chain(cuts).enumerate() {
+        bytes[4 * at..4 * at + 4].copy_from_slice(&n.to_le_bytes());
+    }
+    Ok(bytes)
 }
+
+/// Bytes before a spilled CSV row ([`csv_spill_record`]): its length and four cuts.
+const CSV_SPILL_HEADER: usize = 20;
 
 /// One run as the report's JSON writes it among `runs`' elements (pretty-printed, two levels deep:
 /// every line after the first indented by four spaces), and a NUL byte, which JSON text never
@@ -1572,7 +1619,8 @@ mod tests {
         }
     }
 
-    /// Each layout's columns, picked from the full layout's by `columns_of`, are its own header.
+    /// Each layout's columns, the groups of the full layout's it has (as a spilled row is cut),
+    /// are its own header.
     #[test]
     fn every_layouts_columns_are_picked_from_the_full_ones() {
         let keys = ["mode".to_string(), "elements".to_string()];
@@ -1587,11 +1635,17 @@ mod tests {
                     retention,
                     pointers: &pointers,
                 };
-                let picked: Vec<&String> = layout
-                    .columns_of(&full)
-                    .iter()
-                    .map(|&i| &full_header[i])
-                    .collect();
+                let mut picked: Vec<&String> = Vec::new();
+                let mut columns = full_header.iter();
+                for (mine, all) in layout.groups().into_iter().zip(full.groups()) {
+                    let group = columns.by_ref().take(all);
+                    if mine > 0 {
+                        picked.extend(group);
+                    } else {
+                        group.for_each(drop);
+                    }
+                }
+                assert!(columns.next().is_none(), "the groups cover every column");
                 assert_eq!(
                     picked,
                     layout.header().iter().collect::<Vec<_>>(),

@@ -216,43 +216,83 @@ fn runs_read_in_parallel_batches_come_out_in_plan_order_and_a_bad_run_is_named()
 
 /// A large CSV or JSON report spills every run while it reads them and writes from the spill:
 /// byte for byte what reading the runs a second time gives (the way of a bundle too large to
-/// spill), for a bundle with runs that did not run, a timeout and runs on two nodes.
+/// spill), for a bundle with runs that did not run, a timeout and a failed run whose reason CSV
+/// must quote, on one node and on two (the CSV's optional `node` column left out or kept).
 #[test]
 fn a_spilled_csv_or_json_report_is_what_reading_the_runs_again_gives() {
     use hwr_exp::report::collection::collect_spilling;
     use hwr_exp::report::model::Spill;
     use hwr_exp::report::render::{write_csv, write_json};
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("bundle");
-    large_bundle(&dir);
-    // Two nodes (the CSV's `node` column): the runs from index 600 on ran on n2.
-    for id in run_ids(&dir)
-        .iter()
-        .filter(|id| id[..4].parse::<usize>().unwrap() >= 600)
-    {
-        let path = dir.join("runs").join(id).join("run.json");
-        let mut run: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-        run["node"] = "n2".into();
-        std::fs::write(&path, serde_json::to_vec_pretty(&run).unwrap()).unwrap();
+    for two_nodes in [false, true] {
+        let dir = tmp.path().join(format!("bundle-{two_nodes}"));
+        large_bundle(&dir);
+        let edit = |id: &str, f: &dyn Fn(&mut serde_json::Value)| {
+            let path = dir.join("runs").join(id).join("run.json");
+            let mut run: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            f(&mut run);
+            std::fs::write(&path, serde_json::to_vec_pretty(&run).unwrap()).unwrap();
+        };
+        let ids = run_ids(&dir);
+        // A failed run whose reason (its stderr's last line) has a comma, quotes and a newline.
+        let failed = &ids[700];
+        edit(failed, &|run| {
+            run["outcome"] = "failed".into();
+            run["exit-code"] = 3.into();
+        });
+        std::fs::write(
+            dir.join("runs").join(failed).join("stderr.log"),
+            "boom, \"quoted\"\r\n",
+        )
+        .unwrap();
+        if two_nodes {
+            // The runs before index 600 ran on n1, those from 600 on on n2 (those that ran).
+            for id in ids
+                .iter()
+                .filter(|id| dir.join("runs").join(id).join("run.json").exists())
+            {
+                let node = if id[..4].parse::<usize>().unwrap() < 600 {
+                    "n1"
+                } else {
+                    "n2"
+                };
+                edit(id, &|run| run["node"] = node.into());
+            }
+        }
+        type Writer = fn(&hwr_exp::report::Report, &mut dyn std::io::Write) -> anyhow::Result<()>;
+        for (kind, write) in [
+            (Spill::Csv, write_csv as Writer),
+            (Spill::Json, write_json as Writer),
+        ] {
+            let spilled = collect_spilling(&dir, false, Some(kind)).unwrap();
+            assert!(spilled.runs.spilled(kind).is_some(), "{kind:?} not spilled");
+            let again = collect_spilling(&dir, false, None).unwrap();
+            assert!(again.runs.spilled(kind).is_none());
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            write(&spilled, &mut a).unwrap();
+            write(&again, &mut b).unwrap();
+            assert!(
+                a == b,
+                "{kind:?}, two nodes {two_nodes}: spilled and read again differ"
+            );
+            let text = String::from_utf8(a.clone()).unwrap();
+            assert!(
+                text.contains("boom, "),
+                "{kind:?}: the failed run's reason is there"
+            );
+            if kind == Spill::Csv {
+                let header = text.lines().next().unwrap();
+                assert_eq!(header.split(',').any(|c| c == "node"), two_nodes, "{header}");
+                let row = text.lines().find(|l| l.contains("boom")).unwrap();
+                assert!(row.contains("boom, \"\"quoted\"\""), "the reason quoted: {row}");
+            }
+            // Written twice from the same spill: the same.
+            let mut c = Vec::new();
+            write(&spilled, &mut c).unwrap();
+            assert!(a == c, "{kind:?}: the spill read twice differs");
+        }
     }
-    type Writer = fn(&hwr_exp::report::Report, &mut dyn std::io::Write) -> anyhow::Result<()>;
-    for (kind, write) in [
-        (Spill::Csv, write_csv as Writer),
-        (Spill::Json, write_json as Writer),
-    ] {
-        let spilled = collect_spilling(&dir, false, Some(kind)).unwrap();
-        assert!(spilled.runs.spilled(kind).is_some(), "{kind:?} not spilled");
-        let again = collect_spilling(&dir, false, None).unwrap();
-        assert!(again.runs.spilled(kind).is_none());
-        let (mut a, mut b) = (Vec::new(), Vec::new());
-        write(&spilled, &mut a).unwrap();
-        write(&again, &mut b).unwrap();
-        assert!(a == b, "{kind:?}: spilled and read again differ");
-        // Written twice from the same spill: the same.
-        let mut c = Vec::new();
-        write(&spilled, &mut c).unwrap();
-        assert!(a == c, "{kind:?}: the spill read twice differs");
-    }
+    let dir = tmp.path().join("bundle-true");
     // Without a usable TMPDIR the report reads the runs again: the same CSV.
     let csv = report(&dir, "csv");
     let out = crate::support::hwr_command(tmp.path())
