@@ -465,8 +465,8 @@ pub struct PlannedRunRecord {
     pub allocator: Option<String>,
 }
 
-/// A plan.json `runs` entry as a reader takes it ([`crate::bundle::read::Bundle::planned_runs_as`]):
-/// what says which run it is, and its output's name.
+/// What says which run a record is, and its output's name: a plan.json `runs` entry as a reader
+/// takes it ([`crate::bundle::read::Bundle::planned_runs_as`]), and a run.json ([`RunEntry`]).
 pub trait PlanEntry: serde::de::DeserializeOwned + Send + 'static {
     /// `run-id`.
     fn run_id(&self) -> &str;
@@ -478,24 +478,6 @@ pub trait PlanEntry: serde::de::DeserializeOwned + Send + 'static {
     fn cell(&self) -> &BTreeMap<String, Value>;
     /// `output`.
     fn output(&self) -> &str;
-}
-
-impl PlanEntry for PlannedRunRecord {
-    fn run_id(&self) -> &str {
-        &self.run_id
-    }
-    fn index(&self) -> usize {
-        self.index
-    }
-    fn repetition(&self) -> u32 {
-        self.repetition
-    }
-    fn cell(&self) -> &BTreeMap<String, Value> {
-        &self.cell
-    }
-    fn output(&self) -> &str {
-        &self.output
-    }
 }
 
 /// A plan.json `runs` entry as a report reads it: which run it is and its output's name, kept;
@@ -529,24 +511,6 @@ pub struct PlannedRunBrief {
     _grace_seconds: f64,
     #[serde(rename = "allocator", default)]
     _allocator: Option<checked::Str>,
-}
-
-impl PlanEntry for PlannedRunBrief {
-    fn run_id(&self) -> &str {
-        &self.run_id
-    }
-    fn index(&self) -> usize {
-        self.index
-    }
-    fn repetition(&self) -> u32 {
-        self.repetition
-    }
-    fn cell(&self) -> &BTreeMap<String, Value> {
-        &self.cell
-    }
-    fn output(&self) -> &str {
-        &self.output
-    }
 }
 
 /// Values checked as the record types read them, with the same errors, and not kept: each is
@@ -893,31 +857,9 @@ pub struct RunRecordBrief {
     _earlier_attempts: Vec<EarlierAttempt>,
 }
 
-/// A run.json as a reader takes it ([`crate::bundle::read::Bundle::read_run_folder_as`]): what
-/// says which run it is and names its files.
-pub trait RunEntry: serde::de::DeserializeOwned {
-    /// `format`.
-    fn format(&self) -> u32;
-    /// `run-id`.
-    fn run_id(&self) -> &str;
-    /// `index`.
-    fn index(&self) -> usize;
-    /// `repetition`.
-    fn repetition(&self) -> u32;
-    /// `cell`.
-    fn cell(&self) -> &BTreeMap<String, Value>;
-    /// `output`.
-    fn output(&self) -> &str;
-    /// `sha256`: the run's files by name.
-    fn sha256(&self) -> &BTreeMap<String, String>;
-}
-
-macro_rules! run_entry {
-    ($t:ty) => {
-        impl RunEntry for $t {
-            fn format(&self) -> u32 {
-                self.format
-            }
+macro_rules! plan_entry {
+    ($($t:ty),*) => {$(
+        impl PlanEntry for $t {
             fn run_id(&self) -> &str {
                 &self.run_id
             }
@@ -933,14 +875,33 @@ macro_rules! run_entry {
             fn output(&self) -> &str {
                 &self.output
             }
+        }
+    )*};
+}
+plan_entry!(PlannedRunRecord, PlannedRunBrief, RunRecord, RunRecordBrief);
+
+/// A run.json as a reader takes it ([`crate::bundle::read::Bundle::read_run_folder_as`]): which
+/// run it is ([`PlanEntry`]), its format and the names of its files.
+pub trait RunEntry: PlanEntry {
+    /// `format`.
+    fn format(&self) -> u32;
+    /// `sha256`: the run's files by name.
+    fn sha256(&self) -> &BTreeMap<String, String>;
+}
+
+macro_rules! run_entry {
+    ($($t:ty),*) => {$(
+        impl RunEntry for $t {
+            fn format(&self) -> u32 {
+                self.format
+            }
             fn sha256(&self) -> &BTreeMap<String, String> {
                 &self.sha256
             }
         }
-    };
+    )*};
 }
-run_entry!(RunRecord);
-run_entry!(RunRecordBrief);
+run_entry!(RunRecord, RunRecordBrief);
 
 fn first_attempt() -> u32 {
     1

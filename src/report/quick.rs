@@ -6,8 +6,8 @@
 //! [`Accumulator`], the values of `[report] metrics` pointers to top-level keys), with fixed
 //! field names instead of the general reader's pointer tree
 //! ([`crate::bundle::output::Interest`]). It takes only documents of the plain shape: an object
-//! whose `samples` (when there) is an array of objects, `arguments` and `mappings` objects or
-//! `null`, no key read twice in one object, no key that a longer metric pointer goes into.
+//! whose `samples` (when there) is an array of objects whose `phase` (when there) is a string,
+//! `arguments` and `mappings` objects or `null`, no key read twice in one object, no key that a longer metric pointer goes into.
 //! Anything else gives `None`, and the caller reads the document again with the general reader,
 //! which says what is unusable in its own words: the two agree on every document this one
 //! takes (tested against each other in `report::collection`'s tests). [`Pointers::new`] says
@@ -375,47 +375,25 @@ impl<'de> Visitor<'de> for SampleSeed {
     }
 }
 
-/// A sample's `phase` as [`SampleFields::set`] reads the value the general reader keeps of it,
-/// without keeping the string: a string it keeps ([`crate::bundle::output::MAX_KEPT_STRING`]
-/// bytes at most) is a phase, anything else (`null` too) none.
+/// A sample's `phase` as [`SampleFields::set`] reads the string the general reader keeps of it,
+/// without keeping it: a string of at most [`crate::bundle::output::MAX_KEPT_STRING`] bytes is a
+/// phase, a longer one none. Anything but a string is an error here: such a document is left to
+/// the general reader.
 struct PhaseSeed;
 
 impl<'de> DeserializeSeed<'de> for PhaseSeed {
     type Value = Option<Phase>;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<Phase>, D::Error> {
-        d.deserialize_any(self)
+        d.deserialize_str(self)
     }
 }
 
 impl<'de> Visitor<'de> for PhaseSeed {
     type Value = Option<Phase>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
+        f.write_str("a phase string")
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Option<Phase>, E> {
         Ok((v.len() <= crate::bundle::output::MAX_KEPT_STRING).then(|| Phase::of(v)))
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Option<Phase>, E> {
-        Ok(None)
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Option<Phase>, E> {
-        Ok(None)
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Option<Phase>, E> {
-        Ok(None)
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Option<Phase>, E> {
-        Ok(None)
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Option<Phase>, E> {
-        Ok(None)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Option<Phase>, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(None)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<Phase>, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(None)
     }
 }

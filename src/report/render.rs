@@ -1425,11 +1425,11 @@ impl<'a> CsvLayout<'a> {
 /// One run's CSV row with every column ([`CsvLayout::full`]), encoded as CSV and cut where each
 /// column group ends (run-id to keys, `node`, the ending, retention, metrics): what a large
 /// report spills for each run while it reads them, on the reading threads
-/// ([`super::model::Spill::Csv`]). The record is the row's
-/// length and the four cuts (each a little-endian `u32`), then the row without its newline;
-/// every group after the first starts with its comma, so [`write_csv`] writes a layout's row by
-/// leaving out the groups it has not, without reading the fields again. (A field is quoted for
-/// what it holds alone, so the row cut and joined is the row the layout would write.)
+/// ([`super::model::Spill::Csv`]). The record is the row's length and the four cuts (each a
+/// little-endian `u32`), then the row without its newline; every group after the first starts
+/// with its comma, so [`write_csv`] writes a layout's row by leaving out the groups it has not,
+/// without reading the fields again. (A field is quoted for what it holds alone, so the row cut
+/// and joined is the row the layout would write.)
 ///
 /// # Errors
 /// Only from the CSV writer.
@@ -1477,12 +1477,12 @@ const CSV_SPILL_HEADER: usize = 20;
 /// Only from serde_json.
 pub fn json_spill_record(run: &RunSummary) -> anyhow::Result<Vec<u8>> {
     let mut bytes = indented(&serde_json::to_vec_pretty(run)?, 2);
-    bytes.push(SPILL_END);
+    bytes.push(JSON_SPILL_END);
     Ok(bytes)
 }
 
 /// The end of a run in the JSON spill ([`json_spill_record`]).
-const SPILL_END: u8 = 0;
+const JSON_SPILL_END: u8 = 0;
 
 /// `pretty` (as `serde_json::to_vec_pretty` writes a value) as the pretty printer writes the
 /// same value `depth` levels deep: two spaces a level before every line but the first (a
@@ -1559,12 +1559,12 @@ pub fn write_json(r: &Report, out: &mut dyn std::io::Write) -> anyhow::Result<()
     let mut first = true;
     loop {
         run.clear();
-        if lines.read_until(SPILL_END, &mut run)? == 0 {
+        if lines.read_until(JSON_SPILL_END, &mut run)? == 0 {
             break;
         }
         out.write_all(if first { b"\n    " } else { b",\n    " })?;
         first = false;
-        out.write_all(run.strip_suffix(&[SPILL_END]).unwrap_or(&run))?;
+        out.write_all(run.strip_suffix(&[JSON_SPILL_END]).unwrap_or(&run))?;
     }
     out.write_all(if first { b"]" } else { b"\n  ]" })?;
     out.write_all(&text.as_bytes()[at + marker.len()..])?;
@@ -1608,7 +1608,7 @@ mod tests {
             let pretty = serde_json::to_vec_pretty(&v).unwrap();
             prop_assert_eq!(indented(&pretty, 0), pretty.clone());
             let run = indented(&pretty, 2);
-            prop_assert!(!run.contains(&SPILL_END));
+            prop_assert!(!run.contains(&JSON_SPILL_END));
             let doc = serde_json::json!({ "runs": [v.clone(), v.clone()] });
             let mut out = b"{\n  \"runs\": [\n    ".to_vec();
             out.extend_from_slice(&run);
