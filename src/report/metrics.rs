@@ -10,6 +10,8 @@
 //! sample field it reads in [`super::retention`] when it needs a new one, and a line in
 //! docs/report.md.
 
+use std::fmt;
+
 use serde::Serialize;
 
 use super::retention::{Retention, SampleField};
@@ -446,19 +448,26 @@ impl Metric {
     /// The value as exact text for CSV and the per-run table: integers as integers (exact whatever
     /// their size), others in full precision; `None` when the run lacks it.
     pub fn exact(self, r: &Retention) -> Option<String> {
-        let i = |x: Option<i128>| x.map(|v| v.to_string());
+        self.exact_value(r).map(|v| v.to_string())
+    }
+
+    /// [`Metric::exact`] before it is made text: what a CSV row writes without a `String` a
+    /// field.
+    pub fn exact_value(self, r: &Retention) -> Option<Exact> {
+        let i = |x: Option<i128>| x.map(Exact::Integer);
+        let f = |x: Option<f64>| x.map(Exact::Number);
         match self.def().unit {
-            Unit::BytesPer1000 => self.of(r).map(|v| v.to_string()),
-            Unit::Bytes | Unit::Count => i(match self {
-                Metric::PrivateGrowth => r.growth.private_bytes,
-                Metric::AnonymousGrowth => r.growth.anonymous_bytes,
-                Metric::RssGrowth => r.growth.rss_bytes,
-                Metric::PrivateAfterClose => r.after_close.private_bytes,
-                Metric::AnonymousAfterClose => r.after_close.anonymous_bytes,
-                Metric::RssAfterClose => r.after_close.rss_bytes,
-                Metric::FdDelta => r.fd_delta,
-                _ => return self.of(r).map(|v| v.to_string()),
-            }),
+            Unit::BytesPer1000 => f(self.of(r)),
+            Unit::Bytes | Unit::Count => match self {
+                Metric::PrivateGrowth => i(r.growth.private_bytes),
+                Metric::AnonymousGrowth => i(r.growth.anonymous_bytes),
+                Metric::RssGrowth => i(r.growth.rss_bytes),
+                Metric::PrivateAfterClose => i(r.after_close.private_bytes),
+                Metric::AnonymousAfterClose => i(r.after_close.anonymous_bytes),
+                Metric::RssAfterClose => i(r.after_close.rss_bytes),
+                Metric::FdDelta => i(r.fd_delta),
+                _ => f(self.of(r)),
+            },
         }
     }
 
@@ -475,6 +484,25 @@ impl Metric {
     /// The metric whose key is `key`.
     pub fn from_key(key: &str) -> Option<Metric> {
         Metric::ALL.iter().copied().find(|m| m.key() == key)
+    }
+}
+
+/// A metric's value as [`Metric::exact`] writes it: an integer exactly, a number in full
+/// precision (Rust's shortest text that reads back as the same `f64`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Exact {
+    /// Bytes or a count.
+    Integer(i128),
+    /// A rate or a per-1000 figure.
+    Number(f64),
+}
+
+impl fmt::Display for Exact {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Exact::Integer(v) => fmt::Display::fmt(v, f),
+            Exact::Number(v) => fmt::Display::fmt(v, f),
+        }
     }
 }
 

@@ -1277,7 +1277,10 @@ pub fn write_csv(r: &Report, out: &mut dyn std::io::Write) -> anyhow::Result<()>
             out.flush()?;
         }
         None => {
-            r.runs.try_for_each(|run| Ok(w.write_record(layout.row(run))?))?;
+            r.runs.try_for_each(|run| {
+                layout.write_fields(run, |field| w.write_field(field))?;
+                Ok(w.write_record(None::<&[u8]>)?)
+            })?;
             w.flush()?;
         }
     }
@@ -1346,62 +1349,90 @@ impl<'a> CsvLayout<'a> {
 
     /// One run's row.
     pub fn row(&self, run: &RunSummary) -> Vec<String> {
-        let e = String::new;
-        let o = |v: Option<String>| v.unwrap_or_default();
-        let mut row = vec![run.run_id.clone(), run.index.to_string()];
-        row.extend(
-            self.keys
-                .iter()
-                .map(|k| o(run.cell.get(k).map(|v| v.to_string()))),
-        );
-        if self.node {
-            row.push(o(run.node.clone()));
+        let mut row = Vec::new();
+        self.write_fields(run, |field| {
+            row.push(field.to_string());
+            Ok::<_, std::convert::Infallible>(())
+        })
+        .unwrap_or_else(|never| match never {});
+        row
+    }
+
+    /// Hands one run's fields to `field`, in column order, each as its text ([`CsvLayout::row`]
+    /// without a `String` a field: numbers are written into one buffer lent to all of them).
+    ///
+    /// # Errors
+    /// The first error of `field`.
+    pub fn write_fields<E>(
+        &self,
+        run: &RunSummary,
+        mut field: impl FnMut(&str) -> Result<(), E>,
+    ) -> Result<(), E> {
+        use std::fmt::Write as _;
+        let mut buf = String::new();
+        // The text of `v` (empty for `None`), written into `buf` and handed to `field`.
+        let mut shown = |v: Option<&dyn std::fmt::Display>, field: &mut dyn FnMut(&str) -> Result<(), E>| {
+            buf.clear();
+            if let Some(v) = v {
+                write!(buf, "{v}").expect("a String takes any text");
+            }
+            field(&buf)
+        };
+        field(&run.run_id)?;
+        shown(Some(&run.index), &mut field)?;
+        for k in self.keys {
+            shown(run.cell.get(k).map(|v| v as _), &mut field)?;
         }
-        row.extend([
-            run.repetition.to_string(),
-            if run.finished {
-                run.termination_text().split(' ').next().unwrap_or("").to_string()
-            } else {
-                "not-run".into()
-            },
-            o(run.exit_code.map(|v| v.to_string())),
-            o(run.signal.map(|v| v.to_string())),
-            o(run.wall_seconds.map(|v| v.to_string())),
-            o(run.peak_rss_bytes.map(|v| v.to_string())),
-            o(run.output_check.map(|_| run.output_text())),
-            o(run.outcome.map(|v| v.as_str().to_string())),
-            run.excluded.is_none().to_string(),
-            o(run.excluded.clone()),
-            o(run.reason.clone()),
-        ]);
+        if self.node {
+            field(run.node.as_deref().unwrap_or_default())?;
+        }
+        shown(Some(&run.repetition), &mut field)?;
+        if run.finished {
+            let termination = run.termination_text();
+            field(termination.split(' ').next().unwrap_or(""))?;
+        } else {
+            field("not-run")?;
+        }
+        shown(run.exit_code.as_ref().map(|v| v as _), &mut field)?;
+        shown(run.signal.as_ref().map(|v| v as _), &mut field)?;
+        shown(run.wall_seconds.as_ref().map(|v| v as _), &mut field)?;
+        shown(run.peak_rss_bytes.as_ref().map(|v| v as _), &mut field)?;
+        match run.output_check {
+            Some(_) => field(&run.output_text())?,
+            None => field("")?,
+        }
+        field(run.outcome.map(|v| v.as_str()).unwrap_or_default())?;
+        field(if run.excluded.is_none() { "true" } else { "false" })?;
+        field(run.excluded.as_deref().unwrap_or_default())?;
+        field(run.reason.as_deref().unwrap_or_default())?;
         if self.retention {
             match &run.retention {
                 Some(ret) => {
-                    row.extend([
-                        o(ret.mode.clone()),
-                        o(ret.tensor_elements.map(|v| v.to_string())),
-                        ret.loop_iterations.to_string(),
-                    ]);
-                    row.extend(Metric::ALL.iter().map(|m| o(m.exact(ret))));
-                    row.extend([
-                        o(ret.last_tensor_alive.map(|b| b.to_string())),
-                        o(ret.completed.map(|b| b.to_string())),
-                    ]);
+                    field(ret.mode.as_deref().unwrap_or_default())?;
+                    shown(ret.tensor_elements.as_ref().map(|v| v as _), &mut field)?;
+                    shown(Some(&ret.loop_iterations), &mut field)?;
+                    for m in Metric::ALL {
+                        shown(m.exact_value(ret).as_ref().map(|v| v as _), &mut field)?;
+                    }
+                    shown(ret.last_tensor_alive.as_ref().map(|v| v as _), &mut field)?;
+                    shown(ret.completed.as_ref().map(|v| v as _), &mut field)?;
                 }
-                None => row.extend(std::iter::repeat_n(e(), Metric::ALL.len() + 5)),
+                None => {
+                    for _ in 0..Metric::ALL.len() + 5 {
+                        field("")?;
+                    }
+                }
             }
         }
         for (name, _) in self.pointers {
             // Full precision in CSV: it is read by programs, not people.
-            row.push(o(run.metrics.get(name).and_then(|v| v.as_ref()).map(
-                |v| match v {
-                    super::model::MetricValue::Number(x) => x.to_string(),
-                    other => other.to_string(),
-                },
-            )));
+            match run.metrics.get(name).and_then(|v| v.as_ref()) {
+                Some(super::model::MetricValue::Number(x)) => shown(Some(x), &mut field)?,
+                Some(other) => shown(Some(other), &mut field)?,
+                None => field("")?,
+            }
         }
-        row.push(run_unusable_text(run));
-        row
+        field(&run_unusable_text(run))
     }
 
     /// How many columns each group has, in order: run-id, index and the matrix keys; `node`;
@@ -1439,22 +1470,29 @@ pub fn csv_spill_record(
     pointers: &[(String, String)],
 ) -> anyhow::Result<Vec<u8>> {
     let layout = CsvLayout::full(keys, pointers);
-    let row = layout.row(run);
     let mut w = csv::WriterBuilder::new()
         // The default 8 KiB, zeroed for each run, cost more than the row.
         .buffer_capacity(512)
         .from_writer(vec![0; CSV_SPILL_HEADER]);
     let mut cuts = [0u32; 4];
-    let mut fields = row.iter();
-    for (group, size) in layout.groups().into_iter().enumerate() {
-        for field in fields.by_ref().take(size) {
-            w.write_field(field)?;
-        }
-        if let Some(cut) = cuts.get_mut(group) {
-            w.flush()?;
-            *cut = u32::try_from(w.get_ref().len() - CSV_SPILL_HEADER)?;
-        }
+    // Where each group ends, as a count of fields: after the last field of a group the writer
+    // is flushed and the row's length so far is that group's cut.
+    let mut ends = layout.groups();
+    for at in 1..ends.len() {
+        ends[at] += ends[at - 1];
     }
+    let mut written = 0;
+    layout.write_fields(run, |field| -> anyhow::Result<()> {
+        w.write_field(field)?;
+        written += 1;
+        for (group, _) in ends.iter().enumerate().filter(|&(_, &end)| end == written) {
+            if let Some(cut) = cuts.get_mut(group) {
+                w.flush()?;
+                *cut = u32::try_from(w.get_ref().len() - CSV_SPILL_HEADER)?;
+            }
+        }
+        Ok(())
+    })?;
     w.write_record(None::<&[u8]>)?;
     let mut bytes = w.into_inner().map_err(|e| anyhow::anyhow!("{}", e.error()))?;
     bytes.pop(); // The record's newline.
@@ -1476,7 +1514,7 @@ const CSV_SPILL_HEADER: usize = 20;
 /// # Errors
 /// Only from serde_json.
 pub fn json_spill_record(run: &RunSummary) -> anyhow::Result<Vec<u8>> {
-    let mut bytes = indented(&serde_json::to_vec_pretty(run)?, 2);
+    let mut bytes = two_levels_deep(run)?;
     bytes.push(JSON_SPILL_END);
     Ok(bytes)
 }
@@ -1484,19 +1522,22 @@ pub fn json_spill_record(run: &RunSummary) -> anyhow::Result<Vec<u8>> {
 /// The end of a run in the JSON spill ([`json_spill_record`]).
 const JSON_SPILL_END: u8 = 0;
 
-/// `pretty` (as `serde_json::to_vec_pretty` writes a value) as the pretty printer writes the
-/// same value `depth` levels deep: two spaces a level before every line but the first (a
-/// pretty-printed string holds no raw newline, so every newline is the printer's own).
-fn indented(pretty: &[u8], depth: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(pretty.len() + pretty.len() / 8);
-    let mut rest = pretty;
-    while let Some(at) = memchr::memchr(b'\n', rest) {
-        out.extend_from_slice(&rest[..=at]);
-        out.extend(std::iter::repeat_n(b' ', 2 * depth));
-        rest = &rest[at + 1..];
+/// `v` as serde_json's pretty printer writes it two levels deep: `[[v]]` pretty-printed is `v`
+/// so written between a fixed opening and closing, which are cut off (one `memmove`, where
+/// indenting `v`'s own pretty text line by line read and copied it all).
+///
+/// # Errors
+/// From serde_json; the pretty text is not framed as expected.
+fn two_levels_deep(v: &impl serde::Serialize) -> anyhow::Result<Vec<u8>> {
+    const OPENING: &[u8] = b"[\n  [\n    ";
+    const CLOSING: &[u8] = b"\n  ]\n]";
+    let mut bytes = serde_json::to_vec_pretty(&[[v]])?;
+    if !(bytes.starts_with(OPENING) && bytes.ends_with(CLOSING)) {
+        anyhow::bail!("serde_json pretty-printed a value two levels deep in another frame");
     }
-    out.extend_from_slice(rest);
-    out
+    bytes.truncate(bytes.len() - CLOSING.len());
+    bytes.drain(..OPENING.len());
+    Ok(bytes)
 }
 
 /// What one run gave that the report cannot use, for CSV's `unusable_values`: its output's
@@ -1601,13 +1642,11 @@ mod tests {
     }
 
     proptest! {
-        /// A value pretty-printed and indented is what serde_json's pretty printer writes of it as
-        /// an element of the report's `runs` array; it holds no NUL, the spill's separator.
+        /// A value two levels deep is what serde_json's pretty printer writes of it as an element
+        /// of the report's `runs` array; it holds no NUL, the spill's separator.
         #[test]
-        fn indented_pretty_json_is_serde_jsons_pretty_json_two_levels_deep(v in json_value()) {
-            let pretty = serde_json::to_vec_pretty(&v).unwrap();
-            prop_assert_eq!(indented(&pretty, 0), pretty.clone());
-            let run = indented(&pretty, 2);
+        fn a_value_two_levels_deep_is_serde_jsons_pretty_json_of_it_in_runs(v in json_value()) {
+            let run = two_levels_deep(&v).unwrap();
             prop_assert!(!run.contains(&JSON_SPILL_END));
             let doc = serde_json::json!({ "runs": [v.clone(), v.clone()] });
             let mut out = b"{\n  \"runs\": [\n    ".to_vec();

@@ -14,12 +14,30 @@ pub fn theil_sen(points: &[(u64, i128)]) -> Option<f64> {
 pub fn theil_sen_in(points: &[(u64, i128)], slopes: &mut Vec<f64>) -> Option<f64> {
     slopes.clear();
     slopes.reserve(points.len() * points.len().saturating_sub(1) / 2);
-    for (i, &(xi, yi)) in points.iter().enumerate() {
-        for &(xj, yj) in &points[i + 1..] {
-            if xi == xj {
-                continue;
+    // Where every x and y is within 2^62 of 0 (byte counts and iterations always are), every
+    // difference fits in i64: the pairs are taken there, the same values as `ratio` gives.
+    const NARROW: i128 = 1 << 62;
+    if points
+        .iter()
+        .all(|&(x, y)| i128::from(x) <= NARROW && (-NARROW..=NARROW).contains(&y))
+    {
+        for (i, &(xi, yi)) in points.iter().enumerate() {
+            let (xi, yi) = (xi as i64, yi as i64);
+            for &(xj, yj) in &points[i + 1..] {
+                let (xj, yj) = (xj as i64, yj as i64);
+                if xi != xj {
+                    slopes.push((yj - yi) as f64 / (xj - xi) as f64);
+                }
             }
-            slopes.push(ratio(yj - yi, i128::from(xj) - i128::from(xi)));
+        }
+    } else {
+        for (i, &(xi, yi)) in points.iter().enumerate() {
+            for &(xj, yj) in &points[i + 1..] {
+                if xi == xj {
+                    continue;
+                }
+                slopes.push(ratio(yj - yi, i128::from(xj) - i128::from(xi)));
+            }
         }
     }
     super::median(slopes)
@@ -81,5 +99,40 @@ mod tests {
         assert!(all.unwrap() > 0.0);
         let extreme = [(0, i128::from(u64::MAX)), (1, 0)];
         assert_eq!(theil_sen(&extreme), Some(-(u64::MAX as f64)));
+    }
+
+    /// Every pairwise slope the i128 way, median of them: what the narrow way must equal.
+    fn wide(points: &[(u64, i128)]) -> Option<f64> {
+        let mut slopes = Vec::new();
+        for (i, &(xi, yi)) in points.iter().enumerate() {
+            for &(xj, yj) in &points[i + 1..] {
+                if xi != xj {
+                    slopes.push(ratio(yj - yi, i128::from(xj) - i128::from(xi)));
+                }
+            }
+        }
+        crate::stats::median(&mut slopes)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_narrow_way_gives_the_slopes_of_the_wide_one(
+            points in proptest::collection::vec(
+                (
+                    proptest::prop_oneof![0u64..10_000, (1u64 << 62) - 3..=(1u64 << 62) + 3, proptest::num::u64::ANY],
+                    proptest::prop_oneof![
+                        -100_000i128..100_000,
+                        -(1i128 << 62) - 3..=-(1i128 << 62) + 3,
+                        (1i128 << 62) - 3..=(1i128 << 62) + 3,
+                        -(1i128 << 64)..(1i128 << 64),
+                    ],
+                ),
+                0..12,
+            )
+        ) {
+            let got = theil_sen(&points);
+            let want = wide(&points);
+            proptest::prop_assert_eq!(got.map(f64::to_bits), want.map(f64::to_bits));
+        }
     }
 }
