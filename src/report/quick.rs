@@ -88,7 +88,7 @@ pub struct Quick {
 /// away.
 pub fn read(bytes: &[u8], acc: &mut Accumulator, pointers: &Pointers) -> Option<Quick> {
     let text = checked_whole(bytes)?;
-    let mut de = serde_json::Deserializer::from_slice(&text);
+    let mut de = serde_json::Deserializer::from_str(&text);
     let quick = DocSeed { acc, pointers }.deserialize(&mut de).ok()?;
     de.end().ok()?;
     Some(quick)
