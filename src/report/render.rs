@@ -1544,23 +1544,34 @@ fn two_levels_deep(v: &impl serde::Serialize) -> anyhow::Result<Vec<u8>> {
 /// unusable value (`a string for private_bytes`), the sample fields that were `null`, and the
 /// `[report]` metrics that are not numbers (`load: null`), `; `-separated; empty for none.
 fn run_unusable_text(run: &super::model::RunSummary) -> String {
-    let mut parts: Vec<String> = run.unusable_output.iter().cloned().collect();
-    if let Some(ret) = &run.retention {
-        parts.extend(ret.gaps.growth_null.iter().map(|f| format!("null for {f}")));
-        parts.extend(
-            ret.gaps
-                .closed_null
-                .iter()
-                .filter(|f| !ret.gaps.growth_null.contains(f))
-                .map(|f| format!("null for {f} (closed sample)")),
-        );
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    let mut part = |args: std::fmt::Arguments<'_>| {
+        if !text.is_empty() {
+            text.push_str("; ");
+        }
+        text.write_fmt(args).expect("a String takes any text");
+    };
+    if let Some(u) = &run.unusable_output {
+        part(format_args!("{u}"));
     }
-    parts.extend(
-        run.unusable_metrics
+    if let Some(ret) = &run.retention {
+        for f in &ret.gaps.growth_null {
+            part(format_args!("null for {f}"));
+        }
+        for f in ret
+            .gaps
+            .closed_null
             .iter()
-            .map(|(name, kind)| format!("{name}: {kind}")),
-    );
-    parts.join("; ")
+            .filter(|f| !ret.gaps.growth_null.contains(f))
+        {
+            part(format_args!("null for {f} (closed sample)"));
+        }
+    }
+    for (name, kind) in &run.unusable_metrics {
+        part(format_args!("{name}: {kind}"));
+    }
+    text
 }
 
 /// The report as one pretty-printed JSON document (kebab-case keys).
