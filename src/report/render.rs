@@ -1347,19 +1347,8 @@ impl<'a> CsvLayout<'a> {
         header
     }
 
-    /// One run's row.
-    pub fn row(&self, run: &RunSummary) -> Vec<String> {
-        let mut row = Vec::new();
-        self.write_fields(run, |field| {
-            row.push(field.to_string());
-            Ok::<_, std::convert::Infallible>(())
-        })
-        .unwrap_or_else(|never| match never {});
-        row
-    }
-
-    /// Hands one run's fields to `field`, in column order, each as its text ([`CsvLayout::row`]
-    /// without a `String` a field: numbers are written into one buffer lent to all of them).
+    /// Hands one run's row to `field`, a field at a time in column order, each as its text
+    /// (numbers written into one buffer lent to all of them, not a `String` a field).
     ///
     /// # Errors
     /// The first error of `field`.
