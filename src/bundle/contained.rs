@@ -103,20 +103,49 @@ pub fn open_folder(dir: &Path) -> io::Result<OwnedFd> {
     )?)
 }
 
+/// Opens a file of a bundle with `open`, given `O_NOATIME` to add to its flags, so that reading the
+/// file leaves its access time as it was: with the usual `relatime` mount, the first read of a
+/// file written since it was last read would otherwise write its inode (the first report of a
+/// bundle just run took 10-60% longer than the next one, in the file system's journal). Where
+/// the kernel refuses it (`EPERM`: the file is another user's and this one lacks `CAP_FOWNER`),
+/// `open` is called again with no flag to add, and so it is for every file after.
+///
+/// # Errors
+/// `open`'s.
+fn keeping_atime(open: impl Fn(OFlags) -> rustix::io::Result<OwnedFd>) -> rustix::io::Result<OwnedFd> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    /// `O_NOATIME` was refused once: the bundle's other files are opened without it at once.
+    static REFUSED: AtomicBool = AtomicBool::new(false);
+    if REFUSED.load(Ordering::Relaxed) {
+        return open(OFlags::empty());
+    }
+    match open(OFlags::NOATIME) {
+        Err(rustix::io::Errno::PERM) => {
+            REFUSED.store(true, Ordering::Relaxed);
+            open(OFlags::empty())
+        }
+        other => other,
+    }
+}
+
 /// Opens `name` in the folder `at` (from [`open_folder`]) for reading, following no link, and
-/// checks with `fstat` that it is a regular file; returns the file and that `fstat`.
+/// checks with `fstat` that it is a regular file; returns the file and that `fstat`. Opened with
+/// `O_NOATIME` (its access time left as it was) unless the kernel refuses that (`EPERM`: another
+/// user's file).
 ///
 /// # Errors
 /// `InvalidInput` when `name` is a symbolic link, FIFO, device, socket or folder, the message
 /// saying which; otherwise the `openat`/`fstat` error (`NotFound` when missing).
 pub fn open_regular_at(at: &OwnedFd, name: &Path) -> io::Result<(File, rustix::fs::Stat)> {
     // O_NONBLOCK: opening a FIFO for reading does not wait for a writer; it is refused below.
-    let fd = match rustix::fs::openat(
-        at,
-        name,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
-        Mode::empty(),
-    ) {
+    let fd = match keeping_atime(|noatime| {
+        rustix::fs::openat(
+            at,
+            name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY | noatime,
+            Mode::empty(),
+        )
+    }) {
         Ok(fd) => fd,
         Err(rustix::io::Errno::LOOP) => return Err(not_regular("a symbolic link")),
         Err(e) => return Err(e.into()),
@@ -238,11 +267,9 @@ pub fn read_bounded(file: File, limit: u64) -> io::Result<Vec<u8>> {
 /// more, to see a file that grew), `close`: four system calls where [`open_in`] makes one `openat` per folder on the way and a `close` for
 /// each. A report of 100,000 runs reads 200,000 files this way.
 ///
-/// The file is opened with `O_NOATIME`, so that reading it leaves its access time as it was: with
-/// the usual `relatime` mount, the first read of a file written since it was last read would
-/// otherwise write its inode (a report of a bundle just run took 60-80% longer, most of it in
-/// the file system's journal). Where the kernel refuses it (`EPERM`: a bundle of another user,
-/// read without `CAP_FOWNER`), the file is opened without it, and so are the next ones.
+/// The file is opened with `O_NOATIME`, so that reading it leaves its access time as it was (with
+/// `relatime`, the first read of a file written since it was last read writes its inode); where
+/// the kernel refuses that (`EPERM`: another user's file, no `CAP_FOWNER`), without it.
 ///
 /// `Ok(None)` when the quick way cannot answer: the kernel has no `openat2` (before Linux 5.6),
 /// the file is missing, a link or something not a regular file is on the way, or the file is
@@ -253,12 +280,7 @@ pub fn read_bounded(file: File, limit: u64) -> io::Result<Vec<u8>> {
 /// A read error of the opened regular file.
 pub fn read_small_beneath(at: &OwnedFd, rel: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> {
     use rustix::fs::ResolveFlags;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    /// `O_NOATIME` was refused once (`EPERM`: the files are not this user's, and it lacks
-    /// `CAP_FOWNER`); the bundle's other files are then opened without it at once.
-    static NOATIME_REFUSED: AtomicBool = AtomicBool::new(false);
-    let open = |noatime: bool| {
-        let noatime = if noatime { OFlags::NOATIME } else { OFlags::empty() };
+    let opened = keeping_atime(|noatime| {
         rustix::fs::openat2(
             at,
             rel,
@@ -266,14 +288,7 @@ pub fn read_small_beneath(at: &OwnedFd, rel: &Path, limit: u64) -> io::Result<Op
             Mode::empty(),
             ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
         )
-    };
-    let opened = match open(!NOATIME_REFUSED.load(Ordering::Relaxed)) {
-        Err(rustix::io::Errno::PERM) => {
-            NOATIME_REFUSED.store(true, Ordering::Relaxed);
-            open(false)
-        }
-        other => other,
-    };
+    });
     let fd = match opened {
         Ok(fd) => fd,
         Err(_) => return Ok(None),
@@ -418,11 +433,12 @@ mod tests {
         assert_eq!(quick("../runs/a/run.json", 1 << 20), None);
     }
 
-    /// The quick read leaves a file's access time as it was (`O_NOATIME`), and still reads the
-    /// quick way a file of another user, which the kernel does not let be opened so (run as
-    /// root, the test reads it on a thread of an unprivileged user: uids are per thread).
+    /// The quick and the careful read leave a file's access time as it was (`O_NOATIME`), and
+    /// still read a file of another user, which the kernel does not let be opened so, each its
+    /// own way (run as root, the test reads it on a thread of an unprivileged user: uids are per
+    /// thread).
     #[test]
-    fn the_quick_read_leaves_access_times_and_reads_other_users_files() {
+    fn reading_leaves_access_times_and_reads_other_users_files() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
@@ -441,6 +457,10 @@ mod tests {
         let rel = Path::new("a/run.json");
         assert_eq!(read_small_beneath(&runs, rel, 1 << 20).unwrap().unwrap(), b"{}\n");
         assert_eq!(std::fs::metadata(&file).unwrap().accessed().unwrap(), long_ago);
+        // The careful way too (what `verify` hashes every file with).
+        let careful = read_bounded(open_in(root, Path::new("runs/a/run.json")).unwrap(), 1 << 20).unwrap();
+        assert_eq!(careful, b"{}\n");
+        assert_eq!(std::fs::metadata(&file).unwrap().accessed().unwrap(), long_ago);
 
         if !rustix::process::geteuid().is_root() {
             eprintln!("skipped the other user's file: needs root, to read as another user");
@@ -456,7 +476,11 @@ mod tests {
                     rustix::thread::set_thread_res_gid(nobody, nobody, nobody).unwrap();
                     let nobody = rustix::process::Uid::from_raw(65534);
                     rustix::thread::set_thread_res_uid(nobody, nobody, nobody).unwrap();
-                    read_small_beneath(&runs, rel, 1 << 20).unwrap()
+                    let quick = read_small_beneath(&runs, rel, 1 << 20).unwrap();
+                    let careful =
+                        open_in(root, Path::new("runs/a/run.json")).map(|f| read_bounded(f, 1 << 20));
+                    assert_eq!(careful.unwrap().unwrap(), b"{}\n");
+                    quick
                 })
                 .join()
                 .unwrap()
