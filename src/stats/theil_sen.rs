@@ -15,29 +15,21 @@ pub fn theil_sen_in(points: &[(u64, i128)], slopes: &mut Vec<f64>) -> Option<f64
     slopes.clear();
     slopes.reserve(points.len() * points.len().saturating_sub(1) / 2);
     // Where every x and y is within 2^62 of 0 (byte counts and iterations always are), every
-    // difference fits in i64: the pairs are taken there, the same values as `ratio` gives.
+    // difference fits in i64 and is taken there: the same values as `ratio` gives.
     const NARROW: i128 = 1 << 62;
-    if points
+    let narrow = points
         .iter()
-        .all(|&(x, y)| i128::from(x) <= NARROW && (-NARROW..=NARROW).contains(&y))
-    {
-        for (i, &(xi, yi)) in points.iter().enumerate() {
-            let (xi, yi) = (xi as i64, yi as i64);
-            for &(xj, yj) in &points[i + 1..] {
-                let (xj, yj) = (xj as i64, yj as i64);
-                if xi != xj {
-                    slopes.push((yj - yi) as f64 / (xj - xi) as f64);
-                }
+        .all(|&(x, y)| i128::from(x) <= NARROW && (-NARROW..=NARROW).contains(&y));
+    for (i, &(xi, yi)) in points.iter().enumerate() {
+        for &(xj, yj) in &points[i + 1..] {
+            if xi == xj {
+                continue;
             }
-        }
-    } else {
-        for (i, &(xi, yi)) in points.iter().enumerate() {
-            for &(xj, yj) in &points[i + 1..] {
-                if xi == xj {
-                    continue;
-                }
-                slopes.push(ratio(yj - yi, i128::from(xj) - i128::from(xi)));
-            }
+            slopes.push(if narrow {
+                (yj as i64 - yi as i64) as f64 / (xj as i64 - xi as i64) as f64
+            } else {
+                ratio(yj - yi, i128::from(xj) - i128::from(xi))
+            });
         }
     }
     super::median(slopes)
