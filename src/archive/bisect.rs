@@ -14,8 +14,8 @@
 //!    manifest's rule, or `min` 4 (the fewest runs per side that can reach p < 0.05) up to `max`
 //!    `--repetitions N` (default 20; also the manifest rule's `max` when given), until every
 //!    selected cell is decided.
-//! 3. The commit is **bad** when any selected cell's verdict (private-bytes growth, the verdict
-//!    table's) is `above control`; **good** when none is and each is `below control`,
+//! 3. The commit is **bad** when any selected cell's verdict (the verdict table's: private-bytes
+//!    growth, or the rate where it overrules an `equivalent` growth) is `above control`; **good** when none is and each is `below control`,
 //!    `equivalent` or `no detectable difference` (at the rule's end); otherwise it is **skipped**,
 //!    as `git bisect skip` does: a commit whose manifest does not expand or pass preflight there
 //!    (a program missing at that commit), whose runs fail, time out or give no retention samples
@@ -323,6 +323,15 @@ fn judge(bundle: &Path, filters: &[(String, String)]) -> (Judgement, Vec<Estimat
         .filter(|e| e.metric() == Some(Metric::PrivateGrowth) && selected(&e.cell))
         .cloned()
         .collect();
+    // Judged by each cell's verdict (the verdict table's: the growth's, or the rate's where it
+    // overrules an `equivalent` growth), the growth rows kept as the evidence.
+    let verdicts: Vec<(&str, Verdict)> = evidence
+        .iter()
+        .map(|e| {
+            let cell = report.estimates.cells.iter().find(|c| c.cell == e.cell);
+            (e.cell.as_str(), cell.map_or(e.verdict, |c| c.verdict))
+        })
+        .collect();
     let not_ok: Vec<String> = report
         .counts
         .iter()
@@ -355,9 +364,9 @@ fn judge(bundle: &Path, filters: &[(String, String)]) -> (Judgement, Vec<Estimat
         };
         return (Judgement::Skipped, evidence, why);
     }
-    let words = evidence
+    let words = verdicts
         .iter()
-        .map(|e| format!("{}: {}", e.cell, e.verdict.as_str()))
+        .map(|(cell, v)| format!("{cell}: {}", v.as_str()))
         .collect::<Vec<_>>()
         .join(", ");
     let with_runs = |w: String| {
@@ -367,12 +376,12 @@ fn judge(bundle: &Path, filters: &[(String, String)]) -> (Judgement, Vec<Estimat
             format!("{w} ({not_ok})")
         }
     };
-    if evidence.iter().any(|e| e.verdict == Verdict::AboveControl) {
+    if verdicts.iter().any(|(_, v)| *v == Verdict::AboveControl) {
         return (Judgement::Bad, evidence, with_runs(words));
     }
-    if evidence.iter().all(|e| {
+    if verdicts.iter().all(|(_, v)| {
         matches!(
-            e.verdict,
+            v,
             Verdict::BelowControl | Verdict::Equivalent | Verdict::NoDetectableDifference
         )
     }) {

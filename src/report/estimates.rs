@@ -227,6 +227,66 @@ pub struct Estimates {
     /// pooled estimate compares hosts as well as the cells.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub node_warnings: Vec<String>,
+    /// One verdict per compared cell, in plan order: the verdict table's, the one adaptive
+    /// repetitions and `bisect` decide by ([`CellVerdict`]).
+    pub cells: Vec<CellVerdict>,
+}
+
+/// The verdict of one compared cell (JSON `estimates.cells`): its private growth's, except that
+/// growth within the equivalence margin is not called `equivalent` while the private rate
+/// differs from the control's (its verdict `above control` or `below control`): a leak too
+/// small over the loop's iterations to pass the growth margin still grows with every iteration,
+/// so the rate's word is the cell's then.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct CellVerdict {
+    /// The compared cell (`key=value ...`).
+    pub cell: String,
+    /// Its control cell.
+    pub control: String,
+    /// The cell's verdict.
+    pub verdict: Verdict,
+    /// Which figure gave it: `private-growth-bytes`, or `private-rate-per-1000` when the rate overruled an
+    /// `equivalent` growth.
+    pub decided_by: &'static str,
+}
+
+impl CellVerdict {
+    /// The verdict of `growth` (a private-growth row) given `rate`, the same cell's private-rate
+    /// row when there is one.
+    pub fn of(growth: &Estimate, rate: Option<&Estimate>) -> CellVerdict {
+        let overruled = growth.verdict == Verdict::Equivalent
+            && rate.is_some_and(|r| matches!(r.verdict, Verdict::AboveControl | Verdict::BelowControl));
+        let (verdict, decided_by) = match rate {
+            Some(r) if overruled => (r.verdict, Metric::PrivateRate.def().key),
+            _ => (growth.verdict, Metric::PrivateGrowth.def().key),
+        };
+        CellVerdict {
+            cell: growth.cell.clone(),
+            control: growth.control.clone(),
+            verdict,
+            decided_by,
+        }
+    }
+
+    /// `true` when the rate gave the verdict (see [`CellVerdict`]).
+    pub fn by_rate(&self) -> bool {
+        self.decided_by != Metric::PrivateGrowth.def().key
+    }
+}
+
+/// The cell verdicts of `rows` (sorted by cell, as [`Estimates::rows`]): one per private-growth
+/// row.
+fn cell_verdicts(rows: &[Estimate]) -> Vec<CellVerdict> {
+    rows.iter()
+        .filter(|e| e.metric() == Some(Metric::PrivateGrowth))
+        .map(|g| {
+            let rate = rows
+                .iter()
+                .find(|r| r.cell == g.cell && r.metric() == Some(Metric::PrivateRate));
+            CellVerdict::of(g, rate)
+        })
+        .collect()
 }
 
 /// The sorted distinct nodes of `runs` (finished runs of `values`; run.json `node`).
@@ -537,6 +597,7 @@ pub fn estimates(
             e.metric().map(|m| m as usize),
         )
     });
+    out.cells = cell_verdicts(&out.rows);
     out
 }
 
@@ -684,5 +745,74 @@ mod tests {
         assert!(settings("[report]\ncontrol = 3\n").is_err());
         assert_eq!(settings("format = 1\n").unwrap(), Settings::default());
         assert_eq!(parse_size("1.5 MiB").unwrap(), 1.5 * 1024.0 * 1024.0);
+    }
+
+    fn row(cell: &str, metric: Metric, verdict: Verdict) -> Estimate {
+        Estimate {
+            cell: cell.into(),
+            control: "mode=reuse".into(),
+            metric: metric.def().key.into(),
+            n_cell: 5,
+            n_control: 5,
+            shift: None,
+            ci_low: None,
+            ci_high: None,
+            confidence: None,
+            p: None,
+            p_adjusted: None,
+            exact: None,
+            margin: None,
+            verdict,
+            repetitions_needed: None,
+            unusable_values: None,
+            cell_nodes: Vec::new(),
+            control_nodes: Vec::new(),
+            node: None,
+        }
+    }
+
+    #[test]
+    fn the_rate_overrules_only_an_equivalent_growth() {
+        use Verdict::*;
+        let cases = [
+            // (growth, rate, the cell's, by the rate)
+            (Equivalent, Some(AboveControl), AboveControl, true),
+            (Equivalent, Some(BelowControl), BelowControl, true),
+            (Equivalent, Some(NoDetectableDifference), Equivalent, false),
+            (Equivalent, Some(Equivalent), Equivalent, false),
+            (Equivalent, Some(TooFewRuns), Equivalent, false),
+            (Equivalent, None, Equivalent, false),
+            (
+                NoDetectableDifference,
+                Some(AboveControl),
+                NoDetectableDifference,
+                false,
+            ),
+            (AboveControl, Some(BelowControl), AboveControl, false),
+            (BelowControl, Some(Equivalent), BelowControl, false),
+            (TooFewRuns, Some(AboveControl), TooFewRuns, false),
+        ];
+        for (g, r, want, by_rate) in cases {
+            let growth = row("mode=a", Metric::PrivateGrowth, g);
+            let rate = r.map(|r| row("mode=a", Metric::PrivateRate, r));
+            let c = CellVerdict::of(&growth, rate.as_ref());
+            assert_eq!((c.verdict, c.by_rate()), (want, by_rate), "{g:?} {r:?}");
+            assert_eq!(c.cell, "mode=a");
+        }
+        // Rows of two cells: one verdict a cell, each with its own rate.
+        let rows = [
+            row("mode=a", Metric::PrivateGrowth, Equivalent),
+            row("mode=a", Metric::PrivateRate, AboveControl),
+            row("mode=b", Metric::PrivateGrowth, Equivalent),
+            row("mode=b", Metric::PrivateRate, NoDetectableDifference),
+        ];
+        let cells = cell_verdicts(&rows);
+        assert_eq!(
+            cells
+                .iter()
+                .map(|c| (c.cell.as_str(), c.verdict))
+                .collect::<Vec<_>>(),
+            [("mode=a", AboveControl), ("mode=b", Equivalent)]
+        );
     }
 }

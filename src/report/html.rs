@@ -444,8 +444,9 @@ fn interval_plot(r: &Report) -> Markup {
         hi = hi.max(e.ci_high.unwrap_or(0.0));
     }
     if hi - lo <= 0.0 {
-        lo -= 1.0;
-        hi += 1.0;
+        // Every interval is [0, 0]: a page either side, not a byte (growth is page-quantized).
+        lo -= 4096.0;
+        hi += 4096.0;
     }
     let pad = (hi - lo) * 0.08;
     let (lo, hi) = (lo - pad, hi + pad);
@@ -463,7 +464,8 @@ fn interval_plot(r: &Report) -> Markup {
                 text x=(label_w + plot_w) y=(height - 8.0) font-size="11" text-anchor="end" fill="#57606a" { (super::render::human_bytes(hi)) }
                 @for (i, e) in rows.iter().enumerate() {
                     @let y = top + row_h * i as f64 + row_h / 2.0;
-                    @let colour = match e.verdict {
+                    @let verdict = r.estimates.cells.iter().find(|c| c.cell == e.cell).map_or(e.verdict, |c| c.verdict);
+                    @let colour = match verdict {
                         crate::stats::Verdict::AboveControl => "#a40e26",
                         crate::stats::Verdict::BelowControl => "#0969da",
                         crate::stats::Verdict::Equivalent => "#1a7f37",
@@ -474,7 +476,7 @@ fn interval_plot(r: &Report) -> Markup {
                     circle cx=(x(e.shift.unwrap_or(0.0))) cy=(y) r="5" fill="#fff" stroke=(colour) stroke-width="2" {}
                 }
             }
-            figcaption { "Private growth, cell minus control: Hodges-Lehmann shift (dot) and exact 95% interval (bar); the dashed line is 0. Red: above control, blue: below, green: equivalent, grey: no detectable difference or too few runs." }
+            figcaption { "Private growth, cell minus control: Hodges-Lehmann shift (dot) and exact 95% interval (bar); the dashed line is 0. Colour: the cell's verdict (the verdict table's): red above control, blue below, green equivalent, grey no detectable difference or too few runs." }
         }
     }
 }

@@ -6,7 +6,7 @@
 //! wrap; with no width (`--wide`) every table is one line per row. Markdown, CSV and JSON always
 //! keep every column on one line.
 
-use super::estimates::Estimate;
+use super::estimates::{CellVerdict, Estimate};
 use super::metrics::{Metric, RunTable, Unit};
 use super::model::{Report, RunSummary, fmt_num};
 use crate::stats::Verdict;
@@ -701,7 +701,7 @@ pub fn estimate_notes(r: &Report) -> Vec<String> {
     let too_few = e.rows.iter().any(|x| x.verdict == Verdict::TooFewRuns);
     if e.compared_cells > 1 {
         notes.push(format!(
-            "p Holm-corrected across {} cells (0.05 / {} = {} for the smallest p){}",
+            "p: Holm-adjusted across {} cells, each compared with 0.05 (unadjusted, the smallest must be below 0.05 / {} = {}){}",
             e.compared_cells,
             e.compared_cells,
             fmt_num(e.level),
@@ -793,6 +793,13 @@ pub fn verdict_section(r: &Report) -> Section {
             .rows
             .iter()
             .find(|x| x.cell == g.cell && x.metric() == Some(Metric::PrivateRate));
+        let cell = CellVerdict::of(g, rate);
+        let verdict = match rate {
+            Some(r) if cell.by_rate() => {
+                format!("{}\n(the rate's; growth within the margin)", verdict_text(r))
+            }
+            _ => verdict_text(g).replacen(" (", "\n(", 1),
+        };
         s.rows.push(vec![
             g.cell.clone(),
             format!("{}/{}", g.n_cell, g.n_control),
@@ -801,11 +808,11 @@ pub fn verdict_section(r: &Report) -> Section {
                 interval_text(g),
                 rate.map_or_else(|| "-".into(), interval_text)
             ),
-            verdict_text(g).replacen(" (", "\n(", 1),
+            verdict,
         ]);
     }
     s.notes = vec![
-        "n = runs of the cell / of its control; the verdict is the growth's; p-values in the table of every metric below".into(),
+        "n = runs of the cell / of its control; the verdict is the growth's, but `equivalent` only while the rate is not above or below the control's (else the rate's); p-values in the table of every metric below".into(),
     ];
     s.notes.extend(estimate_notes(r));
     s
@@ -820,7 +827,14 @@ pub fn estimates_section(r: &Report) -> Section {
             ("metric", false),
             ("n", true),
             ("shift [95% interval]", true),
-            ("p", true),
+            (
+                if r.estimates.correction == "holm" {
+                    "p (Holm)"
+                } else {
+                    "p"
+                },
+                true,
+            ),
             ("verdict", false),
         ],
     );

@@ -3,8 +3,9 @@
 //! read back as `report` reads it ([`crate::report::collect`]: the estimates against the control
 //! of `[report] control`), and each cell is judged:
 //!
-//! - a compared cell is **decided** when its verdict (private-bytes growth against its control,
-//!   the verdict table's) is `above control`, `below control` or `equivalent`;
+//! - a compared cell is **decided** when its verdict (the verdict table's,
+//!   [`crate::report::estimates::CellVerdict`]: private-bytes growth against its control, the
+//!   rate's where it overrules an `equivalent` growth) is `above control`, `below control` or `equivalent`;
 //! - a control cell goes on while any cell compared with it does (it is decided with the last);
 //! - a cell with no control to be compared with (and that is no control) stops at `min`
 //!   (`no control`); when no run gave retention samples at all (every run failed, say), every
@@ -25,7 +26,6 @@ use std::time::{Duration, Instant};
 use crate::bundle::{AdaptiveCell, AdaptiveRecord, StoppingReason};
 use crate::manifest::Adaptive;
 use crate::plan::Plan;
-use crate::report::metrics::Metric;
 use crate::stats::Verdict;
 
 use super::SessionEnd;
@@ -86,13 +86,8 @@ pub fn decide(dir: &Path, plan: &Plan, rule: Adaptive, elapsed: Duration) -> Res
     }
     // Compared cells: verdict and control, by label.
     let mut compared: BTreeMap<&str, (Verdict, &str)> = BTreeMap::new();
-    for e in report
-        .estimates
-        .rows
-        .iter()
-        .filter(|e| e.metric() == Some(Metric::PrivateGrowth))
-    {
-        compared.insert(e.cell.as_str(), (e.verdict, e.control.as_str()));
+    for c in &report.estimates.cells {
+        compared.insert(c.cell.as_str(), (c.verdict, c.control.as_str()));
     }
     let open_controls: BTreeSet<&str> = compared
         .values()

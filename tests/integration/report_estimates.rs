@@ -1,6 +1,6 @@
 //! Issue 19: retention estimates against a control, end to end (real runs of a small script that
-//! prints the retention schema, DESIGN 7). The `leak` mode grows by a known rate; `steady` and
-//! the control do not.
+//! prints the retention schema, DESIGN 7). The `leak` mode grows by a known rate, `small` by a
+//! fifth of it (40 KiB over the loop: inside a 64 KiB margin); `steady` and the control do not.
 
 use std::path::{Path, PathBuf};
 
@@ -14,7 +14,7 @@ const RATE: i64 = 40960;
 /// the repetition, so runs differ).
 const SCRIPT: &str = r#"#!/bin/sh
 mode=$1
-case "$mode" in leak|new) rate=40960 ;; *) rate=0 ;; esac
+case "$mode" in leak|new) rate=40960 ;; small) rate=8192 ;; *) rate=0 ;; esac
 R=${HWR_REPETITION:-1}
 printf '{"schema_version":1,"arguments":{"mode":"%s"},"samples":[' "$mode"
 i=0
@@ -99,10 +99,14 @@ fn five_repetitions_find_the_leak_with_an_interval_holding_the_true_rate() {
     );
     assert!(head.contains("KiB"), "{head}");
     // The Holm note gives the level; with no `too few runs` verdict it does not explain one.
+    // The p shown is the adjusted one and says so: it is compared with 0.05 itself, the raw
+    // smallest with 0.025 (the trial of 2026-12-04 read 0.016 against 0.025 as the note had it).
+    let unwrapped = text.replace("\n  ", " ");
     assert!(
-        text.contains("Holm-corrected across 2 cells (0.05 / 2 = 0.025"),
+        unwrapped.contains("p: Holm-adjusted across 2 cells, each compared with 0.05 (unadjusted, the smallest must be below 0.05 / 2 = 0.025)"),
         "{text}"
     );
+    assert!(text.contains("(Holm)"), "{text}");
     assert!(!text.contains("too few runs ="), "{text}");
     // The HTML page opens with the same table and an interval plot.
     let out = hwr(
@@ -270,6 +274,62 @@ fn a_control_named_by_another_key_and_an_equivalence_margin() {
         "{}",
         stderr(&check)
     );
+}
+
+/// A leak whose growth over the loop lies inside the equivalence margin but whose rate is above
+/// the control's is no `equivalent` cell: the verdict table, JSON `estimates.cells`, the HTML
+/// plot's colour and adaptive repetitions all take the rate's word (the new-user trial of
+/// 2026-12-04 found `equivalent` at the top of a report whose rate row said above control).
+#[test]
+fn a_leak_inside_the_growth_margin_is_not_equivalent_while_its_rate_is_above() {
+    let repo = repo();
+    let m = manifest(repo.path(), "mode", &["reuse", "small", "steady"], 5);
+    let text = std::fs::read_to_string(&m).unwrap();
+    std::fs::write(&m, format!("{text}\n[report]\nequivalence-margin = \"64KiB\"\n")).unwrap();
+    let (out, bundle) = run(repo.path(), &m);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = bundle.unwrap();
+    let doc = report_json(repo.path(), &bundle);
+    let growth = row(&doc, "mode=small", "private-growth-bytes");
+    assert_eq!(growth["verdict"], "equivalent", "{growth:#}");
+    assert!(growth["ci-low"].as_f64().unwrap() > 0.0, "{growth:#}");
+    assert_eq!(
+        row(&doc, "mode=small", "private-rate-per-1000")["verdict"],
+        "above control"
+    );
+    let cells = doc["estimates"]["cells"].as_array().expect("estimates.cells");
+    let cell = |name: &str| {
+        cells
+            .iter()
+            .find(|c| c["cell"] == name)
+            .unwrap_or_else(|| panic!("{name} in {cells:#?}"))
+    };
+    assert_eq!(cell("mode=small")["verdict"], "above control");
+    assert_eq!(cell("mode=small")["decided-by"], "private-rate-per-1000");
+    assert_eq!(cell("mode=small")["control"], "mode=reuse");
+    // Where the rate agrees, the growth's word stands.
+    assert_eq!(cell("mode=steady")["verdict"], "equivalent");
+    assert_eq!(cell("mode=steady")["decided-by"], "private-growth-bytes");
+    let out = hwr(repo.path(), &["report", bundle.to_str().unwrap()]);
+    let head: String = stdout(&out).lines().take(15).collect::<Vec<_>>().join("\n");
+    let small = head
+        .lines()
+        .skip_while(|l| !l.contains("mode=small"))
+        .take(2)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(small.contains("above control"), "{head}");
+    assert!(small.contains("(the rate's; growth within the margin)"), "{head}");
+    assert!(!small.contains("equivalent"), "{head}");
+    let html = hwr(
+        repo.path(),
+        &["report", bundle.to_str().unwrap(), "--format", "html"],
+    );
+    let page = stdout(&html);
+    let plot = &page[page.find("interval-plot").expect("the interval plot")..];
+    let at = plot.find(">mode=small<").expect("mode=small in the plot");
+    let small_bar = &plot[at..at + 400];
+    assert!(small_bar.contains("#a40e26"), "red (above control): {small_bar}");
 }
 
 #[test]
