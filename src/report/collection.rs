@@ -846,11 +846,14 @@ pub fn collect_spilling(dir: &Path, keep_series: bool, spill: Option<Spill>) -> 
     // The planned count that makes a bundle large is known only from the plan; a batch may
     // be read in detail just before (detail is cheap beside the batch's reading).
     let held_finished_now = std::cell::Cell::new(0);
+    let json_spill = ctx.spill == Some(Spill::Json);
     let large_now = std::cell::Cell::new(false);
     read_in_order(
         &ctx,
         bundle.planned_runs_as()?,
-        || !large_now.get() || held_finished_now.get() < RUN_ROWS,
+        // A JSON spill holds every run as the report's JSON writes it, in detail (the mappings
+        // that grew): every run is read so, as a report without a spill reads them again.
+        || json_spill || !large_now.get() || held_finished_now.get() < RUN_ROWS,
         |read| -> Result<(), ReportError> {
             planned_seen += 1;
             if !large && planned_seen > RUN_ROWS {

@@ -580,54 +580,12 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::bundle::OutputCheck;
-    use crate::exec::Termination;
-    use crate::manifest::Value;
     use crate::report::model::RunSummary;
 
     const HOSTILE: &str = "<script>alert(1)</script>\"&'";
 
     fn run(id: &str, outcome: Option<Outcome>) -> RunSummary {
-        RunSummary {
-            run_id: id.into(),
-            index: 0,
-            cell: BTreeMap::from([("mode".to_string(), Value::Str(HOSTILE.into()))]),
-            cell_label: format!("mode={HOSTILE}"),
-            repetition: 1,
-            node: None,
-            finished: outcome.is_some(),
-            attempts: u32::from(outcome.is_some()),
-            termination: outcome.map(|_| Termination::Exited),
-            exit_code: outcome.map(|o| if o == Outcome::Ok { 0 } else { 1 }),
-            signal: None,
-            wall_seconds: outcome.map(|_| 0.5),
-            peak_rss_bytes: None,
-            output_check: outcome.map(|o| {
-                if o == Outcome::Ok {
-                    OutputCheck::Valid
-                } else {
-                    OutputCheck::Empty
-                }
-            }),
-            output_check_reason: None,
-            outcome,
-            retention: None,
-            excluded: None,
-            allocator: None,
-            memory_note: None,
-            tree_peak_bytes: None,
-            mappings_grown: Vec::new(),
-            metrics: BTreeMap::new(),
-            unusable_metrics: BTreeMap::new(),
-            unusable_output: None,
-            points: Vec::new(),
-            memory: Vec::new(),
-            reason: outcome
-                .filter(|o| *o != Outcome::Ok)
-                .map(|_| "exit 1".into())
-                .or_else(|| outcome.is_none().then(|| "not run".into())),
-            stderr_tail: Vec::new(),
-        }
+        RunSummary::for_tests(id, &[("mode", HOSTILE)], outcome)
     }
 
     fn report(runs: Vec<RunSummary>) -> Report {

@@ -237,6 +237,59 @@ impl Report {
 }
 
 impl RunSummary {
+    /// A run for tests: `cell` its matrix values (strings), ok or not as `outcome` says (`None`:
+    /// not run), no retention.
+    #[cfg(test)]
+    pub(crate) fn for_tests(id: &str, cell: &[(&str, &str)], outcome: Option<Outcome>) -> RunSummary {
+        RunSummary {
+            run_id: id.into(),
+            index: 0,
+            cell: cell
+                .iter()
+                .map(|(k, v)| (k.to_string(), Value::Str(v.to_string())))
+                .collect(),
+            cell_label: cell
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+            repetition: 1,
+            node: None,
+            finished: outcome.is_some(),
+            attempts: u32::from(outcome.is_some()),
+            termination: outcome.map(|_| Termination::Exited),
+            exit_code: outcome.map(|o| if o == Outcome::Ok { 0 } else { 1 }),
+            signal: None,
+            wall_seconds: outcome.map(|_| 0.5),
+            peak_rss_bytes: None,
+            output_check: outcome.map(|o| {
+                if o == Outcome::Ok {
+                    OutputCheck::Valid
+                } else {
+                    OutputCheck::Empty
+                }
+            }),
+            output_check_reason: None,
+            outcome,
+            retention: None,
+            excluded: None,
+            allocator: None,
+            memory_note: None,
+            tree_peak_bytes: None,
+            mappings_grown: Vec::new(),
+            metrics: BTreeMap::new(),
+            unusable_metrics: BTreeMap::new(),
+            unusable_output: None,
+            points: Vec::new(),
+            memory: Vec::new(),
+            reason: outcome
+                .filter(|o| *o != Outcome::Ok)
+                .map(|_| "exit 1".into())
+                .or_else(|| outcome.is_none().then(|| "not run".into())),
+            stderr_tail: Vec::new(),
+        }
+    }
+
     /// The last lines of the run's stderr.log when it is not ok (see [`RunSummary::stderr_tail`]).
     pub fn stderr_tail(&self) -> &[String] {
         &self.stderr_tail

@@ -214,6 +214,64 @@ fn runs_read_in_parallel_batches_come_out_in_plan_order_and_a_bad_run_is_named()
     assert!(!err.contains(&ids[2300]), "{err}");
 }
 
+/// A large JSON report spills every run in detail: the probe's mappings that grew of a run past
+/// the first 2,048 (two batches, after which a table report reads no more detail) are in the
+/// spill as in a report that reads the runs again (the breaking pass of 2026-12-04 found them
+/// gone from every run after the 2,048th).
+#[test]
+fn a_spilled_json_report_keeps_every_runs_detail() {
+    use hwr_exp::memory::Mappings;
+    use hwr_exp::report::collection::collect_spilling;
+    use hwr_exp::report::model::Spill;
+    use hwr_exp::report::render::write_json;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("bundle");
+    three_batch_bundle(&dir);
+    let ids = run_ids(&dir);
+    let heap = |kb: u64| {
+        Mappings::parse(&format!(
+            "00400000-00452000 rw-p 00000000 00:00 0 [heap]\nRss: {kb} kB\nPrivate_Dirty: {kb} kB\nAnonymous: {kb} kB\n"
+        ))
+    };
+    for id in [&ids[10], &ids[2500]] {
+        let folder = dir.join("runs").join(id);
+        let output = std::fs::read_dir(&folder)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|x| x == "json") && !p.ends_with("run.json"))
+            .unwrap();
+        let mut doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&output).unwrap()).unwrap();
+        doc["mappings"] = serde_json::json!({
+            "source": "/proc/self/smaps",
+            "baseline": {"t_seconds": 0.1, "rows": heap(100)},
+            "last_loop": {"t_seconds": 0.2, "rows": heap(300)},
+        });
+        std::fs::write(&output, serde_json::to_vec(&doc).unwrap()).unwrap();
+    }
+    let spilled = collect_spilling(&dir, false, Some(Spill::Json)).unwrap();
+    assert!(spilled.runs.spilled(Spill::Json).is_some(), "not spilled");
+    let again = collect_spilling(&dir, false, None).unwrap();
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    write_json(&spilled, &mut a).unwrap();
+    write_json(&again, &mut b).unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&a).unwrap();
+    let runs = doc["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2600);
+    for at in [10, 2500] {
+        let grown = &runs[at]["mappings-grown"];
+        assert!(
+            grown.as_array().is_some_and(|g| !g.is_empty()),
+            "run {at}: {:#}",
+            runs[at]
+        );
+    }
+    assert_eq!(
+        runs.iter().filter(|r| r.get("mappings-grown").is_some()).count(),
+        2
+    );
+    assert!(a == b, "spilled and read again differ");
+}
+
 /// A large CSV or JSON report spills every run while it reads them and writes from the spill:
 /// byte for byte what reading the runs a second time gives (the way of a bundle too large to
 /// spill), for a bundle with runs that did not run, a timeout and a failed run whose reason CSV
