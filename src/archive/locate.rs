@@ -42,7 +42,9 @@ pub fn locate(name: &Path, results_dir: &Path) -> Result<Located, ArchiveError> 
         path: name.to_path_buf(),
         message,
     };
-    if name.join(files::BUNDLE).is_file() || (name.exists() && !name.is_dir()) {
+    // Anything named bundle.json makes `name` the bundle: a link, FIFO or folder there is for
+    // the bundle reader to name, not a reason to look for bundles below it.
+    if name.join(files::BUNDLE).symlink_metadata().is_ok() || (name.exists() && !name.is_dir()) {
         return Ok(Located {
             bundle: name.to_path_buf(),
             note: None,
@@ -120,14 +122,10 @@ fn split_back(name: &Path) -> (&Path, Option<usize>) {
 fn bundles_in(folder: &Path) -> Vec<((String, PathBuf), PathBuf)> {
     let mut found = Vec::new();
     for child in subdirs(folder) {
-        if child.join(files::BUNDLE).is_file() {
+        if is_bundle(&child) {
             found.push(child);
         } else {
-            found.extend(
-                subdirs(&child)
-                    .into_iter()
-                    .filter(|g| g.join(files::BUNDLE).is_file()),
-            );
+            found.extend(subdirs(&child).into_iter().filter(|g| is_bundle(g)));
         }
     }
     found
@@ -140,9 +138,28 @@ fn bundles_in(folder: &Path) -> Vec<((String, PathBuf), PathBuf)> {
         .collect()
 }
 
-/// `created` of the bundle.json in `bundle` (RFC 3339 UTC with milliseconds: sorts as text).
+/// Whether `folder` holds a bundle.json that is a regular file (not through a link).
+fn is_bundle(folder: &Path) -> bool {
+    folder
+        .join(files::BUNDLE)
+        .symlink_metadata()
+        .is_ok_and(|m| m.file_type().is_file())
+}
+
+/// The most of a bundle.json read to find its `created`: far more than hwr-exp writes.
+const BUNDLE_JSON_LIMIT: u64 = 16 << 20;
+
+/// `created` of the bundle.json in `bundle` (RFC 3339 UTC with milliseconds: sorts as text),
+/// read as every bundle file is (no link followed, a regular file only, at most
+/// [`BUNDLE_JSON_LIMIT`] bytes).
 fn created(bundle: &Path) -> Option<String> {
-    let text = std::fs::read(bundle.join(files::BUNDLE)).ok()?;
+    use std::io::Read;
+    let mut text = Vec::new();
+    crate::bundle::contained::open_in(bundle, Path::new(files::BUNDLE))
+        .ok()?
+        .take(BUNDLE_JSON_LIMIT)
+        .read_to_end(&mut text)
+        .ok()?;
     let value: serde_json::Value = serde_json::from_slice(&text).ok()?;
     value.get("created")?.as_str().map(str::to_owned)
 }
@@ -203,5 +220,49 @@ mod tests {
         let nothing = tmp.path().join("nothing");
         assert_eq!(at(&nothing), nothing);
         assert!(locate(Path::new("latest"), &tmp.path().join("none")).is_err());
+    }
+
+    /// A bundle.json that is a link, FIFO or folder makes its folder the bundle (for the reader
+    /// to name what it is), and is passed over when looking for the newest: a link is not
+    /// followed (to a huge file outside, it was read whole), a FIFO not waited on (the breaking
+    /// pass of 2026-12-04).
+    #[test]
+    fn a_bundle_json_that_is_no_regular_file_is_not_followed_or_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let results = tmp.path().join("results");
+        let good = bundle(&results, "a", "20261201T100000Z-0001", "2026-12-01T10:00:00.000Z");
+        let outside = tmp.path().join("outside.json");
+        std::fs::write(&outside, "{\"created\": \"2026-12-09T00:00:00.000Z\"}").unwrap();
+        let linked = results.join("a/20261201T120000Z-0002");
+        std::fs::create_dir_all(&linked).unwrap();
+        std::os::unix::fs::symlink(&outside, linked.join(files::BUNDLE)).unwrap();
+        let fifo = results.join("a/20261201T130000Z-0003");
+        std::fs::create_dir_all(&fifo).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            fifo.join(files::BUNDLE),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        let folder = results.join("a/20261201T140000Z-0004");
+        std::fs::create_dir_all(folder.join(files::BUNDLE)).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let r = results.clone();
+        std::thread::spawn(move || {
+            tx.send(
+                locate(&r.join("a"), &r)
+                    .map(|l| l.bundle)
+                    .map_err(|e| e.to_string()),
+            )
+        });
+        let newest = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("a FIFO bundle.json is not waited on");
+        assert_eq!(newest.unwrap(), good, "the link, FIFO and folder are passed over");
+        for odd in [&linked, &fifo, &folder] {
+            assert_eq!(&locate(odd, &results).unwrap().bundle, odd, "{}", odd.display());
+        }
     }
 }

@@ -214,12 +214,14 @@ impl BundleLock {
 
 /// Whether a live process holds the bundle folder `dir`: its lock file exists and a non-blocking
 /// shared `flock` on it is refused. A missing lock file means no holder. Opens the file read-only
-/// and never creates it.
+/// as every bundle file is read ([`super::contained::open_in`]: no link followed, a FIFO or device
+/// refused, not waited on) and never creates it.
 ///
 /// # Errors
-/// I/O errors opening the lock file (other than "not found") or from `flock`.
+/// I/O errors opening the lock file (other than "not found"), what it is when it is no regular
+/// file, or from `flock`.
 pub fn is_held(dir: &Path) -> io::Result<bool> {
-    let file = match File::open(dir.join(files::LOCK)) {
+    let file = match super::contained::open_in(dir, Path::new(files::LOCK)) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(e),
@@ -236,9 +238,14 @@ pub fn is_held(dir: &Path) -> io::Result<bool> {
 /// information only (it says nothing about liveness). `None` when the file is missing or does
 /// not hold a number.
 pub fn recorded_pid(dir: &Path) -> Option<u32> {
-    fs::read_to_string(dir.join(files::LOCK))
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
+    use std::io::Read;
+    let mut text = String::new();
+    super::contained::open_in(dir, Path::new(files::LOCK))
+        .ok()?
+        .take(64)
+        .read_to_string(&mut text)
+        .ok()?;
+    text.trim().parse().ok()
 }
 
 /// Whether no process has the pid `pid` here (`kill(pid, 0)` fails with `ESRCH`). A pid recorded
@@ -337,6 +344,42 @@ mod tests {
         lock.release().unwrap();
         assert!(!dir.path().join(files::LOCK).exists(), "release removes the file");
         assert!(!is_held(dir.path()).unwrap());
+    }
+
+    /// A lock file that is a FIFO or a link is refused, not opened (a FIFO opened for reading
+    /// waited for a writer: report, verify and list hung on it, the breaking pass of
+    /// 2026-12-04); the bundle then counts as held, as with any lock that cannot be probed.
+    #[test]
+    fn a_lock_file_that_is_no_regular_file_is_refused_not_waited_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = dir.path().join(files::LOCK);
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &lock,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let at = dir.path().to_path_buf();
+        std::thread::spawn(move || tx.send((is_held(&at).map_err(|e| e.to_string()), recorded_pid(&at))));
+        let (held, pid) = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("probing a FIFO lock returns");
+        assert!(held.unwrap_err().contains("FIFO"));
+        assert_eq!(pid, None);
+        fs::remove_file(&lock).unwrap();
+        let outside = dir.path().join("elsewhere");
+        fs::write(&outside, "4242").unwrap();
+        std::os::unix::fs::symlink(&outside, &lock).unwrap();
+        assert!(
+            is_held(dir.path())
+                .unwrap_err()
+                .to_string()
+                .contains("symbolic link")
+        );
+        assert_eq!(recorded_pid(dir.path()), None, "a link's target is not read");
     }
 
     #[test]

@@ -15,7 +15,6 @@
 //! the first clause (`exit 1: `) and the end (`No such file or directory`), cutting in the middle,
 //! after the last `/` of a path it cuts into; the progress line fits the terminal's width.
 
-use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
@@ -142,10 +141,26 @@ pub fn signal_name(signal: i32) -> String {
 /// and cut to [`LINE_WIDTH`] columns. Reads at most [`TAIL_BYTES`] from the end of the file; when
 /// the file is longer, the first (partial) line of that window is dropped unless it is the only one.
 ///
+/// The file is opened as every bundle file is ([`super::contained::open_in`]): no link followed
+/// (`path` itself or its folder a symbolic link), nothing but a regular file read (a FIFO, which
+/// would block, or a device is refused), the access time left as it is.
+///
 /// # Errors
-/// Opening, seeking or reading the file; a missing file is an empty tail, not an error.
+/// Opening, seeking or reading the file, or what it is when it is no regular file (`a FIFO,
+/// not a regular file: not read`); a missing file is an empty tail, not an error.
 pub fn read_tail(path: &Path, lines: usize) -> io::Result<Vec<String>> {
-    let mut file = match File::open(path) {
+    let (Some(folder), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} names no file", path.display()),
+        ));
+    };
+    let folder = if folder.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        folder
+    };
+    let mut file = match super::contained::open_in(folder, Path::new(name)) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
@@ -470,6 +485,52 @@ mod tests {
         let path = dir.path().join("stderr.log");
         std::fs::write(&path, b"Error: disk full\n\x1b[0m\n\x1b[?25h  \n").unwrap();
         assert_eq!(read_tail(&path, 3).unwrap(), ["Error: disk full"]);
+    }
+
+    /// stderr.log is read as every bundle file: a link (to a file outside, or to a device) or a
+    /// FIFO is refused, not followed or waited on (the breaking pass of 2026-12-04 had a failed
+    /// run's reason quote a file outside the bundle, and a FIFO hang the report).
+    #[test]
+    fn a_stderr_log_that_is_no_regular_file_is_refused_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("secret.txt");
+        std::fs::write(&outside, "SECRET-LINE\n").unwrap();
+        let run_dir = dir.path().join("run");
+        std::fs::create_dir(&run_dir).unwrap();
+        let path = run_dir.join("stderr.log");
+        for target in [outside.as_path(), Path::new("/dev/zero")] {
+            std::os::unix::fs::symlink(target, &path).unwrap();
+            let err = read_tail(&path, 3).unwrap_err().to_string();
+            assert!(
+                err.contains("a symbolic link, not a regular file: not read"),
+                "{err}"
+            );
+            std::fs::remove_file(&path).unwrap();
+        }
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let fifo = path.clone();
+        std::thread::spawn(move || tx.send(read_tail(&fifo, 3).map_err(|e| e.to_string())));
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("reading a FIFO stderr.log returns, it does not wait for a writer");
+        let err = got.unwrap_err();
+        assert!(err.contains("FIFO") && err.contains("not read"), "{err}");
+        // Through RunFailure: the reason says it, and quotes nothing.
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink(&outside, &path).unwrap();
+        let failed = record(Termination::Exited, Some(3), None);
+        let f = RunFailure::read(&failed, &run_dir, 3).unwrap();
+        assert!(!f.reason.contains("SECRET"), "{}", f.reason);
+        assert!(f.reason.contains("stderr.log unreadable"), "{}", f.reason);
+        assert!(f.stderr_tail.is_empty());
     }
 
     #[test]

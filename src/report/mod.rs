@@ -131,7 +131,7 @@ fn refuse_inside(plot: &std::path::Path, bundle: &std::path::Path) -> anyhow::Re
         && folder.starts_with(&bundle)
     {
         anyhow::bail!(
-            "--plot {}: inside the bundle {} that it reports; a bundle does not change after its runs              (verify checks every file): write the plot outside it",
+            "--plot {}: inside the bundle {} that it reports; a bundle does not change after its runs (verify checks every file): write the plot outside it",
             plot.display(),
             bundle.display()
         );

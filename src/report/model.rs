@@ -208,7 +208,7 @@ impl Report {
             ));
         }
         note.push_str(&format!(
-            "; the bundle has more than {RUN_ROWS} planned runs, so per-run tables and notes cover              the runs shown while counts, per-cell figures and estimates cover every run; every run:              --format csv or --format json"
+            "; the bundle has more than {RUN_ROWS} planned runs, so per-run tables and notes cover the runs shown while counts, per-cell figures and estimates cover every run; every run: --format csv or --format json"
         ));
         Some(note)
     }

@@ -159,7 +159,15 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
 
 /// A note when a live process holds the bundle's lock: unfinished runs are not checked then.
 fn live_note(c: &mut Checker<'_>) {
-    if effective_status(c.bundle.dir(), c.bundle.info()) == EffectiveStatus::Running {
+    if effective_status(c.bundle.dir(), c.bundle.info()) != EffectiveStatus::Running {
+        return;
+    }
+    if let Err(e) = crate::bundle::lock::is_held(c.bundle.dir()) {
+        c.v.notes.push(format!(
+            "bundle.json says running and the bundle's lock cannot be probed ({}: {e}): it counts as held, so unfinished runs are not checked",
+            crate::bundle::files::LOCK
+        ));
+    } else {
         c.v.notes.push(format!(
             "a live process{} holds this bundle's lock and is still writing it: unfinished runs are not checked, and files may change after this check",
             recorded_pid(c.bundle.dir())
