@@ -811,9 +811,14 @@ pub fn verdict_section(r: &Report) -> Section {
             verdict,
         ]);
     }
-    s.notes = vec![
-        "n = runs of the cell / of its control; the verdict is the growth's, but `equivalent` only while the rate is not above or below the control's (else the rate's); p-values in the table of every metric below".into(),
-    ];
+    // The table's key, where there is a table.
+    s.notes = if s.rows.is_empty() {
+        Vec::new()
+    } else {
+        vec![
+            "n = runs of the cell / of its control; the verdict is the growth's, but `equivalent` only while the rate is not above or below the control's (else the rate's); p-values in the table of every metric below".into(),
+        ]
+    };
     s.notes.extend(estimate_notes(r));
     s
 }

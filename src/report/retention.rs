@@ -456,6 +456,13 @@ pub struct Accumulator {
     rate_seen: usize,
 }
 
+/// The reason of a retention document without a baseline sample: what is missing, and the
+/// phases the schema has (DESIGN 7), for an output that named them otherwise (`base`).
+const NO_BASELINE: &str = "no baseline sample (no sample has \"phase\": \"baseline\"; the retention schema's phases: before_file, baseline, loop, closed)";
+
+/// The reason of a retention document without a loop sample (see [`NO_BASELINE`]).
+const NO_LOOP: &str = "no loop sample (no sample has \"phase\": \"loop\"; the retention schema's phases: before_file, baseline, loop, closed)";
+
 impl Accumulator {
     /// An accumulator keeping at most about `2 * max_points` plot points (0: none).
     pub fn new(max_points: usize) -> Accumulator {
@@ -571,10 +578,10 @@ impl Accumulator {
             return Unusable::parsed("no samples", "no samples");
         }
         let Some(baseline) = self.baseline else {
-            return Unusable::parsed("no baseline sample", "no baseline sample");
+            return Unusable::parsed(NO_BASELINE, "no baseline sample");
         };
         let Some(last_loop) = self.last_loop else {
-            return Unusable::parsed("no loop sample", "no loop sample");
+            return Unusable::parsed(NO_LOOP, "no loop sample");
         };
         // The rates: the baseline, the kept loop samples from it on, and the final loop sample.
         let mut rate_samples: Vec<RateSample> = vec![(
@@ -709,9 +716,18 @@ mod tests {
         assert_eq!(r.growth.anonymous_bytes, None);
         assert_eq!(r.after_close, Deltas::default());
         let doc = serde_json::json!({"samples": [sample("baseline", 0, 1, 1, 1, 1)]});
-        assert_eq!(
-            parse(&doc, false),
-            Unusable::parsed("no loop sample", "no loop sample")
+        assert_eq!(parse(&doc, false), Unusable::parsed(NO_LOOP, "no loop sample"));
+        // A baseline under another name (the new-user trial of 2026-12-04 wrote `base`): the
+        // reason names the phase wanted and the schema's phases.
+        let doc =
+            serde_json::json!({"samples": [sample("base", 0, 1, 1, 1, 1), sample("loop", 10, 2, 2, 2, 2)]});
+        let Parsed::Unusable(u) = parse(&doc, false) else {
+            panic!()
+        };
+        assert!(
+            u.reason.contains("no sample has \"phase\": \"baseline\"")
+                && u.reason.contains("phases: before_file, baseline, loop, closed"),
+            "{u:?}"
         );
         assert_eq!(parse(&serde_json::json!({"x": 1}), false), Parsed::NotRetention);
     }

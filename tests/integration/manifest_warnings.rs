@@ -100,6 +100,40 @@ fn warnings_come_with_the_errors_and_the_exit_code_stays_the_errors() {
     assert!(err.contains("warning: `seed` has no effect"), "{err}");
 }
 
+/// An equivalence margin with no control cell (no `[report] control`, no `mode = "reuse"`) can
+/// give no `equivalent`: check says so where the margin is (the new-user trial of 2026-12-04
+/// saw `ok`, then a report with no control). With a control, or the default one, no warning.
+#[test]
+fn an_equivalence_margin_without_a_control_is_warned_about() {
+    let repo = repo();
+    let dir = repo.path();
+    let head = "format = 1\n[experiment]\nname = \"t\"\n[command]\nshell = \"echo {variant}\"\n";
+    write_manifest(
+        dir,
+        &format!("{head}[matrix]\nvariant = [\"a\", \"b\"]\n[report]\nequivalence-margin = \"64KiB\"\n"),
+    );
+    let out = hwr(dir, &["check", "experiment.toml"]);
+    let err = stderr(&out);
+    assert_eq!(code(&out), 0, "{err}");
+    assert_located_warning(
+        &err,
+        "[report] equivalence-margin has no effect: there is no control cell to compare with",
+        "experiment.toml:9:22",
+        "equivalence-margin = \"64KiB\"",
+    );
+    assert!(err.contains("[report] control = { KEY = \"VALUE\" }"), "{err}");
+    for fine in [
+        format!(
+            "{head}[matrix]\nvariant = [\"a\", \"b\"]\n[report]\ncontrol = {{ variant = \"a\" }}\nequivalence-margin = \"64KiB\"\n"
+        ),
+        format!("{head}[matrix]\nmode = [\"a\", \"reuse\"]\n[report]\nequivalence-margin = \"64KiB\"\n"),
+    ] {
+        write_manifest(dir, &fine);
+        let err = stderr(&hwr(dir, &["check", "experiment.toml"]));
+        assert!(!err.contains("has no effect"), "{err}");
+    }
+}
+
 #[test]
 fn report_keys_with_text_outputs_are_warned_about() {
     let repo = repo();

@@ -342,6 +342,8 @@ fn a_report_without_a_control_says_how_to_name_one() {
     let text = stdout(&out);
     assert!(text.contains("[report] control = { KEY = \"VALUE\" }"), "{text}");
     assert!(text.contains("matrix keys: build"), "{text}");
+    // No table, so no key to one (the new-user trial of 2026-12-04 saw it under nothing).
+    assert!(!text.contains("n = runs of the cell / of its control"), "{text}");
 }
 
 /// Issue 22.5: 64-bit extremes neither wrap nor flip sign, and a number the report cannot hold

@@ -164,6 +164,31 @@ impl Validator<'_> {
                 _ => growth_margin = self.size(v, "equivalence-margin"),
             }
         }
+        // A margin with no control to compare with: no `equivalent` verdict can be made (the
+        // new-user trial of 2026-12-04 saw `check` say ok and the report say `no control`).
+        let default_control = crate::manifest::Value::Str(crate::manifest::DEFAULT_CONTROL_MODE.into());
+        let has_default_control = matrix
+            .axes
+            .iter()
+            .any(|(k, values)| k == "mode" && values.iter().any(|v| v.same_cell(&default_control)))
+            || matrix
+                .include
+                .iter()
+                .any(|c| c.get("mode").is_some_and(|v| v.same_cell(&default_control)));
+        if control.is_empty()
+            && (growth_margin.is_some() || rate_margin.is_some())
+            && !has_default_control
+            && let Some(span) = self.spans.get("report.equivalence-margin").cloned()
+        {
+            self.warn(
+                span,
+                format!(
+                    "[report] equivalence-margin has no effect: there is no control cell to compare with (no [report] control, and no matrix value mode = \"{}\" to take by default)",
+                    crate::manifest::DEFAULT_CONTROL_MODE
+                ),
+                Some("name the control cell with [report] control = { KEY = \"VALUE\" }".into()),
+            );
+        }
         ReportConfig {
             metrics,
             control,
