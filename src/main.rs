@@ -251,7 +251,12 @@ fn warn_too_few_runs(manifest: &manifest::Manifest, plan: &hwr_exp::plan::Plan) 
         None => Box::new(plan.runs().map(|r| r.cell)),
     };
     if let Some(w) = report::estimates::plan_warning(&manifest.report, cells) {
-        ui::to_stderr(format_args!("warning: {}: {w}", manifest.path.display()));
+        // Repetitions given on the command line: the fix is there, not in the manifest.
+        let given = manifest
+            .option_for("schedule.repetitions")
+            .map(|o| format!(" (planned with {o} from the command line)"))
+            .unwrap_or_default();
+        ui::to_stderr(format_args!("warning: {}: {w}{given}", manifest.path.display()));
     }
 }
 

@@ -167,6 +167,25 @@ fn two_repetitions_give_too_few_runs_and_check_warns() {
     assert!(warning.contains("use repetitions = 4 or more"), "{warning}");
     let plan = hwr(repo.path(), &["plan", m.to_str().unwrap()]);
     assert!(stderr(&plan).contains("too few runs"), "{}", stderr(&plan));
+    assert!(
+        !stderr(&plan).contains("from the command line"),
+        "{}",
+        stderr(&plan)
+    );
+    // Repetitions from the command line: the warning says so (the new-user trial of 2026-12-04
+    // looked for them in the manifest).
+    let five = manifest(repo.path(), "mode", &["leak", "reuse"], 5);
+    let plan = hwr(
+        repo.path(),
+        &["plan", five.to_str().unwrap(), "--repetitions", "2"],
+    );
+    assert!(
+        stderr(&plan).contains("use repetitions = 4 or more")
+            && stderr(&plan).contains("(planned with --repetitions 2 from the command line)"),
+        "{}",
+        stderr(&plan)
+    );
+    let m = manifest(repo.path(), "mode", &["leak", "reuse"], 2);
     let (out, bundle) = run(repo.path(), &m);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     // `run` warns too, before its first run (a new user who only runs never saw it).
