@@ -15,8 +15,9 @@
 //!    `--repetitions N` (default 20; also the manifest rule's `max` when given), until every
 //!    selected cell is decided.
 //! 3. The commit is **bad** when any selected cell's verdict (the verdict table's: private-bytes
-//!    growth, or the rate where it overrules an `equivalent` growth) is `above control`; **good** when none is and each is `below control`,
-//!    `equivalent` or `no detectable difference` (at the rule's end); otherwise it is **skipped**,
+//!    growth, or the rate where it overrules an `equivalent` growth) is `above control`; **good**
+//!    when none is and each is `below control`, `equivalent` or `no detectable difference` (at
+//!    the rule's end); otherwise it is **skipped**,
 //!    as `git bisect skip` does: a commit whose manifest does not expand or pass preflight there
 //!    (a program missing at that commit), whose runs fail, time out or give no retention samples
 //!    so that the estimates have too few runs. A timeout is a value: the runs are recorded as
@@ -328,7 +329,7 @@ fn judge(bundle: &Path, filters: &[(String, String)]) -> (Judgement, Vec<Estimat
     let verdicts: Vec<(&str, Verdict)> = evidence
         .iter()
         .map(|e| {
-            let cell = report.estimates.cells.iter().find(|c| c.cell == e.cell);
+            let cell = report.estimates.cell_verdict(&e.cell);
             (e.cell.as_str(), cell.map_or(e.verdict, |c| c.verdict))
         })
         .collect();

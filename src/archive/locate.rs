@@ -238,28 +238,18 @@ mod tests {
         std::os::unix::fs::symlink(&outside, linked.join(files::BUNDLE)).unwrap();
         let fifo = results.join("a/20261201T130000Z-0003");
         std::fs::create_dir_all(&fifo).unwrap();
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            fifo.join(files::BUNDLE),
-            rustix::fs::FileType::Fifo,
-            rustix::fs::Mode::from_raw_mode(0o644),
-            0,
-        )
-        .unwrap();
+        crate::bundle::contained::testing::fifo(&fifo.join(files::BUNDLE));
         let folder = results.join("a/20261201T140000Z-0004");
         std::fs::create_dir_all(folder.join(files::BUNDLE)).unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
         let r = results.clone();
-        std::thread::spawn(move || {
-            tx.send(
+        let newest = crate::bundle::contained::testing::returns(
+            "finding the newest bundle past a FIFO bundle.json",
+            move || {
                 locate(&r.join("a"), &r)
                     .map(|l| l.bundle)
-                    .map_err(|e| e.to_string()),
-            )
-        });
-        let newest = rx
-            .recv_timeout(std::time::Duration::from_secs(20))
-            .expect("a FIFO bundle.json is not waited on");
+                    .map_err(|e| e.to_string())
+            },
+        );
         assert_eq!(newest.unwrap(), good, "the link, FIFO and folder are passed over");
         for odd in [&linked, &fifo, &folder] {
             assert_eq!(&locate(odd, &results).unwrap().bundle, odd, "{}", odd.display());

@@ -314,14 +314,7 @@ mod tests {
         fs::write(d.join("sub/b"), "x").unwrap();
         std::os::unix::fs::symlink("/nonexistent", d.join("dangling")).unwrap();
         std::os::unix::fs::symlink(d.join("sub"), d.join("to-sub")).unwrap();
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            d.join("fifo").as_path(),
-            rustix::fs::FileType::Fifo,
-            rustix::fs::Mode::from_raw_mode(0o644),
-            0,
-        )
-        .unwrap();
+        crate::bundle::contained::testing::fifo(&d.join("fifo"));
         fs::write(d.join("skipped"), "").unwrap();
         let listed = scan(d, &["skipped"]).unwrap();
         let names: Vec<&str> = listed.iter().map(|a| a.name.as_str()).collect();

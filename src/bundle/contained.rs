@@ -332,6 +332,34 @@ pub fn sha256_in(root: &Path, rel: &Path) -> io::Result<String> {
     crate::digest::sha256_reader(open_in(root, rel)?)
 }
 
+/// Helpers for tests of what reads bundle files: files that are no regular files, and calls
+/// that must return rather than block.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::path::Path;
+
+    /// Makes a FIFO at `path` (mode 0644).
+    pub fn fifo(path: &Path) {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+    }
+
+    /// `f()` run on a thread of its own; panics saying `what` when it has not returned within
+    /// 20 seconds (a FIFO opened for reading waits for a writer).
+    pub fn returns<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(f()));
+        rx.recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("{what} did not return within 20 s"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -365,14 +393,7 @@ mod tests {
         symlink("/dev/zero", root.join("runs/zero")).unwrap();
         let e = open_in(root, Path::new("runs/zero")).unwrap_err();
         assert!(e.to_string().contains("symbolic link"), "{e}");
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            root.join("runs/fifo"),
-            FileType::Fifo,
-            Mode::from_raw_mode(0o644),
-            0,
-        )
-        .unwrap();
+        crate::bundle::contained::testing::fifo(&root.join("runs/fifo"));
         let e = open_in(root, Path::new("runs/fifo")).unwrap_err();
         assert!(e.to_string().contains("FIFO"), "{e}");
         symlink("/etc", root.join("up")).unwrap();
@@ -419,14 +440,7 @@ mod tests {
         assert_eq!(quick("a/out.json", 1 << 20), None);
         assert_eq!(quick("a/again.json", 1 << 20), None);
         // Not a regular file, missing, or leaving the folder.
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            root.join("runs/a/fifo"),
-            FileType::Fifo,
-            Mode::from_raw_mode(0o644),
-            0,
-        )
-        .unwrap();
+        crate::bundle::contained::testing::fifo(&root.join("runs/a/fifo"));
         assert_eq!(quick("a/fifo", 1 << 20), None);
         assert_eq!(quick("a", 1 << 20), None);
         assert_eq!(quick("a/none", 1 << 20), None);

@@ -353,20 +353,11 @@ mod tests {
     fn a_lock_file_that_is_no_regular_file_is_refused_not_waited_on() {
         let dir = tempfile::tempdir().unwrap();
         let lock = dir.path().join(files::LOCK);
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            &lock,
-            rustix::fs::FileType::Fifo,
-            rustix::fs::Mode::from_raw_mode(0o644),
-            0,
-        )
-        .unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
+        crate::bundle::contained::testing::fifo(&lock);
         let at = dir.path().to_path_buf();
-        std::thread::spawn(move || tx.send((is_held(&at).map_err(|e| e.to_string()), recorded_pid(&at))));
-        let (held, pid) = rx
-            .recv_timeout(std::time::Duration::from_secs(20))
-            .expect("probing a FIFO lock returns");
+        let (held, pid) = crate::bundle::contained::testing::returns("probing a FIFO lock", move || {
+            (is_held(&at).map_err(|e| e.to_string()), recorded_pid(&at))
+        });
         assert!(held.unwrap_err().contains("FIFO"));
         assert_eq!(pid, None);
         fs::remove_file(&lock).unwrap();

@@ -507,21 +507,12 @@ mod tests {
             );
             std::fs::remove_file(&path).unwrap();
         }
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            &path,
-            rustix::fs::FileType::Fifo,
-            rustix::fs::Mode::from_raw_mode(0o644),
-            0,
-        )
-        .unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
+        crate::bundle::contained::testing::fifo(&path);
         let fifo = path.clone();
-        std::thread::spawn(move || tx.send(read_tail(&fifo, 3).map_err(|e| e.to_string())));
-        let got = rx
-            .recv_timeout(std::time::Duration::from_secs(20))
-            .expect("reading a FIFO stderr.log returns, it does not wait for a writer");
-        let err = got.unwrap_err();
+        let err = crate::bundle::contained::testing::returns("reading a FIFO stderr.log", move || {
+            read_tail(&fifo, 3).map_err(|e| e.to_string())
+        })
+        .unwrap_err();
         assert!(err.contains("FIFO") && err.contains("not read"), "{err}");
         // Through RunFailure: the reason says it, and quotes nothing.
         std::fs::remove_file(&path).unwrap();

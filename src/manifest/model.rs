@@ -385,6 +385,23 @@ pub struct Matrix {
     pub include: Vec<BTreeMap<String, Value>>,
 }
 
+impl Matrix {
+    /// The matrix's own value of `key` that `value` names ([`Value::same_cell`]: `32.0` names
+    /// `32`), from the key's list or else an `include` cell; `None` when it has none.
+    pub fn value(&self, key: &str, value: &Value) -> Option<&Value> {
+        self.axes
+            .iter()
+            .filter(|(k, _)| k == key)
+            .flat_map(|(_, values)| values)
+            .find(|v| v.same_cell(value))
+            .or_else(|| {
+                self.include
+                    .iter()
+                    .find_map(|c| c.get(key).filter(|v| v.same_cell(value)))
+            })
+    }
+}
+
 /// `[schedule] order`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -186,16 +186,7 @@ pub fn control_left_out(manifest: &Manifest, selection: &Selection) -> Option<St
     let dropped: Vec<String> = control
         .iter()
         .filter(|(key, value)| {
-            let exists = manifest
-                .matrix
-                .axes
-                .iter()
-                .any(|(k, values)| k == key && values.iter().any(|v| v.same_cell(value)))
-                || manifest
-                    .matrix
-                    .include
-                    .iter()
-                    .any(|c| c.get(key).is_some_and(|v| v.same_cell(value)));
+            let exists = manifest.matrix.value(key, value).is_some();
             let texts = by_key.iter().find(|(k, _)| k == key).map(|(_, t)| t);
             exists && texts.is_some_and(|texts| !texts.iter().any(|t| value_matches(value, t)))
         })

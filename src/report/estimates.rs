@@ -232,6 +232,14 @@ pub struct Estimates {
     pub cells: Vec<CellVerdict>,
 }
 
+impl Estimates {
+    /// The verdict of the compared cell `cell` ([`Estimates::cells`]); `None` for a cell not
+    /// compared.
+    pub fn cell_verdict(&self, cell: &str) -> Option<&CellVerdict> {
+        self.cells.iter().find(|c| c.cell == cell)
+    }
+}
+
 /// The verdict of one compared cell (JSON `estimates.cells`): its private growth's, except that
 /// growth within the equivalence margin is not called `equivalent` while the private rate
 /// differs from the control's (its verdict `above control` or `below control`): a leak too
@@ -246,8 +254,8 @@ pub struct CellVerdict {
     pub control: String,
     /// The cell's verdict.
     pub verdict: Verdict,
-    /// Which figure gave it: `private-growth-bytes`, or `private-rate-per-1000` when the rate overruled an
-    /// `equivalent` growth.
+    /// Which figure gave it: `private-growth-bytes`, or `private-rate-per-1000` when the rate
+    /// overruled an `equivalent` growth.
     pub decided_by: &'static str,
 }
 

@@ -464,7 +464,7 @@ fn interval_plot(r: &Report) -> Markup {
                 text x=(label_w + plot_w) y=(height - 8.0) font-size="11" text-anchor="end" fill="#57606a" { (super::render::human_bytes(hi)) }
                 @for (i, e) in rows.iter().enumerate() {
                     @let y = top + row_h * i as f64 + row_h / 2.0;
-                    @let verdict = r.estimates.cells.iter().find(|c| c.cell == e.cell).map_or(e.verdict, |c| c.verdict);
+                    @let verdict = r.estimates.cell_verdict(&e.cell).map_or(e.verdict, |c| c.verdict);
                     @let colour = match verdict {
                         crate::stats::Verdict::AboveControl => "#a40e26",
                         crate::stats::Verdict::BelowControl => "#0969da",

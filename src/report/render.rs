@@ -793,9 +793,8 @@ pub fn verdict_section(r: &Report) -> Section {
             .rows
             .iter()
             .find(|x| x.cell == g.cell && x.metric() == Some(Metric::PrivateRate));
-        let cell = CellVerdict::of(g, rate);
         let verdict = match rate {
-            Some(r) if cell.by_rate() => {
+            Some(r) if e.cell_verdict(&g.cell).is_some_and(CellVerdict::by_rate) => {
                 format!("{}\n(the rate's; growth within the margin)", verdict_text(r))
             }
             _ => verdict_text(g).replacen(" (", "\n(", 1),
@@ -1481,7 +1480,8 @@ pub fn csv_spill_record(
         ends[at] += ends[at - 1];
     }
     let mut written = 0;
-    let mut open: Vec<(usize, usize)> = Vec::with_capacity(4);
+    // (group, length): on the stack, as this runs for every run a large report reads.
+    let mut open = smallvec::SmallVec::<[(usize, usize); 4]>::new();
     layout.write_fields(run, |field| -> anyhow::Result<()> {
         w.write_field(field)?;
         written += 1;

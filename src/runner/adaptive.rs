@@ -5,7 +5,8 @@
 //!
 //! - a compared cell is **decided** when its verdict (the verdict table's,
 //!   [`crate::report::estimates::CellVerdict`]: private-bytes growth against its control, the
-//!   rate's where it overrules an `equivalent` growth) is `above control`, `below control` or `equivalent`;
+//!   rate's where it overrules an `equivalent` growth) is `above control`, `below control` or
+//!   `equivalent`;
 //! - a control cell goes on while any cell compared with it does (it is decided with the last);
 //! - a cell with no control to be compared with (and that is no control) stops at `min`
 //!   (`no control`); when no run gave retention samples at all (every run failed, say), every

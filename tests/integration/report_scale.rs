@@ -144,6 +144,15 @@ fn three_batch_bundle(dir: &Path) {
     synth::write_bundle(dir, &s).unwrap();
 }
 
+/// The output file in the run folder `folder` (the JSON file that is not run.json).
+fn output_of(folder: &Path) -> std::path::PathBuf {
+    std::fs::read_dir(folder)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json") && !p.ends_with("run.json"))
+        .unwrap()
+}
+
 /// The runs' folder names in plan order.
 fn run_ids(dir: &Path) -> Vec<String> {
     let mut ids: Vec<String> = std::fs::read_dir(dir.join("runs"))
@@ -164,11 +173,7 @@ fn runs_read_in_parallel_batches_come_out_in_plan_order_and_a_bad_run_is_named()
     // An output replaced by a link (to a file outside the bundle) in the second batch: that run
     // is left out with the reason, the others are read.
     let linked = &ids[1500];
-    let output = std::fs::read_dir(dir.join("runs").join(linked))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|x| x == "json") && !p.ends_with("run.json"))
-        .unwrap();
+    let output = output_of(&dir.join("runs").join(linked));
     std::fs::remove_file(&output).unwrap();
     std::os::unix::fs::symlink("/etc/hostname", &output).unwrap();
     let csv = report(&dir, "csv");
@@ -234,12 +239,7 @@ fn a_spilled_json_report_keeps_every_runs_detail() {
         ))
     };
     for id in [&ids[10], &ids[2500]] {
-        let folder = dir.join("runs").join(id);
-        let output = std::fs::read_dir(&folder)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .find(|p| p.extension().is_some_and(|x| x == "json") && !p.ends_with("run.json"))
-            .unwrap();
+        let output = output_of(&dir.join("runs").join(id));
         let mut doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&output).unwrap()).unwrap();
         doc["mappings"] = serde_json::json!({
             "source": "/proc/self/smaps",

@@ -76,12 +76,7 @@ impl Validator<'_> {
             let text = value.to_string();
             // The matrix's own value when the control names it another way (`32.0` for `32`):
             // one rule for every match of a matrix value ([`Value::same_cell`]).
-            let named = values.iter().find(|x| x.same_cell(&value)).or_else(|| {
-                matrix
-                    .include
-                    .iter()
-                    .find_map(|c| c.get(name).filter(|x| x.same_cell(&value)))
-            });
+            let named = matrix.value(name, &value);
             let Some(named) = named else {
                 self.err(
                     val.span(),
@@ -167,17 +162,9 @@ impl Validator<'_> {
         // A margin with no control to compare with: no `equivalent` verdict can be made (the
         // new-user trial of 2026-12-04 saw `check` say ok and the report say `no control`).
         let default_control = crate::manifest::Value::Str(crate::manifest::DEFAULT_CONTROL_MODE.into());
-        let has_default_control = matrix
-            .axes
-            .iter()
-            .any(|(k, values)| k == "mode" && values.iter().any(|v| v.same_cell(&default_control)))
-            || matrix
-                .include
-                .iter()
-                .any(|c| c.get("mode").is_some_and(|v| v.same_cell(&default_control)));
         if control.is_empty()
             && (growth_margin.is_some() || rate_margin.is_some())
-            && !has_default_control
+            && matrix.value("mode", &default_control).is_none()
             && let Some(span) = self.spans.get("report.equivalence-margin").cloned()
         {
             self.warn(
