@@ -126,7 +126,8 @@ fn shifts(
             crate::stats::ALPHA
         };
         for ((r, s), p) in these.iter().zip(s).zip(adjusted) {
-            let v = crate::stats::verdict::decide(s.as_ref(), p, level, margin(*metric)).as_compare();
+            let v = crate::stats::verdict::decide(s.as_ref(), p, level, crate::stats::ALPHA, margin(*metric))
+                .as_compare();
             out.push(ShiftResult {
                 cell: r.0.clone(),
                 metric: *metric,

@@ -27,6 +27,28 @@ pub struct Settings {
     pub growth_margin: Option<f64>,
     /// `equivalence-margin = { rate = ... }`: for rates, bytes per 1000 iterations.
     pub rate_margin: Option<f64>,
+    /// The family's level: [`ALPHA`] (0.05) unless a sequential design spends less at this look
+    /// (adaptive repetitions, DESIGN 9); `None` means [`ALPHA`]. Every interval is at confidence
+    /// `1 - level / k` and every corrected p is compared with it.
+    pub alpha: Option<f64>,
+    /// The sequential design of an adaptive bundle (bundle.json `adaptive`): a cell is judged at
+    /// the level of the look its planned runs reached ([`stats::sequential::Design::level_at`]).
+    pub design: Option<stats::sequential::Design>,
+}
+
+impl Settings {
+    /// The family's level: [`Settings::alpha`], else [`ALPHA`].
+    pub fn alpha(&self) -> f64 {
+        self.alpha.unwrap_or(ALPHA)
+    }
+
+    /// The level of a cell with `runs` planned runs: the design's level at that look, else
+    /// [`Settings::alpha`].
+    pub fn alpha_for(&self, runs: usize) -> f64 {
+        self.design
+            .as_ref()
+            .map_or_else(|| self.alpha(), |d| d.level_at(runs))
+    }
 }
 
 pub use crate::manifest::parse_size;
@@ -362,7 +384,7 @@ fn estimate_rows(
             .iter()
             .map(|p| {
                 let (x, y) = (values(&p.cell_runs), values(&p.control_runs));
-                (x.len(), y.len(), stats::shift(&x, &y))
+                (x.len(), y.len(), stats::shift::shift_at(&x, &y, settings.alpha()))
             })
             .collect::<Vec<(usize, usize, Option<Shift>)>>()
     });
@@ -375,7 +397,7 @@ fn estimate_rows(
         let ps: Vec<f64> = shifts.iter().map(|(_, _, s)| s.map_or(1.0, |s| s.p)).collect();
         let adjusted = stats::holm(&ps);
         for ((p, (n_cell, n_control, s)), p_adj) in pairs.iter().zip(shifts).zip(adjusted) {
-            let verdict = stats::verdict::decide(s.as_ref(), p_adj, level, margin);
+            let verdict = stats::verdict::decide(s.as_ref(), p_adj, level, settings.alpha(), margin);
             let (cell_unusable, control_unusable) = (
                 unusable_values(data, &p.cell_all, metric),
                 unusable_values(data, &p.control_all, metric),
@@ -476,7 +498,7 @@ pub fn estimates(
 ) -> Estimates {
     let mut out = Estimates {
         correction: "none",
-        level: ALPHA,
+        level: settings.alpha(),
         growth_margin: settings.growth_margin,
         rate_margin: settings.rate_margin,
         ..Estimates::default()
@@ -531,7 +553,7 @@ pub fn estimates(
     out.compared_cells = k;
     if k > 1 {
         out.correction = "holm";
-        out.level = ALPHA / k as f64;
+        out.level = settings.alpha() / k as f64;
     }
     let pooled: Vec<Pair<'_>> = pairs
         .iter()
@@ -582,9 +604,9 @@ pub fn estimates(
                 continue;
             }
             let level = if here.len() > 1 {
-                ALPHA / here.len() as f64
+                settings.alpha() / here.len() as f64
             } else {
-                ALPHA
+                settings.alpha()
             };
             out.per_node
                 .extend(estimate_rows(values, &here, level, settings, Some(node)));

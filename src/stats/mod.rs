@@ -8,6 +8,7 @@
 //! algorithm by the fixtures in tests/fixtures/stats/ (made by make_fixtures.py there).
 
 pub mod holm;
+pub mod sequential;
 pub mod shift;
 pub mod theil_sen;
 pub mod verdict;

@@ -84,8 +84,16 @@ impl CompareVerdict {
 
 /// The verdict of `shift` (`None`: a side has no runs) with `p_adjusted` its p-value after the
 /// family's correction, `level` the level the smallest attainable p must be below (0.05, divided
-/// by the number of comparisons under Holm) and `margin` the equivalence margin, if any.
-pub fn decide(shift: Option<&Shift>, p_adjusted: f64, level: f64, margin: Option<f64>) -> Verdict {
+/// by the number of comparisons under Holm), `alpha` the family's level the corrected p is
+/// compared with ([`super::ALPHA`], or less at a look of a sequential design) and `margin` the
+/// equivalence margin, if any.
+pub fn decide(
+    shift: Option<&Shift>,
+    p_adjusted: f64,
+    level: f64,
+    alpha: f64,
+    margin: Option<f64>,
+) -> Verdict {
     let Some(s) = shift else {
         return Verdict::TooFewRuns;
     };
@@ -98,9 +106,9 @@ pub fn decide(shift: Option<&Shift>, p_adjusted: f64, level: f64, margin: Option
     {
         return Verdict::Equivalent;
     }
-    if p_adjusted < super::ALPHA && s.ci_low > 0.0 {
+    if p_adjusted < alpha && s.ci_low > 0.0 {
         Verdict::AboveControl
-    } else if p_adjusted < super::ALPHA && s.ci_high < 0.0 {
+    } else if p_adjusted < alpha && s.ci_high < 0.0 {
         Verdict::BelowControl
     } else {
         Verdict::NoDetectableDifference
@@ -129,14 +137,17 @@ mod tests {
     #[test]
     fn decisions() {
         let up = crate::stats::shift(&[10.0, 11.0, 12.0, 13.0, 14.0], &[0.0, 1.0, 2.0, 3.0, 4.0]).unwrap();
-        assert_eq!(decide(Some(&up), up.p, 0.05, None), Verdict::AboveControl);
-        assert_eq!(decide(Some(&up), up.p, 0.05, Some(100.0)), Verdict::Equivalent);
+        assert_eq!(decide(Some(&up), up.p, 0.05, 0.05, None), Verdict::AboveControl);
         assert_eq!(
-            decide(Some(&up), 0.2, 0.05, None),
+            decide(Some(&up), up.p, 0.05, 0.05, Some(100.0)),
+            Verdict::Equivalent
+        );
+        assert_eq!(
+            decide(Some(&up), 0.2, 0.05, 0.05, None),
             Verdict::NoDetectableDifference
         );
         let two = crate::stats::shift(&[10.0, 11.0], &[0.0, 1.0]).unwrap();
-        assert_eq!(decide(Some(&two), two.p, 0.05, None), Verdict::TooFewRuns);
-        assert_eq!(decide(None, 1.0, 0.05, None), Verdict::TooFewRuns);
+        assert_eq!(decide(Some(&two), two.p, 0.05, 0.05, None), Verdict::TooFewRuns);
+        assert_eq!(decide(None, 1.0, 0.05, 0.05, None), Verdict::TooFewRuns);
     }
 }
