@@ -279,6 +279,26 @@ pub struct CellVerdict {
     /// Which figure gave it: `private-growth-bytes`, or `private-rate-per-1000` when the rate
     /// overruled an `equivalent` growth.
     pub decided_by: &'static str,
+    /// The metric the verdict judges (`[report] verdict-metric`, DESIGN 9), e.g. `anonymous`.
+    pub metric: String,
+    /// Other metrics whose verdict on this cell differs from the cell's (said on the row).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub disagreements: Vec<Disagreement>,
+    /// Why the cell's figures (growth and rate) do not agree, or why a figure was unusable,
+    /// when they do not give one word (said on the row).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Another metric's verdict on a cell that differs from the cell's verdict (JSON
+/// `estimates.cells[].disagreements`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Disagreement {
+    /// The other metric (`private`, `rss`, `file-backed`, a `[report] metrics` name).
+    pub metric: String,
+    /// Its verdict on the cell.
+    pub verdict: Verdict,
 }
 
 impl CellVerdict {
@@ -296,6 +316,9 @@ impl CellVerdict {
             control: growth.control.clone(),
             verdict,
             decided_by,
+            metric: "private".to_string(),
+            disagreements: Vec::new(),
+            reason: None,
         }
     }
 
