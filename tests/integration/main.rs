@@ -51,6 +51,7 @@ mod cli_docs;
 mod cli_front;
 mod cli_pipes;
 mod containment_nesting;
+mod docs_links;
 mod environments;
 mod exec_process;
 mod experiments_e2e;
