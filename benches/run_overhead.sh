@@ -114,7 +114,7 @@ for name, vals in by.items():
         continue
     print(f"{name:28} ms/run: {mmm([m for m, _ in vals])}")
     loop = by["loop"]
-    print(f"{'':28} / loop ({note}; README: <= 0.5x): {mmm([m / l[0] for (m, _), l in zip(vals, loop)])}")
+    print(f"{'':28} / loop ({note}; target: <= 0.5x, docs/benchmarks.md): {mmm([m / l[0] for (m, _), l in zip(vals, loop)])}")
     print(f"{'':28} / loop, CPU seconds: {mmm([c / l[1] for (_, c), l in zip(vals, loop)])}")
     if "hyperfine" in by:
         hf = by["hyperfine"]

@@ -15,8 +15,8 @@
 # (/proc/<pid>/stat) and its RPCs (`sdiag -r` before, `sdiag` after: all RPCs, and the job-info
 # ones, REQUEST_JOB_INFO + REQUEST_JOB_INFO_SINGLE). min / median / max over the rounds.
 #
-# Needs a cluster the environment points at (`source $SLURM_TEST_DIR/slurm.env`). The figures in the
-# README were measured on this one-node cluster, and the script says so when the cluster differs:
+# Needs a cluster the environment points at (`source $SLURM_TEST_DIR/slurm.env`). The figures in
+# docs/benchmarks.md were measured on this one-node cluster, and the script says so when the cluster differs:
 #
 #   SLURM_FAKE_CPUS=16 SLURM_EXTRA_CONF=$'MaxArraySize=20001\nMaxJobCount=10000\nMinJobAge=300\nSchedulerParameters=batch_sched_delay=0' \
 #     bash ../shared/slurm/start-slurm.sh
