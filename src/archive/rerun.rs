@@ -463,7 +463,7 @@ pub fn binary_difference(bundle: &Bundle, now: &crate::runner::binary::Binary) -
 }
 
 /// What `{hwr-exp}` means in a rerun at the recorded revision: the running binary, not one built
-/// from the recorded tree (hwr-exp never builds the recorded revision: DESIGN 5, README "Archived
+/// from the recorded tree (hwr-exp never builds the recorded revision: DESIGN 5, docs/archive.md "Archived
 /// bundles"). `None` when the manifest does not use `{hwr-exp}`.
 pub fn hwr_exp_note(manifest: &Manifest, bundle: &Bundle) -> Option<String> {
     if !uses_hwr_exp(manifest) {
