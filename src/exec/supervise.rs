@@ -292,13 +292,10 @@ impl MapsWatch {
         self.looks += 1;
         self.libc_seen |= view.libc;
         let preloaded = self.expected.is_some();
-        match crate::allocator::judge(&view, preloaded) {
-            Some(seen) => {
-                self.record.seen_loaded = Some(seen);
-                self.record.mapped = view.allocators;
-                self.done = seen || !preloaded;
-            }
-            None => {}
+        if let Some(seen) = crate::allocator::judge(&view, preloaded) {
+            self.record.seen_loaded = Some(seen);
+            self.record.mapped = view.allocators;
+            self.done = seen || !preloaded;
         }
     }
 

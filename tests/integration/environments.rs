@@ -284,10 +284,13 @@ fn two_pythons() -> Option<[(String, PathBuf); 2]> {
         candidates.extend(dir.flatten().map(|e| e.path().join("bin").join("python3")));
     }
     for path in candidates {
-        if let Some(v) = minor_version(&path) {
-            if v.starts_with("3.") && v != "3.6" && v != "3.7" && !found.iter().any(|(w, _)| *w == v) {
-                found.push((v, path));
-            }
+        if let Some(v) = minor_version(&path)
+            && v.starts_with("3.")
+            && v != "3.6"
+            && v != "3.7"
+            && !found.iter().any(|(w, _)| *w == v)
+        {
+            found.push((v, path));
         }
     }
     let mut it = found.into_iter();
