@@ -211,13 +211,18 @@ pub struct Record {
     pub sha256: Option<String>,
     /// Whether the run's process was seen with the allocator in effect: for a preloaded library,
     /// that library in its `/proc/<pid>/maps`; for `glibc`, the C library mapped and no other
-    /// known allocator library. `None` when the process ended (or the check timed out) before its
-    /// dynamic loader had mapped its libraries.
+    /// known allocator library. Looked at until seen or the run ended. `None` when no look saw
+    /// the C library mapped (a statically linked program, or a process that ended before its
+    /// dynamic loader finished). Only `Some(true)` runs enter the report's estimates.
     pub seen_loaded: Option<bool>,
     /// The allocator libraries (jemalloc, tcmalloc, mimalloc, or the preloaded path) the process had
     /// mapped when it was looked at.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mapped: Vec<String>,
+    /// Why the allocator was not shown in effect (`seen-loaded` not `true`); absent when it was,
+    /// and in bundles from before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl Record {
@@ -229,6 +234,7 @@ impl Record {
             sha256: choice.sha256.clone(),
             seen_loaded: None,
             mapped: Vec::new(),
+            reason: None,
         }
     }
 }

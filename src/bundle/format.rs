@@ -353,6 +353,14 @@ pub struct EnvironmentRecord {
     pub exclude_newer: Option<String>,
     /// The venv the runs used.
     pub venv: String,
+    /// The venv's cache key: sha256 (hex) of everything that makes it (interpreter, platform, lock,
+    /// index settings; the venv's `.hwr-exp-key` lists them). Absent in bundles from before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub venv_key: Option<String>,
+    /// The interpreter the venv was made from (`sys.executable` as uv found it). Absent in bundles
+    /// from before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interpreter: Option<String>,
     /// Whether the venv was already built (reused from the cache).
     pub reused: bool,
 }

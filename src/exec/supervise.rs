@@ -88,12 +88,10 @@ pub(super) fn supervise(
         .memory_path
         .as_ref()
         .map(|path| Sampler::create(path, spec.sample_interval, start));
-    let mut watch = spec.allocator.as_ref().map(|choice| MapsWatch {
-        record: crate::allocator::Record::unseen(choice),
-        expected: crate::allocator::expectation(choice),
-        until: Instant::now() + MAPS_WATCH_LIMIT,
-        done: false,
-    });
+    let mut watch = spec
+        .allocator
+        .as_ref()
+        .map(|choice| MapsWatch::new(choice, Instant::now()));
     let deadline = spec.timeout.map(|t| start + t);
     let mut stop: Option<(StopReason, Instant)> = None; // reason, SIGKILL time
     let mut killed = false;
@@ -133,10 +131,12 @@ pub(super) fn supervise(
         containment.tick();
         // Sleep until the next thing to do, the child's exit, or the cancel check.
         let mut wake = now + CANCEL_POLL;
-        if let Some(w) = watch.as_mut().filter(|w| w.pending())
-            && w.look(pid, now)
+        if let Some(next) = watch
+            .as_mut()
+            .filter(|w| w.pending())
+            .and_then(|w| w.look(pid, now))
         {
-            wake = wake.min(now + MAPS_POLL);
+            wake = wake.min(next);
         }
         match stop {
             None => {
@@ -221,7 +221,7 @@ pub(super) fn supervise(
         outcome.memory_samples = summary.samples;
         outcome.sampling = Some(summary);
     }
-    outcome.allocator = watch.map(|w| w.record);
+    outcome.allocator = watch.map(MapsWatch::finish);
     outcome
 }
 
@@ -235,45 +235,89 @@ fn nap(drain: &mut Option<super::drain::Drain>, d: Duration) {
     }
 }
 
-/// How often a run's maps are read while its dynamic loader has not mapped its libraries yet.
+/// The first gap between two looks at a run's maps; it doubles up to [`MAPS_GAP_MAX`].
 const MAPS_POLL: Duration = Duration::from_millis(1);
+/// The longest gap between two looks at a run's maps while its allocator is not seen yet.
+const MAPS_GAP_MAX: Duration = Duration::from_millis(200);
 
-/// How long after the start a run's maps are watched for its allocator at most.
-const MAPS_WATCH_LIMIT: Duration = Duration::from_secs(5);
-
-/// The allocator check of one run ([`RunSpec::allocator`]).
-struct MapsWatch {
+/// The allocator check of one run ([`RunSpec::allocator`]): looks at `/proc/<pid>/maps` until
+/// the allocator is seen in effect or the run ends, never judging from one early look (the
+/// process may not have mapped its libraries yet, or a program it execs later may).
+pub(crate) struct MapsWatch {
     record: crate::allocator::Record,
     expected: Option<(std::path::PathBuf, u64)>,
-    /// Looking stops here (the answer stays unknown), or earlier once answered or the process is gone.
-    until: Instant,
+    /// When to look next.
+    next: Instant,
+    gap: Duration,
+    /// Looks that read maps.
+    looks: u32,
+    /// Whether any look saw the C library mapped (the dynamic loader had done its work).
+    libc_seen: bool,
     done: bool,
 }
 
 impl MapsWatch {
+    pub(crate) fn new(choice: &crate::allocator::Choice, now: Instant) -> MapsWatch {
+        MapsWatch {
+            record: crate::allocator::Record::unseen(choice),
+            expected: crate::allocator::expectation(choice),
+            next: now,
+            gap: MAPS_POLL,
+            looks: 0,
+            libc_seen: false,
+            done: false,
+        }
+    }
+
     fn pending(&self) -> bool {
         !self.done
     }
 
-    /// One look at `/proc/<pid>/maps`; true while the answer is still open (look again soon).
-    fn look(&mut self, pid: i32, now: Instant) -> bool {
-        if now >= self.until {
-            self.done = true;
-            return false;
+    /// Looks at `/proc/<pid>/maps` when a look is due; returns when to look next (`None`: the
+    /// answer is in).
+    fn look(&mut self, pid: i32, now: Instant) -> Option<Instant> {
+        if !self.done && now >= self.next {
+            let view = crate::allocator::look(pid, self.expected.as_ref()).ok();
+            self.observe(view, now);
         }
-        let Ok(view) = crate::allocator::look(pid, self.expected.as_ref()) else {
-            self.done = true;
-            return false;
-        };
-        match crate::allocator::judge(&view, self.expected.is_some()) {
-            Some(seen) => {
-                self.record.seen_loaded = Some(seen);
-                self.record.mapped = view.allocators;
-                self.done = true;
-                false
-            }
-            None => true,
+        (!self.done).then_some(self.next)
+    }
+
+    /// Takes one look's view (`None`: maps could not be read). A preloaded allocator is done once
+    /// seen; `glibc` once the C library is mapped (then no other allocator must be).
+    pub(crate) fn observe(&mut self, view: Option<crate::allocator::MapsView>, now: Instant) {
+        self.next = now + self.gap;
+        self.gap = (self.gap * 2).min(MAPS_GAP_MAX);
+        let Some(view) = view else { return };
+        self.looks += 1;
+        self.libc_seen |= view.libc;
+        let preloaded = self.expected.is_some();
+        if let Some(seen) = crate::allocator::judge(&view, preloaded) {
+            self.record.seen_loaded = Some(seen);
+            self.record.mapped = view.allocators;
+            self.done = seen || !preloaded;
         }
+    }
+
+    /// The record once the run has ended: why the allocator was not shown in effect, if it was not.
+    pub(crate) fn finish(mut self) -> crate::allocator::Record {
+        if self.record.seen_loaded != Some(true) {
+            let looks = self.looks;
+            self.record.reason = Some(if looks == 0 {
+                "the process ended before its maps could be read".to_string()
+            } else if !self.libc_seen {
+                format!(
+                    "the process never mapped the C library in {looks} looks until it ended \
+                     (a statically linked program, or one that ended before its loader finished): \
+                     a preloaded allocator cannot take effect there"
+                )
+            } else if self.expected.is_some() {
+                format!("the library was not in the process's maps in {looks} looks until it ended")
+            } else {
+                "another allocator library was mapped".to_string()
+            });
+        }
+        self.record
     }
 }
 
@@ -361,4 +405,74 @@ fn read_cpus_allowed(pid: i32) -> Option<Vec<usize>> {
             .filter(|&c| set.is_set(c))
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::allocator::{Choice, MapsView};
+
+    fn mimalloc() -> Choice {
+        Choice {
+            name: "mimalloc".into(),
+            path: Some("/nonexistent/libmimalloc.so.2".into()),
+            sha256: None,
+        }
+    }
+
+    fn view(libc: bool, expected: bool) -> Option<MapsView> {
+        Some(MapsView {
+            libc,
+            expected,
+            allocators: if expected {
+                vec!["/nonexistent/libmimalloc.so.2".into()]
+            } else {
+                Vec::new()
+            },
+        })
+    }
+
+    /// Issue 37 item 2: an early look that sees the C library but not yet the allocator does not
+    /// decide; a later look in the same run that sees it does.
+    #[test]
+    fn an_early_look_without_the_allocator_does_not_decide() {
+        let t = Instant::now();
+        let mut w = MapsWatch::new(&mimalloc(), t);
+        w.observe(view(true, false), t);
+        assert!(w.pending(), "one look without it is not the answer");
+        w.observe(None, t);
+        w.observe(view(true, true), t);
+        assert!(!w.pending());
+        let rec = w.finish();
+        assert_eq!(rec.seen_loaded, Some(true));
+        assert_eq!(rec.reason, None);
+    }
+
+    /// A process that never maps the C library (statically linked) is not shown loaded, and the
+    /// record says why; one that maps it but never the library says that instead.
+    #[test]
+    fn a_run_never_shown_loaded_says_why() {
+        let t = Instant::now();
+        let mut w = MapsWatch::new(&mimalloc(), t);
+        w.observe(view(false, false), t);
+        w.observe(view(false, false), t);
+        let rec = w.finish();
+        assert_eq!(rec.seen_loaded, None);
+        assert!(rec.reason.unwrap().contains("statically linked"));
+        let mut w = MapsWatch::new(&mimalloc(), t);
+        w.observe(view(true, false), t);
+        let rec = w.finish();
+        assert_eq!(rec.seen_loaded, Some(false));
+        assert!(
+            rec.reason
+                .unwrap()
+                .contains("not in the process's maps in 1 looks")
+        );
+        let rec = MapsWatch::new(&mimalloc(), t).finish();
+        assert!(
+            rec.reason
+                .unwrap()
+                .contains("ended before its maps could be read")
+        );
+    }
 }

@@ -554,13 +554,24 @@ pub(super) fn blob_sizes<'a>(
 }
 
 /// The empty tree's id in the repository's hash (`git hash-object -t tree /dev/null`), the base
-/// of the patch for an unborn HEAD.
+/// of the patch for an unborn HEAD. Asked once per repository and process (it depends only on
+/// the repository's object format).
 ///
 /// # Errors
 /// [`GitError`] when git fails.
 pub(super) fn empty_tree(root: &Path) -> Result<String, GitError> {
+    static KNOWN: std::sync::Mutex<Vec<(std::path::PathBuf, String)>> = std::sync::Mutex::new(Vec::new());
+    let known =
+        |k: &Vec<(std::path::PathBuf, String)>| k.iter().find(|(r, _)| r == root).map(|(_, id)| id.clone());
+    if let Some(id) = KNOWN.lock().ok().as_deref().and_then(known) {
+        return Ok(id);
+    }
     let out = run(root, &["hash-object", "-t", "tree", "/dev/null"])?;
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if let Ok(mut k) = KNOWN.lock() {
+        k.push((root.to_path_buf(), id.clone()));
+    }
+    Ok(id)
 }
 
 /// The untracked files `paths` (relative to `root`) as new files, in the format of `git diff`:
@@ -669,11 +680,21 @@ fn add_intent(root: &Path, index: &Path, args: &[&str], paths: &[&str]) -> Resul
 /// # Errors
 /// [`GitError::NotFound`] without git on PATH; [`GitError::Spawn`] / [`GitError::Failed`] when it
 /// cannot run.
+/// Asked once per process (the `before` and `after` captures of a session share the answer), so
+/// that a run costs one `git --version`, not two.
 pub(super) fn available() -> Result<(), GitError> {
+    static FOUND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if FOUND.get() == Some(&true) {
+        return Ok(());
+    }
     let mut cmd = Command::new("git");
     scrub_environment(&mut cmd);
     pin(&mut cmd);
-    run_cmd(cmd.arg("--version").stdin(Stdio::null()), &["--version"]).map(|_| ())
+    let result = run_cmd(cmd.arg("--version").stdin(Stdio::null()), &["--version"]).map(|_| ());
+    if result.is_ok() {
+        let _ = FOUND.set(true);
+    }
+    result
 }
 
 #[cfg(test)]

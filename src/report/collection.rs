@@ -524,19 +524,9 @@ fn run_summary(
         });
     }
     if let Some(a) = &s.allocator
-        && a.seen_loaded == Some(false)
+        && a.seen_loaded != Some(true)
     {
-        s.excluded.get_or_insert_with(|| match &a.path {
-            Some(path) => format!("allocator {} ({path}) not seen loaded", a.name),
-            None => format!(
-                "allocator glibc, but {} mapped",
-                if a.mapped.is_empty() {
-                    "another allocator".to_string()
-                } else {
-                    a.mapped.join(", ")
-                }
-            ),
-        });
+        s.excluded.get_or_insert_with(|| allocator_exclusion(a));
     }
     let keep_series = ctx.keep_series && detail;
     if keep_series {
@@ -988,6 +978,32 @@ pub fn collect_spilling(dir: &Path, keep_series: bool, spill: Option<Spill>) -> 
         redone,
         not_run_ranges,
     })
+}
+
+/// Why a run whose `[isolation] allocator` was not shown in effect is left out of the estimates:
+/// the run's own reason where run.json has one, else what `seen-loaded` says.
+pub(crate) fn allocator_exclusion(a: &crate::allocator::Record) -> String {
+    let what = match &a.path {
+        Some(path) => format!("allocator {} ({path})", a.name),
+        None => format!("allocator {}", a.name),
+    };
+    match (a.seen_loaded, &a.reason) {
+        (Some(false), _) if a.path.is_none() => format!(
+            "allocator glibc, but {} mapped",
+            if a.mapped.is_empty() {
+                "another allocator".to_string()
+            } else {
+                a.mapped.join(", ")
+            }
+        ),
+        (Some(false), Some(r)) => format!("{what} not seen loaded: {r}"),
+        (Some(false), None) => format!("{what} not seen loaded"),
+        (_, Some(r)) => format!("{what} not shown loaded: {r}"),
+        (_, None) => format!(
+            "{what} not shown loaded: the C library was never seen mapped (a statically linked \
+             program, or one that ended before its loader finished)"
+        ),
+    }
 }
 
 #[cfg(test)]

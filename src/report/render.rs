@@ -442,11 +442,11 @@ pub(crate) fn allocator_note(r: &Report) -> Option<String> {
         })
         .map(|run| format!("{} ({})", run.run_id, run.excluded.as_deref().unwrap_or("")))
         .collect();
-    let unknown: Vec<&str> = r
+    let unknown: Vec<String> = r
         .runs
         .iter()
         .filter(|run| run.finished && run.allocator.as_ref().is_some_and(|a| a.seen_loaded.is_none()))
-        .map(|run| run.run_id.as_str())
+        .map(|run| format!("{} ({})", run.run_id, run.excluded.as_deref().unwrap_or("")))
         .collect();
     let mut parts = Vec::new();
     if !not_loaded.is_empty() {
@@ -457,7 +457,7 @@ pub(crate) fn allocator_note(r: &Report) -> Option<String> {
     }
     if !unknown.is_empty() {
         parts.push(format!(
-            "allocator not checked (the process ended before its libraries were mapped): {}",
+            "allocator not shown loaded, left out of the aggregates: {}",
             unknown.join(", ")
         ));
     }

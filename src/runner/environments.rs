@@ -6,11 +6,15 @@
 //!    first (uv's cache) and online only when that fails. The time is the session's start, or the
 //!    time an archived bundle recorded (`rerun`), so a rerun resolves the same versions even after
 //!    newer releases. `resume` takes the bundle's lock.txt as it is.
-//! 2. install: one venv per lock, `<cache>/venvs/<lock sha256>` ([`super::cache_dir`]), made with
-//!    `uv venv` and filled with `uv pip sync` (offline first), then marked complete. A complete venv
-//!    is reused by every run, rerun and resume with the same lock; a folder without the mark (a
+//! 2. install: one venv per key, `<cache>/venvs/<key>` ([`super::cache_dir`]), where the key is
+//!    the sha256 of everything that makes the venv ([`VenvKey`]): the interpreter (`uv python
+//!    find` of `python`, then the interpreter's own version, implementation, real executable path
+//!    and platform), this machine's OS and architecture, the lock's sha256 and the index settings
+//!    (`find-links`, `no-index` and uv's index variables). Made with `uv venv --python <that
+//!    interpreter>` and filled with `uv pip sync` (offline first), then marked complete. A complete
+//!    venv is reused by every run, rerun and resume with the same key; a folder without the mark (a
 //!    build that was killed) is built again. A lock file (`flock`) keeps two runners from building
-//!    the same venv at once.
+//!    the same venv at once. Two environments that differ only in `python` get two venvs.
 //! 3. check: `uv pip freeze` of the venv must list exactly the lock's `name==version` pins;
 //!    otherwise the preflight refuses (a venv changed by hand since it was built).
 //!
@@ -42,6 +46,10 @@ pub struct Built {
     pub freeze: String,
     /// python.txt: the interpreter's version and path.
     pub python: String,
+    /// The venv's cache key: sha256 (hex) of [`VenvKey::text`].
+    pub key: String,
+    /// The interpreter the venv was made from ([`Interpreter::executable`]).
+    pub interpreter: String,
     /// Whether the venv was already built (nothing installed this time).
     pub reused: bool,
 }
@@ -169,6 +177,129 @@ fn offline_first(make: impl Fn() -> Command, what: &str) -> Result<String, Strin
     }
 }
 
+/// The interpreter a venv is made from, as it describes itself.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct Interpreter {
+    /// `sys.executable`: what `uv venv --python` and `uv pip compile --python` are given.
+    pub executable: String,
+    /// `os.path.realpath(sys.executable)`: two paths of one interpreter (a symlink) are one.
+    pub real: String,
+    /// `sys.version`, newlines made spaces.
+    pub version: String,
+    /// `sys.implementation.name` (`cpython`, `pypy`, ...).
+    pub implementation: String,
+    /// `sysconfig.get_platform()` (`linux-x86_64`, ...).
+    pub platform: String,
+}
+
+const DESCRIBE: &str = "import json, os, sys, sysconfig; print(json.dumps({'executable': sys.executable, \
+    'real': os.path.realpath(sys.executable), 'version': ' '.join(sys.version.split()), \
+    'implementation': sys.implementation.name, 'platform': sysconfig.get_platform()}))";
+
+/// The environment variables through which uv takes index settings: part of the key.
+const INDEX_VARS: [&str; 7] = [
+    "UV_INDEX",
+    "UV_DEFAULT_INDEX",
+    "UV_INDEX_URL",
+    "UV_EXTRA_INDEX_URL",
+    "UV_FIND_LINKS",
+    "UV_NO_INDEX",
+    "UV_INDEX_STRATEGY",
+];
+
+/// Finds the interpreter `python` names (uv's default without one) with `uv python find`, as `uv
+/// venv` would; when uv finds none and `python` is given, `uv python install` is tried once (it
+/// fails when `UV_PYTHON_DOWNLOADS=never`), then the interpreter is asked what it is.
+///
+/// # Errors
+/// No such interpreter (uv's message), or an interpreter that cannot describe itself.
+pub fn find_interpreter(uv: &Path, python: Option<&str>) -> Result<Interpreter, String> {
+    let find = || {
+        let mut cmd = uv_command(uv);
+        cmd.args(["python", "find"]).args(python);
+        output(&mut cmd, "uv python find")
+    };
+    let found = match (find(), python) {
+        (Ok(found), _) => found,
+        (Err(e), None) => return Err(e),
+        (Err(e), Some(p)) => {
+            let mut install = uv_command(uv);
+            install.args(["python", "install", "--quiet", p]);
+            if output(&mut install, "uv python install").is_err() {
+                return Err(e);
+            }
+            find()?
+        }
+    };
+    let path = found.trim();
+    let text = output(Command::new(path).args(["-c", DESCRIBE]), path)?;
+    serde_json::from_str(text.trim())
+        .map_err(|e| format!("{path} did not describe itself ({e}): {}", text.trim()))
+}
+
+/// Everything that makes a cached venv; two environments share a venv only when all of it is
+/// equal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VenvKey<'a> {
+    /// The interpreter the venv is made from.
+    pub interpreter: &'a Interpreter,
+    /// sha256 (hex) of the lock installed into it.
+    pub lock_sha256: &'a str,
+    /// `find-links`, in the manifest's order.
+    pub find_links: &'a [String],
+    /// `no-index`.
+    pub no_index: bool,
+    /// uv's index variables ([`INDEX_VARS`]) that are set, with their values.
+    pub index_vars: Vec<(&'static str, String)>,
+}
+
+impl<'a> VenvKey<'a> {
+    /// The key of `spec` built from `interpreter` with the lock `lock_sha256`, index variables
+    /// read from this process's environment.
+    pub fn new(interpreter: &'a Interpreter, lock_sha256: &'a str, spec: &'a EnvironmentSpec) -> Self {
+        let index_vars = INDEX_VARS
+            .iter()
+            .filter_map(|v| Some((*v, std::env::var(v).ok()?)))
+            .collect();
+        VenvKey {
+            interpreter,
+            lock_sha256,
+            find_links: &spec.find_links,
+            no_index: spec.no_index,
+            index_vars,
+        }
+    }
+
+    /// The key's parts, one `name: value` a line (written to the venv's `.hwr-exp-key`).
+    pub fn text(&self) -> String {
+        let i = self.interpreter;
+        let mut out = format!(
+            "hwr-exp venv key 1\ninterpreter: {}\nversion: {}\nimplementation: {}\n\
+             interpreter-platform: {}\nhost: {} {}\nlock-sha256: {}\nno-index: {}\n",
+            i.real,
+            i.version,
+            i.implementation,
+            i.platform,
+            std::env::consts::OS,
+            std::env::consts::ARCH,
+            self.lock_sha256,
+            self.no_index
+        );
+        for link in self.find_links {
+            out.push_str(&format!("find-links: {link}\n"));
+        }
+        for (var, value) in &self.index_vars {
+            out.push_str(&format!("env {var}: {value}\n"));
+        }
+        out
+    }
+
+    /// The venv folder's name: sha256 (hex) of [`Self::text`].
+    pub fn digest(&self) -> String {
+        crate::digest::sha256_bytes(self.text().as_bytes())
+    }
+}
+
 fn build_one(
     uv: &Path,
     cache: &Path,
@@ -182,6 +313,7 @@ fn build_one(
         .prefix("hwr-exp-env-")
         .tempdir()
         .map_err(|e| format!("cannot create a temporary folder: {e}"))?;
+    let interpreter = find_interpreter(uv, spec.python.as_deref())?;
     let (lock, exclude_newer) = match given {
         Some(lock) => (lock, None),
         None => {
@@ -208,10 +340,9 @@ fn build_one(
                         ])
                         .arg("--exclude-newer")
                         .arg(time)
-                        .arg("requirements.in");
-                    if let Some(p) = &spec.python {
-                        cmd.arg("--python").arg(p);
-                    }
+                        .arg("requirements.in")
+                        .arg("--python")
+                        .arg(&interpreter.executable);
                     index_args(&mut cmd, spec);
                     cmd
                 },
@@ -223,13 +354,15 @@ fn build_one(
     let lock_sha256 = crate::digest::sha256_bytes(lock.as_bytes());
     let venvs = cache.join("venvs");
     std::fs::create_dir_all(&venvs).map_err(|e| format!("{}: {e}", venvs.display()))?;
-    let venv = venvs.join(&lock_sha256);
+    let venv_key = VenvKey::new(&interpreter, &lock_sha256, spec);
+    let key = venv_key.digest();
+    let venv = venvs.join(&key);
     let complete = venv.join(".hwr-exp-complete");
     let guard = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(venvs.join(format!("{lock_sha256}.lock")))
+        .open(venvs.join(format!("{key}.lock")))
         .map_err(|e| format!("{}: {e}", venvs.display()))?;
     rustix::fs::flock(&guard, rustix::fs::FlockOperation::LockExclusive)
         .map_err(|e| format!("locking {}: {e}", venv.display()))?;
@@ -252,11 +385,13 @@ fn build_one(
                 .map_err(|e| format!("removing the unfinished {}: {e}", venv.display()))?;
         }
         let mut cmd = uv_command(uv);
-        cmd.args(["venv", "--quiet"]).arg(&venv);
-        if let Some(p) = &spec.python {
-            cmd.arg("--python").arg(p);
-        }
+        cmd.args(["venv", "--quiet"])
+            .arg(&venv)
+            .arg("--python")
+            .arg(&interpreter.executable);
         output(&mut cmd, "uv venv")?;
+        let key_file = venv.join(".hwr-exp-key");
+        std::fs::write(&key_file, venv_key.text()).map_err(|e| format!("{}: {e}", key_file.display()))?;
         let lock_file = tmp.path().join("lock.txt");
         std::fs::write(&lock_file, &lock).map_err(|e| format!("{}: {e}", lock_file.display()))?;
         let python = venv.join("bin").join("python");
@@ -272,8 +407,7 @@ fn build_one(
             },
             "uv pip sync",
         )?;
-        std::fs::write(&complete, format!("{lock_sha256}\n"))
-            .map_err(|e| format!("{}: {e}", complete.display()))?;
+        std::fs::write(&complete, format!("{key}\n")).map_err(|e| format!("{}: {e}", complete.display()))?;
     }
     let python = venv.join("bin").join("python");
     let freeze = output(
@@ -301,6 +435,8 @@ fn build_one(
         venv,
         freeze,
         python: version,
+        key,
+        interpreter: interpreter.executable,
         reused,
     })
 }
@@ -376,5 +512,56 @@ mod tests {
                 "extra 1 installed, not locked"
             ]
         );
+    }
+
+    fn interpreter(version: &str, real: &str) -> Interpreter {
+        Interpreter {
+            executable: real.to_string(),
+            real: real.to_string(),
+            version: version.to_string(),
+            implementation: "cpython".into(),
+            platform: "linux-x86_64".into(),
+        }
+    }
+
+    fn digest(
+        interpreter: &Interpreter,
+        lock_sha256: &str,
+        find_links: &[String],
+        no_index: bool,
+        index_vars: Vec<(&'static str, String)>,
+    ) -> String {
+        VenvKey {
+            interpreter,
+            lock_sha256,
+            find_links,
+            no_index,
+            index_vars,
+        }
+        .digest()
+    }
+
+    /// Every part of the key changes the key: interpreter (version, path), lock, index settings.
+    #[test]
+    fn the_venv_key_changes_with_everything_that_makes_the_venv() {
+        let py310 = interpreter("3.10.13", "/opt/py310/bin/python3.10");
+        let py312 = interpreter("3.12.1", "/opt/py312/bin/python3.12");
+        let other_path = interpreter("3.10.13", "/usr/bin/python3.10");
+        let links = ["/w/wheels".to_string()];
+        let other_links = ["/w/other".to_string()];
+        let base = digest(&py310, "ab", &links, true, vec![]);
+        assert_eq!(base, digest(&py310, "ab", &links, true, vec![]));
+        let mirror = vec![("UV_INDEX_URL", "https://mirror/simple".to_string())];
+        let variants = [
+            digest(&py312, "ab", &links, true, vec![]),
+            digest(&other_path, "ab", &links, true, vec![]),
+            digest(&py310, "cd", &links, true, vec![]),
+            digest(&py310, "ab", &other_links, true, vec![]),
+            digest(&py310, "ab", &links, false, vec![]),
+            digest(&py310, "ab", &links, true, mirror),
+        ];
+        for (n, v) in variants.iter().enumerate() {
+            assert_ne!(&base, v, "variant {n}");
+        }
     }
 }

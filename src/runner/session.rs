@@ -352,6 +352,8 @@ pub fn run_manifest(
                         lock_sha256: b.lock_sha256.clone(),
                         exclude_newer: b.exclude_newer.clone(),
                         venv: b.venv.display().to_string(),
+                        venv_key: Some(b.key.clone()),
+                        interpreter: Some(b.interpreter.clone()),
                         reused: b.reused,
                     },
                 )

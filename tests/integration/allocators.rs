@@ -172,3 +172,58 @@ fn check_refuses_an_allocator_that_is_not_installed_naming_its_package() {
         stderr(&out)
     );
 }
+
+/// Issue 37 item 2: a statically linked probe cannot be given a preloaded allocator; its run is
+/// not shown loaded (`seen-loaded` null with the reason), and the report leaves it out of the
+/// estimates naming why, instead of aggregating it as if the allocator had run.
+#[test]
+fn a_statically_linked_probe_is_left_out_naming_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("probe.c"),
+        "#include <stdio.h>\n#include <unistd.h>\nint main(void){usleep(300000);puts(\"{\\\"x\\\": 1}\");return 0;}\n",
+    )
+    .unwrap();
+    std::fs::write(d.join("lib.c"), "int hwr_alloc_marker(void){return 1;}\n").unwrap();
+    let cc = |args: &[&str]| {
+        std::process::Command::new("cc")
+            .current_dir(d)
+            .args(args)
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !cc(&["-static", "-o", "probe", "probe.c"]) || !cc(&["-shared", "-fPIC", "-o", "liballoc.so", "lib.c"])
+    {
+        assert!(
+            std::env::var("HWR_REQUIRE_ALLOCATORS").as_deref() != Ok("1"),
+            "cc -static failed (apt-get install libc6-dev)"
+        );
+        eprintln!("skipping: cc -static not available");
+        return;
+    }
+    let m = ManifestBuilder::argv("alloc", &["./probe"])
+        .output("out-{repetition}.json")
+        .isolation("allocator", "./liballoc.so")
+        .set("measure", "sample-interval", "off")
+        .write(d);
+    let (out, bundle) = run(d, &m);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = bundle.expect("bundle");
+    let alloc = &run_records(&bundle)[0]["allocator"];
+    assert_eq!(alloc["seen-loaded"], serde_json::Value::Null, "{alloc}");
+    let reason = alloc["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("never mapped the C library"), "{alloc}");
+    let report = hwr(d, &["report", bundle.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(code(&report), 0, "{}", stderr(&report));
+    let text = stdout(&report);
+    assert!(text.contains("not shown loaded"), "{text}");
+    assert!(text.contains("statically linked"), "{text}");
+    let table = hwr(d, &["report", bundle.to_str().unwrap()]);
+    let table = stdout(&table);
+    assert!(table.contains("left out of the aggregates"), "{table}");
+    assert!(
+        !table.contains("process ended before its libraries were mapped"),
+        "{table}"
+    );
+}

@@ -251,3 +251,126 @@ fn an_environment_value_must_name_an_environment() {
         stderr(&out)
     );
 }
+
+/// The minor version (`3.X`) of the interpreter at `path`, if it runs.
+fn minor_version(path: &Path) -> Option<String> {
+    let out = Command::new(path)
+        .args(["-c", "import sys; print('%d.%d' % sys.version_info[:2])"])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Two interpreters of different minor versions on this machine: what `uv python find 3.X` finds
+/// (no downloads) and pyenv's versions folder.
+fn two_pythons() -> Option<[(String, PathBuf); 2]> {
+    let mut found: Vec<(String, PathBuf)> = Vec::new();
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    for minor in 8..=14 {
+        let out = Command::new("uv")
+            .env("UV_PYTHON_DOWNLOADS", "never")
+            .args(["python", "find", &format!("3.{minor}")])
+            .output();
+        if let Some(out) = out.ok().filter(|o| o.status.success()) {
+            candidates.push(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
+        }
+    }
+    let pyenv = std::env::var_os("PYENV_ROOT")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".pyenv")));
+    if let Some(Ok(dir)) = pyenv.map(|p| std::fs::read_dir(p.join("versions"))) {
+        candidates.extend(dir.flatten().map(|e| e.path().join("bin").join("python3")));
+    }
+    for path in candidates {
+        if let Some(v) = minor_version(&path)
+            && v.starts_with("3.")
+            && v != "3.6"
+            && v != "3.7"
+            && !found.iter().any(|(w, _)| *w == v)
+        {
+            found.push((v, path));
+        }
+    }
+    let mut it = found.into_iter();
+    Some([it.next()?, it.next()?])
+}
+
+/// Issue 37 item 1: two environments that differ only in `python` (same requirements, same lock)
+/// get two venvs, and each run runs the interpreter its environment names (before, both shared the
+/// venv keyed by the lock's sha256 alone, so the second ran the first's Python without a word).
+#[test]
+fn environments_that_differ_only_in_python_get_their_own_venvs() {
+    if !ready() {
+        return;
+    }
+    let Some([(va, pa), (vb, pb)]) = two_pythons() else {
+        assert!(
+            std::env::var("HWR_REQUIRE_UV").as_deref() != Ok("1"),
+            "HWR_REQUIRE_UV=1 but this machine has no two Python versions"
+        );
+        eprintln!("skipping: fewer than two Python versions here");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_wheels(d, &["1.0"]);
+    // `python = "3.X"` finds these first on PATH.
+    let bin = d.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(&pa, bin.join(format!("python{va}"))).unwrap();
+    std::os::unix::fs::symlink(&pb, bin.join(format!("python{vb}"))).unwrap();
+    let text = ManifestBuilder::shell(
+        "pythons",
+        "python -c 'import sys, tinypkg; print(\"%d.%d\" % sys.version_info[:2], tinypkg.__version__)'",
+    )
+    .text_output()
+    .output("{environment}.txt")
+    .matrix("environment", ["a", "b"])
+    .set("measure", "sample-interval", "off")
+    .text();
+    let env = |name: &str, v: &str| {
+        format!(
+            "[environments.{name}]\nrequirements = [\"tinypkg==1.0\"]\npython = \"{v}\"\n\
+             find-links = [\"wheels\"]\nno-index = true\n"
+        )
+    };
+    crate::support::write_manifest(d, &format!("{text}{}{}", env("a", &va), env("b", &vb)));
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let out = hwr_command(d)
+        .env("PATH", path)
+        .env("HWR_EXP_CACHE", d.join("cache"))
+        .env("UV_CACHE_DIR", d.join("uv-cache"))
+        .env("UV_PYTHON_DOWNLOADS", "never")
+        .args(["run", "experiment.toml", "--quiet", "--results-dir", "results"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = d.join(stdout(&out).lines().last().unwrap());
+    assert_eq!(output_of(&bundle, "a").trim(), format!("{va} 1.0"));
+    assert_eq!(output_of(&bundle, "b").trim(), format!("{vb} 1.0"));
+    let info = json(&bundle.join("bundle.json"));
+    let envs = &info["environments"];
+    // One lock, two venvs, each keyed by its interpreter.
+    assert_eq!(envs["a"]["lock-sha256"], envs["b"]["lock-sha256"], "{info}");
+    assert_ne!(envs["a"]["venv"], envs["b"]["venv"], "{info}");
+    assert_ne!(envs["a"]["venv-key"], envs["b"]["venv-key"], "{info}");
+    for (name, v) in [("a", &va), ("b", &vb)] {
+        let python =
+            std::fs::read_to_string(bundle.join("environments").join(name).join("python.txt")).unwrap();
+        assert!(python.starts_with(&format!("{v}.")), "{name}: {python}");
+        let venv = PathBuf::from(envs[name]["venv"].as_str().unwrap());
+        let key = std::fs::read_to_string(venv.join(".hwr-exp-key")).unwrap();
+        assert!(key.contains(&format!("version: {v}.")), "{key}");
+        assert!(
+            key.contains("find-links: ") && key.contains("no-index: true"),
+            "{key}"
+        );
+        assert_eq!(
+            sha256_hex(key.as_bytes()),
+            envs[name]["venv-key"].as_str().unwrap()
+        );
+        assert!(envs[name]["interpreter"].is_string(), "{info}");
+    }
+}
