@@ -543,6 +543,9 @@ impl BundleWriter {
         rename_no_replace(&self.dir, dir).map_err(on(dir, "create bundle folder"))?;
         self.dir = dir.to_path_buf();
         self.staged = false;
+        if self.info.status == BundleStatus::Running {
+            *super::live::hold() = Some(dir.to_path_buf());
+        }
         if let Some(lock) = &mut self.lock {
             lock.moved_to(dir);
         }
@@ -931,7 +934,16 @@ impl BundleWriter {
 
     fn save_info(&mut self, durability: Durability) -> io::Result<()> {
         self.saved_at = std::time::Instant::now();
-        write_json(&self.dir.join(files::BUNDLE), durability, &self.info)
+        // Held while bundle.json is written: a forced exit marks the bundle after this write.
+        let mut live = super::live::hold();
+        write_json(&self.dir.join(files::BUNDLE), durability, &self.info)?;
+        let running = self.info.status == BundleStatus::Running && !self.staged;
+        if running {
+            *live = Some(self.dir.clone());
+        } else if live.as_deref() == Some(self.dir.as_path()) {
+            *live = None;
+        }
+        Ok(())
     }
 }
 
@@ -941,6 +953,8 @@ impl Drop for BundleWriter {
     fn drop(&mut self) {
         if self.staged {
             let _ = fs::remove_dir_all(&self.dir);
+        } else {
+            super::live::forget(&self.dir);
         }
     }
 }

@@ -1,0 +1,142 @@
+//! Faults of issue 37, end to end with real processes: a stop signal delivered twice (GNU
+//! `timeout`) is one request and every exit marks the bundle; preflight failures write nothing;
+//! a very deep folder in `{run-dir}`; bundle.json that is a FIFO or a link in `list`.
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use rustix::process::{Pid, Signal, kill_process};
+
+use crate::support::{ManifestBuilder, Repo, bundles, code, hwr_command, json, the_bundle, wait_for};
+
+/// How long the runner may take to reach a state the test waits for (a hang guard, not a timing
+/// assertion).
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// A temporary git repository with one commit that ignores `results/`.
+fn repo() -> Repo {
+    let repo = Repo::new();
+    repo.write(".gitignore", "results/\n").commit("init");
+    repo
+}
+
+/// `hwr-exp run experiment.toml --results-dir results --quiet` in `dir`, started, not waited for.
+fn spawn_run(dir: &Path) -> Child {
+    hwr_command(dir)
+        .args(["run", "experiment.toml", "--results-dir", "results", "--quiet"])
+        .env_remove("HWR_TEST_PAUSE_AT")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn status(bundle: &Path) -> String {
+    json(&bundle.join("bundle.json"))["status"].as_str().unwrap().to_string()
+}
+
+/// One run that ignores SIGTERM (the ignored disposition is inherited by `sleep`), so that the
+/// runner's stop waits for `grace` before SIGKILL.
+fn stubborn_manifest(dir: &Path, name: &str, grace: &str) {
+    ManifestBuilder::shell(name, "trap '' TERM; sleep 120; echo done")
+        .text_output()
+        .repetitions(1)
+        .isolation("grace", grace)
+        .write(dir);
+}
+
+/// Waits until the first run has started (its stderr.log exists).
+fn wait_for_first_run(results: &Path, name: &str) {
+    wait_for("the first run", PATIENCE, || {
+        bundles(results, name)
+            .first()
+            .is_some_and(|b| b.join("runs/000-r1/stderr.log").is_file())
+    });
+}
+
+fn kill(child: &Child, signal: Signal) {
+    kill_process(Pid::from_raw(child.id() as i32).unwrap(), signal).unwrap();
+}
+
+fn finish(child: Child) -> Output {
+    child.wait_with_output().unwrap()
+}
+
+/// GNU `timeout` passes its SIGTERM on twice (to the child, then to its process group): the same
+/// signal twice within a moment is one request. The runner stops the run as on timeout (SIGKILL
+/// after grace), records it, marks the bundle `interrupted` and exits 130; the old runner took the
+/// second delivery as a second Ctrl-C and exited at once with the bundle `running`.
+#[test]
+fn the_same_signal_twice_in_a_moment_is_one_request() {
+    let repo = repo();
+    let results = repo.path().join("results");
+    stubborn_manifest(repo.path(), "twice", "2s");
+    let child = spawn_run(repo.path());
+    wait_for_first_run(&results, "twice");
+    kill(&child, Signal::TERM);
+    std::thread::sleep(Duration::from_millis(100));
+    kill(&child, Signal::TERM);
+    let out = finish(child);
+    assert_eq!(code(&out), 130, "{out:?}");
+    let bundle = the_bundle(&results, "twice");
+    assert_eq!(status(&bundle), "interrupted");
+    // The one request waited for the run: it was stopped and recorded.
+    let run = json(&bundle.join("runs/000-r1/run.json"));
+    assert_eq!(run["termination"], "interrupted", "{run}");
+}
+
+/// `timeout 3 hwr-exp run ...` as a user types it: the bundle ends `interrupted`, never `running`.
+#[test]
+fn under_gnu_timeout_the_bundle_ends_interrupted() {
+    let Some(timeout) = crate::support::need::on_path("timeout") else {
+        eprintln!("skipped: no GNU timeout on PATH");
+        return;
+    };
+    for attempt in 0..3 {
+        let repo = repo();
+        let results = repo.path().join("results");
+        let name = format!("timeout{attempt}");
+        stubborn_manifest(repo.path(), &name, "1s");
+        let hwr = hwr_command(repo.path());
+        let out = Command::new(&timeout)
+            .arg("4")
+            .arg(hwr.get_program())
+            .args(["run", "experiment.toml", "--results-dir", "results", "--quiet"])
+            .current_dir(repo.path())
+            .envs(hwr.get_envs().filter_map(|(k, v)| Some((k, v?))))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 124, "timeout timed out: {out:?}");
+        let bundle = the_bundle(&results, &name);
+        assert_eq!(status(&bundle), "interrupted", "attempt {attempt}");
+    }
+}
+
+/// A real second request (another signal, or the same one later) still exits at once, without
+/// waiting for the run's grace period, and the bundle is marked `interrupted` with a note saying
+/// the run in flight has no run.json; resume then runs it again.
+#[test]
+fn a_second_request_exits_at_once_and_marks_the_bundle() {
+    let repo = repo();
+    let results = repo.path().join("results");
+    stubborn_manifest(repo.path(), "forced", "600s");
+    let child = spawn_run(repo.path());
+    wait_for_first_run(&results, "forced");
+    kill(&child, Signal::TERM);
+    std::thread::sleep(Duration::from_millis(300));
+    kill(&child, Signal::INT);
+    let out = finish(child);
+    assert_eq!(code(&out), 130, "{out:?}");
+    let bundle = the_bundle(&results, "forced");
+    assert_eq!(status(&bundle), "interrupted");
+    let info = json(&bundle.join("bundle.json"));
+    assert!(info["finished"].is_string(), "{info}");
+    assert!(
+        info["notes"].to_string().contains("second stop signal"),
+        "{info}"
+    );
+    assert!(!bundle.join("runs/000-r1/run.json").exists());
+}
