@@ -932,6 +932,19 @@ impl BundleWriter {
         }
     }
 
+    /// Finishes the bundle `failed` with `reason` in bundle.json `notes` (`failed: REASON`), so that
+    /// a failed bundle always says why.
+    ///
+    /// # Errors
+    /// As [`BundleWriter::finish`].
+    pub fn fail(&mut self, reason: &str, at: SystemTime) -> io::Result<()> {
+        let note = format!("failed: {reason}");
+        if !self.info.notes.contains(&note) {
+            self.info.notes.push(note);
+        }
+        self.finish(BundleStatus::Failed, at)
+    }
+
     fn save_info(&mut self, durability: Durability) -> io::Result<()> {
         self.saved_at = std::time::Instant::now();
         // Held while bundle.json is written: a forced exit marks the bundle after this write.

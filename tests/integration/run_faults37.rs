@@ -140,3 +140,58 @@ fn a_second_request_exits_at_once_and_marks_the_bundle() {
     );
     assert!(!bundle.join("runs/000-r1/run.json").exists());
 }
+
+/// A stand-in `scontrol` that answers the preflight's questions (ping, config, partitions) as a
+/// one-partition cluster would; the other Slurm commands are absent from `PATH`.
+const FAKE_SCONTROL: &str = r#"#!/bin/sh
+case "$*" in
+  ping) echo "Slurmctld(primary) at n1 is UP" ;;
+  "show config") echo "MaxArraySize            = 1001"; echo "MaxJobCount             = 10000" ;;
+  "-o show partition") echo "PartitionName=cpu AllowGroups=ALL Default=YES MaxTime=UNLIMITED Nodes=n1 State=UP TotalCPUs=2 TotalNodes=1 MaxNodes=UNLIMITED MaxCPUsPerNode=UNLIMITED MaxMemPerNode=UNLIMITED" ;;
+  *) echo "fake scontrol: $*" >&2; exit 1 ;;
+esac
+"#;
+
+/// With `sbatch` (and `squeue`, `scancel`) missing from `PATH`, `run` on the slurm executor is a
+/// preflight failure that names each program and writes nothing (DESIGN 4); the old runner left
+/// a `failed` bundle that said nowhere why.
+#[test]
+fn a_slurm_command_missing_from_path_fails_preflight_and_writes_nothing() {
+    use std::os::unix::fs::PermissionsExt;
+    let repo = repo();
+    let bin = tempfile::tempdir().unwrap();
+    let scontrol = bin.path().join("scontrol");
+    std::fs::write(&scontrol, FAKE_SCONTROL).unwrap();
+    std::fs::set_permissions(&scontrol, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin.path().display());
+    for program in ["sbatch", "squeue", "scancel"] {
+        if ["/usr/bin", "/bin"].iter().any(|d| Path::new(d).join(program).exists()) {
+            eprintln!("skipped: {program} is installed in /usr/bin or /bin");
+            return;
+        }
+    }
+    ManifestBuilder::shell("nosbatch", "echo hi")
+        .text_output()
+        .repetitions(1)
+        .set("executor", "kind", "slurm")
+        .write(repo.path());
+    let out = hwr_command(repo.path())
+        .args(["run", "experiment.toml", "--results-dir", "results"])
+        .env("PATH", &path)
+        .env_remove("SLURM_CONF")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), 3, "{err}");
+    assert!(err.contains("preflight failed"), "{err}");
+    for program in ["sbatch", "squeue", "scancel"] {
+        assert!(err.contains(&format!("`{program}` was not found in PATH")), "{err}");
+    }
+    let results = repo.path().join("results");
+    assert!(
+        !results.exists() || std::fs::read_dir(&results).unwrap().next().is_none(),
+        "a failed preflight wrote {:?}",
+        bundles(&results, "nosbatch")
+    );
+}
