@@ -195,3 +195,94 @@ fn a_slurm_command_missing_from_path_fails_preflight_and_writes_nothing() {
         bundles(&results, "nosbatch")
     );
 }
+
+/// A finished local bundle of one run under `dir/results`; returns its folder.
+fn one_bundle(dir: &Path, name: &str) -> std::path::PathBuf {
+    ManifestBuilder::shell(name, "echo hi")
+        .text_output()
+        .repetitions(1)
+        .write(dir);
+    let out = hwr_command(dir)
+        .args(["run", "experiment.toml", "--results-dir", "results", "--quiet"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{out:?}");
+    the_bundle(&dir.join("results"), name)
+}
+
+/// `list` warns, naming the file, about a bundle whose bundle.json is a FIFO or a symbolic link
+/// (docs/archive.md: any bundle it cannot read); the old `list` skipped both in silence. It never
+/// blocks on the FIFO.
+#[test]
+fn list_warns_about_a_bundle_json_that_is_a_fifo_or_a_link() {
+    let repo = repo();
+    let fifo = one_bundle(repo.path(), "fifo");
+    let link = one_bundle(repo.path(), "link");
+    let json_path = fifo.join("bundle.json");
+    std::fs::remove_file(&json_path).unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &json_path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+    let target = repo.path().join("elsewhere.json");
+    std::fs::rename(link.join("bundle.json"), &target).unwrap();
+    std::os::unix::fs::symlink(&target, link.join("bundle.json")).unwrap();
+    let out = hwr_command(repo.path())
+        .args(["list", "results"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    for bundle in [&fifo, &link] {
+        let name = bundle.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            err.lines().any(|l| l.contains("warning") && l.contains(&name) && l.contains("bundle.json")),
+            "no warning naming {name}/bundle.json: {err}"
+        );
+    }
+}
+
+/// A detached Slurm bundle (bundle.json `running`, no lock holder) whose `squeue` hangs: `list`
+/// stops the command at its deadline and says the state is unknown, naming squeue, instead of
+/// hanging or calling a bundle whose tasks may be running `abandoned`.
+#[test]
+fn list_says_unknown_when_squeue_hangs() {
+    use std::os::unix::fs::PermissionsExt;
+    let repo = repo();
+    let bundle = one_bundle(repo.path(), "detached");
+    let path = bundle.join("bundle.json");
+    let mut info = json(&path);
+    info["status"] = "running".into();
+    info["executor"] = "slurm".into();
+    info["slurm"] = serde_json::json!({"arrays": [
+        {"job-id": 4242, "offset": 0, "array": "0", "script": "slurm/array-0.sbatch", "state": "released"}
+    ]});
+    std::fs::write(&path, serde_json::to_vec_pretty(&info).unwrap()).unwrap();
+    let _ = std::fs::remove_file(bundle.join(".lock"));
+    let bin = tempfile::tempdir().unwrap();
+    for program in ["squeue", "scontrol"] {
+        let p = bin.path().join(program);
+        std::fs::write(&p, "#!/bin/sh\nexec sleep 60\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let conf = bin.path().join("slurm.conf");
+    std::fs::write(&conf, "ClusterName=none\n").unwrap();
+    let out = hwr_command(repo.path())
+        .args(["list", "results"])
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.path().display()))
+        .env("SLURM_CONF", &conf)
+        .env("HWR_SLURM_TIMEOUT", "1s")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.contains("detached")).unwrap_or_default().to_string();
+    assert!(line.contains("unknown"), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(line.contains("squeue"), "{line}");
+    assert!(!line.contains("abandoned"), "{line}");
+}
