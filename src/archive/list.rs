@@ -370,6 +370,7 @@ mod tests {
             bundle: bundle.into(),
             experiment: "exp".into(),
             created: "2026-11-30T01:02:03.456Z".into(),
+            status_note: None,
             status,
             revision: Some("0123456789abcdef0123456789abcdef01234567".into()),
             dirty: Some(crate::provenance::Dirty::Clean),

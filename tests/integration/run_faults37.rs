@@ -286,3 +286,47 @@ fn list_says_unknown_when_squeue_hangs() {
     assert!(line.contains("squeue"), "{line}");
     assert!(!line.contains("abandoned"), "{line}");
 }
+
+/// Matrix values with an ANSI colour sequence, a bell, a bidirectional override (U+202E) and
+/// 70,000 characters, run 4 times: on a pseudo-terminal, `report`, `compare` and `plan` show the
+/// control characters escaped (`\u{1b}`, `\u{202e}`), never raw, and cut the long value in their
+/// tables and titles, so each prints well under a megabyte (the old report printed 20-75 MB).
+#[test]
+fn terminal_output_escapes_hostile_values_and_cuts_long_ones() {
+    let repo = repo();
+    let evil = "a\u{1b}[31mRED\u{1b}[0m\u{202e}evil\u{7}";
+    let long = "y".repeat(70_000);
+    ManifestBuilder::shell("hostile", "echo hi")
+        .text_output()
+        .matrix("mode", ["reuse", evil])
+        .matrix("v", [long.as_str()])
+        .repetitions(2)
+        .write(repo.path());
+    let out = hwr_command(repo.path())
+        .args(["run", "experiment.toml", "--results-dir", "results", "--quiet"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{out:?}");
+    let bundle = the_bundle(&repo.path().join("results"), "hostile");
+    let b = bundle.to_str().unwrap();
+    for args in [vec!["report", b], vec!["compare", b, b], vec!["plan", "experiment.toml"]] {
+        let out = crate::support::in_terminal(repo.path(), 120, &args).output().unwrap();
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(code(&out), 0, "{args:?}: {}", &shown[..shown.len().min(2000)]);
+        for raw in ["\u{1b}[31mRED", "\u{202e}", "\u{7}"] {
+            assert!(!shown.contains(raw), "{args:?} printed {raw:?} raw");
+        }
+        // Escaped (a narrow column may wrap the escape itself over two lines).
+        assert!(
+            shown.contains("u{1b}") || shown.contains("u{202e}"),
+            "{args:?}: the value is shown escaped"
+        );
+        assert!(
+            out.stdout.len() < 1_000_000,
+            "{args:?} printed {} bytes",
+            out.stdout.len()
+        );
+        assert!(!shown.contains(&long[..1000]), "{args:?} printed the long value whole");
+    }
+}
