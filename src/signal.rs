@@ -11,8 +11,8 @@
 //! This module imports no other module of the crate.
 
 use std::io;
-use std::sync::Arc;
 use std::os::fd::AsRawFd;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGXFSZ};
@@ -103,7 +103,10 @@ pub fn before_forced_exit(f: fn()) {
 
 /// `CLOCK_MONOTONIC` in nanoseconds (async-signal-safe: `clock_gettime(2)` is).
 fn monotonic_nanos() -> u64 {
-    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime(2) writes into a valid timespec; it is async-signal-safe.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut t) };
     u64::try_from(t.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(t.tv_nsec).unwrap_or(0)
@@ -176,8 +179,8 @@ pub fn install(second: SecondSignal) -> Result<Signals, SignalError> {
 /// Starts the thread that performs a forced exit with `code` once a byte arrives on the returned
 /// pipe (written by the signal handler).
 fn forced_exit_thread(code: i32) -> Result<(Arc<std::os::fd::OwnedFd>, i32), SignalError> {
-    let (reader, writer) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-        .map_err(|e| SignalError(e.into()))?;
+    let (reader, writer) =
+        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| SignalError(e.into()))?;
     std::thread::Builder::new()
         .name("forced-exit".into())
         .spawn(move || {

@@ -10,9 +10,14 @@ use std::borrow::Cow;
 use unicode_width::UnicodeWidthChar;
 
 /// The widest a value is shown in a terminal table, in terminal columns; longer values end in
-/// `…` (the full value stays in csv and json). A 70,000-character matrix value made the
-/// terminal report of 4 runs take 14-90 s and print 20-75 MB while comfy-table wrapped it.
-pub const MAX_CELL_COLUMNS: usize = 120;
+/// `…` (the full value stays in csv and json). Room for a whole one-line reason (500 columns,
+/// `bundle::reason::LINE_WIDTH`); key columns of a table fitted to the terminal are cut
+/// narrower (`table::render_fit`). A 70,000-character matrix value made the terminal report of
+/// 4 runs take 14-90 s and print 20-75 MB while comfy-table wrapped it.
+pub const MAX_CELL_COLUMNS: usize = 600;
+
+/// The widest one word of running text (a title, a note) is shown, in terminal columns.
+pub const MAX_WORD_COLUMNS: usize = 120;
 
 /// Whether `c` is a bidirectional formatting control (U+061C, U+200E/F, U+202A-U+202E,
 /// U+2066-U+2069): shown escaped, since it reorders the text around it.
@@ -88,12 +93,11 @@ pub fn cell_lines(text: &str, max_columns: usize) -> Cow<'_, str> {
 }
 
 /// Running text for the terminal (a title, a note): every line escaped ([`escape`]), line breaks
-/// kept, and each word wider than [`MAX_CELL_COLUMNS`] cut with `…` (a 70,000-character matrix
+/// kept, and each word wider than [`MAX_WORD_COLUMNS`] cut with `…` (a 70,000-character matrix
 /// value in a title is one word that no wrapping can break).
 pub fn text(text: &str) -> Cow<'_, str> {
-    let plain = |line: &str| {
-        !line.chars().any(needs_escape) && line.split(' ').all(|w| w.len() <= MAX_CELL_COLUMNS)
-    };
+    let plain =
+        |line: &str| !line.chars().any(needs_escape) && line.split(' ').all(|w| w.len() <= MAX_WORD_COLUMNS);
     if text.split('\n').all(plain) {
         return Cow::Borrowed(text);
     }
@@ -101,7 +105,7 @@ pub fn text(text: &str) -> Cow<'_, str> {
         .split('\n')
         .map(|line| {
             line.split(' ')
-                .map(|word| cell(word, MAX_CELL_COLUMNS))
+                .map(|word| cell(word, MAX_WORD_COLUMNS))
                 .collect::<Vec<_>>()
                 .join(" ")
         })
@@ -132,7 +136,10 @@ mod tests {
         assert_eq!(cell_lines("a\u{1b}\nb", 10), "a\\u{1b}\nb");
         let title = format!("cell mode=a\u{202e}b v={long}");
         let shown = text(&title);
-        assert!(shown.starts_with("cell mode=a\\u{202e}b v=yy") || shown.starts_with("cell mode=a\\u{202e}b v=xx"));
+        assert!(
+            shown.starts_with("cell mode=a\\u{202e}b v=yy")
+                || shown.starts_with("cell mode=a\\u{202e}b v=xx")
+        );
         assert!(shown.chars().count() < 200, "{shown}");
         assert!(matches!(text("plain words\nsecond line"), Cow::Borrowed(_)));
     }

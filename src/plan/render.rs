@@ -26,7 +26,7 @@ pub fn sh_quote(word: &str) -> String {
 pub fn table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
     // Values as the terminal shows them (escaped, long ones cut: `crate::terminal::cell`); the
     // command is escaped but whole, for reproducing the run (`--format json` keeps every value raw).
-    let shown = |text: String| crate::terminal::cell(&text, crate::terminal::MAX_CELL_COLUMNS).into_owned();
+    let shown = |text: String| crate::terminal::cell(&text, crate::terminal::MAX_WORD_COLUMNS).into_owned();
     let columns = |r: &PlannedRun| {
         [
             shown(r.run_id.clone()),

@@ -34,7 +34,10 @@ fn spawn_run(dir: &Path) -> Child {
 }
 
 fn status(bundle: &Path) -> String {
-    json(&bundle.join("bundle.json"))["status"].as_str().unwrap().to_string()
+    json(&bundle.join("bundle.json"))["status"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 /// One run that ignores SIGTERM (the ignored disposition is inherited by `sleep`), so that the
@@ -134,10 +137,7 @@ fn a_second_request_exits_at_once_and_marks_the_bundle() {
     assert_eq!(status(&bundle), "interrupted");
     let info = json(&bundle.join("bundle.json"));
     assert!(info["finished"].is_string(), "{info}");
-    assert!(
-        info["notes"].to_string().contains("second stop signal"),
-        "{info}"
-    );
+    assert!(info["notes"].to_string().contains("second stop signal"), "{info}");
     assert!(!bundle.join("runs/000-r1/run.json").exists());
 }
 
@@ -165,7 +165,10 @@ fn a_slurm_command_missing_from_path_fails_preflight_and_writes_nothing() {
     std::fs::set_permissions(&scontrol, std::fs::Permissions::from_mode(0o755)).unwrap();
     let path = format!("{}:/usr/bin:/bin", bin.path().display());
     for program in ["sbatch", "squeue", "scancel"] {
-        if ["/usr/bin", "/bin"].iter().any(|d| Path::new(d).join(program).exists()) {
+        if ["/usr/bin", "/bin"]
+            .iter()
+            .any(|d| Path::new(d).join(program).exists())
+        {
             eprintln!("skipped: {program} is installed in /usr/bin or /bin");
             return;
         }
@@ -186,7 +189,10 @@ fn a_slurm_command_missing_from_path_fails_preflight_and_writes_nothing() {
     assert_eq!(code(&out), 3, "{err}");
     assert!(err.contains("preflight failed"), "{err}");
     for program in ["sbatch", "squeue", "scancel"] {
-        assert!(err.contains(&format!("`{program}` was not found in PATH")), "{err}");
+        assert!(
+            err.contains(&format!("`{program}` was not found in PATH")),
+            "{err}"
+        );
     }
     let results = repo.path().join("results");
     assert!(
@@ -241,7 +247,8 @@ fn list_warns_about_a_bundle_json_that_is_a_fifo_or_a_link() {
     for bundle in [&fifo, &link] {
         let name = bundle.file_name().unwrap().to_string_lossy().into_owned();
         assert!(
-            err.lines().any(|l| l.contains("warning") && l.contains(&name) && l.contains("bundle.json")),
+            err.lines()
+                .any(|l| l.contains("warning") && l.contains(&name) && l.contains("bundle.json")),
             "no warning naming {name}/bundle.json: {err}"
         );
     }
@@ -281,8 +288,16 @@ fn list_says_unknown_when_squeue_hangs() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    let line = text.lines().find(|l| l.contains("detached")).unwrap_or_default().to_string();
-    assert!(line.contains("unknown"), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    let line = text
+        .lines()
+        .find(|l| l.contains("detached"))
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        line.contains("unknown"),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(line.contains("squeue"), "{line}");
     assert!(!line.contains("abandoned"), "{line}");
 }
@@ -310,8 +325,14 @@ fn terminal_output_escapes_hostile_values_and_cuts_long_ones() {
     assert_eq!(code(&out), 0, "{out:?}");
     let bundle = the_bundle(&repo.path().join("results"), "hostile");
     let b = bundle.to_str().unwrap();
-    for args in [vec!["report", b], vec!["compare", b, b], vec!["plan", "experiment.toml"]] {
-        let out = crate::support::in_terminal(repo.path(), 120, &args).output().unwrap();
+    for args in [
+        vec!["report", b],
+        vec!["compare", b, b],
+        vec!["plan", "experiment.toml"],
+    ] {
+        let out = crate::support::in_terminal(repo.path(), 120, &args)
+            .output()
+            .unwrap();
         let shown = String::from_utf8_lossy(&out.stdout);
         assert_eq!(code(&out), 0, "{args:?}: {}", &shown[..shown.len().min(2000)]);
         for raw in ["\u{1b}[31mRED", "\u{202e}", "\u{7}"] {
@@ -327,6 +348,9 @@ fn terminal_output_escapes_hostile_values_and_cuts_long_ones() {
             "{args:?} printed {} bytes",
             out.stdout.len()
         );
-        assert!(!shown.contains(&long[..1000]), "{args:?} printed the long value whole");
+        assert!(
+            !shown.contains(&long[..1000]),
+            "{args:?} printed the long value whole"
+        );
     }
 }
