@@ -122,7 +122,6 @@ pub fn render_fit(
     }
     let groups = split(high);
     // Each cell moves into the one part that shows it; only the key columns are copied.
-    let mut rows = rows;
     let mut tables = Vec::with_capacity(groups.len());
     for cols in &groups {
         let mut pick = |row: &mut Vec<String>| -> Vec<String> {
