@@ -11,8 +11,9 @@
 //! `docs/architecture.md`.
 //!
 //! - leaves, importing no other module: [`exit_codes`], [`signal`], [`cpus`], [`memory`],
-//!   [`digest`], [`timestamp`], [`table`], [`slurm`], [`choices`] (the value enums the command
+//!   [`digest`], [`timestamp`], [`terminal`], [`slurm`], [`choices`] (the value enums the command
 //!   line and the library share);
+//! - [`table`] -> `terminal` (every cell escaped and cut there);
 //! - [`cli`] -> `choices` (clap types only);
 //! - [`allocator`] -> `digest` (allocator names, the linker cache, `/proc/<pid>/maps` checks);
 //! - [`manifest`] -> `cpus` (CPU list syntax only; it reads no host facts);
@@ -48,5 +49,6 @@ pub mod signal;
 pub mod slurm;
 pub mod stats;
 pub mod table;
+pub mod terminal;
 pub mod timestamp;
 pub mod ui;

@@ -444,6 +444,8 @@ fn bisect(args: &BisectArgs) -> Result<i32, Failure> {
 /// SIGINT, SIGTERM, SIGHUP and SIGQUIT set the cancel flag: the run in flight is stopped as on timeout and the
 /// bundle is marked interrupted; `second` says what a signal does once the flag is set.
 fn interrupt_handlers(second: SecondSignal) -> Result<Signals, Failure> {
+    // A forced exit (a second request) marks the bundle being written `interrupted` first.
+    signal::before_forced_exit(hwr_exp::bundle::live::interrupt_live_bundle);
     signal::install(second).map_err(Failure::environment)
 }
 

@@ -11,8 +11,9 @@
 //! This module imports no other module of the crate.
 
 use std::io;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGXFSZ};
 
@@ -37,8 +38,9 @@ pub fn terminal_line(drawn: bool) {
 /// What a signal does when the cancel flag is already set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SecondSignal {
-    /// Exit the process at once with this code (`run`, `resume`: a second Ctrl-C does not wait for
-    /// the run in flight; the runs' parent-death signal then stops them).
+    /// Exit the process with this code (`run`, `resume`: a second Ctrl-C does not wait for the run
+    /// in flight; the runs' parent-death signal then stops them), after the function given to
+    /// [`before_forced_exit`] has marked the bundle.
     Exit(i32),
     /// Set the flag again and nothing more, so that the interrupted code always finishes its
     /// cleanup (`rerun --at-recorded-revision` removes its temporary worktree; the probe prints its
@@ -79,43 +81,130 @@ impl Signals {
 #[error("cannot install the signal handlers (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGXFSZ)")]
 pub struct SignalError(#[source] io::Error);
 
+/// How close together two deliveries of the same stop signal must be to count as one request
+/// ([`install`]): GNU `timeout` passes its SIGTERM (or a Ctrl-C's SIGINT) on to the child and then
+/// to its whole process group, so the runner receives the same signal two or three times within
+/// microseconds; a person pressing Ctrl-C again takes longer than this.
+pub const DUPLICATE_WINDOW: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Monotonic time (nanoseconds, `CLOCK_MONOTONIC`) of the first delivery of the current request.
+static FIRST_AT: AtomicU64 = AtomicU64::new(0);
+
+/// What runs before a forced exit ([`SecondSignal::Exit`]): set by [`before_forced_exit`].
+static BEFORE_EXIT: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+
+/// Sets the function a forced exit ([`SecondSignal::Exit`]) runs, from normal context on a thread
+/// of its own, before the process exits: the runner marks the bundle it is writing `interrupted`
+/// there, so that no exit leaves it `running`. Only the first call counts. A third stop signal
+/// while the function runs exits at once.
+pub fn before_forced_exit(f: fn()) {
+    let _ = BEFORE_EXIT.set(f);
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds (async-signal-safe: `clock_gettime(2)` is).
+fn monotonic_nanos() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime(2) writes into a valid timespec; it is async-signal-safe.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut t) };
+    u64::try_from(t.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(t.tv_nsec).unwrap_or(0)
+}
+
+/// Whether a stop signal `sig` arriving now is a new request: the flag is already set (a request
+/// is in progress) and it is not a duplicate delivery of the first one (same signal within
+/// [`DUPLICATE_WINDOW`]). Async-signal-safe.
+fn is_repeat(flag: &AtomicBool, last: &AtomicUsize, sig: i32) -> bool {
+    if !flag.load(Ordering::SeqCst) {
+        return false;
+    }
+    let same = last.load(Ordering::SeqCst) == usize::try_from(sig).unwrap_or(0);
+    let first = FIRST_AT.load(Ordering::SeqCst);
+    let window = u64::try_from(DUPLICATE_WINDOW.as_nanos()).unwrap_or(u64::MAX);
+    !(same && monotonic_nanos().saturating_sub(first) < window)
+}
+
 /// Installs handlers for [`STOP_SIGNALS`] that set the returned flag and record the signal's
-/// number; `second` says what a signal does once the flag is set. Process-wide: call it once per
-/// process, before the work it guards.
+/// number; `second` says what a new request does once the flag is set. Deliveries of the same
+/// signal within [`DUPLICATE_WINDOW`] of the first are one request (GNU `timeout` sends its signal
+/// twice). Process-wide: call it once per process, before the work it guards.
+///
+/// With [`SecondSignal::Exit`], a second request wakes a thread that erases the progress bar's
+/// line, runs the function given to [`before_forced_exit`] (the bundle is marked) and exits with
+/// the code; a third request exits at once.
 ///
 /// # Errors
-/// [`SignalError`] when signal-hook cannot register a handler.
+/// [`SignalError`] when signal-hook cannot register a handler or the wake-up pipe cannot be made.
 pub fn install(second: SecondSignal) -> Result<Signals, SignalError> {
     let signals = Signals {
         flag: Arc::new(AtomicBool::new(false)),
         last: Arc::new(AtomicUsize::new(0)),
     };
+    let wake = match second {
+        SecondSignal::Exit(code) => Some(forced_exit_thread(code)?),
+        SecondSignal::SetFlag => None,
+    };
+    let forcing = Arc::new(AtomicBool::new(false));
     for sig in STOP_SIGNALS {
-        // Order matters: the conditional exit checks the flag before this signal sets it, so only
-        // a signal arriving while the flag is already set exits.
-        if let SecondSignal::Exit(code) = second {
-            let flag = Arc::clone(&signals.flag);
-            let exit = move || {
-                if flag.load(Ordering::SeqCst) {
-                    if TERMINAL_LINE.load(Ordering::SeqCst) {
-                        // A progress bar is drawn on stderr: erase its line, so that it does not
-                        // stay on the terminal with the shell's prompt after it.
-                        let erase = b"\r\x1b[2K";
-                        // SAFETY: write(2) on fd 2 with a valid buffer is async-signal-safe.
-                        let _ = unsafe { libc::write(2, erase.as_ptr().cast(), erase.len()) };
-                    }
-                    signal_hook::low_level::exit(code);
+        let flag = Arc::clone(&signals.flag);
+        let last = Arc::clone(&signals.last);
+        let forcing = Arc::clone(&forcing);
+        let wake = wake.clone();
+        let action = move || {
+            if let (Some((fd, code)), true) = (&wake, is_repeat(&flag, &last, sig)) {
+                if forcing.swap(true, Ordering::SeqCst) {
+                    // A request while the forced exit runs: exit at once.
+                    signal_hook::low_level::exit(*code);
                 }
-            };
-            // SAFETY: the action only loads atomics, calls write(2) and _exit(2), all
-            // async-signal-safe; it allocates and locks nothing.
-            unsafe { signal_hook::low_level::register(sig, exit) }.map_err(SignalError)?;
-        }
-        signal_hook::flag::register(sig, Arc::clone(&signals.flag)).map_err(SignalError)?;
-        let number = usize::try_from(sig).expect("signal numbers are positive");
-        signal_hook::flag::register_usize(sig, Arc::clone(&signals.last), number).map_err(SignalError)?;
+                // SAFETY: write(2) on an open pipe with a valid one-byte buffer is async-signal-safe.
+                let _ = unsafe { libc::write(fd.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
+                return;
+            }
+            if !flag.load(Ordering::SeqCst) {
+                FIRST_AT.store(monotonic_nanos(), Ordering::SeqCst);
+                last.store(usize::try_from(sig).unwrap_or(0), Ordering::SeqCst);
+                flag.store(true, Ordering::SeqCst);
+            } else if wake.is_none() {
+                last.store(usize::try_from(sig).unwrap_or(0), Ordering::SeqCst);
+            }
+        };
+        // SAFETY: the action only loads and stores atomics, reads the monotonic clock and calls
+        // write(2) and _exit(2), all async-signal-safe; it allocates and locks nothing.
+        unsafe { signal_hook::low_level::register(sig, action) }.map_err(SignalError)?;
     }
     Ok(signals)
+}
+
+/// Starts the thread that performs a forced exit with `code` once a byte arrives on the returned
+/// pipe (written by the signal handler).
+fn forced_exit_thread(code: i32) -> Result<(Arc<std::os::fd::OwnedFd>, i32), SignalError> {
+    let (reader, writer) =
+        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| SignalError(e.into()))?;
+    std::thread::Builder::new()
+        .name("forced-exit".into())
+        .spawn(move || {
+            let mut byte = [0u8; 1];
+            loop {
+                match rustix::io::read(&reader, &mut byte) {
+                    Ok(1) => break,
+                    Err(rustix::io::Errno::INTR) => {}
+                    // The write end is never closed; anything else: no forced exit is possible.
+                    _ => return,
+                }
+            }
+            if TERMINAL_LINE.load(Ordering::SeqCst) {
+                // A progress bar is drawn on stderr: erase its line, so that it does not stay on
+                // the terminal with the shell's prompt after it.
+                let _ = io::Write::write_all(&mut io::stderr(), b"\r\x1b[2K");
+            }
+            if let Some(before) = BEFORE_EXIT.get() {
+                before();
+            }
+            signal_hook::low_level::exit(code);
+        })
+        .map_err(SignalError)?;
+    Ok((Arc::new(writer), code))
 }
 
 /// Installs a SIGUSR2 handler for a Slurm task (`hwr-exp slurm-task`): the pre-timeout signal of

@@ -1,5 +1,8 @@
 //! Aligned text tables drawn by comfy-table: the one renderer for every column-aligned table hwr-exp
-//! prints (the sections of `report` and `compare`, `list`). Imports no other module of the crate.
+//! prints (the sections of `report` and `compare`, `list`). Every header and cell goes through
+//! [`crate::terminal::cell`]: control characters, ANSI sequences and bidirectional controls are
+//! shown escaped and a value wider than [`crate::terminal::MAX_CELL_COLUMNS`] is cut with `…`
+//! (csv and json keep it whole). Imports only `terminal`.
 //!
 //! Widths count terminal columns (display width, as comfy-table and unicode-width measure it).
 //! [`render`] never wraps: a table is as wide as its widest row. [`render_fit`] keeps every line
@@ -35,7 +38,22 @@ pub struct Fit {
 /// so (missing entries: left). Returns the lines joined by `\n`, without a final newline. Never
 /// wraps: one line per row (cells without newlines), whatever the width.
 pub fn render(style: Style, header: Vec<String>, rows: Vec<Vec<String>>, right_aligned: &[bool]) -> String {
+    let (header, rows) = shown(header, rows);
     draw(style, header, rows, right_aligned, None)
+}
+
+/// Every header and cell as the terminal shows it ([`crate::terminal::cell`]).
+fn shown(header: Vec<String>, rows: Vec<Vec<String>>) -> (Vec<String>, Vec<Vec<String>>) {
+    let one = |text: String| match crate::terminal::cell_lines(&text, crate::terminal::MAX_CELL_COLUMNS) {
+        std::borrow::Cow::Borrowed(_) => text,
+        std::borrow::Cow::Owned(changed) => changed,
+    };
+    let header = header.into_iter().map(one).collect();
+    let rows = rows
+        .into_iter()
+        .map(|row| row.into_iter().map(one).collect())
+        .collect();
+    (header, rows)
 }
 
 /// Renders like [`render`], but within `fit.max_width` columns when `fit` is given (see the module
@@ -51,6 +69,17 @@ pub fn render_fit(
     let Some(fit) = fit else {
         return render(style, header, rows, right_aligned);
     };
+    let (header, mut rows) = shown(header, rows);
+    // Key columns are repeated in every part and never wrapped: a long one (a run-id or cell
+    // label of a long matrix value) is cut to leave room for the other columns.
+    let key_cap = (fit.max_width / (fit.key_columns + 2)).max(12);
+    for row in &mut rows {
+        for cell in row.iter_mut().take(fit.key_columns) {
+            if let std::borrow::Cow::Owned(cut) = crate::terminal::cell_lines(cell, key_cap) {
+                *cell = cut;
+            }
+        }
+    }
     let n = header.len();
     let cell_widths: Vec<usize> = (0..n)
         .map(|i| {
@@ -93,7 +122,6 @@ pub fn render_fit(
     }
     let groups = split(high);
     // Each cell moves into the one part that shows it; only the key columns are copied.
-    let mut rows = rows;
     let mut tables = Vec::with_capacity(groups.len());
     for cols in &groups {
         let mut pick = |row: &mut Vec<String>| -> Vec<String> {

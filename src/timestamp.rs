@@ -12,8 +12,9 @@ pub fn rfc3339(t: SystemTime) -> String {
     let Ok(ts) = jiff::Timestamp::try_from(t) else {
         return String::new();
     };
-    let millis = ts.subsec_nanosecond() / 1_000_000;
-    format!("{}.{millis:03}Z", ts.strftime("%Y-%m-%dT%H:%M:%S"))
+    // Formatted from the civil time in UTC, whose fraction is never negative (a `Timestamp`'s
+    // own `subsec_nanosecond` is negative before 1970). `%.3f` truncates to milliseconds.
+    ts.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
 /// The current time as [`rfc3339`] text.
@@ -36,5 +37,15 @@ mod tests {
         let now = now();
         assert_eq!(now.len(), 24, "{now}");
         now.parse::<jiff::Timestamp>().unwrap();
+    }
+
+    #[test]
+    fn before_1970_the_fraction_is_not_negative() {
+        let before = |secs: u64, nanos: u32| rfc3339(SystemTime::UNIX_EPOCH - Duration::new(secs, nanos));
+        // 9.98 s before the epoch is 23:59:50.020, not `23:59:50.-980`.
+        assert_eq!(before(9, 980_000_000), "1969-12-31T23:59:50.020Z");
+        assert_eq!(before(0, 1), "1969-12-31T23:59:59.999Z");
+        assert_eq!(before(1, 0), "1969-12-31T23:59:59.000Z");
+        assert_eq!(before(86_400 * 365, 500_000_000), "1968-12-31T23:59:59.500Z");
     }
 }

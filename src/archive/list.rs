@@ -52,6 +52,10 @@ pub struct ListEntry {
     /// Slurm executor: submitted, running and finished runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slurm: Option<SlurmCounts>,
+    /// Why the status is `unknown` (a detached Slurm bundle whose queue could not be asked:
+    /// `squeue did not answer: ...`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_note: Option<String>,
     /// Slurm executor: the last sbatch refusal bundle.json records (Slurm's message and the
     /// limit it names), when the bundle failed for it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -75,9 +79,13 @@ pub struct SlurmCounts {
 }
 
 /// The [`SlurmCounts`] of a Slurm bundle, and whether some task of it is still active in `squeue`
-/// (a detached bundle has no lock holder but is alive while its tasks are queued or running).
-/// `squeue` is asked only while `ask_queue` and a cluster is configured (`SLURM_CONF`).
-fn slurm_counts(bundle: &crate::bundle::read::Bundle, ask_queue: bool) -> (SlurmCounts, bool) {
+/// (a detached bundle has no lock holder but is alive while its tasks are queued or running):
+/// `Err(why)` when that is unknown (no cluster configured, or `squeue` failed or timed out).
+/// `squeue` is asked only while `ask_queue`.
+fn slurm_counts(
+    bundle: &crate::bundle::read::Bundle,
+    ask_queue: bool,
+) -> (SlurmCounts, Result<bool, String>) {
     let info = bundle.info();
     let finished = bundle
         .planned_runs()
@@ -88,15 +96,23 @@ fn slurm_counts(bundle: &crate::bundle::read::Bundle, ask_queue: bool) -> (Slurm
         })
         .unwrap_or(0);
     let mut running = None;
-    let mut active = false;
+    let mut active = Ok(false);
     let mut pending = None;
-    if ask_queue && crate::slurm::cluster_configured() {
+    if ask_queue {
         let arrays = info.slurm.as_ref().map(|s| s.arrays.clone()).unwrap_or_default();
-        if let Ok(map) = crate::slurm::TaskMap::new(&arrays)
-            && let Ok(snapshot) = crate::slurm::SlurmClient::new()
-                .with_retry(crate::slurm::RetryPolicy::once())
-                .queue(&map.job_ids())
-        {
+        let snapshot = crate::slurm::TaskMap::new(&arrays)
+            .map_err(|e| format!("the recorded arrays cannot be read: {e}"))
+            .and_then(|map| {
+                crate::slurm::SlurmClient::new()
+                    .with_retry(crate::slurm::RetryPolicy::once())
+                    .queue(&map.job_ids())
+                    .map(|snapshot| (map, snapshot))
+                    .map_err(|e| format!("squeue did not answer: {e}"))
+            });
+        if let Err(why) = &snapshot {
+            active = Err(why.clone());
+        }
+        if let Ok((map, snapshot)) = snapshot {
             let current = snapshot.tasks.iter().filter(|(k, _)| map.index(**k).is_some());
             let states: Vec<_> = current.map(|(_, e)| e.state.clone()).collect();
             running = Some(
@@ -105,7 +121,7 @@ fn slurm_counts(bundle: &crate::bundle::read::Bundle, ask_queue: bool) -> (Slurm
                     .filter(|s| **s == crate::slurm::TaskState::Running)
                     .count(),
             );
-            active = states.iter().any(|s| !s.is_finished());
+            active = Ok(states.iter().any(|s| !s.is_finished()));
             pending =
                 crate::slurm::queue::pending_text(&snapshot.pending_reasons(|k| map.index(k).is_some()));
         }
@@ -152,18 +168,14 @@ pub fn scan(dir: &Path) -> Result<(Vec<ListEntry>, Vec<ListProblem>), ArchiveErr
         return Err(bad("no such folder".into()));
     }
     let mut bundles = Vec::new();
-    if dir.join(files::BUNDLE).is_file() {
+    if has_bundle_json(dir) {
         bundles.push(dir.to_path_buf());
     } else {
         for child in sorted_subdirs(dir).map_err(|e| bad(format!("cannot read folder: {e}")))? {
-            if child.join(files::BUNDLE).is_file() {
+            if has_bundle_json(&child) {
                 bundles.push(child);
             } else if let Ok(grandchildren) = sorted_subdirs(&child) {
-                bundles.extend(
-                    grandchildren
-                        .into_iter()
-                        .filter(|g| g.join(files::BUNDLE).is_file()),
-                );
+                bundles.extend(grandchildren.into_iter().filter(|g| has_bundle_json(g)));
             }
         }
     }
@@ -181,6 +193,13 @@ pub fn scan(dir: &Path) -> Result<(Vec<ListEntry>, Vec<ListProblem>), ArchiveErr
     }
     entries.sort_by(|a, b| (&a.created, &a.bundle).cmp(&(&b.created, &b.bundle)));
     Ok((entries, problems))
+}
+
+/// Whether `dir` holds an entry named bundle.json of any kind: a FIFO, a link or a folder of that
+/// name makes the folder a bundle that cannot be read, reported with a warning naming the file
+/// (never skipped silently, never opened in a way that blocks: [`crate::bundle::contained`]).
+fn has_bundle_json(dir: &Path) -> bool {
+    fs::symlink_metadata(dir.join(files::BUNDLE)).is_ok()
 }
 
 fn sorted_subdirs(dir: &Path) -> io::Result<Vec<PathBuf>> {
@@ -225,12 +244,19 @@ fn entry(dir: &Path, base: &Path) -> Result<ListEntry, ArchiveError> {
         .sum();
     let runs_not_run = info.planned_runs.saturating_sub(runs_ok + runs_failed);
     let mut status = effective_status(bundle.dir(), info);
+    let mut status_note = None;
     let slurm = info.is_slurm().then(|| {
         let unfinished = matches!(status, EffectiveStatus::Running | EffectiveStatus::Abandoned);
         let (counts, active) = slurm_counts(&bundle, unfinished);
-        if status == EffectiveStatus::Abandoned && active {
+        match active {
             // Detached: no waiter holds the lock, but Slurm still runs the bundle's tasks.
-            status = EffectiveStatus::Running;
+            Ok(true) if status == EffectiveStatus::Abandoned => status = EffectiveStatus::Running,
+            // Whether its tasks still run is not known: never call it abandoned.
+            Err(why) if status == EffectiveStatus::Abandoned => {
+                status = EffectiveStatus::Unknown;
+                status_note = Some(why);
+            }
+            _ => {}
         }
         counts
     });
@@ -248,6 +274,7 @@ fn entry(dir: &Path, base: &Path) -> Result<ListEntry, ArchiveError> {
         planned_runs: info.planned_runs,
         parent: info.parent.as_deref().map(|p| relative_to(Path::new(p), base)),
         slurm,
+        status_note,
         sbatch_refused: (status == EffectiveStatus::Failed)
             .then(|| info.slurm.as_ref()?.refusals.last().map(|r| r.describe()))
             .flatten(),
@@ -292,9 +319,10 @@ pub fn write_table(entries: &[ListEntry], out: &mut impl Write) -> io::Result<()
                         c.finished,
                         c.submitted
                     ),
-                    _ => match &e.sbatch_refused {
-                        Some(r) => format!("{} (sbatch refused: {r})", e.status.as_str()),
-                        None => e.status.as_str().to_string(),
+                    _ => match (&e.sbatch_refused, &e.status_note) {
+                        (Some(r), _) => format!("{} (sbatch refused: {r})", e.status.as_str()),
+                        (None, Some(why)) => format!("{} ({why})", e.status.as_str()),
+                        (None, None) => e.status.as_str().to_string(),
                     },
                 },
                 e.revision
@@ -342,6 +370,7 @@ mod tests {
             bundle: bundle.into(),
             experiment: "exp".into(),
             created: "2026-11-30T01:02:03.456Z".into(),
+            status_note: None,
             status,
             revision: Some("0123456789abcdef0123456789abcdef01234567".into()),
             dirty: Some(crate::provenance::Dirty::Clean),

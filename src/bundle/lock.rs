@@ -275,6 +275,10 @@ pub enum EffectiveStatus {
     /// bundle.json says `running` but no process holds the lock (the runner was killed, the machine
     /// rebooted); `resume` can finish it.
     Abandoned,
+    /// `list` only: bundle.json says `running`, no process holds the lock, and whether the bundle's
+    /// Slurm tasks still run could not be learned (`squeue` failed or timed out): neither running
+    /// nor abandoned can be said.
+    Unknown,
 }
 
 impl EffectiveStatus {
@@ -286,6 +290,7 @@ impl EffectiveStatus {
             EffectiveStatus::Interrupted => "interrupted",
             EffectiveStatus::Failed => "failed",
             EffectiveStatus::Abandoned => "abandoned",
+            EffectiveStatus::Unknown => "unknown",
         }
     }
 

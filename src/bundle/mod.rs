@@ -6,6 +6,7 @@ pub mod artifacts;
 pub mod checksums;
 pub mod contained;
 pub mod format;
+pub mod live;
 pub mod lock;
 pub mod output;
 pub mod plan_file;

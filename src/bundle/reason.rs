@@ -199,8 +199,7 @@ pub fn printable(line: &[u8]) -> String {
     for c in shown.chars() {
         match c {
             '\t' => out.push(' '),
-            c if c.is_control() || is_bidi_control(c) => out.extend(c.escape_default()),
-            c => out.push(c),
+            c => crate::terminal::push_shown(&mut out, c),
         }
     }
     out.truncate(out.trim_end().len());
@@ -293,11 +292,6 @@ pub fn shorten(text: &str, width: usize) -> String {
         }
     }
     format!("{head}…{}", tail.trim_start())
-}
-
-/// Unicode's explicit bidirectional formatting characters, which reorder the text around them.
-fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// `text` cut to at most `width` terminal columns, ending in `…` when cut.

@@ -543,6 +543,9 @@ impl BundleWriter {
         rename_no_replace(&self.dir, dir).map_err(on(dir, "create bundle folder"))?;
         self.dir = dir.to_path_buf();
         self.staged = false;
+        if self.info.status == BundleStatus::Running {
+            *super::live::hold() = Some(dir.to_path_buf());
+        }
         if let Some(lock) = &mut self.lock {
             lock.moved_to(dir);
         }
@@ -929,9 +932,31 @@ impl BundleWriter {
         }
     }
 
+    /// Finishes the bundle `failed` with `reason` in bundle.json `notes` (`failed: REASON`), so that
+    /// a failed bundle always says why.
+    ///
+    /// # Errors
+    /// As [`BundleWriter::finish`].
+    pub fn fail(&mut self, reason: &str, at: SystemTime) -> io::Result<()> {
+        let note = format!("failed: {reason}");
+        if !self.info.notes.contains(&note) {
+            self.info.notes.push(note);
+        }
+        self.finish(BundleStatus::Failed, at)
+    }
+
     fn save_info(&mut self, durability: Durability) -> io::Result<()> {
         self.saved_at = std::time::Instant::now();
-        write_json(&self.dir.join(files::BUNDLE), durability, &self.info)
+        // Held while bundle.json is written: a forced exit marks the bundle after this write.
+        let mut live = super::live::hold();
+        write_json(&self.dir.join(files::BUNDLE), durability, &self.info)?;
+        let running = self.info.status == BundleStatus::Running && !self.staged;
+        if running {
+            *live = Some(self.dir.clone());
+        } else if live.as_deref() == Some(self.dir.as_path()) {
+            *live = None;
+        }
+        Ok(())
     }
 }
 
@@ -941,6 +966,8 @@ impl Drop for BundleWriter {
     fn drop(&mut self) {
         if self.staged {
             let _ = fs::remove_dir_all(&self.dir);
+        } else {
+            super::live::forget(&self.dir);
         }
     }
 }

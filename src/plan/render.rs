@@ -24,10 +24,13 @@ pub fn sh_quote(word: &str) -> String {
 /// # Errors
 /// Errors of `out`.
 pub fn table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
+    // Values as the terminal shows them (escaped, long ones cut: `crate::terminal::cell`); the
+    // command is escaped but whole, for reproducing the run (`--format json` keeps every value raw).
+    let shown = |text: String| crate::terminal::cell(&text, crate::terminal::MAX_WORD_COLUMNS).into_owned();
     let columns = |r: &PlannedRun| {
         [
-            r.run_id.clone(),
-            describe_cell(&r.cell),
+            shown(r.run_id.clone()),
+            shown(describe_cell(&r.cell)),
             r.repetition.to_string(),
             format_cpu_list(&r.cpus),
         ]
@@ -39,7 +42,7 @@ pub fn table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
     }
     for r in plan.runs() {
         for (w, c) in widths.iter_mut().zip(columns(&r)) {
-            *w = (*w).max(c.chars().count());
+            *w = (*w).max(crate::terminal::width(&c));
         }
     }
     // Padding is written out rather than through `{:w$}`: a format width above u16::MAX panics,
@@ -49,7 +52,7 @@ pub fn table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
             if i > 0 {
                 out.write_all(b"  ")?;
             }
-            let pad = width.saturating_sub(cell.chars().count());
+            let pad = width.saturating_sub(crate::terminal::width(cell));
             if i == 2 {
                 write_spaces(out, pad)?;
                 out.write_all(cell.as_bytes())?;
@@ -64,6 +67,7 @@ pub fn table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
     for r in plan.runs() {
         let [a, b, c, d] = columns(&r);
         let command = r.argv.iter().map(|a| sh_quote(a)).collect::<Vec<_>>().join(" ");
+        let command = crate::terminal::escape(&command);
         line(out, [&a, &b, &c, &d, &command])?;
     }
     let timeout = plan

@@ -37,6 +37,12 @@ impl TextStyle {
     /// `text` as lines within the terminal width (continuation lines indented by two spaces);
     /// words longer than the width are kept whole. Unchanged for Markdown and `--wide`.
     fn wrap(self, text: &str) -> String {
+        // Terminal text escaped and long words cut, in one place (`crate::terminal::text`).
+        let shown = match self {
+            TextStyle::Terminal(_) => crate::terminal::text(text),
+            TextStyle::Markdown => std::borrow::Cow::Borrowed(text),
+        };
+        let text = shown.as_ref();
         match self {
             TextStyle::Terminal(Some(width)) => {
                 let options = textwrap::Options::new(width.max(10))

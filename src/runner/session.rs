@@ -126,7 +126,7 @@ impl SessionError {
 /// shows as abandoned) and the error says that instead.
 pub(crate) fn failed_bundle(mut writer: BundleWriter, source: std::io::Error) -> SessionError {
     let bundle = writer.dir().to_path_buf();
-    let left = match writer.finish(BundleStatus::Failed, SystemTime::now()) {
+    let left = match writer.fail(&source.to_string(), SystemTime::now()) {
         Ok(()) => BundleLeft::MarkedFailed {
             bundle: bundle.clone(),
         },

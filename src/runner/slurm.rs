@@ -125,6 +125,18 @@ pub fn on_shared_fs(path: &Path) -> Option<bool> {
 /// # Errors
 /// One message per problem (exit 3 through [`SessionError::Preflight`]).
 pub fn preflight(results_dir: &Path, quiet: bool, request: &Request<'_>) -> Result<Cluster, Vec<String>> {
+    // Every Slurm command the session will run is found before a bundle exists (DESIGN 4: a
+    // failed preflight writes nothing); `scontrol` is also asked to answer next.
+    let cwd = std::env::current_dir().unwrap_or_else(|_| Path::new("/").to_path_buf());
+    let path = std::env::var_os("PATH");
+    let missing: Vec<String> = ["scontrol", "sbatch", "squeue", "scancel"]
+        .into_iter()
+        .filter_map(|program| crate::exec::resolve_program(program, path.as_deref(), &cwd).err())
+        .map(|why| format!("slurm executor: {why} (is Slurm's client installed and in PATH?)"))
+        .collect();
+    if !missing.is_empty() {
+        return Err(missing);
+    }
     let client = telling(SlurmClient::new(), quiet);
     client
         .ping()
@@ -553,9 +565,10 @@ pub fn submit_and_wait(mut session: Session<'_>, params: &Submit<'_>) -> Result<
             return session.finish(Ok(SessionEnd::Interrupted), Vec::new());
         }
         Err(e) => {
-            let _ = writer.finish(crate::bundle::BundleStatus::Failed, SystemTime::now());
+            let reason = format!("submitting to slurm: {e}");
+            let _ = writer.fail(&reason, SystemTime::now());
             return Err(SessionError::Preflight(vec![format!(
-                "submitting to slurm ({}): {e}",
+                "{reason} (the bundle {} is marked failed with this reason)",
                 writer.dir().display()
             )]));
         }

@@ -25,6 +25,23 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::Tag;
+
+/// A child's pipe: read, and polled by its descriptor.
+trait ReadFd: Read {
+    fn fd(&self) -> std::os::fd::BorrowedFd<'_>;
+}
+
+impl ReadFd for std::process::ChildStdout {
+    fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(self)
+    }
+}
+
+impl ReadFd for std::process::ChildStderr {
+    fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(self)
+    }
+}
 use super::array::ArrayLimits;
 use super::queue::{
     self, ACTIVE_FORMAT, ACTIVE_STATES, ActiveQueue, JobRecord, JobRecords, QueueSnapshot, RECORDS_FORMAT,
@@ -51,6 +68,15 @@ pub enum SlurmError {
         status: String,
         /// Its stderr, trimmed (its stdout when stderr is empty).
         stderr: String,
+    },
+    /// The command did not finish within the deadline ([`command_deadline`]) and was killed: its
+    /// effect (for `sbatch`, whether a job was created) is unknown.
+    #[error("`{command}` did not answer within {} s and was stopped (a hung Slurm command; {DEADLINE_VAR} sets the deadline)", .after.as_secs_f64())]
+    TimedOut {
+        /// The command line, shell-quoted.
+        command: String,
+        /// The deadline it ran into.
+        after: Duration,
     },
     /// The command was stopped because the caller was interrupted (Ctrl-C, SIGTERM): its effect
     /// (for `sbatch`, whether a job was created) is unknown.
@@ -342,6 +368,24 @@ impl std::fmt::Debug for SlurmClient {
     }
 }
 
+/// The environment variable that sets the deadline of each Slurm command ([`command_deadline`]),
+/// in humantime units (`30s`, `2m`).
+pub const DEADLINE_VAR: &str = "HWR_SLURM_TIMEOUT";
+
+/// Default deadline of one call of `scontrol`, `squeue`, `sbatch` or `scancel`.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(120);
+
+/// The deadline of one Slurm command: [`DEADLINE_VAR`] when set to a valid duration, else
+/// [`DEFAULT_DEADLINE`]. A command still running then is killed and reported as
+/// [`SlurmError::TimedOut`] naming the command (a hung controller never hangs hwr-exp).
+pub fn command_deadline() -> Duration {
+    std::env::var(DEADLINE_VAR)
+        .ok()
+        .and_then(|v| humantime::parse_duration(v.trim()).ok())
+        .filter(|d| !d.is_zero())
+        .unwrap_or(DEFAULT_DEADLINE)
+}
+
 /// Whether `SLURM_CONF` is set in this process's environment and names an existing file. Slurm's
 /// clients without it fall back to `/etc/slurm/slurm.conf` or DNS SRV records; with it naming a
 /// missing file they retry for a minute, which a quick "is there a cluster?" check must avoid.
@@ -508,39 +552,99 @@ impl SlurmClient {
             source,
         };
         let mut child = cmd.spawn().map_err(spawn_err)?;
-        if self.cancel.is_none() {
-            let output = child.wait_with_output().map_err(spawn_err)?;
-            return self.outcome(&program, args, output.status, &output.stdout, &output.stderr);
-        }
-        let reader = |pipe: Option<Box<dyn Read + Send>>| {
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                if let Some(mut p) = pipe {
-                    let _ = p.read_to_end(&mut buf);
-                }
-                buf
-            })
+        let (status, out, err) = self.collect(&mut child, &program, args)?;
+        self.outcome(&program, args, status, &out, &err)
+    }
+
+    /// Reads the child's stdout and stderr while it runs (one thread, `poll(2)` on both pipes, so
+    /// no large answer blocks it and no reader thread is made per call), until it has exited and
+    /// both pipes are closed. Stops it (SIGKILL) when the cancel flag is set
+    /// ([`SlurmError::Interrupted`]) or at the deadline ([`command_deadline`],
+    /// [`SlurmError::TimedOut`]); a child that exited while a process it left holds the pipes
+    /// open is taken at the deadline with what it wrote.
+    fn collect(
+        &self,
+        child: &mut std::process::Child,
+        program: &Path,
+        args: &[OsString],
+    ) -> Result<(std::process::ExitStatus, Vec<u8>, Vec<u8>), SlurmError> {
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        let io_err = |source| SlurmError::Spawn {
+            command: self.describe(program, args),
+            source,
         };
-        let out = reader(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-        let err = reader(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-        let mut nap = Duration::from_millis(1);
-        let status = loop {
-            if let Some(status) = child.try_wait().map_err(spawn_err)? {
-                break status;
+        let limit = command_deadline();
+        let deadline = Instant::now() + limit;
+        let mut pipes: [Option<Box<dyn ReadFd>>; 2] = [
+            child.stdout.take().map(|p| Box::new(p) as Box<dyn ReadFd>),
+            child.stderr.take().map(|p| Box::new(p) as Box<dyn ReadFd>),
+        ];
+        let mut bufs = [Vec::new(), Vec::new()];
+        let mut chunk = vec![0u8; 64 * 1024];
+        let mut exited = None;
+        loop {
+            if exited.is_none() {
+                exited = child.try_wait().map_err(io_err)?;
             }
-            if self.cancelled() {
+            if let Some(status) = exited
+                && pipes.iter().all(Option::is_none)
+            {
+                return Ok((status, std::mem::take(&mut bufs[0]), std::mem::take(&mut bufs[1])));
+            }
+            let stop = if self.cancelled() {
+                Some(SlurmError::Interrupted {
+                    command: self.describe(program, args),
+                })
+            } else if Instant::now() >= deadline {
+                if let Some(status) = exited {
+                    return Ok((status, std::mem::take(&mut bufs[0]), std::mem::take(&mut bufs[1])));
+                }
+                Some(SlurmError::TimedOut {
+                    command: self.describe(program, args),
+                    after: limit,
+                })
+            } else {
+                None
+            };
+            if let Some(e) = stop {
                 let _ = child.kill();
                 let _ = child.wait();
-                // The readers are left behind: a grandchild may hold the pipes open.
-                return Err(SlurmError::Interrupted {
-                    command: self.describe(&program, args),
-                });
+                return Err(e);
             }
-            std::thread::sleep(nap);
-            nap = (nap * 2).min(Duration::from_millis(25));
-        };
-        let (out, err) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
-        self.outcome(&program, args, status, &out, &err)
+            let nap = Timespec {
+                tv_sec: 0,
+                tv_nsec: 25_000_000,
+            };
+            if pipes.iter().all(Option::is_none) {
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
+            }
+            let ready: Vec<bool> = {
+                let mut fds: Vec<PollFd<'_>> = pipes
+                    .iter()
+                    .flatten()
+                    .map(|p| PollFd::from_borrowed_fd(p.fd(), PollFlags::IN))
+                    .collect();
+                match poll(&mut fds, Some(&nap)) {
+                    Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                    Err(e) => return Err(io_err(e.into())),
+                }
+                fds.iter().map(|f| !f.revents().is_empty()).collect()
+            };
+            let mut open = ready.into_iter();
+            for (pipe, buf) in pipes.iter_mut().zip(bufs.iter_mut()) {
+                let Some(p) = pipe else { continue };
+                if !open.next().unwrap_or(false) {
+                    continue;
+                }
+                match p.read(&mut chunk) {
+                    Ok(0) => *pipe = None,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(io_err(e)),
+                }
+            }
+        }
     }
 
     /// The result of a finished call of `program args`: `Ok((stdout, stderr))` on exit 0, else
