@@ -39,7 +39,14 @@ fn draw(rng: &mut fastrand::Rng, effect: f64, quantized: bool) -> f64 {
 }
 
 /// (share with `want`, mean runs) over `n` sequences.
-fn rate(n: usize, effect: f64, quantized: bool, looks: &[usize], levels: &[f64], want: &[Verdict]) -> (f64, f64) {
+fn rate(
+    n: usize,
+    effect: f64,
+    quantized: bool,
+    looks: &[usize],
+    levels: &[f64],
+    want: &[Verdict],
+) -> (f64, f64) {
     let mut rng = fastrand::Rng::with_seed(36 + (effect * 10.0) as u64 + quantized as u64);
     let (mut hits, mut runs) = (0usize, 0usize);
     for _ in 0..n {
@@ -65,7 +72,11 @@ fn main() {
         println!("{name}: looks (level) {}", d.looks_text());
         rules.push((name, d.looks, d.levels));
     }
-    rules.push(("every run at 0.05".into(), every.clone(), vec![ALPHA; every.len()]));
+    rules.push((
+        "every run at 0.05".into(),
+        every.clone(),
+        vec![ALPHA; every.len()],
+    ));
     rules.push(("fixed 30 at 0.05".into(), vec![MAX], vec![ALPHA]));
     println!("{n} sequences per cell of the table, min {MIN}, max {MAX}");
     println!(

@@ -284,8 +284,15 @@ pub fn adaptive_line(a: &crate::bundle::AdaptiveRecord) -> String {
             None => "not finished (`hwr-exp resume` continues the rule)".into(),
         }
     ) + &a.design.as_ref().map_or(
-        "; judged after every round at 0.05 (a bundle of an older version: false verdicts likelier than 5%)".to_string(),
-        |d| format!("; design: {}, looks at runs per cell (level): {}", d.name, d.looks_text()),
+        "; judged after every round at 0.05 (a bundle of an older version: false verdicts likelier than 5%)"
+            .to_string(),
+        |d| {
+            format!(
+                "; design: {}, looks at runs per cell (level): {}",
+                d.name,
+                d.looks_text()
+            )
+        },
     )
 }
 

@@ -122,7 +122,9 @@ fn geometric_looks(min: usize, max: usize) -> Vec<usize> {
     if min >= max {
         return vec![max];
     }
-    let steps = ((max as f64 / min as f64).ln() / LOOK_RATIO.ln()).round().max(1.0);
+    let steps = ((max as f64 / min as f64).ln() / LOOK_RATIO.ln())
+        .round()
+        .max(1.0);
     let r = (max as f64 / min as f64).powf(1.0 / steps);
     let mut looks = vec![min];
     for i in 1..=steps as i32 {

@@ -23,7 +23,10 @@ fn looks_are_geometric_and_levels_sum_to_alpha() {
     assert!(d.is_look(13) && !d.is_look(12));
     // A rule too short for early looks is a fixed design at max.
     let short = Design::for_rule(4, 6);
-    assert_eq!((short.looks.clone(), short.levels.clone()), (vec![6], vec![ALPHA]));
+    assert_eq!(
+        (short.looks.clone(), short.levels.clone()),
+        (vec![6], vec![ALPHA])
+    );
     assert_eq!(Design::for_rule(5, 5).looks, vec![5]);
     assert_eq!(Design::for_rule(2, 100).looks.last(), Some(&100));
     assert_eq!(level_text(0.001_35), "0.00135");
@@ -56,7 +59,14 @@ pub(super) fn false_verdict(x: &[f64], y: &[f64], looks: &[usize], levels: &[f64
 }
 
 /// False verdicts among `sequences` null sequences.
-fn false_rate(seed: u64, sequences: usize, max: usize, quantized: bool, looks: &[usize], levels: &[f64]) -> f64 {
+fn false_rate(
+    seed: u64,
+    sequences: usize,
+    max: usize,
+    quantized: bool,
+    looks: &[usize],
+    levels: &[f64],
+) -> f64 {
     let mut rng = fastrand::Rng::with_seed(seed);
     let hits = (0..sequences)
         .filter(|_| {

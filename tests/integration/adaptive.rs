@@ -294,7 +294,10 @@ fn noise_alone_gives_no_verdict_with_the_sequential_design() {
         assert_eq!(flat["verdict"], "no detectable difference", "seed {seed}: {a:#}");
         assert_eq!(flat["runs"], 30, "seed {seed}: {a:#}");
         assert_eq!(a["design"]["looks"], serde_json::json!([9, 13, 20, 30]), "{a:#}");
-        assert!(!report.contains("above control") && !report.contains("below control"), "{report}");
+        assert!(
+            !report.contains("above control") && !report.contains("below control"),
+            "{report}"
+        );
     }
 }
 
@@ -308,7 +311,9 @@ fn a_leak_in_the_noise_is_still_found_above_control() {
     // level.
     let runs = leak["runs"].as_u64().unwrap();
     assert!(
-        report.contains(&format!("mode=leak: {runs} runs, above control; stopped: decided")),
+        report.contains(&format!(
+            "mode=leak: {runs} runs, above control; stopped: decided"
+        )),
         "{report}"
     );
     assert!(report.contains("design: group-sequential"), "{report}");
