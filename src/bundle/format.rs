@@ -276,6 +276,11 @@ pub struct AdaptiveRecord {
     pub stopping_reason: Option<StoppingReason>,
     /// Every cell, plan order.
     pub cells: Vec<AdaptiveCell>,
+    /// The sequential design the rule judges with (looks, the level at each, its name:
+    /// [`crate::stats::sequential::Design::for_rule`]); the report judges with the same. `None`
+    /// in bundles of versions that looked after every run at 0.05.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub design: Option<crate::stats::sequential::Design>,
 }
 
 /// One cell of [`AdaptiveRecord`].

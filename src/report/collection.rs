@@ -779,7 +779,7 @@ pub fn collect_spilling(dir: &Path, keep_series: bool, spill: Option<Spill>) -> 
     let plan = bundle.plan_header()?;
     let info = bundle.info().clone();
     let manifest_path = bundle.path(crate::bundle::files::MANIFEST);
-    let (pointers, settings) = match bundle.manifest_text() {
+    let (pointers, mut settings) = match bundle.manifest_text() {
         Ok(text) => {
             let bad = |message| ReportError::Metrics {
                 path: manifest_path.display().to_string(),
@@ -793,6 +793,8 @@ pub fn collect_spilling(dir: &Path, keep_series: bool, spill: Option<Spill>) -> 
         Err(ReadError::Missing { .. }) => Default::default(),
         Err(e) => return Err(e.into()),
     };
+    // An adaptive bundle is judged with the design its rule stopped on (DESIGN 9).
+    settings.design = info.adaptive.as_ref().and_then(|a| a.design.clone());
     let revision = match bundle.revision() {
         Ok(r) => Some(r),
         Err(ReadError::Missing { .. }) => None,

@@ -360,6 +360,8 @@ struct Pair<'a> {
     control_runs: Vec<usize>,
     cell_all: Vec<usize>,
     control_all: Vec<usize>,
+    /// The cell's runs (the look of a sequential design it is judged at).
+    looked: usize,
 }
 
 /// What the runs that finished ok gave instead of a usable value of `metric` (see
@@ -407,7 +409,8 @@ fn estimate_rows(
             .iter()
             .map(|p| {
                 let (x, y) = (values(&p.cell_runs), values(&p.control_runs));
-                (x.len(), y.len(), stats::shift::shift_at(&x, &y, settings.alpha()))
+                let alpha = settings.alpha_for(p.looked);
+                (x.len(), y.len(), stats::shift::shift_at(&x, &y, alpha))
             })
             .collect::<Vec<(usize, usize, Option<Shift>)>>()
     });
@@ -420,7 +423,10 @@ fn estimate_rows(
         let ps: Vec<f64> = shifts.iter().map(|(_, _, s)| s.map_or(1.0, |s| s.p)).collect();
         let adjusted = stats::holm(&ps);
         for ((p, (n_cell, n_control, s)), p_adj) in pairs.iter().zip(shifts).zip(adjusted) {
-            let verdict = stats::verdict::decide(s.as_ref(), p_adj, level, settings.alpha(), margin);
+            // A sequential design's level at the cell's look (the family's without one).
+            let alpha = settings.alpha_for(p.looked);
+            let level = level * alpha / settings.alpha();
+            let verdict = stats::verdict::decide(s.as_ref(), p_adj, level, alpha, margin);
             let (cell_unusable, control_unusable) = (
                 unusable_values(data, &p.cell_all, metric),
                 unusable_values(data, &p.control_all, metric),
@@ -580,13 +586,24 @@ pub fn estimates(
     }
     let pooled: Vec<Pair<'_>> = pairs
         .iter()
-        .map(|(c, ctrl)| Pair {
-            cell: c.label,
-            control: ctrl.label,
-            cell_runs: c.runs.clone(),
-            control_runs: ctrl.runs.clone(),
-            cell_all: c.all.clone(),
-            control_all: ctrl.all.clone(),
+        .map(|(c, ctrl)| {
+            // A sequential design judges a cell at its look against the control's runs of the
+            // same rounds: its first as many (the control may have gone on for other cells).
+            let cut = settings
+                .design
+                .as_ref()
+                .and_then(|_| ctrl.all.get(c.all.len()).copied())
+                .unwrap_or(usize::MAX);
+            let before = |rs: &[usize]| rs.iter().copied().filter(|&r| r < cut).collect::<Vec<_>>();
+            Pair {
+                cell: c.label,
+                control: ctrl.label,
+                cell_runs: c.runs.clone(),
+                control_runs: before(&ctrl.runs),
+                cell_all: c.all.clone(),
+                control_all: before(&ctrl.all),
+                looked: c.all.len(),
+            }
         })
         .collect();
     out.rows = estimate_rows(values, &pooled, out.level, settings, None);
@@ -620,6 +637,7 @@ pub fn estimates(
                     control_runs: on(&p.control_runs, node),
                     cell_all: on(&p.cell_all, node),
                     control_all: on(&p.control_all, node),
+                    looked: p.looked,
                 })
                 .filter(|p| !p.cell_runs.is_empty() && !p.control_runs.is_empty())
                 .collect();

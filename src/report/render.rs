@@ -270,7 +270,8 @@ fn no_verdicts_line(r: &Report) -> Option<String> {
 }
 
 /// `adaptive repetitions (4 to 30 per cell until decided, time budget 2h): 5 rounds in 12.3 s,
-/// stopped: decided` (or `not finished` while rounds remain).
+/// stopped: decided` (or `not finished` while rounds remain), then the sequential design: its
+/// name and each look with its level.
 pub fn adaptive_line(a: &crate::bundle::AdaptiveRecord) -> String {
     format!(
         "adaptive repetitions ({} to {} per cell until {}{}): {} round{} in {:.1} s, {}",
@@ -288,6 +289,16 @@ pub fn adaptive_line(a: &crate::bundle::AdaptiveRecord) -> String {
             Some(r) => format!("stopped: {}", r.as_str()),
             None => "not finished (`hwr-exp resume` continues the rule)".into(),
         }
+    ) + &a.design.as_ref().map_or(
+        "; judged after every round at 0.05 (a bundle of an older version: false verdicts likelier than 5%)"
+            .to_string(),
+        |d| {
+            format!(
+                "; design: {}, looks at runs per cell (level): {}",
+                d.name,
+                d.looks_text()
+            )
+        },
     )
 }
 

@@ -1,11 +1,15 @@
-//! Adaptive `repetitions = { min, max, until = "decided", time-budget }` (DESIGN 3, 9): the runs
-//! go in interleaved rounds (every cell that goes on once a round). After each round the bundle is
-//! read back as `report` reads it ([`crate::report::collect`]: the estimates against the control
-//! of `[report] control`), and each cell is judged:
+//! Adaptive `repetitions = { min, max, until = "decided", time-budget }` (DESIGN 3, 9): a
+//! group-sequential rule ([`crate::stats::sequential::Design::for_rule`]: looks spaced
+//! geometrically from `min` to `max` runs per cell, alpha spent across them so that the chance
+//! of a false `above control` / `below control` over all looks stays at or under 5%). The runs go
+//! in interleaved rounds: `min` runs per cell, then, from look to look, every cell that goes on
+//! gets the runs up to the next look (one run per cell per round). At each look the bundle is read
+//! back as `report` reads it ([`crate::report::collect`]: the estimates against the control of
+//! `[report] control`, at the level the design spends at the cell's look, against the control's
+//! runs of the same rounds), and each cell is judged:
 //!
-//! - a compared cell is **decided** when its verdict (the verdict table's,
-//!   [`crate::report::estimates::CellVerdict`]: private-bytes growth against its control, the
-//!   rate's where it overrules an `equivalent` growth) is `above control`, `below control` or
+//! - a compared cell is **decided** when, at a look of the design, its verdict (the verdict
+//!   table's, [`crate::report::estimates::CellVerdict`]) is `above control`, `below control` or
 //!   `equivalent`;
 //! - a control cell goes on while any cell compared with it does (it is decided with the last);
 //! - a cell with no control to be compared with (and that is no control) stops at `min`
@@ -28,6 +32,7 @@ use crate::bundle::{AdaptiveCell, AdaptiveRecord, StoppingReason};
 use crate::manifest::Adaptive;
 use crate::plan::Plan;
 use crate::stats::Verdict;
+use crate::stats::sequential::Design;
 
 use super::SessionEnd;
 use super::progress;
@@ -52,7 +57,36 @@ pub fn initial_record(plan: &Plan, rule: Adaptive, elapsed: f64) -> AdaptiveReco
                 stopping_reason: None,
             })
             .collect(),
+        design: Some(design_of(rule)),
     }
+}
+
+/// The sequential design of `rule` (its looks and the level at each).
+pub fn design_of(rule: Adaptive) -> Design {
+    Design::for_rule(rule.min as usize, rule.max as usize)
+}
+
+/// The runs the cells `next` (whose runs are `runs`) get up to the next look of `design`, one
+/// run per cell per round: the cells of each round, in order (a cell past its last look gets
+/// one more run, up to `max`).
+pub fn rounds_to_next_look(design: &Design, max: u32, next: &[(usize, u32)]) -> Vec<Vec<usize>> {
+    let targets: Vec<(usize, u32, u32)> = next
+        .iter()
+        .map(|&(c, runs)| {
+            let look = design.next_look(runs as usize).map_or(runs + 1, |l| l as u32);
+            (c, runs, look.min(max).max(runs + 1))
+        })
+        .collect();
+    let most = targets.iter().map(|(_, r, t)| t - r).max().unwrap_or(0);
+    (0..most)
+        .map(|i| {
+            targets
+                .iter()
+                .filter(|(_, r, t)| r + i < *t)
+                .map(|(c, _, _)| *c)
+                .collect()
+        })
+        .collect()
 }
 
 /// What the rule makes of the bundle after a round: the new record and the cells of the next round
@@ -61,7 +95,7 @@ pub fn initial_record(plan: &Plan, rule: Adaptive, elapsed: f64) -> AdaptiveReco
 pub struct Decision {
     /// bundle.json `adaptive`.
     pub record: AdaptiveRecord,
-    /// Cells (plan order) that get another round.
+    /// Cells (plan order) that go on to the next look.
     pub next: Vec<usize>,
 }
 
@@ -80,22 +114,31 @@ pub fn decides(v: Verdict) -> bool {
 /// The bundle cannot be read back (the message names the file).
 pub fn decide(dir: &Path, plan: &Plan, rule: Adaptive, elapsed: Duration) -> Result<Decision, String> {
     let report = crate::report::collect(dir, false).map_err(|e| e.to_string())?;
+    let design = design_of(rule);
     let n = plan.cell_count();
     let mut labels: Vec<Option<String>> = vec![None; n];
     for (i, r) in report.runs.iter().enumerate().take(plan.len()) {
         labels[plan.cell_of(i)].get_or_insert_with(|| r.cell_label.clone());
     }
-    // Compared cells: verdict and control, by label.
-    let mut compared: BTreeMap<&str, (Verdict, &str)> = BTreeMap::new();
+    let mut runs_of: BTreeMap<&str, usize> = BTreeMap::new();
+    for (c, label) in labels.iter().enumerate() {
+        runs_of.insert(label.as_deref().unwrap_or(""), plan.runs_of_cell(c) as usize);
+    }
+    // Compared cells: verdict, control and whether it is decided (only at a look), by label.
+    let mut compared: BTreeMap<&str, (Verdict, &str, bool)> = BTreeMap::new();
     for c in &report.estimates.cells {
-        compared.insert(c.cell.as_str(), (c.verdict, c.control.as_str()));
+        let at_look = runs_of.get(c.cell.as_str()).is_some_and(|&r| design.is_look(r));
+        compared.insert(
+            c.cell.as_str(),
+            (c.verdict, c.control.as_str(), at_look && decides(c.verdict)),
+        );
     }
     let open_controls: BTreeSet<&str> = compared
         .values()
-        .filter(|(v, _)| !decides(*v))
-        .map(|(_, c)| *c)
+        .filter(|(_, _, decided)| !decided)
+        .map(|(_, c, _)| *c)
         .collect();
-    let controls: BTreeSet<&str> = compared.values().map(|(_, c)| *c).collect();
+    let controls: BTreeSet<&str> = compared.values().map(|(_, c, _)| *c).collect();
     let spent = rule.time_budget.is_some_and(|b| elapsed >= b);
     let mut next = Vec::new();
     let mut cells = Vec::with_capacity(n);
@@ -103,7 +146,7 @@ pub fn decide(dir: &Path, plan: &Plan, rule: Adaptive, elapsed: Duration) -> Res
         let runs = plan.runs_of_cell(c);
         let label = label.as_deref().unwrap_or("");
         let (verdict, open) = match compared.get(label) {
-            Some((v, _)) => (Some(v.as_str().to_string()), !decides(*v)),
+            Some((v, _, decided)) => (Some(v.as_str().to_string()), !decided),
             None if controls.contains(label) => (Some("control".to_string()), open_controls.contains(label)),
             None => (None, false),
         };
@@ -136,6 +179,7 @@ pub fn decide(dir: &Path, plan: &Plan, rule: Adaptive, elapsed: Duration) -> Res
             elapsed_seconds: elapsed.as_secs_f64(),
             stopping_reason,
             cells,
+            design: Some(design),
         },
         next,
     })
@@ -222,15 +266,23 @@ pub(crate) fn continue_rounds(
             }
             return end;
         }
-        let new = session.plan.to_mut().add_round(&decision.next);
+        let open: Vec<(usize, u32)> = decision
+            .next
+            .iter()
+            .map(|&c| (c, session.plan.runs_of_cell(c)))
+            .collect();
+        let mut new = Vec::new();
+        for round in rounds_to_next_look(&design_of(rule), rule.max, &open) {
+            new.extend(session.plan.to_mut().add_round(&round));
+        }
         let plan = session.plan.clone();
         session.writer_mut().rewrite_plan(plan.len(), |out| {
             crate::bundle::plan_file::write_plan_json(&plan, out)
         })?;
         if !session.finish.quiet {
             progress::say(format_args!(
-                "adaptive repetitions: round {} for {} undecided cell{} ({})",
-                record.rounds + 1,
+                "adaptive repetitions: to the look at {} runs for {} undecided cell{} ({})",
+                session.plan.runs_of_cell(decision.next[0]),
                 decision.next.len(),
                 if decision.next.len() == 1 { "" } else { "s" },
                 progress::runs(new.len())
