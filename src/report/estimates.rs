@@ -484,7 +484,8 @@ pub fn combine(growth: &Estimate, rate: Option<&Estimate>, level: f64) -> (Verdi
 
 /// The cell verdicts of `rows` (sorted by cell, as [`Estimates::rows`]) on `metric`: one per
 /// cell with a row of its growth (or of the pointer), at the cell's level in `levels`; with the
-/// other byte metrics (private, file-backed, RSS, anonymous) whose verdict differs.
+/// other byte metrics (private, file-backed, RSS, anonymous) whose verdict differs (file-backed
+/// bytes beside an anonymous verdict only when decided: they exclude the anonymous pages).
 fn cell_verdicts(
     rows: &[Estimate],
     metric: &VerdictMetric,
@@ -514,7 +515,15 @@ fn cell_verdicts(
                     continue;
                 };
                 let (verdict, _, _) = combine(og, find(&g.cell, other.rate().key()), level);
-                if verdict != c.verdict {
+                // File-backed pages exclude the anonymous ones: their undecided word beside an
+                // anonymous verdict says only that the retention is anonymous, no disagreement.
+                let beside_anonymous = other == ByteMeasure::FileBacked
+                    && matches!(
+                        metric,
+                        VerdictMetric::Bytes(ByteMeasure::Anonymous | ByteMeasure::PssAnon)
+                    )
+                    && !decided(verdict);
+                if verdict != c.verdict && !beside_anonymous {
                     c.disagreements.push(Disagreement {
                         metric: other.name().to_string(),
                         verdict,
@@ -1267,7 +1276,7 @@ mod tests {
                 .iter()
                 .map(|d| d.metric.as_str())
                 .collect::<Vec<_>>(),
-            ["private", "file-backed"]
+            ["private"]
         );
         let cells = cell_verdicts(&rows, &VerdictMetric::Bytes(ByteMeasure::Private), &levels);
         assert_eq!(
