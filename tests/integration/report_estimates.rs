@@ -63,7 +63,10 @@ fn five_repetitions_find_the_leak_with_an_interval_holding_the_true_rate() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let bundle = bundle.expect("bundle");
     let doc = report_json(repo.path(), &bundle);
-    assert_eq!(doc["estimates"]["correction"], "bonferroni across cells, holm within");
+    assert_eq!(
+        doc["estimates"]["correction"],
+        "bonferroni across cells, holm within"
+    );
     let rate = row(&doc, "mode=leak", "private-rate-per-1000");
     assert_eq!(rate["verdict"], "above control", "{rate:#}");
     let (lo, hi) = (
