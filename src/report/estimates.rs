@@ -1008,6 +1008,23 @@ mod tests {
         assert!(settings("[report]\ncontrol = 3\n").is_err());
         assert_eq!(settings("format = 1\n").unwrap(), Settings::default());
         assert_eq!(parse_size("1.5 MiB").unwrap(), 1.5 * 1024.0 * 1024.0);
+        // verdict-metric: read back from the bundle's manifest.toml; anonymous by default.
+        assert_eq!(
+            Settings::default().verdict_metric(&[]),
+            VerdictMetric::Bytes(ByteMeasure::Anonymous)
+        );
+        let s = settings("[report]\nverdict-metric = \"private\"\n").unwrap();
+        assert_eq!(s.verdict_metric(&[]), VerdictMetric::Bytes(ByteMeasure::Private));
+        let s = settings("[report]\nmetrics = { load = \"/load\" }\nverdict-metric = \"load\"\n").unwrap();
+        assert_eq!(
+            s.verdict_metric(&["load".into()]),
+            VerdictMetric::Pointer(0, "load".into())
+        );
+        let e = settings("[report]\nverdict-metric = \"anon\"\n").unwrap_err();
+        assert!(
+            e.contains("valid: anonymous, private, rss, pss-anon, file-backed"),
+            "{e}"
+        );
     }
 
     fn row(cell: &str, metric: Metric, verdict: Verdict) -> Estimate {
