@@ -805,15 +805,10 @@ pub fn verdict_section(r: &Report) -> Section {
             if let Some(reason) = &c.reason {
                 verdict.push_str(&format!("\n({reason})"));
             }
-            if !c.disagreements.is_empty() {
-                verdict.push_str(&format!(
-                    "\n(other metrics: {})",
-                    c.disagreements
-                        .iter()
-                        .map(|d| format!("{} {}", d.metric, d.verdict.as_str()))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
+            // One line per other metric that gives another word (short lines keep the
+            // verdict column beside the intervals).
+            for d in &c.disagreements {
+                verdict.push_str(&format!("\n({} says {})", d.metric, d.verdict.as_str()));
             }
         }
         s.rows.push(vec![
