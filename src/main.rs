@@ -223,6 +223,7 @@ fn check(args: &CheckArgs) -> Result<i32, Failure> {
                 match session::missing_here(&manifest, &plan) {
                     Ok(()) => {
                         ui::checked(path, &plan)?;
+                        ui::verdict_metric(&manifest.report)?;
                     }
                     Err(e) => {
                         let failure = session_failure(e);

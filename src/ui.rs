@@ -341,6 +341,25 @@ pub fn checked(path: &Path, plan: &Plan) -> Result<i32, Failure> {
     })
 }
 
+/// `check`'s statement of the verdict metric in force (`[report] verdict-metric`, DESIGN 9):
+/// `verdict metric: anonymous (anonymous bytes, growth and rate; the default: [report]
+/// verdict-metric picks another)`.
+///
+/// # Errors
+/// As [`to_stdout`].
+pub fn verdict_metric(report: &crate::manifest::ReportConfig) -> Result<i32, Failure> {
+    let name = report.verdict_metric();
+    let pointers: Vec<String> = report.metrics.iter().map(|(n, _)| n.clone()).collect();
+    let what = crate::report::metrics::VerdictMetric::parse(name, &pointers)
+        .map_or_else(|| name.to_string(), |m| m.text());
+    let source = if report.verdict_metric.is_some() {
+        "[report] verdict-metric"
+    } else {
+        "the default; [report] verdict-metric picks another"
+    };
+    to_stdout(|out| writeln!(out, "verdict metric: {name} ({what}; {source})"))
+}
+
 /// `hwr-exp plan --format table|json|shell`: the plan on stdout (`sbatch` is written by the
 /// caller: it needs no expanded plan).
 ///

@@ -37,7 +37,6 @@ use crate::bundle::{BisectStep, Outcome};
 use crate::exec::{CancelFlag, Launcher};
 use crate::manifest::{self, Adaptive, Manifest, Until};
 use crate::report::estimates::Estimate;
-use crate::report::metrics::Metric;
 use crate::runner::session::{self, RunOptions, SessionError};
 use crate::stats::Verdict;
 
@@ -317,11 +316,12 @@ fn judge(bundle: &Path, filters: &[(String, String)]) -> (Judgement, Vec<Estimat
                     crate::plan::select::cell_matches(&cell, &wanted)
                 })
     };
+    let growth_key = report.estimates.verdict_growth_key();
     let evidence: Vec<Estimate> = report
         .estimates
         .rows
         .iter()
-        .filter(|e| e.metric() == Some(Metric::PrivateGrowth) && selected(&e.cell))
+        .filter(|e| e.metric == growth_key && selected(&e.cell))
         .cloned()
         .collect();
     // Judged by each cell's verdict (the verdict table's: the growth's, or the rate's where it

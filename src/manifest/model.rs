@@ -580,6 +580,25 @@ pub struct ReportConfig {
     pub growth_margin: Option<f64>,
     /// `equivalence-margin.rate`: bytes per 1000 iterations.
     pub rate_margin: Option<f64>,
+    /// `verdict-metric`: what the verdict judges, one of [`VERDICT_METRICS`] or a name from
+    /// `metrics`; `None` = the default, [`DEFAULT_VERDICT_METRIC`] (DESIGN 9).
+    pub verdict_metric: Option<String>,
+}
+
+/// The built-in values of `[report] verdict-metric` (DESIGN 9): anonymous, private, RSS,
+/// `Pss_Anon` and file-backed private (private minus anonymous) bytes, each judged by its growth
+/// and rate. A name from `[report] metrics` is valid too.
+pub const VERDICT_METRICS: &[&str] = &["anonymous", "private", "rss", "pss-anon", "file-backed"];
+
+/// The verdict metric when `[report] verdict-metric` is not given: anonymous bytes
+/// (allocator-path retention; private bytes move with file-backed pages other processes map).
+pub const DEFAULT_VERDICT_METRIC: &str = "anonymous";
+
+impl ReportConfig {
+    /// The verdict metric in force: `verdict-metric`, else [`DEFAULT_VERDICT_METRIC`].
+    pub fn verdict_metric(&self) -> &str {
+        self.verdict_metric.as_deref().unwrap_or(DEFAULT_VERDICT_METRIC)
+    }
 }
 
 /// Parses a byte size: a number with an optional unit `B`, `KiB`, `MiB`, `GiB`, `TiB`, `kB`,

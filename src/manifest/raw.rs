@@ -287,6 +287,10 @@ pub struct RawReport {
     /// SIZE, rate = SIZE } (rate in bytes per 1000 iterations). Enables the `equivalent` and
     /// `reproduced` verdicts.
     pub equivalence_margin: Option<RawMargin>,
+    /// What the verdict judges (DESIGN 9): "anonymous" (the default: anonymous growth and
+    /// rate, allocator-path retention), "private", "rss", "pss-anon" (where the outputs have
+    /// `pss_anon_bytes`), "file-backed" (private minus anonymous), or a name from `metrics`.
+    pub verdict_metric: Option<String>,
 }
 
 /// `[report] equivalence-margin`.

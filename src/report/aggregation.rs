@@ -44,6 +44,10 @@ pub struct CellEntry {
     first_retention_mode: Option<String>,
     /// Whether a run of the cell has `arguments.mode = reuse` in its output.
     retention_reuse: bool,
+    /// Runs of the cell pushed, finished or not: its planned runs (the look a sequential
+    /// design's level is taken at; finished runs only when pushed by
+    /// [`RunValues::push_finished`]).
+    pub planned: usize,
 }
 
 /// One finished run in [`RunValues`]: a few indices and flags; its numbers are a row of
@@ -120,6 +124,7 @@ impl RunValues {
             first_finished: None,
             first_retention_mode: None,
             retention_reuse: false,
+            planned: 0,
         });
         self.by_label.insert(r.cell_label.clone(), i);
         i
@@ -128,6 +133,7 @@ impl RunValues {
     /// Adds one run (finished or not) in plan order; `keys` are the matrix keys.
     pub fn push(&mut self, r: &RunSummary, keys: &[String]) {
         let cell = self.cell_of(r);
+        self.cells[cell as usize].planned += 1;
         if !r.finished {
             return;
         }
@@ -324,6 +330,25 @@ impl RunValues {
     /// The value of `metric` of finished run `run` (0-based among the finished runs).
     pub fn metric(&self, run: usize, metric: Metric) -> Option<f64> {
         self.value(run, metric as usize)
+    }
+
+    /// The `[report] metrics` names, in manifest order.
+    pub fn pointers(&self) -> &[String] {
+        &self.pointers
+    }
+
+    /// The value of the `k`-th `[report] metrics` pointer of finished run `run`, when a number.
+    pub fn pointer(&self, run: usize, k: usize) -> Option<f64> {
+        self.value(run, Metric::ALL.len() + 2 + k)
+    }
+
+    /// [`RunValues::unusable_values`] of the `k`-th `[report] metrics` pointer.
+    pub fn pointer_unusable_values(&self, runs: impl IntoIterator<Item = usize>, k: usize) -> Option<String> {
+        if self.gave_rows.is_empty() {
+            return None;
+        }
+        let column = Metric::ALL.len() + 2 + k;
+        super::metrics::runs_gave(runs.into_iter().filter_map(|r| self.gave(r, column)))
     }
 
     /// The node of finished run `run`.

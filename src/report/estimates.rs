@@ -1,8 +1,10 @@
 //! Every compared cell against its control (DESIGN 9): per metric estimated against the control
 //! ([`super::metrics::Def::vs_control`]), the Hodges-Lehmann shift of the per-run values (cell
-//! minus control) with its exact 95% interval, the permutation p-value, Holm's correction across
-//! the compared cells, and one verdict word ([`crate::stats`]). The run is the unit: one value
-//! per run.
+//! minus control) with its exact 95% interval, the permutation p-value, one multiplicity control
+//! (Bonferroni across the compared cells, Holm within a cell over a measure's growth and rate)
+//! and one verdict word ([`crate::stats`]); then one verdict per cell on the verdict metric
+//! (`[report] verdict-metric`, anonymous bytes by default: [`CellVerdict`]). The run is the
+//! unit: one value per run.
 //!
 //! The control is `[report] control = { KEY = "VALUE", ... }` of the bundle's manifest.toml, else
 //! `mode = "reuse"` where the matrix has that cell. A cell's comparison group is its matrix values
@@ -13,7 +15,8 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 
 use super::aggregation::RunValues;
-use super::metrics::{Family, Metric};
+use super::correction::{figures, judge_cell};
+use super::metrics::{ByteMeasure, Family, Metric, VerdictMetric};
 use super::model::CONTROL_MODE;
 use crate::stats::{self, ALPHA, Shift, Verdict};
 
@@ -34,6 +37,9 @@ pub struct Settings {
     /// The sequential design of an adaptive bundle (bundle.json `adaptive`): a cell is judged at
     /// the level of the look its planned runs reached ([`stats::sequential::Design::level_at`]).
     pub design: Option<stats::sequential::Design>,
+    /// `verdict-metric`: what the verdict judges (a name of [`ByteMeasure`] or of a `[report]
+    /// metrics` pointer); `None` = anonymous bytes ([`crate::manifest::DEFAULT_VERDICT_METRIC`]).
+    pub verdict_metric: Option<String>,
 }
 
 impl Settings {
@@ -48,6 +54,16 @@ impl Settings {
         self.design
             .as_ref()
             .map_or_else(|| self.alpha(), |d| d.level_at(runs))
+    }
+
+    /// The verdict metric given the `[report] metrics` names `pointers`: `verdict-metric`, else
+    /// anonymous bytes (a name no longer among the pointers falls back to anonymous bytes;
+    /// [`settings`] refuses one the manifest does not define).
+    pub fn verdict_metric(&self, pointers: &[String]) -> VerdictMetric {
+        self.verdict_metric
+            .as_deref()
+            .and_then(|n| VerdictMetric::parse(n, pointers))
+            .unwrap_or(VerdictMetric::Bytes(ByteMeasure::Anonymous))
     }
 }
 
@@ -117,6 +133,28 @@ pub fn settings(manifest_text: &str) -> Result<Settings, String> {
         }
         Some(v) => out.growth_margin = Some(size_value(v, "[report] equivalence-margin")?),
     }
+    if let Some(v) = report.get("verdict-metric") {
+        let name = v
+            .as_str()
+            .ok_or_else(|| format!("[report] verdict-metric is {v}, not a metric name"))?;
+        let pointers: Vec<String> = report
+            .get("metrics")
+            .and_then(toml::Value::as_table)
+            .map(|t| t.keys().cloned().collect())
+            .unwrap_or_default();
+        if VerdictMetric::parse(name, &pointers).is_none() {
+            return Err(format!(
+                "[report] verdict-metric: unknown metric \"{name}\" (valid: {})",
+                crate::manifest::VERDICT_METRICS
+                    .iter()
+                    .map(|s| s.to_string())
+                    .chain(pointers)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        out.verdict_metric = Some(name.to_string());
+    }
     Ok(out)
 }
 
@@ -175,7 +213,9 @@ pub struct Estimate {
     pub confidence: Option<f64>,
     /// Two-sided permutation p-value.
     pub p: Option<f64>,
-    /// `p` after Holm's correction across the compared cells (equal to `p` with one cell).
+    /// `p` after the estimates' correction ([`Estimates::correction`]): Holm within the cell
+    /// over the measure's growth and rate, times the compared cells (Bonferroni), at most 1;
+    /// compared with the cell's level ([`CellVerdict::level`] times the compared cells).
     pub p_adjusted: Option<f64>,
     /// `true`: exact distributions; `false`: normal approximation (more than
     /// [`stats::shift::EXACT_MAX_RUNS`] runs in the two cells).
@@ -227,10 +267,16 @@ pub struct Estimates {
     pub no_control: Option<String>,
     /// Cells compared with their control.
     pub compared_cells: usize,
-    /// `holm` with several compared cells, `none` with one.
+    /// What the verdict judges (`[report] verdict-metric`): `anonymous` (the default),
+    /// `private`, `rss`, `pss-anon`, `file-backed` or a `[report] metrics` name.
+    pub verdict_metric: String,
+    /// The multiplicity control: `bonferroni across cells, holm within` with several compared
+    /// cells (each cell at level / k; within a cell Holm over a measure's growth and rate),
+    /// `holm within` with one.
     pub correction: &'static str,
-    /// Level the smallest attainable p must be below: 0.05, divided by the compared cells under
-    /// Holm (its strictest step).
+    /// Each cell's level under a fixed design: 0.05 divided by the compared cells (Bonferroni).
+    /// Within a cell the smaller p of growth and rate is compared with half of it, the other
+    /// with it (Holm). A sequential design's cells each have their own ([`CellVerdict::level`]).
     pub level: f64,
     /// Growth / after-close margin, bytes.
     pub growth_margin: Option<f64>,
@@ -260,13 +306,30 @@ impl Estimates {
     pub fn cell_verdict(&self, cell: &str) -> Option<&CellVerdict> {
         self.cells.iter().find(|c| c.cell == cell)
     }
+
+    /// The `metric` of the verdict metric's growth rows (`anonymous-growth-bytes`), or the
+    /// pointer's name for a `[report] metrics` verdict metric: the rows a cell's verdict is
+    /// shown with (interval plot, `bisect`'s evidence).
+    pub fn verdict_growth_key(&self) -> String {
+        ByteMeasure::from_name(&self.verdict_metric)
+            .map_or_else(|| self.verdict_metric.clone(), |b| b.growth().key().to_string())
+    }
+
+    /// What the verdict's growth rows are, for a title: `anonymous growth`.
+    pub fn verdict_growth_label(&self) -> String {
+        ByteMeasure::from_name(&self.verdict_metric).map_or_else(
+            || self.verdict_metric.clone(),
+            |b| b.growth().def().label.to_string(),
+        )
+    }
 }
 
-/// The verdict of one compared cell (JSON `estimates.cells`): its private growth's, except that
-/// growth within the equivalence margin is not called `equivalent` while the private rate
-/// differs from the control's (its verdict `above control` or `below control`): a leak too
-/// small over the loop's iterations to pass the growth margin still grows with every iteration,
-/// so the rate's word is the cell's then.
+/// The verdict of one compared cell (JSON `estimates.cells`) on the verdict metric: its growth
+/// and rate, decided under one multiplicity control ([`Estimates::correction`]), give one word
+/// ([`combine`]): a decided figure's (`above control` / `below control`; the growth's when both
+/// are decided), else `equivalent` when the growth is within the margin, else `no detectable
+/// difference`, else `too few runs`. Where the two figures do not say the same, `reason` says
+/// why (`rate within noise`, `growth above control, rate below control: ...`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct CellVerdict {
@@ -276,9 +339,12 @@ pub struct CellVerdict {
     pub control: String,
     /// The cell's verdict.
     pub verdict: Verdict,
-    /// Which figure gave it: `private-growth-bytes`, or `private-rate-per-1000` when the rate
-    /// overruled an `equivalent` growth.
-    pub decided_by: &'static str,
+    /// Which figure gave it: the verdict metric's growth (`anonymous-growth-bytes`), or its
+    /// rate (`anonymous-rate-per-1000`) when only the rate was decided.
+    pub decided_by: String,
+    /// The cell's level: the design's level at its planned runs (0.05 for a fixed design)
+    /// divided by the compared cells (Bonferroni); Holm within the cell over growth and rate.
+    pub level: f64,
     /// The metric the verdict judges (`[report] verdict-metric`, DESIGN 9), e.g. `anonymous`.
     pub metric: String,
     /// Other metrics whose verdict on this cell differs from the cell's (said on the row).
@@ -302,42 +368,170 @@ pub struct Disagreement {
 }
 
 impl CellVerdict {
-    /// The verdict of `growth` (a private-growth row) given `rate`, the same cell's private-rate
-    /// row when there is one.
-    pub fn of(growth: &Estimate, rate: Option<&Estimate>) -> CellVerdict {
-        let overruled = growth.verdict == Verdict::Equivalent
-            && rate.is_some_and(|r| matches!(r.verdict, Verdict::AboveControl | Verdict::BelowControl));
-        let (verdict, decided_by) = match rate {
-            Some(r) if overruled => (r.verdict, Metric::PrivateRate.def().key),
-            _ => (growth.verdict, Metric::PrivateGrowth.def().key),
-        };
+    /// The verdict of `growth` (the verdict metric's growth row, or its only row for a
+    /// `[report] metrics` pointer) given `rate`, the same cell's rate row when there is one, at
+    /// the cell's `level`.
+    pub fn of(growth: &Estimate, rate: Option<&Estimate>, metric: &str, level: f64) -> CellVerdict {
+        let (verdict, by_rate, reason) = combine(growth, rate, level);
         CellVerdict {
             cell: growth.cell.clone(),
             control: growth.control.clone(),
             verdict,
-            decided_by,
-            metric: "private".to_string(),
+            decided_by: match rate {
+                Some(r) if by_rate => r.metric.clone(),
+                _ => growth.metric.clone(),
+            },
+            level,
+            metric: metric.to_string(),
             disagreements: Vec::new(),
-            reason: None,
+            reason,
         }
     }
 
     /// `true` when the rate gave the verdict (see [`CellVerdict`]).
     pub fn by_rate(&self) -> bool {
-        self.decided_by != Metric::PrivateGrowth.def().key
+        Metric::from_key(&self.decided_by).is_some_and(|m| m.def().family == Family::Rate)
     }
 }
 
-/// The cell verdicts of `rows` (sorted by cell, as [`Estimates::rows`]): one per private-growth
-/// row.
-fn cell_verdicts(rows: &[Estimate]) -> Vec<CellVerdict> {
+/// Whether `v` decides a direction.
+fn decided(v: Verdict) -> bool {
+    matches!(v, Verdict::AboveControl | Verdict::BelowControl)
+}
+
+/// What an undecided figure (`name`: growth or rate) says, for a cell's reason: `rate within
+/// noise`, `rate's interval is above 0 but its corrected p (0.08) is not below 0.05`, `rate
+/// unusable: 4 runs gave loop iterations that go down (no rate)`.
+fn figure_note(name: &str, e: &Estimate, level: f64) -> String {
+    match e.verdict {
+        Verdict::NoDetectableDifference => {
+            let side = match (e.ci_low, e.ci_high) {
+                (Some(lo), _) if lo > 0.0 => Some("above"),
+                (_, Some(hi)) if hi < 0.0 => Some("below"),
+                _ => None,
+            };
+            match side {
+                Some(side) => format!(
+                    "{name}'s interval is {side} 0 but its corrected p ({}) is not below {}",
+                    super::model::fmt_num(e.p_adjusted.unwrap_or(1.0)),
+                    super::model::fmt_num(level)
+                ),
+                None => format!("{name} within noise"),
+            }
+        }
+        Verdict::Equivalent => format!("{name} within the margin"),
+        Verdict::TooFewRuns => match (&e.unusable_values, e.n_cell == 0 || e.n_control == 0) {
+            (Some(u), true) => format!("{name} unusable: {u}"),
+            _ => format!("{name}: too few runs"),
+        },
+        v @ (Verdict::AboveControl | Verdict::BelowControl) => format!("{name} {}", v.as_str()),
+    }
+}
+
+/// One word for a cell from its `growth` and `rate` (the same measure, decided under one
+/// multiplicity control at the cell's `level`): the verdict, whether the rate gave it, and why
+/// the figures do not say the same when they do not.
+///
+/// - Both decided, the same direction: that word. Opposite directions: the growth's (what the
+///   loop retained), with the reason naming both.
+/// - One decided: its word; the reason says what the other said (`rate within noise`).
+/// - Neither decided: `equivalent` when the growth is within the margin, else `no detectable
+///   difference` (`too few runs` when the growth has too few runs); the reason names an
+///   interval that excludes 0 without a decision and a rate that was unusable.
+pub fn combine(growth: &Estimate, rate: Option<&Estimate>, level: f64) -> (Verdict, bool, Option<String>) {
+    let g = growth.verdict;
+    let Some(rate) = rate else {
+        return (g, false, None);
+    };
+    let r = rate.verdict;
+    match (decided(g), decided(r)) {
+        (true, true) if g == r => (g, false, None),
+        (true, true) => (
+            g,
+            false,
+            Some(format!(
+                "growth {}, rate {}: opposite directions (growth that stopped early in the loop, or loops of other lengths); the growth's word",
+                g.as_str(),
+                r.as_str()
+            )),
+        ),
+        (true, false) => (g, false, Some(figure_note("rate", rate, level))),
+        (false, true) => (
+            r,
+            true,
+            Some(format!(
+                "rate {}; {}",
+                r.as_str(),
+                figure_note("growth", growth, level)
+            )),
+        ),
+        (false, false) => {
+            let noteworthy = |e: &Estimate| match e.verdict {
+                Verdict::NoDetectableDifference => {
+                    matches!((e.ci_low, e.ci_high), (Some(lo), Some(hi)) if lo > 0.0 || hi < 0.0)
+                }
+                Verdict::TooFewRuns => g != Verdict::TooFewRuns,
+                _ => false,
+            };
+            let notes: Vec<String> = [("growth", growth), ("rate", rate)]
+                .into_iter()
+                .filter(|(_, e)| noteworthy(e))
+                .map(|(name, e)| figure_note(name, e, level))
+                .collect();
+            (g, false, (!notes.is_empty()).then(|| notes.join("; ")))
+        }
+    }
+}
+
+/// The cell verdicts of `rows` (sorted by cell, as [`Estimates::rows`]) on `metric`: one per
+/// cell with a row of its growth (or of the pointer), at the cell's level in `levels`; with the
+/// other byte metrics (private, file-backed, RSS, anonymous) whose verdict differs (file-backed
+/// bytes beside an anonymous verdict only when decided: they exclude the anonymous pages).
+fn cell_verdicts(
+    rows: &[Estimate],
+    metric: &VerdictMetric,
+    levels: &HashMap<String, f64>,
+) -> Vec<CellVerdict> {
+    let (growth_key, rate_key) = match metric {
+        VerdictMetric::Bytes(b) => (b.growth().key().to_string(), Some(b.rate().key())),
+        VerdictMetric::Pointer(_, name) => (name.clone(), None),
+    };
+    let find = |cell: &str, key: &str| rows.iter().find(|r| r.cell == cell && r.metric == key);
     rows.iter()
-        .filter(|e| e.metric() == Some(Metric::PrivateGrowth))
+        .filter(|e| e.metric == growth_key)
         .map(|g| {
-            let rate = rows
-                .iter()
-                .find(|r| r.cell == g.cell && r.metric() == Some(Metric::PrivateRate));
-            CellVerdict::of(g, rate)
+            let level = levels.get(&g.cell).copied().unwrap_or(ALPHA);
+            let rate = rate_key.and_then(|k| find(&g.cell, k));
+            let mut c = CellVerdict::of(g, rate, metric.name(), level);
+            for other in [
+                ByteMeasure::Private,
+                ByteMeasure::FileBacked,
+                ByteMeasure::Rss,
+                ByteMeasure::Anonymous,
+            ] {
+                if matches!(metric, VerdictMetric::Bytes(b) if *b == other) {
+                    continue;
+                }
+                let Some(og) = find(&g.cell, other.growth().key()) else {
+                    continue;
+                };
+                let (verdict, _, _) = combine(og, find(&g.cell, other.rate().key()), level);
+                // File-backed pages exclude the anonymous ones: their undecided word beside an
+                // anonymous verdict says only that the retention is anonymous, no disagreement.
+                let beside_anonymous = other == ByteMeasure::FileBacked
+                    && matches!(
+                        metric,
+                        VerdictMetric::Bytes(ByteMeasure::Anonymous | ByteMeasure::PssAnon)
+                    )
+                    && !decided(verdict);
+                if verdict != c.verdict && !beside_anonymous {
+                    c.disagreements.push(Disagreement {
+                        metric: other.name().to_string(),
+                        verdict,
+                    });
+                }
+            }
+            c
         })
         .collect()
 }
@@ -349,19 +543,6 @@ fn nodes_of(values: &RunValues, runs: &[usize]) -> Vec<String> {
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect()
-}
-
-/// One compared pair for [`estimate_rows`]: labels and the runs of each side (included ones, and
-/// every run of the side for saying why some gave no value).
-struct Pair<'a> {
-    cell: &'a str,
-    control: &'a str,
-    cell_runs: Vec<usize>,
-    control_runs: Vec<usize>,
-    cell_all: Vec<usize>,
-    control_all: Vec<usize>,
-    /// The cell's runs (the look of a sequential design it is judged at).
-    looked: usize,
 }
 
 /// What the runs that finished ok gave instead of a usable value of `metric` (see
@@ -381,55 +562,59 @@ pub fn sides_text(sides: [(&str, Option<String>); 2]) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
-/// The estimates of every metric against the control for `pairs`, Holm across the pairs at
-/// `level`; each row tagged with `node`.
+/// One compared pair for [`estimate_rows`]: labels and the runs of each side (included ones, and
+/// every run of the side for saying why some gave no value).
+struct Pair<'a> {
+    cell: &'a str,
+    control: &'a str,
+    cell_runs: Vec<usize>,
+    control_runs: Vec<usize>,
+    cell_all: Vec<usize>,
+    control_all: Vec<usize>,
+    /// Planned runs of the cell: the look whose level a sequential design gives it.
+    planned: usize,
+}
+
+/// The estimates of every figure against the control for `pairs` under one multiplicity
+/// control: each pair (cell) at its level (the design's level at its planned runs) divided by
+/// the pairs (Bonferroni), Holm within the pair over a measure's growth and rate; each row
+/// tagged with `node`.
 fn estimate_rows(
     data: &RunValues,
     pairs: &[Pair<'_>],
-    level: f64,
     settings: &Settings,
+    verdict_metric: &VerdictMetric,
     node: Option<&str>,
 ) -> Vec<Estimate> {
-    let mut rows = Vec::new();
-    let metrics: Vec<Metric> = Metric::ALL
-        .iter()
-        .copied()
-        .filter(|m| m.def().vs_control)
-        .collect();
+    let figures = figures(verdict_metric);
     // The shifts (exact intervals over all pairwise differences: the costly part with many runs
-    // a cell) of each metric are independent: computed on the CPUs at hand.
-    let all_shifts = super::parallel::map(&metrics, |&metric| {
-        let values = |runs: &[usize]| -> Vec<f64> {
-            runs.iter()
-                .filter_map(|&r| data.metric(r, metric))
-                .filter(|v| super::metrics::usable(*v))
-                .collect()
-        };
+    // a cell) of each figure are independent: computed on the CPUs at hand.
+    let all_shifts = super::parallel::map(&figures, |&figure| {
+        let values =
+            |runs: &[usize]| -> Vec<f64> { runs.iter().filter_map(|&r| figure.value(data, r)).collect() };
         pairs
             .iter()
             .map(|p| {
                 let (x, y) = (values(&p.cell_runs), values(&p.control_runs));
-                let alpha = settings.alpha_for(p.looked);
+                let alpha = settings.alpha_for(p.planned);
                 (x.len(), y.len(), stats::shift::shift_at(&x, &y, alpha))
             })
             .collect::<Vec<(usize, usize, Option<Shift>)>>()
     });
-    for (metric, shifts) in metrics.into_iter().zip(all_shifts) {
-        let margin = match metric.def().family {
-            Family::Growth | Family::AfterClose => settings.growth_margin,
-            Family::Rate => settings.rate_margin,
-            Family::Other => None,
-        };
-        let ps: Vec<f64> = shifts.iter().map(|(_, _, s)| s.map_or(1.0, |s| s.p)).collect();
-        let adjusted = stats::holm(&ps);
-        for ((p, (n_cell, n_control, s)), p_adj) in pairs.iter().zip(shifts).zip(adjusted) {
-            // A sequential design's level at the cell's look (the family's without one).
-            let alpha = settings.alpha_for(p.looked);
-            let level = level * alpha / settings.alpha();
-            let verdict = stats::verdict::decide(s.as_ref(), p_adj, level, alpha, margin);
+    let k = pairs.len().max(1) as f64;
+    let mut rows = Vec::new();
+    for (pi, p) in pairs.iter().enumerate() {
+        let alpha = settings.alpha_for(p.planned);
+        let shift = |f: usize| all_shifts[f][pi];
+        let judged = judge_cell(&figures, shift, alpha, k);
+        for (f, &figure) in figures.iter().enumerate() {
+            let (n_cell, n_control, s) = shift(f);
+            let j = judged[f];
+            let margin = figure.margin(settings.growth_margin, settings.rate_margin);
+            let verdict = stats::verdict::decide(s.as_ref(), j.p_adjusted, j.check_level, alpha, margin);
             let (cell_unusable, control_unusable) = (
-                unusable_values(data, &p.cell_all, metric),
-                unusable_values(data, &p.control_all, metric),
+                figure.unusable(data, &p.cell_all),
+                figure.unusable(data, &p.control_all),
             );
             // A side without a usable value whose runs gave unusable ones: more runs alike would
             // not help, so no number of repetitions is named.
@@ -438,7 +623,7 @@ fn estimate_rows(
             rows.push(Estimate {
                 cell: p.cell.to_string(),
                 control: p.control.to_string(),
-                metric: metric.key().to_string(),
+                metric: figure.key(data),
                 n_cell,
                 n_control,
                 shift: s.map(|s| s.shift),
@@ -446,12 +631,12 @@ fn estimate_rows(
                 ci_high: s.map(|s| s.ci_high),
                 confidence: s.map(|s| s.confidence),
                 p: s.map(|s| s.p),
-                p_adjusted: s.map(|_| p_adj),
+                p_adjusted: s.map(|_| j.p_adjusted),
                 exact: s.map(|s| s.exact),
                 margin,
                 verdict,
                 repetitions_needed: (verdict == Verdict::TooFewRuns && !blocked)
-                    .then(|| stats::repetitions_needed(level)),
+                    .then(|| stats::repetitions_needed(j.first_step)),
                 unusable_values: sides_text([("cell", cell_unusable), ("control", control_unusable)]),
                 cell_nodes: nodes_of(data, &p.cell_runs),
                 control_nodes: nodes_of(data, &p.control_runs),
@@ -516,6 +701,7 @@ struct CellRuns<'a> {
     cell: &'a BTreeMap<String, crate::manifest::Value>,
     runs: Vec<usize>,
     all: Vec<usize>,
+    planned: usize,
 }
 
 /// Estimates of every compared cell against its control.
@@ -525,8 +711,10 @@ pub fn estimates(
     mode_key: Option<&str>,
     settings: &Settings,
 ) -> Estimates {
+    let verdict_metric = settings.verdict_metric(values.pointers());
     let mut out = Estimates {
-        correction: "none",
+        verdict_metric: verdict_metric.name().to_string(),
+        correction: "holm within",
         level: settings.alpha(),
         growth_margin: settings.growth_margin,
         rate_margin: settings.rate_margin,
@@ -548,6 +736,7 @@ pub fn estimates(
             cell: &c.cell,
             runs: values.estimate_runs(i),
             all: values.cell_runs(i),
+            planned: c.planned,
         })
         .collect();
     let is_control = |c: &CellRuns<'_>| {
@@ -581,7 +770,7 @@ pub fn estimates(
     let k = pairs.len();
     out.compared_cells = k;
     if k > 1 {
-        out.correction = "holm";
+        out.correction = "bonferroni across cells, holm within";
         out.level = settings.alpha() / k as f64;
     }
     let pooled: Vec<Pair<'_>> = pairs
@@ -592,7 +781,7 @@ pub fn estimates(
             let cut = settings
                 .design
                 .as_ref()
-                .and_then(|_| ctrl.all.get(c.all.len()).copied())
+                .and_then(|_| ctrl.all.get(c.planned).copied())
                 .unwrap_or(usize::MAX);
             let before = |rs: &[usize]| rs.iter().copied().filter(|&r| r < cut).collect::<Vec<_>>();
             Pair {
@@ -602,11 +791,20 @@ pub fn estimates(
                 control_runs: before(&ctrl.runs),
                 cell_all: c.all.clone(),
                 control_all: before(&ctrl.all),
-                looked: c.all.len(),
+                planned: c.planned,
             }
         })
         .collect();
-    out.rows = estimate_rows(values, &pooled, out.level, settings, None);
+    out.rows = estimate_rows(values, &pooled, settings, &verdict_metric, None);
+    let levels: HashMap<String, f64> = pooled
+        .iter()
+        .map(|p| {
+            (
+                p.cell.to_string(),
+                settings.alpha_for(p.planned) / k.max(1) as f64,
+            )
+        })
+        .collect();
     let all_nodes: Vec<String> = values.all_nodes();
     if all_nodes.len() > 1 {
         for p in &pooled {
@@ -637,20 +835,20 @@ pub fn estimates(
                     control_runs: on(&p.control_runs, node),
                     cell_all: on(&p.cell_all, node),
                     control_all: on(&p.control_all, node),
-                    looked: p.looked,
+                    planned: p.planned,
                 })
                 .filter(|p| !p.cell_runs.is_empty() && !p.control_runs.is_empty())
                 .collect();
             if here.is_empty() {
                 continue;
             }
-            let level = if here.len() > 1 {
-                settings.alpha() / here.len() as f64
-            } else {
-                settings.alpha()
-            };
-            out.per_node
-                .extend(estimate_rows(values, &here, level, settings, Some(node)));
+            out.per_node.extend(estimate_rows(
+                values,
+                &here,
+                settings,
+                &verdict_metric,
+                Some(node),
+            ));
         }
     }
     // Rows by cell (plan order), then metric (table order).
@@ -658,17 +856,17 @@ pub fn estimates(
     out.rows.sort_by_key(|e| {
         (
             order.get(e.cell.as_str()).copied().unwrap_or(usize::MAX),
-            e.metric().map(|m| m as usize),
+            e.metric().map_or(usize::MAX, |m| m as usize),
         )
     });
     out.per_node.sort_by_key(|e| {
         (
             e.node.clone(),
             order.get(e.cell.as_str()).copied().unwrap_or(usize::MAX),
-            e.metric().map(|m| m as usize),
+            e.metric().map_or(usize::MAX, |m| m as usize),
         )
     });
-    out.cells = cell_verdicts(&out.rows);
+    out.cells = cell_verdicts(&out.rows, &verdict_metric, &levels);
     out
 }
 
@@ -761,11 +959,14 @@ pub fn plan_warning(
     if pairs.is_empty() {
         return None;
     }
-    let level = if pairs.len() > 1 {
-        ALPHA / pairs.len() as f64
+    // Bonferroni across the cells; Holm within a cell over the verdict metric's growth and rate
+    // (its first step at half the cell's level; a `[report] metrics` pointer is one figure).
+    let figures = if crate::manifest::VERDICT_METRICS.contains(&report.verdict_metric()) {
+        2
     } else {
-        ALPHA
+        1
     };
+    let level = ALPHA / pairs.len() as f64 / figures as f64;
     let smallest = pairs
         .iter()
         .map(|&(m, n)| stats::smallest_p(m, n))
@@ -784,10 +985,11 @@ pub fn plan_warning(
          the smallest attainable p is {}, so every verdict will be `too few runs`; \
          use repetitions = {} or more (verdicts compare outputs in the retention schema, DESIGN 7)",
         super::model::fmt_num(level),
-        if pairs.len() > 1 {
-            format!(" (0.05 Holm-corrected over {} cells)", pairs.len())
-        } else {
-            String::new()
+        match (pairs.len(), figures) {
+            (1, 1) => String::new(),
+            (1, _) => " (0.05 Holm-corrected over the cell's growth and rate)".to_string(),
+            (n, 1) => format!(" (0.05 Bonferroni-corrected over {n} cells)"),
+            (n, _) => format!(" (0.05 over {n} cells, Holm over each cell's growth and rate)"),
         },
         super::model::fmt_num(smallest),
         stats::repetitions_needed(level)
@@ -816,6 +1018,23 @@ mod tests {
         assert!(settings("[report]\ncontrol = 3\n").is_err());
         assert_eq!(settings("format = 1\n").unwrap(), Settings::default());
         assert_eq!(parse_size("1.5 MiB").unwrap(), 1.5 * 1024.0 * 1024.0);
+        // verdict-metric: read back from the bundle's manifest.toml; anonymous by default.
+        assert_eq!(
+            Settings::default().verdict_metric(&[]),
+            VerdictMetric::Bytes(ByteMeasure::Anonymous)
+        );
+        let s = settings("[report]\nverdict-metric = \"private\"\n").unwrap();
+        assert_eq!(s.verdict_metric(&[]), VerdictMetric::Bytes(ByteMeasure::Private));
+        let s = settings("[report]\nmetrics = { load = \"/load\" }\nverdict-metric = \"load\"\n").unwrap();
+        assert_eq!(
+            s.verdict_metric(&["load".into()]),
+            VerdictMetric::Pointer(0, "load".into())
+        );
+        let e = settings("[report]\nverdict-metric = \"anon\"\n").unwrap_err();
+        assert!(
+            e.contains("valid: anonymous, private, rss, pss-anon, file-backed"),
+            "{e}"
+        );
     }
 
     fn row(cell: &str, metric: Metric, verdict: Verdict) -> Estimate {
@@ -843,47 +1062,111 @@ mod tests {
     }
 
     #[test]
-    fn the_rate_overrules_only_an_equivalent_growth() {
+    fn growth_and_rate_give_one_word_with_a_reason() {
         use Verdict::*;
         let cases = [
-            // (growth, rate, the cell's, by the rate)
-            (Equivalent, Some(AboveControl), AboveControl, true),
-            (Equivalent, Some(BelowControl), BelowControl, true),
-            (Equivalent, Some(NoDetectableDifference), Equivalent, false),
-            (Equivalent, Some(Equivalent), Equivalent, false),
-            (Equivalent, Some(TooFewRuns), Equivalent, false),
-            (Equivalent, None, Equivalent, false),
+            // (growth, rate, the cell's, by the rate, a reason)
+            (AboveControl, Some(AboveControl), AboveControl, false, false),
+            (AboveControl, Some(BelowControl), AboveControl, false, true),
+            (BelowControl, Some(AboveControl), BelowControl, false, true),
+            (
+                AboveControl,
+                Some(NoDetectableDifference),
+                AboveControl,
+                false,
+                true,
+            ),
+            (AboveControl, Some(TooFewRuns), AboveControl, false, true),
+            (AboveControl, None, AboveControl, false, false),
+            (Equivalent, Some(AboveControl), AboveControl, true, true),
+            (Equivalent, Some(BelowControl), BelowControl, true, true),
+            (Equivalent, Some(NoDetectableDifference), Equivalent, false, false),
+            (Equivalent, Some(Equivalent), Equivalent, false, false),
+            (Equivalent, None, Equivalent, false, false),
             (
                 NoDetectableDifference,
                 Some(AboveControl),
+                AboveControl,
+                true,
+                true,
+            ),
+            (
+                NoDetectableDifference,
+                Some(NoDetectableDifference),
                 NoDetectableDifference,
                 false,
+                false,
             ),
-            (AboveControl, Some(BelowControl), AboveControl, false),
-            (BelowControl, Some(Equivalent), BelowControl, false),
-            (TooFewRuns, Some(AboveControl), TooFewRuns, false),
+            (
+                NoDetectableDifference,
+                Some(TooFewRuns),
+                NoDetectableDifference,
+                false,
+                true,
+            ),
+            (TooFewRuns, Some(TooFewRuns), TooFewRuns, false, false),
+            (TooFewRuns, Some(AboveControl), AboveControl, true, true),
         ];
-        for (g, r, want, by_rate) in cases {
-            let growth = row("mode=a", Metric::PrivateGrowth, g);
-            let rate = r.map(|r| row("mode=a", Metric::PrivateRate, r));
-            let c = CellVerdict::of(&growth, rate.as_ref());
-            assert_eq!((c.verdict, c.by_rate()), (want, by_rate), "{g:?} {r:?}");
-            assert_eq!(c.cell, "mode=a");
+        for (g, r, want, by_rate, reason) in cases {
+            let growth = row("mode=a", Metric::AnonymousGrowth, g);
+            let rate = r.map(|r| row("mode=a", Metric::AnonymousRate, r));
+            let c = CellVerdict::of(&growth, rate.as_ref(), "anonymous", 0.05);
+            assert_eq!(
+                (c.verdict, c.by_rate(), c.reason.is_some()),
+                (want, by_rate, reason),
+                "{g:?} {r:?} {:?}",
+                c.reason
+            );
         }
-        // Rows of two cells: one verdict a cell, each with its own rate.
-        let rows = [
-            row("mode=a", Metric::PrivateGrowth, Equivalent),
-            row("mode=a", Metric::PrivateRate, AboveControl),
-            row("mode=b", Metric::PrivateGrowth, Equivalent),
-            row("mode=b", Metric::PrivateRate, NoDetectableDifference),
-        ];
-        let cells = cell_verdicts(&rows);
+        // Opposite directions are named, never silent.
+        let c = CellVerdict::of(
+            &row("mode=a", Metric::AnonymousGrowth, AboveControl),
+            Some(&row("mode=a", Metric::AnonymousRate, BelowControl)),
+            "anonymous",
+            0.05,
+        );
+        assert!(
+            c.reason
+                .unwrap()
+                .starts_with("growth above control, rate below control")
+        );
+        // A rate interval wholly above 0 beside `no detectable difference`: the reason says so.
+        let mut rate = row("mode=a", Metric::AnonymousRate, NoDetectableDifference);
+        (rate.ci_low, rate.ci_high, rate.p_adjusted) = (Some(500.0), Some(1100.0), Some(0.06));
+        let c = CellVerdict::of(
+            &row("mode=a", Metric::AnonymousGrowth, NoDetectableDifference),
+            Some(&rate),
+            "anonymous",
+            0.05,
+        );
+        assert_eq!(c.verdict, NoDetectableDifference);
         assert_eq!(
-            cells
+            c.reason.as_deref(),
+            Some("rate's interval is above 0 but its corrected p (0.06) is not below 0.05")
+        );
+        // Other metrics that give another word are listed.
+        let rows = [
+            row("mode=a", Metric::PrivateGrowth, NoDetectableDifference),
+            row("mode=a", Metric::AnonymousGrowth, AboveControl),
+            row("mode=a", Metric::AnonymousRate, AboveControl),
+            row("mode=a", Metric::RssGrowth, AboveControl),
+            row("mode=a", Metric::FileBackedGrowth, NoDetectableDifference),
+        ];
+        let levels = HashMap::from([("mode=a".to_string(), 0.05)]);
+        let cells = cell_verdicts(&rows, &VerdictMetric::Bytes(ByteMeasure::Anonymous), &levels);
+        assert_eq!(cells[0].verdict, AboveControl);
+        assert_eq!(
+            cells[0]
+                .disagreements
                 .iter()
-                .map(|c| (c.cell.as_str(), c.verdict))
+                .map(|d| d.metric.as_str())
                 .collect::<Vec<_>>(),
-            [("mode=a", AboveControl), ("mode=b", Equivalent)]
+            ["private"]
+        );
+        let cells = cell_verdicts(&rows, &VerdictMetric::Bytes(ByteMeasure::Private), &levels);
+        assert_eq!(
+            (cells[0].verdict, cells[0].metric.as_str()),
+            (NoDetectableDifference, "private")
         );
     }
 }

@@ -137,6 +137,10 @@ metrics! {
     RssGrowth,
     /// RSS growth per 1000 loop iterations.
     RssGrowthPer1000,
+    /// File-backed private bytes growth (private minus anonymous).
+    FileBackedGrowth,
+    /// `Pss_Anon` growth.
+    PssAnonGrowth,
     /// Theil-Sen slope of private bytes.
     PrivateRate,
     /// Theil-Sen slope of private bytes, first half of the loop.
@@ -155,6 +159,10 @@ metrics! {
     RssRateFirstHalf,
     /// Theil-Sen slope of RSS, second half.
     RssRateSecondHalf,
+    /// Theil-Sen slope of file-backed private bytes (private minus anonymous).
+    FileBackedRate,
+    /// Theil-Sen slope of `Pss_Anon`.
+    PssAnonRate,
     /// Private bytes after close.
     PrivateAfterClose,
     /// Anonymous bytes after close.
@@ -229,6 +237,32 @@ impl Metric {
                     Bytes,
                     Growth,
                     "rss_bytes of the final loop sample minus the baseline's",
+                )
+            },
+            // File-backed private residency: its own rows against the control, never the
+            // headline (DESIGN 9); not in the per-cell table or `compare`.
+            Metric::FileBackedGrowth => Def {
+                vs_control: true,
+                per_cell: false,
+                compared: false,
+                ..d(
+                    "file-backed-growth-bytes",
+                    "file-backed growth",
+                    Bytes,
+                    Growth,
+                    "private_bytes minus anonymous_bytes (file-backed private pages) of the final loop sample minus the baseline's",
+                )
+            },
+            // Estimated against the control only as the verdict metric (`pss-anon`).
+            Metric::PssAnonGrowth => Def {
+                per_cell: false,
+                compared: false,
+                ..d(
+                    "pss-anon-growth-bytes",
+                    "PSS-anon growth",
+                    Bytes,
+                    Growth,
+                    "pss_anon_bytes of the final loop sample minus the baseline's (where the output has it)",
                 )
             },
             Metric::PrivateGrowthPer1000 => Def {
@@ -316,6 +350,22 @@ impl Metric {
                 false,
                 "Theil-Sen slope of rss_bytes over the second half of the loop x 1000",
             ),
+            Metric::FileBackedRate => Def {
+                per_cell: false,
+                compared: false,
+                ..rate(
+                    "file-backed-rate-per-1000",
+                    "file-backed rate",
+                    true,
+                    "Theil-Sen slope of private_bytes minus anonymous_bytes over the baseline and loop samples x 1000",
+                )
+            },
+            Metric::PssAnonRate => rate(
+                "pss-anon-rate-per-1000",
+                "PSS-anon rate",
+                false,
+                "Theil-Sen slope of pss_anon_bytes over the baseline and loop samples x 1000 (where the output has it)",
+            ),
             Metric::PrivateAfterClose => Def {
                 vs_control: true,
                 ..d(
@@ -369,6 +419,8 @@ impl Metric {
             Metric::PrivateGrowthPer1000 => r.per_1000(r.growth.private_bytes),
             Metric::AnonymousGrowthPer1000 => r.per_1000(r.growth.anonymous_bytes),
             Metric::RssGrowthPer1000 => r.per_1000(r.growth.rss_bytes),
+            Metric::FileBackedGrowth => f(r.growth.file_backed_bytes()),
+            Metric::PssAnonGrowth => f(r.growth.pss_anon_bytes),
             Metric::PrivateRate => r.rate.private_bytes.all,
             Metric::PrivateRateFirstHalf => r.rate.private_bytes.first_half,
             Metric::PrivateRateSecondHalf => r.rate.private_bytes.second_half,
@@ -378,6 +430,8 @@ impl Metric {
             Metric::RssRate => r.rate.rss_bytes.all,
             Metric::RssRateFirstHalf => r.rate.rss_bytes.first_half,
             Metric::RssRateSecondHalf => r.rate.rss_bytes.second_half,
+            Metric::FileBackedRate => r.rate.file_backed_bytes.all,
+            Metric::PssAnonRate => r.rate.pss_anon_bytes.all,
             Metric::PrivateAfterClose => f(r.after_close.private_bytes),
             Metric::AnonymousAfterClose => f(r.after_close.anonymous_bytes),
             Metric::RssAfterClose => f(r.after_close.rss_bytes),
@@ -393,7 +447,10 @@ impl Metric {
             | Metric::PrivateRate
             | Metric::PrivateRateFirstHalf
             | Metric::PrivateRateSecondHalf
-            | Metric::PrivateAfterClose => SampleField::PrivateBytes,
+            | Metric::PrivateAfterClose
+            | Metric::FileBackedGrowth
+            | Metric::FileBackedRate => SampleField::PrivateBytes,
+            Metric::PssAnonGrowth | Metric::PssAnonRate => SampleField::PssAnonBytes,
             Metric::AnonymousGrowth
             | Metric::AnonymousGrowthPer1000
             | Metric::AnonymousRate
@@ -416,17 +473,25 @@ impl Metric {
         if let Some(v) = self.of(r) {
             return (!usable(v)).then_some(INEXACT);
         }
-        let field = self.sample_field();
+        let field = match self {
+            // File-backed bytes need both private and anonymous bytes: named by the one missing.
+            Metric::FileBackedGrowth | Metric::FileBackedRate if r.growth.private_bytes.is_some() => {
+                SampleField::AnonymousBytes
+            }
+            _ => self.sample_field(),
+        };
         let null = |list: &[&str]| list.contains(&field.name());
         let text = |null: bool| -> &'static str {
             match (null, field) {
                 (true, SampleField::PrivateBytes) => "null for private_bytes",
                 (true, SampleField::AnonymousBytes) => "null for anonymous_bytes",
                 (true, SampleField::RssBytes) => "null for rss_bytes",
+                (true, SampleField::PssAnonBytes) => "null for pss_anon_bytes",
                 (true, _) => "null for fd_count",
                 (false, SampleField::PrivateBytes) => "no private_bytes",
                 (false, SampleField::AnonymousBytes) => "no anonymous_bytes",
                 (false, SampleField::RssBytes) => "no rss_bytes",
+                (false, SampleField::PssAnonBytes) => "no pss_anon_bytes",
                 (false, _) => "no fd_count",
             }
         };
@@ -434,6 +499,7 @@ impl Metric {
             SampleField::PrivateBytes => r.growth.private_bytes,
             SampleField::AnonymousBytes => r.growth.anonymous_bytes,
             SampleField::RssBytes => r.growth.rss_bytes,
+            SampleField::PssAnonBytes => r.growth.pss_anon_bytes,
             _ => r.fd_delta,
         };
         Some(match self.def().family {
@@ -441,6 +507,9 @@ impl Metric {
             Family::AfterClose => text(null(&r.gaps.closed_null) || null(&r.gaps.growth_null)),
             _ if growth.is_none() => text(null(&r.gaps.growth_null)),
             _ if r.loop_iterations == 0 => "a loop of 0 iterations",
+            _ if self.def().run_table == RunTable::Rate && r.rate_unusable.is_some() => {
+                r.rate_unusable.unwrap_or(super::retention::RATE_ONE_SAMPLE)
+            }
             _ => "too few loop samples at different iterations for a rate",
         })
     }
@@ -462,6 +531,8 @@ impl Metric {
                 Metric::PrivateGrowth => i(r.growth.private_bytes),
                 Metric::AnonymousGrowth => i(r.growth.anonymous_bytes),
                 Metric::RssGrowth => i(r.growth.rss_bytes),
+                Metric::FileBackedGrowth => i(r.growth.file_backed_bytes()),
+                Metric::PssAnonGrowth => i(r.growth.pss_anon_bytes),
                 Metric::PrivateAfterClose => i(r.after_close.private_bytes),
                 Metric::AnonymousAfterClose => i(r.after_close.anonymous_bytes),
                 Metric::RssAfterClose => i(r.after_close.rss_bytes),
@@ -484,6 +555,129 @@ impl Metric {
     /// The metric whose key is `key`.
     pub fn from_key(key: &str) -> Option<Metric> {
         Metric::ALL.iter().copied().find(|m| m.key() == key)
+    }
+}
+
+/// A byte measure the verdict can judge by its growth and rate (`[report] verdict-metric`,
+/// DESIGN 9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ByteMeasure {
+    /// Anonymous bytes (smaps_rollup `Anonymous`): allocator-path retention; the default.
+    Anonymous,
+    /// Private bytes (`Private_Clean + Private_Dirty`), file-backed private pages included.
+    Private,
+    /// RSS, file-backed and shared pages included.
+    Rss,
+    /// `Pss_Anon` (Linux 5.1+), where the outputs have `pss_anon_bytes`.
+    PssAnon,
+    /// File-backed private bytes: private minus anonymous.
+    FileBacked,
+}
+
+impl ByteMeasure {
+    /// Every byte measure, in the order of [`crate::manifest::VERDICT_METRICS`].
+    pub const ALL: [ByteMeasure; 5] = [
+        ByteMeasure::Anonymous,
+        ByteMeasure::Private,
+        ByteMeasure::Rss,
+        ByteMeasure::PssAnon,
+        ByteMeasure::FileBacked,
+    ];
+
+    /// The name `[report] verdict-metric` gives it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ByteMeasure::Anonymous => "anonymous",
+            ByteMeasure::Private => "private",
+            ByteMeasure::Rss => "rss",
+            ByteMeasure::PssAnon => "pss-anon",
+            ByteMeasure::FileBacked => "file-backed",
+        }
+    }
+
+    /// What it is, for a title: `anonymous bytes`.
+    pub const fn text(self) -> &'static str {
+        match self {
+            ByteMeasure::Anonymous => "anonymous bytes",
+            ByteMeasure::Private => "private bytes",
+            ByteMeasure::Rss => "RSS",
+            ByteMeasure::PssAnon => "PSS of anonymous pages",
+            ByteMeasure::FileBacked => "file-backed private bytes (private minus anonymous)",
+        }
+    }
+
+    /// Its growth (final loop sample minus baseline, bytes).
+    pub const fn growth(self) -> Metric {
+        match self {
+            ByteMeasure::Anonymous => Metric::AnonymousGrowth,
+            ByteMeasure::Private => Metric::PrivateGrowth,
+            ByteMeasure::Rss => Metric::RssGrowth,
+            ByteMeasure::PssAnon => Metric::PssAnonGrowth,
+            ByteMeasure::FileBacked => Metric::FileBackedGrowth,
+        }
+    }
+
+    /// Its rate (Theil-Sen slope over the loop, bytes per 1000 iterations).
+    pub const fn rate(self) -> Metric {
+        match self {
+            ByteMeasure::Anonymous => Metric::AnonymousRate,
+            ByteMeasure::Private => Metric::PrivateRate,
+            ByteMeasure::Rss => Metric::RssRate,
+            ByteMeasure::PssAnon => Metric::PssAnonRate,
+            ByteMeasure::FileBacked => Metric::FileBackedRate,
+        }
+    }
+
+    /// The measure whose growth or rate `m` is; `None` for any other metric.
+    pub fn of_figure(m: Metric) -> Option<ByteMeasure> {
+        ByteMeasure::ALL
+            .into_iter()
+            .find(|b| b.growth() == m || b.rate() == m)
+    }
+
+    /// The measure `[report] verdict-metric` names `name`.
+    pub fn from_name(name: &str) -> Option<ByteMeasure> {
+        ByteMeasure::ALL.into_iter().find(|b| b.name() == name)
+    }
+}
+
+/// What the verdict judges (`[report] verdict-metric`, DESIGN 9).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VerdictMetric {
+    /// A byte measure, by its growth and rate together.
+    Bytes(ByteMeasure),
+    /// A `[report] metrics` name (index into the pointers, name): its value per run, one figure.
+    Pointer(usize, String),
+}
+
+impl VerdictMetric {
+    /// The verdict metric `name` names, given the `[report] metrics` names `pointers`; `None`
+    /// when it names none of them.
+    pub fn parse(name: &str, pointers: &[String]) -> Option<VerdictMetric> {
+        ByteMeasure::from_name(name)
+            .map(VerdictMetric::Bytes)
+            .or_else(|| {
+                pointers
+                    .iter()
+                    .position(|p| p == name)
+                    .map(|k| VerdictMetric::Pointer(k, name.to_string()))
+            })
+    }
+
+    /// Its name, as `[report] verdict-metric` gives it.
+    pub fn name(&self) -> &str {
+        match self {
+            VerdictMetric::Bytes(b) => b.name(),
+            VerdictMetric::Pointer(_, n) => n,
+        }
+    }
+
+    /// What the verdict judges, for a title: `anonymous bytes, growth and rate`.
+    pub fn text(&self) -> String {
+        match self {
+            VerdictMetric::Bytes(b) => format!("{}, growth and rate", b.text()),
+            VerdictMetric::Pointer(_, n) => format!("{n} ([report] metrics)"),
+        }
     }
 }
 
@@ -524,5 +718,68 @@ mod tests {
         for m in Metric::ALL {
             assert_eq!(Metric::from_key(m.key()), Some(*m));
         }
+    }
+
+    #[test]
+    fn verdict_metrics_are_the_manifests() {
+        let names: Vec<&str> = ByteMeasure::ALL.iter().map(|b| b.name()).collect();
+        assert_eq!(names, crate::manifest::VERDICT_METRICS);
+        assert_eq!(
+            crate::manifest::DEFAULT_VERDICT_METRIC,
+            ByteMeasure::Anonymous.name()
+        );
+        for b in ByteMeasure::ALL {
+            assert_eq!(ByteMeasure::of_figure(b.growth()), Some(b));
+            assert_eq!(ByteMeasure::of_figure(b.rate()), Some(b));
+            assert_eq!(b.growth().def().family, Family::Growth);
+            assert_eq!(b.rate().def().family, Family::Rate);
+        }
+        let pointers = ["load".to_string()];
+        assert_eq!(
+            VerdictMetric::parse("load", &pointers),
+            Some(VerdictMetric::Pointer(0, "load".into()))
+        );
+        assert_eq!(VerdictMetric::parse("nope", &pointers), None);
+    }
+
+    #[test]
+    fn file_backed_is_private_minus_anonymous_and_rates_say_why_unusable() {
+        let sample = |it: u64, private: i64, anon: i64| {
+            serde_json::json!({"phase": if it == 0 { "baseline" } else { "loop" }, "iterations": it,
+                "private_bytes": private, "anonymous_bytes": anon, "rss_bytes": private, "fd_count": 3})
+        };
+        let doc = serde_json::json!({"samples": [
+            sample(0, 1000, 100), sample(1000, 3000, 1100), sample(2000, 5000, 2100)]});
+        let super::super::retention::Parsed::Retention(r, _) = super::super::retention::parse(&doc, false)
+        else {
+            panic!()
+        };
+        assert_eq!(Metric::FileBackedGrowth.of(&r), Some(2000.0));
+        assert_eq!(Metric::FileBackedRate.of(&r), Some(1000.0));
+        assert_eq!(Metric::AnonymousRate.of(&r), Some(1000.0));
+        assert_eq!(Metric::PssAnonGrowth.unusable(&r), Some("no pss_anon_bytes"));
+        // Iterations that go down: no rate, by name; the growth stays.
+        let down = serde_json::json!({"samples": [
+            sample(0, 1000, 100), sample(2000, 3000, 1100), sample(1000, 5000, 2100)]});
+        let super::super::retention::Parsed::Retention(r, _) = super::super::retention::parse(&down, false)
+        else {
+            panic!()
+        };
+        assert_eq!(Metric::AnonymousRate.of(&r), None);
+        assert_eq!(
+            Metric::AnonymousRate.unusable(&r),
+            Some(super::super::retention::RATE_ITERATIONS_DOWN)
+        );
+        assert_eq!(Metric::AnonymousGrowth.unusable(&r), None);
+        // One loop sample: no rate either.
+        let one = serde_json::json!({"samples": [sample(0, 1000, 100), sample(2000, 3000, 1100)]});
+        let super::super::retention::Parsed::Retention(r, _) = super::super::retention::parse(&one, false)
+        else {
+            panic!()
+        };
+        assert_eq!(
+            Metric::PrivateRate.unusable(&r),
+            Some(super::super::retention::RATE_ONE_SAMPLE)
+        );
     }
 }

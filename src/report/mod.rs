@@ -20,6 +20,7 @@
 pub mod aggregation;
 pub mod collection;
 pub mod compare;
+pub mod correction;
 pub mod estimates;
 pub mod html;
 pub mod metrics;

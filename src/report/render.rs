@@ -7,7 +7,7 @@
 //! keep every column on one line.
 
 use super::estimates::{CellVerdict, Estimate};
-use super::metrics::{Metric, RunTable, Unit};
+use super::metrics::{ByteMeasure, Metric, RunTable, Unit, VerdictMetric};
 use super::model::{Report, RunSummary, fmt_num};
 use crate::stats::Verdict;
 
@@ -716,29 +716,26 @@ pub fn estimate_notes(r: &Report) -> Vec<String> {
         notes.push(why.clone());
     }
     let too_few = e.rows.iter().any(|x| x.verdict == Verdict::TooFewRuns);
+    let too_few_note = if too_few {
+        "; too few runs = the smallest p the runs allow cannot pass the first Holm step"
+    } else {
+        ""
+    };
     if e.compared_cells > 1 {
         notes.push(format!(
-            "p: Holm-adjusted across {} cells, each compared with 0.05 (unadjusted, the smallest must be below 0.05 / {} = {}){}",
+            "p: Bonferroni across {} cells (each cell at 0.05 / {} = {}), Holm within a cell over each measure's growth and rate (the smaller p below {}, the other below {}); p shown times {}, compared with 0.05{too_few_note}",
             e.compared_cells,
             e.compared_cells,
             fmt_num(e.level),
-            if too_few {
-                format!(
-                    "; too few runs = the smallest p the runs allow is not below {}",
-                    fmt_num(e.level)
-                )
-            } else {
-                String::new()
-            }
+            fmt_num(e.level / 2.0),
+            fmt_num(e.level),
+            e.compared_cells,
         ));
     } else if e.compared_cells == 1 {
         notes.push(format!(
-            "one cell compared: no correction for several comparisons applied{}",
-            if too_few {
-                "; too few runs = the smallest p the runs allow is not below 0.05"
-            } else {
-                ""
-            }
+            "one cell compared: Holm over each measure's growth and rate (the smaller p below {}, the other below {}){too_few_note}",
+            fmt_num(e.level / 2.0),
+            fmt_num(e.level),
         ));
     }
     match (e.growth_margin, e.rate_margin) {
@@ -785,10 +782,19 @@ pub fn estimate_notes(r: &Report) -> Vec<String> {
 /// The verdict table: one row per compared cell, private growth and rate against the control.
 pub fn verdict_section(r: &Report) -> Section {
     let e = &r.estimates;
+    let verdict_metric = VerdictMetric::parse(
+        &e.verdict_metric,
+        &r.metric_pointers
+            .iter()
+            .map(|(n, _)| n.clone())
+            .collect::<Vec<_>>(),
+    )
+    .unwrap_or(VerdictMetric::Bytes(ByteMeasure::Anonymous));
     let title = match &e.control {
         Some(c) => format!(
-            "Verdicts: each cell against its control ({}), private bytes",
-            c.text()
+            "Verdicts: each cell against its control ({}), {}",
+            c.text(),
+            verdict_metric.text()
         ),
         None => "Verdicts: no control".into(),
     };
@@ -801,21 +807,27 @@ pub fn verdict_section(r: &Report) -> Section {
             ("verdict", false),
         ],
     );
-    for g in e
-        .rows
-        .iter()
-        .filter(|x| x.metric() == Some(Metric::PrivateGrowth))
-    {
-        let rate = e
-            .rows
-            .iter()
-            .find(|x| x.cell == g.cell && x.metric() == Some(Metric::PrivateRate));
-        let verdict = match rate {
-            Some(r) if e.cell_verdict(&g.cell).is_some_and(CellVerdict::by_rate) => {
-                format!("{}\n(the rate's; growth within the margin)", verdict_text(r))
-            }
+    let (growth_key, rate_key) = match &verdict_metric {
+        VerdictMetric::Bytes(b) => (b.growth().key().to_string(), Some(b.rate().key())),
+        VerdictMetric::Pointer(_, n) => (n.clone(), None),
+    };
+    for g in e.rows.iter().filter(|x| x.metric == growth_key) {
+        let rate = rate_key.and_then(|k| e.rows.iter().find(|x| x.cell == g.cell && x.metric == k));
+        let cell = e.cell_verdict(&g.cell);
+        let mut verdict = match rate {
+            Some(r) if cell.is_some_and(CellVerdict::by_rate) => verdict_text(r).replacen(" (", "\n(", 1),
             _ => verdict_text(g).replacen(" (", "\n(", 1),
         };
+        if let Some(c) = cell {
+            if let Some(reason) = &c.reason {
+                verdict.push_str(&format!("\n({reason})"));
+            }
+            // One line per other metric that gives another word (short lines keep the
+            // verdict column beside the intervals).
+            for d in &c.disagreements {
+                verdict.push_str(&format!("\n({} says {})", d.metric, d.verdict.as_str()));
+            }
+        }
         s.rows.push(vec![
             g.cell.clone(),
             format!("{}/{}", g.n_cell, g.n_control),
@@ -832,7 +844,7 @@ pub fn verdict_section(r: &Report) -> Section {
         Vec::new()
     } else {
         vec![
-            "n = runs of the cell / of its control; the verdict is the growth's, but `equivalent` only while the rate is not above or below the control's (else the rate's); p-values in the table of every metric below".into(),
+            "n = runs of the cell / of its control; one verdict per cell from its growth and rate under one multiplicity control: a decided figure's word (the growth's when both are), else `equivalent` when the growth is within the margin; the row says why when growth and rate differ, and which other metrics (private, file-backed, RSS) give another word; p-values in the table of every metric below".into(),
         ]
     };
     s.notes.extend(estimate_notes(r));
@@ -848,14 +860,7 @@ pub fn estimates_section(r: &Report) -> Section {
             ("metric", false),
             ("n", true),
             ("shift [95% interval]", true),
-            (
-                if r.estimates.correction == "holm" {
-                    "p (Holm)"
-                } else {
-                    "p"
-                },
-                true,
-            ),
+            ("p (corrected)", true),
             ("verdict", false),
         ],
     );

@@ -20,6 +20,18 @@ pub struct Deltas {
     pub anonymous_bytes: Option<i128>,
     /// Difference of `rss_bytes` (smaps_rollup `Rss`, file-backed pages included).
     pub rss_bytes: Option<i128>,
+    /// Difference of `pss_anon_bytes` (smaps_rollup `Pss_Anon`, Linux 5.1+), where the output
+    /// has it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pss_anon_bytes: Option<i128>,
+}
+
+impl Deltas {
+    /// File-backed private bytes: the difference of `private_bytes - anonymous_bytes` (private
+    /// pages of mapped files: shared libraries, the mapped file), `None` when either is missing.
+    pub fn file_backed_bytes(&self) -> Option<i128> {
+        Some(self.private_bytes? - self.anonymous_bytes?)
+    }
 }
 
 /// The summary numbers of one run's retention output.
@@ -43,8 +55,12 @@ pub struct Retention {
     /// `completed`, when the output has it (`false` when the probe was stopped by SIGTERM).
     pub completed: Option<bool>,
     /// Theil-Sen slopes of the baseline and loop samples against loop iterations, bytes per 1000
-    /// iterations (DESIGN 9).
+    /// iterations (DESIGN 9); all `None` when [`Retention::rate_unusable`] says why.
     pub rate: Rates,
+    /// Why the output gives no rate although its growth is usable: [`RATE_ITERATIONS_DOWN`] or
+    /// [`RATE_ONE_SAMPLE`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_unusable: Option<&'static str>,
     /// Which fields were JSON `null` where a figure is missing (to say why it is).
     #[serde(skip)]
     pub gaps: Gaps,
@@ -86,25 +102,54 @@ pub struct Rates {
     pub anonymous_bytes: Slopes,
     /// Of `rss_bytes`.
     pub rss_bytes: Slopes,
+    /// Of `pss_anon_bytes` (all `None` when the output has none).
+    #[serde(skip_serializing_if = "Slopes::is_empty")]
+    pub pss_anon_bytes: Slopes,
+    /// Of file-backed private bytes, `private_bytes - anonymous_bytes` sample by sample.
+    pub file_backed_bytes: Slopes,
 }
+
+impl Slopes {
+    /// Whether every slope is `None`.
+    pub fn is_empty(&self) -> bool {
+        self.all.is_none() && self.first_half.is_none() && self.second_half.is_none()
+    }
+}
+
+/// Why a run's rates are unusable (every rate `None`), as runs are counted by it ("3 runs gave
+/// loop iterations that go down (no rate)"): the loop's `iterations` fell from one loop sample to
+/// a later one, so bytes against iterations is no slope of the loop.
+pub const RATE_ITERATIONS_DOWN: &str = "loop iterations that go down (no rate)";
+
+/// Why a run's rates are unusable: fewer than two `loop` samples, so no slope over the loop.
+pub const RATE_ONE_SAMPLE: &str = "fewer than two loop samples (no rate)";
 
 /// Most loop samples of one run kept for its rates (thinned evenly beyond twice this): Theil-Sen
 /// takes O(n^2) pairs, and a few hundred evenly spaced samples give the slope of thousands.
 pub const MAX_RATE_SAMPLES: usize = 256;
 
-/// One sample as kept for the rates: iterations and the three byte counts.
-type RateSample = (u64, [Option<i128>; 3]);
+/// One sample as kept for the rates: iterations and the byte counts private, anonymous, RSS
+/// and `Pss_Anon`.
+type RateSample = (u64, [Option<i128>; 4]);
 
-/// The slopes of one of the three byte counts (`which`) of `samples`; `points` and `slopes` are
-/// buffers lent by the caller (one pair for all of a run's slopes).
+/// The byte counts of a sample as a [`RateSample`] keeps them.
+fn rate_sample(s: &SampleFields) -> RateSample {
+    (
+        s.iterations,
+        [s.private_bytes, s.anonymous_bytes, s.rss_bytes, s.pss_anon_bytes],
+    )
+}
+
+/// The slopes of one measure (`which` of a sample's byte counts) of `samples`; `points` and
+/// `slopes` are buffers lent by the caller (one pair for all of a run's slopes).
 fn slopes(
     samples: &[RateSample],
-    which: usize,
+    which: impl Fn(&[Option<i128>; 4]) -> Option<i128>,
     points: &mut Vec<(u64, i128)>,
     slopes: &mut Vec<f64>,
 ) -> Slopes {
     points.clear();
-    points.extend(samples.iter().filter_map(|(x, v)| Some((*x, v[which]?))));
+    points.extend(samples.iter().filter_map(|(x, v)| Some((*x, which(v)?))));
     let (all, first_half, second_half) = crate::stats::theil_sen::halves_in(points, slopes);
     let k = |v: Option<f64>| v.map(|v| v * 1000.0);
     Slopes {
@@ -179,18 +224,21 @@ pub enum SampleField {
     AnonymousBytes,
     /// `rss_bytes` (smaps_rollup `Rss`).
     RssBytes,
+    /// `pss_anon_bytes` (smaps_rollup `Pss_Anon`, Linux 5.1+; optional).
+    PssAnonBytes,
     /// `fd_count`: open file descriptors.
     FdCount,
 }
 
 impl SampleField {
     /// Every field a sample is read for.
-    pub const ALL: [SampleField; 6] = [
+    pub const ALL: [SampleField; 7] = [
         SampleField::Phase,
         SampleField::Iterations,
         SampleField::PrivateBytes,
         SampleField::AnonymousBytes,
         SampleField::RssBytes,
+        SampleField::PssAnonBytes,
         SampleField::FdCount,
     ];
 
@@ -202,6 +250,7 @@ impl SampleField {
             SampleField::PrivateBytes => "private_bytes",
             SampleField::AnonymousBytes => "anonymous_bytes",
             SampleField::RssBytes => "rss_bytes",
+            SampleField::PssAnonBytes => "pss_anon_bytes",
             SampleField::FdCount => "fd_count",
         }
     }
@@ -341,6 +390,8 @@ pub struct SampleFields {
     pub anonymous_bytes: Option<i128>,
     /// `rss_bytes`.
     pub rss_bytes: Option<i128>,
+    /// `pss_anon_bytes`.
+    pub pss_anon_bytes: Option<i128>,
     /// `fd_count`.
     pub fd_count: Option<i128>,
     /// The first field present with a value these numbers cannot hold (a fraction, a string, a
@@ -382,6 +433,7 @@ impl SampleFields {
             SampleField::PrivateBytes
             | SampleField::AnonymousBytes
             | SampleField::RssBytes
+            | SampleField::PssAnonBytes
             | SampleField::FdCount => {
                 // Byte counts and fd counts are never negative: a negative one is no count.
                 let Some(i) = v.as_integer().filter(|i| *i >= 0) else {
@@ -391,6 +443,7 @@ impl SampleFields {
                     SampleField::PrivateBytes => &mut self.private_bytes,
                     SampleField::AnonymousBytes => &mut self.anonymous_bytes,
                     SampleField::RssBytes => &mut self.rss_bytes,
+                    SampleField::PssAnonBytes => &mut self.pss_anon_bytes,
                     _ => &mut self.fd_count,
                 };
                 *slot = Some(i);
@@ -417,6 +470,7 @@ fn deltas(a: &SampleFields, b: &SampleFields) -> Deltas {
         private_bytes: delta(a.private_bytes, b.private_bytes),
         anonymous_bytes: delta(a.anonymous_bytes, b.anonymous_bytes),
         rss_bytes: delta(a.rss_bytes, b.rss_bytes),
+        pss_anon_bytes: delta(a.pss_anon_bytes, b.pss_anon_bytes),
     }
 }
 
@@ -454,6 +508,10 @@ pub struct Accumulator {
     rate_samples: Vec<RateSample>,
     rate_stride: usize,
     rate_seen: usize,
+    /// `iterations` of the latest loop sample in document order, to see them go down.
+    loop_iterations_last: Option<u64>,
+    /// Whether a loop sample had fewer `iterations` than the one before it.
+    iterations_went_down: bool,
 }
 
 /// The reason of a retention document without a baseline sample: what is missing, and the
@@ -480,6 +538,8 @@ impl Accumulator {
             rate_samples: Vec::new(),
             rate_stride: 1,
             rate_seen: 0,
+            loop_iterations_last: None,
+            iterations_went_down: false,
         }
     }
 
@@ -544,9 +604,10 @@ impl Accumulator {
             self.plotted += 1;
         }
         if phase == Phase::Loop {
+            self.iterations_went_down |= self.loop_iterations_last.is_some_and(|l| s.iterations < l);
+            self.loop_iterations_last = Some(s.iterations);
             if self.rate_seen.is_multiple_of(self.rate_stride) {
-                self.rate_samples
-                    .push((s.iterations, [s.private_bytes, s.anonymous_bytes, s.rss_bytes]));
+                self.rate_samples.push(rate_sample(&s));
                 if self.rate_samples.len() >= 2 * MAX_RATE_SAMPLES {
                     self.rate_samples = self.rate_samples.iter().copied().step_by(2).collect();
                     self.rate_stride *= 2;
@@ -584,35 +645,35 @@ impl Accumulator {
             return Unusable::parsed(NO_LOOP, "no loop sample");
         };
         // The rates: the baseline, the kept loop samples from it on, and the final loop sample.
-        let mut rate_samples: Vec<RateSample> = vec![(
-            baseline.iterations,
-            [
-                baseline.private_bytes,
-                baseline.anonymous_bytes,
-                baseline.rss_bytes,
-            ],
-        )];
+        let mut rate_samples: Vec<RateSample> = vec![rate_sample(&baseline)];
         rate_samples.extend(
             self.rate_samples
                 .iter()
                 .filter(|(x, _)| *x >= baseline.iterations),
         );
-        let last = (
-            last_loop.iterations,
-            [
-                last_loop.private_bytes,
-                last_loop.anonymous_bytes,
-                last_loop.rss_bytes,
-            ],
-        );
+        let last = rate_sample(&last_loop);
         if !rate_samples.contains(&last) {
             rate_samples.push(last);
         }
+        // A loop whose iterations go down, or of one sample, has no slope over the loop: its
+        // rates are unusable, by name (its growth still is the final loop sample's).
+        let rate_unusable = if self.iterations_went_down {
+            Some(RATE_ITERATIONS_DOWN)
+        } else if self.rate_seen < 2 {
+            Some(RATE_ONE_SAMPLE)
+        } else {
+            None
+        };
+        if rate_unusable.is_some() {
+            rate_samples.clear();
+        }
         let (mut points, mut pairs) = (Vec::with_capacity(rate_samples.len()), Vec::new());
         let rate = Rates {
-            private_bytes: slopes(&rate_samples, 0, &mut points, &mut pairs),
-            anonymous_bytes: slopes(&rate_samples, 1, &mut points, &mut pairs),
-            rss_bytes: slopes(&rate_samples, 2, &mut points, &mut pairs),
+            private_bytes: slopes(&rate_samples, |v| v[0], &mut points, &mut pairs),
+            anonymous_bytes: slopes(&rate_samples, |v| v[1], &mut points, &mut pairs),
+            rss_bytes: slopes(&rate_samples, |v| v[2], &mut points, &mut pairs),
+            pss_anon_bytes: slopes(&rate_samples, |v| v[3], &mut points, &mut pairs),
+            file_backed_bytes: slopes(&rate_samples, |v| Some(v[0]? - v[1]?), &mut points, &mut pairs),
         };
         let mut growth_null: Vec<&'static str> =
             baseline.null.iter().chain(&last_loop.null).copied().collect();
@@ -626,6 +687,7 @@ impl Accumulator {
         let retention = Retention {
             gaps,
             rate,
+            rate_unusable,
             mode: doc.mode,
             tensor_elements: doc.tensor_elements,
             loop_iterations: last_loop.iterations.saturating_sub(baseline.iterations),

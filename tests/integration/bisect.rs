@@ -270,7 +270,7 @@ fn a_commit_whose_runs_time_out_is_skipped_and_the_bisect_goes_on() {
         repo.path(),
         &ids[0],
         &ids[4],
-        &["--where", "mode=get", "--repetitions", "4"],
+        &["--where", "mode=get", "--repetitions", "5"],
     );
     let text = stdout(&out);
     assert_eq!(code(&out), 0, "{text}\n{}", stderr(&out));

@@ -79,6 +79,7 @@ mod report_reader;
 mod report_reasons;
 mod report_scale;
 mod report_unusable;
+mod report_verdict_metric;
 mod report_width;
 mod run_containment;
 mod run_e2e;

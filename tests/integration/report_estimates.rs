@@ -63,7 +63,10 @@ fn five_repetitions_find_the_leak_with_an_interval_holding_the_true_rate() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let bundle = bundle.expect("bundle");
     let doc = report_json(repo.path(), &bundle);
-    assert_eq!(doc["estimates"]["correction"], "holm");
+    assert_eq!(
+        doc["estimates"]["correction"],
+        "bonferroni across cells, holm within"
+    );
     let rate = row(&doc, "mode=leak", "private-rate-per-1000");
     assert_eq!(rate["verdict"], "above control", "{rate:#}");
     let (lo, hi) = (
@@ -103,10 +106,10 @@ fn five_repetitions_find_the_leak_with_an_interval_holding_the_true_rate() {
     // smallest with 0.025 (the trial of 2026-12-04 read 0.016 against 0.025 as the note had it).
     let unwrapped = text.replace("\n  ", " ");
     assert!(
-        unwrapped.contains("p: Holm-adjusted across 2 cells, each compared with 0.05 (unadjusted, the smallest must be below 0.05 / 2 = 0.025)"),
+        unwrapped.contains("p: Bonferroni across 2 cells (each cell at 0.05 / 2 = 0.025), Holm within a cell over each measure's growth and rate (the smaller p below 0.0125, the other below 0.025); p shown times 2, compared with 0.05"),
         "{text}"
     );
-    assert!(text.contains("(Holm)"), "{text}");
+    assert!(text.contains("(corrected)"), "{text}");
     assert!(!text.contains("too few runs ="), "{text}");
     // The HTML page opens with the same table and an interval plot.
     let out = hwr(
@@ -164,7 +167,7 @@ fn two_repetitions_give_too_few_runs_and_check_warns() {
         warning.contains("warning:") && warning.contains("too few runs"),
         "{warning}"
     );
-    assert!(warning.contains("use repetitions = 4 or more"), "{warning}");
+    assert!(warning.contains("use repetitions = 5 or more"), "{warning}");
     let plan = hwr(repo.path(), &["plan", m.to_str().unwrap()]);
     assert!(stderr(&plan).contains("too few runs"), "{}", stderr(&plan));
     assert!(
@@ -180,7 +183,7 @@ fn two_repetitions_give_too_few_runs_and_check_warns() {
         &["plan", five.to_str().unwrap(), "--repetitions", "2"],
     );
     assert!(
-        stderr(&plan).contains("use repetitions = 4 or more")
+        stderr(&plan).contains("use repetitions = 5 or more")
             && stderr(&plan).contains("(planned with --repetitions 2 from the command line)"),
         "{}",
         stderr(&plan)
@@ -191,15 +194,15 @@ fn two_repetitions_give_too_few_runs_and_check_warns() {
     // `run` warns too, before its first run (a new user who only runs never saw it).
     let err = stderr(&out);
     let warned = err
-        .find("use repetitions = 4 or more")
+        .find("use repetitions = 5 or more")
         .unwrap_or_else(|| panic!("{err}"));
     assert!(err[..warned].contains("warning:"), "{err}");
     let bundle = bundle.unwrap();
     let doc = report_json(repo.path(), &bundle);
     let growth = row(&doc, "mode=leak", "private-growth-bytes");
     assert_eq!(growth["verdict"], "too few runs", "{growth:#}");
-    assert_eq!(growth["repetitions-needed"], 4);
-    assert_eq!(doc["estimates"]["correction"], "none");
+    assert_eq!(growth["repetitions-needed"], 5);
+    assert_eq!(doc["estimates"]["correction"], "holm within");
     // compare says what it would need too. Raw rows: two cells per metric, each tested at
     // 0.05 / 2, where the smallest exact two-sided p of n against n runs, 2 / C(2n, n), is
     // 0.029 for 4 and 0.0079 for 5. The control-relative row (one cell) takes each bundle's
@@ -324,11 +327,15 @@ fn a_leak_inside_the_growth_margin_is_not_equivalent_while_its_rate_is_above() {
             .unwrap_or_else(|| panic!("{name} in {cells:#?}"))
     };
     assert_eq!(cell("mode=small")["verdict"], "above control");
-    assert_eq!(cell("mode=small")["decided-by"], "private-rate-per-1000");
+    assert_eq!(cell("mode=small")["decided-by"], "anonymous-rate-per-1000");
+    assert_eq!(
+        cell("mode=small")["reason"],
+        "rate above control; growth within the margin"
+    );
     assert_eq!(cell("mode=small")["control"], "mode=reuse");
     // Where the rate agrees, the growth's word stands.
     assert_eq!(cell("mode=steady")["verdict"], "equivalent");
-    assert_eq!(cell("mode=steady")["decided-by"], "private-growth-bytes");
+    assert_eq!(cell("mode=steady")["decided-by"], "anonymous-growth-bytes");
     let out = hwr(repo.path(), &["report", bundle.to_str().unwrap()]);
     let head: String = stdout(&out).lines().take(15).collect::<Vec<_>>().join("\n");
     let small = head
@@ -338,7 +345,7 @@ fn a_leak_inside_the_growth_margin_is_not_equivalent_while_its_rate_is_above() {
         .collect::<Vec<_>>()
         .join("\n");
     assert!(small.contains("above control"), "{head}");
-    assert!(small.contains("(the rate's; growth within the margin)"), "{head}");
+    assert!(head.contains("(rate above control; growth within"), "{head}");
     assert!(!small.contains("equivalent"), "{head}");
     let html = hwr(
         repo.path(),

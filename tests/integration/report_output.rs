@@ -108,7 +108,7 @@ fn json_report_parses_and_counts() {
     assert_eq!(v["mode-key"], "mode");
     let e = &v["estimates"];
     assert_eq!(e["control"]["values"], serde_json::json!({"mode": "reuse"}));
-    assert_eq!(e["correction"], "holm");
+    assert_eq!(e["correction"], "bonferroni across cells, holm within");
     let growth = e["rows"]
         .as_array()
         .unwrap()

@@ -202,7 +202,7 @@ fn some_unusable_runs_are_named_beside_the_runs_needed() {
     );
     let text = report(dir, &b, "table").replace('\n', " ");
     assert!(
-        text.contains("need 4 per cell; cell: 1 run gave null for private_bytes"),
+        text.contains("need 5 per cell; cell: 1 run gave null for private_bytes"),
         "{text}"
     );
 }

@@ -12,7 +12,7 @@ const A: &str = "tests/fixtures/bundles/synthetic-a";
 const B: &str = "tests/fixtures/bundles/synthetic-b";
 
 /// The 14 headers of the retention-per-run table, as one line of `--wide` output has them.
-const RETENTION_HEADER: &str = "run-id               ┆ loop it ┆ private growth ┆ private /1k it ┆ anon growth ┆ anon /1k it ┆ RSS growth ┆ RSS /1k it ┆ private after-close ┆ anon after-close ┆ RSS after-close ┆ fd delta ┆ last tensor alive ┆ aggregated";
+const RETENTION_HEADER: &str = "run-id               ┆ loop it ┆ private growth ┆ private /1k it ┆ anon growth ┆ anon /1k it ┆ RSS growth ┆ RSS /1k it ┆ file-backed growth ┆ PSS-anon growth ┆ private after-close ┆ anon after-close ┆ RSS after-close ┆ fd delta ┆ last tensor alive ┆ aggregated";
 
 /// `hwr-exp ARGS` in the package root with `COLUMNS` as given ([`hwr_columns`]); asserts exit 0.
 fn hwr(args: &[&str], columns: Option<&str>) -> Output {
@@ -66,7 +66,7 @@ fn wide_prints_every_column_of_a_row_on_one_line() {
         .lines()
         .find(|l| l.contains("000-get_tensor-16-r1") && l.contains("1000000"))
         .expect("a retention row");
-    assert_eq!(row.matches('┆').count(), 13, "{row}");
+    assert_eq!(row.matches('┆').count(), 15, "{row}");
     assert!(too_wide(&out, 200).len() > 10, "--wide ignores COLUMNS");
 }
 
@@ -74,18 +74,18 @@ fn wide_prints_every_column_of_a_row_on_one_line() {
 fn markdown_csv_and_json_keep_every_column_at_any_width() {
     let md = text(&hwr(&["report", CHECKED_IN, "--format", "md"], Some("40")));
     assert!(
-        md.contains("| run-id | loop it | private growth | private /1k it | anon growth | anon /1k it | RSS growth | RSS /1k it | private after-close | anon after-close | RSS after-close | fd delta | last tensor alive | aggregated |"),
+        md.contains("| run-id | loop it | private growth | private /1k it | anon growth | anon /1k it | RSS growth | RSS /1k it | file-backed growth | PSS-anon growth | private after-close | anon after-close | RSS after-close | fd delta | last tensor alive | aggregated |"),
         "{md}"
     );
     assert!(md.contains("| output | reason |"), "{md}");
     let csv_text = text(&hwr(&["report", CHECKED_IN, "--format", "csv"], Some("40")));
     let header = csv_text.lines().next().unwrap();
-    assert_eq!(header.split(',').count(), 40, "{header}");
+    assert_eq!(header.split(',').count(), 44, "{header}");
     assert!(
         header.contains(",reason,") && header.contains(",fd_delta,"),
         "{header}"
     );
-    assert!(csv_text.lines().skip(1).all(|l| l.split(',').count() == 40));
+    assert!(csv_text.lines().skip(1).all(|l| l.split(',').count() == 44));
     let json = text(&hwr(&["report", CHECKED_IN, "--format", "json"], Some("40")));
     let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert!(

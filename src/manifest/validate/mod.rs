@@ -183,6 +183,7 @@ impl Validator<'_> {
                 ("metrics", "its values are never read"),
                 ("control", "no verdict against a control is made"),
                 ("equivalence-margin", "no `equivalent` verdict is made"),
+                ("verdict-metric", "no verdict is made"),
             ] {
                 if let Some(span) = self.spans.get(&format!("report.{key}")).cloned() {
                     self.warn(

@@ -1,14 +1,15 @@
 //! `[report]` (DESIGN 3): `metrics`, named JSON pointers into each run's JSON output; `control`,
 //! the control cell by matrix keys and values; `equivalence-margin`, a byte size (growth and
-//! after-close) or `{ growth = SIZE, rate = SIZE }` (rate: bytes per 1000 iterations).
+//! after-close) or `{ growth = SIZE, rate = SIZE }` (rate: bytes per 1000 iterations);
+//! `verdict-metric`, what the verdict judges (DESIGN 9).
 
 use toml::de::{DeTable, DeValue};
 
 use super::{Val, Validator, entries};
-use crate::manifest::model::{Matrix, ReportConfig, parse_size};
+use crate::manifest::model::{DEFAULT_VERDICT_METRIC, Matrix, ReportConfig, VERDICT_METRICS, parse_size};
 
 /// Every key of `[report]`.
-pub(super) const KEYS: &[&str] = &["metrics", "control", "equivalence-margin"];
+pub(super) const KEYS: &[&str] = &["metrics", "control", "equivalence-margin", "verdict-metric"];
 
 impl Validator<'_> {
     pub(super) fn size(&mut self, v: &Val<'_>, what: &str) -> Option<f64> {
@@ -97,6 +98,30 @@ impl Validator<'_> {
         out
     }
 
+    /// `verdict-metric`: one of [`VERDICT_METRICS`] or a name from `metrics`; an error at the
+    /// value listing the valid ones otherwise.
+    fn verdict_metric(&mut self, t: Option<&DeTable<'_>>, metrics: &[(String, String)]) -> Option<String> {
+        let v = self.field(t, "report", "verdict-metric")?;
+        let name = self.string(v)?.to_string();
+        if VERDICT_METRICS.contains(&name.as_str()) || metrics.iter().any(|(n, _)| *n == name) {
+            return Some(name);
+        }
+        let valid: Vec<&str> = VERDICT_METRICS
+            .iter()
+            .copied()
+            .chain(metrics.iter().map(|(n, _)| n.as_str()))
+            .collect();
+        self.err(
+            v.span(),
+            format!("[report] verdict-metric: unknown metric \"{name}\""),
+            Some(format!(
+                "valid: {} (the default is {DEFAULT_VERDICT_METRIC}; a name from [report] metrics is valid too)",
+                valid.join(", ")
+            )),
+        );
+        None
+    }
+
     pub(super) fn report(&mut self, root: &DeTable<'_>, matrix: &Matrix) -> ReportConfig {
         let t = self.section(root, "report", KEYS);
         let mut metrics = Vec::new();
@@ -176,11 +201,13 @@ impl Validator<'_> {
                 Some("name the control cell with [report] control = { KEY = \"VALUE\" }".into()),
             );
         }
+        let verdict_metric = self.verdict_metric(t, &metrics);
         ReportConfig {
             metrics,
             control,
             growth_margin,
             rate_margin,
+            verdict_metric,
         }
     }
 }
