@@ -62,9 +62,20 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
                 plot: args.plot,
                 width: table_width(args.wide),
                 stderr: args.stderr,
+                control: args.control,
             };
             let prepared = report::prepare(&options).map_err(Failure::usage)?;
-            ui::report(&prepared)?
+            let code = ui::report(&prepared)?;
+            // `--fail-on`: the answer as the exit status (DESIGN 6), after the report.
+            let matches = report::contrasts::fail_on(prepared.report(), &args.fail_on);
+            for m in &matches {
+                ui::to_stderr(format_args!("{m}"));
+            }
+            if code == exit_codes::SUCCESS && !matches.is_empty() {
+                exit_codes::RUN_FAILED
+            } else {
+                code
+            }
         }
         Command::Compare(CompareArgs { a, b, format, wide }) => {
             let options = report::CompareOptions {

@@ -1053,7 +1053,11 @@ pub(crate) fn left_out_note(r: &Report) -> Option<String> {
 type SectionBuilder = fn(&Report) -> Vec<Section>;
 
 const SECTIONS: [SectionBuilder; 9] = [
-    |r| r.has_retention.then(|| verdict_section(r)).into_iter().collect(),
+    |r| {
+        let mut v: Vec<Section> = r.has_retention.then(|| verdict_section(r)).into_iter().collect();
+        v.extend(super::contrasts::section(r));
+        v
+    },
     |r| vec![run_section(r)],
     |r| {
         (!r.failures_by_reason.is_empty())
