@@ -26,6 +26,7 @@ pub mod html;
 pub mod metrics;
 pub mod model;
 pub mod parallel;
+pub mod plan_check;
 pub mod plot;
 pub mod quick;
 pub mod render;
