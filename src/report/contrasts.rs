@@ -192,7 +192,7 @@ pub fn contrasts(
             let both = sa.zip(sb);
             let verdict = match both {
                 Some((a, b)) if reach(na, ma) && reach(nb, mb) => {
-                    let (lo, hi) = (b.ci_low - a.ci_high, b.ci_high - a.ci_low);
+                    let (_, lo, hi, _) = difference(&a, &b);
                     if lo > 0.0 || hi < 0.0 {
                         ContrastVerdict::ChangesRetention
                     } else {
@@ -201,6 +201,7 @@ pub fn contrasts(
                 }
                 _ => ContrastVerdict::TooFewRuns,
             };
+            let figures = both.map(|(a, b)| difference(&a, &b));
             Contrast {
                 axis: p.axis.clone(),
                 level_a: p.level_a,
@@ -212,17 +213,28 @@ pub fn contrasts(
                 control_b: label(p.b.control),
                 metric: metric.key().to_string(),
                 runs: [na, ma, nb, mb],
-                estimate: both.map(|(a, b)| b.shift - a.shift + 0.0),
-                ci_low: both.map(|(a, b)| b.ci_low - a.ci_high + 0.0),
-                ci_high: both.map(|(a, b)| b.ci_high - a.ci_low + 0.0),
-                confidence: both.map(|(a, b)| {
-                    let c = 1.0 - (1.0 - a.confidence) - (1.0 - b.confidence);
-                    (c * 1e9).round() / 1e9
-                }),
+                estimate: figures.map(|f| f.0),
+                ci_low: figures.map(|f| f.1),
+                ci_high: figures.map(|f| f.2),
+                confidence: figures.map(|f| f.3),
                 verdict,
             }
         })
         .collect()
+}
+
+/// The difference of two shifts against their controls, `b - a`: (estimate, low, high,
+/// confidence). The interval `[low_b - high_a, high_b - low_a]` holds the difference whenever
+/// both shifts' intervals hold theirs, so its confidence is at least `1 - (1 - conf_a) - (1 -
+/// conf_b)` (Bonferroni; rounded to 9 decimals).
+pub fn difference(a: &Shift, b: &Shift) -> (f64, f64, f64, f64) {
+    let confidence = 1.0 - (1.0 - a.confidence) - (1.0 - b.confidence);
+    (
+        b.shift - a.shift + 0.0,
+        b.ci_low - a.ci_high + 0.0,
+        b.ci_high - a.ci_low + 0.0,
+        (confidence * 1e9).round() / 1e9,
+    )
 }
 
 /// A contrast found before its figures: the two compared cells.
