@@ -903,8 +903,7 @@ impl Plan {
     /// Runs every cell has in the whole plan: the repetitions, or an adaptive rule's `max`
     /// (the most rounds could give).
     pub fn runs_per_cell(&self) -> usize {
-        self.adaptive
-            .map_or(self.repetitions, |a| a.max.max(a.min)) as usize
+        self.adaptive.map_or(self.repetitions, |a| a.max.max(a.min)) as usize
     }
 
     /// The matrix values of cell `c` (0-based, plan order of first appearance).

@@ -948,7 +948,8 @@ pub fn collect_with(
     let mode_key = aggregation::mode_key(&keys, &values);
     let cells = aggregation::cells(&values, &keys, mode_key.as_deref(), &pointers);
     if !control.is_empty() {
-        settings.control = Some(super::contrasts::resolve_control(control, &keys, &values).map_err(ReportError::Control)?);
+        settings.control =
+            Some(super::contrasts::resolve_control(control, &keys, &values).map_err(ReportError::Control)?);
     }
     let mut estimates = if has_retention {
         super::estimates::estimates(&values, &keys, mode_key.as_deref(), &settings)
@@ -963,7 +964,12 @@ pub fn collect_with(
         estimates.control = Some(c);
     }
     let contrasts = if has_retention {
-        super::contrasts::contrasts(&values, &estimates, &super::contrasts::axes_of(&keys, axes, &values), &settings)
+        super::contrasts::contrasts(
+            &values,
+            &estimates,
+            &super::contrasts::axes_of(&keys, axes, &values),
+            &settings,
+        )
     } else {
         Vec::new()
     };

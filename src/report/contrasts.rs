@@ -250,8 +250,18 @@ struct Planned {
 /// The contrasts along `axis`: each compared cell at a level other than the first, against the
 /// compared cell at the first level with the same other values. `axis_values` is the manifest's
 /// order of the levels.
-fn axis_contrasts(values: &RunValues, compared: &[Compared], axis: &str, axis_values: &[Value]) -> Vec<Planned> {
-    let rank = |v: &Value| axis_values.iter().position(|x| x.same_cell(v)).unwrap_or(usize::MAX);
+fn axis_contrasts(
+    values: &RunValues,
+    compared: &[Compared],
+    axis: &str,
+    axis_values: &[Value],
+) -> Vec<Planned> {
+    let rank = |v: &Value| {
+        axis_values
+            .iter()
+            .position(|x| x.same_cell(v))
+            .unwrap_or(usize::MAX)
+    };
     // Levels present among the compared cells, in manifest order (then plan order).
     let mut levels: Vec<&Value> = Vec::new();
     for c in compared {
@@ -276,7 +286,12 @@ fn axis_contrasts(values: &RunValues, compared: &[Compared], axis: &str, axis_va
     };
     let at_first: HashMap<BTreeMap<String, String>, Compared> = compared
         .iter()
-        .filter(|c| values.cells[c.cell].cell.get(axis).is_some_and(|v| v.same_cell(first)))
+        .filter(|c| {
+            values.cells[c.cell]
+                .cell
+                .get(axis)
+                .is_some_and(|v| v.same_cell(first))
+        })
         .map(|c| (fixed_of(c), *c))
         .collect();
     let mut out: Vec<(usize, Planned)> = Vec::new();
@@ -313,7 +328,11 @@ pub fn section(r: &Report) -> Option<Section> {
         return None;
     }
     let metric = Metric::from_key(&r.contrasts[0].metric).unwrap_or(Metric::AnonymousGrowth);
-    let confidence = r.contrasts.iter().filter_map(|c| c.confidence).fold(1.0f64, f64::min);
+    let confidence = r
+        .contrasts
+        .iter()
+        .filter_map(|c| c.confidence)
+        .fold(1.0f64, f64::min);
     let mut s = Section::new(
         format!(
             "Contrasts: does a factor change the retention? (difference of shifts against the control, {})",
@@ -358,7 +377,6 @@ pub fn section(r: &Report) -> Option<Section> {
     Some(s)
 }
 
-
 /// The matrix axes of a bundle's manifest text (keys with their values in manifest order);
 /// empty when the text does not parse as a manifest.
 pub fn manifest_axes(manifest_text: &str) -> Vec<(String, Vec<Value>)> {
@@ -374,7 +392,11 @@ pub fn manifest_axes(manifest_text: &str) -> Vec<(String, Vec<Value>)> {
 /// Every matrix key of `keys` with its values: the manifest's order (`axes`), then any value
 /// the cells have that the manifest does not list (an `include` cell, a manifest that did not
 /// parse), in plan order.
-pub fn axes_of(keys: &[String], axes: Vec<(String, Vec<Value>)>, values: &RunValues) -> Vec<(String, Vec<Value>)> {
+pub fn axes_of(
+    keys: &[String],
+    axes: Vec<(String, Vec<Value>)>,
+    values: &RunValues,
+) -> Vec<(String, Vec<Value>)> {
     let mut by_key: HashMap<String, Vec<Value>> = axes.into_iter().collect();
     keys.iter()
         .map(|k| {
@@ -406,7 +428,11 @@ pub fn resolve_control(
         if !keys.contains(k) {
             return Err(format!(
                 "{k}={text}: `{k}` is not a matrix key of the bundle (matrix keys: {})",
-                if keys.is_empty() { "none".into() } else { keys.join(", ") }
+                if keys.is_empty() {
+                    "none".into()
+                } else {
+                    keys.join(", ")
+                }
             ));
         }
         if out.iter().any(|(o, _)| o == k) {

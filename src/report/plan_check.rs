@@ -117,7 +117,10 @@ fn listed_counts(cells: impl Iterator<Item = Cell>, control: &[(String, Value)])
     // Per axis that is not the control's: the compared cells at a level other than the first
     // (plan order) whose other values have a compared cell at the first.
     let mut contrasts = 0u128;
-    let keys: Vec<&String> = compared.first().map(|t| t.iter().map(|(k, _)| k).collect()).unwrap_or_default();
+    let keys: Vec<&String> = compared
+        .first()
+        .map(|t| t.iter().map(|(k, _)| k).collect())
+        .unwrap_or_default();
     for axis in keys.into_iter().filter(|k| !control.iter().any(|(c, _)| c == *k)) {
         let level = |t: &Vec<(String, String)>| t.iter().find(|(k, _)| k == axis).map(|(_, v)| v.clone());
         let Some(first) = compared.iter().find_map(|t| level(t)) else {
@@ -226,7 +229,12 @@ mod tests {
 
     fn axes(spec: &[(&str, &[&str])]) -> Vec<(String, Vec<Value>)> {
         spec.iter()
-            .map(|(k, vs)| (k.to_string(), vs.iter().map(|v| Value::Str(v.to_string())).collect()))
+            .map(|(k, vs)| {
+                (
+                    k.to_string(),
+                    vs.iter().map(|v| Value::Str(v.to_string())).collect(),
+                )
+            })
             .collect()
     }
 
@@ -252,9 +260,16 @@ mod tests {
     fn product_counts_equal_listed_counts() {
         let control = control_of(&ReportConfig::default());
         for spec in [
-            axes(&[("mode", &["get", "reuse"]), ("version", &["a", "b"]), ("size", &["1", "2", "3"])]),
+            axes(&[
+                ("mode", &["get", "reuse"]),
+                ("version", &["a", "b"]),
+                ("size", &["1", "2", "3"]),
+            ]),
             axes(&[("mode", &["get", "view", "reuse"])]),
-            axes(&[("mode", &["get", "reuse"]), ("allocator", &["glibc", "jemalloc", "mimalloc"])]),
+            axes(&[
+                ("mode", &["get", "reuse"]),
+                ("allocator", &["glibc", "jemalloc", "mimalloc"]),
+            ]),
             axes(&[("mode", &["get"]), ("size", &["1", "2"])]),
             axes(&[("size", &["1", "2"])]),
         ] {
@@ -263,7 +278,11 @@ mod tests {
             assert_eq!(p, l, "{spec:?}");
         }
         let c = product_counts(
-            &axes(&[("mode", &["get", "reuse"]), ("version", &["a", "b"]), ("size", &["1", "2"])]),
+            &axes(&[
+                ("mode", &["get", "reuse"]),
+                ("version", &["a", "b"]),
+                ("size", &["1", "2"]),
+            ]),
             &control,
         );
         assert_eq!((c.control_cells, c.compared, c.contrasts), (4, 4, 4));
@@ -272,11 +291,18 @@ mod tests {
     #[test]
     fn warnings_at_the_edges() {
         let report = ReportConfig::default();
-        let spec = axes(&[("mode", &["get", "reuse"]), ("version", &["a", "b"]), ("size", &["1", "2"])]);
+        let spec = axes(&[
+            ("mode", &["get", "reuse"]),
+            ("version", &["a", "b"]),
+            ("size", &["1", "2"]),
+        ]);
         // 4 compared cells: 5 runs decide them (Holm 0.0125 > 2/252); 4 contrasts need 6.
         let w = plan_warnings(&report, PlanCells::Product(&spec), 5);
         assert_eq!(w.len(), 1, "{w:?}");
-        assert!(w[0].contains("no contrast") && w[0].contains("repetitions = 6"), "{w:?}");
+        assert!(
+            w[0].contains("no contrast") && w[0].contains("repetitions = 6"),
+            "{w:?}"
+        );
         assert!(plan_warnings(&report, PlanCells::Product(&spec), 6).is_empty());
         let w = plan_warnings(&report, PlanCells::Product(&spec), 3);
         assert_eq!(w.len(), 2, "{w:?}");
@@ -284,9 +310,17 @@ mod tests {
         // A million-cell product is counted, not listed.
         let big: Vec<(String, Vec<Value>)> = (0..14)
             .map(|i| {
-                let name = if i == 0 { "mode".to_string() } else { format!("k{i}") };
+                let name = if i == 0 {
+                    "mode".to_string()
+                } else {
+                    format!("k{i}")
+                };
                 let vs = if i == 0 {
-                    vec![Value::Str("a".into()), Value::Str("b".into()), Value::Str("reuse".into())]
+                    vec![
+                        Value::Str("a".into()),
+                        Value::Str("b".into()),
+                        Value::Str("reuse".into()),
+                    ]
                 } else {
                     (0..3).map(Value::Int).collect()
                 };

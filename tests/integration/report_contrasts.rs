@@ -75,10 +75,18 @@ fn a_version_that_leaks_changes_retention_and_an_inert_size_does_not() {
     let bundle = bundle.expect("bundle");
     let doc = json(repo.path(), &bundle, &[]);
     // version and size, two fixed values each: 4 contrasts, each at confidence 1 - 0.05 / 4.
-    assert_eq!(doc["contrasts"].as_array().unwrap().len(), 4, "{:#}", doc["contrasts"]);
+    assert_eq!(
+        doc["contrasts"].as_array().unwrap().len(),
+        4,
+        "{:#}",
+        doc["contrasts"]
+    );
     let v = contrast(&doc, "version", &[("size", "16"), ("mode", "get")]);
     assert_eq!(v["verdict"], "changes retention", "{v:#}");
-    assert_eq!((v["level-a"].as_str(), v["level-b"].as_str()), (Some("old"), Some("new")));
+    assert_eq!(
+        (v["level-a"].as_str(), v["level-b"].as_str()),
+        (Some("old"), Some("new"))
+    );
     assert_eq!(v["metric"], "anonymous-growth-bytes");
     assert_eq!(v["confidence"], 0.9875);
     let (lo, hi) = (v["ci-low"].as_f64().unwrap(), v["ci-high"].as_f64().unwrap());
@@ -86,7 +94,10 @@ fn a_version_that_leaks_changes_retention_and_an_inert_size_does_not() {
     for version in ["old", "new"] {
         let s = contrast(&doc, "size", &[("version", version)]);
         assert_eq!(s["verdict"], "no detectable change", "{s:#}");
-        assert_eq!((s["level-a"].as_str(), s["level-b"].as_str()), (Some("16"), Some("64")));
+        assert_eq!(
+            (s["level-a"].as_str(), s["level-b"].as_str()),
+            (Some("16"), Some("64"))
+        );
     }
     // Every text format carries the section right after the verdict table.
     for format in ["table", "md", "html"] {
@@ -94,8 +105,11 @@ fn a_version_that_leaks_changes_retention_and_an_inert_size_does_not() {
         let text = stdout(&out);
         let (verdicts, contrasts, runs) = (
             text.find("Verdicts").expect("verdicts"),
-            text.find("Contrasts").unwrap_or_else(|| panic!("{format}: no contrasts")),
-            text.find("Runs").or_else(|| text.find("runs")).unwrap_or(usize::MAX),
+            text.find("Contrasts")
+                .unwrap_or_else(|| panic!("{format}: no contrasts")),
+            text.find("Runs")
+                .or_else(|| text.find("runs"))
+                .unwrap_or(usize::MAX),
         );
         assert!(verdicts < contrasts, "{format}");
         assert!(text.contains("changes retention"), "{format}");
@@ -107,21 +121,33 @@ fn a_version_that_leaks_changes_retention_and_an_inert_size_does_not() {
     let b = bundle.to_str().unwrap();
     let out = report(repo.path(), &[b, "--fail-on", "changes"]);
     assert_eq!(code(&out), 1, "{}", stderr(&out));
-    assert!(stdout(&out).contains("Contrasts"), "the report is printed as usual");
+    assert!(
+        stdout(&out).contains("Contrasts"),
+        "the report is printed as usual"
+    );
     let err = stderr(&out);
     assert!(err.contains("--fail-on changes: version: new vs old"), "{err}");
     assert!(!err.contains("size: 64 vs 16"), "{err}");
     let out = report(repo.path(), &[b, "--fail-on", "above-control"]);
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     let err = stderr(&out);
-    assert!(err.contains("mode=get version=new size=16 is above control"), "{err}");
+    assert!(
+        err.contains("mode=get version=new size=16 is above control"),
+        "{err}"
+    );
     assert!(!err.contains("version=old"), "{err}");
-    let out = report(repo.path(), &[b, "--fail-on", "above-control,changes", "--format", "json"]);
+    let out = report(
+        repo.path(),
+        &[b, "--fail-on", "above-control,changes", "--format", "json"],
+    );
     assert_eq!(code(&out), 1);
     assert!(stderr(&out).contains("--fail-on above-control") && stderr(&out).contains("--fail-on changes"));
     // Pivoted on version=new as the control: the leaking cell is the control of `old`, which is
     // then below it, never above; no contrast of `size` changes.
-    let out = report(repo.path(), &[b, "--control", "version=new", "--fail-on", "above-control"]);
+    let out = report(
+        repo.path(),
+        &[b, "--control", "version=new", "--fail-on", "above-control"],
+    );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(stderr(&out).is_empty(), "{}", stderr(&out));
     let out = report(repo.path(), &[b, "--fail-on", "bogus"]);
@@ -141,7 +167,12 @@ fn a_version_that_leaks_changes_retention_and_an_inert_size_does_not() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|c| (c["cell"].as_str().unwrap().to_string(), c["control"].as_str().unwrap().to_string()))
+            .map(|c| {
+                (
+                    c["cell"].as_str().unwrap().to_string(),
+                    c["control"].as_str().unwrap().to_string(),
+                )
+            })
             .collect::<Vec<_>>()
     };
     assert_eq!(cells(&pivoted), cells(&by_manifest));
@@ -154,7 +185,11 @@ fn a_version_that_leaks_changes_retention_and_an_inert_size_does_not() {
             .collect::<Vec<_>>()
     };
     assert_eq!(verdicts(&pivoted), verdicts(&by_manifest));
-    assert!(verdicts(&pivoted).contains(&"above control".to_string()), "{:#}", pivoted["estimates"]["cells"]);
+    assert!(
+        verdicts(&pivoted).contains(&"above control".to_string()),
+        "{:#}",
+        pivoted["estimates"]["cells"]
+    );
     let axes = |d: &serde_json::Value| {
         d["contrasts"]
             .as_array()
@@ -167,7 +202,11 @@ fn a_version_that_leaks_changes_retention_and_an_inert_size_does_not() {
     // A key or value the bundle does not have: a usage error naming it.
     let out = report(repo.path(), &[b, "--control", "colour=red"]);
     assert_eq!(code(&out), 2);
-    assert!(stderr(&out).contains("`colour` is not a matrix key"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("`colour` is not a matrix key"),
+        "{}",
+        stderr(&out)
+    );
     let out = report(repo.path(), &[b, "--control", "version=ancient"]);
     assert_eq!(code(&out), 2);
     assert!(stderr(&out).contains("its values: old, new"), "{}", stderr(&out));

@@ -126,13 +126,24 @@ fn contrast_intervals_match_r() {
     for c in cases {
         let name = &c["name"];
         let side = c["side-alpha"].as_f64().unwrap();
-        assert!(close(side, 0.05 / c["contrasts"].as_f64().unwrap() / 2.0), "{name}");
+        assert!(
+            close(side, 0.05 / c["contrasts"].as_f64().unwrap() / 2.0),
+            "{name}"
+        );
         let a = shift_at(&floats(&c["xa"]), &floats(&c["ya"]), side).unwrap();
         let b = shift_at(&floats(&c["xb"]), &floats(&c["yb"]), side).unwrap();
         for (s, want) in [(&a, &c["side-a"]), (&b, &c["side-b"])] {
             let want = floats(want);
-            assert!(close(s.ci_low, want[0]) && close(s.ci_high, want[1]), "{name}: {s:?} {want:?}");
-            assert!(close(s.confidence, want[2]), "{name}: {} != {}", s.confidence, want[2]);
+            assert!(
+                close(s.ci_low, want[0]) && close(s.ci_high, want[1]),
+                "{name}: {s:?} {want:?}"
+            );
+            assert!(
+                close(s.confidence, want[2]),
+                "{name}: {} != {}",
+                s.confidence,
+                want[2]
+            );
         }
         let (estimate, lo, hi, confidence) = hwr_exp::report::contrasts::difference(&a, &b);
         for (key, got) in [
