@@ -202,6 +202,7 @@ pub fn contrasts(
                 _ => ContrastVerdict::TooFewRuns,
             };
             let figures = both.map(|(a, b)| difference(&a, &b));
+            let decided = verdict != ContrastVerdict::TooFewRuns;
             Contrast {
                 axis: p.axis.clone(),
                 level_a: p.level_a,
@@ -213,10 +214,11 @@ pub fn contrasts(
                 control_b: label(p.b.control),
                 metric: metric.key().to_string(),
                 runs: [na, ma, nb, mb],
+                // An interval is given only where it has the confidence the family needs.
                 estimate: figures.map(|f| f.0),
-                ci_low: figures.map(|f| f.1),
-                ci_high: figures.map(|f| f.2),
-                confidence: figures.map(|f| f.3),
+                ci_low: figures.filter(|_| decided).map(|f| f.1),
+                ci_high: figures.filter(|_| decided).map(|f| f.2),
+                confidence: figures.filter(|_| decided).map(|f| f.3),
                 verdict,
             }
         })
@@ -322,20 +324,66 @@ fn axis_contrasts(
     out.into_iter().map(|(_, p)| p).collect()
 }
 
+/// `estimate [low, high] unit` in one binary unit (the largest figure's), `-` for none.
+fn figure_text(metric: Metric, estimate: Option<f64>, low: Option<f64>, high: Option<f64>) -> String {
+    let Some(e) = estimate else {
+        return "-".into();
+    };
+    if metric.def().unit != super::metrics::Unit::Bytes {
+        return match (low, high) {
+            (Some(lo), Some(hi)) => format!(
+                "{} [{}, {}]",
+                human(Some(metric), e),
+                human(Some(metric), lo),
+                human(Some(metric), hi)
+            ),
+            _ => human(Some(metric), e),
+        };
+    }
+    let largest = [Some(e), low, high]
+        .into_iter()
+        .flatten()
+        .fold(0.0f64, |m, v| m.max(v.abs()));
+    let (mut div, mut unit) = (1.0, "B");
+    for u in ["KiB", "MiB", "GiB", "TiB"] {
+        if largest < div * 1024.0 {
+            break;
+        }
+        div *= 1024.0;
+        unit = u;
+    }
+    let f = |v: f64| {
+        let t = if div == 1.0 {
+            format!("{:.0}", v)
+        } else {
+            format!("{:.1}", v / div)
+        };
+        if v > 0.0 { format!("+{t}") } else { t }
+    };
+    match (low, high) {
+        (Some(lo), Some(hi)) => format!("{} [{}, {}] {unit}", f(e), f(lo), f(hi)),
+        _ => format!("{} {unit} (no interval)", f(e)),
+    }
+}
+
 /// The "Contrasts" section: one row per contrast; `None` when the report has none.
 pub fn section(r: &Report) -> Option<Section> {
     if r.contrasts.is_empty() {
         return None;
     }
     let metric = Metric::from_key(&r.contrasts[0].metric).unwrap_or(Metric::AnonymousGrowth);
-    let confidence = r
+    let n = r.contrasts.len();
+    // The family's level over the contrasts: from a decided one, else 0.05 over them.
+    let family = r
         .contrasts
         .iter()
         .filter_map(|c| c.confidence)
-        .fold(1.0f64, f64::min);
+        .map(|c| 1.0 - c)
+        .fold(None, |m: Option<f64>, a| Some(m.map_or(a, |m| m.max(a))))
+        .unwrap_or(stats::ALPHA / n as f64);
     let mut s = Section::new(
         format!(
-            "Contrasts: does a factor change the retention? (difference of shifts against the control, {})",
+            "Contrasts: does a factor change the retention? ({}, difference of shifts against the control)",
             metric.key()
         ),
         &[
@@ -348,31 +396,22 @@ pub fn section(r: &Report) -> Option<Section> {
     );
     s.key_columns = 2;
     for c in &r.contrasts {
-        let figure = match (c.estimate, c.ci_low, c.ci_high) {
-            (Some(e), Some(lo), Some(hi)) => format!(
-                "{} [{}, {}]",
-                human(Some(metric), e),
-                human(Some(metric), lo),
-                human(Some(metric), hi)
-            ),
-            _ => "-".into(),
-        };
         s.rows.push(vec![
             c.title(),
             c.fixed_text(),
             format!("{}/{} vs {}/{}", c.runs[2], c.runs[3], c.runs[0], c.runs[1]),
-            figure,
+            figure_text(metric, c.estimate, c.ci_low, c.ci_high),
             c.verdict.as_str().to_string(),
         ]);
     }
     s.notes.push(format!(
-        "each row: (cell minus its control) at the second level minus the same at the first, Hodges-Lehmann shifts of {}; \
-         interval: the two shifts' exact intervals at {}% each combined (Bonferroni), confidence at least {}% \
-         over the report's {} contrast(s); n = runs of the cell/control at each level",
-        metric.key(),
-        super::model::fmt_num(100.0 * (1.0 - (1.0 - confidence) / 2.0)),
-        super::model::fmt_num(100.0 * confidence),
-        r.contrasts.len()
+        "each row: (cell minus its control) at the second level minus the same at the first level, Hodges-Lehmann \
+         shifts over runs; interval: the two shifts' exact intervals at {}% each, combined (Bonferroni): \
+         confidence at least {}% over the {n} contrast(s); `too few runs`: a side cannot reach {}% (no interval); \
+         n = runs of the cell/control at the second level vs the first",
+        super::model::fmt_num(100.0 * (1.0 - family / 2.0)),
+        super::model::fmt_num(100.0 * (1.0 - family)),
+        super::model::fmt_num(100.0 * (1.0 - family / 2.0)),
     ));
     Some(s)
 }

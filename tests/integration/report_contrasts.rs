@@ -225,6 +225,9 @@ fn too_few_runs_for_a_contrast_is_said_by_check_and_the_report() {
     let doc = json(repo.path(), &bundle.unwrap(), &[]);
     for c in doc["contrasts"].as_array().unwrap() {
         assert_eq!(c["verdict"], "too few runs", "{c:#}");
+        // No interval that lacks the confidence the family needs.
+        assert!(c["ci-low"].is_null() && c["confidence"].is_null(), "{c:#}");
+        assert!(c["estimate"].is_number(), "{c:#}");
     }
     let m = manifest(repo.path(), 6, None);
     let check = hwr(repo.path(), &["check", m.to_str().unwrap()]);
