@@ -64,6 +64,25 @@ impl ReportFormat {
     }
 }
 
+/// What makes `report --fail-on` exit 1 (DESIGN 6): a verdict a CI job should fail on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FailOn {
+    /// A compared cell's verdict is `above control`.
+    AboveControl,
+    /// A contrast's verdict is `changes retention`.
+    Changes,
+}
+
+impl FailOn {
+    /// The name `--fail-on` takes (`above-control`, `changes`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailOn::AboveControl => "above-control",
+            FailOn::Changes => "changes",
+        }
+    }
+}
+
 /// What one loop iteration of `probe safetensors-retention` does with the tensor (`--mode`, and
 /// `mode` in the probe's JSON document).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ValueEnum)]
@@ -125,6 +144,7 @@ mod tests {
         clap_agrees(ProbeMode::as_str);
         serde_agrees(ProbeMode::as_str);
         clap_agrees(ReportFormat::as_str);
+        clap_agrees(FailOn::as_str);
         assert_eq!(ExecutorKind::default(), ExecutorKind::Local);
         assert_eq!(ReportFormat::default(), ReportFormat::Table);
     }

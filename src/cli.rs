@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-pub use crate::choices::{ExecutorKind, ProbeMode, ReportFormat};
+pub use crate::choices::{ExecutorKind, FailOn, ProbeMode, ReportFormat};
 
 /// Declarative experiment runner: expands a TOML manifest into isolated runs and records them in a
 /// result bundle with the repository's state beside the results.
@@ -309,6 +309,16 @@ pub struct ReportArgs {
     /// the width of the terminal ($COLUMNS, else the terminal's, else 100 columns).
     #[arg(long)]
     pub wide: bool,
+    /// The control cell instead of the manifest's `[report] control`: every compared cell and
+    /// every contrast is pivoted on it, from the runs the bundle has (nothing runs again).
+    /// Repeatable, one matrix key each: `--control allocator=glibc --control mode=reuse`.
+    #[arg(long, value_name = "KEY=VALUE", value_parser = parse_where)]
+    pub control: Vec<(String, String)>,
+    /// Exit 1, naming the matching cells or contrasts on stderr, when a verdict is `above
+    /// control` (`above-control`) or a contrast `changes retention` (`changes`); else 0. The
+    /// report is printed as usual. Repeatable or comma separated.
+    #[arg(long, value_enum, value_name = "WHAT", value_delimiter = ',')]
+    pub fail_on: Vec<FailOn>,
 }
 
 /// `hwr-exp compare`.

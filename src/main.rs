@@ -62,9 +62,20 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
                 plot: args.plot,
                 width: table_width(args.wide),
                 stderr: args.stderr,
+                control: args.control,
             };
             let prepared = report::prepare(&options).map_err(Failure::usage)?;
-            ui::report(&prepared)?
+            let code = ui::report(&prepared)?;
+            // `--fail-on`: the answer as the exit status (DESIGN 6), after the report.
+            let matches = report::contrasts::fail_on(prepared.report(), &args.fail_on);
+            for m in &matches {
+                ui::to_stderr(format_args!("{m}"));
+            }
+            if code == exit_codes::SUCCESS && !matches.is_empty() {
+                exit_codes::RUN_FAILED
+            } else {
+                code
+            }
         }
         Command::Compare(CompareArgs { a, b, format, wide }) => {
             let options = report::CompareOptions {
@@ -242,16 +253,17 @@ fn check(args: &CheckArgs) -> Result<i32, Failure> {
     Ok(code)
 }
 
-/// Prints a warning on stderr when the plan can give only `too few runs` against the control.
+/// Prints a warning on stderr when the plan can give only `too few runs` against the control,
+/// and when no contrast can be decided. Counted from the matrix's structure (a full product's
+/// axes), else from its cells once each: never from the runs.
 fn warn_too_few_runs(manifest: &manifest::Manifest, plan: &hwr_exp::plan::Plan) {
-    // Adaptive repetitions: what the most rounds could give.
-    let cells: Box<dyn Iterator<Item = manifest::Cell>> = match plan.adaptive {
-        Some(rule) => Box::new(
-            (0..plan.cell_count()).flat_map(move |c| std::iter::repeat_n(plan.cell(c), rule.max as usize)),
-        ),
-        None => Box::new(plan.runs().map(|r| r.cell)),
+    use report::plan_check::{PlanCells, plan_warnings};
+    let cells = match plan.product_axes() {
+        Some(axes) => PlanCells::Product(axes),
+        None => PlanCells::Listed(Box::new((0..plan.cell_count()).map(|c| plan.cell(c)))),
     };
-    if let Some(w) = report::estimates::plan_warning(&manifest.report, cells) {
+    // Adaptive repetitions: what the most rounds could give.
+    for w in plan_warnings(&manifest.report, cells, plan.runs_per_cell()) {
         // Repetitions given on the command line: the fix is there, not in the manifest.
         let given = manifest
             .option_for("schedule.repetitions")

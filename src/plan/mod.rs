@@ -893,6 +893,19 @@ impl Plan {
         self.cells.len()
     }
 
+    /// The matrix axes (keys and values, manifest order) when the cells are their whole
+    /// cartesian product (no `exclude` dropped one, no `include` added one): the plan's cells
+    /// then follow from these without listing them. `None` otherwise.
+    pub fn product_axes(&self) -> Option<&[(String, Vec<Value>)]> {
+        (self.cells.kept.is_none() && self.cells.include.is_empty()).then_some(self.cells.axes.as_slice())
+    }
+
+    /// Runs every cell has in the whole plan: the repetitions, or an adaptive rule's `max`
+    /// (the most rounds could give).
+    pub fn runs_per_cell(&self) -> usize {
+        self.adaptive.map_or(self.repetitions, |a| a.max.max(a.min)) as usize
+    }
+
     /// The matrix values of cell `c` (0-based, plan order of first appearance).
     pub fn cell(&self, c: usize) -> Cell {
         self.cells.get(c).to_cell()

@@ -47,6 +47,9 @@ pub enum ReportError {
         /// What is wrong.
         message: String,
     },
+    /// `report --control KEY=VALUE` names no matrix key or no value of it.
+    #[error("--control {0}")]
+    Control(String),
 }
 
 /// Finds a boolean `key` in a JSON document: at the top level, else in nested objects (breadth first).
@@ -775,12 +778,30 @@ pub const SPILL_MAX_RUNS: usize = 250_000;
 /// As [`collect`]. A temporary file that cannot be made or written (`TMPDIR` full or read-only)
 /// is no error: the report then reads the runs a second time, as for a larger bundle.
 pub fn collect_spilling(dir: &Path, keep_series: bool, spill: Option<Spill>) -> Result<Report, ReportError> {
+    collect_with(dir, keep_series, spill, &[])
+}
+
+/// [`collect_spilling`] with the control cell named by `control` (`report --control KEY=VALUE`,
+/// each value as the matrix spells it or the same number) instead of the manifest's `[report]
+/// control`: the estimates and contrasts are pivoted on it without running anything again.
+///
+/// # Errors
+/// As [`collect`]; [`ReportError::Control`] when a key of `control` is not a matrix key or no
+/// cell has its value.
+pub fn collect_with(
+    dir: &Path,
+    keep_series: bool,
+    spill: Option<Spill>,
+    control: &[(String, String)],
+) -> Result<Report, ReportError> {
     let bundle = Bundle::open(dir)?;
     let plan = bundle.plan_header()?;
     let info = bundle.info().clone();
     let manifest_path = bundle.path(crate::bundle::files::MANIFEST);
+    let mut axes: Vec<(String, Vec<crate::manifest::Value>)> = Vec::new();
     let (pointers, mut settings) = match bundle.manifest_text() {
         Ok(text) => {
+            axes = super::contrasts::manifest_axes(&text);
             let bad = |message| ReportError::Metrics {
                 path: manifest_path.display().to_string(),
                 message,
@@ -918,10 +939,31 @@ pub fn collect_spilling(dir: &Path, keep_series: bool, spill: Option<Spill>) -> 
     let nodes: Vec<String> = nodes.into_iter().collect();
     let mode_key = aggregation::mode_key(&keys, &values);
     let cells = aggregation::cells(&values, &keys, mode_key.as_deref(), &pointers);
-    let estimates = if has_retention {
+    if !control.is_empty() {
+        settings.control =
+            Some(super::contrasts::resolve_control(control, &keys, &values).map_err(ReportError::Control)?);
+    }
+    let mut estimates = if has_retention {
         super::estimates::estimates(&values, &keys, mode_key.as_deref(), &settings)
     } else {
         Default::default()
+    };
+    if !control.is_empty()
+        && let Some(c) = estimates.control.as_ref()
+    {
+        let mut c = c.clone();
+        c.source = "--control";
+        estimates.control = Some(c);
+    }
+    let contrasts = if has_retention {
+        super::contrasts::contrasts(
+            &values,
+            &estimates,
+            &super::contrasts::axes_of(&keys, axes, &values),
+            &settings,
+        )
+    } else {
+        Vec::new()
     };
     let spill_kind = ctx.spill;
     drop(ctx);
@@ -974,6 +1016,7 @@ pub fn collect_spilling(dir: &Path, keep_series: bool, spill: Option<Spill>) -> 
         },
         cells,
         estimates,
+        contrasts,
         overrides: info.overrides,
         adaptive: info.adaptive,
         values,

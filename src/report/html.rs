@@ -403,6 +403,10 @@ pub fn render_report(r: &Report, facts: &BundleFacts) -> Markup {
             h2 #verdicts-heading { "Verdicts against the control" }
             div #verdicts { (section(&super::render::verdict_section(r))) }
             (interval_plot(r))
+            @if let Some(s) = super::contrasts::section(r) {
+                h2 #contrasts-heading { "Contrasts" }
+                div #contrasts { (section(&s)) }
+            }
         }
         h2 #summary { "Summary" }
         (summary(r, facts))
@@ -614,6 +618,7 @@ mod tests {
             runs: runs.into(),
             cells: Vec::new(),
             estimates: Default::default(),
+            contrasts: Vec::new(),
             overrides: None,
             adaptive: None,
             values: Default::default(),

@@ -20,12 +20,14 @@
 pub mod aggregation;
 pub mod collection;
 pub mod compare;
+pub mod contrasts;
 pub mod correction;
 pub mod estimates;
 pub mod html;
 pub mod metrics;
 pub mod model;
 pub mod parallel;
+pub mod plan_check;
 pub mod plot;
 pub mod quick;
 pub mod render;
@@ -54,6 +56,9 @@ pub struct ReportOptions {
     /// Append the last lines of stderr.log of each run that is not ok (table and md; JSON always
     /// carries them as `stderr-tail`; CSV refuses it).
     pub stderr: bool,
+    /// `--control KEY=VALUE`: the control cell instead of the manifest's `[report] control`
+    /// (empty: the manifest's).
+    pub control: Vec<(String, String)>,
 }
 
 /// Renders the report of `opts.bundle` in `opts.format` to a string, writing the plot when asked.
@@ -103,10 +108,11 @@ pub fn prepare(opts: &ReportOptions) -> anyhow::Result<Prepared> {
         Format::Json => Some(model::Spill::Json),
         _ => None,
     };
-    let report = collection::collect_spilling(
+    let report = collection::collect_with(
         &opts.bundle,
         opts.plot.is_some() || opts.format == Format::Html,
         spill,
+        &opts.control,
     )?;
     if let Some(path) = &opts.plot {
         plot::write_svg(&report, path)?;
@@ -141,6 +147,11 @@ fn refuse_inside(plot: &std::path::Path, bundle: &std::path::Path) -> anyhow::Re
 }
 
 impl Prepared {
+    /// The report read.
+    pub fn report(&self) -> &Report {
+        &self.report
+    }
+
     /// Writes the report in its format to `out`. CSV rows and JSON `runs` are written as they are
     /// made; a bundle larger than [`model::RUN_ROWS`] has its runs read again for them.
     ///

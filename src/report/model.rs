@@ -449,6 +449,9 @@ pub struct Report {
     pub cells: Vec<CellStats>,
     /// Every compared cell against its control ([`super::estimates`]).
     pub estimates: super::estimates::Estimates,
+    /// Every contrast: does a factor (a matrix axis other than the control's keys) change the
+    /// retention ([`super::contrasts`]); empty without one.
+    pub contrasts: Vec<super::contrasts::Contrast>,
     /// bundle.json `overrides`: what `run` was told to change (`--where`, `--repetitions`,
     /// `--fail-fast`); absent when nothing.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -770,10 +770,7 @@ pub fn estimate_notes(r: &Report) -> Vec<String> {
     }
     notes.extend(e.node_warnings.iter().cloned());
     if let Some(a) = &r.adaptive {
-        notes.push(format!(
-            "{}; the intervals are not adjusted for the rounds' repeated looks",
-            adaptive_line(a)
-        ));
+        notes.push(adaptive_line(a));
         notes.extend(adaptive_cell_lines(a, &r.matrix_keys));
     }
     notes
@@ -1075,7 +1072,11 @@ pub(crate) fn left_out_note(r: &Report) -> Option<String> {
 type SectionBuilder = fn(&Report) -> Vec<Section>;
 
 const SECTIONS: [SectionBuilder; 9] = [
-    |r| r.has_retention.then(|| verdict_section(r)).into_iter().collect(),
+    |r| {
+        let mut v: Vec<Section> = r.has_retention.then(|| verdict_section(r)).into_iter().collect();
+        v.extend(super::contrasts::section(r));
+        v
+    },
     |r| vec![run_section(r)],
     |r| {
         (!r.failures_by_reason.is_empty())

@@ -102,7 +102,8 @@ pub fn build_all(manifest: &Manifest, locks: &Locks, quiet: bool) -> Result<Vec<
     };
     let mut built = Vec::new();
     let mut problems = Vec::new();
-    for (name, spec) in &manifest.environments {
+    let used = used_environments(manifest);
+    for (name, spec) in manifest.environments.iter().filter(|(n, _)| used.contains(n)) {
         let (given, time) = match locks {
             Locks::Resolve(t) => (None, t.clone()),
             Locks::Given(map, t) => (map.get(name).cloned(), t.clone()),
@@ -117,6 +118,40 @@ pub fn build_all(manifest: &Manifest, locks: &Locks, quiet: bool) -> Result<Vec<
     } else {
         Err(problems)
     }
+}
+
+/// The environments some cell of `manifest` runs in: the values of its `environment` axis that
+/// no `exclude` entry drops whole (`run --where environment=NAME` excludes the others, so they
+/// are not built), and those of its `include` cells.
+fn used_environments(manifest: &Manifest) -> std::collections::BTreeSet<String> {
+    let key = crate::manifest::ENVIRONMENT_KEY;
+    let matrix = &manifest.matrix;
+    // An entry drops every cell of environment `v` when each of its keys is `v` (the
+    // environment) or the one value of a single-valued axis.
+    let dropped = |v: &crate::manifest::Value| {
+        matrix.exclude.iter().any(|e| {
+            e.iter().all(|(k, ev)| {
+                if k == key {
+                    ev.same_cell(v)
+                } else {
+                    matrix
+                        .axes
+                        .iter()
+                        .find(|(a, _)| a == k)
+                        .is_some_and(|(_, vs)| vs.len() == 1 && vs[0].same_cell(ev))
+                }
+            })
+        })
+    };
+    matrix
+        .axes
+        .iter()
+        .filter(|(k, _)| k == key)
+        .flat_map(|(_, values)| values.iter())
+        .filter(|v| !dropped(v))
+        .chain(matrix.include.iter().filter_map(|c| c.get(key)))
+        .map(ToString::to_string)
+        .collect()
 }
 
 fn say(quiet: bool, text: std::fmt::Arguments<'_>) {

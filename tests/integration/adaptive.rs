@@ -126,10 +126,12 @@ fn a_clear_difference_stops_at_the_first_look() {
 #[test]
 fn no_difference_goes_to_max_while_a_decided_cell_stops() {
     let repo = repo();
+    // Two compared cells, each judged on growth and rate: a look decides a cell only where its
+    // level over 4 (2 cells, Holm's first step) is above the smallest p; min 5 to max 10 has one.
     let m = manifest(
         repo.path(),
         &["leak", "steady", "reuse"],
-        "{ min = 5, max = 7 }",
+        "{ min = 5, max = 10 }",
         "",
     );
     let (out, bundle) = run(repo.path(), &m);
@@ -137,26 +139,27 @@ fn no_difference_goes_to_max_while_a_decided_cell_stops() {
     let bundle = bundle.expect("bundle");
     let a = json(&bundle.join("bundle.json"))["adaptive"].clone();
     assert_eq!(a["stopping-reason"], "max reached", "{a:#}");
-    assert_eq!(cell(&a, "leak")["runs"], 5);
+    let first = a["design"]["looks"][0].as_u64().expect("a first look") as usize;
+    assert!(first < 10, "{a:#}");
+    assert_eq!(cell(&a, "leak")["runs"], first);
     assert_eq!(cell(&a, "leak")["stopping-reason"], "decided");
-    assert_eq!(cell(&a, "steady")["runs"], 7);
+    assert_eq!(cell(&a, "steady")["runs"], 10);
     assert_eq!(cell(&a, "steady")["verdict"], "no detectable difference");
     assert_eq!(cell(&a, "steady")["stopping-reason"], "max reached");
-    assert_eq!(cell(&a, "reuse")["runs"], 7);
+    assert_eq!(cell(&a, "reuse")["runs"], 10);
     assert_eq!(cell(&a, "reuse")["stopping-reason"], "max reached");
-    // plan.json is what ran: 5 interleaved rounds of the three cells, then 2 of the undecided two.
+    // plan.json is what ran: interleaved rounds of the three cells up to the first look, then
+    // rounds of the undecided two.
     let runs = planned(&bundle);
-    assert_eq!(runs.len(), 5 * 3 + 2 * 2);
+    assert_eq!(runs.len(), first * 3 + (10 - first) * 2);
     assert_eq!(
-        runs[15..],
+        runs[first * 3..first * 3 + 2],
         [
-            ("steady".to_string(), 6),
-            ("reuse".to_string(), 6),
-            ("steady".to_string(), 7),
-            ("reuse".to_string(), 7)
+            ("steady".to_string(), first as u64 + 1),
+            ("reuse".to_string(), first as u64 + 1)
         ]
     );
-    assert_eq!(run_records(&bundle).len(), 19);
+    assert_eq!(run_records(&bundle).len(), runs.len());
     let report = hwr(
         repo.path(),
         &["report", bundle.to_str().unwrap(), "--format", "json"],

@@ -219,6 +219,43 @@ fn two_environments_from_a_local_wheel_folder() {
     );
 }
 
+/// Issue 36 item 4: `--where environment=NAME` builds only that environment. The wheel folder
+/// has no tinypkg 2.0, so building `new` would fail the preflight (as a full run still does).
+#[test]
+fn where_on_the_environment_axis_builds_only_the_selected_environment() {
+    if !ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_wheels(d, &["1.0"]);
+    manifest(d);
+    let out = hwr_env(
+        d,
+        &[
+            "run",
+            "experiment.toml",
+            "--quiet",
+            "--results-dir",
+            "results",
+            "--where",
+            "environment=old",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = d.join(stdout(&out).lines().last().unwrap());
+    assert_eq!(output_of(&bundle, "old").trim(), "1.0 True");
+    let built: Vec<String> = std::fs::read_dir(bundle.join("environments"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(built, ["old"]);
+    // Without --where both are built, and `new` cannot be.
+    let (out, _) = run(d);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(stderr(&out).contains("environment `new`"), "{}", stderr(&out));
+}
+
 #[test]
 fn without_uv_the_error_says_pip_install_uv() {
     let dir = tempfile::tempdir().unwrap();
