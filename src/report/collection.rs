@@ -789,12 +789,14 @@ pub fn collect_spilling(dir: &Path, keep_series: bool, spill: Option<Spill>) -> 
     let plan = bundle.plan_header()?;
     let info = bundle.info().clone();
     let manifest_path = bundle.path(crate::bundle::files::MANIFEST);
+    let mut measured = None;
     let (pointers, settings) = match bundle.manifest_text() {
         Ok(text) => {
             let bad = |message| ReportError::Metrics {
                 path: manifest_path.display().to_string(),
                 message,
             };
+            measured = super::units::measured(&text);
             (
                 metric_pointers(&text).map_err(bad)?,
                 super::estimates::settings(&text).map_err(bad)?,
@@ -969,6 +971,7 @@ pub fn collect_spilling(dir: &Path, keep_series: bool, spill: Option<Spill>) -> 
         mode_key,
         metric_pointers: pointers,
         has_retention,
+        measured,
         executor: info.executor.clone(),
         nodes,
         failures_by_reason: failures.finish(),
