@@ -38,7 +38,8 @@ pub struct Retention {
     pub after_close: Deltas,
     /// Open file descriptors: final `loop` sample's `fd_count` minus `baseline`'s.
     pub fd_delta: Option<i128>,
-    /// `last_tensor_alive`, when the output has it.
+    /// `last_tensor_alive`, when the output has it: the document's, else the final `loop`
+    /// sample's (the original Python diagnostic writes it in each loop sample).
     pub last_tensor_alive: Option<bool>,
     /// `completed`, when the output has it (`false` when the probe was stopped by SIGTERM).
     pub completed: Option<bool>,
@@ -181,17 +182,21 @@ pub enum SampleField {
     RssBytes,
     /// `fd_count`: open file descriptors.
     FdCount,
+    /// `last_tensor_alive`: whether the last tensor read was still held (the original Python
+    /// diagnostic writes it in each loop sample; the built-in probe in the document).
+    LastTensorAlive,
 }
 
 impl SampleField {
     /// Every field a sample is read for.
-    pub const ALL: [SampleField; 6] = [
+    pub const ALL: [SampleField; 7] = [
         SampleField::Phase,
         SampleField::Iterations,
         SampleField::PrivateBytes,
         SampleField::AnonymousBytes,
         SampleField::RssBytes,
         SampleField::FdCount,
+        SampleField::LastTensorAlive,
     ];
 
     /// The field's name in the output's sample objects.
@@ -203,6 +208,7 @@ impl SampleField {
             SampleField::AnonymousBytes => "anonymous_bytes",
             SampleField::RssBytes => "rss_bytes",
             SampleField::FdCount => "fd_count",
+            SampleField::LastTensorAlive => "last_tensor_alive",
         }
     }
 }
@@ -219,6 +225,8 @@ pub trait SampleValue {
     fn text(&self) -> String;
     /// Whether the value is JSON `null`.
     fn is_null(&self) -> bool;
+    /// The boolean, when a boolean.
+    fn as_bool(&self) -> Option<bool>;
     /// What the value is when it is not an integer within 64 bits: `null`, `a string`, `a
     /// fraction`, `a number beyond 64 bits`, `a boolean`, `an array`, `an object`.
     fn kind(&self) -> &'static str;
@@ -251,6 +259,9 @@ impl SampleValue for Json {
     fn is_null(&self) -> bool {
         Json::is_null(self)
     }
+    fn as_bool(&self) -> Option<bool> {
+        Json::as_bool(self)
+    }
     fn kind(&self) -> &'static str {
         match self {
             Json::Null => "null",
@@ -274,6 +285,9 @@ impl SampleValue for crate::bundle::output::Scalar {
     }
     fn is_null(&self) -> bool {
         matches!(self, crate::bundle::output::Scalar::Null)
+    }
+    fn as_bool(&self) -> Option<bool> {
+        crate::bundle::output::Scalar::as_bool(self)
     }
     fn text(&self) -> String {
         use crate::bundle::output::Scalar;
@@ -343,6 +357,8 @@ pub struct SampleFields {
     pub rss_bytes: Option<i128>,
     /// `fd_count`.
     pub fd_count: Option<i128>,
+    /// `last_tensor_alive`, when a boolean (anything else is left aside: no figure reads it).
+    pub last_tensor_alive: Option<bool>,
     /// The first field present with a value these numbers cannot hold (a fraction, a string, a
     /// negative iteration count, a number beyond 64 bits): `field = value`, for the run's reason.
     pub unreadable: Option<String>,
@@ -356,6 +372,10 @@ impl SampleFields {
     /// Sets `field` from the value the output holds (`None` or JSON `null`: absent).
     pub fn set<V: SampleValue + ?Sized>(&mut self, field: SampleField, value: Option<&V>) {
         let Some(v) = value else { return };
+        if field == SampleField::LastTensorAlive {
+            self.last_tensor_alive = v.as_bool();
+            return;
+        }
         if v.is_null() {
             if field != SampleField::Phase {
                 self.null.push(field.name());
@@ -379,6 +399,7 @@ impl SampleFields {
                 Some(i) => self.iterations = i,
                 None => bad(self),
             },
+            SampleField::LastTensorAlive => {}
             SampleField::PrivateBytes
             | SampleField::AnonymousBytes
             | SampleField::RssBytes
@@ -632,7 +653,7 @@ impl Accumulator {
             growth: deltas(&baseline, &last_loop),
             after_close: self.closed.map(|c| deltas(&baseline, &c)).unwrap_or_default(),
             fd_delta: delta(baseline.fd_count, last_loop.fd_count),
-            last_tensor_alive: doc.last_tensor_alive,
+            last_tensor_alive: doc.last_tensor_alive.or(last_loop.last_tensor_alive),
             completed: doc.completed,
         };
         self.points.extend(self.last_point);

@@ -68,6 +68,7 @@ mod probe_manifests;
 mod probe_python;
 mod provenance_differential;
 mod provenance_git;
+mod report_answers;
 mod report_errors;
 mod report_estimates;
 mod report_fixtures;
