@@ -882,7 +882,7 @@ pub fn verdict_section(r: &Report) -> Section {
         let (growth, rate) = verdict_rows(r, cv);
         let Some(g) = growth.or(rate) else { continue };
         let mut verdict = match rate {
-            Some(rt) if cv.by_rate() => {
+            Some(rt) if cv.decided_by == rt.metric => {
                 format!("{}\n(the rate's; growth within the margin)", verdict_text(rt))
             }
             _ => verdict_text(g).replacen(" (", "\n(", 1),
@@ -1911,6 +1911,98 @@ mod tests {
             out.extend_from_slice(b"\n  ]\n}");
             prop_assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string_pretty(&doc).unwrap());
         }
+    }
+
+    /// Sampling notes alike but for their figures, one per run, are one line with the count.
+    #[test]
+    fn a_note_repeated_with_other_figures_is_counted_once() {
+        let runs: Vec<RunSummary> = (0..5)
+            .map(|i| {
+                let mut run = RunSummary::for_tests(&format!("00{i}-x"), &[("mode", "x")], Some(crate::bundle::Outcome::Ok));
+                run.memory_note = Some(format!(
+                    "samples came every {}.{i} ms on average, not every 100 ms as requested (one sample took 2.{i} ms on average)",
+                    130 + i
+                ));
+                run
+            })
+            .collect();
+        let r = Report::for_tests(runs);
+        let notes: Vec<String> = memory_notes(&r)
+            .into_iter()
+            .filter(|n| n.starts_with("memory sampling"))
+            .collect();
+        assert_eq!(notes.len(), 1, "{notes:#?}");
+        assert!(
+            notes[0].starts_with("memory sampling of 5 runs (000-x, 001-x, ... 004-x): samples came every 130.0 ms"),
+            "{}",
+            notes[0]
+        );
+    }
+
+    /// The verdict row says which other metrics disagree and why the figures do not give one
+    /// word; the title names the metric and what was measured.
+    #[test]
+    fn the_verdict_row_names_disagreements_and_reasons() {
+        use super::super::estimates::{CellVerdict, Control, Disagreement, Estimate};
+        let mut r = Report::for_tests(Vec::new());
+        r.has_retention = true;
+        r.measured = Some("the built-in Rust port (hwr-exp probe safetensors-retention)".into());
+        let estimate = |metric: &str, v: f64| Estimate {
+            cell: "mode=get_tensor".into(),
+            control: "mode=reuse".into(),
+            metric: metric.into(),
+            n_cell: 8,
+            n_control: 8,
+            shift: Some(252.0 * 1024.0 * v),
+            ci_low: Some(240.0 * 1024.0 * v),
+            ci_high: Some(1229.0 * 1024.0 * v),
+            confidence: Some(0.95),
+            p: Some(0.001),
+            p_adjusted: Some(0.001),
+            exact: Some(true),
+            margin: None,
+            verdict: Verdict::AboveControl,
+            repetitions_needed: None,
+            unusable_values: None,
+            cell_nodes: Vec::new(),
+            control_nodes: Vec::new(),
+            node: None,
+        };
+        r.estimates.control = Some(Control {
+            values: [("mode".to_string(), crate::manifest::Value::Str("reuse".into()))].into(),
+            source: "default",
+        });
+        r.estimates.compared_cells = 1;
+        r.estimates.rows = vec![
+            estimate("anonymous-growth-bytes", 1.0),
+            estimate("anonymous-rate-per-1000", 0.1),
+        ];
+        r.estimates.cells = vec![CellVerdict {
+            cell: "mode=get_tensor".into(),
+            control: "mode=reuse".into(),
+            verdict: Verdict::AboveControl,
+            decided_by: "anonymous-growth-bytes",
+            metric: "anonymous".into(),
+            disagreements: vec![Disagreement {
+                metric: "private".into(),
+                verdict: Verdict::NoDetectableDifference,
+            }],
+            reason: Some("file-backed pages moved by megabytes".into()),
+        }];
+        let s = verdict_section(&r);
+        assert_eq!(
+            s.title,
+            "Verdicts: each cell against its control (mode = reuse), anonymous bytes growth; measured: the built-in Rust port (hwr-exp probe safetensors-retention)"
+        );
+        let row = &s.rows[0];
+        assert_eq!(row[2], "+252 [+240, +1,229] KiB\n+25,805 [+24,576, +125,850] B/1k it");
+        assert_eq!(
+            row[3],
+            "above control\ndisagrees: private: no detectable difference\nwhy: file-backed pages moved by megabytes"
+        );
+        assert_eq!(row[4], "retains 240-1,229 KiB more than reuse over the loop, 95%");
+        let md = report_text(&r, TextStyle::Markdown);
+        assert!(md.contains("private: no detectable difference"), "{md}");
     }
 
     /// Each layout's columns, the groups of the full layout's it has (as a spilled row is cut),
