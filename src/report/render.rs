@@ -431,13 +431,21 @@ pub fn loop_scoped(g: &super::model::MappingGrowth) -> bool {
     g.between == "probe baseline -> last loop"
 }
 
-/// What grew over the loop, per run: the mappings whose private bytes changed most between the
-/// probe's own baseline and last loop breakdowns (its output). The runner's first and last
-/// breakdowns (mappings.json) span start-up and are counted in a note, not shown.
-fn mappings_table(r: &Report) -> Section {
-    let mut s = Section::new(
+/// What grew over the loop (`loop_part`), per run: the mappings whose private bytes changed
+/// most between the probe's own baseline and last loop breakdowns (its output); else (`!loop_part`)
+/// the changes outside the loop: the probe's baseline to closed, and the runner's first and last
+/// breakdowns (mappings.json), which span start-up.
+fn mappings_table(r: &Report, loop_part: bool) -> Section {
+    let title = if loop_part {
         "What grew over the loop: mappings with the largest change from the baseline to the last loop sample \
-         (/proc/self/smaps of the built-in probe's own process at those phases; bytes)",
+         (/proc/self/smaps of the built-in probe's own process at those phases; bytes)"
+    } else {
+        "Mappings changed outside the loop (start-up or close included): `probe baseline -> closed`: the \
+         built-in probe's own process; `first -> last`: the run's processes, summed, at the runner's first \
+         and last walk (/proc/<pid>/smaps; bytes)"
+    };
+    let mut s = Section::new(
+        title,
         &[
             ("run-id", false),
             ("between", false),
@@ -449,12 +457,8 @@ fn mappings_table(r: &Report) -> Section {
             ("to s", true),
         ],
     );
-    let mut whole_run = 0;
     for run in &r.runs {
-        if !run.mappings_grown.is_empty() && !run.mappings_grown.iter().any(loop_scoped) {
-            whole_run += 1;
-        }
-        for g in run.mappings_grown.iter().filter(|g| loop_scoped(g)) {
+        for g in run.mappings_grown.iter().filter(|g| loop_scoped(g) == loop_part) {
             s.rows.push(vec![
                 run.run_id.clone(),
                 g.between.clone(),
@@ -466,12 +470,6 @@ fn mappings_table(r: &Report) -> Section {
                 format!("{:.2}", g.to_seconds),
             ]);
         }
-    }
-    if whole_run > 0 {
-        s.notes.push(format!(
-            "{whole_run} run{} only the runner's first and last breakdowns, start-up included, not the loop: not shown (mappings.json in the run's folder)",
-            if whole_run == 1 { " has" } else { "s have" }
-        ));
     }
     s.notes.extend(r.collapsed_note());
     s
@@ -1219,11 +1217,14 @@ const SECTIONS: [SectionBuilder; 8] = [
         v
     },
     |r| {
-        r.runs
-            .iter()
-            .any(|run| run.mappings_grown.iter().any(loop_scoped))
-            .then(|| mappings_table(r))
+        [true, false]
             .into_iter()
+            .filter(|&loop_part| {
+                r.runs
+                    .iter()
+                    .any(|run| run.mappings_grown.iter().any(|g| loop_scoped(g) == loop_part))
+            })
+            .map(|loop_part| mappings_table(r, loop_part))
             .collect()
     },
     |r| {

@@ -94,7 +94,7 @@ fn five_repetitions_find_the_leak_with_an_interval_holding_the_true_rate() {
     assert!(
         head.contains("mode=steady")
             && head.contains("no detectable difference")
-            && head.contains("(width 16.0 KiB)"),
+            && head.contains("(width 16,384 B)"),
         "{head}"
     );
     assert!(head.contains("KiB"), "{head}");
