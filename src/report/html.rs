@@ -424,15 +424,22 @@ pub fn render_report(r: &Report, facts: &BundleFacts) -> Markup {
     page(&format!("hwr-exp report: {}", r.experiment), body)
 }
 
-/// An inline SVG of each compared cell's private-growth interval against its control: one bar per
+/// An inline SVG of each compared cell's growth interval (its verdict metric's) against its control: one bar per
 /// cell from ci-low to ci-high, a dot at the shift, the zero line marked. Text is escaped by maud.
 fn interval_plot(r: &Report) -> Markup {
-    use super::metrics::Metric;
+    // The verdict metric's growth of each cell (`<metric>-growth-bytes`, private by default).
+    let growth_key = |cell: &str| {
+        let metric = r
+            .estimates
+            .cell_verdict(cell)
+            .map_or("private", |c| c.metric.as_str());
+        format!("{metric}-growth-bytes")
+    };
     let rows: Vec<&super::estimates::Estimate> = r
         .estimates
         .rows
         .iter()
-        .filter(|e| e.metric() == Some(Metric::PrivateGrowth) && e.shift.is_some())
+        .filter(|e| e.metric == growth_key(&e.cell) && e.shift.is_some())
         .collect();
     if rows.is_empty() {
         return html! { p.note { "No interval plot: no cell compared with a control." } };
@@ -458,7 +465,7 @@ fn interval_plot(r: &Report) -> Markup {
     html! {
         figure #interval-plot {
             svg xmlns="http://www.w3.org/2000/svg" width=(width) height=(height) viewBox={ "0 0 " (width) " " (height) } role="img" {
-                title { "Private growth, cell minus control: Hodges-Lehmann shift and 95% interval" }
+                title { "Growth of the verdict metric, cell minus control: Hodges-Lehmann shift and 95% interval" }
                 line x1=(zero) y1=(top - 10.0) x2=(zero) y2=(height - 25.0) stroke="#57606a" stroke-dasharray="4 3" {}
                 text x=(zero) y=(top - 14.0) font-size="11" text-anchor="middle" fill="#57606a" { "0" }
                 text x=(label_w) y=(height - 8.0) font-size="11" fill="#57606a" { (super::render::human_bytes(lo)) }
@@ -477,7 +484,7 @@ fn interval_plot(r: &Report) -> Markup {
                     circle cx=(x(e.shift.unwrap_or(0.0))) cy=(y) r="5" fill="#fff" stroke=(colour) stroke-width="2" {}
                 }
             }
-            figcaption { "Private growth, cell minus control: Hodges-Lehmann shift (dot) and exact 95% interval (bar); the dashed line is 0. Colour: the cell's verdict (the verdict table's): red above control, blue below, green equivalent, grey no detectable difference or too few runs." }
+            figcaption { "Growth of the verdict metric (the verdict table's), cell minus control: Hodges-Lehmann shift (dot) and exact 95% interval (bar); the dashed line is 0. Colour: the cell's verdict (the verdict table's): red above control, blue below, green equivalent, grey no detectable difference or too few runs." }
         }
     }
 }
