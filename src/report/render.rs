@@ -405,7 +405,10 @@ pub(crate) fn memory_notes(r: &Report) -> Vec<String> {
     }
     for (shape, note, runs) in by_note {
         let note = if runs.len() > 1 && shape != note {
-            format!("{note} (figures of {}; each run's in its run.json sampling.note)", runs[0])
+            format!(
+                "{note} (figures of {}; each run's in its run.json sampling.note)",
+                runs[0]
+            )
         } else {
             note.to_string()
         };
@@ -1934,7 +1937,9 @@ mod tests {
             .collect();
         assert_eq!(notes.len(), 1, "{notes:#?}");
         assert!(
-            notes[0].starts_with("memory sampling of 5 runs (000-x, 001-x, ... 004-x): samples came every 130.0 ms"),
+            notes[0].starts_with(
+                "memory sampling of 5 runs (000-x, 001-x, ... 004-x): samples came every 130.0 ms"
+            ),
             "{}",
             notes[0]
         );
@@ -1996,7 +2001,10 @@ mod tests {
             "Verdicts: each cell against its control (mode = reuse), anonymous bytes growth; measured: the built-in Rust port (hwr-exp probe safetensors-retention)"
         );
         let row = &s.rows[0];
-        assert_eq!(row[2], "+252 [+240, +1,229] KiB\n+25,805 [+24,576, +125,850] B/1k it");
+        assert_eq!(
+            row[2],
+            "+252 [+240, +1,229] KiB\n+25,805 [+24,576, +125,850] B/1k it"
+        );
         assert_eq!(
             row[3],
             "above control\ndisagrees: private: no detectable difference\nwhy: file-backed pages moved by megabytes"

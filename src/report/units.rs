@@ -74,7 +74,7 @@ pub fn thousands(n: u128) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -101,12 +101,12 @@ pub fn bytes_interval(shift: f64, low: f64, high: f64) -> String {
     )
 }
 
-/// A loop's iteration count as people say it: `10k`, `2,000`, `1.5M`... exact when not a round
-/// number of thousands: `10k` for 10,000, `2,500` for 2,500, `1,000k`... is `1M`.
+/// A loop's iteration count as people say it, always exact: `1M` for 1,000,000, `10k` for
+/// 10,000 (round thousands from 10,000 up), else with separators: `2,000`, `12,345`.
 pub fn iterations(n: u64) -> String {
-    if n >= 1_000_000 && n % 1_000_000 == 0 {
+    if n >= 1_000_000 && n.is_multiple_of(1_000_000) {
         format!("{}M", thousands(u128::from(n / 1_000_000)))
-    } else if n >= 10_000 && n % 1000 == 0 {
+    } else if n >= 10_000 && n.is_multiple_of(1000) {
         format!("{}k", thousands(u128::from(n / 1000)))
     } else {
         thousands(u128::from(n))
@@ -203,10 +203,12 @@ pub fn measured(manifest_text: &str) -> Option<String> {
     let command = table.get("command")?.as_table()?;
     if let Some(argv) = command.get("argv").and_then(toml::Value::as_array) {
         let words: Vec<&str> = argv.iter().filter_map(toml::Value::as_str).collect();
-        let probe = words
-            .windows(2)
-            .any(|w| w == ["probe", "safetensors-retention"]);
-        if probe && words.first().is_some_and(|w| *w == "{hwr-exp}" || w.ends_with("hwr-exp")) {
+        let probe = words.windows(2).any(|w| w == ["probe", "safetensors-retention"]);
+        if probe
+            && words
+                .first()
+                .is_some_and(|w| *w == "{hwr-exp}" || w.ends_with("hwr-exp"))
+        {
             return Some("the built-in Rust port (hwr-exp probe safetensors-retention)".into());
         }
         return Some(format!("argv: {}", words.join(" ")));
@@ -236,7 +238,10 @@ mod tests {
     #[test]
     fn boundaries() {
         // Negative, zero and mixed signs.
-        assert_eq!(bytes_interval(-252.0 * KIB, -1229.0 * KIB, -240.0 * KIB), "-252 [-1,229, -240] KiB");
+        assert_eq!(
+            bytes_interval(-252.0 * KIB, -1229.0 * KIB, -240.0 * KIB),
+            "-252 [-1,229, -240] KiB"
+        );
         assert_eq!(bytes_interval(0.0, 0.0, 0.0), "0 [0, 0] B");
         assert_eq!(bytes_interval(0.0, -3.0 * KIB, 5.0 * KIB), "0 [-3,072, +5,120] B");
         // Bytes: nothing reaches 100 KiB.
@@ -250,7 +255,10 @@ mod tests {
         // MiB and GiB.
         assert_eq!(bytes(177.0 * MIB), "+177 MiB");
         assert_eq!(bytes(-177.0 * MIB), "-177 MiB");
-        assert_eq!(bytes_interval(5.0 * GIB, 4.5 * GIB, 6.0 * GIB), "+5,120 [+4,608, +6,144] MiB");
+        assert_eq!(
+            bytes_interval(5.0 * GIB, 4.5 * GIB, 6.0 * GIB),
+            "+5,120 [+4,608, +6,144] MiB"
+        );
         assert_eq!(bytes(150.0 * GIB), "+150 GiB");
         assert_eq!(bytes(2048.0 * GIB), "+2,048 GiB");
     }
@@ -365,9 +373,15 @@ mod tests {
             Some("the built-in Rust port (hwr-exp probe safetensors-retention)")
         );
         let argv = "[command]\nargv = [\"python3\", \"diag.py\", \"--mode\", \"{mode}\"]\n";
-        assert_eq!(measured(argv).as_deref(), Some("argv: python3 diag.py --mode {mode}"));
+        assert_eq!(
+            measured(argv).as_deref(),
+            Some("argv: python3 diag.py --mode {mode}")
+        );
         let shell = "[command]\nshell = \"python bench.py --mode {mode}\"\n";
-        assert_eq!(measured(shell).as_deref(), Some("shell: python bench.py --mode {mode}"));
+        assert_eq!(
+            measured(shell).as_deref(),
+            Some("shell: python bench.py --mode {mode}")
+        );
         assert_eq!(measured("format = 1\n"), None);
     }
 }

@@ -37,7 +37,10 @@ fn bundle(dir: &Path) -> PathBuf {
 }
 
 fn report(dir: &Path, bundle: &Path, format: &str) -> String {
-    let out = hwr(dir, &["report", bundle.to_str().unwrap(), "--format", format, "--wide"]);
+    let out = hwr(
+        dir,
+        &["report", bundle.to_str().unwrap(), "--format", format, "--wide"],
+    );
     assert_eq!(code(&out), 0, "{format}: {}", stderr(&out));
     stdout(&out)
 }
