@@ -817,15 +817,16 @@ pub fn verdict_sentence(r: &Report, cv: &CellVerdict) -> Option<String> {
         .rows
         .iter()
         .find(|x| x.cell == cv.cell && x.metric == cv.decided_by);
-    let estimate = decided.or(growth).or(rate)?;
-    Some(super::units::sentence(
-        cv,
-        super::units::Said {
-            control: &control_name(r),
-            estimate,
-            iterations: cell_iterations(r, &cv.cell),
-        },
-    ))
+    let e = decided.or(growth).or(rate)?;
+    Some(super::units::sentence(super::units::Said {
+        verdict: cv.verdict,
+        control: &control_name(r),
+        interval: e.ci_low.zip(e.ci_high),
+        confidence: e.confidence,
+        rate: e.metric().is_some_and(|m| m.def().unit == Unit::BytesPer1000),
+        iterations: cell_iterations(r, &cv.cell),
+        needed: e.repetitions_needed,
+    }))
 }
 
 /// What the row says besides the verdict word: the other metrics that disagree (`private: no

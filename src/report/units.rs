@@ -3,7 +3,6 @@
 //! issue 36 item 5). Every format that shows people numbers (table, Markdown, HTML) uses these;
 //! CSV and JSON keep exact bytes.
 
-use super::estimates::{CellVerdict, Estimate};
 use crate::stats::Verdict;
 
 /// The binary units a figure is shown in, with their divisors (bytes).
@@ -113,45 +112,41 @@ pub fn iterations(n: u64) -> String {
     }
 }
 
-/// What a verdict sentence needs besides the cell's verdict: the estimate the words are about.
+/// What a verdict sentence says: the verdict word and the interval of the figure that gave it.
 #[derive(Debug, Clone, Copy)]
 pub struct Said<'a> {
+    /// The cell's verdict.
+    pub verdict: Verdict,
     /// The control as people name it: its value of the key that differs (`reuse`).
     pub control: &'a str,
-    /// The estimate whose interval the words give (the verdict's figure).
-    pub estimate: &'a Estimate,
+    /// The interval's bounds (bytes, or bytes per 1000 iterations when `rate`), `None` without one.
+    pub interval: Option<(f64, f64)>,
+    /// The interval's confidence (0.95 when `None`).
+    pub confidence: Option<f64>,
+    /// Whether the figure is a rate (bytes per 1000 iterations).
+    pub rate: bool,
     /// Loop iterations of the cell's runs, when they all ran the same number (for growth).
     pub iterations: Option<u64>,
-}
-
-/// The interval of `e` in the unit of its bounds: (low, high, shift, unit, whether a rate),
-/// `None` without an interval.
-fn interval_parts(e: &Estimate) -> Option<(f64, f64, f64, &'static str, bool)> {
-    let (Some(lo), Some(hi), Some(s)) = (e.ci_low, e.ci_high, e.shift) else {
-        return None;
-    };
-    // The sentence gives the bounds only: their unit.
-    let (div, unit) = unit_for(&[lo, hi]);
-    let rate = e
-        .metric()
-        .is_some_and(|m| m.def().unit == super::metrics::Unit::BytesPer1000);
-    Some((lo / div, hi / div, s / div, unit, rate))
+    /// The repetitions per cell a `too few runs` verdict needs, when known.
+    pub needed: Option<usize>,
 }
 
 /// The verdict of a cell in words a user can repeat:
 /// `retains 240-1,229 KiB more than reuse per 10k iterations, 95%`,
 /// `no detectable difference from reuse: between -3 and +5 KiB per 10k iterations, 95%`,
-/// `too few runs to tell: need 4 per cell`.
-pub fn sentence(v: &CellVerdict, said: Said<'_>) -> String {
-    let e = said.estimate;
-    let conf = format!("{}%", figure(e.confidence.unwrap_or(0.95) * 100.0, false));
-    let Some((lo, hi, _, unit, rate)) = interval_parts(e) else {
-        return match e.repetitions_needed {
+/// `too few runs to tell: need 4 per cell`. The bounds share the unit that keeps three
+/// significant digits of the smaller non-zero one.
+pub fn sentence(said: Said<'_>) -> String {
+    let conf = format!("{}%", figure(said.confidence.unwrap_or(0.95) * 100.0, false));
+    let Some((low, high)) = said.interval else {
+        return match said.needed {
             Some(n) => format!("too few runs to tell: need {n} per cell"),
-            None => format!("{}: no interval", v.verdict.as_str()),
+            None => format!("{}: no interval", said.verdict.as_str()),
         };
     };
-    let per = match (rate, said.iterations) {
+    let (div, unit) = unit_for(&[low, high]);
+    let (lo, hi) = (low / div, high / div);
+    let per = match (said.rate, said.iterations) {
         (true, _) => " per 1k iterations".to_string(),
         (false, Some(n)) => format!(" per {} iterations", iterations(n)),
         (false, None) => " over the loop".to_string(),
@@ -159,7 +154,7 @@ pub fn sentence(v: &CellVerdict, said: Said<'_>) -> String {
     let control = said.control;
     let plain = |x: f64| figure(x, false);
     let signed = |x: f64| figure(x, true);
-    match v.verdict {
+    match said.verdict {
         Verdict::AboveControl => format!(
             "retains {}-{} {unit} more than {control}{per}, {conf}",
             plain(lo),
@@ -180,7 +175,7 @@ pub fn sentence(v: &CellVerdict, said: Said<'_>) -> String {
             signed(lo),
             signed(hi)
         ),
-        Verdict::TooFewRuns => match e.repetitions_needed {
+        Verdict::TooFewRuns => match said.needed {
             Some(n) => format!(
                 "too few runs to tell: between {} and {} {unit}{per} at {conf}; need {n} per cell",
                 signed(lo),
@@ -275,94 +270,65 @@ mod tests {
         assert_eq!(iterations(12_345), "12,345");
     }
 
-    fn estimate(metric: &str, verdict: Verdict, interval: Option<(f64, f64, f64)>) -> Estimate {
-        Estimate {
-            cell: "mode=get_tensor".into(),
-            control: "mode=reuse".into(),
-            metric: metric.into(),
-            n_cell: 8,
-            n_control: 8,
-            shift: interval.map(|i| i.0),
-            ci_low: interval.map(|i| i.1),
-            ci_high: interval.map(|i| i.2),
-            confidence: interval.map(|_| 0.95),
-            p: None,
-            p_adjusted: None,
-            exact: None,
-            margin: None,
+    fn said(
+        verdict: Verdict,
+        interval: Option<(f64, f64)>,
+        rate: bool,
+        iterations: Option<u64>,
+    ) -> Said<'static> {
+        Said {
             verdict,
-            repetitions_needed: None,
-            unusable_values: None,
-            cell_nodes: Vec::new(),
-            control_nodes: Vec::new(),
-            node: None,
-        }
-    }
-
-    fn cell(verdict: Verdict) -> CellVerdict {
-        CellVerdict {
-            cell: "mode=get_tensor".into(),
-            control: "mode=reuse".into(),
-            verdict,
-            decided_by: "anonymous-growth-bytes",
-            metric: "anonymous".into(),
-            disagreements: Vec::new(),
-            reason: None,
+            control: "reuse",
+            interval,
+            confidence: Some(0.95),
+            rate,
+            iterations,
+            needed: None,
         }
     }
 
     /// The issue's sentence, and one per verdict word.
     #[test]
     fn verdicts_in_words() {
-        fn said(e: &Estimate, n: Option<u64>) -> Said<'_> {
-            Said {
-                control: "reuse",
-                estimate: e,
-                iterations: n,
-            }
-        }
-        let above = estimate(
-            "anonymous-growth-bytes",
-            Verdict::AboveControl,
-            Some((252.0 * KIB, 240.0 * KIB, 1229.0 * KIB)),
-        );
         assert_eq!(
-            sentence(&cell(Verdict::AboveControl), said(&above, Some(10_000))),
+            sentence(said(
+                Verdict::AboveControl,
+                Some((240.0 * KIB, 1229.0 * KIB)),
+                false,
+                Some(10_000)
+            )),
             "retains 240-1,229 KiB more than reuse per 10k iterations, 95%"
         );
-        let below = estimate(
-            "anonymous-growth-bytes",
-            Verdict::BelowControl,
-            Some((-252.0 * KIB, -1229.0 * KIB, -240.0 * KIB)),
-        );
         assert_eq!(
-            sentence(&cell(Verdict::BelowControl), said(&below, Some(10_000))),
+            sentence(said(
+                Verdict::BelowControl,
+                Some((-1229.0 * KIB, -240.0 * KIB)),
+                false,
+                Some(10_000)
+            )),
             "retains 240-1,229 KiB less than reuse per 10k iterations, 95%"
         );
-        let none = estimate(
-            "anonymous-growth-bytes",
-            Verdict::NoDetectableDifference,
-            Some((KIB, -300.0 * KIB, 500.0 * KIB)),
-        );
         assert_eq!(
-            sentence(&cell(Verdict::NoDetectableDifference), said(&none, Some(2000))),
+            sentence(said(
+                Verdict::NoDetectableDifference,
+                Some((-300.0 * KIB, 500.0 * KIB)),
+                false,
+                Some(2000)
+            )),
             "no detectable difference from reuse: between -300 and +500 KiB per 2,000 iterations, 95%"
         );
-        let rate = estimate(
-            "anonymous-rate-per-1000",
-            Verdict::AboveControl,
-            Some((25.0 * KIB, 24.0 * KIB, 26.0 * KIB)),
-        );
         assert_eq!(
-            sentence(&cell(Verdict::AboveControl), said(&rate, None)),
+            sentence(said(
+                Verdict::AboveControl,
+                Some((24.0 * KIB, 26.0 * KIB)),
+                true,
+                None
+            )),
             "retains 24,576-26,624 B more than reuse per 1k iterations, 95%"
         );
-        let mut few = estimate("anonymous-growth-bytes", Verdict::TooFewRuns, None);
-        few.repetitions_needed = Some(4);
-        assert_eq!(
-            sentence(&cell(Verdict::TooFewRuns), said(&few, None)),
-            "too few runs to tell: need 4 per cell"
-        );
+        let mut few = said(Verdict::TooFewRuns, None, false, None);
+        few.needed = Some(4);
+        assert_eq!(sentence(few), "too few runs to tell: need 4 per cell");
     }
 
     #[test]
