@@ -799,6 +799,7 @@ pub fn collect_with(
     let info = bundle.info().clone();
     let manifest_path = bundle.path(crate::bundle::files::MANIFEST);
     let mut axes: Vec<(String, Vec<crate::manifest::Value>)> = Vec::new();
+    let mut measured = None;
     let (pointers, mut settings) = match bundle.manifest_text() {
         Ok(text) => {
             axes = super::contrasts::manifest_axes(&text);
@@ -806,6 +807,7 @@ pub fn collect_with(
                 path: manifest_path.display().to_string(),
                 message,
             };
+            measured = super::units::measured(&text);
             (
                 metric_pointers(&text).map_err(bad)?,
                 super::estimates::settings(&text).map_err(bad)?,
@@ -1003,6 +1005,7 @@ pub fn collect_with(
         mode_key,
         metric_pointers: pointers,
         has_retention,
+        measured,
         executor: info.executor.clone(),
         nodes,
         failures_by_reason: failures.finish(),

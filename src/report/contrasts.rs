@@ -332,7 +332,8 @@ fn axis_contrasts(
     out.into_iter().map(|(_, p)| p).collect()
 }
 
-/// `estimate [low, high] unit` in one binary unit (the largest figure's), `-` for none.
+/// `estimate [low, high] unit` in the unit that keeps three significant digits
+/// ([`super::units`]), `-` for none.
 fn figure_text(metric: Option<Metric>, estimate: Option<f64>, low: Option<f64>, high: Option<f64>) -> String {
     let Some(e) = estimate else {
         return "-".into();
@@ -348,29 +349,9 @@ fn figure_text(metric: Option<Metric>, estimate: Option<f64>, low: Option<f64>, 
             _ => human(metric, e),
         };
     }
-    let largest = [Some(e), low, high]
-        .into_iter()
-        .flatten()
-        .fold(0.0f64, |m, v| m.max(v.abs()));
-    let (mut div, mut unit) = (1.0, "B");
-    for u in ["KiB", "MiB", "GiB", "TiB"] {
-        if largest < div * 1024.0 {
-            break;
-        }
-        div *= 1024.0;
-        unit = u;
-    }
-    let f = |v: f64| {
-        let t = if div == 1.0 {
-            format!("{:.0}", v)
-        } else {
-            format!("{:.1}", v / div)
-        };
-        if v > 0.0 { format!("+{t}") } else { t }
-    };
     match (low, high) {
-        (Some(lo), Some(hi)) => format!("{} [{}, {}] {unit}", f(e), f(lo), f(hi)),
-        _ => format!("{} {unit} (no interval)", f(e)),
+        (Some(lo), Some(hi)) => super::units::bytes_interval(e, lo, hi),
+        _ => format!("{} (no interval)", super::units::bytes(e)),
     }
 }
 

@@ -403,11 +403,8 @@ pub fn render_report(r: &Report, facts: &BundleFacts) -> Markup {
             h2 #verdicts-heading { "Verdicts against the control" }
             div #verdicts { (section(&super::render::verdict_section(r))) }
             (interval_plot(r))
-            @if let Some(s) = super::contrasts::section(r) {
-                h2 #contrasts-heading { "Contrasts" }
-                div #contrasts { (section(&s)) }
-            }
         }
+        @for s in &super::render::answer_sections_after_verdicts(r) { (section(s)) }
         h2 #summary { "Summary" }
         (summary(r, facts))
         h2 #run-table { "Runs" }
@@ -582,7 +579,6 @@ pub fn render_compare(c: &Comparison, a: (&Report, &BundleFacts), b: (&Report, &
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
 
     use super::*;
     use crate::report::model::RunSummary;
@@ -594,37 +590,11 @@ mod tests {
     }
 
     fn report(runs: Vec<RunSummary>) -> Report {
-        Report {
-            bundle: format!("results/{HOSTILE}"),
-            experiment: HOSTILE.into(),
-            status: crate::bundle::lock::EffectiveStatus::Complete,
-            sbatch_refusals: Vec::new(),
-            hwr_exp_version: "0.1.0".into(),
-            revision: Some(HOSTILE.into()),
-            dirty: Some(true),
-            provenance_recorded: true,
-            drift: Some(false),
-            manifest_sha256: "00".into(),
-            planned_runs: runs.len(),
-            counts: BTreeMap::new(),
-            not_run: 0,
-            matrix_keys: vec!["mode".into()],
-            mode_key: Some("mode".into()),
-            metric_pointers: Vec::new(),
-            has_retention: false,
-            executor: None,
-            nodes: Vec::new(),
-            failures_by_reason: crate::report::model::failures_by_reason(&runs),
-            runs: runs.into(),
-            cells: Vec::new(),
-            estimates: Default::default(),
-            contrasts: Vec::new(),
-            overrides: None,
-            adaptive: None,
-            values: Default::default(),
-            redone: (0, 0),
-            not_run_ranges: Vec::new(),
-        }
+        let mut r = Report::for_tests(runs);
+        r.bundle = format!("results/{HOSTILE}");
+        r.experiment = HOSTILE.into();
+        r.revision = Some(HOSTILE.into());
+        r
     }
 
     #[test]

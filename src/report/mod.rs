@@ -32,6 +32,7 @@ pub mod plot;
 pub mod quick;
 pub mod render;
 pub mod retention;
+pub mod units;
 
 use std::path::PathBuf;
 

@@ -177,6 +177,43 @@ pub struct MappingGrowth {
 pub const STDERR_TAIL_LINES: usize = 20;
 
 impl Report {
+    /// A report for tests: `runs` held, nothing estimated, no retention.
+    #[cfg(test)]
+    pub(crate) fn for_tests(runs: Vec<RunSummary>) -> Report {
+        Report {
+            bundle: "results/test".into(),
+            experiment: "test".into(),
+            status: crate::bundle::lock::EffectiveStatus::Complete,
+            sbatch_refusals: Vec::new(),
+            hwr_exp_version: "0.1.0".into(),
+            revision: Some("test".into()),
+            dirty: Some(true),
+            provenance_recorded: true,
+            drift: Some(false),
+            manifest_sha256: "00".into(),
+            planned_runs: runs.len(),
+            counts: BTreeMap::new(),
+            not_run: 0,
+            matrix_keys: vec!["mode".into()],
+            mode_key: Some("mode".into()),
+            metric_pointers: Vec::new(),
+            has_retention: false,
+            measured: None,
+            executor: None,
+            nodes: Vec::new(),
+            failures_by_reason: failures_by_reason(&runs),
+            runs: runs.into(),
+            cells: Vec::new(),
+            estimates: Default::default(),
+            contrasts: Vec::new(),
+            overrides: None,
+            adaptive: None,
+            values: Default::default(),
+            redone: (0, 0),
+            not_run_ranges: Vec::new(),
+        }
+    }
+
     /// Whether the runs span more than one node (the reports then show a node column).
     pub fn multi_node(&self) -> bool {
         self.nodes.len() > 1
@@ -432,6 +469,11 @@ pub struct Report {
     pub metric_pointers: Vec<(String, String)>,
     /// Whether any run's output follows the retention schema.
     pub has_retention: bool,
+    /// What was measured, from the bundle's manifest.toml (the verdict table names it, DESIGN
+    /// 9): `the built-in Rust port (hwr-exp probe safetensors-retention)`, or the command's
+    /// `argv: ...` / `shell: ...` ([`super::units::measured`]); `None` without a manifest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured: Option<String>,
     /// bundle.json `executor` (`slurm`; `None`: local).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub executor: Option<String>,

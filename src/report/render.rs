@@ -252,7 +252,12 @@ fn preamble_lines(r: &Report) -> Vec<String> {
     ]
     .into_iter()
     .chain(no_verdicts_line(r))
-    .chain(r.adaptive.as_ref().map(adaptive_line))
+    .chain(
+        r.adaptive
+            .as_ref()
+            .filter(|_| design_section(r).is_none())
+            .map(adaptive_line),
+    )
     .chain(refusals)
     .collect()
 }
@@ -369,6 +374,27 @@ fn run_table(r: &Report) -> Section {
     s
 }
 
+/// `note` with each run of digits (and the decimal point inside one) as `#`: notes alike but
+/// for their figures have one shape.
+fn note_shape(note: &str) -> String {
+    let mut out = String::with_capacity(note.len());
+    let mut chars = note.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c.is_ascii_digit() {
+            while chars
+                .peek()
+                .is_some_and(|d| d.is_ascii_digit() || *d == '.' || *d == ',')
+            {
+                chars.next();
+            }
+            out.push('#');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// The notes under the runs table about memory: what `peak RSS` covers, and each run whose
 /// sampling was not as requested (no sample at all, an interval not kept, walks rarer).
 pub(crate) fn memory_notes(r: &Report) -> Vec<String> {
@@ -382,16 +408,27 @@ pub(crate) fn memory_notes(r: &Report) -> Vec<String> {
     }
     // Runs with the same note are one line (20 short runs each ended before the first sample
     // was due: one note, not 20), in order of each note's first run.
-    let mut by_note: Vec<(&str, Vec<&str>)> = Vec::new();
+    // Notes alike but for their figures (`samples came every 137 ms ...` in one run, `141 ms`
+    // in the next) are one line too, with the first run's figures.
+    let mut by_note: Vec<(String, &str, Vec<&str>)> = Vec::new();
     for run in &r.runs {
         if let Some(note) = &run.memory_note {
-            match by_note.iter_mut().find(|(n, _)| *n == note.as_str()) {
-                Some((_, runs)) => runs.push(&run.run_id),
-                None => by_note.push((note, vec![&run.run_id])),
+            let shape = note_shape(note);
+            match by_note.iter_mut().find(|(n, _, _)| *n == shape) {
+                Some((_, _, runs)) => runs.push(&run.run_id),
+                None => by_note.push((shape, note, vec![&run.run_id])),
             }
         }
     }
-    for (note, runs) in by_note {
+    for (shape, note, runs) in by_note {
+        let note = if runs.len() > 1 && shape != note {
+            format!(
+                "{note} (figures of {}; each run's in its run.json sampling.note)",
+                runs[0]
+            )
+        } else {
+            note.to_string()
+        };
         let named = match runs.as_slice() {
             [one] => (*one).to_string(),
             _ if runs.len() <= 3 => format!("{} runs ({})", runs.len(), runs.join(", ")),
@@ -408,15 +445,27 @@ pub(crate) fn memory_notes(r: &Report) -> Vec<String> {
     notes
 }
 
-/// What grew, per run: the mappings whose private bytes changed most between the probe's own
-/// baseline and last loop breakdowns (its output), else the run's first and last per-mapping
-/// breakdown (mappings.json).
-fn mappings_table(r: &Report) -> Section {
+/// Whether a mapping's change is over the loop (the probe's baseline to its last loop
+/// breakdown), not over start-up or close.
+pub fn loop_scoped(g: &super::model::MappingGrowth) -> bool {
+    g.between == "probe baseline -> last loop"
+}
+
+/// What grew over the loop (`loop_part`), per run: the mappings whose private bytes changed
+/// most between the probe's own baseline and last loop breakdowns (its output); else (`!loop_part`)
+/// the changes outside the loop: the probe's baseline to closed, and the runner's first and last
+/// breakdowns (mappings.json), which span start-up.
+fn mappings_table(r: &Report, loop_part: bool) -> Section {
+    let title = if loop_part {
+        "What grew over the loop: mappings with the largest change from the baseline to the last loop sample \
+         (/proc/self/smaps of the built-in probe's own process at those phases; bytes)"
+    } else {
+        "Mappings changed outside the loop (start-up or close included): `probe baseline -> closed`: the \
+         built-in probe's own process; `first -> last`: the run's processes, summed, at the runner's first \
+         and last walk (/proc/<pid>/smaps; bytes)"
+    };
     let mut s = Section::new(
-        "What grew: mappings with the largest change between two breakdowns (/proc/<pid>/smaps; \
-         `probe baseline -> last loop` and `-> closed`: the built-in probe's own process at those \
-         phases; \
-         `first -> last`: the run's processes, summed, at the runner's first and last walk; bytes)",
+        title,
         &[
             ("run-id", false),
             ("between", false),
@@ -429,7 +478,7 @@ fn mappings_table(r: &Report) -> Section {
         ],
     );
     for run in &r.runs {
-        for g in &run.mappings_grown {
+        for g in run.mappings_grown.iter().filter(|g| loop_scoped(g) == loop_part) {
             s.rows.push(vec![
                 run.run_id.clone(),
                 g.between.clone(),
@@ -562,37 +611,13 @@ fn retention_cell_table(r: &Report) -> Section {
     s
 }
 
-/// `v` bytes in human units with a sign: `+512 B`, `-4.0 KiB`, `+1.3 MiB` (binary units).
+/// `v` bytes in the unit that keeps three significant digits, signed: `+512 B`, `-4,096 B`,
+/// `+252 KiB` ([`super::units::bytes`]).
 pub fn human_bytes(v: f64) -> String {
     if !v.is_finite() {
         return fmt_num(v);
     }
-    let sign = if v > 0.0 {
-        "+"
-    } else if v < 0.0 {
-        "-"
-    } else {
-        ""
-    };
-    let a = v.abs();
-    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    if a < 1024.0 {
-        return format!("{sign}{} B", fmt_num((a * 10.0).round() / 10.0));
-    }
-    let mut x = a;
-    let mut unit = "B";
-    for u in UNITS {
-        if x < 1024.0 {
-            break;
-        }
-        x /= 1024.0;
-        unit = u;
-    }
-    if x >= 1024.0 {
-        // Beyond EiB: keep the largest unit.
-        return format!("{sign}{x:.0} {unit}");
-    }
-    format!("{sign}{x:.1} {unit}")
+    super::units::bytes(v)
 }
 
 /// A value of `metric` in human units (bytes, bytes per 1000 iterations, counts).
@@ -604,23 +629,9 @@ pub fn human(metric: Option<Metric>, v: f64) -> String {
     }
 }
 
-/// The binary unit for the largest of `values` (bytes): divisor and name.
-fn byte_unit(values: &[f64]) -> (f64, &'static str) {
-    let a = values.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-    let mut div = 1.0;
-    let mut unit = "B";
-    for u in ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"] {
-        if a < div * 1024.0 {
-            break;
-        }
-        div *= 1024.0;
-        unit = u;
-    }
-    (div, unit)
-}
-
-/// `shift [low, high] unit` in human units (one unit for the three), `-` without a shift; the
-/// interval's confidence in parentheses when the runs cannot reach 95%.
+/// `shift [low, high] unit` in one unit for the three that keeps three significant digits of
+/// the smallest non-zero of them (`+252 [+240, +1,229] KiB`, [`super::units::bytes_interval`]),
+/// `-` without a shift; the interval's confidence in parentheses when the runs cannot reach 95%.
 pub fn interval_text(e: &Estimate) -> String {
     let (Some(s), Some(lo), Some(hi)) = (e.shift, e.ci_low, e.ci_high) else {
         return "-".into();
@@ -640,22 +651,12 @@ pub fn interval_text(e: &Estimate) -> String {
             signed_f(Some(hi))
         );
     }
-    let (div, name) = byte_unit(&[s, lo, hi]);
-    let f = |v: f64| {
-        let x = v / div;
-        let t = if div == 1.0 {
-            fmt_num(x.round())
-        } else {
-            format!("{x:.1}")
-        };
-        if v > 0.0 { format!("+{t}") } else { t }
-    };
     let per = if unit == Some(Unit::BytesPer1000) {
         "/1k it"
     } else {
         ""
     };
-    format!("{} [{}, {}] {name}{per}{c}", f(s), f(lo), f(hi))
+    format!("{}{per}{c}", super::units::bytes_interval(s, lo, hi))
 }
 
 /// The verdict with what it needs said: the interval's width, the repetitions needed.
@@ -769,71 +770,139 @@ pub fn estimate_notes(r: &Report) -> Vec<String> {
         }
     }
     notes.extend(e.node_warnings.iter().cloned());
-    if let Some(a) = &r.adaptive {
-        notes.push(adaptive_line(a));
-        notes.extend(adaptive_cell_lines(a, &r.matrix_keys));
-    }
     notes
 }
 
-/// The verdict table: one row per compared cell, private growth and rate against the control.
-pub fn verdict_section(r: &Report) -> Section {
-    let e = &r.estimates;
-    let verdict_metric = VerdictMetric::parse(
-        &e.verdict_metric,
-        &r.metric_pointers
+/// The estimate rows of `cv`'s cell for its metric: (growth, rate): a byte measure's growth and
+/// rate rows ([`ByteMeasure::growth`], [`ByteMeasure::rate`]), or a `[report] metrics` name's
+/// own row as growth and no rate.
+fn verdict_rows<'a>(r: &'a Report, cv: &CellVerdict) -> (Option<&'a Estimate>, Option<&'a Estimate>) {
+    let of_cell = |key: &str| {
+        r.estimates
+            .rows
             .iter()
-            .map(|(n, _)| n.clone())
-            .collect::<Vec<_>>(),
+            .find(|x| x.cell == cv.cell && x.metric == key)
+    };
+    let measure = ByteMeasure::from_name(&cv.metric);
+    let growth = measure.map_or_else(|| of_cell(&cv.metric), |b| of_cell(b.growth().key()));
+    let rate = measure.and_then(|b| of_cell(b.rate().key()));
+    (growth, rate)
+}
+
+/// The control as people name it: its values (`reuse`; `reuse, 64` for several keys).
+pub fn control_name(r: &Report) -> String {
+    r.estimates.control.as_ref().map_or_else(
+        || "the control".into(),
+        |c| {
+            c.values
+                .values()
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
     )
-    .unwrap_or(VerdictMetric::Bytes(ByteMeasure::Anonymous));
-    let title = match &e.control {
+}
+
+/// The loop iterations every run of `cell` with retention figures ran, when they all ran the
+/// same number.
+fn cell_iterations(r: &Report, cell: &str) -> Option<u64> {
+    let mut its = r
+        .runs
+        .iter()
+        .filter(|x| x.cell_label == cell && x.excluded.is_none())
+        .filter_map(|x| x.retention.as_ref().map(|ret| ret.loop_iterations));
+    let first = its.next()?;
+    its.all(|n| n == first).then_some(first)
+}
+
+/// The sentence of the cell verdict `cv` ([`super::units::sentence`]), `None` without a figure.
+pub fn verdict_sentence(r: &Report, cv: &CellVerdict) -> Option<String> {
+    let (growth, rate) = verdict_rows(r, cv);
+    let decided = r
+        .estimates
+        .rows
+        .iter()
+        .find(|x| x.cell == cv.cell && x.metric == cv.decided_by);
+    let e = decided.or(growth).or(rate)?;
+    Some(super::units::sentence(super::units::Said {
+        verdict: cv.verdict,
+        control: &control_name(r),
+        interval: e.ci_low.zip(e.ci_high),
+        confidence: e.confidence,
+        rate: e.metric().is_some_and(|m| m.def().unit == Unit::BytesPer1000),
+        iterations: cell_iterations(r, &cv.cell),
+        needed: e.repetitions_needed,
+    }))
+}
+
+/// What the row says besides the verdict word: the other metrics that disagree (`private: no
+/// detectable difference`) and the reason growth and rate do not give one word.
+pub fn verdict_remarks(cv: &CellVerdict) -> Vec<String> {
+    let mut out = Vec::new();
+    out.extend(cv.reason.iter().map(|why| format!("why: {why}")));
+    // One line per other metric that gives another word (short lines keep the verdict column
+    // beside the intervals).
+    out.extend(
+        cv.disagreements
+            .iter()
+            .map(|d| format!("{} says {}", d.metric, d.verdict.as_str())),
+    );
+    out
+}
+
+/// The verdict table's title: the control, the metric judged and what was measured.
+pub fn verdict_title(r: &Report) -> String {
+    let e = &r.estimates;
+    let pointers: Vec<String> = r.metric_pointers.iter().map(|(n, _)| n.clone()).collect();
+    let metric = VerdictMetric::parse(&e.verdict_metric, &pointers)
+        .unwrap_or(VerdictMetric::Bytes(ByteMeasure::Anonymous));
+    match &e.control {
         Some(c) => format!(
-            "Verdicts: each cell against its control ({}), {}",
+            "Verdicts: each cell against its control ({}), {}; measured: {}",
             c.text(),
-            verdict_metric.text()
+            metric.text(),
+            r.measured.as_deref().unwrap_or("the manifest's command")
         ),
         None => "Verdicts: no control".into(),
-    };
+    }
+}
+
+/// The verdict table: one row per compared cell ([`super::estimates::Estimates::cells`]): the
+/// verdict metric's growth and rate against the control, the verdict with the metrics that
+/// disagree and why, and the verdict in words.
+pub fn verdict_section(r: &Report) -> Section {
+    let e = &r.estimates;
     let mut s = Section::new(
-        title,
+        verdict_title(r),
         &[
             ("cell", false),
             ("n", true),
             ("shift [95% CI]: growth, rate", true),
             ("verdict", false),
+            ("in words", false),
         ],
     );
-    let (growth_key, rate_key) = match &verdict_metric {
-        VerdictMetric::Bytes(b) => (b.growth().key().to_string(), Some(b.rate().key())),
-        VerdictMetric::Pointer(_, n) => (n.clone(), None),
-    };
-    for g in e.rows.iter().filter(|x| x.metric == growth_key) {
-        let rate = rate_key.and_then(|k| e.rows.iter().find(|x| x.cell == g.cell && x.metric == k));
-        let cell = e.cell_verdict(&g.cell);
+    for cv in &e.cells {
+        let (growth, rate) = verdict_rows(r, cv);
+        let Some(g) = growth.or(rate) else { continue };
         let mut verdict = match rate {
-            Some(r) if cell.is_some_and(CellVerdict::by_rate) => verdict_text(r).replacen(" (", "\n(", 1),
+            Some(rt) if cv.by_rate() => verdict_text(rt).replacen(" (", "\n(", 1),
             _ => verdict_text(g).replacen(" (", "\n(", 1),
         };
-        if let Some(c) = cell {
-            if let Some(reason) = &c.reason {
-                verdict.push_str(&format!("\n({reason})"));
-            }
-            // One line per other metric that gives another word (short lines keep the
-            // verdict column beside the intervals).
-            for d in &c.disagreements {
-                verdict.push_str(&format!("\n({} says {})", d.metric, d.verdict.as_str()));
-            }
+        for remark in verdict_remarks(cv) {
+            verdict.push('\n');
+            verdict.push_str(&remark);
         }
         s.rows.push(vec![
-            g.cell.clone(),
+            cv.cell.clone(),
             format!("{}/{}", g.n_cell, g.n_control),
             format!(
                 "{}\n{}",
-                interval_text(g),
+                growth.map_or_else(|| "-".into(), interval_text),
                 rate.map_or_else(|| "-".into(), interval_text)
             ),
             verdict,
+            verdict_sentence(r, cv).unwrap_or_else(|| "-".into()),
         ]);
     }
     // The table's key, where there is a table.
@@ -1071,24 +1140,44 @@ pub(crate) fn left_out_note(r: &Report) -> Option<String> {
 /// Builders of the report's sections, in order; each returns no section when it does not apply.
 type SectionBuilder = fn(&Report) -> Vec<Section>;
 
-const SECTIONS: [SectionBuilder; 9] = [
-    |r| {
-        let mut v: Vec<Section> = r.has_retention.then(|| verdict_section(r)).into_iter().collect();
-        v.extend(super::contrasts::section(r));
-        v
-    },
+/// The answers, the first screen of every format: the verdicts, then the contrasts, then the
+/// design ([`ANSWERS`]); the bundle's summary lines and [`SECTIONS`] follow.
+const ANSWERS: [SectionBuilder; 3] = [
+    |r| r.has_retention.then(|| verdict_section(r)).into_iter().collect(),
+    |r| super::contrasts::section(r).into_iter().collect(),
+    |r| design_section(r).into_iter().collect(),
+];
+
+/// The design the verdicts were reached under: fixed or adaptive repetitions (the adaptive
+/// rule's line and each cell's stop), and the level; `None` for a report without verdicts.
+pub fn design_section(r: &Report) -> Option<Section> {
+    if !r.has_retention || r.estimates.rows.is_empty() {
+        return None;
+    }
+    let mut s = Section::new("Design", &[]);
+    match &r.adaptive {
+        Some(a) => {
+            s.notes.push(adaptive_line(a));
+            s.notes.extend(adaptive_cell_lines(a, &r.matrix_keys));
+        }
+        None => s.notes.push(format!(
+            "fixed repetitions; {} compared cell{}, each judged at level {} (0.05 over the cells, Bonferroni; Holm over its growth and rate)",
+            r.estimates.compared_cells,
+            if r.estimates.compared_cells == 1 { "" } else { "s" },
+            fmt_num(r.estimates.level)
+        )),
+    }
+    Some(s)
+}
+
+/// The sections after the answers and the bundle's summary lines, in order: runs, failures, the
+/// per-run and per-cell retention, every metric against the control, what grew (mappings), the
+/// `[report]` metrics.
+const SECTIONS: [SectionBuilder; 8] = [
     |r| vec![run_section(r)],
     |r| {
         (!r.failures_by_reason.is_empty())
             .then(|| failures_section(r))
-            .into_iter()
-            .collect()
-    },
-    |r| {
-        r.runs
-            .iter()
-            .any(|run| !run.mappings_grown.is_empty())
-            .then(|| mappings_table(r))
             .into_iter()
             .collect()
     },
@@ -1116,6 +1205,17 @@ const SECTIONS: [SectionBuilder; 9] = [
         v
     },
     |r| {
+        [true, false]
+            .into_iter()
+            .filter(|&loop_part| {
+                r.runs
+                    .iter()
+                    .any(|run| run.mappings_grown.iter().any(|g| loop_scoped(g) == loop_part))
+            })
+            .map(|loop_part| mappings_table(r, loop_part))
+            .collect()
+    },
+    |r| {
         if r.metric_pointers.is_empty() {
             Vec::new()
         } else {
@@ -1124,33 +1224,54 @@ const SECTIONS: [SectionBuilder; 9] = [
     },
 ];
 
-/// All sections of a bundle report, in order.
+/// All sections of a bundle report, in order (the answers first).
 pub fn report_sections(r: &Report) -> Vec<Section> {
-    SECTIONS.iter().flat_map(|build| build(r)).collect()
+    ANSWERS
+        .iter()
+        .chain(SECTIONS.iter())
+        .flat_map(|build| build(r))
+        .collect()
 }
 
-/// The sections after the run table (retention per run, rates, per cell, against the control,
-/// metrics), in order; the HTML page draws its own verdict and run tables and renders these as
-/// they are.
+/// The answers after the verdict table (contrasts, design); the HTML page draws its own verdict
+/// table and plot first.
+pub fn answer_sections_after_verdicts(r: &Report) -> Vec<Section> {
+    ANSWERS[1..].iter().flat_map(|build| build(r)).collect()
+}
+
+/// The sections after the run table (failures, retention per run, rates, per cell, against the
+/// control, what grew, metrics), in order; the HTML page draws its own verdict and run tables
+/// and renders these as they are.
 pub fn analysis_sections(r: &Report) -> Vec<Section> {
-    SECTIONS[2..].iter().flat_map(|build| build(r)).collect()
+    SECTIONS[1..].iter().flat_map(|build| build(r)).collect()
 }
 
-/// The whole report as terminal tables or Markdown. Sections are built and rendered one at a
-/// time, so only one table's cells are held at once besides the output text.
+/// The whole report as terminal tables or Markdown: the answers (verdicts, contrasts, design)
+/// first, then the bundle's summary lines, then the runs and the rest. Sections are built and
+/// rendered one at a time, so only one table's cells are held at once besides the output text.
 pub fn report_text(r: &Report, style: TextStyle) -> String {
     let mut pre = preamble(r);
+    let mut out = String::new();
     if style.is_md() {
         pre = pre.into_iter().map(|l| md_escape(&l)).collect();
-        pre.insert(0, format!("## hwr-exp report: {}", r.experiment));
+        out.push_str(&format!("## hwr-exp report: {}\n", r.experiment));
     }
-    let mut out = render_sections(&pre, Vec::new(), style);
+    for build in ANSWERS {
+        for s in build(r) {
+            render_section(&mut out, s, style);
+        }
+    }
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out.push_str(&render_sections(&pre, Vec::new(), style));
     for build in SECTIONS {
         for s in build(r) {
             render_section(&mut out, s, style);
         }
     }
-    out
+    // The first line is the first answer's, not a blank one.
+    out.trim_start_matches('\n').to_string()
 }
 
 /// The `report --stderr` section: for each run that is not ok, its id and reason, then the last
@@ -1779,6 +1900,104 @@ mod tests {
             out.extend_from_slice(b"\n  ]\n}");
             prop_assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string_pretty(&doc).unwrap());
         }
+    }
+
+    /// Sampling notes alike but for their figures, one per run, are one line with the count.
+    #[test]
+    fn a_note_repeated_with_other_figures_is_counted_once() {
+        let runs: Vec<RunSummary> = (0..5)
+            .map(|i| {
+                let mut run = RunSummary::for_tests(&format!("00{i}-x"), &[("mode", "x")], Some(crate::bundle::Outcome::Ok));
+                run.memory_note = Some(format!(
+                    "samples came every {}.{i} ms on average, not every 100 ms as requested (one sample took 2.{i} ms on average)",
+                    130 + i
+                ));
+                run
+            })
+            .collect();
+        let r = Report::for_tests(runs);
+        let notes: Vec<String> = memory_notes(&r)
+            .into_iter()
+            .filter(|n| n.starts_with("memory sampling"))
+            .collect();
+        assert_eq!(notes.len(), 1, "{notes:#?}");
+        assert!(
+            notes[0].starts_with(
+                "memory sampling of 5 runs (000-x, 001-x, ... 004-x): samples came every 130.0 ms"
+            ),
+            "{}",
+            notes[0]
+        );
+    }
+
+    /// The verdict row says which other metrics disagree and why the figures do not give one
+    /// word; the title names the metric and what was measured.
+    #[test]
+    fn the_verdict_row_names_disagreements_and_reasons() {
+        use super::super::estimates::{CellVerdict, Control, Disagreement, Estimate};
+        let mut r = Report::for_tests(Vec::new());
+        r.has_retention = true;
+        r.measured = Some("the built-in Rust port (hwr-exp probe safetensors-retention)".into());
+        let estimate = |metric: &str, v: f64| Estimate {
+            cell: "mode=get_tensor".into(),
+            control: "mode=reuse".into(),
+            metric: metric.into(),
+            n_cell: 8,
+            n_control: 8,
+            shift: Some(252.0 * 1024.0 * v),
+            ci_low: Some(240.0 * 1024.0 * v),
+            ci_high: Some(1229.0 * 1024.0 * v),
+            confidence: Some(0.95),
+            p: Some(0.001),
+            p_adjusted: Some(0.001),
+            exact: Some(true),
+            margin: None,
+            verdict: Verdict::AboveControl,
+            repetitions_needed: None,
+            unusable_values: None,
+            cell_nodes: Vec::new(),
+            control_nodes: Vec::new(),
+            node: None,
+        };
+        r.estimates.control = Some(Control {
+            values: [("mode".to_string(), crate::manifest::Value::Str("reuse".into()))].into(),
+            source: "default",
+        });
+        r.estimates.compared_cells = 1;
+        r.estimates.rows = vec![
+            estimate("anonymous-growth-bytes", 1.0),
+            estimate("anonymous-rate-per-1000", 0.1),
+        ];
+        r.estimates.cells = vec![CellVerdict {
+            cell: "mode=get_tensor".into(),
+            control: "mode=reuse".into(),
+            verdict: Verdict::AboveControl,
+            decided_by: "anonymous-growth-bytes".into(),
+            level: 0.05,
+            metric: "anonymous".into(),
+            disagreements: vec![Disagreement {
+                metric: "private".into(),
+                verdict: Verdict::NoDetectableDifference,
+            }],
+            reason: Some("file-backed pages moved by megabytes".into()),
+        }];
+        let s = verdict_section(&r);
+        assert_eq!(
+            s.title,
+            "Verdicts: each cell against its control (mode = reuse), anonymous bytes, growth and rate; measured: the built-in Rust port (hwr-exp probe safetensors-retention)"
+        );
+        let row = &s.rows[0];
+        assert_eq!(
+            row[2],
+            "+252 [+240, +1,229] KiB\n+25,805 [+24,576, +125,850] B/1k it"
+        );
+        assert_eq!(
+            row[3],
+            "above control\nwhy: file-backed pages moved by megabytes\nprivate says no detectable difference"
+        );
+        assert_eq!(row[4], "retains 240-1,229 KiB more than reuse over the loop, 95%");
+        let md = report_text(&r, TextStyle::Markdown);
+        assert!(md.contains("private says no detectable difference"), "{md}");
     }
 
     /// Each layout's columns, the groups of the full layout's it has (as a spilled row is cut),

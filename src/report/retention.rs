@@ -50,7 +50,8 @@ pub struct Retention {
     pub after_close: Deltas,
     /// Open file descriptors: final `loop` sample's `fd_count` minus `baseline`'s.
     pub fd_delta: Option<i128>,
-    /// `last_tensor_alive`, when the output has it.
+    /// `last_tensor_alive`, when the output has it: the document's, else the final `loop`
+    /// sample's (the original Python diagnostic writes it in each loop sample).
     pub last_tensor_alive: Option<bool>,
     /// `completed`, when the output has it (`false` when the probe was stopped by SIGTERM).
     pub completed: Option<bool>,
@@ -228,11 +229,14 @@ pub enum SampleField {
     PssAnonBytes,
     /// `fd_count`: open file descriptors.
     FdCount,
+    /// `last_tensor_alive`: whether the last tensor read was still held (the original Python
+    /// diagnostic writes it in each loop sample; the built-in probe in the document).
+    LastTensorAlive,
 }
 
 impl SampleField {
     /// Every field a sample is read for.
-    pub const ALL: [SampleField; 7] = [
+    pub const ALL: [SampleField; 8] = [
         SampleField::Phase,
         SampleField::Iterations,
         SampleField::PrivateBytes,
@@ -240,6 +244,7 @@ impl SampleField {
         SampleField::RssBytes,
         SampleField::PssAnonBytes,
         SampleField::FdCount,
+        SampleField::LastTensorAlive,
     ];
 
     /// The field's name in the output's sample objects.
@@ -252,6 +257,7 @@ impl SampleField {
             SampleField::RssBytes => "rss_bytes",
             SampleField::PssAnonBytes => "pss_anon_bytes",
             SampleField::FdCount => "fd_count",
+            SampleField::LastTensorAlive => "last_tensor_alive",
         }
     }
 }
@@ -268,6 +274,8 @@ pub trait SampleValue {
     fn text(&self) -> String;
     /// Whether the value is JSON `null`.
     fn is_null(&self) -> bool;
+    /// The boolean, when a boolean.
+    fn as_bool(&self) -> Option<bool>;
     /// What the value is when it is not an integer within 64 bits: `null`, `a string`, `a
     /// fraction`, `a number beyond 64 bits`, `a boolean`, `an array`, `an object`.
     fn kind(&self) -> &'static str;
@@ -300,6 +308,9 @@ impl SampleValue for Json {
     fn is_null(&self) -> bool {
         Json::is_null(self)
     }
+    fn as_bool(&self) -> Option<bool> {
+        Json::as_bool(self)
+    }
     fn kind(&self) -> &'static str {
         match self {
             Json::Null => "null",
@@ -323,6 +334,9 @@ impl SampleValue for crate::bundle::output::Scalar {
     }
     fn is_null(&self) -> bool {
         matches!(self, crate::bundle::output::Scalar::Null)
+    }
+    fn as_bool(&self) -> Option<bool> {
+        crate::bundle::output::Scalar::as_bool(self)
     }
     fn text(&self) -> String {
         use crate::bundle::output::Scalar;
@@ -394,6 +408,8 @@ pub struct SampleFields {
     pub pss_anon_bytes: Option<i128>,
     /// `fd_count`.
     pub fd_count: Option<i128>,
+    /// `last_tensor_alive`, when a boolean (anything else is left aside: no figure reads it).
+    pub last_tensor_alive: Option<bool>,
     /// The first field present with a value these numbers cannot hold (a fraction, a string, a
     /// negative iteration count, a number beyond 64 bits): `field = value`, for the run's reason.
     pub unreadable: Option<String>,
@@ -407,6 +423,10 @@ impl SampleFields {
     /// Sets `field` from the value the output holds (`None` or JSON `null`: absent).
     pub fn set<V: SampleValue + ?Sized>(&mut self, field: SampleField, value: Option<&V>) {
         let Some(v) = value else { return };
+        if field == SampleField::LastTensorAlive {
+            self.last_tensor_alive = v.as_bool();
+            return;
+        }
         if v.is_null() {
             if field != SampleField::Phase {
                 self.null.push(field.name());
@@ -430,6 +450,7 @@ impl SampleFields {
                 Some(i) => self.iterations = i,
                 None => bad(self),
             },
+            SampleField::LastTensorAlive => {}
             SampleField::PrivateBytes
             | SampleField::AnonymousBytes
             | SampleField::RssBytes
@@ -694,7 +715,7 @@ impl Accumulator {
             growth: deltas(&baseline, &last_loop),
             after_close: self.closed.map(|c| deltas(&baseline, &c)).unwrap_or_default(),
             fd_delta: delta(baseline.fd_count, last_loop.fd_count),
-            last_tensor_alive: doc.last_tensor_alive,
+            last_tensor_alive: doc.last_tensor_alive.or(last_loop.last_tensor_alive),
             completed: doc.completed,
         };
         self.points.extend(self.last_point);

@@ -69,6 +69,7 @@ mod probe_manifests;
 mod probe_python;
 mod provenance_differential;
 mod provenance_git;
+mod report_answers;
 mod report_contrasts;
 mod report_errors;
 mod report_estimates;

@@ -158,7 +158,7 @@ fn anonymous_growth_decides_while_private_bytes_swing_by_megabytes() {
     no_silent_contradiction(&doc, "private-growth-bytes", "private-rate-per-1000");
     // The table names the metric and says on the row where the others disagree.
     assert!(table.contains("anonymous bytes, growth and rate"), "{table}");
-    assert!(table.contains("(private says above control)"), "{table}");
+    assert!(table.contains("private says above control"), "{table}");
 }
 
 #[test]
