@@ -12,6 +12,11 @@
 //!   a launcher of its own ([`super::Runs::launch`]) inside the task's CPU allocation
 //!   (`sched_getaffinity`), its folder and run.json written without the bundle's lock.
 //!
+//! Adaptive repetitions (issue 36 item 2): [`wait_and_finish`] hands the bundle, once a round's
+//! runs all have run.json, to [`super::adaptive::continue_rounds_with`] (the local runner's one
+//! decision loop); each further round is submitted as arrays of its own and waited for
+//! (`next_round`), so `run`, `wait` (after `run --detach`) and `resume` all continue the rule.
+//!
 //! The choice of this backend is made in [`super::backend`].
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -567,7 +572,7 @@ pub fn submit_and_wait(mut session: Session<'_>, params: &Submit<'_>) -> Result<
     if params.detach {
         if plan.adaptive.is_some() && !quiet {
             super::progress::say(format_args!(
-                "adaptive repetitions: the first round is submitted; `hwr-exp wait {}` judges it and submits the further rounds (nothing does while no waiter runs)",
+                "adaptive repetitions: the first rounds are submitted; `hwr-exp wait {}` judges them at each look and submits the further rounds (nothing does while no waiter runs)",
                 writer.dir().display()
             ));
         }

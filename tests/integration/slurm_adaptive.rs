@@ -13,8 +13,11 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::time::Duration;
 
-use crate::support::slurm::{Cleanup, PrivateCluster, PrivateClusterSpec, arrays, hwr_on, published_bundle};
+use crate::support::slurm::{
+    Cleanup, PrivateCluster, PrivateClusterSpec, arrays, hwr_on, published_bundle, spawn, wait_until,
+};
 use crate::support::{code, json, repo, run_records, stderr, stdout};
 
 /// The noise probe against `reuse` on Slurm under `{ min = 4, max = 30, until = "decided" }`.
@@ -190,4 +193,51 @@ fn adaptive_rounds_on_slurm_are_arrays_noise_stops_without_a_verdict_and_a_leak_
         "{report}"
     );
     assert!(arrays(&bundle).len() >= 2, "{:?}", arrays(&bundle));
+}
+
+#[test]
+fn resume_of_an_adaptive_slurm_bundle_cancelled_mid_rule_continues_it_to_the_end() {
+    let Some(c) = PrivateCluster::start(PrivateClusterSpec {
+        nodes: 2,
+        cpus: 2,
+        extra_conf: "",
+    }) else {
+        return;
+    };
+    let conf = c.conf();
+    let repo = repo();
+    let dir = repo.path();
+    let m = manifest(dir, "flat", 1);
+    let child = spawn(dir, Some(&conf), &["run", m.to_str().unwrap(), "--quiet"]);
+    let bundle = published_bundle(dir, "noise-flat");
+    let _cleanup = Cleanup::new(&bundle, Some(&conf));
+    // The second look's round is submitted: the rule is under way, rounds remain.
+    wait_until(Duration::from_secs(300), "the second round's array", || {
+        arrays(&bundle).len() >= 2
+    });
+    let out = hwr_on(dir, Some(&conf), &["cancel", bundle.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), 130, "{}", stderr(&out));
+    let info = json(&bundle.join("bundle.json"));
+    assert_eq!(info["status"], "interrupted", "{info:#}");
+    assert!(info["adaptive"]["stopping-reason"].is_null(), "{info:#}");
+    let before = arrays(&bundle).len();
+
+    let out = hwr_on(dir, Some(&conf), &["resume", bundle.to_str().unwrap(), "--quiet"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let info = json(&bundle.join("bundle.json"));
+    assert_eq!(info["status"], "complete", "{info:#}");
+    let a = &info["adaptive"];
+    assert_eq!(a["stopping-reason"], "max reached", "{a:#}");
+    assert_eq!(cell(a, "flat")["runs"], 30, "{a:#}");
+    assert_eq!(cell(a, "flat")["verdict"], "no detectable difference", "{a:#}");
+    assert_eq!(info["planned-runs"], 60, "{info:#}");
+    assert_eq!(info["counts"], serde_json::json!({"ok": 60}), "{info:#}");
+    assert!(arrays(&bundle).len() > before, "{:?}", arrays(&bundle));
+    let records = run_records(&bundle);
+    assert_eq!(records.len(), 60);
+    assert!(records.iter().all(|r| r["outcome"] == "ok"));
+    let verify = hwr_on(dir, Some(&conf), &["verify", bundle.to_str().unwrap()]);
+    assert_eq!(code(&verify), 0, "{}{}", stdout(&verify), stderr(&verify));
 }
