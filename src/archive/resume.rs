@@ -308,23 +308,7 @@ fn prepare(
     // writes it while the first runs execute): it is written from the archived manifest.
     let write_plan =
         plan.adaptive.is_none() && matches!(bundle.plan_header(), Err(ReadError::Missing { .. }));
-    if plan.adaptive.is_some() {
-        // Adaptive repetitions: the rounds plan.json records (the rule added them one by one).
-        let cells: std::collections::HashMap<String, usize> = (0..plan.cell_count())
-            .map(|c| (cell_key(plan.cell(c).iter().map(|(k, v)| (k, v))), c))
-            .collect();
-        let mut runs = Some(Vec::new());
-        for r in bundle.planned_runs()? {
-            let r = r?;
-            match (runs.as_mut(), cells.get(&cell_key(r.cell.iter()))) {
-                (Some(v), Some(&c)) => v.push((c, r.repetition)),
-                _ => runs = None,
-            }
-        }
-        if let Some(runs) = runs {
-            plan.set_runs(runs);
-        }
-    }
+    super::slurm::recorded_rounds(&bundle, &mut plan)?;
     // plan.json is streamed (a 1,000,000-run plan is hundreds of MB): first the run ids against
     // the re-expanded plan, later the run records.
     // (A missing plan.json is written from this plan once every check has passed: until then the
@@ -442,11 +426,4 @@ fn prepare(
         cpus_per_run: manifest.isolation.cpus_per_run,
         fail_fast: overrides.is_some_and(|o| o.fail_fast),
     })
-}
-
-/// A cell's values as one text, keys sorted, for matching plan.json's cells with the plan's.
-fn cell_key<'a>(values: impl Iterator<Item = (&'a String, &'a crate::manifest::Value)>) -> String {
-    let mut pairs: Vec<(String, String)> = values.map(|(k, v)| (k.clone(), format!("{v:?}"))).collect();
-    pairs.sort();
-    format!("{pairs:?}")
 }

@@ -36,8 +36,45 @@ pub fn bundle_plan(bundle: &Bundle) -> Result<(Manifest, Plan), ArchiveError> {
     if let Some(seed) = bundle.info().seed {
         ctx.fallback_seed = seed;
     }
-    let plan = session::expand(&manifest, &ctx)?;
+    let mut plan = session::expand(&manifest, &ctx)?;
+    recorded_rounds(bundle, &mut plan)?;
     Ok((manifest, plan))
+}
+
+/// Adaptive repetitions: sets the runs of `plan` (expanded from the bundle's manifest, so with
+/// the rule's first `min` rounds only) to the rounds plan.json records (the rule added them one
+/// by one), so that a task (`slurm-task`), a waiter (`wait`) and `resume` see every run planned
+/// so far. Nothing changes for a fixed number of repetitions, or when plan.json names a cell
+/// the plan does not have (the caller's comparison of run ids then refuses the bundle).
+///
+/// # Errors
+/// plan.json cannot be read.
+pub fn recorded_rounds(bundle: &Bundle, plan: &mut Plan) -> Result<(), ArchiveError> {
+    if plan.adaptive.is_none() {
+        return Ok(());
+    }
+    let cells: std::collections::HashMap<String, usize> = (0..plan.cell_count())
+        .map(|c| (cell_key(plan.cell(c).iter().map(|(k, v)| (k, v))), c))
+        .collect();
+    let mut runs = Some(Vec::new());
+    for r in bundle.planned_runs()? {
+        let r = r?;
+        match (runs.as_mut(), cells.get(&cell_key(r.cell.iter()))) {
+            (Some(v), Some(&c)) => v.push((c, r.repetition)),
+            _ => runs = None,
+        }
+    }
+    if let Some(runs) = runs {
+        plan.set_runs(runs);
+    }
+    Ok(())
+}
+
+/// A cell's values as one text, keys sorted, for matching plan.json's cells with the plan's.
+fn cell_key<'a>(values: impl Iterator<Item = (&'a String, &'a crate::manifest::Value)>) -> String {
+    let mut pairs: Vec<(String, String)> = values.map(|(k, v)| (k.clone(), format!("{v:?}"))).collect();
+    pairs.sort();
+    format!("{pairs:?}")
 }
 
 /// Refuses a bundle whose runs do not execute on Slurm.
@@ -360,7 +397,9 @@ pub fn wait(dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionRepor
         arrays.extend(adopted.iter().cloned());
         let map = TaskMap::new(&arrays).map_err(|e| ArchiveError::Refused(e.to_string()))?;
         let unsubmitted: Vec<usize> = (0..plan.len()).filter(|&i| map.task(i).is_none()).collect();
-        let feeder = if unsubmitted.is_empty() {
+        // Adaptive repetitions: this waiter also submits the further rounds (with the feeder's
+        // limits and keys), so it needs one even when every run planned so far has a task.
+        let feeder = if unsubmitted.is_empty() && plan.adaptive.is_none() {
             None
         } else {
             let client = client(quiet);

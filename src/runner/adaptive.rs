@@ -21,6 +21,9 @@
 //!
 //! plan.json is rewritten with each round (an exact record of what ran), bundle.json `adaptive`
 //! says where the rule is ([`AdaptiveRecord`]) and `resume` of an interrupted bundle continues it.
+//! The rounds run on this host ([`continue_rounds`]) or on Slurm, one submission of job arrays a
+//! look ([`continue_rounds_with`], from [`super::slurm::wait_and_finish`]): the decisions are
+//! this module's either way.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -217,12 +220,28 @@ pub fn reasons_text(record: &AdaptiveRecord) -> String {
 }
 
 /// After the session's runs (`end`, which took since `started`): judges the cells, records the
-/// rule's state, and runs further rounds while the rule asks for them (see the module docs).
-/// Stops at once when the runs were interrupted or the bundle cannot be written.
+/// rule's state, and runs further rounds on this host while the rule asks for them (see the
+/// module docs). Stops at once when the runs were interrupted or the bundle cannot be written.
 pub(crate) fn continue_rounds(
+    session: &mut Session<'_>,
+    end: io::Result<SessionEnd>,
+    started: Instant,
+) -> io::Result<SessionEnd> {
+    continue_rounds_with(session, end, started, &mut |session, new| {
+        super::execute(session.runs(), new, &session.writer)
+    })
+}
+
+/// [`continue_rounds`] with the runs of each further round (plan indices, already added to the
+/// session's plan and written to plan.json) done by `execute`: locally [`super::execute`], on
+/// Slurm one submission of the round's runs as job arrays and the wait for them
+/// ([`super::slurm::wait_and_finish`]). The decision from look to look is this function's
+/// alone, whichever executor runs the rounds.
+pub(crate) fn continue_rounds_with(
     session: &mut Session<'_>,
     mut end: io::Result<SessionEnd>,
     started: Instant,
+    execute: &mut dyn FnMut(&mut Session<'_>, &[usize]) -> io::Result<SessionEnd>,
 ) -> io::Result<SessionEnd> {
     let Some(rule) = session.plan.adaptive else {
         return end;
@@ -288,6 +307,6 @@ pub(crate) fn continue_rounds(
                 progress::runs(new.len())
             ));
         }
-        end = super::execute(session.runs(), &new, &session.writer);
+        end = execute(session, &new);
     }
 }

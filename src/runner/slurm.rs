@@ -12,6 +12,11 @@
 //!   a launcher of its own ([`super::Runs::launch`]) inside the task's CPU allocation
 //!   (`sched_getaffinity`), its folder and run.json written without the bundle's lock.
 //!
+//! Adaptive repetitions (issue 36 item 2): [`wait_and_finish`] hands the bundle, once a round's
+//! runs all have run.json, to [`super::adaptive::continue_rounds_with`] (the local runner's one
+//! decision loop); each further round is submitted as arrays of its own and waited for
+//! (`next_round`), so `run`, `wait` (after `run --detach`) and `resume` all continue the rule.
+//!
 //! The choice of this backend is made in [`super::backend`].
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -57,16 +62,6 @@ pub struct Cluster {
     pub limits: ArrayLimits,
     /// Whether the results folder is on a file system the nodes may share (`statfs`).
     pub shared_fs: bool,
-}
-
-/// The problem of adaptive `repetitions` on Slurm (refused: the arrays are submitted whole),
-/// located at `schedule.repetitions`; `None` for a fixed number.
-pub fn adaptive_problem(manifest: &Manifest) -> Option<PlanError> {
-    manifest.schedule.adaptive.map(|_| PlanError {
-        key: "schedule.repetitions".into(),
-        message: "adaptive repetitions cannot be used with the slurm executor: it submits the whole plan as job arrays, and the rule decides each round from the one before".into(),
-        help: Some("give a fixed number, like repetitions = 10, or run with --executor local".into()),
-    })
 }
 
 /// The fixed-CPU-list problem of a manifest run with the Slurm executor (DESIGN 3: `cpus` must be
@@ -575,6 +570,12 @@ pub fn submit_and_wait(mut session: Session<'_>, params: &Submit<'_>) -> Result<
     };
     let jobs: Vec<u64> = arrays.iter().map(|a| a.job_id).collect();
     if params.detach {
+        if plan.adaptive.is_some() && !quiet {
+            super::progress::say(format_args!(
+                "adaptive repetitions: the first rounds are submitted; `hwr-exp wait {}` judges them at each look and submits the further rounds (nothing does while no waiter runs)",
+                writer.dir().display()
+            ));
+        }
         if feeder.remaining() > 0 && !quiet {
             super::progress::say(format_args!(
                 "{} not submitted yet (no room under the cluster's limits): `hwr-exp wait {}` submits them as room frees",
@@ -664,8 +665,26 @@ pub fn wait_and_finish(mut session: Session<'_>, waiting: &Waiting) -> Result<Se
     } else {
         Duration::ZERO
     };
+    let started = Instant::now();
     let mut feeder = waiting.feeder.clone();
     let end = wait(&mut session, &waiting.client, map, grace, feeder.as_mut());
+    // Adaptive repetitions: the rule judges the bundle at each look (as the local runner does,
+    // `runner::adaptive`) and each further round is submitted as an array of its own once the
+    // previous one has ended. The cluster's refusal to answer squeue ends the waiting first.
+    let refused = |end: &io::Result<SessionEnd>| {
+        end.as_ref()
+            .err()
+            .and_then(|e| e.get_ref())
+            .is_some_and(|r| r.is::<QueueRefused>())
+    };
+    let end = match &waiting.feeder {
+        Some(template) if session.plan.adaptive.is_some() && !refused(&end) => {
+            super::adaptive::continue_rounds_with(&mut session, end, started, &mut |session, new| {
+                next_round(session, waiting, template, grace, new)
+            })
+        }
+        _ => end,
+    };
     if let Err(e) = &end
         && let Some(stopped) = e.get_ref().and_then(|r| r.downcast_ref::<QueueRefused>())
     {
@@ -681,6 +700,63 @@ pub fn wait_and_finish(mut session: Session<'_>, waiting: &Waiting) -> Result<Se
         .map(|s| s.arrays.iter().map(|a| a.job_id).collect())
         .unwrap_or_default();
     session.finish(end, jobs)
+}
+
+/// One further round of adaptive repetitions (`new`: the round's plan indices, already in the
+/// session's plan and in plan.json): submitted held as job arrays of their own (`array-<n>.sbatch`
+/// numbered after the bundle's earlier arrays, recorded in bundle.json before release), with
+/// `template`'s limits and keys ([`Feeder::for_round`]), then waited for ([`wait`]) over every
+/// array of the bundle.
+///
+/// # Errors
+/// The submission fails (sbatch refuses: recorded in `slurm.refusals`), or as [`wait`].
+fn next_round(
+    session: &mut Session<'_>,
+    waiting: &Waiting,
+    template: &Feeder,
+    grace: Duration,
+    new: &[usize],
+) -> io::Result<SessionEnd> {
+    let quiet = session.finish.quiet;
+    let mut feeder = template.for_round(new);
+    let plan = session.plan.clone();
+    match feeder.feed(
+        &plan,
+        session.writer_mut(),
+        &waiting.client,
+        Release::Governed,
+        quiet,
+        0,
+    ) {
+        Ok(arrays) => {
+            if !quiet && !arrays.is_empty() {
+                super::progress::say(format_args!(
+                    "submitted the round as slurm job(s) {}",
+                    arrays
+                        .iter()
+                        .map(|a| a.job_id.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
+        Err(SubmitError::Interrupted) => return Ok(SessionEnd::Interrupted),
+        Err(e) => {
+            return Err(io::Error::other(format!(
+                "submitting the next round of adaptive repetitions: {e}"
+            )));
+        }
+    }
+    let arrays = session
+        .writer_mut()
+        .info()
+        .slurm
+        .as_ref()
+        .map(|s| s.arrays.clone())
+        .unwrap_or_default();
+    let map = TaskMap::new(&arrays).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    session.indices = new.to_vec();
+    wait(session, &waiting.client, map, grace, Some(&mut feeder))
 }
 
 /// Why [`wait`] stopped waiting: `squeue` failed with an error that is not transient
@@ -1443,6 +1519,14 @@ pub fn plan_scripts(manifest: &Manifest, results_dir: &Path) -> Result<String, S
         out.push('\n');
     }
     out.push_str("# each array is submitted with `sbatch --hold` and released (`scontrol release`) once its job id is in bundle.json\n");
+    if let Some(rule) = plan.adaptive {
+        out.push_str(&format!(
+            "# adaptive repetitions: these are the first rounds ({} runs per cell); at each look of the design ({}) the waiter judges the cells and submits the undecided ones' runs up to the next look as new arrays, up to {} runs per cell\n",
+            rule.min,
+            crate::runner::adaptive::design_of(rule).looks_text(),
+            rule.max
+        ));
+    }
     let env = crate::slurm::sbatch_input_env();
     if manifest.executor.slurm.keep_sbatch_env {
         if !env.is_empty() {

@@ -252,6 +252,9 @@ pub struct Feeder {
     cpus_per_task: usize,
     next_check: Option<Instant>,
     said_waiting: bool,
+    /// Feeds an adaptive round ([`Feeder::for_round`]): its last piece is not announced (the
+    /// round's own line says what was submitted).
+    round: bool,
 }
 
 /// How a piece's arrays are handed to Slurm.
@@ -277,6 +280,16 @@ impl Feeder {
             cpus_per_task,
             next_check: None,
             said_waiting: false,
+            round: false,
+        }
+    }
+
+    /// A feeder of the runs `indices` of a further adaptive round, with this feeder's limits,
+    /// `[executor]` keys and `--cpus-per-task` (its own runs are not taken over).
+    pub fn for_round(&self, indices: &[usize]) -> Self {
+        Feeder {
+            round: true,
+            ..Feeder::new(indices, self.limits, &self.config, self.cpus_per_task)
         }
     }
 
@@ -352,7 +365,7 @@ impl Feeder {
         let arrays = super::slurm::submit(plan, &piece, writer, &params, client)?;
         self.unsubmitted.drain(..piece.len());
         self.said_waiting = false;
-        if !quiet && (!self.unsubmitted.is_empty() || piece.len() < plan.len()) {
+        if !quiet && (!self.unsubmitted.is_empty() || (!self.round && piece.len() < plan.len())) {
             super::progress::say(format_args!(
                 "submitted {} in {} array(s); {} left to submit as room frees",
                 super::progress::runs(piece.len()),

@@ -227,27 +227,27 @@ fn resume_of_an_interrupted_adaptive_bundle_continues_the_rule() {
 }
 
 #[test]
-fn slurm_refuses_adaptive_repetitions_at_check_time() {
+fn slurm_plans_adaptive_repetitions_as_a_first_round_of_arrays() {
+    // Refused before issue 36 item 2 ("adaptive repetitions cannot be used with the slurm
+    // executor", exit 2): now the first rounds are submitted as arrays and each further round
+    // as arrays of its own (tests/integration/slurm_adaptive.rs runs them on a cluster).
     let repo = repo();
     let m = manifest(repo.path(), &["leak", "reuse"], "{ min = 4, max = 8 }", "");
-    let out = hwr(
-        repo.path(),
-        &["run", m.to_str().unwrap(), "--executor", "slurm", "--quiet"],
-    );
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let out = hwr(repo.path(), &["plan", m.to_str().unwrap(), "--format", "sbatch"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("#SBATCH --array=0-7"), "{text}");
     assert!(
-        stderr(&out).contains("adaptive repetitions cannot be used with the slurm executor"),
-        "{}",
-        stderr(&out)
+        text.contains("# adaptive repetitions: these are the first rounds (4 runs per cell); at each look of the design (6 (0.0211), 8 (0.0289))"),
+        "{text}"
     );
-    assert!(stderr(&out).contains("experiment.toml:"), "{}", stderr(&out));
     assert!(!repo.path().join("results").exists());
 }
 
 /// A noise-only probe (issue 36 item 2): growth is seeded per run page-quantized noise
 /// (exponential, 3 pages on average, many ties), the same distribution in every mode; `leak`
 /// adds `LEAK` bytes per 1000 iterations.
-const NOISE: &str = r#"#!/bin/sh
+pub(crate) const NOISE: &str = r#"#!/bin/sh
 mode=$1
 R=${HWR_REPETITION:-1}
 case "$mode" in leak) rate=${LEAK:-8192} ;; *) rate=0 ;; esac

@@ -94,6 +94,7 @@ mod run_subsets;
 mod run_terminal;
 mod runner_faults;
 mod schema_validation;
+mod slurm_adaptive;
 mod slurm_cluster;
 mod slurm_e2e;
 mod slurm_kills;

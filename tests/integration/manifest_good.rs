@@ -332,3 +332,13 @@ fn adaptive_repetitions() {
     assert_eq!(m.schedule.repetitions, 4, "the first rounds");
     assert_eq!(span_text(&m, "schedule.repetitions.max"), "30");
 }
+
+#[test]
+fn adaptive_repetitions_on_slurm() {
+    // Refused before issue 36 item 2 ("adaptive repetitions cannot be used with the slurm
+    // executor"): the rounds are now submitted one after another as job arrays.
+    let m = good("adaptive-slurm.toml");
+    let a = m.schedule.adaptive.expect("an adaptive rule");
+    assert_eq!((a.min, a.max), (4, 10));
+    assert_eq!(m.executor.kind, hwr_exp::choices::ExecutorKind::Slurm);
+}

@@ -158,10 +158,6 @@ const NOT_CAUGHT: &[(&str, &str)] = &[
         "adaptive-min-above-max.toml",
         "repetitions.max against repetitions.min",
     ),
-    (
-        "adaptive-slurm.toml",
-        "[schedule] repetitions against [executor] kind",
-    ),
     ("adaptive-grouped.toml", "[schedule] order against repetitions"),
     (
         "executor-slurm-key-default-kind.toml",

@@ -203,12 +203,7 @@ impl Validator<'_> {
     }
 
     /// `[executor]`; `isolation` is the validated `[isolation]` (for the CPU-list rule).
-    pub(super) fn executor(
-        &mut self,
-        root: &DeTable<'_>,
-        isolation: &Isolation,
-        adaptive: bool,
-    ) -> ExecutorConfig {
+    pub(super) fn executor(&mut self, root: &DeTable<'_>, isolation: &Isolation) -> ExecutorConfig {
         let t = self.section(root, "executor", KEYS);
         let mut config = ExecutorConfig::default();
         if let Some(v) = self.field(t, "executor", "kind")
@@ -315,18 +310,6 @@ impl Validator<'_> {
                 span,
                 "a fixed CPU list cannot be used with the slurm executor",
                 Some("Slurm chooses each task's CPUs: write cpus = \"auto\" (the CPUs Slurm gives the task) and set `cpus-per-run`".into()),
-            );
-        }
-        if adaptive {
-            let span = self
-                .spans
-                .get("schedule.repetitions")
-                .cloned()
-                .unwrap_or_else(|| self.section_span("schedule"));
-            self.err(
-                span,
-                "adaptive repetitions cannot be used with the slurm executor: it submits the whole plan as job arrays, and the rule decides each round from the one before",
-                Some("give a fixed number, like repetitions = 10, or use kind = \"local\"".into()),
             );
         }
         config.slurm = slurm;

@@ -131,7 +131,7 @@ pub(crate) fn validate(source: &str, path: &Path, base_dir: &Path) -> Result<Man
     let measure = v.measure(&root);
     let provenance = v.provenance(&root, base_dir);
     let report = v.report(&root, &matrix);
-    let executor = v.executor(&root, &isolation, schedule.adaptive.is_some());
+    let executor = v.executor(&root, &isolation);
     let environments = v.environments(&root, base_dir, &matrix);
 
     v.unused_combinations(command.as_ref(), &isolation, &executor);

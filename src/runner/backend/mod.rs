@@ -108,10 +108,7 @@ impl Backend {
     pub fn plan_problems(self, manifest: &Manifest, allowed: &[usize]) -> Vec<PlanError> {
         match self {
             Backend::Local => super::preflight::cpus_outside_allowed_set(manifest, allowed),
-            Backend::Slurm => super::slurm::fixed_cpus_problem(manifest)
-                .into_iter()
-                .chain(super::slurm::adaptive_problem(manifest))
-                .collect(),
+            Backend::Slurm => super::slurm::fixed_cpus_problem(manifest).into_iter().collect(),
         }
     }
 
