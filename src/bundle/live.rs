@@ -3,7 +3,7 @@
 //! (DESIGN 4: an exit always marks the bundle).
 //!
 //! [`super::BundleWriter`] records its published folder here while its bundle.json says
-//! `running`, and holds [`hold`]'s guard while it writes bundle.json; [`interrupt_live_bundle`]
+//! `running`, and holds the `hold` guard while it writes bundle.json; [`interrupt_live_bundle`]
 //! takes the same guard (and keeps it until the process exits), so no later write of the writer
 //! can put `running` back.
 

@@ -21,8 +21,8 @@
 //!
 //! plan.json is rewritten with each round (an exact record of what ran), bundle.json `adaptive`
 //! says where the rule is ([`AdaptiveRecord`]) and `resume` of an interrupted bundle continues it.
-//! The rounds run on this host ([`continue_rounds`]) or on Slurm, one submission of job arrays a
-//! look ([`continue_rounds_with`], from [`super::slurm::wait_and_finish`]): the decisions are
+//! The rounds run on this host (`continue_rounds`) or on Slurm, one submission of job arrays a
+//! look (`continue_rounds_with`, from [`super::slurm::wait_and_finish`]): the decisions are
 //! this module's either way.
 
 use std::collections::{BTreeMap, BTreeSet};

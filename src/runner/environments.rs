@@ -284,7 +284,7 @@ pub struct VenvKey<'a> {
     pub find_links: &'a [String],
     /// `no-index`.
     pub no_index: bool,
-    /// uv's index variables ([`INDEX_VARS`]) that are set, with their values.
+    /// uv's index variables (`INDEX_VARS`: `UV_INDEX_URL`, `UV_DEFAULT_INDEX` and the rest) that are set, with their values.
     pub index_vars: Vec<(&'static str, String)>,
 }
 

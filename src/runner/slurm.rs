@@ -13,7 +13,7 @@
 //!   (`sched_getaffinity`), its folder and run.json written without the bundle's lock.
 //!
 //! Adaptive repetitions (issue 36 item 2): [`wait_and_finish`] hands the bundle, once a round's
-//! runs all have run.json, to [`super::adaptive::continue_rounds_with`] (the local runner's one
+//! runs all have run.json, to `adaptive::continue_rounds_with` (the local runner's one
 //! decision loop); each further round is submitted as arrays of its own and waited for
 //! (`next_round`), so `run`, `wait` (after `run --detach`) and `resume` all continue the rule.
 //!

@@ -504,7 +504,7 @@ const LEAVES: &[(&str, &[&str])] = &[
     ("memory", &[]),
     ("digest", &[]),
     ("timestamp", &[]),
-    ("table", &[]),
+    ("table", &["terminal"]),
     ("slurm", &[]),
     ("choices", &[]),
     ("cli", &["choices"]),
