@@ -108,18 +108,21 @@ fn plan_prints_a_column_wider_than_a_format_width_can_hold() {
             "plan --format {format} lost the value"
         );
     }
-    // The table still lines up: the header's `rep` column starts where each row's does.
+    // The table cuts the run-id and the cell with `…` (issue 37 item 8: a 70,000-character value
+    // must not flood a terminal), keeps the command whole (to reproduce the run) and still lines
+    // up: the repetition (right-aligned) ends where the header's `rep` does, in characters.
     let out = hwr(dir, &["plan", manifest]);
     let text = stdout(&out);
     let mut lines = text.lines();
     let header = lines.next().unwrap();
-    let row = lines.next().unwrap();
-    let cell_end = row.find(&wide).unwrap() + wide.len();
-    assert_eq!(
-        header.find("  rep").map(|i| i + 2),
-        Some(cell_end + 2),
-        "{header:.80}"
-    );
+    let row: Vec<char> = lines.next().unwrap().chars().collect();
+    let rep_end = header.find("rep").unwrap() + "rep".len();
+    let before: String = row[..rep_end].iter().collect();
+    assert!(before.contains('…') && !before.contains(&wide), "{before:.300}");
+    assert_eq!(row[rep_end - 1], '1', "{header:.300}\n{before}");
+    assert_eq!(row[rep_end..rep_end + 2], [' ', ' '], "{header:.300}\n{before}");
+    let after: String = row[rep_end..].iter().collect();
+    assert!(after.contains(&wide), "the command keeps the value");
 }
 
 /// A report of a bundle of more than 1,000 runs writes past stdout's buffer from inside the CSV
