@@ -350,7 +350,15 @@ fn prepare(
         .patch_limits()
         .unwrap_or_else(|| session::patch_limits(&manifest.provenance));
     let now = crate::provenance::capture_limited(&plan.repo_start, &[&results_dir], limits);
-    let changed = crate::provenance::differences(&provenance.before, &now);
+    let mut changed = crate::provenance::differences(&provenance.before, &now);
+    // A capture that recorded errors (a file it could not read, a git call that failed) holds
+    // less than the tree: sameness cannot be confirmed against it, whatever the fields say.
+    if let Some(first) = provenance.before.errors().first() {
+        changed.push(format!(
+            "the recorded capture is incomplete ({} error(s), first: {first})",
+            provenance.before.errors().len()
+        ));
+    }
     let mut notes: Vec<String> = moved.into_iter().collect();
     if !changed.is_empty() {
         if !opts.allow_drift {

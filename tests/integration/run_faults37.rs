@@ -41,21 +41,22 @@ fn status(bundle: &Path) -> String {
 }
 
 /// One run that ignores SIGTERM (the ignored disposition is inherited by `sleep`), so that the
-/// runner's stop waits for `grace` before SIGKILL.
+/// runner's stop waits for `grace` before SIGKILL. It prints `ready` to stderr once the trap is set.
 fn stubborn_manifest(dir: &Path, name: &str, grace: &str) {
-    ManifestBuilder::shell(name, "trap '' TERM; sleep 120; echo done")
+    ManifestBuilder::shell(name, "trap '' TERM; echo ready >&2; sleep 120; echo done")
         .text_output()
         .repetitions(1)
         .isolation("grace", grace)
         .write(dir);
 }
 
-/// Waits until the first run has started (its stderr.log exists).
+/// Waits until the first run has set its trap (it printed `ready` to its stderr.log): a stop
+/// signal before that ends the shell at once, and the run with it.
 fn wait_for_first_run(results: &Path, name: &str) {
     wait_for("the first run", PATIENCE, || {
-        bundles(results, name)
-            .first()
-            .is_some_and(|b| b.join("runs/000-r1/stderr.log").is_file())
+        bundles(results, name).first().is_some_and(|b| {
+            std::fs::read_to_string(b.join("runs/000-r1/stderr.log")).is_ok_and(|s| s.contains("ready"))
+        })
     });
 }
 
