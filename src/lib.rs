@@ -40,6 +40,7 @@ pub mod exec;
 pub mod exit_codes;
 pub mod manifest;
 pub mod memory;
+pub mod names;
 pub mod plan;
 pub mod probe;
 pub mod provenance;

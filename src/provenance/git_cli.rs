@@ -13,6 +13,8 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use crate::names::NameBytes;
+
 /// `GIT_*` variables passed on to git subprocesses: the user's choice of configuration files and
 /// git's own installation. Every other `GIT_*` variable is removed, among them GIT_DIR,
 /// GIT_WORK_TREE, GIT_INDEX_FILE, GIT_OBJECT_DIRECTORY, GIT_ALTERNATE_OBJECT_DIRECTORIES,
@@ -285,10 +287,20 @@ pub(super) fn head(root: &Path) -> Result<Head, GitError> {
 pub(super) struct Entry {
     /// The two letters `XY` (`??` for untracked).
     pub code: String,
-    /// Path relative to the root; a nested repository ends in `/`.
+    /// Path relative to the root, readable (see [`crate::names`]); a nested repository ends in
+    /// `/`.
     pub path: String,
+    /// The exact bytes of `path` when they are not UTF-8.
+    pub raw: Option<NameBytes>,
     /// The source path of a rename or copy.
     pub orig_path: Option<String>,
+}
+
+impl Entry {
+    /// The path's exact bytes as a relative path.
+    pub fn fs_path(&self) -> PathBuf {
+        crate::names::path_of(&self.path, self.raw.as_ref())
+    }
 }
 
 /// `git status --short -z --untracked-files=all` in `root`, in git's order (tracked changes by
@@ -332,7 +344,7 @@ fn parse_status(bytes: &[u8]) -> Result<Vec<Entry>, String> {
             ));
         }
         let code = String::from_utf8_lossy(&field[..2]).into_owned();
-        let path = String::from_utf8_lossy(&field[3..]).into_owned();
+        let (path, raw) = crate::names::split(&field[3..]);
         let orig_path = if code.contains('R') || code.contains('C') {
             let orig = fields
                 .next()
@@ -344,6 +356,7 @@ fn parse_status(bytes: &[u8]) -> Result<Vec<Entry>, String> {
         entries.push(Entry {
             code,
             path,
+            raw,
             orig_path,
         });
     }
@@ -395,7 +408,7 @@ const PATHS_PER_COMMAND_BYTES: usize = 256 * 1024;
 pub(super) fn diff_tracked(
     root: &Path,
     base: &str,
-    paths: Option<&[String]>,
+    paths: Option<&[PathBuf]>,
     out: &File,
 ) -> Result<(), GitError> {
     let Some(paths) = paths else {
@@ -409,7 +422,7 @@ pub(super) fn diff_tracked(
         let take = rest
             .iter()
             .take_while(|p| {
-                bytes += p.len() + 1;
+                bytes += p.as_os_str().len() + 1;
                 bytes <= PATHS_PER_COMMAND_BYTES
             })
             .count()
@@ -418,8 +431,7 @@ pub(super) fn diff_tracked(
         let mut args: Vec<&str> = vec!["--literal-pathspecs"];
         args.extend(DIFF_OPTIONS);
         args.extend([base, "--"]);
-        args.extend(chunk.iter().map(String::as_str));
-        run_into(command(root).args(&args), &args, out)?;
+        run_into(command(root).args(&args).args(chunk), &args, out)?;
         rest = next;
     }
     Ok(())
@@ -437,8 +449,10 @@ fn run_into(cmd: &mut Command, args: &[&str], out: &File) -> Result<(), GitError
 /// One entry of `git diff --raw -z`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct RawChange {
-    /// Path relative to the root.
+    /// Path relative to the root, readable.
     pub path: String,
+    /// The exact bytes of `path` when they are not UTF-8.
+    pub raw: Option<NameBytes>,
     /// The status letter (`M`, `D`, `A`, `T`; renames are off).
     pub change: String,
     /// The blob id on the `base` side (all zeros when `base` has none).
@@ -486,8 +500,10 @@ fn parse_raw(bytes: &[u8]) -> Result<Vec<RawChange>, String> {
         let path = fields
             .next()
             .ok_or_else(|| format!("git diff --raw: entry {meta:?} without a path"))?;
+        let (path, raw) = crate::names::split(path);
         out.push(RawChange {
-            path: String::from_utf8_lossy(path).into_owned(),
+            path,
+            raw,
             change: status.chars().take(1).collect(),
             old_oid: old_oid.to_owned(),
         });
@@ -584,7 +600,7 @@ pub(super) fn empty_tree(root: &Path) -> Result<String, GitError> {
 ///
 /// # Errors
 /// [`GitError`] when git fails or the temporary index cannot be made.
-pub(super) fn diff_untracked(root: &Path, paths: &[&str], out: &File) -> Result<(), GitError> {
+pub(super) fn diff_untracked(root: &Path, paths: &[&[u8]], out: &File) -> Result<(), GitError> {
     if paths.is_empty() {
         return Ok(());
     }
@@ -639,7 +655,7 @@ pub(super) fn diff_untracked(root: &Path, paths: &[&str], out: &File) -> Result<
 ///
 /// # Errors
 /// [`GitError`] when git cannot be run or fails.
-fn add_intent(root: &Path, index: &Path, args: &[&str], paths: &[&str]) -> Result<(), GitError> {
+fn add_intent(root: &Path, index: &Path, args: &[&str], paths: &[&[u8]]) -> Result<(), GitError> {
     let spawn_err = |source: io::Error| {
         if source.kind() == io::ErrorKind::NotFound {
             GitError::NotFound
@@ -660,7 +676,7 @@ fn add_intent(root: &Path, index: &Path, args: &[&str], paths: &[&str]) -> Resul
         .map_err(spawn_err)?;
     let mut stdin = child.stdin.take().expect("stdin is piped");
     let fed = paths.iter().try_for_each(|p| {
-        stdin.write_all(p.as_bytes())?;
+        stdin.write_all(p)?;
         stdin.write_all(b"\0")
     });
     drop(stdin);

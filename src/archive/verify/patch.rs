@@ -119,3 +119,103 @@ pub(super) fn applies(c: &mut Checker<'_>, provenance: Option<&ProvenanceDoc>) {
         });
     }
 }
+
+/// Most bytes of `--include` patterns given to one `git apply` (the kernel's limit is 2 MiB for
+/// all arguments; more paths take more runs).
+const INCLUDE_BYTES_PER_RUN: usize = 256 * 1024;
+
+/// Every untracked file provenance.json records `in-patch: true` is in working-tree.patch with
+/// the recorded bytes: the patch's new files are applied (`git apply --include=PATH`, the
+/// untracked paths only) into an empty temporary folder outside any repository, and each file
+/// written there is compared with the recorded sha256 (a symlink by its target). Needs no
+/// repository. A file the patch lacks or holds with other bytes is a problem on the patch.
+pub(super) fn untracked_files(c: &mut Checker<'_>, provenance: Option<&ProvenanceDoc>) {
+    let Some(p) = provenance else { return };
+    let wanted: Vec<_> = p.before.untracked().iter().filter(|u| u.in_patch).collect();
+    if wanted.is_empty() {
+        return;
+    }
+    let patch = c.bundle.path(files::PATCH);
+    match apply_new_files(&patch, wanted.iter().map(|u| crate::names::path_of(&u.path, u.path_bytes.as_ref()))) {
+        Err(message) => c.problem(
+            patch,
+            format!("its untracked files cannot be checked: {message}"),
+        ),
+        Ok(dir) => {
+            for u in wanted {
+                let rel = crate::names::path_of(&u.path, u.path_bytes.as_ref());
+                let quoted = crate::terminal::escape(&u.path);
+                let got = crate::provenance::git::content_sha256(&dir.path().join("tree").join(&rel));
+                match (&got, &u.sha256) {
+                    (None, _) => c.problem(
+                        patch.clone(),
+                        format!(
+                            "does not hold the untracked file {quoted} that provenance.json records `in-patch: true`"
+                        ),
+                    ),
+                    (Some(now), Some(recorded)) if now != recorded => c.problem(
+                        patch.clone(),
+                        format!(
+                            "holds the untracked file {quoted} with sha256 {now}, provenance.json records {recorded}"
+                        ),
+                    ),
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+/// Applies the new files `paths` of `patch` into a new temporary folder (see
+/// [`untracked_files`]); returns the folder.
+///
+/// # Errors
+/// git's message when the patch does not apply or git cannot be run.
+fn apply_new_files(
+    patch: &Path,
+    paths: impl Iterator<Item = std::path::PathBuf>,
+) -> Result<tempfile::TempDir, String> {
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::Builder::new()
+        .prefix("hwr-exp-verify-")
+        .tempdir()
+        .map_err(|e| format!("cannot create a temporary folder: {e}"))?;
+    let dir = tmp.path().join("tree");
+    fs::create_dir(&dir).map_err(|e| format!("cannot create a temporary folder: {e}"))?;
+    let patterns: Vec<std::ffi::OsString> = paths
+        .map(|p| {
+            let mut arg = b"--include=".to_vec();
+            for &b in p.as_os_str().as_bytes() {
+                if matches!(b, b'*' | b'?' | b'[' | b'\\') {
+                    arg.push(b'\\');
+                }
+                arg.push(b);
+            }
+            std::ffi::OsStr::from_bytes(&arg).to_os_string()
+        })
+        .collect();
+    let mut rest = &patterns[..];
+    while !rest.is_empty() {
+        let mut bytes = 0;
+        let take = rest
+            .iter()
+            .take_while(|a| {
+                bytes += a.len() + 1;
+                bytes <= INCLUDE_BYTES_PER_RUN
+            })
+            .count()
+            .max(1);
+        let (chunk, next) = rest.split_at(take);
+        // Outside any repository: git applies the patch as `patch` would, in `dir` (the ceiling
+        // stops it from finding a repository above the temporary folder).
+        run_git(
+            git_cli::command(&dir)
+                .env("GIT_CEILING_DIRECTORIES", tmp.path())
+                .args(["apply", "--whitespace=nowarn"])
+                .args(chunk)
+                .arg(patch),
+        )?;
+        rest = next;
+    }
+    Ok(tmp)
+}
