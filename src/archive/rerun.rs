@@ -87,16 +87,13 @@ impl RecordedTree {
                     .map_or_else(|| "none".into(), |p| p.display().to_string())
             ))
         })?;
-        let Some(root) = repo.workdir().map(Path::to_path_buf) else {
+        let Some(root) = repo.workdir.clone() else {
             return Err(env(format!(
                 "{} is a bare repository: cannot add a worktree",
-                repo.path().display()
+                repo.git_dir.display()
             )));
         };
-        let has_commit = git2::Oid::from_str(&revision)
-            .ok()
-            .is_some_and(|oid| repo.find_commit(oid).is_ok());
-        if !has_commit {
+        if !repo.has_commit(&revision) {
             return Err(env(format!(
                 "the repository at {} does not have the recorded commit {revision} (fetch it first)",
                 root.display()
@@ -336,8 +333,8 @@ pub fn base_dir_now(bundle: &Bundle, provenance: Option<&ProvenanceDoc>) -> (Pat
         .and_then(|p| p.before.repo_root())
         .and_then(|root| recorded.strip_prefix(root).ok())
         .and_then(|rel| {
-            let repo = git2::Repository::discover(bundle.dir()).ok()?;
-            Some(repo.workdir()?.join(rel))
+            let (_, workdir) = git_cli::repository_at(bundle.dir())?;
+            Some(workdir?.join(rel))
         })
         .filter(|p| p.is_dir());
     match mapped {

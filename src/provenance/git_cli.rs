@@ -194,6 +194,17 @@ pub(super) enum Location {
     },
 }
 
+/// The repository holding `start` as git finds it (`git rev-parse`, [`locate`]): its git folder
+/// and working-tree root (`None` for a bare repository); `None` outside a repository or when git
+/// fails. Reads every repository git reads (reftable, SHA-256), where libgit2 may not.
+pub fn repository_at(start: &Path) -> Option<(PathBuf, Option<PathBuf>)> {
+    match locate(start).ok()? {
+        Location::WorkTree { root, git_dir } => Some((git_dir, Some(root))),
+        Location::NoWorkTree { git_dir } => Some((git_dir, None)),
+        Location::NoRepository => None,
+    }
+}
+
 /// Locates the repository holding `start` (`git rev-parse --absolute-git-dir --show-toplevel`).
 ///
 /// # Errors

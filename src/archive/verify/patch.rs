@@ -2,7 +2,7 @@
 //! recorded repository (also used by `rerun` to rebuild the recorded tree).
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::{Checker, Problem};
@@ -10,16 +10,45 @@ use crate::bundle::files;
 use crate::bundle::read::Bundle;
 use crate::provenance::{ProvenanceDoc, git_cli};
 
+/// A repository found with the git CLI (which reads every repository git reads, reftable and
+/// SHA-256 ones included, where libgit2 may not).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FoundRepo {
+    /// The git folder (absolute).
+    pub git_dir: PathBuf,
+    /// The working tree's root; `None` for a bare repository.
+    pub workdir: Option<PathBuf>,
+}
+
+impl FoundRepo {
+    /// The working tree's root, else the git folder: what a message names.
+    pub fn shown(&self) -> &Path {
+        self.workdir.as_deref().unwrap_or(&self.git_dir)
+    }
+
+    /// Whether the repository has `revision` as a commit (`git cat-file -e REV^{commit}`).
+    pub fn has_commit(&self, revision: &str) -> bool {
+        git_cli::command_for_git_dir(&self.git_dir)
+            .args(["cat-file", "-e"])
+            .arg(format!("{revision}^{{commit}}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+}
+
 /// The repository to check the patch against: the recorded repository root when it still is a
-/// repository, else the one holding the bundle folder.
-pub(crate) fn find_repository(
-    bundle: &Bundle,
-    provenance: Option<&ProvenanceDoc>,
-) -> Option<git2::Repository> {
+/// repository, else the one holding the bundle folder (both found by `git rev-parse`).
+pub(crate) fn find_repository(bundle: &Bundle, provenance: Option<&ProvenanceDoc>) -> Option<FoundRepo> {
+    let at = |start: &Path| {
+        git_cli::repository_at(start).map(|(git_dir, workdir)| FoundRepo { git_dir, workdir })
+    };
     provenance
         .and_then(|p| p.before.repo_root())
-        .and_then(|root| git2::Repository::open(root).ok())
-        .or_else(|| git2::Repository::discover(bundle.dir()).ok())
+        .filter(|root| root.is_dir())
+        .and_then(at)
+        .or_else(|| at(bundle.dir()))
 }
 
 /// Runs `git apply --check --cached` of the bundle's patch against `revision` in a temporary
@@ -27,14 +56,14 @@ pub(crate) fn find_repository(
 ///
 /// # Errors
 /// git's message when the patch does not apply or git cannot be run.
-pub(crate) fn patch_applies(repo: &git2::Repository, revision: &str, patch: &Path) -> Result<(), String> {
+pub(crate) fn patch_applies(repo: &FoundRepo, revision: &str, patch: &Path) -> Result<(), String> {
     let tmp = tempfile::tempdir().map_err(|e| format!("cannot create a temporary index: {e}"))?;
     let index = tmp.path().join("index");
     // The repository is named explicitly and the caller's GIT_DIR, GIT_WORK_TREE, GIT_INDEX_FILE,
     // ... are removed; the temporary index is the only one git sees.
     let git = |args: &[&std::ffi::OsStr]| -> Result<(), String> {
         run_git(
-            git_cli::command_for_git_dir(repo.path())
+            git_cli::command_for_git_dir(&repo.git_dir)
                 .args(args)
                 .env("GIT_INDEX_FILE", &index),
         )
@@ -102,13 +131,10 @@ pub(super) fn applies(c: &mut Checker<'_>, provenance: Option<&ProvenanceDoc>) {
         ));
         return;
     };
-    let has_commit = git2::Oid::from_str(&revision)
-        .ok()
-        .is_some_and(|oid| repo.find_commit(oid).is_ok());
-    if !has_commit {
+    if !repo.has_commit(&revision) {
         v.notes.push(format!(
             "patch not checked: the repository at {} does not have commit {revision}",
-            repo.workdir().unwrap_or(repo.path()).display()
+            repo.shown().display()
         ));
         return;
     }
