@@ -18,7 +18,9 @@ pub struct NameBytes(Vec<u8>);
 impl NameBytes {
     /// `Some` when `bytes` is not valid UTF-8 (the readable form then loses bytes), else `None`.
     pub fn if_needed(bytes: &[u8]) -> Option<NameBytes> {
-        std::str::from_utf8(bytes).is_err().then(|| NameBytes(bytes.to_vec()))
+        std::str::from_utf8(bytes)
+            .is_err()
+            .then(|| NameBytes(bytes.to_vec()))
     }
 
     /// The bytes.
@@ -66,7 +68,10 @@ impl<'de> Deserialize<'de> for NameBytes {
 
 /// The readable form of `bytes` and, when it loses bytes, the exact bytes.
 pub fn split(bytes: &[u8]) -> (String, Option<NameBytes>) {
-    (String::from_utf8_lossy(bytes).into_owned(), NameBytes::if_needed(bytes))
+    (
+        String::from_utf8_lossy(bytes).into_owned(),
+        NameBytes::if_needed(bytes),
+    )
 }
 
 /// The exact bytes of a recorded name: `raw` when present, else `readable`'s.

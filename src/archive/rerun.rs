@@ -119,7 +119,10 @@ impl RecordedTree {
                     .submodules()
                     .iter()
                     .filter_map(|s| {
-                        let commit = s.checked_out_commit.clone().or_else(|| s.recorded_commit.clone())?;
+                        let commit = s
+                            .checked_out_commit
+                            .clone()
+                            .or_else(|| s.recorded_commit.clone())?;
                         Some((s.path.clone(), commit))
                     })
                     .collect()

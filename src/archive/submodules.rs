@@ -114,15 +114,25 @@ fn clone_at(root: &Path, tree: &Path, path: &str, dest: &Path, commit: &str) -> 
     };
     run_git(
         git_cli::command(tree)
-            .args(["-c", "protocol.file.allow=always", "clone", "--quiet", "--no-checkout"])
+            .args([
+                "-c",
+                "protocol.file.allow=always",
+                "clone",
+                "--quiet",
+                "--no-checkout",
+            ])
             .arg(&source)
             .arg(dest),
     )
     .map_err(|m| format!("git clone {}: {m}", Path::new(&source).display()))?;
-    run_git(
-        git_cli::command(dest)
-            .args(["-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", commit]),
-    )
+    run_git(git_cli::command(dest).args([
+        "-c",
+        "advice.detachedHead=false",
+        "checkout",
+        "--quiet",
+        "--detach",
+        commit,
+    ]))
     .map_err(|m| format!("git checkout: {m}"))
 }
 

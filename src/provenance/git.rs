@@ -24,8 +24,8 @@ use super::doc::{
 };
 use super::git_cli::{self, GitError, Location};
 use super::patch::{LimitCounter, PatchBytes, PatchLimits};
-use crate::names::NameBytes;
 use crate::digest::{sha256_bytes, sha256_file, sha256_reader};
+use crate::names::NameBytes;
 
 /// A changed tracked file as `git diff --raw` shows it, with the sizes the limits count.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::support::{
-    ManifestBuilder, Repo, code, git, hwr, isolate_git, json, printed_path, repo, run, run_records,
-    stderr, stdout,
+    ManifestBuilder, Repo, code, git, hwr, isolate_git, json, printed_path, repo, run, run_records, stderr,
+    stdout,
 };
 
 /// `hwr-exp verify BUNDLE` in `dir`: exit code and stdout.
@@ -68,10 +68,7 @@ fn an_untracked_file_whose_name_is_not_utf8_is_in_the_patch_and_checked_by_verif
 
     // The patch rebuilds the file's bytes on a clean clone at the recorded revision.
     let clone = tempfile::tempdir().unwrap();
-    git(
-        clone.path(),
-        &["clone", "-q", repo.path().to_str().unwrap(), "c"],
-    );
+    git(clone.path(), &["clone", "-q", repo.path().to_str().unwrap(), "c"]);
     let c = clone.path().join("c");
     git(
         &c,
@@ -118,9 +115,7 @@ fn an_artifact_whose_name_is_not_utf8_verifies_in_a_fresh_bundle() {
     assert_eq!(bytes, ["617274fe", "617274ff"]);
 
     // A changed artifact is still caught by its exact name.
-    let run_dir = bundle
-        .join("runs")
-        .join(record["run-id"].as_str().unwrap());
+    let run_dir = bundle.join("runs").join(record["run-id"].as_str().unwrap());
     std::fs::write(run_dir.join(OsStr::from_bytes(b"art\xff")), "changed").unwrap();
     let (rc, text) = verify(repo.path(), &bundle);
     assert_eq!(rc, 1, "{text}");
@@ -175,7 +170,12 @@ fn rerun_at_recorded_revision_checks_submodules_out_at_their_recorded_commits() 
 
     let out = hwr(
         sup.path(),
-        &["rerun", old.to_str().unwrap(), "--at-recorded-revision", "--quiet"],
+        &[
+            "rerun",
+            old.to_str().unwrap(),
+            "--at-recorded-revision",
+            "--quiet",
+        ],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let new = printed_path(sup.path(), &out);
@@ -208,7 +208,12 @@ fn a_submodule_that_cannot_be_checked_out_is_said_not_same() {
     assert!(!lib_path.exists());
     let out = hwr(
         sup.path(),
-        &["rerun", old.to_str().unwrap(), "--at-recorded-revision", "--quiet"],
+        &[
+            "rerun",
+            old.to_str().unwrap(),
+            "--at-recorded-revision",
+            "--quiet",
+        ],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let err = stderr(&out);
@@ -249,7 +254,9 @@ fn a_reftable_repository_gets_its_patch_checked_and_a_rerun_at_the_recorded_revi
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let bundle = bundle.unwrap();
     assert_eq!(
-        std::fs::read_to_string(bundle.join("revision.txt")).unwrap().trim(),
+        std::fs::read_to_string(bundle.join("revision.txt"))
+            .unwrap()
+            .trim(),
         head
     );
     let (rc, text) = verify(dir.path(), &bundle);
@@ -260,7 +267,12 @@ fn a_reftable_repository_gets_its_patch_checked_and_a_rerun_at_the_recorded_revi
     crate::support::write_file(dir.path(), "data.txt", b"changed again\n");
     let out = hwr(
         dir.path(),
-        &["rerun", bundle.to_str().unwrap(), "--at-recorded-revision", "--quiet"],
+        &[
+            "rerun",
+            bundle.to_str().unwrap(),
+            "--at-recorded-revision",
+            "--quiet",
+        ],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let new = printed_path(dir.path(), &out);

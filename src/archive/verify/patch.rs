@@ -41,9 +41,8 @@ impl FoundRepo {
 /// The repository to check the patch against: the recorded repository root when it still is a
 /// repository, else the one holding the bundle folder (both found by `git rev-parse`).
 pub(crate) fn find_repository(bundle: &Bundle, provenance: Option<&ProvenanceDoc>) -> Option<FoundRepo> {
-    let at = |start: &Path| {
-        git_cli::repository_at(start).map(|(git_dir, workdir)| FoundRepo { git_dir, workdir })
-    };
+    let at =
+        |start: &Path| git_cli::repository_at(start).map(|(git_dir, workdir)| FoundRepo { git_dir, workdir });
     provenance
         .and_then(|p| p.before.repo_root())
         .filter(|root| root.is_dir())
@@ -162,11 +161,13 @@ pub(super) fn untracked_files(c: &mut Checker<'_>, provenance: Option<&Provenanc
         return;
     }
     let patch = c.bundle.path(files::PATCH);
-    match apply_new_files(&patch, wanted.iter().map(|u| crate::names::path_of(&u.path, u.path_bytes.as_ref()))) {
-        Err(message) => c.problem(
-            patch,
-            format!("its untracked files cannot be checked: {message}"),
-        ),
+    match apply_new_files(
+        &patch,
+        wanted
+            .iter()
+            .map(|u| crate::names::path_of(&u.path, u.path_bytes.as_ref())),
+    ) {
+        Err(message) => c.problem(patch, format!("its untracked files cannot be checked: {message}")),
         Ok(dir) => {
             for u in wanted {
                 let rel = crate::names::path_of(&u.path, u.path_bytes.as_ref());
