@@ -150,20 +150,17 @@ pub fn capture_after(start: &Path, exclude: &[&Path], before: &Snapshot) -> Snap
 }
 
 fn capture_with(start: &Path, exclude: &[&Path], limits: PatchLimits, before: Option<&Snapshot>) -> Snapshot {
-    let fallback = match git_cli::available() {
+    // No `git --version` first: the first git command of the capture tells whether git is there.
+    let mut snap = Snapshot::empty();
+    snap.patch_limits = Some(limits);
+    let fallback = match by_git_cli(start, exclude, limits, before, &mut snap) {
         Ok(()) => {
-            let mut snap = Snapshot::empty();
-            snap.patch_limits = Some(limits);
-            match by_git_cli(start, exclude, limits, before, &mut snap) {
-                Ok(()) => {
-                    finish(&mut snap);
-                    return snap;
-                }
-                Err(e) => format!("git could not read the repository ({e}); libgit2 used instead"),
-            }
+            finish(&mut snap);
+            return snap;
         }
         Err(GitError::NotFound) => "git is not on PATH".to_owned(),
-        Err(e) => format!("git cannot be run ({e})"),
+        Err(e @ GitError::Spawn { .. }) => format!("git cannot be run ({e})"),
+        Err(e) => format!("git could not read the repository ({e}); libgit2 used instead"),
     };
     let mut snap = Snapshot::empty();
     snap.patch_limits = Some(limits);
@@ -233,7 +230,7 @@ fn by_git_cli(
     // at all.
     let base = match (&head.commit, head.unborn) {
         (Some(commit), _) => Some(commit.clone()),
-        (None, true) => Some(git_cli::empty_tree(&root)?),
+        (None, true) => Some(git_cli::empty_tree(&root, None)?),
         (None, false) => None,
     };
     let reuse = before.filter(|b| b.capture_method == Some(CaptureMethod::GitCli));
@@ -282,7 +279,7 @@ fn by_git_cli(
                 .filter(|u| u.in_patch)
                 .map(|u| crate::names::bytes_of(&u.path, u.path_bytes.as_ref()))
                 .collect();
-            spooled(|out| git_cli::diff_untracked(root, &new_files, out))
+            spooled(|out| git_cli::diff_untracked(root, head.commit.as_deref(), &new_files, out))
         });
         let joined = worker.map(|w| w.join().expect("the git diff thread does not panic"));
         let tracked = match (joined, &base) {

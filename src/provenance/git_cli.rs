@@ -211,6 +211,28 @@ pub fn repository_at(start: &Path) -> Option<(PathBuf, Option<PathBuf>)> {
 /// [`GitError`] when git is missing or refuses the repository (unknown extension, dubious
 /// ownership, corruption): anything but "not a git repository".
 pub(super) fn locate(start: &Path) -> Result<Location, GitError> {
+    // A working tree found once is the same for the rest of the process (the results folder's
+    // anchor, the capture before the runs and the one after them ask about the same folder).
+    static FOUND: std::sync::Mutex<Vec<(PathBuf, Location)>> = std::sync::Mutex::new(Vec::new());
+    let key = std::path::absolute(start).unwrap_or_else(|_| start.to_path_buf());
+    let known = FOUND
+        .lock()
+        .ok()
+        .and_then(|k| k.iter().find(|(p, _)| *p == key).map(|(_, l)| l.clone()));
+    if let Some(location) = known {
+        return Ok(location);
+    }
+    let location = locate_now(start)?;
+    if matches!(location, Location::WorkTree { .. })
+        && let Ok(mut k) = FOUND.lock()
+    {
+        k.push((key, location.clone()));
+    }
+    Ok(location)
+}
+
+/// [`locate`] without the memory of earlier answers.
+fn locate_now(start: &Path) -> Result<Location, GitError> {
     let args = ["rev-parse", "--absolute-git-dir", "--show-toplevel"];
     match run(start, &args) {
         Ok(out) => {
@@ -253,13 +275,39 @@ pub(super) struct Head {
     pub unborn: bool,
 }
 
-/// Resolves HEAD in `root` (`git symbolic-ref -q HEAD`, `git rev-parse -q --verify HEAD^{commit}`,
-/// and when that fails `git rev-parse -q --verify HEAD` to tell an unborn branch from a broken
-/// HEAD).
+/// Resolves HEAD in `root`: one `git rev-parse HEAD^{commit} --symbolic-full-name HEAD` when HEAD
+/// is a commit; otherwise `git symbolic-ref -q HEAD` and `git rev-parse -q --verify HEAD` tell an
+/// unborn branch from a broken HEAD.
 ///
 /// # Errors
 /// [`GitError`] when git cannot be run.
 pub(super) fn head(root: &Path) -> Result<Head, GitError> {
+    // One git for the common case, HEAD a commit: its id, then its symbolic name (`HEAD` when
+    // detached). An unborn or broken HEAD fails it and takes the slower path below.
+    if let Ok(out) = run(
+        root,
+        &["rev-parse", "HEAD^{commit}", "--symbolic-full-name", "HEAD", "--"],
+    ) {
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut lines = text.lines();
+        if let (Some(commit), Some(name)) = (lines.next(), lines.next())
+            && commit.len() >= 40
+            && commit.bytes().all(|b| b.is_ascii_hexdigit())
+            && !name.is_empty()
+        {
+            let mut head = Head {
+                commit: Some(commit.to_owned()),
+                ..Head::default()
+            };
+            match name.strip_prefix("refs/heads/") {
+                Some(branch) => head.branch = Some(branch.to_owned()),
+                None if name == "HEAD" => head.detached = true,
+                // HEAD names a ref outside refs/heads: as `git symbolic-ref` would say it.
+                None => head.branch = Some(name.to_owned()),
+            }
+            return Ok(head);
+        }
+    }
     let mut head = Head::default();
     match run(root, &["symbolic-ref", "-q", "HEAD"]) {
         Ok(out) => {
@@ -269,14 +317,7 @@ pub(super) fn head(root: &Path) -> Result<Head, GitError> {
         Err(GitError::Failed { .. }) => head.detached = true,
         Err(e) => return Err(e),
     }
-    match run(root, &["rev-parse", "-q", "--verify", "HEAD^{commit}"]) {
-        Ok(out) => {
-            head.commit = Some(String::from_utf8_lossy(&out.stdout).trim().to_owned());
-            return Ok(head);
-        }
-        Err(GitError::Failed { .. }) => {}
-        Err(e) => return Err(e),
-    }
+    // HEAD^{commit} did not resolve (the one-git path above): unborn, or not a commit.
     let exists = match run(root, &["rev-parse", "-q", "--verify", "HEAD"]) {
         Ok(_) => true,
         Err(GitError::Failed { .. }) => false,
@@ -580,13 +621,24 @@ pub(super) fn blob_sizes<'a>(
     Ok(oids.iter().map(|o| sizes.get(*o).copied()).collect())
 }
 
+/// The empty tree's id in a SHA-1 repository.
+const EMPTY_TREE_SHA1: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+/// The empty tree's id in a SHA-256 repository.
+const EMPTY_TREE_SHA256: &str = "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321";
+
 /// The empty tree's id in the repository's hash (`git hash-object -t tree /dev/null`), the base
-/// of the patch for an unborn HEAD. Asked once per repository and process (it depends only on
-/// the repository's object format).
+/// of the patch for an unborn HEAD. Known from `head` (a commit id, when there is one: its length
+/// names the object format), else asked once per repository and process.
 ///
 /// # Errors
 /// [`GitError`] when git fails.
-pub(super) fn empty_tree(root: &Path) -> Result<String, GitError> {
+pub(super) fn empty_tree(root: &Path, head: Option<&str>) -> Result<String, GitError> {
+    // The id is a constant of the object format, which HEAD's id shows by its length.
+    match head.map(str::len) {
+        Some(40) => return Ok(EMPTY_TREE_SHA1.to_owned()),
+        Some(64) => return Ok(EMPTY_TREE_SHA256.to_owned()),
+        _ => {}
+    }
     static KNOWN: std::sync::Mutex<Vec<(std::path::PathBuf, String)>> = std::sync::Mutex::new(Vec::new());
     let known =
         |k: &Vec<(std::path::PathBuf, String)>| k.iter().find(|(r, _)| r == root).map(|(_, id)| id.clone());
@@ -611,7 +663,12 @@ pub(super) fn empty_tree(root: &Path) -> Result<String, GitError> {
 ///
 /// # Errors
 /// [`GitError`] when git fails or the temporary index cannot be made.
-pub(super) fn diff_untracked(root: &Path, paths: &[&[u8]], out: &File) -> Result<(), GitError> {
+pub(super) fn diff_untracked(
+    root: &Path,
+    head: Option<&str>,
+    paths: &[&[u8]],
+    out: &File,
+) -> Result<(), GitError> {
     if paths.is_empty() {
         return Ok(());
     }
@@ -624,7 +681,7 @@ pub(super) fn diff_untracked(root: &Path, paths: &[&[u8]], out: &File) -> Result
         .tempdir()
         .map_err(|e| io_err("(temporary index folder)", e))?;
     let index = tmp.path().join("index");
-    let empty = empty_tree(root)?;
+    let empty = empty_tree(root, head)?;
     // `--sparse`: untracked files outside a sparse checkout's patterns are added too (git 2.34
     // and later; older git is asked again without it).
     let with_sparse = [
@@ -700,28 +757,6 @@ fn add_intent(root: &Path, index: &Path, args: &[&str], paths: &[&[u8]]) -> Resu
         });
     }
     fed.map_err(spawn_err)
-}
-
-/// Checks that a working `git` is on PATH by running `git --version` (environment scrubbed).
-///
-/// # Errors
-/// [`GitError::NotFound`] without git on PATH; [`GitError::Spawn`] / [`GitError::Failed`] when it
-/// cannot run.
-/// Asked once per process (the `before` and `after` captures of a session share the answer), so
-/// that a run costs one `git --version`, not two.
-pub(super) fn available() -> Result<(), GitError> {
-    static FOUND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if FOUND.get() == Some(&true) {
-        return Ok(());
-    }
-    let mut cmd = Command::new("git");
-    scrub_environment(&mut cmd);
-    pin(&mut cmd);
-    let result = run_cmd(cmd.arg("--version").stdin(Stdio::null()), &["--version"]).map(|_| ());
-    if result.is_ok() {
-        let _ = FOUND.set(true);
-    }
-    result
 }
 
 #[cfg(test)]
