@@ -234,6 +234,22 @@ fn by_git_cli(
         (None, false) => None,
     };
     let reuse = before.filter(|b| b.capture_method == Some(CaptureMethod::GitCli));
+    // The after-run capture reads the status first: when it and HEAD are what `before` recorded,
+    // the tracked changes, the decisions of the limits and the patch are `before`'s too, and no
+    // `git diff` runs at all.
+    let mut recorded = false;
+    if let Some(b) = reuse {
+        record_status(&root, &excluded, snap)?;
+        recorded = true;
+        if unchanged_since(b, snap) {
+            read_with_git2(&git_dir, &root, snap);
+            snap.tracked_left_out.clone_from(&b.tracked_left_out);
+            snap.untracked.clone_from(&b.untracked);
+            snap.patch = b.patch.clone();
+            snap.patch_sha256.clone_from(&b.patch_sha256);
+            return Ok(());
+        }
+    }
     let (tracked, untracked) = std::thread::scope(|s| -> Result<_, GitError> {
         let (tx, rx) = std::sync::mpsc::channel();
         let root = &root;
@@ -251,13 +267,9 @@ fn by_git_cli(
                 included.map(|paths| diff_tracked_spooled(root, base, paths.as_deref()))
             })
         });
-        let entries = git_cli::status(root)?;
-        record_entries(root, &excluded, entries, snap, NESTED_DEPTH);
-        snap.dirty = if snap.status.is_empty() {
-            Dirty::Clean
-        } else {
-            Dirty::Dirty
-        };
+        if !recorded {
+            record_status(root, &excluded, snap)?;
+        }
         read_with_git2(&git_dir, root, snap);
         let (tracked_changes, counter) = match rx.recv() {
             Ok(Ok(decided)) => decided,
@@ -517,6 +529,44 @@ fn nested_by_git_cli(dir: &Path, rel: &str, depth: usize, out: &mut Vec<NestedRe
             out.push(nested);
         }
     }
+}
+
+/// `git status` into `snap`: status lines, untracked files, nested repositories, `dirty`.
+///
+/// # Errors
+/// [`GitError`] when git fails.
+fn record_status(root: &Path, excluded: &[PathBuf], snap: &mut Snapshot) -> Result<(), GitError> {
+    let entries = git_cli::status(root)?;
+    record_entries(root, excluded, entries, snap, NESTED_DEPTH);
+    snap.dirty = if snap.status.is_empty() {
+        Dirty::Clean
+    } else {
+        Dirty::Dirty
+    };
+    Ok(())
+}
+
+/// `now` (its status read, nothing else) records the same HEAD, status entries (letters, paths,
+/// content sha256, modes), untracked files (paths, sha256, sizes) and exclusions as `before`, and
+/// `before` is complete with its patch bytes: then `git diff --raw` and `git diff` would give what
+/// `before` holds.
+fn unchanged_since(before: &Snapshot, now: &Snapshot) -> bool {
+    let untracked_same = before.untracked.len() == now.untracked.len()
+        && before.untracked.iter().zip(&now.untracked).all(|(a, b)| {
+            a.path == b.path
+                && a.path_bytes == b.path_bytes
+                && a.sha256 == b.sha256
+                && a.size_bytes == b.size_bytes
+        });
+    before.head == now.head
+        && before.reason == now.reason
+        && before.status == now.status
+        && untracked_same
+        && before.excluded == now.excluded
+        && before.nested_repositories == now.nested_repositories
+        && before.errors.is_empty()
+        && before.patch_limits == now.patch_limits
+        && (before.patch.has_file() || before.patch_sha256 == sha256_bytes(b""))
 }
 
 /// `before` and `now` record the same HEAD, status entries (letters, paths, content, modes) and
