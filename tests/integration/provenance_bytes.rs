@@ -4,10 +4,9 @@
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::support::{
-    ManifestBuilder, Repo, code, git, hwr, isolate_git, json, printed_path, repo, run, run_records, stderr,
+    ManifestBuilder, Repo, code, git, hwr, json, printed_path, repo, run, run_records, stderr,
     stdout,
 };
 
@@ -121,23 +120,6 @@ fn an_artifact_whose_name_is_not_utf8_verifies_in_a_fresh_bundle() {
     assert_eq!(rc, 1, "{text}");
 }
 
-/// `git ARGS` in `dir` allowing file:// submodules, isolated like the other test git commands.
-fn git_file_protocol(dir: &Path, args: &[&str]) {
-    let mut cmd = Command::new("git");
-    isolate_git(
-        cmd.args(["-c", "protocol.file.allow=always"])
-            .args(args)
-            .current_dir(dir)
-            .env("LC_ALL", "C"),
-    );
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// A library repository with two commits (`version.txt` v1, then v2) and a superproject with it
 /// as submodule `lib` checked out at v1; returns (library, superproject, v1, v2).
 fn superproject() -> (Repo, Repo, String, String) {
@@ -147,7 +129,7 @@ fn superproject() -> (Repo, Repo, String, String) {
     let sup = Repo::new();
     sup.write(".gitignore", "results/\n");
     let url = format!("file://{}", lib.path().display());
-    git_file_protocol(sup.path(), &["submodule", "add", "-q", &url, "lib"]);
+    crate::support::git_file_protocol(sup.path(), &["submodule", "add", "-q", &url, "lib"]);
     git(&sup.path().join("lib"), &["checkout", "-q", &v1]);
     sup.commit("lib at v1");
     (lib, sup, v1, v2)
