@@ -6,8 +6,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::support::{
-    ManifestBuilder, Repo, code, git, hwr, json, printed_path, repo, run, run_records, stderr,
-    stdout,
+    ManifestBuilder, Repo, code, git, hwr, json, printed_path, repo, run, run_records, stderr, stdout,
 };
 
 /// `hwr-exp verify BUNDLE` in `dir`: exit code and stdout.
