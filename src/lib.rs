@@ -11,7 +11,7 @@
 //! `docs/architecture.md`.
 //!
 //! - leaves, importing no other module: [`exit_codes`], [`signal`], [`cpus`], [`memory`],
-//!   [`digest`], [`timestamp`], [`terminal`], [`slurm`], [`choices`] (the value enums the command
+//!   [`digest`], [`names`], [`timestamp`], [`terminal`], [`slurm`], [`choices`] (the value enums the command
 //!   line and the library share);
 //! - [`table`] -> `terminal` (every cell escaped and cut there);
 //! - [`cli`] -> `choices` (clap types only);
@@ -20,7 +20,7 @@
 //! - [`exec`] -> `memory`, `cpus`, `allocator` (takes an [`exec::RunSpec`], nothing from manifest or plan);
 //! - [`plan`] -> `manifest`, `cpus`, `allocator` (names), and `exec` for one constant: `plan::render` writes the clean
 //!   policy's kept variables ([`exec::CLEAN_KEPT`]) into shell lines;
-//! - [`provenance`] -> `cpus`, `digest`, `timestamp` (data producers: it writes no file);
+//! - [`provenance`] -> `cpus`, `digest`, `names`, `timestamp` (data producers: it writes no file);
 //! - [`bundle`] -> `manifest`, `plan`, `exec`, `provenance` (value types; it alone writes bundle
 //!   files, and builds plan.json from the plan, `bundle::plan_file`);
 //! - [`runner`] -> `manifest`, `plan`, `exec`, `provenance`, `bundle` (one session: plan,
@@ -40,6 +40,7 @@ pub mod exec;
 pub mod exit_codes;
 pub mod manifest;
 pub mod memory;
+pub mod names;
 pub mod plan;
 pub mod probe;
 pub mod provenance;

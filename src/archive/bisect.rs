@@ -597,7 +597,9 @@ impl Prober<'_> {
             evidence: Vec::new(),
             why,
         };
-        let tree = RecordedTree::at_commit(root, commit, None)?;
+        let mut tree = RecordedTree::at_commit(root, commit, None)?;
+        // Submodules at the commits this commit's tree names (an empty folder otherwise).
+        tree.check_out_submodules(&[]);
         let m = match probe_manifest(given, root, tree.path(), opts) {
             Ok(m) => m,
             Err(why) => return Ok(skip(format!("the manifest does not apply at this commit: {why}"))),
@@ -606,9 +608,11 @@ impl Prober<'_> {
             results_dir: opts.results_dir.clone(),
             quiet: opts.quiet,
             parent: parent.map(str::to_string),
-            notes: vec![format!(
+            notes: std::iter::once(format!(
                 "bisect {session_id} step {step}: commit {commit}, in a temporary git worktree (removed afterwards)"
-            )],
+            ))
+            .chain(tree.submodule_differences().iter().cloned())
+            .collect(),
             bisect: Some(BisectStep {
                 session: session_id.to_string(),
                 commit: commit.to_string(),

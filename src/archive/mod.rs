@@ -22,6 +22,7 @@ pub mod locate;
 pub mod rerun;
 pub mod resume;
 pub mod slurm;
+pub mod submodules;
 pub mod verify;
 
 use std::path::{Path, PathBuf};

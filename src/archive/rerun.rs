@@ -10,7 +10,9 @@
 //! ([`RecordedTree`]: `git worktree add --detach` of revision.txt, then `git apply` of
 //! working-tree.patch) and the manifest's folder is taken at the same path relative to the
 //! repository root inside it. The worktree is removed when the rerun ends, also on error or
-//! interrupt. Submodules are not checked out in the worktree.
+//! interrupt. Submodules are checked out in the worktree at the commits provenance.json recorded
+//! as checked out ([`submodules`](super::submodules)); one that cannot be is named in a note and
+//! among the differences.
 //!
 //! Files the patch limits left out of working-tree.patch (provenance.json `tracked-left-out`
 //! and `untracked` with `in-patch: false`) are rebuilt where that can be done exactly: a deleted
@@ -59,6 +61,9 @@ pub struct RecordedTree {
     restored: Vec<String>,
     /// Files left out of working-tree.patch that could not be rebuilt, one line each.
     not_rebuilt: Vec<String>,
+    /// Submodules that are not as recorded in the tree (not checked out, or checked out without
+    /// what the record says they held), one line each.
+    submodule_differences: Vec<String>,
     /// Holds the temporary parent folder; removed last.
     _tmp: tempfile::TempDir,
 }
@@ -87,16 +92,13 @@ impl RecordedTree {
                     .map_or_else(|| "none".into(), |p| p.display().to_string())
             ))
         })?;
-        let Some(root) = repo.workdir().map(Path::to_path_buf) else {
+        let Some(root) = repo.workdir.clone() else {
             return Err(env(format!(
                 "{} is a bare repository: cannot add a worktree",
-                repo.path().display()
+                repo.git_dir.display()
             )));
         };
-        let has_commit = git2::Oid::from_str(&revision)
-            .ok()
-            .is_some_and(|oid| repo.find_commit(oid).is_ok());
-        if !has_commit {
+        if !repo.has_commit(&revision) {
             return Err(env(format!(
                 "the repository at {} does not have the recorded commit {revision} (fetch it first)",
                 root.display()
@@ -111,6 +113,30 @@ impl RecordedTree {
                 .map_err(|m| env(format!("{} does not apply to {revision}: {m}", patch.display())))?;
         }
         let mut tree = RecordedTree::at_commit(&root, &revision, (patch_len > 0).then_some(patch.as_path()))?;
+        let recorded: Vec<(String, String)> = provenance
+            .map(|p| {
+                p.before
+                    .submodules()
+                    .iter()
+                    .filter_map(|s| {
+                        let commit = s
+                            .checked_out_commit
+                            .clone()
+                            .or_else(|| s.recorded_commit.clone())?;
+                        Some((s.path.clone(), commit))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        tree.check_out_submodules(&recorded);
+        if let Some(p) = provenance {
+            for s in p.before.submodules().iter().filter(|s| s.dirty) {
+                tree.submodule_differences.push(format!(
+                    "submodule {}: had uncommitted changes when recorded; working-tree.patch does not hold them, so it is checked out clean",
+                    s.path
+                ));
+            }
+        }
         if let Some(p) = provenance {
             let recorded_root = p.before.repo_root().unwrap_or(&root).to_path_buf();
             for file in p.before.left_out_files() {
@@ -156,6 +182,7 @@ impl RecordedTree {
             revision: revision.to_string(),
             restored: Vec::new(),
             not_rebuilt: Vec::new(),
+            submodule_differences: Vec::new(),
             _tmp: tmp,
         };
         // From here on, Drop removes whatever was created.
@@ -183,6 +210,18 @@ impl RecordedTree {
             .map_err(|m| env(format!("git apply {}: {m}", patch.display())))?;
         }
         Ok(tree)
+    }
+
+    /// Checks the submodules of the tree out (see [`super::submodules`]): at `recorded` commits
+    /// where given (path, commit), else at the commits the tree's own index names.
+    pub fn check_out_submodules(&mut self, recorded: &[(String, String)]) {
+        let (root, path) = (self.repo.clone(), self.path.clone());
+        self.submodule_differences = super::submodules::check_out(&root, &path, recorded);
+    }
+
+    /// Submodules not as recorded in the tree, one line each (empty when all are).
+    pub fn submodule_differences(&self) -> &[String] {
+        &self.submodule_differences
     }
 
     /// The worktree folder (the recorded repository root's counterpart).
@@ -336,8 +375,8 @@ pub fn base_dir_now(bundle: &Bundle, provenance: Option<&ProvenanceDoc>) -> (Pat
         .and_then(|p| p.before.repo_root())
         .and_then(|root| recorded.strip_prefix(root).ok())
         .and_then(|rel| {
-            let repo = git2::Repository::discover(bundle.dir()).ok()?;
-            Some(repo.workdir()?.join(rel))
+            let (_, workdir) = git_cli::repository_at(bundle.dir())?;
+            Some(workdir?.join(rel))
         })
         .filter(|p| p.is_dir());
     match mapped {
@@ -609,6 +648,10 @@ pub fn prepare(dir: &Path, opts: &RerunOptions) -> Result<PreparedRerun, Archive
                 user_notes.push(note.clone());
                 bundle_notes.push(note);
             }
+            for d in tree.submodule_differences() {
+                user_notes.push(d.clone());
+                bundle_notes.push(d.clone());
+            }
             if let Some(note) = hwr_exp_note(&m, &bundle) {
                 user_notes.push(note.clone());
                 bundle_notes.push(note);
@@ -637,13 +680,16 @@ pub fn prepare(dir: &Path, opts: &RerunOptions) -> Result<PreparedRerun, Archive
         .unwrap_or_else(|| session::patch_limits(&manifest.provenance));
     let now = crate::provenance::capture_limited(manifest.repo_start(), &[&abs_results], limits);
     let now_host = crate::provenance::host::collect();
-    let differences = differences(
+    let mut differences = differences(
         &bundle,
         provenance.as_ref(),
         recorded_host.as_ref(),
         &now,
         &now_host,
     );
+    if let Some(tree) = &tree {
+        differences.extend(tree.submodule_differences().iter().cloned());
+    }
     Ok(PreparedRerun {
         archived: bundle.dir().to_path_buf(),
         archived_created: bundle.info().created.clone(),

@@ -75,8 +75,13 @@ impl ArtifactKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Artifact {
-    /// Path relative to the folder listed, `/`-separated (`profile.txt`, `traces/t1.bin`).
+    /// Path relative to the folder listed, `/`-separated (`profile.txt`, `traces/t1.bin`);
+    /// readable: a name that is not UTF-8 has its exact bytes in `name_bytes`.
     pub name: String,
+    /// The exact bytes of `name` as hex (`name-bytes`, [`crate::names`]), only when they are not
+    /// UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name_bytes: Option<crate::names::NameBytes>,
     /// What it is.
     pub kind: ArtifactKind,
     /// Size in bytes, for a regular file.
@@ -88,6 +93,13 @@ pub struct Artifact {
     /// The link's target as written (`readlink`), for a symlink.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
+}
+
+impl Artifact {
+    /// The name's exact bytes as a relative path (`name_bytes` when present).
+    pub fn path(&self) -> PathBuf {
+        crate::names::path_of(&self.name, self.name_bytes.as_ref())
+    }
 }
 
 /// Files of one earlier attempt of a run, kept under `attempts/<attempt>/` by `resume`.
@@ -109,6 +121,7 @@ pub fn describe(path: &Path, name: String) -> io::Result<Artifact> {
     let kind = ArtifactKind::of(meta.file_type());
     let mut artifact = Artifact {
         name,
+        name_bytes: None,
         kind,
         size: None,
         sha256: None,
@@ -197,7 +210,14 @@ pub fn list_tree(dir: &Path, skip: &[&str]) -> io::Result<Vec<(String, PathBuf)>
 pub fn scan(dir: &Path, skip: &[&str]) -> io::Result<Vec<Artifact>> {
     list_tree(dir, skip)?
         .into_iter()
-        .map(|(name, path)| describe(&path, name))
+        .map(|(name, path)| {
+            let mut a = describe(&path, name)?;
+            a.name_bytes = path
+                .strip_prefix(dir)
+                .ok()
+                .and_then(|rel| crate::names::NameBytes::if_needed(crate::names::path_bytes(rel)));
+            Ok(a)
+        })
         .collect()
 }
 
@@ -255,7 +275,7 @@ pub fn scan_run_folder(run_dir: &Path, own: &[&str]) -> io::Result<(Vec<Artifact
 pub fn check(dir: &Path, listed: &[Artifact]) -> Vec<(PathBuf, String)> {
     let mut problems = Vec::new();
     for want in listed {
-        let path = dir.join(&want.name);
+        let path = dir.join(want.path());
         let got = match describe(&path, want.name.clone()) {
             Ok(got) => got,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {

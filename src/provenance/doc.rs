@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::patch::{PatchBytes, PatchLimits};
+use crate::names::NameBytes;
 
 /// Format version of `provenance.json`.
 pub const PROVENANCE_FORMAT: u32 = 1;
@@ -246,8 +247,12 @@ pub struct StatusLine {
     /// `T` type change, `U` conflict, `??` untracked; a space where unchanged.
     pub code: String,
     /// Path relative to the repository root, `/`-separated (the destination of a rename; a
-    /// nested repository ends in `/`).
+    /// nested repository ends in `/`); readable: a name that is not UTF-8 has its exact bytes in
+    /// `path_bytes` ([`crate::names`]).
     pub path: String,
+    /// The exact bytes of `path` as hex (`path-bytes`), only when they are not UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_bytes: Option<NameBytes>,
     /// Source path of a rename or copy (`R  orig-path -> path`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub orig_path: Option<String>,
@@ -264,8 +269,11 @@ pub struct StatusLine {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct UntrackedFile {
-    /// Path relative to the repository root.
+    /// Path relative to the repository root, readable ([`StatusLine::path`]).
     pub path: String,
+    /// The exact bytes of `path` as hex (`path-bytes`), only when they are not UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_bytes: Option<NameBytes>,
     /// SHA-256 (hex) of the content; `None` when unreadable.
     pub sha256: Option<String>,
     /// Size in bytes; `None` when unreadable.
@@ -274,6 +282,10 @@ pub struct UntrackedFile {
     /// (`true` in bundles made before the limits existed).
     #[serde(default = "yes")]
     pub in_patch: bool,
+    /// Why the file is not in the patch when the size limits did not decide it (git could not
+    /// diff it); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_out_reason: Option<String>,
 }
 
 fn yes() -> bool {
@@ -286,8 +298,11 @@ fn yes() -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct TrackedLeftOut {
-    /// Path relative to the repository root.
+    /// Path relative to the repository root, readable ([`StatusLine::path`]).
     pub path: String,
+    /// The exact bytes of `path` as hex (`path-bytes`), only when they are not UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_bytes: Option<NameBytes>,
     /// `git diff --raw` letter: `M` modified, `D` deleted, `A` added (in the index, not in
     /// HEAD), `T` type change.
     pub change: String,
@@ -308,8 +323,10 @@ pub struct TrackedLeftOut {
 /// A file working-tree.patch does not hold, tracked or untracked ([`Snapshot::left_out_files`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeftOutFile {
-    /// Path relative to the repository root.
+    /// Path relative to the repository root, readable.
     pub path: String,
+    /// The exact bytes of `path` when they are not UTF-8.
+    pub path_bytes: Option<NameBytes>,
     /// A tracked file (its HEAD version is what a rebuilt tree has instead), or an untracked one
     /// (absent from a rebuilt tree).
     pub tracked: bool,
@@ -485,6 +502,7 @@ impl Snapshot {
     pub fn left_out_files(&self) -> Vec<LeftOutFile> {
         let tracked = self.tracked_left_out.iter().map(|t| LeftOutFile {
             path: t.path.clone(),
+            path_bytes: t.path_bytes.clone(),
             tracked: true,
             deleted: t.change == "D",
             size_bytes: t.size_bytes,
@@ -495,10 +513,11 @@ impl Snapshot {
             let mode = self
                 .status
                 .iter()
-                .find(|s| s.code == "??" && s.path == u.path)
+                .find(|s| s.code == "??" && s.path == u.path && s.path_bytes == u.path_bytes)
                 .and_then(|s| s.mode.clone());
             LeftOutFile {
                 path: u.path.clone(),
+                path_bytes: u.path_bytes.clone(),
                 tracked: false,
                 deleted: false,
                 size_bytes: u.size_bytes,
@@ -601,8 +620,17 @@ pub fn status_text(lines: &[StatusLine]) -> String {
     lines
         .iter()
         .map(|s| match &s.orig_path {
-            Some(orig) => format!("{} {} -> {}\n", s.code, quote_path(orig), quote_path(&s.path)),
-            None => format!("{} {}\n", s.code, quote_path(&s.path)),
+            Some(orig) => format!(
+                "{} {} -> {}\n",
+                s.code,
+                quote_path(orig),
+                quote_bytes(crate::names::bytes_of(&s.path, s.path_bytes.as_ref()))
+            ),
+            None => format!(
+                "{} {}\n",
+                s.code,
+                quote_bytes(crate::names::bytes_of(&s.path, s.path_bytes.as_ref()))
+            ),
         })
         .collect()
 }
@@ -611,14 +639,20 @@ pub fn status_text(lines: &[StatusLine]) -> String {
 /// quoted): unchanged when plain, otherwise in double quotes with C escapes and octal for control
 /// and non-ASCII bytes.
 pub(super) fn quote_path(path: &str) -> String {
+    quote_bytes(path.as_bytes())
+}
+
+/// [`quote_path`] of a name's exact bytes (a name that is not UTF-8 gets its bytes in octal, as
+/// git writes it).
+pub(super) fn quote_bytes(path: &[u8]) -> String {
     let needs = path
-        .bytes()
-        .any(|b| b <= b' ' || b == b'"' || b == b'\\' || b >= 0x7f);
+        .iter()
+        .any(|&b| b <= b' ' || b == b'"' || b == b'\\' || b >= 0x7f);
     if !needs {
-        return path.to_owned();
+        return String::from_utf8_lossy(path).into_owned();
     }
     let mut out = String::from("\"");
-    for b in path.bytes() {
+    for &b in path {
         match b {
             0x07 => out.push_str("\\a"),
             0x08 => out.push_str("\\b"),
@@ -665,6 +699,7 @@ mod tests {
         let line = |code: &str, path: &str, orig: Option<&str>| StatusLine {
             code: code.to_owned(),
             path: path.to_owned(),
+            path_bytes: None,
             orig_path: orig.map(str::to_owned),
             sha256: None,
             mode: None,

@@ -25,12 +25,15 @@ use super::doc::{
 use super::git_cli::{self, GitError, Location};
 use super::patch::{LimitCounter, PatchBytes, PatchLimits};
 use crate::digest::{sha256_bytes, sha256_file, sha256_reader};
+use crate::names::NameBytes;
 
 /// A changed tracked file as `git diff --raw` shows it, with the sizes the limits count.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct TrackedChange {
-    /// Path relative to the root.
+    /// Path relative to the root, readable.
     pub path: String,
+    /// The exact bytes of `path` when they are not UTF-8.
+    pub raw: Option<NameBytes>,
     /// The `--raw` letter (`M`, `D`, `A`, `T`).
     pub change: String,
     /// Size of the HEAD blob; `None` when HEAD has none.
@@ -45,6 +48,11 @@ impl TrackedChange {
     /// What the limits count: the larger of the two sizes (the patch may hold either whole).
     pub(super) fn counted(&self) -> u64 {
         self.head_size.unwrap_or(0).max(self.size.unwrap_or(0))
+    }
+
+    /// The path's exact bytes as a relative path.
+    pub(super) fn fs_path(&self) -> PathBuf {
+        crate::names::path_of(&self.path, self.raw.as_ref())
     }
 }
 
@@ -83,17 +91,18 @@ pub(super) fn record_tracked_left_out(root: &Path, tracked: &[TrackedChange], sn
         let status = snap
             .status
             .iter()
-            .find(|s| s.path == t.path && s.sha256.is_some());
+            .find(|s| s.path == t.path && s.path_bytes == t.raw && s.sha256.is_some());
         let (sha256, mode) = match status {
             Some(s) => (s.sha256.clone(), s.mode.clone()),
             None if t.size.is_some() => {
-                let facts = file_facts(&root.join(&t.path));
+                let facts = file_facts(&root.join(t.fs_path()));
                 (facts.sha256, facts.mode)
             }
             None => (None, None),
         };
         snap.tracked_left_out.push(TrackedLeftOut {
             path: t.path.clone(),
+            path_bytes: t.raw.clone(),
             change: t.change.clone(),
             size_bytes: t.size,
             sha256,
@@ -141,20 +150,17 @@ pub fn capture_after(start: &Path, exclude: &[&Path], before: &Snapshot) -> Snap
 }
 
 fn capture_with(start: &Path, exclude: &[&Path], limits: PatchLimits, before: Option<&Snapshot>) -> Snapshot {
-    let fallback = match git_cli::available() {
+    // No `git --version` first: the first git command of the capture tells whether git is there.
+    let mut snap = Snapshot::empty();
+    snap.patch_limits = Some(limits);
+    let fallback = match by_git_cli(start, exclude, limits, before, &mut snap) {
         Ok(()) => {
-            let mut snap = Snapshot::empty();
-            snap.patch_limits = Some(limits);
-            match by_git_cli(start, exclude, limits, before, &mut snap) {
-                Ok(()) => {
-                    finish(&mut snap);
-                    return snap;
-                }
-                Err(e) => format!("git could not read the repository ({e}); libgit2 used instead"),
-            }
+            finish(&mut snap);
+            return snap;
         }
         Err(GitError::NotFound) => "git is not on PATH".to_owned(),
-        Err(e) => format!("git cannot be run ({e})"),
+        Err(e @ GitError::Spawn { .. }) => format!("git cannot be run ({e})"),
+        Err(e) => format!("git could not read the repository ({e}); libgit2 used instead"),
     };
     let mut snap = Snapshot::empty();
     snap.patch_limits = Some(limits);
@@ -224,10 +230,26 @@ fn by_git_cli(
     // at all.
     let base = match (&head.commit, head.unborn) {
         (Some(commit), _) => Some(commit.clone()),
-        (None, true) => Some(git_cli::empty_tree(&root)?),
+        (None, true) => Some(git_cli::empty_tree(&root, None)?),
         (None, false) => None,
     };
     let reuse = before.filter(|b| b.capture_method == Some(CaptureMethod::GitCli));
+    // The after-run capture reads the status first: when it and HEAD are what `before` recorded,
+    // the tracked changes, the decisions of the limits and the patch are `before`'s too, and no
+    // `git diff` runs at all.
+    let mut recorded = false;
+    if let Some(b) = reuse {
+        record_status(&root, &excluded, snap)?;
+        recorded = true;
+        if unchanged_since(b, snap) {
+            read_with_git2(&git_dir, &root, snap);
+            snap.tracked_left_out.clone_from(&b.tracked_left_out);
+            snap.untracked.clone_from(&b.untracked);
+            snap.patch = b.patch.clone();
+            snap.patch_sha256.clone_from(&b.patch_sha256);
+            return Ok(());
+        }
+    }
     let (tracked, untracked) = std::thread::scope(|s| -> Result<_, GitError> {
         let (tx, rx) = std::sync::mpsc::channel();
         let root = &root;
@@ -245,13 +267,9 @@ fn by_git_cli(
                 included.map(|paths| diff_tracked_spooled(root, base, paths.as_deref()))
             })
         });
-        let entries = git_cli::status(root)?;
-        record_entries(root, &excluded, entries, snap, NESTED_DEPTH);
-        snap.dirty = if snap.status.is_empty() {
-            Dirty::Clean
-        } else {
-            Dirty::Dirty
-        };
+        if !recorded {
+            record_status(root, &excluded, snap)?;
+        }
         read_with_git2(&git_dir, root, snap);
         let (tracked_changes, counter) = match rx.recv() {
             Ok(Ok(decided)) => decided,
@@ -267,13 +285,13 @@ fn by_git_cli(
         record_tracked_left_out(root, &tracked_changes, snap);
         let reused = reuse.is_some_and(|b| same_tree_record(b, snap));
         let untracked = (base.is_some() && !reused).then(|| {
-            let new_files: Vec<&str> = snap
+            let new_files: Vec<&[u8]> = snap
                 .untracked
                 .iter()
                 .filter(|u| u.in_patch)
-                .map(|u| u.path.as_str())
+                .map(|u| crate::names::bytes_of(&u.path, u.path_bytes.as_ref()))
                 .collect();
-            spooled(|out| git_cli::diff_untracked(root, &new_files, out))
+            spooled(|out| git_cli::diff_untracked(root, head.commit.as_deref(), &new_files, out))
         });
         let joined = worker.map(|w| w.join().expect("the git diff thread does not panic"));
         let tracked = match (joined, &base) {
@@ -294,9 +312,7 @@ fn by_git_cli(
                     Ok(mut u) => {
                         super::patch::append(file.as_file_mut(), u.as_file_mut())?;
                     }
-                    Err(e) => snap
-                        .errors
-                        .push(format!("working-tree.patch: untracked files left out: {e}")),
+                    Err(e) => untracked_diff_failed(snap, &e),
                 }
                 PatchBytes::from_temp(file)
             });
@@ -321,6 +337,26 @@ fn by_git_cli(
     Ok(())
 }
 
+/// The untracked files' diff failed: none of them is in working-tree.patch, so each is recorded
+/// `in-patch: false` (by size and sha256 only), with git's error in `errors` and a warning.
+fn untracked_diff_failed(snap: &mut Snapshot, e: &std::io::Error) {
+    let mut left_out = Vec::new();
+    for u in snap.untracked.iter_mut().filter(|u| u.in_patch) {
+        u.in_patch = false;
+        u.left_out_reason = Some(format!("git could not diff it: {e}"));
+        left_out.push(u.path.clone());
+    }
+    snap.errors
+        .push(format!("working-tree.patch: untracked files left out: {e}"));
+    if !left_out.is_empty() {
+        snap.warnings.push(format!(
+            "{} untracked file(s) are not in working-tree.patch because git could not diff them ({e}): recorded with their sizes and sha256 in provenance.json (`in-patch: false`): {}",
+            left_out.len(),
+            left_out.join(", ")
+        ));
+    }
+}
+
 /// The changed tracked files `git diff <base>` shows (in its path order), with their sizes in
 /// `base` and in the working tree; not yet decided (`in_patch` true).
 ///
@@ -333,8 +369,9 @@ fn tracked_changes(root: &Path, base: &str) -> Result<Vec<TrackedChange>, GitErr
         .into_iter()
         .zip(sizes)
         .map(|(r, head_size)| TrackedChange {
-            size: size_on_disk(&root.join(&r.path)),
+            size: size_on_disk(&root.join(crate::names::path_of(&r.path, r.raw.as_ref()))),
             path: r.path,
+            raw: r.raw,
             change: r.change,
             head_size,
             in_patch: true,
@@ -343,14 +380,14 @@ fn tracked_changes(root: &Path, base: &str) -> Result<Vec<TrackedChange>, GitErr
 }
 
 /// The paths to diff when some tracked change is left out (`None`: diff everything).
-fn included_paths(changes: &[TrackedChange]) -> Option<Vec<String>> {
+fn included_paths(changes: &[TrackedChange]) -> Option<Vec<PathBuf>> {
     // Tracked changes come first in the patch: their decisions do not depend on the untracked
     // files, so the diff thread makes them before the status is read.
     changes.iter().any(|c| !c.in_patch).then(|| {
         changes
             .iter()
             .filter(|c| c.in_patch)
-            .map(|c| c.path.clone())
+            .map(TrackedChange::fs_path)
             .collect()
     })
 }
@@ -359,7 +396,7 @@ fn included_paths(changes: &[TrackedChange]) -> Option<Vec<String>> {
 fn diff_tracked_spooled(
     root: &Path,
     base: &str,
-    paths: Option<&[String]>,
+    paths: Option<&[PathBuf]>,
 ) -> std::io::Result<tempfile::NamedTempFile> {
     spooled(|out| git_cli::diff_tracked(root, base, paths, out))
 }
@@ -419,11 +456,12 @@ fn record_entries(
     let mut bundles = BundleFolders::new(root);
     for e in entries {
         let untracked = e.code == "??";
-        if untracked && (is_excluded(Path::new(&e.path), excluded) || bundles.contains(Path::new(&e.path))) {
+        let fs_path = e.fs_path();
+        if untracked && (is_excluded(&fs_path, excluded) || bundles.contains(&fs_path)) {
             continue;
         }
         let rel = e.path.trim_end_matches('/');
-        let full = root.join(rel);
+        let full = root.join(&fs_path);
         let folder = e.path.ends_with('/');
         let facts = if folder {
             FileFacts::default()
@@ -439,6 +477,8 @@ fn record_entries(
         } else if untracked {
             snap.untracked.push(UntrackedFile {
                 path: e.path.clone(),
+                path_bytes: e.raw.clone(),
+                left_out_reason: None,
                 sha256: facts.sha256.clone(),
                 size_bytes: facts.size,
                 // Decided with the limits once the tracked changes are counted.
@@ -448,6 +488,7 @@ fn record_entries(
         snap.status.push(StatusLine {
             code: e.code,
             path: e.path,
+            path_bytes: e.raw,
             orig_path: e.orig_path,
             sha256: facts.sha256,
             mode: facts.mode,
@@ -488,6 +529,44 @@ fn nested_by_git_cli(dir: &Path, rel: &str, depth: usize, out: &mut Vec<NestedRe
             out.push(nested);
         }
     }
+}
+
+/// `git status` into `snap`: status lines, untracked files, nested repositories, `dirty`.
+///
+/// # Errors
+/// [`GitError`] when git fails.
+fn record_status(root: &Path, excluded: &[PathBuf], snap: &mut Snapshot) -> Result<(), GitError> {
+    let entries = git_cli::status(root)?;
+    record_entries(root, excluded, entries, snap, NESTED_DEPTH);
+    snap.dirty = if snap.status.is_empty() {
+        Dirty::Clean
+    } else {
+        Dirty::Dirty
+    };
+    Ok(())
+}
+
+/// `now` (its status read, nothing else) records the same HEAD, status entries (letters, paths,
+/// content sha256, modes), untracked files (paths, sha256, sizes) and exclusions as `before`, and
+/// `before` is complete with its patch bytes: then `git diff --raw` and `git diff` would give what
+/// `before` holds.
+fn unchanged_since(before: &Snapshot, now: &Snapshot) -> bool {
+    let untracked_same = before.untracked.len() == now.untracked.len()
+        && before.untracked.iter().zip(&now.untracked).all(|(a, b)| {
+            a.path == b.path
+                && a.path_bytes == b.path_bytes
+                && a.sha256 == b.sha256
+                && a.size_bytes == b.size_bytes
+        });
+    before.head == now.head
+        && before.reason == now.reason
+        && before.status == now.status
+        && untracked_same
+        && before.excluded == now.excluded
+        && before.nested_repositories == now.nested_repositories
+        && before.errors.is_empty()
+        && before.patch_limits == now.patch_limits
+        && (before.patch.has_file() || before.patch_sha256 == sha256_bytes(b""))
 }
 
 /// `before` and `now` record the same HEAD, status entries (letters, paths, content, modes) and
@@ -553,7 +632,11 @@ fn finish(snap: &mut Snapshot) {
             limits.why(counted),
         ));
     }
-    for u in snap.untracked.iter().filter(|u| !u.in_patch) {
+    for u in snap
+        .untracked
+        .iter()
+        .filter(|u| !u.in_patch && u.left_out_reason.is_none())
+    {
         let size = u.size_bytes.unwrap_or(0);
         snap.warnings.push(format!(
             "untracked file {} ({size} bytes) is {}: recorded with its size and sha256 in provenance.json, left out of working-tree.patch (`rerun --at-recorded-revision` cannot rebuild it from the bundle)",
@@ -598,6 +681,12 @@ pub(super) struct FileFacts {
     pub mode: Option<String>,
     /// Size in bytes (of the target for a symlink).
     pub size: Option<u64>,
+}
+
+/// SHA-256 (hex) of the content at `path` as provenance.json records it: a file's bytes, a
+/// symlink's target; `None` when absent, a folder or unreadable.
+pub fn content_sha256(path: &Path) -> Option<String> {
+    file_facts(path).sha256
 }
 
 /// [`FileFacts`] of `path` (lstat, then the file streamed through SHA-256, or `readlink`).

@@ -13,6 +13,8 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use crate::names::NameBytes;
+
 /// `GIT_*` variables passed on to git subprocesses: the user's choice of configuration files and
 /// git's own installation. Every other `GIT_*` variable is removed, among them GIT_DIR,
 /// GIT_WORK_TREE, GIT_INDEX_FILE, GIT_OBJECT_DIRECTORY, GIT_ALTERNATE_OBJECT_DIRECTORIES,
@@ -192,12 +194,45 @@ pub(super) enum Location {
     },
 }
 
+/// The repository holding `start` as git finds it (`git rev-parse`, [`locate`]): its git folder
+/// and working-tree root (`None` for a bare repository); `None` outside a repository or when git
+/// fails. Reads every repository git reads (reftable, SHA-256), where libgit2 may not.
+pub fn repository_at(start: &Path) -> Option<(PathBuf, Option<PathBuf>)> {
+    match locate(start).ok()? {
+        Location::WorkTree { root, git_dir } => Some((git_dir, Some(root))),
+        Location::NoWorkTree { git_dir } => Some((git_dir, None)),
+        Location::NoRepository => None,
+    }
+}
+
 /// Locates the repository holding `start` (`git rev-parse --absolute-git-dir --show-toplevel`).
 ///
 /// # Errors
 /// [`GitError`] when git is missing or refuses the repository (unknown extension, dubious
 /// ownership, corruption): anything but "not a git repository".
 pub(super) fn locate(start: &Path) -> Result<Location, GitError> {
+    // A working tree found once is the same for the rest of the process (the results folder's
+    // anchor, the capture before the runs and the one after them ask about the same folder).
+    static FOUND: std::sync::Mutex<Vec<(PathBuf, Location)>> = std::sync::Mutex::new(Vec::new());
+    let key = std::path::absolute(start).unwrap_or_else(|_| start.to_path_buf());
+    let known = FOUND
+        .lock()
+        .ok()
+        .and_then(|k| k.iter().find(|(p, _)| *p == key).map(|(_, l)| l.clone()));
+    if let Some(location) = known {
+        return Ok(location);
+    }
+    let location = locate_now(start)?;
+    if matches!(location, Location::WorkTree { .. })
+        && let Ok(mut k) = FOUND.lock()
+    {
+        k.push((key, location.clone()));
+    }
+    Ok(location)
+}
+
+/// [`locate`] without the memory of earlier answers.
+fn locate_now(start: &Path) -> Result<Location, GitError> {
     let args = ["rev-parse", "--absolute-git-dir", "--show-toplevel"];
     match run(start, &args) {
         Ok(out) => {
@@ -240,13 +275,39 @@ pub(super) struct Head {
     pub unborn: bool,
 }
 
-/// Resolves HEAD in `root` (`git symbolic-ref -q HEAD`, `git rev-parse -q --verify HEAD^{commit}`,
-/// and when that fails `git rev-parse -q --verify HEAD` to tell an unborn branch from a broken
-/// HEAD).
+/// Resolves HEAD in `root`: one `git rev-parse HEAD^{commit} --symbolic-full-name HEAD` when HEAD
+/// is a commit; otherwise `git symbolic-ref -q HEAD` and `git rev-parse -q --verify HEAD` tell an
+/// unborn branch from a broken HEAD.
 ///
 /// # Errors
 /// [`GitError`] when git cannot be run.
 pub(super) fn head(root: &Path) -> Result<Head, GitError> {
+    // One git for the common case, HEAD a commit: its id, then its symbolic name (`HEAD` when
+    // detached). An unborn or broken HEAD fails it and takes the slower path below.
+    if let Ok(out) = run(
+        root,
+        &["rev-parse", "HEAD^{commit}", "--symbolic-full-name", "HEAD", "--"],
+    ) {
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut lines = text.lines();
+        if let (Some(commit), Some(name)) = (lines.next(), lines.next())
+            && commit.len() >= 40
+            && commit.bytes().all(|b| b.is_ascii_hexdigit())
+            && !name.is_empty()
+        {
+            let mut head = Head {
+                commit: Some(commit.to_owned()),
+                ..Head::default()
+            };
+            match name.strip_prefix("refs/heads/") {
+                Some(branch) => head.branch = Some(branch.to_owned()),
+                None if name == "HEAD" => head.detached = true,
+                // HEAD names a ref outside refs/heads: as `git symbolic-ref` would say it.
+                None => head.branch = Some(name.to_owned()),
+            }
+            return Ok(head);
+        }
+    }
     let mut head = Head::default();
     match run(root, &["symbolic-ref", "-q", "HEAD"]) {
         Ok(out) => {
@@ -256,14 +317,7 @@ pub(super) fn head(root: &Path) -> Result<Head, GitError> {
         Err(GitError::Failed { .. }) => head.detached = true,
         Err(e) => return Err(e),
     }
-    match run(root, &["rev-parse", "-q", "--verify", "HEAD^{commit}"]) {
-        Ok(out) => {
-            head.commit = Some(String::from_utf8_lossy(&out.stdout).trim().to_owned());
-            return Ok(head);
-        }
-        Err(GitError::Failed { .. }) => {}
-        Err(e) => return Err(e),
-    }
+    // HEAD^{commit} did not resolve (the one-git path above): unborn, or not a commit.
     let exists = match run(root, &["rev-parse", "-q", "--verify", "HEAD"]) {
         Ok(_) => true,
         Err(GitError::Failed { .. }) => false,
@@ -285,10 +339,20 @@ pub(super) fn head(root: &Path) -> Result<Head, GitError> {
 pub(super) struct Entry {
     /// The two letters `XY` (`??` for untracked).
     pub code: String,
-    /// Path relative to the root; a nested repository ends in `/`.
+    /// Path relative to the root, readable (see [`crate::names`]); a nested repository ends in
+    /// `/`.
     pub path: String,
+    /// The exact bytes of `path` when they are not UTF-8.
+    pub raw: Option<NameBytes>,
     /// The source path of a rename or copy.
     pub orig_path: Option<String>,
+}
+
+impl Entry {
+    /// The path's exact bytes as a relative path.
+    pub fn fs_path(&self) -> PathBuf {
+        crate::names::path_of(&self.path, self.raw.as_ref())
+    }
 }
 
 /// `git status --short -z --untracked-files=all` in `root`, in git's order (tracked changes by
@@ -332,7 +396,7 @@ fn parse_status(bytes: &[u8]) -> Result<Vec<Entry>, String> {
             ));
         }
         let code = String::from_utf8_lossy(&field[..2]).into_owned();
-        let path = String::from_utf8_lossy(&field[3..]).into_owned();
+        let (path, raw) = crate::names::split(&field[3..]);
         let orig_path = if code.contains('R') || code.contains('C') {
             let orig = fields
                 .next()
@@ -344,6 +408,7 @@ fn parse_status(bytes: &[u8]) -> Result<Vec<Entry>, String> {
         entries.push(Entry {
             code,
             path,
+            raw,
             orig_path,
         });
     }
@@ -395,7 +460,7 @@ const PATHS_PER_COMMAND_BYTES: usize = 256 * 1024;
 pub(super) fn diff_tracked(
     root: &Path,
     base: &str,
-    paths: Option<&[String]>,
+    paths: Option<&[PathBuf]>,
     out: &File,
 ) -> Result<(), GitError> {
     let Some(paths) = paths else {
@@ -409,7 +474,7 @@ pub(super) fn diff_tracked(
         let take = rest
             .iter()
             .take_while(|p| {
-                bytes += p.len() + 1;
+                bytes += p.as_os_str().len() + 1;
                 bytes <= PATHS_PER_COMMAND_BYTES
             })
             .count()
@@ -418,8 +483,7 @@ pub(super) fn diff_tracked(
         let mut args: Vec<&str> = vec!["--literal-pathspecs"];
         args.extend(DIFF_OPTIONS);
         args.extend([base, "--"]);
-        args.extend(chunk.iter().map(String::as_str));
-        run_into(command(root).args(&args), &args, out)?;
+        run_into(command(root).args(&args).args(chunk), &args, out)?;
         rest = next;
     }
     Ok(())
@@ -437,8 +501,10 @@ fn run_into(cmd: &mut Command, args: &[&str], out: &File) -> Result<(), GitError
 /// One entry of `git diff --raw -z`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct RawChange {
-    /// Path relative to the root.
+    /// Path relative to the root, readable.
     pub path: String,
+    /// The exact bytes of `path` when they are not UTF-8.
+    pub raw: Option<NameBytes>,
     /// The status letter (`M`, `D`, `A`, `T`; renames are off).
     pub change: String,
     /// The blob id on the `base` side (all zeros when `base` has none).
@@ -486,8 +552,10 @@ fn parse_raw(bytes: &[u8]) -> Result<Vec<RawChange>, String> {
         let path = fields
             .next()
             .ok_or_else(|| format!("git diff --raw: entry {meta:?} without a path"))?;
+        let (path, raw) = crate::names::split(path);
         out.push(RawChange {
-            path: String::from_utf8_lossy(path).into_owned(),
+            path,
+            raw,
             change: status.chars().take(1).collect(),
             old_oid: old_oid.to_owned(),
         });
@@ -553,13 +621,24 @@ pub(super) fn blob_sizes<'a>(
     Ok(oids.iter().map(|o| sizes.get(*o).copied()).collect())
 }
 
+/// The empty tree's id in a SHA-1 repository.
+const EMPTY_TREE_SHA1: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+/// The empty tree's id in a SHA-256 repository.
+const EMPTY_TREE_SHA256: &str = "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321";
+
 /// The empty tree's id in the repository's hash (`git hash-object -t tree /dev/null`), the base
-/// of the patch for an unborn HEAD. Asked once per repository and process (it depends only on
-/// the repository's object format).
+/// of the patch for an unborn HEAD. Known from `head` (a commit id, when there is one: its length
+/// names the object format), else asked once per repository and process.
 ///
 /// # Errors
 /// [`GitError`] when git fails.
-pub(super) fn empty_tree(root: &Path) -> Result<String, GitError> {
+pub(super) fn empty_tree(root: &Path, head: Option<&str>) -> Result<String, GitError> {
+    // The id is a constant of the object format, which HEAD's id shows by its length.
+    match head.map(str::len) {
+        Some(40) => return Ok(EMPTY_TREE_SHA1.to_owned()),
+        Some(64) => return Ok(EMPTY_TREE_SHA256.to_owned()),
+        _ => {}
+    }
     static KNOWN: std::sync::Mutex<Vec<(std::path::PathBuf, String)>> = std::sync::Mutex::new(Vec::new());
     let known =
         |k: &Vec<(std::path::PathBuf, String)>| k.iter().find(|(r, _)| r == root).map(|(_, id)| id.clone());
@@ -584,7 +663,12 @@ pub(super) fn empty_tree(root: &Path) -> Result<String, GitError> {
 ///
 /// # Errors
 /// [`GitError`] when git fails or the temporary index cannot be made.
-pub(super) fn diff_untracked(root: &Path, paths: &[&str], out: &File) -> Result<(), GitError> {
+pub(super) fn diff_untracked(
+    root: &Path,
+    head: Option<&str>,
+    paths: &[&[u8]],
+    out: &File,
+) -> Result<(), GitError> {
     if paths.is_empty() {
         return Ok(());
     }
@@ -597,7 +681,7 @@ pub(super) fn diff_untracked(root: &Path, paths: &[&str], out: &File) -> Result<
         .tempdir()
         .map_err(|e| io_err("(temporary index folder)", e))?;
     let index = tmp.path().join("index");
-    let empty = empty_tree(root)?;
+    let empty = empty_tree(root, head)?;
     // `--sparse`: untracked files outside a sparse checkout's patterns are added too (git 2.34
     // and later; older git is asked again without it).
     let with_sparse = [
@@ -639,7 +723,7 @@ pub(super) fn diff_untracked(root: &Path, paths: &[&str], out: &File) -> Result<
 ///
 /// # Errors
 /// [`GitError`] when git cannot be run or fails.
-fn add_intent(root: &Path, index: &Path, args: &[&str], paths: &[&str]) -> Result<(), GitError> {
+fn add_intent(root: &Path, index: &Path, args: &[&str], paths: &[&[u8]]) -> Result<(), GitError> {
     let spawn_err = |source: io::Error| {
         if source.kind() == io::ErrorKind::NotFound {
             GitError::NotFound
@@ -660,7 +744,7 @@ fn add_intent(root: &Path, index: &Path, args: &[&str], paths: &[&str]) -> Resul
         .map_err(spawn_err)?;
     let mut stdin = child.stdin.take().expect("stdin is piped");
     let fed = paths.iter().try_for_each(|p| {
-        stdin.write_all(p.as_bytes())?;
+        stdin.write_all(p)?;
         stdin.write_all(b"\0")
     });
     drop(stdin);
@@ -673,28 +757,6 @@ fn add_intent(root: &Path, index: &Path, args: &[&str], paths: &[&str]) -> Resul
         });
     }
     fed.map_err(spawn_err)
-}
-
-/// Checks that a working `git` is on PATH by running `git --version` (environment scrubbed).
-///
-/// # Errors
-/// [`GitError::NotFound`] without git on PATH; [`GitError::Spawn`] / [`GitError::Failed`] when it
-/// cannot run.
-/// Asked once per process (the `before` and `after` captures of a session share the answer), so
-/// that a run costs one `git --version`, not two.
-pub(super) fn available() -> Result<(), GitError> {
-    static FOUND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if FOUND.get() == Some(&true) {
-        return Ok(());
-    }
-    let mut cmd = Command::new("git");
-    scrub_environment(&mut cmd);
-    pin(&mut cmd);
-    let result = run_cmd(cmd.arg("--version").stdin(Stdio::null()), &["--version"]).map(|_| ());
-    if result.is_ok() {
-        let _ = FOUND.set(true);
-    }
-    result
 }
 
 #[cfg(test)]

@@ -262,6 +262,13 @@ fn read_status(
         if decided.contains(&path) || s.contains(Status::CONFLICTED) {
             continue;
         }
+        if std::str::from_utf8(entry.path_bytes()).is_err() {
+            unknown.push(UnknownPath {
+                path: path.clone(),
+                reason: "the name is not UTF-8: the libgit2 method cannot record it exactly".to_owned(),
+            });
+            continue;
+        }
         let rel = Path::new(path.trim_end_matches('/'));
         if s.contains(Status::WT_UNREADABLE) {
             unknown.push(UnknownPath {
@@ -295,6 +302,7 @@ fn read_status(
             tracked.push(StatusLine {
                 code,
                 path: path.clone(),
+                path_bytes: None,
                 orig_path,
                 sha256: facts.sha256.clone(),
                 mode: facts.mode.clone(),
@@ -314,6 +322,8 @@ fn read_status(
             } else {
                 snap.untracked.push(UntrackedFile {
                     path: path.clone(),
+                    path_bytes: None,
+                    left_out_reason: None,
                     sha256: facts.sha256.clone(),
                     size_bytes: facts.size,
                     // Decided with the limits when the patch is made.
@@ -323,6 +333,7 @@ fn read_status(
             untracked.push(StatusLine {
                 code: "??".to_owned(),
                 path,
+                path_bytes: None,
                 orig_path: None,
                 sha256: facts.sha256,
                 mode: facts.mode,
@@ -580,6 +591,7 @@ fn make_patch(
         };
         tracked.push(TrackedChange {
             path: path.to_string_lossy().into_owned(),
+            raw: None,
             change: change.to_owned(),
             head_size: head_size(delta.old_file().id()),
             size: size_on_disk(&root.join(&path)),

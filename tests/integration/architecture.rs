@@ -503,6 +503,7 @@ const LEAVES: &[(&str, &[&str])] = &[
     ("cpus", &[]),
     ("memory", &[]),
     ("digest", &[]),
+    ("names", &[]),
     ("timestamp", &[]),
     ("table", &["terminal"]),
     ("slurm", &[]),

@@ -291,3 +291,37 @@ fn a_commit_whose_runs_time_out_is_skipped_and_the_bisect_goes_on() {
     assert_eq!(infos[0]["counts"]["timeout"], 8, "{:#}", infos[0]);
     assert_eq!(infos[0]["adaptive"]["stopping-reason"], "no estimates");
 }
+
+/// Issue 37 item 3: each probed commit runs with its submodules checked out at the commits it
+/// names (before, every submodule was an empty folder in the probe's worktree). The leak lives in
+/// the submodule: the superproject's third commit moves `lib` to the leaking commit.
+#[test]
+fn each_probed_commit_has_its_submodules_checked_out() {
+    let lib = Repo::new();
+    let clean = lib.write("leak.txt", "0\n").commit("no leak");
+    let leaking = lib.write("leak.txt", "40960\n").commit("leak");
+    let sup = Repo::new();
+    let probe = script(0, "LEAK=$(cat lib/leak.txt) || exit 1\n").replace("*) rate=0 ;;", "*) rate=$LEAK ;;");
+    sup.write("experiment.toml", MANIFEST)
+        .write(".gitignore", "results/\n")
+        .write("probe.sh", probe);
+    let url = format!("file://{}", lib.path().display());
+    crate::support::git_file_protocol(sup.path(), &["submodule", "add", "-q", &url, "lib"]);
+    crate::support::git(&sup.path().join("lib"), &["checkout", "-q", &clean]);
+    let mut ids = vec![sup.commit("commit 1")];
+    ids.push(sup.write("HISTORY", "2\n").commit("commit 2"));
+    crate::support::git(&sup.path().join("lib"), &["checkout", "-q", &leaking]);
+    ids.push(sup.commit("commit 3"));
+    ids.push(sup.write("HISTORY", "4\n").commit("commit 4"));
+
+    let out = bisect(
+        sup.path(),
+        &ids[0],
+        &ids[3],
+        &["--where", "mode=get", "--repetitions", "6"],
+    );
+    let text = stdout(&out);
+    assert_eq!(code(&out), 0, "{text}\n{}", stderr(&out));
+    let last = text.lines().last().unwrap();
+    assert_eq!(last, format!("first bad commit: {} commit 3", ids[2]), "{text}");
+}

@@ -67,6 +67,7 @@ mod patch_limit;
 mod probe_cli;
 mod probe_manifests;
 mod probe_python;
+mod provenance_bytes;
 mod provenance_differential;
 mod provenance_git;
 mod report_answers;

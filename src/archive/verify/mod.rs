@@ -27,7 +27,10 @@
 //!   is still being written;
 //! - `patch::applies`: the patch applies to the recorded revision (`git read-tree` into a
 //!   temporary index, then `git apply --check --cached`) when the repository has that commit; when
-//!   it does not, a note says so and the check is skipped.
+//!   it does not, a note says so and the check is skipped;
+//! - `patch::untracked_files`: every untracked file provenance.json records `in-patch: true` is
+//!   in the patch with its recorded sha256 (the patch's new files applied into an empty temporary
+//!   folder; no repository needed).
 //!
 //! A new check is a function taking the `Checker` (the bundle, the problems and notes so far, the
 //! files hashed), in the file of what it reads, called from [`verify`].
@@ -151,6 +154,7 @@ pub fn verify(dir: &Path) -> Result<Verification, ArchiveError> {
     checksums::checksums(&mut c);
     if bundle.open_file(Path::new(crate::bundle::files::PATCH)).is_ok() {
         patch::applies(&mut c, provenance.as_ref());
+        patch::untracked_files(&mut c, provenance.as_ref());
     }
     let mut v = c.v;
     v.files_hashed = c.hashed.len();

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::{Checker, not_a_folder};
 use crate::bundle::artifacts::{self, ArtifactKind};
@@ -164,9 +164,9 @@ fn artifacts(c: &mut Checker<'_>, run_dir: &Path, record: &RunRecord) {
         }
     }
     for a in &record.artifacts {
-        c.hashed.insert(run_dir.join(&a.name));
+        c.hashed.insert(run_dir.join(a.path()));
         if !matches!(a.kind, ArtifactKind::File | ArtifactKind::Directory) {
-            c.special.insert(run_dir.join(&a.name));
+            c.special.insert(run_dir.join(a.path()));
         }
     }
     for earlier in &record.earlier_attempts {
@@ -174,13 +174,13 @@ fn artifacts(c: &mut Checker<'_>, run_dir: &Path, record: &RunRecord) {
             .join(artifacts::ATTEMPTS)
             .join(earlier.attempt.to_string());
         c.hashed
-            .extend(earlier.files.iter().map(|f| folder.join(&f.name)));
+            .extend(earlier.files.iter().map(|f| folder.join(f.path())));
         c.special.extend(
             earlier
                 .files
                 .iter()
                 .filter(|f| !matches!(f.kind, ArtifactKind::File | ArtifactKind::Directory))
-                .map(|f| folder.join(&f.name)),
+                .map(|f| folder.join(f.path())),
         );
     }
 }
@@ -188,20 +188,22 @@ fn artifacts(c: &mut Checker<'_>, run_dir: &Path, record: &RunRecord) {
 /// No entry anywhere in the run folder that run.json does not record (listed files, artifacts,
 /// earlier attempts, run.json itself); a link or special file is named, never followed.
 fn unlisted_entries(c: &mut Checker<'_>, run_dir: &Path, record: &RunRecord) {
-    let mut expected: BTreeSet<String> = record.sha256.keys().cloned().collect();
-    expected.insert(files::RUN.to_string());
-    expected.extend(record.artifacts.iter().map(|a| a.name.clone()));
+    // Compared as exact names (bytes): a name that is not UTF-8 is recorded with `name-bytes`.
+    let mut expected: BTreeSet<PathBuf> = record.sha256.keys().map(PathBuf::from).collect();
+    expected.insert(PathBuf::from(files::RUN));
+    expected.extend(record.artifacts.iter().map(|a| a.path()));
     if !record.earlier_attempts.is_empty() {
-        expected.insert(artifacts::ATTEMPTS.to_string());
+        expected.insert(PathBuf::from(artifacts::ATTEMPTS));
     }
     for earlier in &record.earlier_attempts {
-        let folder = format!("{}/{}", artifacts::ATTEMPTS, earlier.attempt);
-        expected.extend(earlier.files.iter().map(|f| format!("{folder}/{}", f.name)));
+        let folder = Path::new(artifacts::ATTEMPTS).join(earlier.attempt.to_string());
+        expected.extend(earlier.files.iter().map(|f| folder.join(f.path())));
         expected.insert(folder);
     }
     if let Ok(found) = artifacts::list_tree(run_dir, &[]) {
-        for (name, path) in found {
-            if !expected.contains(&name) {
+        for (_, path) in found {
+            let rel = path.strip_prefix(run_dir).unwrap_or(&path);
+            if !expected.contains(rel) {
                 let message = match not_a_folder(&path) {
                     Some(what) if what != "a regular file" => {
                         format!("{what} (not followed), not listed in run.json")

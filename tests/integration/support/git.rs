@@ -77,6 +77,14 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("git prints UTF-8")
 }
 
+/// Runs `git -c protocol.file.allow=always ARGS` in `dir` (as [`git`]): submodules from `file://`
+/// URLs and local paths, which git refuses by default.
+pub fn git_file_protocol(dir: &Path, args: &[&str]) -> String {
+    let mut all = vec!["-c", "protocol.file.allow=always"];
+    all.extend_from_slice(args);
+    git(dir, &all)
+}
+
 /// `git init` of an existing folder `dir`, branch `main`, no commit.
 pub fn init_repo(dir: &Path) {
     git(dir, &["init", "-q", "-b", "main"]);

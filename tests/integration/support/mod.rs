@@ -31,7 +31,7 @@ pub use files::{
     binary_bytes, bundle_fixture, bundles, copy_dir, json, package_root, report_text, run_records,
     sha256_hex, source_path, the_bundle, write_file,
 };
-pub use git::{Repo, commit_all, git, init_repo, isolate_git, repo};
+pub use git::{Repo, commit_all, git, git_file_protocol, init_repo, isolate_git, repo};
 pub use manifest::{ManifestBuilder, write_manifest};
 pub use need::{Check, Chromium, Cpus, Program, Python, Requirement, need};
 pub use process::{
