@@ -100,6 +100,16 @@ impl Walked<'_> {
     pub fn open_regular(&self) -> io::Result<(fs::File, rustix::fs::Stat)> {
         open_regular_at(self.folder, Path::new(self.name))
     }
+
+    /// The target of the entry, a symbolic link, as written (`readlinkat` through its folder's
+    /// descriptor; nothing followed).
+    ///
+    /// # Errors
+    /// `readlinkat` errors (`EINVAL` when the entry is not a link).
+    pub fn read_link(&self) -> io::Result<std::ffi::OsString> {
+        let target = rustix::fs::readlinkat(self.folder, self.name, Vec::new())?;
+        Ok(OsStr::from_bytes(target.to_bytes()).to_os_string())
+    }
 }
 
 /// Visits every entry under `dir` (no symbolic link followed), folders before their contents,
@@ -108,8 +118,14 @@ impl Walked<'_> {
 /// up twice; `dir` itself may be a symbolic link (the caller named it).
 ///
 /// # Errors
-/// I/O errors opening or listing a folder; errors returned by `visit`.
+/// I/O errors opening or listing a folder, naming the folder (`DIR/REL: open folder: ...`);
+/// errors returned by `visit`, as they are.
 pub fn walk(dir: &Path, visit: &mut dyn FnMut(&Walked<'_>) -> io::Result<()>) -> io::Result<()> {
+    let named = |rel: &Path, what: &str| {
+        let path = dir.join(rel);
+        let what = what.to_string();
+        move |e: io::Error| io::Error::new(e.kind(), format!("{}: {what}: {e}", path.display()))
+    };
     type Listing = std::vec::IntoIter<(std::ffi::OsString, FileType)>;
     let list = |folder: &OwnedFd| -> io::Result<Listing> {
         let mut entries = Vec::new();
@@ -139,8 +155,8 @@ pub fn walk(dir: &Path, visit: &mut dyn FnMut(&Walked<'_>) -> io::Result<()>) ->
             Mode::empty(),
         )?)
     };
-    let root = open_folder(dir)?;
-    let first = list(&root)?;
+    let root = open_folder(dir).map_err(named(Path::new(""), "open folder"))?;
+    let first = list(&root).map_err(named(Path::new(""), "list folder"))?;
     let mut stack: Vec<(PathBuf, Option<OwnedFd>, Listing)> = vec![(PathBuf::new(), Some(root), first)];
     while let Some((rel, folder, entries)) = stack.last_mut() {
         let Some((name, kind)) = entries.next() else {
@@ -152,9 +168,9 @@ pub fn walk(dir: &Path, visit: &mut dyn FnMut(&Walked<'_>) -> io::Result<()>) ->
             None => {
                 // Closed while deeper folders were walked: open it again from the top, every step
                 // without following a link.
-                let mut at = open_folder(dir)?;
+                let mut at = open_folder(dir).map_err(named(Path::new(""), "open folder"))?;
                 for part in rel.iter() {
-                    at = enter(&at, part)?;
+                    at = enter(&at, part).map_err(named(rel, "open folder again"))?;
                 }
                 folder.insert(at)
             }
@@ -167,8 +183,8 @@ pub fn walk(dir: &Path, visit: &mut dyn FnMut(&Walked<'_>) -> io::Result<()>) ->
             name: &name,
         })?;
         if kind == FileType::Directory {
-            let inner = enter(folder, &name)?;
-            let entries = list(&inner)?;
+            let inner = enter(folder, &name).map_err(named(&path, "open folder"))?;
+            let entries = list(&inner).map_err(named(&path, "list folder"))?;
             // At most OPEN_FOLDERS descriptors: the one of the folder that many levels up is
             // closed (a deep tree must not exhaust the descriptor limit).
             if let Some(far) = stack.len().checked_sub(OPEN_FOLDERS) {

@@ -1,0 +1,131 @@
+//! More faults of issue 37, end to end with real processes: a run that leaves a folder deeper
+//! than `PATH_MAX` allows to name in `{run-dir}` (item 6); `resume` of such a bundle.
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use rustix::process::{Pid, Signal, kill_process};
+
+use crate::support::{
+    ManifestBuilder, Repo, bundles, code, hwr, hwr_command, json, stderr, the_bundle, wait_for,
+};
+
+/// How long the runner may take to reach a state the test waits for (a hang guard, not a timing
+/// assertion).
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Levels of the deep folder: 2,100 levels of `d/` are 4,200 bytes, more than `PATH_MAX` (4,096).
+const DEPTH: usize = 2100;
+
+/// A temporary git repository with one commit that ignores `results/`.
+fn repo() -> Repo {
+    let repo = Repo::new();
+    repo.write(".gitignore", "results/\n").commit("init");
+    repo
+}
+
+/// Shell text that makes `DEPTH` nested folders `d/d/...` in `{run-dir}` and a file `f` at the
+/// bottom, each step relative to the last (no path longer than `PATH_MAX` is ever used).
+fn make_deep() -> String {
+    format!(
+        "python3 -c 'import os\nos.chdir(\"{{run-dir}}\")\nfor _ in range({DEPTH}):\n    os.mkdir(\"d\"); os.chdir(\"d\")\nopen(\"f\", \"w\").write(\"bottom\\n\")'"
+    )
+}
+
+fn status(bundle: &Path) -> String {
+    json(&bundle.join("bundle.json"))["status"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The deep tree as recorded: `DEPTH` folders and the file at the bottom, with its bytes.
+fn assert_deep_listed(artifacts: &serde_json::Value) {
+    let list = artifacts.as_array().unwrap();
+    assert_eq!(list.len(), DEPTH + 1);
+    let bottom = format!("{}f", "d/".repeat(DEPTH));
+    let f = list
+        .iter()
+        .find(|a| a["name"] == bottom.as_str())
+        .expect("the bottom file");
+    assert_eq!(f["kind"], "file");
+    assert_eq!(f["size"], 7);
+}
+
+/// A run that leaves a 2,100-deep folder: the bundle is complete, the run ok with every level
+/// listed in run.json `artifacts`, and `verify` checks them. The old runner marked the bundle
+/// `failed` with "File name too long" and no path.
+#[test]
+fn a_folder_deeper_than_path_max_is_listed_and_verified() {
+    let repo = repo();
+    let results = repo.path().join("results");
+    ManifestBuilder::shell("deep", &format!("{} && echo ok", make_deep()))
+        .text_output()
+        .repetitions(1)
+        .write(repo.path());
+    let out = hwr(
+        repo.path(),
+        &["run", "experiment.toml", "--results-dir", "results", "--quiet"],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = the_bundle(&results, "deep");
+    assert_eq!(status(&bundle), "complete");
+    let run = json(&bundle.join("runs/000-r1/run.json"));
+    assert_eq!(run["outcome"], "ok", "{}", run["error"]);
+    assert_deep_listed(&run["artifacts"]);
+    let verify = hwr(repo.path(), &["verify", bundle.to_str().unwrap()]);
+    assert_eq!(code(&verify), 0, "{}", stderr(&verify));
+}
+
+/// An interrupted run that had left a 2,100-deep folder: `resume` keeps it under `attempts/1/`,
+/// lists it in `earlier-attempts` and finishes the bundle (the old `resume` failed with "File
+/// name too long" every time).
+#[test]
+fn resume_keeps_an_attempt_with_a_folder_deeper_than_path_max() {
+    let repo = repo();
+    let results = repo.path().join("results");
+    let marker = results.join("first-attempt-done");
+    let script = format!(
+        "if [ ! -e {m} ]; then {deep}; touch {m}; sleep 120; fi; echo ok",
+        m = marker.display(),
+        deep = make_deep()
+    );
+    ManifestBuilder::shell("deepresume", &script)
+        .text_output()
+        .repetitions(1)
+        .isolation("grace", "1s")
+        .write(repo.path());
+    let child: Child = hwr_command(repo.path())
+        .args(["run", "experiment.toml", "--results-dir", "results", "--quiet"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("the deep folder", PATIENCE, || marker.exists());
+    kill_process(Pid::from_raw(child.id() as i32).unwrap(), Signal::INT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), 130, "{}", String::from_utf8_lossy(&out.stderr));
+    let bundle = bundles(&results, "deepresume").pop().unwrap();
+    assert_eq!(status(&bundle), "interrupted");
+
+    let resumed = hwr(repo.path(), &["resume", bundle.to_str().unwrap(), "--quiet"]);
+    assert_eq!(code(&resumed), 0, "{}", stderr(&resumed));
+    assert_eq!(status(&bundle), "complete");
+    let run = json(&bundle.join("runs/000-r1/run.json"));
+    assert_eq!(run["outcome"], "ok");
+    assert_eq!(run["attempt"], 2);
+    let earlier = &run["earlier-attempts"][0];
+    assert_eq!(earlier["attempt"], 1);
+    let deep: Vec<serde_json::Value> = earlier["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["name"].as_str().unwrap().starts_with('d'))
+        .cloned()
+        .collect();
+    assert_deep_listed(&serde_json::Value::Array(deep));
+    let verify = hwr(repo.path(), &["verify", bundle.to_str().unwrap()]);
+    assert_eq!(code(&verify), 0, "{}", stderr(&verify));
+}
