@@ -129,3 +129,73 @@ fn resume_keeps_an_attempt_with_a_folder_deeper_than_path_max() {
     let verify = hwr(repo.path(), &["verify", bundle.to_str().unwrap()]);
     assert_eq!(code(&verify), 0, "{}", stderr(&verify));
 }
+
+/// `hwr-exp wait` on a detached Slurm bundle while `squeue` hangs (a wrapper first in `PATH`
+/// that stalls from its third call): the first Ctrl-C (SIGINT) stops waiting at once, leaves the
+/// bundle `running` and its task queued, says how to attach again or cancel, and exits 130.
+/// The old waiter did nothing until the hung squeue ran into its deadline, then cancelled the
+/// arrays and marked the bundle `interrupted`.
+#[test]
+fn the_first_ctrl_c_during_wait_detaches_even_while_squeue_hangs() {
+    use crate::support::slurm::{Cleanup, STALL, Wrappers, job_ids};
+    let Some(client) = crate::support::cluster() else {
+        return;
+    };
+    let repo = repo();
+    let results = repo.path().join("results");
+    ManifestBuilder::shell("waitdetach", "sleep 300; echo ok")
+        .text_output()
+        .repetitions(1)
+        .set("executor", "kind", "slurm")
+        .write(repo.path());
+    let out = hwr(
+        repo.path(),
+        &[
+            "run",
+            "experiment.toml",
+            "--results-dir",
+            "results",
+            "--detach",
+            "--quiet",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = the_bundle(&results, "waitdetach");
+    let _cleanup = Cleanup::new(&bundle, None);
+    let squeue = format!(
+        "n=$(cat \"$STATE/calls\" 2>/dev/null || echo 0); echo $((n+1)) > \"$STATE/calls\"\nif [ \"$n\" -ge 2 ]; then {STALL}; exit 1; fi\nexec \"$REAL\" \"$@\""
+    );
+    let wrappers = Wrappers::new(&[("squeue", squeue.as_str())]);
+    let child = wrappers
+        .hwr(repo.path(), None)
+        // Long enough that only an interrupted squeue ends the wait before the stall does.
+        .env("HWR_SLURM_TIMEOUT", "100s")
+        .args(["wait", bundle.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wrappers.wait_stalled();
+    kill_process(Pid::from_raw(child.id() as i32).unwrap(), Signal::INT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), 130, "{err}");
+    assert!(err.contains("stopped waiting"), "{err}");
+    assert!(
+        err.contains(&format!("hwr-exp wait {}", bundle.display())),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("hwr-exp cancel {}", bundle.display())),
+        "{err}"
+    );
+    assert!(!err.contains("did not answer within"), "not the deadline: {err}");
+    assert_eq!(status(&bundle), "running");
+    let ids = job_ids(&bundle);
+    let queue = client.active(&ids).unwrap();
+    assert!(
+        ids.iter().any(|id| queue.arrays.contains_key(id)),
+        "the task is still queued or running: {ids:?}"
+    );
+}
