@@ -318,6 +318,10 @@ pub enum StoppingReason {
     /// or prints another schema): nothing can be decided, so no cell gets more than `min` runs.
     #[serde(rename = "no estimates")]
     NoEstimates,
+    /// Its control gave no data: every finished run of the control cell failed (or none gave
+    /// numbers), so no further run can be compared; the control stops too.
+    #[serde(rename = "control failed")]
+    ControlFailed,
 }
 
 impl StoppingReason {
@@ -329,6 +333,7 @@ impl StoppingReason {
             StoppingReason::TimeBudget => "time budget",
             StoppingReason::NoControl => "no control",
             StoppingReason::NoEstimates => "no estimates",
+            StoppingReason::ControlFailed => "control failed",
         }
     }
 }

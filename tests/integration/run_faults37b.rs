@@ -199,3 +199,50 @@ fn the_first_ctrl_c_during_wait_detaches_even_while_squeue_hangs() {
         "the task is still queued or running: {ids:?}"
     );
 }
+
+/// Retention-schema output for modes `leak` (grows) and `steady`; the control `reuse` fails every
+/// run (exit 1, no output).
+const FAILING_CONTROL: &str = r#"#!/bin/sh
+mode=$1
+[ "$mode" = reuse ] && { echo "control broken" >&2; exit 1; }
+case "$mode" in leak) rate=40960 ;; *) rate=0 ;; esac
+R=${HWR_REPETITION:-1}
+printf '{"schema_version":1,"arguments":{"mode":"%s"},"samples":[' "$mode"
+i=0
+while [ $i -le 5 ]; do
+  j=$(( (R + i) % 2 ))
+  p=$(( 1048576 + rate * i + 4096 * j ))
+  phase=loop; [ $i -eq 0 ] && phase=baseline
+  printf '{"phase":"%s","iterations":%d,"private_bytes":%d,"anonymous_bytes":%d,"rss_bytes":%d,"fd_count":3},' $phase $((i * 1000)) $p $p $((p + 65536))
+  i=$((i + 1))
+done
+printf '{"phase":"closed","iterations":5000,"private_bytes":1048576,"anonymous_bytes":1048576,"rss_bytes":1114112,"fd_count":3}],"completed":true}\n'
+"#;
+
+/// Adaptive repetitions whose control fails every run: no cell can ever be compared, so every
+/// cell stops at `min` with the stopping reason `control failed` (the old rule ran the undecided
+/// cells and their control to `max`).
+#[test]
+fn adaptive_cells_stop_when_their_control_fails_every_run() {
+    let repo = repo();
+    std::fs::write(repo.path().join("leak.sh"), FAILING_CONTROL).unwrap();
+    let text = ManifestBuilder::argv("ctlfail", &["sh", "leak.sh", "{mode}"])
+        .matrix("mode", ["leak", "steady", "reuse"])
+        .text()
+        + "[schedule]\nrepetitions = { min = 4, max = 12 }\n";
+    crate::support::write_manifest(repo.path(), &text);
+    repo.git(&["add", "leak.sh", "experiment.toml"]);
+    repo.commit("manifest");
+    let out = hwr(
+        repo.path(),
+        &["run", "experiment.toml", "--results-dir", "results"],
+    );
+    let bundle = the_bundle(&repo.path().join("results"), "ctlfail");
+    let a = json(&bundle.join("bundle.json"))["adaptive"].clone();
+    assert_eq!(a["stopping-reason"], "control failed", "{a:#}\n{}", stderr(&out));
+    for c in a["cells"].as_array().unwrap() {
+        assert_eq!(c["runs"], 4, "{a:#}");
+        assert_eq!(c["stopping-reason"], "control failed", "{a:#}");
+    }
+    assert!(stderr(&out).contains("control failed"), "said: {}", stderr(&out));
+}
