@@ -246,3 +246,55 @@ fn adaptive_cells_stop_when_their_control_fails_every_run() {
     }
     assert!(stderr(&out).contains("control failed"), "said: {}", stderr(&out));
 }
+
+/// A run (the runner as root) whose background process moves itself into another cgroup and
+/// outlives the run's leader: run.json `escaped-processes` names it with the cgroup it went to,
+/// and it is killed (it is still in the run's session). The old runner recorded
+/// `stray-processes-killed: 0` and left the process running.
+#[test]
+fn a_process_that_leaves_the_run_cgroup_is_named_and_killed() {
+    use crate::support::{CallerCgroup, Cgroup, need};
+    let Some(mount) = need(Cgroup) else { return };
+    let elsewhere = CallerCgroup::new(&mount);
+    let repo = repo();
+    let script = format!(
+        "sh -c 'echo $$ > {procs}; exec sleep 300' </dev/null >/dev/null 2>&1 &\nwhile ! grep -q {name} /proc/$!/cgroup; do sleep 0.05; done\necho $! > {{run-dir}}/escaped.pid; echo ok",
+        procs = elsewhere.dir().join("cgroup.procs").display(),
+        name = elsewhere.name().file_name().unwrap().to_str().unwrap(),
+    );
+    ManifestBuilder::shell("escape", &script)
+        .text_output()
+        .repetitions(1)
+        .write(repo.path());
+    let out = hwr(
+        repo.path(),
+        &["run", "experiment.toml", "--results-dir", "results", "--quiet"],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = the_bundle(&repo.path().join("results"), "escape");
+    let run = json(&bundle.join("runs/000-r1/run.json"));
+    if run["containment"] != "cgroup" {
+        eprintln!(
+            "skipped: runs are not contained by a cgroup here ({})",
+            run["containment"]
+        );
+        return;
+    }
+    let pid: i32 = std::fs::read_to_string(bundle.join("runs/000-r1/escaped.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let escaped = run["escaped-processes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{run:#}"));
+    let entry = escaped
+        .iter()
+        .find(|e| e["pid"] == pid)
+        .unwrap_or_else(|| panic!("pid {pid} named: {run:#}"));
+    assert_eq!(entry["cgroup"], elsewhere.name().to_str().unwrap(), "{run:#}");
+    assert_eq!(entry["killed"], true, "{run:#}");
+    crate::support::wait_for("the escaped process to be gone", PATIENCE, || {
+        !elsewhere.pids().contains(&pid)
+    });
+}
