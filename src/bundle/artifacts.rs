@@ -5,7 +5,7 @@
 //! target, a FIFO, socket or device by its kind only (never opened, so a FIFO cannot block the
 //! runner or `verify`); a regular file is opened with `O_NOFOLLOW | O_NONBLOCK` and checked to
 //! still be a regular file before it is hashed. Folders are recorded and descended into,
-//! relative to open folder descriptors ([`checksums::walk`]), so a folder of any depth is listed
+//! relative to open folder descriptors ([`walk::walk`]), so a folder of any depth is listed
 //! and checked (a path longer than `PATH_MAX` is never looked up), and every error names its path.
 
 use std::fs;
@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::checksums::{self, Walked};
+use super::walk::{self, Walked};
 
 /// The folder of a run folder that holds earlier attempts (`attempts/<n>/`), reserved for the
 /// runner.
@@ -203,14 +203,14 @@ pub fn list_tree(dir: &Path, skip: &[&str]) -> io::Result<Vec<(String, PathBuf)>
 }
 
 /// Visits every entry under `dir` but the top-level names in `skip` (and what is under them) with
-/// its `/`-separated relative name ([`checksums::walk`]: relative to open folders, no link
+/// its `/`-separated relative name ([`walk::walk`]: relative to open folders, no link
 /// followed, any depth).
 fn walk(
     dir: &Path,
     skip: &[&str],
     visit: &mut dyn FnMut(&str, &Walked<'_>) -> io::Result<()>,
 ) -> io::Result<()> {
-    checksums::walk(dir, &mut |entry| {
+    walk::walk(dir, &mut |entry| {
         let mut parts = entry.rel.components();
         let top = parts.next().map(|c| c.as_os_str().to_string_lossy());
         if top.is_some_and(|top| skip.contains(&top.as_ref())) {
