@@ -275,6 +275,7 @@ pub fn write_bundle(dir: &Path, s: &Synth) -> std::io::Result<()> {
             outcome,
             containment: None,
             stray_processes_killed: 0,
+            escaped_processes: Vec::new(),
             runner_cpus: None,
             cgroup_memory_peak_bytes: None,
             cgroup_memory_source: None,

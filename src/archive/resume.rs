@@ -171,8 +171,9 @@ struct Prepared {
     claim: Option<super::slurm::Claim>,
     /// plan.json is missing and is written again from the archived manifest.
     write_plan: bool,
-    /// Folders of the runs to redo, whose files move to `attempts/<n>/`.
-    redo: Vec<std::path::PathBuf>,
+    /// Plan indices of the runs to redo that have a folder, whose files move to `attempts/<n>/`
+    /// (indices, not paths: a path per run is what made a large resume large).
+    redo: Vec<usize>,
     /// The last note: when, by whom, how many runs.
     resumed_note: String,
     results_dir: std::path::PathBuf,
@@ -191,7 +192,7 @@ struct Changes {
     on_disk: crate::bundle::BundleInfo,
     claim: Option<super::slurm::Claim>,
     write_plan: bool,
-    redo: Vec<std::path::PathBuf>,
+    redo: Vec<usize>,
     resumed_note: String,
 }
 
@@ -225,8 +226,9 @@ impl Changes {
                 "plan.json was missing (the runner stopped before writing it, or could not write it): written again from the archived manifest".into(),
             );
         }
-        for run_dir in &self.redo {
-            crate::bundle::write::keep_attempt(run_dir).map_err(write_err)?;
+        let runs = dir.join(crate::bundle::files::RUNS);
+        for &i in &self.redo {
+            crate::bundle::write::keep_attempt(&runs.join(plan.run(i).run_id)).map_err(write_err)?;
         }
         info.notes.push(self.resumed_note);
         Ok(info)
@@ -378,6 +380,10 @@ fn prepare(
     // anything is deleted: it may record a finished run this build does not understand.
     let mut counts: BTreeMap<Outcome, usize> = BTreeMap::new();
     let mut todo = Vec::new();
+    let mut redo = Vec::new();
+    // One listing of runs/: a run without a folder never started and is redone without a look;
+    // only the folders there are opened (a 1,000,000-run bundle stopped early has a few).
+    let present = run_folders(bundle.dir())?;
     let run_ids: Box<dyn Iterator<Item = Result<String, ArchiveError>>> = if write_plan {
         Box::new((0..plan.len()).map(|i| Ok(plan.run(i).run_id)))
     } else {
@@ -389,11 +395,21 @@ fn prepare(
     };
     for (i, run_id) in run_ids.enumerate() {
         let run_id = run_id?;
+        if present
+            .binary_search_by(|n| n.as_ref().cmp(run_id.as_str()))
+            .is_err()
+        {
+            todo.push(i);
+            continue;
+        }
         match bundle.run_record(&run_id) {
             Ok(Some(r)) if !matches!(r.termination, Termination::Interrupted | Termination::Lost) => {
                 *counts.entry(r.outcome).or_default() += 1;
             }
-            Ok(_) => todo.push(i),
+            Ok(_) => {
+                todo.push(i);
+                redo.push(i);
+            }
             Err(e) => {
                 return Err(ArchiveError::Refused(format!(
                     "{e}; resume keeps every finished run and deletes nothing it cannot read: use a hwr-exp that reads it, or move the run folder {} away to have the run redone",
@@ -402,10 +418,7 @@ fn prepare(
             }
         }
     }
-    let redo = todo
-        .iter()
-        .map(|&i| bundle.run_dir(&plan.run(i).run_id))
-        .collect();
+    drop(present);
     let mut new_info = info.clone();
     new_info.counts = counts;
     new_info.finished = None;
@@ -434,4 +447,27 @@ fn prepare(
         cpus_per_run: manifest.isolation.cpus_per_run,
         fail_fast: overrides.is_some_and(|o| o.fail_fast),
     })
+}
+
+/// The names of the folders in the bundle's `runs/` (one listing; none when there is no
+/// `runs/`), sorted for lookup by run id. Names that are not UTF-8 are no run id and left out.
+///
+/// # Errors
+/// [`ArchiveError::Refused`] when `runs/` cannot be listed, naming it.
+fn run_folders(bundle: &Path) -> Result<Vec<Box<str>>, ArchiveError> {
+    let runs = bundle.join(crate::bundle::files::RUNS);
+    let refused = |e: std::io::Error| ArchiveError::Refused(format!("{}: cannot list: {e}", runs.display()));
+    let entries = match std::fs::read_dir(&runs) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(refused(e)),
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        if let Ok(name) = entry.map_err(refused)?.file_name().into_string() {
+            names.push(name.into_boxed_str());
+        }
+    }
+    names.sort_unstable();
+    Ok(names)
 }

@@ -487,10 +487,13 @@ pub fn wait(dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionRepor
         plan_json: None,
     };
     let waiting = rslurm::Waiting {
-        client: client(quiet),
+        // squeue stops at a Ctrl-C (a hung one too): the first Ctrl-C stops waiting at once.
+        client: client(quiet).with_cancel(cancel.clone()),
         arrays,
         shared_fs: rslurm::on_shared_fs(bundle.dir()).unwrap_or(false),
         feeder,
+        // `wait` attached to tasks that go on without it: a Ctrl-C detaches again.
+        detach_on_stop: true,
     };
     Ok(rslurm::wait_and_finish(session, &waiting)?)
 }

@@ -4,7 +4,9 @@
 //! Every entry is looked at with `lstat` and never followed: a symlink is recorded with its
 //! target, a FIFO, socket or device by its kind only (never opened, so a FIFO cannot block the
 //! runner or `verify`); a regular file is opened with `O_NOFOLLOW | O_NONBLOCK` and checked to
-//! still be a regular file before it is hashed. Folders are recorded and descended into.
+//! still be a regular file before it is hashed. Folders are recorded and descended into,
+//! relative to open folder descriptors ([`walk::walk`]), so a folder of any depth is listed
+//! and checked (a path longer than `PATH_MAX` is never looked up), and every error names its path.
 
 use std::fs;
 use std::io::{self, Read};
@@ -13,6 +15,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+use super::walk::{self, Walked};
 
 /// The folder of a run folder that holds earlier attempts (`attempts/<n>/`), reserved for the
 /// runner.
@@ -39,6 +43,20 @@ pub enum ArtifactKind {
 }
 
 impl ArtifactKind {
+    /// The kind of a `readdir`/`lstat` file type.
+    fn of_raw(t: rustix::fs::FileType) -> ArtifactKind {
+        use rustix::fs::FileType as T;
+        match t {
+            T::Symlink => ArtifactKind::Symlink,
+            T::Directory => ArtifactKind::Directory,
+            T::Fifo => ArtifactKind::Fifo,
+            T::Socket => ArtifactKind::Socket,
+            T::CharacterDevice => ArtifactKind::CharDevice,
+            T::BlockDevice => ArtifactKind::BlockDevice,
+            _ => ArtifactKind::File,
+        }
+    }
+
     fn of(t: fs::FileType) -> ArtifactKind {
         if t.is_symlink() {
             ArtifactKind::Symlink
@@ -147,13 +165,21 @@ pub fn describe(path: &Path, name: String) -> io::Result<Artifact> {
 /// # Errors
 /// I/O errors; `InvalidData` when `path` is no longer a regular file.
 pub fn hash_regular_file(path: &Path) -> io::Result<(u64, String)> {
-    let mut file = fs::File::options()
+    let file = fs::File::options()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)?;
     if !file.metadata()?.is_file() {
         return Err(io::Error::new(io::ErrorKind::InvalidData, "not a regular file"));
     }
+    hash_open_file(file)
+}
+
+/// Size and sha256 of the open file `file`, read to its end in 64 KiB blocks.
+///
+/// # Errors
+/// Read errors.
+fn hash_open_file(mut file: fs::File) -> io::Result<(u64, String)> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
     let mut size = 0u64;
@@ -173,52 +199,85 @@ pub fn hash_regular_file(path: &Path) -> io::Result<(u64, String)> {
 
 /// Every entry under `dir`, recursively, as `/`-separated relative names in sorted order;
 /// top-level names in `skip` are left out (with everything under them). Symlinks to folders are
-/// not descended into.
+/// not descended into. Folders are read through descriptors opened relative to their parent
+/// ([`walk`]), so a tree of any depth is listed (a path longer than `PATH_MAX` is never looked
+/// up); the paths returned may be too long to open.
 ///
 /// # Errors
-/// I/O errors reading a folder.
+/// I/O errors reading a folder, naming it.
 pub fn list_tree(dir: &Path, skip: &[&str]) -> io::Result<Vec<(String, PathBuf)>> {
     let mut out = Vec::new();
-    let mut stack = vec![(String::new(), dir.to_path_buf())];
-    while let Some((prefix, folder)) = stack.pop() {
-        for entry in fs::read_dir(&folder)? {
-            let entry = entry?;
-            let file_name = entry.file_name().to_string_lossy().into_owned();
-            if prefix.is_empty() && skip.contains(&file_name.as_str()) {
-                continue;
-            }
-            let name = if prefix.is_empty() {
-                file_name
-            } else {
-                format!("{prefix}/{file_name}")
-            };
-            let path = entry.path();
-            if entry.file_type()?.is_dir() {
-                stack.push((name.clone(), path.clone()));
-            }
-            out.push((name, path));
-        }
-    }
+    walk(dir, skip, &mut |name, entry| {
+        out.push((name.to_string(), dir.join(entry.rel)));
+        Ok(())
+    })?;
     out.sort();
     Ok(out)
 }
 
-/// Describes every entry under `dir` ([`list_tree`] with `skip`, then [`describe`]).
+/// Visits every entry under `dir` but the top-level names in `skip` (and what is under them) with
+/// its `/`-separated relative name ([`walk::walk`]: relative to open folders, no link
+/// followed, any depth).
+fn walk(
+    dir: &Path,
+    skip: &[&str],
+    visit: &mut dyn FnMut(&str, &Walked<'_>) -> io::Result<()>,
+) -> io::Result<()> {
+    walk::walk(dir, &mut |entry| {
+        let mut parts = entry.rel.components();
+        let top = parts.next().map(|c| c.as_os_str().to_string_lossy());
+        if top.is_some_and(|top| skip.contains(&top.as_ref())) {
+            return Ok(());
+        }
+        let name = entry.rel.to_string_lossy();
+        visit(&name, entry)
+    })
+}
+
+/// Describes the entry met by the walk as `name` ([`describe`] through its folder's descriptor).
 ///
 /// # Errors
-/// As [`list_tree`] and [`describe`].
+/// I/O errors of `readlinkat`, or opening and reading a regular file.
+fn describe_walked(entry: &Walked<'_>, name: String) -> io::Result<Artifact> {
+    let kind = ArtifactKind::of_raw(entry.kind);
+    let mut artifact = Artifact {
+        name,
+        name_bytes: crate::names::NameBytes::if_needed(crate::names::path_bytes(entry.rel)),
+        kind,
+        size: None,
+        sha256: None,
+        target: None,
+    };
+    match kind {
+        ArtifactKind::File => {
+            let (file, _) = entry.open_regular()?;
+            let (size, sha) = hash_open_file(file)?;
+            artifact.size = Some(size);
+            artifact.sha256 = Some(sha);
+        }
+        ArtifactKind::Symlink => {
+            artifact.target = Some(entry.read_link()?.to_string_lossy().into_owned());
+        }
+        _ => {}
+    }
+    Ok(artifact)
+}
+
+/// Describes every entry under `dir` but the top-level names in `skip`, in name order, each read
+/// through its folder's descriptor (any depth).
+///
+/// # Errors
+/// I/O errors reading a folder or an entry, naming its path.
 pub fn scan(dir: &Path, skip: &[&str]) -> io::Result<Vec<Artifact>> {
-    list_tree(dir, skip)?
-        .into_iter()
-        .map(|(name, path)| {
-            let mut a = describe(&path, name)?;
-            a.name_bytes = path
-                .strip_prefix(dir)
-                .ok()
-                .and_then(|rel| crate::names::NameBytes::if_needed(crate::names::path_bytes(rel)));
-            Ok(a)
-        })
-        .collect()
+    let mut out = Vec::new();
+    walk(dir, skip, &mut |name, entry| {
+        let artifact = describe_walked(entry, name.to_string())
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.join(name).display())))?;
+        out.push(artifact);
+        Ok(())
+    })?;
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
 }
 
 /// The earlier attempts kept in the run folder `run_dir` (`attempts/<n>/`, numeric names only),
@@ -271,54 +330,73 @@ pub fn scan_run_folder(run_dir: &Path, own: &[&str]) -> io::Result<(Vec<Artifact
 
 /// Compares the entries `listed` with what is under `dir` now. Returns `(path, problem)` for
 /// each listed entry that is missing, of another kind, or has other bytes or another target.
-/// Nothing is followed or opened but regular files.
+/// Nothing is followed or opened but regular files; the folder is walked once, relative to open
+/// folders, so entries at any depth are checked. A folder that cannot be read is one problem
+/// naming it (the entries under it are then not called missing).
 pub fn check(dir: &Path, listed: &[Artifact]) -> Vec<(PathBuf, String)> {
     let mut problems = Vec::new();
-    for want in listed {
-        let path = dir.join(want.path());
-        let got = match describe(&path, want.name.clone()) {
-            Ok(got) => got,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                problems.push((path, "listed in run.json but missing".to_string()));
-                continue;
-            }
-            Err(e) => {
-                problems.push((path, format!("cannot read: {e}")));
-                continue;
-            }
+    // Matched by exact name (bytes): a name that is not UTF-8 is recorded with `name-bytes`.
+    let wanted: std::collections::HashMap<PathBuf, &Artifact> =
+        listed.iter().map(|a| (a.path(), a)).collect();
+    let mut seen = std::collections::HashSet::new();
+    let walked = walk(dir, &[], &mut |_, entry| {
+        let Some(want) = wanted.get(entry.rel) else {
+            return Ok(());
         };
-        let problem = if got.kind != want.kind {
-            Some(format!(
-                "is a {}, run.json records a {}",
-                got.kind.as_str(),
-                want.kind.as_str()
-            ))
-        } else if got.size != want.size {
-            Some(format!(
-                "size {} bytes differs from {} recorded in run.json",
-                got.size.unwrap_or(0),
-                want.size.unwrap_or(0)
-            ))
-        } else if got.sha256 != want.sha256 {
-            Some(format!(
-                "sha256 {} differs from {} recorded in run.json",
-                got.sha256.unwrap_or_default(),
-                want.sha256.clone().unwrap_or_default()
-            ))
-        } else if got.target != want.target {
-            Some(format!(
-                "points to {} instead of {} recorded in run.json",
-                got.target.unwrap_or_default(),
-                want.target.clone().unwrap_or_default()
-            ))
-        } else {
-            None
-        };
-        if let Some(p) = problem {
-            problems.push((path, p));
+        seen.insert(entry.rel.to_path_buf());
+        let path = dir.join(entry.rel);
+        match describe_walked(entry, want.name.clone()) {
+            Ok(got) => {
+                if let Some(p) = difference(&got, want) {
+                    problems.push((path, p));
+                }
+            }
+            Err(e) => problems.push((path, format!("cannot read: {e}"))),
         }
+        Ok(())
+    });
+    match walked {
+        Ok(()) => {
+            for rel in listed.iter().map(Artifact::path) {
+                if !seen.contains(&rel) {
+                    problems.push((dir.join(rel), "listed in run.json but missing".to_string()));
+                }
+            }
+        }
+        Err(e) => problems.push((dir.to_path_buf(), format!("cannot read: {e}"))),
     }
     problems
+}
+
+/// How the entry found, `got`, differs from the one recorded, `want`, if it does.
+fn difference(got: &Artifact, want: &Artifact) -> Option<String> {
+    if got.kind != want.kind {
+        Some(format!(
+            "is a {}, run.json records a {}",
+            got.kind.as_str(),
+            want.kind.as_str()
+        ))
+    } else if got.size != want.size {
+        Some(format!(
+            "size {} bytes differs from {} recorded in run.json",
+            got.size.unwrap_or(0),
+            want.size.unwrap_or(0)
+        ))
+    } else if got.sha256 != want.sha256 {
+        Some(format!(
+            "sha256 {} differs from {} recorded in run.json",
+            got.sha256.clone().unwrap_or_default(),
+            want.sha256.clone().unwrap_or_default()
+        ))
+    } else if got.target != want.target {
+        Some(format!(
+            "points to {} instead of {} recorded in run.json",
+            got.target.clone().unwrap_or_default(),
+            want.target.clone().unwrap_or_default()
+        ))
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -318,6 +318,10 @@ pub enum StoppingReason {
     /// or prints another schema): nothing can be decided, so no cell gets more than `min` runs.
     #[serde(rename = "no estimates")]
     NoEstimates,
+    /// Its control gave no data: every finished run of the control cell failed (or none gave
+    /// numbers), so no further run can be compared; the control stops too.
+    #[serde(rename = "control failed")]
+    ControlFailed,
 }
 
 impl StoppingReason {
@@ -329,6 +333,7 @@ impl StoppingReason {
             StoppingReason::TimeBudget => "time budget",
             StoppingReason::NoControl => "no control",
             StoppingReason::NoEstimates => "no estimates",
+            StoppingReason::ControlFailed => "control failed",
         }
     }
 }
@@ -634,6 +639,20 @@ pub enum OutputCheck {
     Empty,
 }
 
+/// A process of a run found outside the run's cgroup when the run ended (run.json
+/// `escaped-processes`): it left the cgroup (moved itself, being root), so stopping the cgroup
+/// did not stop it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct EscapedProcess {
+    /// Its pid.
+    pub pid: i32,
+    /// The cgroup it was in (`/proc/<pid>/cgroup`, `0::` line), as the kernel names it.
+    pub cgroup: String,
+    /// Whether the runner killed it (SIGKILL): it was still in the run's session.
+    pub killed: bool,
+}
+
 /// run.json.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -699,6 +718,11 @@ pub struct RunRecord {
     /// Processes of the run still alive after its leader ended, which the runner killed.
     #[serde(default)]
     pub stray_processes_killed: u32,
+    /// Processes of the run found outside its cgroup when it ended (a root process moved
+    /// itself into another cgroup): not contained, not counted in `stray-processes-killed`;
+    /// killed when still in the run's session. Absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub escaped_processes: Vec<EscapedProcess>,
     /// CPUs the runner's supervising and sampling thread could run on during the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner_cpus: Option<Vec<usize>>,

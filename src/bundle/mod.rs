@@ -12,6 +12,7 @@ pub mod output;
 pub mod plan_file;
 pub mod read;
 pub mod reason;
+pub mod walk;
 pub mod write;
 
 pub use format::*;

@@ -349,6 +349,7 @@ mod tests {
             output_check_reason: None,
             outcome: Outcome::Failed,
             stray_processes_killed: 0,
+            escaped_processes: Vec::new(),
             memory_samples: 0,
             sha256: BTreeMap::new(),
             hostname: None,

@@ -1084,6 +1084,7 @@ fn run_record(
         outcome: classify(outcome, output_check, format),
         containment: outcome.containment,
         stray_processes_killed: outcome.stray_processes_killed,
+        escaped_processes: outcome.escaped_processes.clone(),
         runner_cpus: outcome.runner_cpus.clone(),
         cgroup_memory_peak_bytes: outcome.cgroup_memory_peak_bytes,
         cgroup_memory_source: outcome.cgroup_memory_source.clone(),

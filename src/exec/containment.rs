@@ -109,6 +109,8 @@ pub(super) struct Finished {
     pub(super) memory_peak: Option<u64>,
     /// What went wrong cleaning up (a process that would not die, a cgroup not removed).
     pub(super) error: Option<String>,
+    /// Processes of the run found outside its cgroup ([`RunContainment::escaped`]).
+    pub(super) escaped: Vec<crate::bundle::EscapedProcess>,
 }
 
 /// Most empty cgroups [`Leftovers`] keeps waiting for removal.
@@ -300,6 +302,65 @@ impl RunContainment {
         }
     }
 
+    /// The run's processes that left its cgroup (a root process can move itself into another):
+    /// every pid seen in the cgroup and every live process of the run's session (its leader's
+    /// pid), whose `/proc/<pid>/cgroup` is no longer the run's cgroup or one below it. Those
+    /// still in the run's session are killed (SIGKILL); the others are only named. Empty without
+    /// a cgroup (the process-tree fallback follows the processes themselves).
+    fn escaped(&self) -> Vec<crate::bundle::EscapedProcess> {
+        let (Some(cg), Ok(base)) = (&self.cgroup, cgroup::base()) else {
+            return Vec::new();
+        };
+        let Ok(inside) = cg.path().strip_prefix(&base.dir) else {
+            return Vec::new();
+        };
+        let run = base.hierarchy.join(inside);
+        let session = self.leader;
+        let mut pids = self.seen.clone();
+        if let Some(sid) = session {
+            let of_session = super::tree::snapshot_where(|p| p != sid);
+            pids.extend(
+                of_session
+                    .iter()
+                    .filter(|p| p.sid == sid && !p.dead)
+                    .map(|p| p.pid),
+            );
+        }
+        pids.sort_unstable();
+        pids.dedup();
+        let mut out = Vec::new();
+        for pid in pids {
+            if Some(pid) == self.leader {
+                continue;
+            }
+            let Some(stat) = super::tree::read_stat(pid) else {
+                continue;
+            };
+            if stat.dead {
+                continue;
+            }
+            let Some(now_in) = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+                .ok()
+                .and_then(|t| t.lines().find_map(|l| l.strip_prefix("0::").map(str::to_owned)))
+            else {
+                continue;
+            };
+            if std::path::Path::new(&now_in).starts_with(&run) {
+                continue;
+            }
+            let in_session = session.is_some_and(|sid| stat.sid == sid);
+            let killed = in_session
+                && rustix::process::Pid::from_raw(pid)
+                    .is_some_and(|p| rustix::process::kill_process(p, Signal::KILL).is_ok());
+            out.push(crate::bundle::EscapedProcess {
+                pid,
+                cgroup: now_in,
+                killed,
+            });
+        }
+        out
+    }
+
     /// Pids of the run's live processes now (`cgroup.procs`, or a `/proc` scan).
     pub(super) fn members(&mut self) -> Vec<i32> {
         if let Some(cg) = &self.cgroup {
@@ -404,6 +465,7 @@ impl RunContainment {
         if let Some(t) = self.tree.as_mut() {
             t.leader_reaped();
         }
+        done.escaped = self.escaped();
         if let Some(cg) = &self.cgroup {
             done.memory_peak = cg.memory().1;
             // Fast path: an empty cgroup (zombies do not count) is removed, or left for later.

@@ -246,6 +246,8 @@ pub struct RunOutcome {
     /// Processes of the run still alive after the leader exited (or was stopped), which the
     /// runner then killed.
     pub stray_processes_killed: u32,
+    /// Processes of the run found outside its cgroup when it ended (they moved themselves out).
+    pub escaped_processes: Vec<crate::bundle::EscapedProcess>,
     /// Number of external memory samples written.
     pub memory_samples: u32,
     /// How sampling went (interval achieved, page-table walks, their cost); `None` when the run
@@ -695,6 +697,7 @@ impl RunOutcome {
             sys_seconds: None,
             peak_rss_bytes: None,
             stray_processes_killed: 0,
+            escaped_processes: Vec::new(),
             memory_samples: 0,
             sampling: None,
             cgroup_memory_source: None,

@@ -189,6 +189,7 @@ pub(super) fn supervise(
     let finished = containment.finish(spec.grace, kill_at, later, &mut |d| nap(&mut drain, d));
     super::children::run_ended();
     outcome.stray_processes_killed = finished.strays;
+    outcome.escaped_processes = finished.escaped;
     outcome.cgroup_memory_peak_bytes = finished.memory_peak;
     if outcome.cgroup_memory_peak_bytes.is_some() {
         outcome.cgroup_memory_source = Some("cgroup2 memory.peak".into());

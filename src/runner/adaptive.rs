@@ -15,6 +15,8 @@
 //! - a cell with no control to be compared with (and that is no control) stops at `min`
 //!   (`no control`); when no run gave retention samples at all (every run failed, say), every
 //!   cell stops at `min` (`no estimates`);
+//! - a cell whose control gave no data (every finished run of the control failed) stops with its
+//!   control (`control failed`): no further run of either could be compared;
 //! - an undecided cell with `max` runs stops (`max reached`); once the rounds took the time
 //!   budget, no further round starts (`time budget`; the round in flight finishes, so every
 //!   undecided cell keeps the same number of runs).
@@ -142,19 +144,37 @@ pub fn decide(dir: &Path, plan: &Plan, rule: Adaptive, elapsed: Duration) -> Res
         .map(|(_, c, _)| *c)
         .collect();
     let controls: BTreeSet<&str> = compared.values().map(|(_, c, _)| *c).collect();
+    // Controls with finished runs of which none is in the aggregates (every run failed): their
+    // cells cannot be compared whatever more runs give, so they stop with the control.
+    let failed_controls: BTreeSet<&str> = report
+        .cells
+        .iter()
+        .filter(|s| s.runs > 0 && s.included == 0 && controls.contains(s.cell.as_str()))
+        .map(|s| s.cell.as_str())
+        .collect();
     let spent = rule.time_budget.is_some_and(|b| elapsed >= b);
     let mut next = Vec::new();
     let mut cells = Vec::with_capacity(n);
     for (c, label) in labels.iter().enumerate() {
         let runs = plan.runs_of_cell(c);
         let label = label.as_deref().unwrap_or("");
-        let (verdict, open) = match compared.get(label) {
-            Some((v, _, decided)) => (Some(v.as_str().to_string()), !decided),
-            None if controls.contains(label) => (Some("control".to_string()), open_controls.contains(label)),
-            None => (None, false),
+        let (verdict, open, control_failed) = match compared.get(label) {
+            Some((v, control, decided)) => (
+                Some(v.as_str().to_string()),
+                !decided,
+                failed_controls.contains(control),
+            ),
+            None if controls.contains(label) => (
+                Some("control".to_string()),
+                open_controls.contains(label),
+                failed_controls.contains(label),
+            ),
+            None => (None, false, false),
         };
         let stopping_reason = if !report.has_retention {
             Some(StoppingReason::NoEstimates)
+        } else if control_failed {
+            Some(StoppingReason::ControlFailed)
         } else if verdict.is_none() {
             Some(StoppingReason::NoControl)
         } else if !open {
@@ -198,6 +218,8 @@ fn overall(cells: &[AdaptiveCell]) -> StoppingReason {
         StoppingReason::MaxReached
     } else if any(StoppingReason::Decided) {
         StoppingReason::Decided
+    } else if any(StoppingReason::ControlFailed) {
+        StoppingReason::ControlFailed
     } else if any(StoppingReason::NoEstimates) {
         StoppingReason::NoEstimates
     } else {

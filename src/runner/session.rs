@@ -57,6 +57,10 @@ pub enum SessionError {
     /// The environment could not be read (exit 3; nothing written).
     #[error("{0}")]
     Environment(String),
+    /// `hwr-exp wait` stopped waiting at a stop request (exit 130): the Slurm tasks go on and the
+    /// bundle stays `running`; the text says how to attach again or cancel.
+    #[error("{0}")]
+    Detached(String),
     /// Writing the bundle failed (a full disk, a file-size limit, too many open files ...): exit 3.
     /// The source names the file; `left` says in what state the bundle was left.
     #[error("bundle {}: {source}; {left}", .bundle.display())]
@@ -114,6 +118,7 @@ impl SessionError {
     pub fn exit_code(&self) -> i32 {
         match self {
             SessionError::Plan(_) => exit_codes::USAGE,
+            SessionError::Detached(_) => exit_codes::INTERRUPTED,
             SessionError::Preflight(_) | SessionError::Environment(_) | SessionError::Bundle { .. } => {
                 exit_codes::ENVIRONMENT
             }

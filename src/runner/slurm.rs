@@ -610,6 +610,7 @@ pub fn submit_and_wait(mut session: Session<'_>, params: &Submit<'_>) -> Result<
         arrays,
         shared_fs: params.cluster.shared_fs,
         feeder: Some(feeder),
+        detach_on_stop: false,
     };
     wait_and_finish(session, &waiting)
 }
@@ -626,6 +627,24 @@ pub struct Waiting {
     /// Runs of the session not submitted yet, submitted as room frees; `None` when every run
     /// of the session has a task.
     pub feeder: Option<Feeder>,
+    /// What a stop request (Ctrl-C, SIGTERM) does: `false` cancels the arrays and ends the
+    /// session interrupted (`run`, `resume`); `true` stops waiting and leaves the tasks to Slurm
+    /// and the bundle `running` ([`Detached`]: `hwr-exp wait`, which attached to them). `hwr-exp
+    /// cancel`'s marker cancels either way.
+    pub detach_on_stop: bool,
+}
+
+/// Why [`wait`] stopped waiting at a stop request when [`Waiting::detach_on_stop`]: the tasks go
+/// on in Slurm and the bundle stays `running`, without a waiter.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "stopped waiting ({signal}); the bundle's tasks go on in slurm and the bundle stays running: `hwr-exp wait {bundle}` attaches again, `hwr-exp cancel {bundle}` stops them"
+)]
+pub struct Detached {
+    /// The stop request, as said (`Ctrl-C or another stop signal`).
+    pub signal: &'static str,
+    /// The bundle folder.
+    pub bundle: String,
 }
 
 /// Waits for the session's runs ([`wait`]) with the progress display, then finishes the session
@@ -667,7 +686,14 @@ pub fn wait_and_finish(mut session: Session<'_>, waiting: &Waiting) -> Result<Se
     };
     let started = Instant::now();
     let mut feeder = waiting.feeder.clone();
-    let end = wait(&mut session, &waiting.client, map, grace, feeder.as_mut());
+    let end = wait(
+        &mut session,
+        &waiting.client,
+        map,
+        grace,
+        feeder.as_mut(),
+        waiting.detach_on_stop,
+    );
     // Adaptive repetitions: the rule judges the bundle at each look (as the local runner does,
     // `runner::adaptive`) and each further round is submitted as an array of its own once the
     // previous one has ended. The cluster's refusal to answer squeue ends the waiting first.
@@ -691,6 +717,12 @@ pub fn wait_and_finish(mut session: Session<'_>, waiting: &Waiting) -> Result<Se
         // The tasks go on in Slurm: the bundle is left `running` without a waiter, as `run
         // --detach` leaves it (dropping the session releases the lock), for a later `wait`.
         return Err(SessionError::Environment(stopped.to_string()));
+    }
+    if let Err(e) = &end
+        && let Some(detached) = e.get_ref().and_then(|r| r.downcast_ref::<Detached>())
+    {
+        // As above: left `running` for a later `wait` (the lock is released with the session).
+        return Err(SessionError::Detached(detached.to_string()));
     }
     let jobs: Vec<u64> = session
         .writer_mut()
@@ -756,7 +788,14 @@ fn next_round(
         .unwrap_or_default();
     let map = TaskMap::new(&arrays).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     session.indices = new.to_vec();
-    wait(session, &waiting.client, map, grace, Some(&mut feeder))
+    wait(
+        session,
+        &waiting.client,
+        map,
+        grace,
+        Some(&mut feeder),
+        waiting.detach_on_stop,
+    )
 }
 
 /// Why [`wait`] stopped waiting: `squeue` failed with an error that is not transient
@@ -875,6 +914,7 @@ pub fn wait(
     mut map: TaskMap,
     lost_grace: Duration,
     mut feeder: Option<&mut Feeder>,
+    detach_on_stop: bool,
 ) -> io::Result<SessionEnd> {
     let (plan, cancel, total, quiet) = (
         session.plan.clone(),
@@ -908,9 +948,18 @@ pub fn wait(
     };
     // The last pending-reason summary shown (`2 pending (PartitionTimeLimit)`).
     let mut shown_pending: Option<String> = None;
+    let detach = |writer: &BundleWriter| {
+        io::Error::other(Detached {
+            signal: "Ctrl-C or another stop signal",
+            bundle: writer.dir().display().to_string(),
+        })
+    };
     loop {
         if cancel.load(Ordering::SeqCst) || marker.exists() {
-            cancel_arrays(client, &map);
+            if detach_on_stop && !marker.exists() {
+                return Err(detach(writer));
+            }
+            cancel_arrays(&client.without_cancel(), &map);
             return Ok(SessionEnd::Interrupted);
         }
         let mut changes = 0usize;
@@ -961,7 +1010,10 @@ pub fn wait(
         // `hwr-exp cancel` writes the marker before it runs scancel: a snapshot taken after that
         // scancel shows the cancelled tasks gone, and they must not be recorded as lost.
         if cancel.load(Ordering::SeqCst) || marker.exists() {
-            cancel_arrays(client, &map);
+            if detach_on_stop && !marker.exists() {
+                return Err(detach(writer));
+            }
+            cancel_arrays(&client.without_cancel(), &map);
             return Ok(SessionEnd::Interrupted);
         }
         let mut near = false;

@@ -81,6 +81,7 @@ impl Launcher for Fake {
             sys_seconds: Some(0.0),
             peak_rss_bytes: Some(1),
             stray_processes_killed: 0,
+            escaped_processes: Vec::new(),
             memory_samples: 0,
             containment: None,
             runner_cpus: None,

@@ -87,6 +87,7 @@ mod report_width;
 mod run_containment;
 mod run_e2e;
 mod run_faults37;
+mod run_faults37b;
 mod run_measure;
 mod run_reasons;
 mod run_records;

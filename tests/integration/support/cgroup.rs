@@ -121,6 +121,11 @@ impl CallerCgroup {
         }
     }
 
+    /// The cgroup's folder (`<mount>/hwr-exp-test-...`).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The cgroup as `/proc/PID/cgroup` names it (`/hwr-exp-test-...`).
     pub fn name(&self) -> &Path {
         &self.name
