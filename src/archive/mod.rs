@@ -21,6 +21,7 @@ pub mod list;
 pub mod locate;
 pub mod rerun;
 pub mod resume;
+pub mod ray;
 pub mod slurm;
 pub mod verify;
 

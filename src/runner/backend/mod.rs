@@ -28,6 +28,8 @@
 //! [`crate::exec::Launcher`] the session carries); the Slurm backend submits job arrays whose tasks
 //! each run `hwr-exp slurm-task` with a launcher of their own ([`super::slurm`]).
 
+pub mod ray;
+
 use std::path::Path;
 
 use crate::bundle::BundleInfo;
@@ -43,17 +45,20 @@ pub enum Backend {
     Local,
     /// As Slurm job arrays, one array task per run (DESIGN 8).
     Slurm,
+    /// On an existing Ray cluster, one fresh Ray task process per run ([`ray`]).
+    Ray,
 }
 
 impl Backend {
     /// Every backend.
-    pub const ALL: [Backend; 2] = [Backend::Local, Backend::Slurm];
+    pub const ALL: [Backend; 3] = [Backend::Local, Backend::Slurm, Backend::Ray];
 
     /// The backend of an `[executor] kind`.
     pub fn of(kind: ExecutorKind) -> Backend {
         match kind {
             ExecutorKind::Local => Backend::Local,
             ExecutorKind::Slurm => Backend::Slurm,
+            ExecutorKind::Ray => Backend::Ray,
         }
     }
 
@@ -62,6 +67,7 @@ impl Backend {
         match self {
             Backend::Local => ExecutorKind::Local,
             Backend::Slurm => ExecutorKind::Slurm,
+            Backend::Ray => ExecutorKind::Ray,
         }
     }
 
@@ -97,7 +103,7 @@ impl Backend {
     pub fn plans_cpus(self) -> bool {
         match self {
             Backend::Local => true,
-            Backend::Slurm => false,
+            Backend::Slurm | Backend::Ray => false,
         }
     }
 
@@ -112,6 +118,10 @@ impl Backend {
                 .into_iter()
                 .chain(super::slurm::adaptive_problem(manifest))
                 .collect(),
+            Backend::Ray => ray::fixed_cpus_problem(manifest)
+                .into_iter()
+                .chain(ray::adaptive_problem(manifest))
+                .collect(),
         }
     }
 
@@ -120,7 +130,7 @@ impl Backend {
     pub fn detaches(self) -> bool {
         match self {
             Backend::Local => false,
-            Backend::Slurm => true,
+            Backend::Slurm | Backend::Ray => true,
         }
     }
 
@@ -130,7 +140,7 @@ impl Backend {
     pub fn containment_note(self) -> Option<&'static str> {
         match self {
             Backend::Local => crate::exec::placement_note(),
-            Backend::Slurm => None,
+            Backend::Slurm | Backend::Ray => None,
         }
     }
 
@@ -159,6 +169,7 @@ impl Backend {
                 };
                 Ready::Slurm(super::slurm::preflight(results_dir, quiet, &request)?)
             }
+            Backend::Ray => Ready::Ray(ray::preflight(&job.config.ray)?),
         })
     }
 }
@@ -170,6 +181,8 @@ pub enum Ready {
     Local,
     /// [`Backend::Slurm`], with the cluster as its preflight found it.
     Slurm(super::slurm::Cluster),
+    /// [`Backend::Ray`], with the cluster's address and the driver's Python.
+    Ray(ray::RayCluster),
 }
 
 /// The manifest's choices for the backend of one session.
@@ -201,6 +214,7 @@ impl Ready {
         match self {
             Ready::Local => Backend::Local,
             Ready::Slurm(_) => Backend::Slurm,
+            Ready::Ray(_) => Backend::Ray,
         }
     }
 
@@ -221,6 +235,14 @@ impl Ready {
                     detach: job.detach,
                 };
                 super::slurm::submit_and_wait(session, &submit)
+            }
+            Ready::Ray(cluster) => {
+                let submit = ray::Submit {
+                    cluster,
+                    cpus_per_run: job.cpus_per_run,
+                    detach: job.detach,
+                };
+                ray::submit_and_wait(session, &submit)
             }
         }
     }
