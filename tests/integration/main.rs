@@ -69,6 +69,7 @@ mod probe_manifests;
 mod probe_python;
 mod provenance_differential;
 mod provenance_git;
+mod ray_executor;
 mod report_errors;
 mod report_estimates;
 mod report_fixtures;

@@ -8,7 +8,26 @@ store, no dashboard.
 """
 import json
 import os
+import signal
 import sys
+
+
+def children(pid):
+    """The processes whose parent is `pid` (from /proc)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if int(fields[1]) == pid:
+            out.append(int(entry))
+    return out
+
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
@@ -50,8 +69,17 @@ print(
 for line in sys.stdin:
     command = line.strip()
     if command == "kill second":
+        # As when the machine dies: the raylet and its worker processes at once (each task's
+        # hwr-exp gets its parent-death signal), then whatever else of the node is left.
+        raylet = second.all_processes["raylet"][0].process.pid
+        workers = children(raylet)
+        for pid in [raylet] + workers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         cluster.remove_node(second, allow_graceful=False)
-        print("killed", flush=True)
+        print(json.dumps({"killed": raylet, "workers": workers}), flush=True)
     elif command == "quit":
         break
 cluster.shutdown()

@@ -114,6 +114,21 @@ def describe(error):
     return f"{type(error).__name__}: {first}"[:2000]
 
 
+def node_of(error):
+    """The hwr-exp name of the node Ray's error names (`node ID: <hex>`), or None."""
+    import re
+
+    found = re.search(r"node ID: ([0-9a-f]{16,})", str(error))
+    if not found:
+        return None
+    node_id = found.group(1)
+    try:
+        host = next((n.get("NodeManagerHostname") for n in ray.nodes() if n["NodeID"] == node_id), None)
+    except Exception:  # noqa: BLE001 - the name is a courtesy
+        host = None
+    return f"{host or 'unknown'}-{node_id[:8]}"
+
+
 pending = list(SPEC["indices"])
 pending.reverse()
 limit = max(1, int(SPEC["max_in_flight"]))
@@ -131,7 +146,7 @@ while (pending or inflight) and not STOP:
             out = ray.get(ref)
             emit(event="end", index=i, ok=True, code=out["code"], node=out["node"])
         except Exception as e:  # noqa: BLE001 - every task failure is reported
-            emit(event="end", index=i, ok=False, error=describe(e))
+            emit(event="end", index=i, ok=False, error=describe(e), node=node_of(e))
 
 if STOP:
     for ref in inflight:

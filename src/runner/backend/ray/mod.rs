@@ -573,6 +573,15 @@ pub fn wait_and_finish(mut session: Session<'_>, mut driver: Driver) -> Result<S
     }
     session.progress.start(session.indices.len());
     let end = wait(&mut session, &mut driver);
+    // Every run is settled: the driver is shutting down (or was stopped). Let it end, so that a
+    // `resume` right after finds no live driver.
+    let until = Instant::now() + CANCEL_WAIT;
+    while driver.alive() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if driver.alive() {
+        driver.record.terminate();
+    }
     session.finish(end, Vec::new())
 }
 

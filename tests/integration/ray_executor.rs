@@ -1,0 +1,222 @@
+//! `[executor] kind = "ray"` end to end against a real two-node Ray cluster on this machine
+//! (DESIGN 8, docs/ray.md): runs spread over both nodes and name them, a node killed mid-plan
+//! loses its runs (`lost`, naming the node) and `resume` finishes them, `run --detach` then
+//! `wait`, and `cancel`. Each test starts its own cluster ([`RayCluster`]); without Ray they
+//! print a note and pass, unless `HWR_REQUIRE_RAY=1` (set by `.ci/run`).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::support::ray::{RayCluster, wait_for};
+use crate::support::{code, json, run_records, stderr, write_manifest};
+
+/// One cluster at a time: each has two nodes of 2 CPUs on a small machine.
+static CLUSTERS: Mutex<()> = Mutex::new(());
+
+/// A manifest of `runs` runs of `sleep SECONDS` writing a JSON output, on Ray.
+fn manifest(name: &str, runs: u32, seconds: u32) -> String {
+    format!(
+        r#"
+format = 1
+[experiment]
+name = "{name}"
+[command]
+shell = "sleep {seconds}; echo '{{{{\"r\": {{repetition}}}}}}' > {{run-dir}}/out-{{repetition}}.json"
+output = "out-{{repetition}}.json"
+[schedule]
+repetitions = {runs}
+jobs = {runs}
+[executor]
+kind = "ray"
+"#
+    )
+}
+
+/// The one bundle under `dir/results/<name>/`.
+fn bundle_of(dir: &Path, name: &str) -> PathBuf {
+    let parent = dir.join("results").join(name);
+    let mut found: Vec<PathBuf> = std::fs::read_dir(&parent)
+        .unwrap_or_else(|e| panic!("{}: {e}", parent.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    found.remove(0)
+}
+
+/// The nodes of the tasks that started (`ray/started/<i>.json`).
+fn started_nodes(bundle: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(bundle.join("ray/started")) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| {
+            let p = e.ok()?.path();
+            let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).ok()?).ok()?;
+            Some(v["node"].as_str()?.to_string())
+        })
+        .collect()
+}
+
+fn nodes_of(records: &[serde_json::Value]) -> BTreeSet<String> {
+    records
+        .iter()
+        .map(|r| r["node"].as_str().unwrap_or_else(|| panic!("no node: {r}")).to_string())
+        .collect()
+}
+
+#[test]
+fn runs_spread_over_both_nodes_each_naming_its_node_with_host_facts_per_node() {
+    let _one = CLUSTERS.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = RayCluster::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let m = write_manifest(dir.path(), &manifest("ray-spread", 8, 2));
+    let out = cluster.hwr(dir.path()).args(["run", m.to_str().unwrap()]).output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = bundle_of(dir.path(), "ray-spread");
+    let info = json(&bundle.join("bundle.json"));
+    assert_eq!(info["status"], "complete", "{info}");
+    assert_eq!(info["executor"], "ray");
+    assert_eq!(info["counts"]["ok"], 8, "{info}");
+    let records = run_records(&bundle);
+    assert_eq!(records.len(), 8);
+    let expected: BTreeSet<String> = [&cluster.head, &cluster.second]
+        .iter()
+        .map(|id| RayCluster::node_name(id))
+        .collect();
+    // 8 runs of 2 s with 4 CPUs in the cluster: both nodes take some.
+    assert_eq!(nodes_of(&records), expected, "{records:?}");
+    for node in &expected {
+        assert!(bundle.join("hosts").join(format!("{node}.json")).is_file(), "host facts of {node}");
+    }
+    for r in &records {
+        assert!(r["slurm"].is_null(), "no Slurm ids on Ray: {r}");
+        assert_eq!(r["cpus-effective"].as_array().map(Vec::len), Some(1), "pinned to one CPU: {r}");
+    }
+    assert!(bundle.join("ray/driver-0.json").is_file());
+}
+
+#[test]
+fn a_killed_node_loses_its_runs_naming_it_and_resume_finishes_them_on_the_other() {
+    let _one = CLUSTERS.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(mut cluster) = RayCluster::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let m = write_manifest(dir.path(), &manifest("ray-kill", 4, 20));
+    let mut run = cluster
+        .hwr(dir.path())
+        .args(["run", m.to_str().unwrap(), "--quiet"])
+        .spawn()
+        .unwrap();
+    let second = RayCluster::node_name(&cluster.second);
+    let mut bundle = None;
+    wait_for(Duration::from_secs(60), "a run started on the second node", || {
+        let Ok(b) = std::fs::read_dir(dir.path().join("results/ray-kill")) else {
+            return false;
+        };
+        let Some(b) = b.filter_map(Result::ok).map(|e| e.path()).find(|p| p.join("ray").is_dir()) else {
+            return false;
+        };
+        let found = started_nodes(&b).contains(&second);
+        bundle = Some(b);
+        found
+    });
+    let bundle = bundle.unwrap();
+    let answer = cluster.kill_second();
+    assert!(answer.contains("killed"), "{answer}");
+    let status = run.wait().unwrap();
+    // Lost runs are runs that did not end ok: exit 1.
+    assert_eq!(status.code(), Some(1));
+    let info = json(&bundle.join("bundle.json"));
+    assert_eq!(info["status"], "complete", "{info}");
+    let records = run_records(&bundle);
+    let lost: Vec<&serde_json::Value> = records.iter().filter(|r| r["outcome"] == "lost").collect();
+    assert!(!lost.is_empty(), "{records:?}");
+    for r in &lost {
+        assert_eq!(r["node"], second.as_str(), "{r}");
+        let reason = r["lost-reason"].as_str().unwrap_or_else(|| panic!("{r}"));
+        assert!(reason.starts_with("ray: "), "{reason}");
+        assert!(reason.contains(&second), "names the node: {reason}");
+    }
+    for r in records.iter().filter(|r| r["outcome"] != "lost") {
+        assert_eq!(r["outcome"], "ok", "{r}");
+        assert_eq!(r["node"], RayCluster::node_name(&cluster.head).as_str(), "{r}");
+    }
+
+    let out = cluster
+        .hwr(dir.path())
+        .args(["resume", bundle.to_str().unwrap(), "--quiet"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let info = json(&bundle.join("bundle.json"));
+    assert_eq!(info["status"], "complete", "{info}");
+    assert_eq!(info["counts"]["ok"], 4, "{info}");
+    assert!(info["counts"].get("lost").is_none(), "{info}");
+    let head = RayCluster::node_name(&cluster.head);
+    assert!(run_records(&bundle).iter().all(|r| r["node"] == head.as_str()));
+    assert!(bundle.join("ray/driver-1.json").is_file(), "resume started a second driver");
+}
+
+#[test]
+fn a_detached_bundle_is_waited_for_and_another_is_cancelled_leaving_no_task_behind() {
+    let _one = CLUSTERS.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = RayCluster::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let m = write_manifest(dir.path(), &manifest("ray-detach", 3, 1));
+    let out = cluster
+        .hwr(dir.path())
+        .args(["run", m.to_str().unwrap(), "--detach"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = bundle_of(dir.path(), "ray-detach");
+    assert_eq!(json(&bundle.join("bundle.json"))["status"], "running");
+    let out = cluster
+        .hwr(dir.path())
+        .args(["wait", bundle.to_str().unwrap(), "--quiet"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let info = json(&bundle.join("bundle.json"));
+    assert_eq!(info["status"], "complete", "{info}");
+    assert_eq!(info["counts"]["ok"], 3, "{info}");
+
+    let m = write_manifest(dir.path(), &manifest("ray-cancel", 3, 120));
+    let out = cluster
+        .hwr(dir.path())
+        .args(["run", m.to_str().unwrap(), "--detach"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = bundle_of(dir.path(), "ray-cancel");
+    wait_for(Duration::from_secs(60), "three tasks started", || {
+        started_nodes(&bundle).len() == 3
+    });
+    // The resume rule: no second driver while the first runs.
+    let refused = cluster
+        .hwr(dir.path())
+        .args(["resume", bundle.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_ne!(code(&refused), 0);
+    assert!(stderr(&refused).contains("still runs"), "{}", stderr(&refused));
+    let out = cluster
+        .hwr(dir.path())
+        .args(["cancel", bundle.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let info = json(&bundle.join("bundle.json"));
+    assert_eq!(info["status"], "interrupted", "{info}");
+    assert!(run_records(&bundle).is_empty(), "no run finished");
+    // Every task's hwr-exp and its run are gone: no process names the bundle any more.
+    let needle = bundle.to_string_lossy().into_owned();
+    wait_for(Duration::from_secs(30), "no process of the bundle left", || {
+        !std::fs::read_dir("/proc").unwrap().filter_map(Result::ok).any(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&needle))
+        })
+    });
+}
