@@ -14,8 +14,7 @@ use clap::Parser;
 use hwr_exp::archive::{self, ArchiveError};
 use hwr_exp::cli::{
     BisectArgs, CancelArgs, CheckArgs, Cli, Command, CompareArgs, ListArgs, PlanArgs, PlanFormat,
-    ProbeCommand, RerunArgs, ResumeArgs, RetentionArgs, RunArgs, SelectArgs, TaskArgs,
-    VerifyArgs, WaitArgs,
+    ProbeCommand, RerunArgs, ResumeArgs, RetentionArgs, RunArgs, SelectArgs, TaskArgs, VerifyArgs, WaitArgs,
 };
 use hwr_exp::exec::ProcessLauncher;
 use hwr_exp::exit_codes::{self, Failure};
@@ -193,8 +192,8 @@ fn cancel(args: &CancelArgs) -> Result<i32, Failure> {
 /// `hwr-exp task [--index I] BUNDLE` (hidden; what every batch engine starts on a node): the
 /// index from `--index`, `HWR_TASK_INDEX` or `JOB_COMPLETION_INDEX`, then as [`indexed_task`].
 fn task(args: &TaskArgs) -> Result<i32, Failure> {
-    let index = hwr_exp::runner::task::task_index(args.index, |v| std::env::var(v).ok())
-        .map_err(Failure::usage)?;
+    let index =
+        hwr_exp::runner::task::task_index(args.index, |v| std::env::var(v).ok()).map_err(Failure::usage)?;
     indexed_task(&args.bundle, index)
 }
 
@@ -208,7 +207,13 @@ fn indexed_task(bundle: &Path, index: usize) -> Result<i32, Failure> {
         archive::ray::task(bundle, index, &ProcessLauncher::new(), signals.cancel_flag())
     } else {
         let requeue = signal::install_pre_timeout().map_err(Failure::environment)?;
-        archive::slurm::task(bundle, index, &ProcessLauncher::new(), signals.cancel_flag(), &requeue)
+        archive::slurm::task(
+            bundle,
+            index,
+            &ProcessLauncher::new(),
+            signals.cancel_flag(),
+            &requeue,
+        )
     }
     .map_err(archive_failure)?;
     Ok(match end {

@@ -19,9 +19,9 @@
 pub mod bisect;
 pub mod list;
 pub mod locate;
+pub mod ray;
 pub mod rerun;
 pub mod resume;
-pub mod ray;
 pub mod slurm;
 pub mod verify;
 

@@ -78,7 +78,12 @@ pub fn claim_for_resume(bundle: &Bundle) -> Result<(), ArchiveError> {
 /// # Errors
 /// [`ArchiveError::Refused`] for an index outside the plan; bundle read errors;
 /// [`ArchiveError::Write`] when the run's files cannot be written.
-pub fn task(dir: &Path, index: usize, launcher: &dyn Launcher, cancel: &CancelFlag) -> Result<TaskEnd, ArchiveError> {
+pub fn task(
+    dir: &Path,
+    index: usize,
+    launcher: &dyn Launcher,
+    cancel: &CancelFlag,
+) -> Result<TaskEnd, ArchiveError> {
     let bundle = super::open(dir)?;
     let (manifest, plan) = super::slurm::bundle_plan(&bundle)?;
     if index >= plan.len() {

@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::bundle::write::{NodeIds, TaskRunWriter};
 use super::slurm::TaskEnd;
+use crate::bundle::write::{NodeIds, TaskRunWriter};
 
 /// The variable an engine may set instead of `--index`: hwr-exp's own name.
 pub const INDEX_ENV: &str = "HWR_TASK_INDEX";
@@ -248,6 +248,9 @@ mod tests {
         drop(a);
         let c = claim_cpus(2, &allowed, dir.path(), &cancel).unwrap();
         assert_eq!(c.cpus, [0, 1]);
-        assert!(claim_cpus(4, &allowed, dir.path(), &cancel).is_err(), "more than allowed");
+        assert!(
+            claim_cpus(4, &allowed, dir.path(), &cancel).is_err(),
+            "more than allowed"
+        );
     }
 }

@@ -63,17 +63,28 @@ fn started_nodes(bundle: &Path) -> Vec<String> {
 fn nodes_of(records: &[serde_json::Value]) -> BTreeSet<String> {
     records
         .iter()
-        .map(|r| r["node"].as_str().unwrap_or_else(|| panic!("no node: {r}")).to_string())
+        .map(|r| {
+            r["node"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no node: {r}"))
+                .to_string()
+        })
         .collect()
 }
 
 #[test]
 fn runs_spread_over_both_nodes_each_naming_its_node_with_host_facts_per_node() {
     let _one = CLUSTERS.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(cluster) = RayCluster::start() else { return };
+    let Some(cluster) = RayCluster::start() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let m = write_manifest(dir.path(), &manifest("ray-spread", 8, 2));
-    let out = cluster.hwr(dir.path()).args(["run", m.to_str().unwrap()]).output().unwrap();
+    let out = cluster
+        .hwr(dir.path())
+        .args(["run", m.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let bundle = bundle_of(dir.path(), "ray-spread");
     let info = json(&bundle.join("bundle.json"));
@@ -89,11 +100,18 @@ fn runs_spread_over_both_nodes_each_naming_its_node_with_host_facts_per_node() {
     // 8 runs of 2 s with 4 CPUs in the cluster: both nodes take some.
     assert_eq!(nodes_of(&records), expected, "{records:?}");
     for node in &expected {
-        assert!(bundle.join("hosts").join(format!("{node}.json")).is_file(), "host facts of {node}");
+        assert!(
+            bundle.join("hosts").join(format!("{node}.json")).is_file(),
+            "host facts of {node}"
+        );
     }
     for r in &records {
         assert!(r["slurm"].is_null(), "no Slurm ids on Ray: {r}");
-        assert_eq!(r["cpus-effective"].as_array().map(Vec::len), Some(1), "pinned to one CPU: {r}");
+        assert_eq!(
+            r["cpus-effective"].as_array().map(Vec::len),
+            Some(1),
+            "pinned to one CPU: {r}"
+        );
     }
     assert!(bundle.join("ray/driver-0.json").is_file());
 }
@@ -101,7 +119,9 @@ fn runs_spread_over_both_nodes_each_naming_its_node_with_host_facts_per_node() {
 #[test]
 fn a_killed_node_loses_its_runs_naming_it_and_resume_finishes_them_on_the_other() {
     let _one = CLUSTERS.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(mut cluster) = RayCluster::start() else { return };
+    let Some(mut cluster) = RayCluster::start() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let m = write_manifest(dir.path(), &manifest("ray-kill", 4, 20));
     let mut run = cluster
@@ -111,17 +131,25 @@ fn a_killed_node_loses_its_runs_naming_it_and_resume_finishes_them_on_the_other(
         .unwrap();
     let second = RayCluster::node_name(&cluster.second);
     let mut bundle = None;
-    wait_for(Duration::from_secs(60), "a run started on the second node", || {
-        let Ok(b) = std::fs::read_dir(dir.path().join("results/ray-kill")) else {
-            return false;
-        };
-        let Some(b) = b.filter_map(Result::ok).map(|e| e.path()).find(|p| p.join("ray").is_dir()) else {
-            return false;
-        };
-        let found = started_nodes(&b).contains(&second);
-        bundle = Some(b);
-        found
-    });
+    wait_for(
+        Duration::from_secs(60),
+        "a run started on the second node",
+        || {
+            let Ok(b) = std::fs::read_dir(dir.path().join("results/ray-kill")) else {
+                return false;
+            };
+            let Some(b) = b
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .find(|p| p.join("ray").is_dir())
+            else {
+                return false;
+            };
+            let found = started_nodes(&b).contains(&second);
+            bundle = Some(b);
+            found
+        },
+    );
     let bundle = bundle.unwrap();
     let answer = cluster.kill_second();
     assert!(answer.contains("killed"), "{answer}");
@@ -156,13 +184,18 @@ fn a_killed_node_loses_its_runs_naming_it_and_resume_finishes_them_on_the_other(
     assert!(info["counts"].get("lost").is_none(), "{info}");
     let head = RayCluster::node_name(&cluster.head);
     assert!(run_records(&bundle).iter().all(|r| r["node"] == head.as_str()));
-    assert!(bundle.join("ray/driver-1.json").is_file(), "resume started a second driver");
+    assert!(
+        bundle.join("ray/driver-1.json").is_file(),
+        "resume started a second driver"
+    );
 }
 
 #[test]
 fn a_detached_bundle_is_waited_for_and_another_is_cancelled_leaving_no_task_behind() {
     let _one = CLUSTERS.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(cluster) = RayCluster::start() else { return };
+    let Some(cluster) = RayCluster::start() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let m = write_manifest(dir.path(), &manifest("ray-detach", 3, 1));
     let out = cluster
@@ -214,9 +247,12 @@ fn a_detached_bundle_is_waited_for_and_another_is_cancelled_leaving_no_task_behi
     // Every task's hwr-exp and its run are gone: no process names the bundle any more.
     let needle = bundle.to_string_lossy().into_owned();
     wait_for(Duration::from_secs(30), "no process of the bundle left", || {
-        !std::fs::read_dir("/proc").unwrap().filter_map(Result::ok).any(|e| {
-            std::fs::read(e.path().join("cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&needle))
-        })
+        !std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(Result::ok)
+            .any(|e| {
+                std::fs::read(e.path().join("cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&needle))
+            })
     });
 }

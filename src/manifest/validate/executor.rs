@@ -634,4 +634,43 @@ mod tests {
         assert_eq!(super::reserved("4G"), None);
         assert_eq!(super::reserved("-"), None);
     }
+
+    #[test]
+    fn ray_reads_its_address_and_refuses_the_keys_of_other_executors() {
+        let m = parse("[executor]\nkind = \"ray\"\naddress = \"10.0.0.5:6379\"\n").unwrap();
+        assert_eq!(m.executor.kind, ExecutorKind::Ray);
+        assert_eq!(m.executor.ray.address.as_deref(), Some("10.0.0.5:6379"));
+        let m = parse("[executor]\nkind = \"ray\"\n").unwrap();
+        assert_eq!(m.executor.ray.address, None, "RAY_ADDRESS then");
+        let e = errors("[executor]\nkind = \"ray\"\npartition = \"cpu\"\n");
+        assert!(
+            e.iter().any(|(_, _, m)| m
+                .contains("`partition` applies only to the slurm executor, and this manifest's is ray")),
+            "{e:?}"
+        );
+        let e = errors("[executor]\naddress = \"h:1\"\n");
+        assert!(
+            e.iter().any(|(_, _, m)| m.contains(
+                "`address` applies only to the ray executor, and this manifest's is local (the default)"
+            )),
+            "{e:?}"
+        );
+        let e = errors("[executor]\nkind = \"slurm\"\naddress = \"h:1\"\n");
+        assert!(
+            e.iter()
+                .any(|(_, _, m)| m.contains("applies only to the ray executor")),
+            "{e:?}"
+        );
+        let e = errors("[executor]\nkind = \"ray\"\naddress = \"h 1\"\n");
+        assert!(
+            e.iter()
+                .any(|(_, _, m)| m.contains("is not a Ray cluster address")),
+            "{e:?}"
+        );
+        let e = errors("[executor]\nkind = \"rya\"\n");
+        assert!(
+            e.iter().any(|(_, _, m)| m.contains("unknown executor kind")),
+            "{e:?}"
+        );
+    }
 }

@@ -47,7 +47,10 @@ impl RayCluster {
     /// Starts the cluster, or `None` (after [`need`] printed why) without Ray.
     pub fn start() -> Option<RayCluster> {
         need(Ray)?;
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/integration/support/ray_cluster.py");
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/integration/support/ray_cluster.py"
+        );
         let mut child = Command::new("python3")
             .arg(script)
             .env("RAY_USAGE_STATS_ENABLED", "0")

@@ -404,12 +404,7 @@ impl Driver {
 ///
 /// # Errors
 /// I/O errors writing the files or starting the interpreter.
-pub fn start_driver(
-    dir: &Path,
-    plan: &Plan,
-    indices: &[usize],
-    submit: &Submit<'_>,
-) -> io::Result<Driver> {
+pub fn start_driver(dir: &Path, plan: &Plan, indices: &[usize], submit: &Submit<'_>) -> io::Result<Driver> {
     use std::os::unix::process::CommandExt as _;
     let ray_dir = dir.join(RAY_DIR);
     for sub in ["started", "logs"] {
@@ -443,7 +438,15 @@ pub fn start_driver(
         .stderr(log)
         .process_group(0)
         .spawn()
-        .map_err(|e| io::Error::new(e.kind(), format!("starting the ray driver with {}: {e}", submit.cluster.python.display())))?;
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "starting the ray driver with {}: {e}",
+                    submit.cluster.python.display()
+                ),
+            )
+        })?;
     let record = DriverRecord {
         number,
         pid: child.id(),
@@ -483,16 +486,23 @@ fn connected(dir: &Path, driver: &mut Driver) -> Result<(), String> {
         for e in reader.read_new() {
             match e {
                 Event::Failed { error } => return Err(error),
-                Event::Submitting { .. } | Event::End { .. } | Event::Done | Event::Cancelled => return Ok(()),
+                Event::Submitting { .. } | Event::End { .. } | Event::Done | Event::Cancelled => {
+                    return Ok(());
+                }
                 Event::Connected { .. } => {}
             }
         }
         if !driver.alive() {
             // Read once more: it may have written its last line just before exiting.
-            if reader.read_new().iter().any(|e| !matches!(e, Event::Failed { .. })) {
+            if reader
+                .read_new()
+                .iter()
+                .any(|e| !matches!(e, Event::Failed { .. }))
+            {
                 return Ok(());
             }
-            let log = std::fs::read_to_string(DriverRecord::log(dir, driver.record.number)).unwrap_or_default();
+            let log =
+                std::fs::read_to_string(DriverRecord::log(dir, driver.record.number)).unwrap_or_default();
             let tail: Vec<&str> = log.lines().rev().take(5).collect();
             return Err(format!(
                 "the ray driver exited before it connected: {}",
@@ -772,7 +782,10 @@ mod tests {
             address: Some("head:6379".into()),
         };
         assert_eq!(address(&given, env).as_deref(), Some("head:6379"));
-        assert_eq!(address(&RayConfig::default(), env).as_deref(), Some("10.0.0.5:6379"));
+        assert_eq!(
+            address(&RayConfig::default(), env).as_deref(),
+            Some("10.0.0.5:6379")
+        );
         assert_eq!(address(&RayConfig::default(), none), None);
         let blank = |_: &str| Some("  ".to_string());
         assert_eq!(address(&RayConfig::default(), blank), None);
