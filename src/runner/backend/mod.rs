@@ -24,6 +24,10 @@
 //! Nothing else matches on the backend: `run`, `rerun`, `resume`, `check`, `plan` and
 //! `wait`/`cancel` ask this module.
 //!
+//! A batch engine's tasks all start the same entry point, `hwr-exp task --index I BUNDLE`
+//! ([`super::task`]: the indexed-task contract); the Ray backend ([`ray`], a folder of its own)
+//! is the model of a backend in one folder (docs/ray.md "Adding an engine").
+//!
 //! The local backend executes the runs in this process ([`super::execute`], through the
 //! [`crate::exec::Launcher`] the session carries); the Slurm backend submits job arrays whose tasks
 //! each run `hwr-exp slurm-task` with a launcher of their own ([`super::slurm`]).
