@@ -227,6 +227,20 @@ fn a_detached_bundle_is_waited_for_and_another_is_cancelled_leaving_no_task_behi
     wait_for(Duration::from_secs(60), "three tasks started", || {
         started_nodes(&bundle).len() == 3
     });
+    // Detached, no waiter holds the lock, but the driver runs: `list` says running.
+    let list = cluster
+        .hwr(dir.path())
+        .args(["list", "results", "--format", "json"])
+        .output()
+        .unwrap();
+    let rows: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["experiment"] == "ray-cancel")
+        .unwrap_or_else(|| panic!("{rows}"));
+    assert_eq!(row["status"], "running", "{row}");
     // The resume rule: no second driver while the first runs.
     let refused = cluster
         .hwr(dir.path())
