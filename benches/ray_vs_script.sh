@@ -45,10 +45,11 @@ TOML
 
 cat > script.py <<'PY'
 import os, subprocess, sys, time
-import ray
 address, runs, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 if address.startswith("127."):
+    # As hwr-exp's driver: keep Ray from replacing a loopback address (set before the import).
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+import ray
 ray.init(address=address, logging_level="ERROR", log_to_driver=False)
 
 @ray.remote(max_calls=1, max_retries=0, num_cpus=1)
@@ -63,7 +64,7 @@ print(f"{time.monotonic() - start:.2f}")
 PY
 mkdir -p out
 # Warm the cluster (worker start-up paths, imports) once for both sides alike.
-python3 script.py "$address" 8 out > /dev/null
+python3 script.py "$address" 8 "$PWD/out" > /dev/null
 
 t0=$(date +%s.%N)
 /usr/bin/time -f "%U %S" -o time.txt "$HWR_EXP" run bench.toml --quiet > /dev/null
@@ -72,7 +73,7 @@ hwr=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
 read -r user sys < time.txt
 
 t0=$(date +%s.%N)
-python3 script.py "$address" "$runs" out > /dev/null
+python3 script.py "$address" "$runs" "$PWD/out" > /dev/null
 t1=$(date +%s.%N)
 script=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
 
