@@ -270,3 +270,32 @@ fn a_detached_bundle_is_waited_for_and_another_is_cancelled_leaving_no_task_behi
             })
     });
 }
+
+#[test]
+fn the_task_entry_point_without_an_index_says_where_one_comes_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = crate::support::hwr_command(dir.path())
+        .args(["task", "/nowhere/bundle"])
+        .env_remove("HWR_TASK_INDEX")
+        .env_remove("JOB_COMPLETION_INDEX")
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no task index: give --index N, or set HWR_TASK_INDEX or JOB_COMPLETION_INDEX"),
+        "{}",
+        stderr(&out)
+    );
+    let out = crate::support::hwr_command(dir.path())
+        .args(["task", "/nowhere/bundle"])
+        .env("JOB_COMPLETION_INDEX", "x")
+        .env_remove("HWR_TASK_INDEX")
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("JOB_COMPLETION_INDEX=\"x\" is not a task index"),
+        "{}",
+        stderr(&out)
+    );
+}
