@@ -154,8 +154,14 @@ fn executor_override(manifest: &mut manifest::Manifest, kind: hwr_exp::choices::
                 manifest.path.display().to_string(),
                 manifest.source.clone(),
                 span,
-                format!("{option}: [executor] {key} has no effect: it applies only to the slurm executor"),
-                Some("leave out --executor local to run on Slurm".into()),
+                format!(
+                    "{option}: [executor] {key} has no effect: it applies only to the {} executor",
+                    manifest.executor.kind.as_str()
+                ),
+                Some(format!(
+                    "leave out --executor local to run on {}",
+                    manifest.executor.kind.as_str()
+                )),
             );
             d.items[0].level = manifest::Level::Warning;
             ui::to_stderr(format_args!("{}", d.to_string().trim_end()));
