@@ -23,6 +23,8 @@ pub enum ExecutorKind {
     Local,
     /// As Slurm job arrays (sbatch), one array task per run.
     Slurm,
+    /// On an existing Ray cluster, one fresh Ray task process per run.
+    Ray,
 }
 
 impl ExecutorKind {
@@ -31,6 +33,7 @@ impl ExecutorKind {
         match self {
             ExecutorKind::Local => "local",
             ExecutorKind::Slurm => "slurm",
+            ExecutorKind::Ray => "ray",
         }
     }
 }

@@ -58,6 +58,9 @@ pub enum Command {
     /// Run one planned run of a bundle on this node (what each Slurm array task executes).
     #[command(name = "slurm-task", hide = true)]
     SlurmTask(SlurmTaskArgs),
+    /// Run task I of a bundle on this node: the entry point every batch engine starts (DESIGN 8).
+    #[command(name = "task", hide = true)]
+    Task(TaskArgs),
 }
 
 /// `hwr-exp bisect`.
@@ -189,6 +192,16 @@ pub struct SlurmTaskArgs {
     pub bundle: PathBuf,
     /// Plan index of the run to execute.
     pub index: usize,
+}
+
+/// `hwr-exp task` (hidden): the indexed-task contract's entry point.
+#[derive(Debug, Args)]
+pub struct TaskArgs {
+    /// Plan index of the run to execute; default `HWR_TASK_INDEX`, else `JOB_COMPLETION_INDEX`.
+    #[arg(long)]
+    pub index: Option<usize>,
+    /// The bundle folder (absolute, on a file system the node shares).
+    pub bundle: PathBuf,
 }
 
 /// `hwr-exp check`.

@@ -14,8 +14,7 @@ use clap::Parser;
 use hwr_exp::archive::{self, ArchiveError};
 use hwr_exp::cli::{
     BisectArgs, CancelArgs, CheckArgs, Cli, Command, CompareArgs, ListArgs, PlanArgs, PlanFormat,
-    ProbeCommand, RerunArgs, ResumeArgs, RetentionArgs, RunArgs, SelectArgs, SlurmTaskArgs, VerifyArgs,
-    WaitArgs,
+    ProbeCommand, RerunArgs, ResumeArgs, RetentionArgs, RunArgs, SelectArgs, TaskArgs, VerifyArgs, WaitArgs,
 };
 use hwr_exp::exec::ProcessLauncher;
 use hwr_exp::exit_codes::{self, Failure};
@@ -96,7 +95,8 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
         Command::Man(args) => ui::cli_docs(|out| hwr_exp::cli_docs::man_page(&args.command, out))?,
         Command::Wait(args) => wait(&args)?,
         Command::Cancel(args) => cancel(&args)?,
-        Command::SlurmTask(args) => slurm_task(&args)?,
+        Command::SlurmTask(args) => indexed_task(&args.bundle, args.index)?,
+        Command::Task(args) => task(&args)?,
     };
     Ok(exit_codes::status(code))
 }
@@ -165,8 +165,14 @@ fn executor_override(manifest: &mut manifest::Manifest, kind: hwr_exp::choices::
                 manifest.path.display().to_string(),
                 manifest.source.clone(),
                 span,
-                format!("{option}: [executor] {key} has no effect: it applies only to the slurm executor"),
-                Some("leave out --executor local to run on Slurm".into()),
+                format!(
+                    "{option}: [executor] {key} has no effect: it applies only to the {} executor",
+                    manifest.executor.kind.as_str()
+                ),
+                Some(format!(
+                    "leave out --executor local to run on {}",
+                    manifest.executor.kind.as_str()
+                )),
             );
             d.items[0].level = manifest::Level::Warning;
             ui::to_stderr(format_args!("{}", d.to_string().trim_end()));
@@ -179,30 +185,53 @@ fn executor_override(manifest: &mut manifest::Manifest, kind: hwr_exp::choices::
 /// `hwr-exp wait BUNDLE`: attach to a detached Slurm bundle, then as `run`.
 fn wait(args: &WaitArgs) -> Result<i32, Failure> {
     let signals = interrupt_handlers(SecondSignal::Exit(exit_codes::INTERRUPTED))?;
-    let report =
-        archive::slurm::wait(&args.bundle, args.quiet, signals.cancel_flag()).map_err(archive_failure)?;
+    let report = if archive::ray::owns(&args.bundle) {
+        archive::ray::wait(&args.bundle, args.quiet, signals.cancel_flag())
+    } else {
+        archive::slurm::wait(&args.bundle, args.quiet, signals.cancel_flag())
+    }
+    .map_err(archive_failure)?;
     Ok(ui::finished(&report, args.quiet))
 }
 
 /// `hwr-exp cancel BUNDLE`: cancel its Slurm arrays; the bundle ends interrupted.
 fn cancel(args: &CancelArgs) -> Result<i32, Failure> {
-    let cancelled = archive::slurm::cancel(&args.bundle).map_err(archive_failure)?;
+    let cancelled = if archive::ray::owns(&args.bundle) {
+        archive::ray::cancel(&args.bundle)
+    } else {
+        archive::slurm::cancel(&args.bundle)
+    }
+    .map_err(archive_failure)?;
     ui::cancelled(&args.bundle, &cancelled);
     Ok(exit_codes::SUCCESS)
 }
 
-/// `hwr-exp slurm-task BUNDLE INDEX` (hidden; run by each array task): exit 0 when run.json was
-/// written or was already there, 130 when stopped (scancel, time limit) before the run finished.
-fn slurm_task(args: &SlurmTaskArgs) -> Result<i32, Failure> {
+/// `hwr-exp task [--index I] BUNDLE` (hidden; what every batch engine starts on a node): the
+/// index from `--index`, `HWR_TASK_INDEX` or `JOB_COMPLETION_INDEX`, then as [`indexed_task`].
+fn task(args: &TaskArgs) -> Result<i32, Failure> {
+    let index =
+        hwr_exp::runner::task::task_index(args.index, |v| std::env::var(v).ok()).map_err(Failure::usage)?;
+    indexed_task(&args.bundle, index)
+}
+
+/// Task `index` of the bundle on this node, through the engine the bundle records (`hwr-exp
+/// slurm-task BUNDLE INDEX`, run by each Slurm array task, and `hwr-exp task`): exit 0 when
+/// run.json was written or was already there, 130 when stopped (scancel, time limit, a cancelled
+/// Ray task) before the run finished.
+fn indexed_task(bundle: &Path, index: usize) -> Result<i32, Failure> {
     let signals = interrupt_handlers(SecondSignal::SetFlag)?;
-    let requeue = signal::install_pre_timeout().map_err(Failure::environment)?;
-    let end = archive::slurm::task(
-        &args.bundle,
-        args.index,
-        &ProcessLauncher::new(),
-        signals.cancel_flag(),
-        &requeue,
-    )
+    let end = if archive::ray::owns(bundle) {
+        archive::ray::task(bundle, index, &ProcessLauncher::new(), signals.cancel_flag())
+    } else {
+        let requeue = signal::install_pre_timeout().map_err(Failure::environment)?;
+        archive::slurm::task(
+            bundle,
+            index,
+            &ProcessLauncher::new(),
+            signals.cancel_flag(),
+            &requeue,
+        )
+    }
     .map_err(archive_failure)?;
     Ok(match end {
         hwr_exp::runner::slurm::TaskEnd::Stopped | hwr_exp::runner::slurm::TaskEnd::Requeued => {

@@ -260,6 +260,21 @@ fn entry(dir: &Path, base: &Path) -> Result<ListEntry, ArchiveError> {
         }
         counts
     });
+    // Ray, detached: no waiter holds the lock, but the bundle's driver still runs its tasks (on
+    // this host; a driver on another host cannot be seen from here: never called abandoned).
+    if status == EffectiveStatus::Abandoned && info.executor.as_deref() == Some("ray") {
+        match crate::runner::backend::ray::DriverRecord::latest(bundle.dir()) {
+            Ok(Some(d)) if d.on_this_host() && d.alive() => status = EffectiveStatus::Running,
+            Ok(Some(d)) if !d.on_this_host() => {
+                status = EffectiveStatus::Unknown;
+                status_note = Some(format!(
+                    "its ray driver runs on {}: `hwr-exp list` there tells whether it still runs",
+                    d.host
+                ));
+            }
+            _ => {}
+        }
+    }
     Ok(ListEntry {
         bundle: relative_to(dir, base),
         experiment: info.experiment.clone(),

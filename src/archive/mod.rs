@@ -19,6 +19,7 @@
 pub mod bisect;
 pub mod list;
 pub mod locate;
+pub mod ray;
 pub mod rerun;
 pub mod resume;
 pub mod slurm;

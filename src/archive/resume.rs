@@ -273,6 +273,10 @@ fn prepare(
     } else {
         None
     };
+    // Ray: no second driver while the bundle's driver runs.
+    if info.executor.as_deref() == Some("ray") {
+        super::ray::claim_for_resume(&bundle)?;
+    }
 
     let provenance = bundle.provenance_doc()?;
     let (base_dir, moved) = base_dir_now(&bundle, Some(&provenance));

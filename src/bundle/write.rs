@@ -297,8 +297,8 @@ pub struct LostTask {
     pub reason: String,
     /// The node Slurm named, if any.
     pub node: Option<String>,
-    /// The task's Slurm ids.
-    pub task: SlurmTaskIds,
+    /// The task's Slurm ids (`None` on other engines).
+    pub task: Option<SlurmTaskIds>,
     /// When the task's run started (the task's log, `scontrol` `StartTime`), if known.
     pub started: Option<SystemTime>,
     /// When Slurm ended it (`EndTime`, the log's `CANCELLED AT`), else when it was found lost.
@@ -745,7 +745,7 @@ impl BundleWriter {
         let node = NodeIds {
             hostname: lost.node.clone(),
             node: lost.node,
-            slurm: Some(lost.task),
+            slurm: lost.task,
         };
         let mut outcome = RunOutcome::lost(lost.ended);
         if let Some(started) = lost.started.filter(|s| *s <= lost.ended) {

@@ -694,6 +694,16 @@ pub struct ExecutorConfig {
     pub kind: ExecutorKind,
     /// The slurm keys (defaults when `kind` is local: they are refused there).
     pub slurm: SlurmConfig,
+    /// The ray keys (defaults unless `kind = "ray"`).
+    pub ray: RayConfig,
+}
+
+/// `[executor]` keys of `kind = "ray"` (DESIGN 8, docs/ray.md).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RayConfig {
+    /// `address`: the Ray cluster's GCS address (`host:port`, or `ray://` for Ray Client);
+    /// `None`: `RAY_ADDRESS` of the submitting shell.
+    pub address: Option<String>,
 }
 
 /// One `[environments.<name>]`: a Python environment built with uv (DESIGN 3).

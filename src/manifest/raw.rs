@@ -348,6 +348,8 @@ pub struct RawExecutor {
     /// Requeue a task Slurm preempts or that nears Slurm's time limit (`--requeue` with a
     /// pre-timeout USR2), keeping the interrupted attempt under attempts/; default false.
     pub requeue: Option<bool>,
+    /// Ray only: the cluster's address (`host:port`); default: `RAY_ADDRESS`.
+    pub address: Option<String>,
 }
 
 /// `[executor] nodes` / `exclude-nodes`: a Slurm host list or node names.
@@ -369,4 +371,6 @@ pub enum RawExecutorKind {
     /// Submit the plan as Slurm job arrays: `jobs` is the array throttle, `cpus-per-run` is
     /// `--cpus-per-task`, `cpus` must be "auto" (the CPUs Slurm gives the task).
     Slurm,
+    /// Submit each run as a Ray task to an existing cluster (`address` or `RAY_ADDRESS`).
+    Ray,
 }

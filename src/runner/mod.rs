@@ -12,6 +12,7 @@ pub mod progress;
 pub mod session;
 pub mod slurm;
 pub mod slurm_pieces;
+pub mod task;
 
 use std::ffi::OsString;
 use std::io;

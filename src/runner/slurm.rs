@@ -1266,11 +1266,11 @@ impl SlurmAccount {
         LostTask {
             reason: self.reason,
             node: self.node,
-            task: SlurmTaskIds {
+            task: Some(SlurmTaskIds {
                 job_id: self.job_id,
                 array_job_id: Some(key.array_job_id),
                 array_task_id: Some(key.task_id),
-            },
+            }),
             started,
             ended,
         }

@@ -70,6 +70,7 @@ mod probe_python;
 mod provenance_bytes;
 mod provenance_differential;
 mod provenance_git;
+mod ray_executor;
 mod report_answers;
 mod report_contrasts;
 mod report_errors;

@@ -22,7 +22,11 @@ pub(super) const KEYS: &[&str] = &[
     "nodes",
     "exclude-nodes",
     "requeue",
+    "address",
 ];
+
+/// The keys that apply to `kind = "ray"` only.
+const RAY_KEYS: &[&str] = &["address"];
 
 /// The keys that apply to `kind = "slurm"` only.
 const SLURM_KEYS: &[&str] = &[
@@ -202,6 +206,71 @@ impl Validator<'_> {
         }
     }
 
+    /// Errors for keys of `[executor]` in `keys`, which apply only to the executor `owner`, when
+    /// the manifest's executor is `kind` (another).
+    fn keys_of_other_kinds(
+        &mut self,
+        t: Option<&DeTable<'_>>,
+        kind: ExecutorKind,
+        owner: &str,
+        keys: &[&str],
+    ) {
+        if kind.as_str() == owner {
+            return;
+        }
+        for (k, _) in t.map(entries).unwrap_or_default() {
+            let name: &str = k.get_ref();
+            if keys.contains(&name) {
+                let stated = self.spans.contains_key("executor.kind");
+                self.err(
+                    k.span(),
+                    format!(
+                        "`{name}` applies only to the {owner} executor, and this manifest's is {}{}",
+                        kind.as_str(),
+                        if stated { "" } else { " (the default)" }
+                    ),
+                    Some(format!("set kind = \"{owner}\" in [executor], or remove the key")),
+                );
+            }
+        }
+    }
+
+    /// The keys of `kind = "ray"`: `address` (a non-empty string without white space); a fixed
+    /// CPU list in `[isolation] cpus` is an error (each task claims CPUs on its node).
+    fn ray_executor(
+        &mut self,
+        t: Option<&DeTable<'_>>,
+        isolation: &Isolation,
+    ) -> crate::manifest::model::RayConfig {
+        let mut ray = crate::manifest::model::RayConfig::default();
+        if let Some(v) = self.field(t, "executor", "address")
+            && let Some(s) = self.string(v)
+        {
+            if s.trim().is_empty() || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                self.err(
+                    v.span(),
+                    format!("`address` \"{}\" is not a Ray cluster address", s.escape_debug()),
+                    Some("write the head node's GCS address, like address = \"10.0.0.5:6379\", or remove it to use RAY_ADDRESS".into()),
+                );
+            } else {
+                ray.address = Some(s.to_string());
+            }
+        }
+        if let CpuSelection::List(_) = isolation.cpus {
+            let span = self
+                .spans
+                .get("isolation.cpus")
+                .cloned()
+                .unwrap_or_else(|| self.section_span("isolation"));
+            self.err(
+                span,
+                "a fixed CPU list cannot be used with the ray executor",
+                Some("each Ray task claims free CPUs of its node: write cpus = \"auto\" and set `cpus-per-run`".into()),
+            );
+        }
+        ray
+    }
+
     /// `[executor]`; `isolation` is the validated `[isolation]` (for the CPU-list rule).
     pub(super) fn executor(&mut self, root: &DeTable<'_>, isolation: &Isolation) -> ExecutorConfig {
         let t = self.section(root, "executor", KEYS);
@@ -212,21 +281,28 @@ impl Validator<'_> {
             config.kind = match k {
                 "local" => ExecutorKind::Local,
                 "slurm" => ExecutorKind::Slurm,
+                "ray" => ExecutorKind::Ray,
                 other => {
-                    let help = match did_you_mean(other, ["local", "slurm"]) {
+                    let help = match did_you_mean(other, ["local", "slurm", "ray"]) {
                         Some(s) => format!("did you mean \"{s}\"? "),
                         None => String::new(),
                     };
                     self.err(
                         v.span(),
                         format!("unknown executor kind \"{other}\""),
-                        Some(format!("{help}valid values: \"local\", \"slurm\"")),
+                        Some(format!("{help}valid values: \"local\", \"slurm\", \"ray\"")),
                     );
                     // The other keys are judged as if the kind were right: no second error
                     // for slurm keys under a misspelt "slurm".
                     ExecutorKind::Slurm
                 }
             };
+        }
+        self.keys_of_other_kinds(t, config.kind, "ray", RAY_KEYS);
+        if config.kind == ExecutorKind::Ray {
+            self.keys_of_other_kinds(t, config.kind, "slurm", SLURM_KEYS);
+            config.ray = self.ray_executor(t, isolation);
+            return config;
         }
         if config.kind == ExecutorKind::Local {
             for (k, _) in t.map(entries).unwrap_or_default() {
@@ -527,5 +603,44 @@ mod tests {
         assert_eq!(super::reserved("--ntasks-per-node=1"), None);
         assert_eq!(super::reserved("4G"), None);
         assert_eq!(super::reserved("-"), None);
+    }
+
+    #[test]
+    fn ray_reads_its_address_and_refuses_the_keys_of_other_executors() {
+        let m = parse("[executor]\nkind = \"ray\"\naddress = \"10.0.0.5:6379\"\n").unwrap();
+        assert_eq!(m.executor.kind, ExecutorKind::Ray);
+        assert_eq!(m.executor.ray.address.as_deref(), Some("10.0.0.5:6379"));
+        let m = parse("[executor]\nkind = \"ray\"\n").unwrap();
+        assert_eq!(m.executor.ray.address, None, "RAY_ADDRESS then");
+        let e = errors("[executor]\nkind = \"ray\"\npartition = \"cpu\"\n");
+        assert!(
+            e.iter().any(|(_, _, m)| m
+                .contains("`partition` applies only to the slurm executor, and this manifest's is ray")),
+            "{e:?}"
+        );
+        let e = errors("[executor]\naddress = \"h:1\"\n");
+        assert!(
+            e.iter().any(|(_, _, m)| m.contains(
+                "`address` applies only to the ray executor, and this manifest's is local (the default)"
+            )),
+            "{e:?}"
+        );
+        let e = errors("[executor]\nkind = \"slurm\"\naddress = \"h:1\"\n");
+        assert!(
+            e.iter()
+                .any(|(_, _, m)| m.contains("applies only to the ray executor")),
+            "{e:?}"
+        );
+        let e = errors("[executor]\nkind = \"ray\"\naddress = \"h 1\"\n");
+        assert!(
+            e.iter()
+                .any(|(_, _, m)| m.contains("is not a Ray cluster address")),
+            "{e:?}"
+        );
+        let e = errors("[executor]\nkind = \"rya\"\n");
+        assert!(
+            e.iter().any(|(_, _, m)| m.contains("unknown executor kind")),
+            "{e:?}"
+        );
     }
 }

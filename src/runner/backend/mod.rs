@@ -24,9 +24,15 @@
 //! Nothing else matches on the backend: `run`, `rerun`, `resume`, `check`, `plan` and
 //! `wait`/`cancel` ask this module.
 //!
+//! A batch engine's tasks all start the same entry point, `hwr-exp task --index I BUNDLE`
+//! ([`super::task`]: the indexed-task contract); the Ray backend ([`ray`], a folder of its own)
+//! is the model of a backend in one folder (docs/ray.md "Adding an engine").
+//!
 //! The local backend executes the runs in this process ([`super::execute`], through the
 //! [`crate::exec::Launcher`] the session carries); the Slurm backend submits job arrays whose tasks
 //! each run `hwr-exp slurm-task` with a launcher of their own ([`super::slurm`]).
+
+pub mod ray;
 
 use std::path::Path;
 
@@ -43,17 +49,20 @@ pub enum Backend {
     Local,
     /// As Slurm job arrays, one array task per run (DESIGN 8).
     Slurm,
+    /// On an existing Ray cluster, one fresh Ray task process per run ([`ray`]).
+    Ray,
 }
 
 impl Backend {
     /// Every backend.
-    pub const ALL: [Backend; 2] = [Backend::Local, Backend::Slurm];
+    pub const ALL: [Backend; 3] = [Backend::Local, Backend::Slurm, Backend::Ray];
 
     /// The backend of an `[executor] kind`.
     pub fn of(kind: ExecutorKind) -> Backend {
         match kind {
             ExecutorKind::Local => Backend::Local,
             ExecutorKind::Slurm => Backend::Slurm,
+            ExecutorKind::Ray => Backend::Ray,
         }
     }
 
@@ -62,6 +71,7 @@ impl Backend {
         match self {
             Backend::Local => ExecutorKind::Local,
             Backend::Slurm => ExecutorKind::Slurm,
+            Backend::Ray => ExecutorKind::Ray,
         }
     }
 
@@ -97,7 +107,7 @@ impl Backend {
     pub fn plans_cpus(self) -> bool {
         match self {
             Backend::Local => true,
-            Backend::Slurm => false,
+            Backend::Slurm | Backend::Ray => false,
         }
     }
 
@@ -109,6 +119,7 @@ impl Backend {
         match self {
             Backend::Local => super::preflight::cpus_outside_allowed_set(manifest, allowed),
             Backend::Slurm => super::slurm::fixed_cpus_problem(manifest).into_iter().collect(),
+            Backend::Ray => ray::fixed_cpus_problem(manifest).into_iter().collect(),
         }
     }
 
@@ -117,7 +128,7 @@ impl Backend {
     pub fn detaches(self) -> bool {
         match self {
             Backend::Local => false,
-            Backend::Slurm => true,
+            Backend::Slurm | Backend::Ray => true,
         }
     }
 
@@ -127,7 +138,7 @@ impl Backend {
     pub fn containment_note(self) -> Option<&'static str> {
         match self {
             Backend::Local => crate::exec::placement_note(),
-            Backend::Slurm => None,
+            Backend::Slurm | Backend::Ray => None,
         }
     }
 
@@ -156,6 +167,7 @@ impl Backend {
                 };
                 Ready::Slurm(super::slurm::preflight(results_dir, quiet, &request)?)
             }
+            Backend::Ray => Ready::Ray(ray::preflight(&job.config.ray)?),
         })
     }
 }
@@ -167,6 +179,8 @@ pub enum Ready {
     Local,
     /// [`Backend::Slurm`], with the cluster as its preflight found it.
     Slurm(super::slurm::Cluster),
+    /// [`Backend::Ray`], with the cluster's address and the driver's Python.
+    Ray(ray::RayCluster),
 }
 
 /// The manifest's choices for the backend of one session.
@@ -198,6 +212,7 @@ impl Ready {
         match self {
             Ready::Local => Backend::Local,
             Ready::Slurm(_) => Backend::Slurm,
+            Ready::Ray(_) => Backend::Ray,
         }
     }
 
@@ -218,6 +233,14 @@ impl Ready {
                     detach: job.detach,
                 };
                 super::slurm::submit_and_wait(session, &submit)
+            }
+            Ready::Ray(cluster) => {
+                let submit = ray::Submit {
+                    cluster,
+                    cpus_per_run: job.cpus_per_run,
+                    detach: job.detach,
+                };
+                ray::submit_and_wait(session, &submit)
             }
         }
     }

@@ -20,6 +20,7 @@ pub mod manifest;
 pub mod need;
 pub mod probe;
 pub mod process;
+pub mod ray;
 pub mod slurm;
 
 pub use cgroup::{CallerCgroup, Cgroup, cgroup_of, run_cgroups_of};
