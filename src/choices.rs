@@ -23,6 +23,8 @@ pub enum ExecutorKind {
     Local,
     /// As Slurm job arrays (sbatch), one array task per run.
     Slurm,
+    /// As one Kubernetes Indexed Job (kubectl), one completion index per run.
+    Kubernetes,
 }
 
 impl ExecutorKind {
@@ -31,6 +33,7 @@ impl ExecutorKind {
         match self {
             ExecutorKind::Local => "local",
             ExecutorKind::Slurm => "slurm",
+            ExecutorKind::Kubernetes => "kubernetes",
         }
     }
 }

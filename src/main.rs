@@ -291,6 +291,12 @@ fn plan(args: &PlanArgs) -> Result<i32, Failure> {
             .map_err(session_failure)?;
         return ui::text(&text);
     }
+    if args.format == PlanFormat::K8s {
+        manifest.executor.kind = Backend::Kubernetes.kind();
+        let text = hwr_exp::kubernetes::plan_job(&manifest, &results_dir(args.results_dir.as_deref()))
+            .map_err(session_failure)?;
+        return ui::text(&text);
+    }
     let plan = session::plan_context(Path::new("<bundle>"))
         .and_then(|ctx| session::expand(&manifest, &ctx))
         .map_err(session_failure)?;

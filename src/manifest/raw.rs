@@ -344,6 +344,18 @@ pub struct RawExecutor {
     /// Requeue a task Slurm preempts or that nears Slurm's time limit (`--requeue` with a
     /// pre-timeout USR2), keeping the interrupted attempt under attempts/; default false.
     pub requeue: Option<bool>,
+    /// kubernetes only: the container image of the runs' pods (holds `hwr-exp` on its PATH).
+    pub image: Option<String>,
+    /// kubernetes only: the Job's namespace; default: the context's.
+    pub namespace: Option<String>,
+    /// kubernetes only: the kubectl context; default: the current context.
+    pub context: Option<String>,
+    /// kubernetes only: the PersistentVolumeClaim holding the results folder.
+    pub volume: Option<String>,
+    /// kubernetes only: where the pods mount `volume` (absolute); default: the results folder's path.
+    pub mount_path: Option<String>,
+    /// kubernetes only: memory request and limit of each run's pod, like "4GiB".
+    pub memory: Option<RawSize>,
 }
 
 /// `[executor] nodes` / `exclude-nodes`: a Slurm host list or node names.
@@ -365,4 +377,7 @@ pub enum RawExecutorKind {
     /// Submit the plan as Slurm job arrays: `jobs` is the array throttle, `cpus-per-run` is
     /// `--cpus-per-task`, `cpus` must be "auto" (the CPUs Slurm gives the task).
     Slurm,
+    /// Submit the plan as one Kubernetes Indexed Job with kubectl: `jobs` is `parallelism`,
+    /// `cpus-per-run` the pod's CPU request and limit, `cpus` must be "auto".
+    Kubernetes,
 }

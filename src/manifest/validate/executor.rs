@@ -7,6 +7,7 @@
 
 use toml::de::{DeTable, DeValue};
 
+use super::executor_kubernetes::KUBERNETES_KEYS;
 use super::{Validator, did_you_mean, entries};
 use crate::manifest::model::{CpuSelection, ExecutorConfig, ExecutorKind, Isolation, SlurmConfig};
 
@@ -22,6 +23,12 @@ pub(super) const KEYS: &[&str] = &[
     "nodes",
     "exclude-nodes",
     "requeue",
+    "image",
+    "namespace",
+    "context",
+    "volume",
+    "mount-path",
+    "memory",
 ];
 
 /// The keys that apply to `kind = "slurm"` only.
@@ -202,6 +209,21 @@ impl Validator<'_> {
         }
     }
 
+    /// Errors for the keys of `t` among `keys`, which apply to the executor `owner` only, in a
+    /// manifest whose executor is `kind`.
+    fn refuse_kind_keys(&mut self, t: Option<&DeTable<'_>>, keys: &[&str], owner: &str, kind: &str) {
+        for (k, _) in t.map(entries).unwrap_or_default() {
+            let name: &str = k.get_ref();
+            if keys.contains(&name) {
+                self.err(
+                    k.span(),
+                    format!("`{name}` applies only to the {owner} executor, and this manifest's is {kind}"),
+                    Some(format!("set kind = \"{owner}\" in [executor], or remove the key")),
+                );
+            }
+        }
+    }
+
     /// `[executor]`; `isolation` is the validated `[isolation]` (for the CPU-list rule).
     pub(super) fn executor(
         &mut self,
@@ -217,15 +239,18 @@ impl Validator<'_> {
             config.kind = match k {
                 "local" => ExecutorKind::Local,
                 "slurm" => ExecutorKind::Slurm,
+                "kubernetes" => ExecutorKind::Kubernetes,
                 other => {
-                    let help = match did_you_mean(other, ["local", "slurm"]) {
+                    let help = match did_you_mean(other, ["local", "slurm", "kubernetes"]) {
                         Some(s) => format!("did you mean \"{s}\"? "),
                         None => String::new(),
                     };
                     self.err(
                         v.span(),
                         format!("unknown executor kind \"{other}\""),
-                        Some(format!("{help}valid values: \"local\", \"slurm\"")),
+                        Some(format!(
+                            "{help}valid values: \"local\", \"slurm\", \"kubernetes\""
+                        )),
                     );
                     // The other keys are judged as if the kind were right: no second error
                     // for slurm keys under a misspelt "slurm".
@@ -248,8 +273,17 @@ impl Validator<'_> {
                     );
                 }
             }
+            self.refuse_kind_keys(t, KUBERNETES_KEYS, "kubernetes", "local");
             return ExecutorConfig::default();
         }
+        if config.kind == ExecutorKind::Kubernetes {
+            let own = |k: &&str| *k != "time-margin";
+            let slurm_only: Vec<&str> = SLURM_KEYS.iter().copied().filter(own).collect();
+            self.refuse_kind_keys(t, &slurm_only, "slurm", "kubernetes");
+            config.kubernetes = self.kubernetes_executor(t, isolation, adaptive);
+            return config;
+        }
+        self.refuse_kind_keys(t, KUBERNETES_KEYS, "kubernetes", "slurm");
 
         let mut slurm = SlurmConfig {
             partition: self.slurm_name(t, "partition"),

@@ -37,6 +37,7 @@ pub use validator::MAX_DURATION;
 mod command;
 mod environments;
 mod executor;
+mod executor_kubernetes;
 mod experiment;
 mod format;
 mod isolation;

@@ -43,17 +43,20 @@ pub enum Backend {
     Local,
     /// As Slurm job arrays, one array task per run (DESIGN 8).
     Slurm,
+    /// As one Kubernetes Indexed Job, one completion index per run (DESIGN 8, [`crate::kubernetes`]).
+    Kubernetes,
 }
 
 impl Backend {
     /// Every backend.
-    pub const ALL: [Backend; 2] = [Backend::Local, Backend::Slurm];
+    pub const ALL: [Backend; 3] = [Backend::Local, Backend::Slurm, Backend::Kubernetes];
 
     /// The backend of an `[executor] kind`.
     pub fn of(kind: ExecutorKind) -> Backend {
         match kind {
             ExecutorKind::Local => Backend::Local,
             ExecutorKind::Slurm => Backend::Slurm,
+            ExecutorKind::Kubernetes => Backend::Kubernetes,
         }
     }
 
@@ -62,6 +65,7 @@ impl Backend {
         match self {
             Backend::Local => ExecutorKind::Local,
             Backend::Slurm => ExecutorKind::Slurm,
+            Backend::Kubernetes => ExecutorKind::Kubernetes,
         }
     }
 
@@ -98,6 +102,7 @@ impl Backend {
         match self {
             Backend::Local => true,
             Backend::Slurm => false,
+            Backend::Kubernetes => false,
         }
     }
 
@@ -112,6 +117,7 @@ impl Backend {
                 .into_iter()
                 .chain(super::slurm::adaptive_problem(manifest))
                 .collect(),
+            Backend::Kubernetes => crate::kubernetes::plan_problems(manifest),
         }
     }
 
@@ -121,6 +127,8 @@ impl Backend {
         match self {
             Backend::Local => false,
             Backend::Slurm => true,
+            // Not yet: `wait` and `cancel` are Slurm's (docs/kubernetes.md).
+            Backend::Kubernetes => false,
         }
     }
 
@@ -130,7 +138,7 @@ impl Backend {
     pub fn containment_note(self) -> Option<&'static str> {
         match self {
             Backend::Local => crate::exec::placement_note(),
-            Backend::Slurm => None,
+            Backend::Slurm | Backend::Kubernetes => None,
         }
     }
 
@@ -159,6 +167,7 @@ impl Backend {
                 };
                 Ready::Slurm(super::slurm::preflight(results_dir, quiet, &request)?)
             }
+            Backend::Kubernetes => Ready::Kubernetes(crate::kubernetes::preflight(&job.config.kubernetes)?),
         })
     }
 }
@@ -170,6 +179,8 @@ pub enum Ready {
     Local,
     /// [`Backend::Slurm`], with the cluster as its preflight found it.
     Slurm(super::slurm::Cluster),
+    /// [`Backend::Kubernetes`], with kubectl as its preflight found it.
+    Kubernetes(crate::kubernetes::Cluster),
 }
 
 /// The manifest's choices for the backend of one session.
@@ -201,6 +212,7 @@ impl Ready {
         match self {
             Ready::Local => Backend::Local,
             Ready::Slurm(_) => Backend::Slurm,
+            Ready::Kubernetes(_) => Backend::Kubernetes,
         }
     }
 
@@ -221,6 +233,14 @@ impl Ready {
                     detach: job.detach,
                 };
                 super::slurm::submit_and_wait(session, &submit)
+            }
+            Ready::Kubernetes(cluster) => {
+                let submit = crate::kubernetes::watch::Submit {
+                    kubectl: cluster.kubectl.clone(),
+                    config: &job.config.kubernetes,
+                    cpus_per_run: job.cpus_per_run,
+                };
+                crate::kubernetes::watch::submit_and_wait(session, &submit)
             }
         }
     }
