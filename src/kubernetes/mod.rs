@@ -111,3 +111,6 @@ pub fn plan_job(manifest: &Manifest, results_dir: &Path) -> Result<String, Sessi
     };
     job::to_json(&job::build(&params)).map_err(|e| SessionError::Environment(e.to_string()))
 }
+
+#[cfg(test)]
+mod tests;
