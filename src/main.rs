@@ -293,8 +293,11 @@ fn plan(args: &PlanArgs) -> Result<i32, Failure> {
     }
     if args.format == PlanFormat::K8s {
         manifest.executor.kind = Backend::Kubernetes.kind();
-        let text = hwr_exp::kubernetes::plan_job(&manifest, &results_dir(args.results_dir.as_deref()))
-            .map_err(session_failure)?;
+        let text = hwr_exp::runner::backend::kubernetes::plan_job(
+            &manifest,
+            &results_dir(args.results_dir.as_deref()),
+        )
+        .map_err(session_failure)?;
         return ui::text(&text);
     }
     let plan = session::plan_context(Path::new("<bundle>"))

@@ -4,20 +4,19 @@
 //!
 //! - [`job`]: the Job, typed with k8s-openapi (`plan --format k8s` prints it);
 //! - [`kubectl`]: the `kubectl` calls (apply, get pods, delete);
-//! - [`watch`]: submit and watch the pods, runs gone without run.json recorded `lost`.
+//! - [`pods`]: reading the Job's pods: an index's state, a failed pod's account.
+//!
+//! Submitting and watching (runs gone without run.json recorded `lost`) is the backend's,
+//! [`crate::runner::backend::kubernetes`].
 //!
 //! Registered as [`crate::runner::backend::Backend::Kubernetes`].
 
 pub mod job;
 pub mod kubectl;
-pub mod watch;
-
-use std::path::Path;
-use std::time::SystemTime;
+pub mod pods;
 
 use crate::manifest::{CpuSelection, KubernetesConfig, Manifest};
 use crate::plan::PlanError;
-use crate::runner::session::SessionError;
 
 /// What the kubernetes preflight found: the kubectl to submit with and the context it uses.
 #[derive(Debug, Clone)]
@@ -75,41 +74,6 @@ pub fn preflight(config: &KubernetesConfig) -> Result<Cluster, Vec<String>> {
         ]),
         Err(e) => Err(vec![format!("kubectl does not answer: {e}")]),
     }
-}
-
-/// `hwr-exp plan --format k8s`: the Indexed Job `run` would submit for `manifest` into a new
-/// bundle under `results_dir`, as JSON (which `kubectl apply -f` reads). Nothing is submitted
-/// or written.
-///
-/// # Errors
-/// [`SessionError::Plan`] for manifest problems; [`SessionError::Preflight`] when `image` or
-/// `volume` is missing.
-pub fn plan_job(manifest: &Manifest, results_dir: &Path) -> Result<String, SessionError> {
-    let config = &manifest.executor.kubernetes;
-    let missing = job::missing_keys(config);
-    if !missing.is_empty() {
-        return Err(SessionError::Preflight(vec![format!(
-            "plan --format k8s needs [executor] {} (with kind = \"kubernetes\"): the pods' container image and the PersistentVolumeClaim holding the results folder (docs/kubernetes.md)",
-            missing.join(" and ")
-        )]));
-    }
-    let results_dir = std::path::absolute(results_dir).unwrap_or_else(|_| results_dir.to_path_buf());
-    let dir = crate::bundle::write::bundle_path(&results_dir, &manifest.experiment.name, SystemTime::now());
-    let ctx = crate::runner::session::plan_context(&dir)?;
-    let plan = crate::runner::session::expand(manifest, &ctx)?;
-    let indices: Vec<usize> = (0..plan.len()).collect();
-    let params = job::JobParams {
-        config,
-        name: job::job_name(&dir, &plan.experiment, 1),
-        experiment: &plan.experiment,
-        bundle: &dir,
-        indices: &indices,
-        jobs: plan.jobs,
-        cpus_per_run: manifest.isolation.cpus_per_run,
-        timeout: plan.timeout,
-        grace: plan.grace,
-    };
-    job::to_json(&job::build(&params)).map_err(|e| SessionError::Environment(e.to_string()))
 }
 
 #[cfg(test)]

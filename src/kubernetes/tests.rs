@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use super::job::{self, JobParams};
-use super::watch::{self, IndexState};
+use super::pods::{self, IndexState};
 use crate::manifest::KubernetesConfig;
 
 fn config() -> KubernetesConfig {
@@ -241,8 +241,8 @@ fn failed_pod_account() {
             }]
         }),
     );
-    assert_eq!(watch::completion_index(&p), Some(3));
-    let IndexState::Failed(a) = watch::index_state(&[&p]) else {
+    assert_eq!(pods::completion_index(&p), Some(3));
+    let IndexState::Failed(a) = pods::index_state(&[&p]) else {
         panic!("not failed")
     };
     assert_eq!(
@@ -254,7 +254,7 @@ fn failed_pod_account() {
     // A replacement that runs wins over the failed pod.
     let r = pod(3, "Running", json!({}));
     assert_eq!(
-        watch::index_state(&[&p, &r]),
+        pods::index_state(&[&p, &r]),
         IndexState::Running(Some("node-b".into()))
     );
     let pending = pod(
@@ -263,8 +263,8 @@ fn failed_pod_account() {
         json!({"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}),
     );
     assert_eq!(
-        watch::index_state(&[&pending]),
+        pods::index_state(&[&pending]),
         IndexState::Pending(Some("Unschedulable".into()))
     );
-    assert_eq!(watch::index_state(&[]), IndexState::NoPod);
+    assert_eq!(pods::index_state(&[]), IndexState::NoPod);
 }

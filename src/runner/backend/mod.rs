@@ -28,6 +28,8 @@
 //! [`crate::exec::Launcher`] the session carries); the Slurm backend submits job arrays whose tasks
 //! each run `hwr-exp slurm-task` with a launcher of their own ([`super::slurm`]).
 
+pub mod kubernetes;
+
 use std::path::Path;
 
 use crate::bundle::BundleInfo;
@@ -235,12 +237,12 @@ impl Ready {
                 super::slurm::submit_and_wait(session, &submit)
             }
             Ready::Kubernetes(cluster) => {
-                let submit = crate::kubernetes::watch::Submit {
+                let submit = kubernetes::Submit {
                     kubectl: cluster.kubectl.clone(),
                     config: &job.config.kubernetes,
                     cpus_per_run: job.cpus_per_run,
                 };
-                crate::kubernetes::watch::submit_and_wait(session, &submit)
+                kubernetes::submit_and_wait(session, &submit)
             }
         }
     }

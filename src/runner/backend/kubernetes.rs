@@ -1,26 +1,26 @@
-//! Submitting a session's runs as one Indexed Job and watching its pods (DESIGN 8,
-//! docs/kubernetes.md): the engine adapter's part of "task i of a bundle". The pods run the task
-//! entry point, which writes each run's folder and run.json on the shared volume; this waiter
-//! counts the run.json files, and records a run whose pod ended (or vanished) without one as
-//! `lost`, with the pod's node and Kubernetes' reason.
+//! The kubernetes backend (DESIGN 8, docs/kubernetes.md): submits a session's runs as one
+//! Indexed Job ([`crate::kubernetes::job`]) and watches its pods, the engine adapter's part of
+//! "task i of a bundle". The pods run the task entry point, which writes each run's folder and
+//! run.json on the shared volume; this waiter counts the run.json files, and records a run whose
+//! pod ended (or vanished) without one as `lost`, with the pod's node and Kubernetes' reason.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
-
-use k8s_openapi::api::core::v1::Pod;
 
 use crate::bundle::reason::RunFailure;
 use crate::bundle::write::LostTask;
 use crate::bundle::{BundleWriter, RunRecord, SlurmTaskIds, files};
-use crate::manifest::KubernetesConfig;
-use crate::runner::SessionEnd;
-use crate::runner::progress::{self, FAILURE_TAIL_LINES, Progress as _};
-use crate::runner::session::{Session, SessionError, SessionReport};
+use crate::kubernetes::job::{self, JobParams};
+use crate::kubernetes::kubectl::Kubectl;
+use crate::kubernetes::pods::{IndexState, by_index, index_state};
+use crate::manifest::{KubernetesConfig, Manifest};
 
-use super::job::{self, COMPLETION_INDEX_ANNOTATION, JobParams};
-use super::kubectl::Kubectl;
+use super::super::SessionEnd;
+use super::super::progress::{self, FAILURE_TAIL_LINES, Progress as _};
+use super::super::session::{Session, SessionError, SessionReport};
 
 /// The bundle's folder of submitted Jobs: `kubernetes/<job name>.json`, each the document applied.
 pub const JOBS_DIR: &str = "kubernetes";
@@ -42,153 +42,6 @@ pub struct Submit<'a> {
     pub config: &'a KubernetesConfig,
     /// `[isolation] cpus-per-run`.
     pub cpus_per_run: usize,
-}
-
-/// How one completion index stands, from its pods.
-#[derive(Debug, Clone, PartialEq)]
-pub enum IndexState {
-    /// No pod (not created yet, or gone).
-    NoPod,
-    /// Its pod waits to be scheduled or started; the reason when Kubernetes gives one
-    /// (`Unschedulable`, `ContainerCreating`, `ErrImagePull`).
-    Pending(Option<String>),
-    /// Its pod runs on this node.
-    Running(Option<String>),
-    /// Its pod ended by itself (exit 0): the run.json should be there.
-    Succeeded(Option<String>),
-    /// Its pod failed or was stopped: Kubernetes' account.
-    Failed(PodAccount),
-}
-
-/// What Kubernetes says about a pod that ended without success.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PodAccount {
-    /// One line: the pod, its phase and reason, the container's end, the node.
-    pub reason: String,
-    /// The node it ran on (`spec.nodeName`).
-    pub node: Option<String>,
-    /// When it started (`status.startTime`).
-    pub started: Option<SystemTime>,
-    /// When its container ended (`finishedAt`), if known.
-    pub ended: Option<SystemTime>,
-}
-
-fn time(t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> Option<SystemTime> {
-    t.and_then(|t| {
-        let (secs, nanos) = (t.0.as_second(), t.0.subsec_nanosecond());
-        let since = Duration::new(u64::try_from(secs).ok()?, u32::try_from(nanos).ok()?);
-        SystemTime::UNIX_EPOCH.checked_add(since)
-    })
-}
-
-/// The completion index of a pod (its [`COMPLETION_INDEX_ANNOTATION`]), if it has one.
-pub fn completion_index(pod: &Pod) -> Option<usize> {
-    pod.metadata
-        .annotations
-        .as_ref()?
-        .get(COMPLETION_INDEX_ANNOTATION)?
-        .trim()
-        .parse()
-        .ok()
-}
-
-/// The account of a pod that ended without success (see [`PodAccount`]).
-pub fn account(pod: &Pod) -> PodAccount {
-    let name = pod.metadata.name.clone().unwrap_or_else(|| "?".into());
-    let status = pod.status.clone().unwrap_or_default();
-    let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
-    let mut reason = format!("pod {name} {}", status.phase.as_deref().unwrap_or("Unknown"));
-    match (&status.reason, &status.message) {
-        (Some(r), Some(m)) => reason.push_str(&format!(" ({r}: {})", m.trim())),
-        (Some(r), None) => reason.push_str(&format!(" ({r})")),
-        (None, Some(m)) => reason.push_str(&format!(" ({})", m.trim())),
-        (None, None) => {}
-    }
-    let mut ended = None;
-    for c in status.container_statuses.iter().flatten() {
-        let Some(t) = c
-            .state
-            .as_ref()
-            .and_then(|s| s.terminated.as_ref())
-            .or_else(|| c.last_state.as_ref().and_then(|s| s.terminated.as_ref()))
-        else {
-            continue;
-        };
-        reason.push_str(&format!(
-            "; container {}: {}exit code {}",
-            c.name,
-            t.reason.as_deref().map(|r| format!("{r}, ")).unwrap_or_default(),
-            t.exit_code
-        ));
-        if let Some(m) = t.message.as_deref().filter(|m| !m.trim().is_empty()) {
-            reason.push_str(&format!(" ({})", m.trim()));
-        }
-        ended = ended.or(time(t.finished_at.as_ref()));
-    }
-    if let Some(n) = &node {
-        reason.push_str(&format!(" on node {n}"));
-    }
-    PodAccount {
-        reason,
-        node,
-        started: time(status.start_time.as_ref()),
-        ended,
-    }
-}
-
-/// How a completion index stands given its `pods` (all pods of the Job with that index): a
-/// running or pending pod wins over one that ended (a replacement); of ended pods a success wins.
-pub fn index_state(pods: &[&Pod]) -> IndexState {
-    let phase = |p: &Pod| {
-        p.status
-            .as_ref()
-            .and_then(|s| s.phase.clone())
-            .unwrap_or_default()
-    };
-    let node = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone());
-    if let Some(p) = pods.iter().find(|p| phase(p) == "Running") {
-        return IndexState::Running(node(p));
-    }
-    if let Some(p) = pods.iter().find(|p| phase(p) == "Pending" || phase(p).is_empty()) {
-        return IndexState::Pending(pending_reason(p));
-    }
-    if let Some(p) = pods.iter().find(|p| phase(p) == "Succeeded") {
-        return IndexState::Succeeded(node(p));
-    }
-    match pods.last() {
-        Some(p) => IndexState::Failed(account(p)),
-        None => IndexState::NoPod,
-    }
-}
-
-/// Why a pending pod waits: a container's waiting reason (`ErrImagePull`), else the reason of a
-/// false `PodScheduled` condition (`Unschedulable`).
-fn pending_reason(pod: &Pod) -> Option<String> {
-    let status = pod.status.as_ref()?;
-    let waiting = status
-        .container_statuses
-        .iter()
-        .flatten()
-        .find_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone());
-    waiting.or_else(|| {
-        status
-            .conditions
-            .iter()
-            .flatten()
-            .find(|c| c.type_ == "PodScheduled" && c.status == "False")
-            .and_then(|c| c.reason.clone())
-    })
-}
-
-/// The pods of a Job by completion index.
-pub fn by_index(pods: &[Pod]) -> BTreeMap<usize, Vec<&Pod>> {
-    let mut map: BTreeMap<usize, Vec<&Pod>> = BTreeMap::new();
-    for p in pods {
-        if let Some(k) = completion_index(p) {
-            map.entry(k).or_default().push(p);
-        }
-    }
-    map
 }
 
 /// The name of the session's Job: the first submission's, else one with the next attempt number
@@ -454,4 +307,39 @@ fn finished(
     let failure = RunFailure::read(record, &writer.run_dir(run), FAILURE_TAIL_LINES);
     progress.run_finished(run, record, failure.as_ref(), done + 1, total);
     done + 1
+}
+
+/// `hwr-exp plan --format k8s`: the Indexed Job `run` would submit for `manifest` into a new
+/// bundle under `results_dir`, as JSON (which `kubectl apply -f` reads). Nothing is submitted
+/// or written.
+///
+/// # Errors
+/// [`SessionError::Plan`] for manifest problems; [`SessionError::Preflight`] when `image` or
+/// `volume` is missing.
+pub fn plan_job(manifest: &Manifest, results_dir: &Path) -> Result<String, SessionError> {
+    let config = &manifest.executor.kubernetes;
+    let missing = job::missing_keys(config);
+    if !missing.is_empty() {
+        return Err(SessionError::Preflight(vec![format!(
+            "plan --format k8s needs [executor] {} (with kind = \"kubernetes\"): the pods' container image and the PersistentVolumeClaim holding the results folder (docs/kubernetes.md)",
+            missing.join(" and ")
+        )]));
+    }
+    let results_dir = std::path::absolute(results_dir).unwrap_or_else(|_| results_dir.to_path_buf());
+    let dir = crate::bundle::write::bundle_path(&results_dir, &manifest.experiment.name, SystemTime::now());
+    let ctx = super::super::session::plan_context(&dir)?;
+    let plan = super::super::session::expand(manifest, &ctx)?;
+    let indices: Vec<usize> = (0..plan.len()).collect();
+    let params = job::JobParams {
+        config,
+        name: job::job_name(&dir, &plan.experiment, 1),
+        experiment: &plan.experiment,
+        bundle: &dir,
+        indices: &indices,
+        jobs: plan.jobs,
+        cpus_per_run: manifest.isolation.cpus_per_run,
+        timeout: plan.timeout,
+        grace: plan.grace,
+    };
+    job::to_json(&job::build(&params)).map_err(|e| SessionError::Environment(e.to_string()))
 }
