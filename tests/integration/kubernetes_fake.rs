@@ -11,7 +11,11 @@ use std::process::{Command, Stdio};
 
 use crate::support::{ManifestBuilder, bin, code, hwr_command, json, repo, source_path, stderr};
 
-/// A folder holding `kubectl` (the stand-in) for PATH, and the stand-in's state folder.
+/// `hwr-exp run` of the manifest [`manifest`] writes.
+const RUN: &[&str] = &["run", "experiment.toml", "--results-dir", "results"];
+
+/// A folder holding `kubectl` (the stand-in) for PATH, and the stand-in's state folder, under
+/// `root` (outside the repository: the resumed bundle would see them as drift).
 fn fake_kubectl(root: &Path) -> (PathBuf, PathBuf) {
     let bin_dir = root.join("fakebin");
     let state = root.join("kube-state");
@@ -38,8 +42,8 @@ fn manifest(dir: &Path) -> PathBuf {
         .write(dir)
 }
 
-/// `hwr-exp run` with the stand-in first on PATH and the test's `hwr-exp` after it.
-fn command(dir: &Path, fake: &(PathBuf, PathBuf), pods: &str, lost: &str) -> Command {
+/// `hwr-exp ARGS` with the stand-in first on PATH and the test's `hwr-exp` after it.
+fn command(dir: &Path, fake: &(PathBuf, PathBuf), pods: &str, lost: &str, args: &[&str]) -> Command {
     let mut cmd = hwr_command(dir);
     let path = format!(
         "{}:{}:{}",
@@ -47,7 +51,7 @@ fn command(dir: &Path, fake: &(PathBuf, PathBuf), pods: &str, lost: &str) -> Com
         bin().parent().unwrap().display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    cmd.args(["run", "experiment.toml", "--results-dir", "results"])
+    cmd.args(args)
         .env("PATH", path)
         .env("FAKE_KUBE_DIR", &fake.1)
         .env(
@@ -80,8 +84,11 @@ fn submits_watches_and_records_the_lost_index() {
     let dir = r.path();
     manifest(dir);
     r.commit("manifest");
-    let fake = fake_kubectl(dir);
-    let out = command(dir, &fake, "pods-one-failed.json", "2").output().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let fake = fake_kubectl(state.path());
+    let out = command(dir, &fake, "pods-one-failed.json", "2", RUN)
+        .output()
+        .unwrap();
     let err = stderr(&out);
     assert_eq!(code(&out), 1, "{err}");
     let bundle = the_bundle(dir);
@@ -128,6 +135,31 @@ fn submits_watches_and_records_the_lost_index() {
     assert_eq!(lost["hostname"], "node-b", "{lost:#}");
     // Nothing deleted: the Job ended by itself.
     assert!(!joined.iter().any(|c| c.contains("delete job")), "{joined:#?}");
+
+    // `resume` submits the lost run alone, as a second Job whose one index maps to plan index 2
+    // through /bin/sh; the pods of the stand-in now all run.
+    let out = command(
+        dir,
+        &fake,
+        "pods-one-failed.json",
+        "",
+        &["resume", bundle.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let again = json(&fake.1.join("applied.json"));
+    assert_eq!(again["metadata"]["name"], format!("{name}-2"));
+    assert_eq!(again["spec"]["completions"], 1);
+    assert_eq!(
+        again["spec"]["template"]["spec"]["containers"][0]["command"][0],
+        "/bin/sh"
+    );
+    let mut records = crate::support::run_records(&bundle);
+    records.sort_by_key(|r| r["index"].as_u64());
+    assert_eq!(records.len(), 3);
+    assert!(records.iter().all(|r| r["outcome"] == "ok"), "{records:#?}");
+    assert_eq!(records[2]["node"], "node-a");
 }
 
 /// Ctrl-C while the pods wait to be scheduled deletes the Job; the bundle ends interrupted with
@@ -138,8 +170,9 @@ fn interrupt_deletes_the_job() {
     let dir = r.path();
     manifest(dir);
     r.commit("manifest");
-    let fake = fake_kubectl(dir);
-    let child = command(dir, &fake, "pods-pending.json", "0 1 2")
+    let state = tempfile::tempdir().unwrap();
+    let fake = fake_kubectl(state.path());
+    let child = command(dir, &fake, "pods-pending.json", "0 1 2", RUN)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -186,8 +219,11 @@ fn preflight_needs_image_and_a_context() {
         .set("executor", "volume", "results-pvc")
         .write(dir);
     r.commit("manifest");
-    let fake = fake_kubectl(dir);
-    let out = command(dir, &fake, "pods-pending.json", "").output().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let fake = fake_kubectl(state.path());
+    let out = command(dir, &fake, "pods-pending.json", "", RUN)
+        .output()
+        .unwrap();
     assert_eq!(code(&out), 3, "{}", stderr(&out));
     assert!(
         stderr(&out).contains("needs [executor] image"),
