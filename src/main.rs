@@ -103,9 +103,10 @@ fn run_manifest(args: &RunArgs) -> Result<i32, Failure> {
             "--detach needs the slurm executor (`[executor] kind = \"slurm\"` or `--executor slurm`)"
         )));
     }
-    if args.fail_fast && Backend::of(manifest.executor.kind).detaches() {
+    if args.fail_fast && Backend::of(manifest.executor.kind) != Backend::Local {
         return Err(Failure::usage(anyhow::anyhow!(
-            "--fail-fast needs the local executor: the slurm executor submits every run at once"
+            "--fail-fast needs the local executor: the {} executor submits every run at once",
+            manifest.executor.kind.as_str()
         )));
     }
     let selection = selection(&args.select);

@@ -181,9 +181,7 @@ fn interrupt_deletes_the_job() {
     while !argv_log(&fake.1).iter().any(|c| c.contains(&"pods".to_string())) {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let pid = i32::try_from(child.id()).unwrap();
-    // SAFETY: kill(2) on the child this test started.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    crate::support::signal(child.id(), crate::support::Signal::INT);
     let out = child.wait_with_output().unwrap();
     assert_eq!(code(&out), 130, "{}", stderr(&out));
     let name = json(&fake.1.join("applied.json"))["metadata"]["name"]
@@ -208,7 +206,8 @@ fn interrupt_deletes_the_job() {
     assert!(crate::support::run_records(&bundle).is_empty());
 }
 
-/// Without `image` nothing is submitted, and kubectl is not even asked (exit 3).
+/// Without `image` nothing is submitted, and kubectl is not even asked (exit 3); `--fail-fast`
+/// is refused (exit 2).
 #[test]
 fn preflight_needs_image_and_a_context() {
     let r = repo();
@@ -227,6 +226,24 @@ fn preflight_needs_image_and_a_context() {
     assert_eq!(code(&out), 3, "{}", stderr(&out));
     assert!(
         stderr(&out).contains("needs [executor] image"),
+        "{}",
+        stderr(&out)
+    );
+    // --fail-fast cannot stop runs already submitted: refused before anything.
+    let out = command(
+        dir,
+        &fake,
+        "pods-pending.json",
+        "",
+        &["run", "experiment.toml", "--fail-fast"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "--fail-fast needs the local executor: the kubernetes executor submits every run at once"
+        ),
         "{}",
         stderr(&out)
     );
