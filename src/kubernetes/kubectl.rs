@@ -31,7 +31,7 @@ pub enum KubectlError {
         stderr: String,
     },
     /// kubectl's answer was not what was asked for.
-    #[error("`kubectl {args}` answered something that is not a pod list: {error}")]
+    #[error("`kubectl {args}` answered something else than asked for: {error}")]
     Answer {
         /// The arguments, joined by spaces.
         args: String,
@@ -132,6 +132,25 @@ impl Kubectl {
         let out = self.run(&args, None)?;
         serde_json::from_slice::<PodList>(&out)
             .map(|l| l.items)
+            .map_err(|error| KubectlError::Answer {
+                args: args.join(" "),
+                error,
+            })
+    }
+
+    /// Job `job` as the API server has it (`kubectl get job JOB -o json --ignore-not-found`);
+    /// `None` when there is no such Job.
+    ///
+    /// # Errors
+    /// [`KubectlError`] when kubectl fails or answers something other than a Job.
+    pub fn job(&self, job: &str) -> Result<Option<k8s_openapi::api::batch::v1::Job>, KubectlError> {
+        let args = ["get", "job", job, "-o", "json", "--ignore-not-found"];
+        let out = self.run(&args, None)?;
+        if out.iter().all(u8::is_ascii_whitespace) {
+            return Ok(None);
+        }
+        serde_json::from_slice(&out)
+            .map(Some)
             .map_err(|error| KubectlError::Answer {
                 args: args.join(" "),
                 error,

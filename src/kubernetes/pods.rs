@@ -154,3 +154,19 @@ pub fn by_index(pods: &[Pod]) -> BTreeMap<usize, Vec<&Pod>> {
     }
     map
 }
+
+/// Why Job `job` ended, when a condition says it did: `Failed` or `Complete` with status `True`,
+/// as `Failed: DeadlineExceeded: Job was active longer than specified deadline`; `None` while it
+/// runs.
+pub fn job_end(job: &k8s_openapi::api::batch::v1::Job) -> Option<String> {
+    let conditions = job.status.as_ref()?.conditions.as_ref()?;
+    let c = conditions
+        .iter()
+        .find(|c| matches!(c.type_.as_str(), "Failed" | "Complete") && c.status == "True")?;
+    let mut why = c.type_.clone();
+    for part in [&c.reason, &c.message].into_iter().flatten() {
+        why.push_str(": ");
+        why.push_str(part.trim());
+    }
+    Some(why)
+}

@@ -162,6 +162,59 @@ fn submits_watches_and_records_the_lost_index() {
     assert_eq!(records[2]["node"], "node-a");
 }
 
+/// The Job's deadline passes: the index whose pod was stopped is lost with the pod's account, and
+/// the index whose pod never started with the Job's (`kubectl get job`: Failed, DeadlineExceeded).
+#[test]
+fn deadline_loses_the_indexes_left() {
+    let r = repo();
+    let dir = r.path();
+    manifest(dir);
+    r.commit("manifest");
+    let state = tempfile::tempdir().unwrap();
+    let fake = fake_kubectl(state.path());
+    let out = command(dir, &fake, "pods-deadline.json", "1 2", RUN)
+        .env(
+            "FAKE_KUBE_JOB",
+            source_path("tests/fixtures/k8s/job-deadline.json"),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let name = json(&fake.1.join("applied.json"))["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut records = crate::support::run_records(&the_bundle(dir));
+    records.sort_by_key(|r| r["index"].as_u64());
+    assert_eq!(records.len(), 3);
+    assert_eq!(records[0]["outcome"], "ok");
+    let stopped = records[1]["lost-reason"].as_str().unwrap();
+    assert!(
+        stopped.contains(
+            "Failed (DeadlineExceeded: Pod was active on the node longer than the specified deadline)"
+        ),
+        "{stopped}"
+    );
+    assert!(
+        stopped.contains("container run: Error, exit code 143"),
+        "{stopped}"
+    );
+    assert_eq!(
+        records[2]["lost-reason"],
+        format!(
+            "kubernetes job {name} ended (Failed: DeadlineExceeded: Job was active longer than specified deadline), before the pod of completion index 2 started"
+        )
+    );
+    assert!(argv_log(&fake.1).iter().any(|c| c.ends_with(&[
+        "get".into(),
+        "job".into(),
+        name.clone(),
+        "-o".into(),
+        "json".into(),
+        "--ignore-not-found".into()
+    ])));
+}
+
 /// Ctrl-C while the pods wait to be scheduled deletes the Job; the bundle ends interrupted with
 /// no run recorded.
 #[test]

@@ -181,6 +181,7 @@ pub fn wait(
         let by_index = by_index(&pods);
         let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
         let entries: Vec<(usize, usize)> = waited.pending.iter().map(|(&k, &i)| (k, i)).collect();
+        let job_end = job_ended(kubectl, name, &pods, &waited);
         for (k, i) in entries {
             let state = index_state(by_index.get(&k).map(Vec::as_slice).unwrap_or_default());
             let run = plan.run(i);
@@ -202,7 +203,15 @@ pub fn wait(
                     continue;
                 }
                 IndexState::NoPod if !waited.started.contains(&k) && !waited.seen_on.contains_key(&k) => {
-                    continue;
+                    // Never started: lost only once the Job has ended without it.
+                    let Some(end) = &job_end else { continue };
+                    LostTask {
+                        reason: format!("{end}, before the pod of completion index {k} started"),
+                        node: None,
+                        task: SlurmTaskIds::default(),
+                        started: None,
+                        ended: SystemTime::now(),
+                    }
                 }
                 IndexState::NoPod | IndexState::Succeeded(_) | IndexState::Failed(_) => {
                     if let Some(record) = read_record(&path) {
@@ -273,6 +282,45 @@ pub fn wait(
             return Ok(SessionEnd::Complete);
         }
         pause(cancel);
+    }
+}
+
+/// Why the Job `name` will start no more pods, asked (`kubectl get job`) only when some run
+/// waited for has had no pod yet and none of the Job's `pods` is running or pending: the Job is
+/// gone (deleted), or it ended (a `Failed` or `Complete` condition: `DeadlineExceeded` when
+/// `activeDeadlineSeconds` passed). `None` while the Job may start pods, or when kubectl fails.
+fn job_ended(
+    kubectl: &Kubectl,
+    name: &str,
+    pods: &[k8s_openapi::api::core::v1::Pod],
+    waited: &Waited,
+) -> Option<String> {
+    let phase = |p: &k8s_openapi::api::core::v1::Pod| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_default()
+    };
+    if pods
+        .iter()
+        .any(|p| matches!(phase(p).as_str(), "Running" | "Pending" | ""))
+    {
+        return None;
+    }
+    let indexed = by_index(pods);
+    let unstarted = waited
+        .pending
+        .keys()
+        .any(|k| !indexed.contains_key(k) && !waited.started.contains(k) && !waited.seen_on.contains_key(k));
+    if !unstarted {
+        return None;
+    }
+    match kubectl.job(name) {
+        Ok(None) => Some(format!("kubernetes job {name} is gone (deleted)")),
+        Ok(Some(job)) => {
+            crate::kubernetes::pods::job_end(&job).map(|why| format!("kubernetes job {name} ended ({why})"))
+        }
+        Err(_) => None,
     }
 }
 
