@@ -237,25 +237,7 @@ pub fn wait(
                             if since.elapsed() < lost_grace {
                                 continue;
                             }
-                            let what = if matches!(other, IndexState::Succeeded(_)) {
-                                format!(
-                                    "the pod of completion index {k} of job {name} succeeded but its run.json is not on the volume (is `volume` the folder this bundle is in?)"
-                                )
-                            } else {
-                                format!(
-                                    "the pod of completion index {k} of job {name} is gone (deleted, or its node left) without a run.json"
-                                )
-                            };
-                            LostTask {
-                                reason: match &node {
-                                    Some(n) => format!("{what} on node {n}"),
-                                    None => what,
-                                },
-                                node,
-                                task: SlurmTaskIds::default(),
-                                started: None,
-                                ended: SystemTime::now(),
-                            }
+                            gone_lost(&other, name, k, node)
                         }
                     }
                 }
@@ -282,6 +264,30 @@ pub fn wait(
             return Ok(SessionEnd::Complete);
         }
         pause(cancel);
+    }
+}
+
+/// The lost record of completion index `k` of Job `name` whose pod succeeded (`state`) or
+/// vanished without a run.json, last seen on `node`.
+fn gone_lost(state: &IndexState, name: &str, k: usize, node: Option<String>) -> LostTask {
+    let what = if matches!(state, IndexState::Succeeded(_)) {
+        format!(
+            "the pod of completion index {k} of job {name} succeeded but its run.json is not on the volume (is `volume` the folder this bundle is in?)"
+        )
+    } else {
+        format!(
+            "the pod of completion index {k} of job {name} is gone (deleted, or its node left) without a run.json"
+        )
+    };
+    LostTask {
+        reason: match &node {
+            Some(n) => format!("{what} on node {n}"),
+            None => what,
+        },
+        node,
+        task: SlurmTaskIds::default(),
+        started: None,
+        ended: SystemTime::now(),
     }
 }
 
