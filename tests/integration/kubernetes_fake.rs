@@ -259,10 +259,11 @@ fn interrupt_deletes_the_job() {
     assert!(crate::support::run_records(&bundle).is_empty());
 }
 
-/// Without `image` nothing is submitted, and kubectl is not even asked (exit 3); `--fail-fast`
-/// is refused (exit 2).
+/// Without `image` the manifest is refused by `check` (exit 2); `run --executor kubernetes` of a
+/// local manifest submits nothing and does not even ask kubectl (exit 3); `--fail-fast` is refused
+/// (exit 2).
 #[test]
-fn preflight_needs_image_and_a_context() {
+fn image_and_volume_are_required() {
     let r = repo();
     let dir = r.path();
     ManifestBuilder::argv("kube", &["true"])
@@ -270,19 +271,33 @@ fn preflight_needs_image_and_a_context() {
         .set("executor", "kind", "kubernetes")
         .set("executor", "volume", "results-pvc")
         .write(dir);
+    let out = hwr_command(dir)
+        .args(["check", "experiment.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the kubernetes executor needs `image` in [executor]"),
+        "{}",
+        stderr(&out)
+    );
+    ManifestBuilder::argv("kube", &["true"]).text_output().write(dir);
     r.commit("manifest");
     let state = tempfile::tempdir().unwrap();
     let fake = fake_kubectl(state.path());
-    let out = command(dir, &fake, "pods-pending.json", "", RUN)
+    let mut run = RUN.to_vec();
+    run.extend(["--executor", "kubernetes"]);
+    let out = command(dir, &fake, "pods-pending.json", "", &run)
         .output()
         .unwrap();
     assert_eq!(code(&out), 3, "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("needs [executor] image"),
+        stderr(&out).contains("needs [executor] image and volume"),
         "{}",
         stderr(&out)
     );
-    // --fail-fast cannot stop runs already submitted: refused before anything.
+    manifest(dir);
+    r.commit("kubernetes manifest");
     let out = command(
         dir,
         &fake,

@@ -1,7 +1,7 @@
 //! `[executor]` keys of `kind = "kubernetes"` (DESIGN 3 and 8, docs/kubernetes.md): `image`,
 //! `namespace`, `context`, `volume`, `mount-path`, `memory`, `time-margin`.
 //!
-//! Rules beyond types: names are non-empty single words (a namespace and a claim name are DNS
+//! Rules beyond types: `image` and `volume` are required; names are non-empty single words (a namespace and a claim name are DNS
 //! labels / subdomains, checked by Kubernetes; here only what would break the Job outright);
 //! `mount-path` is absolute; `memory` is at least 1 MiB; a fixed CPU list and adaptive repetitions
 //! are errors (Kubernetes picks each pod's CPUs; the Job is submitted whole).
@@ -82,6 +82,22 @@ impl Validator<'_> {
             && let Some(d) = self.duration(v, "time-margin")
         {
             config.time_margin = Some(d);
+        }
+        let missing: Vec<&str> = [
+            ("image", config.image.is_none()),
+            ("volume", config.volume.is_none()),
+        ]
+        .into_iter()
+        .filter(|&(key, absent)| absent && !self.spans.contains_key(&format!("executor.{key}")))
+        .map(|(key, _)| key)
+        .collect();
+        if !missing.is_empty() {
+            let span = self.section_span("executor");
+            self.err(
+                span,
+                format!("the kubernetes executor needs `{}` in [executor]", missing.join("` and `")),
+                Some("image: the pods' container image, with hwr-exp on its PATH; volume: the PersistentVolumeClaim holding the results folder (docs/kubernetes.md)".into()),
+            );
         }
         if let CpuSelection::List(_) = isolation.cpus {
             let span = self
