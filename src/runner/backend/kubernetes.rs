@@ -122,7 +122,7 @@ struct Waited {
 /// Waits until every run of the session (completion index `k` = `session.indices[k]`) of Job
 /// `name` has a run.json: every [`POLL`] it lists the Job's pods (`kubectl get pods -l
 /// job-name=NAME -o json`); a run whose pod failed without a run.json is recorded `lost` at once
-/// with the pod's account ([`account`]: phase, reason, container end, node); one whose pod
+/// with the pod's account ([`crate::kubernetes::pods::account`]: phase, reason, container end, node); one whose pod
 /// succeeded, or whose pod was seen and is gone, after `lost_grace`. When kubectl fails the
 /// waiter warns once and asks again. The cancel flag (Ctrl-C) deletes the Job (`kubectl delete
 /// job`) and ends [`SessionEnd::Interrupted`]: runs without run.json stay so (`resume` submits

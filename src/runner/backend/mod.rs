@@ -26,7 +26,9 @@
 //!
 //! The local backend executes the runs in this process ([`super::execute`], through the
 //! [`crate::exec::Launcher`] the session carries); the Slurm backend submits job arrays whose tasks
-//! each run `hwr-exp slurm-task` with a launcher of their own ([`super::slurm`]).
+//! each run `hwr-exp slurm-task` with a launcher of their own ([`super::slurm`]); the Kubernetes
+//! backend ([`kubernetes`]) submits one Indexed Job whose pods run the same task entry point
+//! ([`crate::kubernetes`]: the Job, kubectl, reading pods) and watches its pods.
 
 pub mod kubernetes;
 
