@@ -1,5 +1,5 @@
 //! The generated Job checked against Kubernetes' own schema (tests/fixtures/k8s/, the strict JSON
-//! schema of a 1.33 batch/v1 Job) and against k8s-openapi's types; the pod-state reading.
+//! schemas of a 1.33 and a 1.37 batch/v1 Job) and against k8s-openapi's types; the pod-state reading.
 
 use std::path::Path;
 use std::time::Duration;
@@ -41,8 +41,9 @@ fn params<'a>(config: &'a KubernetesConfig, indices: &'a [usize]) -> JobParams<'
     }
 }
 
-fn schema_validator() -> jsonschema::Validator {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/k8s/job-batch-v1.strict.json");
+fn schema_validator(version: &str) -> jsonschema::Validator {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("tests/fixtures/k8s/job-batch-v1-{version}.strict.json"));
     let schema: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     jsonschema::validator_for(&schema).expect("the Kubernetes schema compiles")
 }
@@ -53,25 +54,30 @@ fn errors(v: &jsonschema::Validator, doc: &Value) -> Vec<String> {
         .collect()
 }
 
-/// The Job of a full plan and of a subset (resume) are valid batch/v1 Jobs by the strict schema
-/// (no unknown field anywhere, every type right), and the check bites: an unknown field or a
-/// wrong type fails it.
+/// The Job of a full plan and of a subset (resume) are valid batch/v1 Jobs by the strict schemas
+/// of Kubernetes 1.33 and 1.37 (no unknown field anywhere, every type right), and the check
+/// bites: an unknown field or a wrong type fails it.
 #[test]
 fn job_is_valid_by_the_kubernetes_schema() {
-    let v = schema_validator();
+    for version in ["1.33", "1.37"] {
+        valid_by(&schema_validator(version));
+    }
+}
+
+fn valid_by(v: &jsonschema::Validator) {
     let c = config();
     for indices in [vec![0, 1, 2, 3, 4, 5], vec![2, 5]] {
         let doc = serde_json::to_value(job::build(&params(&c, &indices))).unwrap();
-        assert_eq!(errors(&v, &doc), Vec::<String>::new(), "{doc:#}");
+        assert_eq!(errors(v, &doc), Vec::<String>::new(), "{doc:#}");
     }
     let all: Vec<usize> = (0..6).collect();
     let good = serde_json::to_value(job::build(&params(&c, &all))).unwrap();
     let mut unknown = good.clone();
     unknown["spec"]["template"]["spec"]["containers"][0]["cpus"] = json!(2);
-    assert!(!errors(&v, &unknown).is_empty());
+    assert!(!errors(v, &unknown).is_empty());
     let mut wrong = good.clone();
     wrong["spec"]["completions"] = json!("6");
-    assert!(!errors(&v, &wrong).is_empty());
+    assert!(!errors(v, &wrong).is_empty());
 }
 
 /// The Job survives k8s-openapi's typed Job both ways unchanged: no field its types do not know
