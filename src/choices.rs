@@ -25,6 +25,8 @@ pub enum ExecutorKind {
     Slurm,
     /// On an existing Ray cluster, one fresh Ray task process per run.
     Ray,
+    /// As one Kubernetes Indexed Job (kubectl), one completion index per run.
+    Kubernetes,
 }
 
 impl ExecutorKind {
@@ -34,6 +36,7 @@ impl ExecutorKind {
             ExecutorKind::Local => "local",
             ExecutorKind::Slurm => "slurm",
             ExecutorKind::Ray => "ray",
+            ExecutorKind::Kubernetes => "kubernetes",
         }
     }
 }

@@ -223,6 +223,9 @@ pub enum PlanFormat {
     Shell,
     /// The Slurm batch script(s) `run --executor slurm` would submit (nothing is submitted).
     Sbatch,
+    /// The Kubernetes Indexed Job `run --executor kubernetes` would submit, as JSON for
+    /// `kubectl apply -f` (nothing is submitted).
+    K8s,
 }
 
 /// `hwr-exp plan`.
@@ -233,7 +236,7 @@ pub struct PlanArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = PlanFormat::Table)]
     pub format: PlanFormat,
-    /// `--format sbatch`: the results folder the bundle would go under. Default: as `run`'s.
+    /// `--format sbatch` / `k8s`: the results folder the bundle would go under. Default: as `run`'s.
     #[arg(long, value_name = "DIR")]
     pub results_dir: Option<PathBuf>,
     /// The plan `run` would make with the same `--where` / `--repetitions`.

@@ -38,6 +38,7 @@ pub mod cpus;
 pub mod digest;
 pub mod exec;
 pub mod exit_codes;
+pub mod kubernetes;
 pub mod manifest;
 pub mod memory;
 pub mod names;

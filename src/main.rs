@@ -114,9 +114,10 @@ fn run_manifest(args: &RunArgs) -> Result<i32, Failure> {
             "--detach needs the slurm executor (`[executor] kind = \"slurm\"` or `--executor slurm`)"
         )));
     }
-    if args.fail_fast && Backend::of(manifest.executor.kind).detaches() {
+    if args.fail_fast && Backend::of(manifest.executor.kind) != Backend::Local {
         return Err(Failure::usage(anyhow::anyhow!(
-            "--fail-fast needs the local executor: the slurm executor submits every run at once"
+            "--fail-fast needs the local executor: the {} executor submits every run at once",
+            manifest.executor.kind.as_str()
         )));
     }
     let selection = selection(&args.select);
@@ -331,6 +332,15 @@ fn plan(args: &PlanArgs) -> Result<i32, Failure> {
         manifest.executor.kind = Backend::Slurm.kind();
         let text = hwr_exp::runner::slurm::plan_scripts(&manifest, &results_dir(args.results_dir.as_deref()))
             .map_err(session_failure)?;
+        return ui::text(&text);
+    }
+    if args.format == PlanFormat::K8s {
+        manifest.executor.kind = Backend::Kubernetes.kind();
+        let text = hwr_exp::runner::backend::kubernetes::plan_job(
+            &manifest,
+            &results_dir(args.results_dir.as_deref()),
+        )
+        .map_err(session_failure)?;
         return ui::text(&text);
     }
     let plan = session::plan_context(Path::new("<bundle>"))

@@ -372,7 +372,7 @@ pub fn plan(plan: &Plan, format: PlanFormat) -> Result<i32, Failure> {
         PlanFormat::Shell => plan
             .runs()
             .try_for_each(|r| writeln!(out, "{}", render::shell_line(plan, &r))),
-        PlanFormat::Sbatch => Ok(()),
+        PlanFormat::Sbatch | PlanFormat::K8s => Ok(()),
     })
 }
 

@@ -696,6 +696,8 @@ pub struct ExecutorConfig {
     pub slurm: SlurmConfig,
     /// The ray keys (defaults unless `kind = "ray"`).
     pub ray: RayConfig,
+    /// The kubernetes keys (defaults unless `kind = "kubernetes"`: they are refused elsewhere).
+    pub kubernetes: KubernetesConfig,
 }
 
 /// `[executor]` keys of `kind = "ray"` (DESIGN 8, docs/ray.md).
@@ -704,6 +706,29 @@ pub struct RayConfig {
     /// `address`: the Ray cluster's GCS address (`host:port`, or `ray://` for Ray Client);
     /// `None`: `RAY_ADDRESS` of the submitting shell.
     pub address: Option<String>,
+}
+
+/// The `[executor]` keys for `kind = "kubernetes"` (accepted only with that kind; docs/kubernetes.md).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct KubernetesConfig {
+    /// `image`: the container image each run's pod starts; it must hold `hwr-exp` on its `PATH`
+    /// and what the command needs. Required to submit (`plan --format k8s` writes a placeholder).
+    pub image: Option<String>,
+    /// `namespace`: the Job's namespace; `None` = kubectl's (the context's) namespace.
+    pub namespace: Option<String>,
+    /// `context`: the kubectl context to submit with; `None` = the current context.
+    pub context: Option<String>,
+    /// `volume`: the PersistentVolumeClaim holding the results folder, mounted in every pod.
+    pub volume: Option<String>,
+    /// `mount-path`: where the pods mount `volume` (absolute); `None` = the results folder's own
+    /// absolute path, so the bundle has the same path in the pods as here.
+    pub mount_path: Option<std::path::PathBuf>,
+    /// `memory`: bytes each run's pod requests and is limited to; `None` = no memory request or
+    /// limit (the pod is then not in the Guaranteed QoS class).
+    pub memory: Option<u64>,
+    /// `time-margin`: added to `timeout + grace` per run slot for `activeDeadlineSeconds`;
+    /// default 60 s (pod start, image pull).
+    pub time_margin: Option<Duration>,
 }
 
 /// One `[environments.<name>]`: a Python environment built with uv (DESIGN 3).

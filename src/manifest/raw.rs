@@ -350,6 +350,18 @@ pub struct RawExecutor {
     pub requeue: Option<bool>,
     /// Ray only: the cluster's address (`host:port`); default: `RAY_ADDRESS`.
     pub address: Option<String>,
+    /// kubernetes only: the container image of the runs' pods (holds `hwr-exp` on its PATH).
+    pub image: Option<String>,
+    /// kubernetes only: the Job's namespace; default: the context's.
+    pub namespace: Option<String>,
+    /// kubernetes only: the kubectl context; default: the current context.
+    pub context: Option<String>,
+    /// kubernetes only: the PersistentVolumeClaim holding the results folder.
+    pub volume: Option<String>,
+    /// kubernetes only: where the pods mount `volume` (absolute); default: the results folder's path.
+    pub mount_path: Option<String>,
+    /// kubernetes only: memory request and limit of each run's pod, like "4GiB".
+    pub memory: Option<RawSize>,
 }
 
 /// `[executor] nodes` / `exclude-nodes`: a Slurm host list or node names.
@@ -373,4 +385,7 @@ pub enum RawExecutorKind {
     Slurm,
     /// Submit each run as a Ray task to an existing cluster (`address` or `RAY_ADDRESS`).
     Ray,
+    /// Submit the plan as one Kubernetes Indexed Job with kubectl: `jobs` is `parallelism`,
+    /// `cpus-per-run` the pod's CPU request and limit, `cpus` must be "auto".
+    Kubernetes,
 }

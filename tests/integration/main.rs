@@ -56,6 +56,7 @@ mod environments;
 mod exec_process;
 mod experiments_e2e;
 mod install;
+mod kubernetes_fake;
 mod manifest_errors;
 mod manifest_good;
 mod manifest_mutants;

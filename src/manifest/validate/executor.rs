@@ -7,6 +7,7 @@
 
 use toml::de::{DeTable, DeValue};
 
+use super::executor_kubernetes::KUBERNETES_KEYS;
 use super::{Validator, did_you_mean, entries};
 use crate::manifest::model::{CpuSelection, ExecutorConfig, ExecutorKind, Isolation, SlurmConfig};
 
@@ -23,6 +24,12 @@ pub(super) const KEYS: &[&str] = &[
     "exclude-nodes",
     "requeue",
     "address",
+    "image",
+    "namespace",
+    "context",
+    "volume",
+    "mount-path",
+    "memory",
 ];
 
 /// The keys that apply to `kind = "ray"` only.
@@ -272,7 +279,13 @@ impl Validator<'_> {
     }
 
     /// `[executor]`; `isolation` is the validated `[isolation]` (for the CPU-list rule).
-    pub(super) fn executor(&mut self, root: &DeTable<'_>, isolation: &Isolation) -> ExecutorConfig {
+    /// `adaptive`: the schedule's repetitions are adaptive (refused with kubernetes for now).
+    pub(super) fn executor(
+        &mut self,
+        root: &DeTable<'_>,
+        isolation: &Isolation,
+        adaptive: bool,
+    ) -> ExecutorConfig {
         let t = self.section(root, "executor", KEYS);
         let mut config = ExecutorConfig::default();
         if let Some(v) = self.field(t, "executor", "kind")
@@ -282,15 +295,18 @@ impl Validator<'_> {
                 "local" => ExecutorKind::Local,
                 "slurm" => ExecutorKind::Slurm,
                 "ray" => ExecutorKind::Ray,
+                "kubernetes" => ExecutorKind::Kubernetes,
                 other => {
-                    let help = match did_you_mean(other, ["local", "slurm", "ray"]) {
+                    let help = match did_you_mean(other, ["local", "slurm", "ray", "kubernetes"]) {
                         Some(s) => format!("did you mean \"{s}\"? "),
                         None => String::new(),
                     };
                     self.err(
                         v.span(),
                         format!("unknown executor kind \"{other}\""),
-                        Some(format!("{help}valid values: \"local\", \"slurm\", \"ray\"")),
+                        Some(format!(
+                            "{help}valid values: \"local\", \"slurm\", \"ray\", \"kubernetes\""
+                        )),
                     );
                     // The other keys are judged as if the kind were right: no second error
                     // for slurm keys under a misspelt "slurm".
@@ -299,6 +315,7 @@ impl Validator<'_> {
             };
         }
         self.keys_of_other_kinds(t, config.kind, "ray", RAY_KEYS);
+        self.keys_of_other_kinds(t, config.kind, "kubernetes", KUBERNETES_KEYS);
         if config.kind == ExecutorKind::Ray {
             self.keys_of_other_kinds(t, config.kind, "slurm", SLURM_KEYS);
             config.ray = self.ray_executor(t, isolation);
@@ -320,6 +337,13 @@ impl Validator<'_> {
                 }
             }
             return ExecutorConfig::default();
+        }
+        if config.kind == ExecutorKind::Kubernetes {
+            let own = |k: &&str| *k != "time-margin";
+            let slurm_only: Vec<&str> = SLURM_KEYS.iter().copied().filter(own).collect();
+            self.keys_of_other_kinds(t, config.kind, "slurm", &slurm_only);
+            config.kubernetes = self.kubernetes_executor(t, isolation, adaptive);
+            return config;
         }
 
         let mut slurm = SlurmConfig {

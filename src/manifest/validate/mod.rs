@@ -37,6 +37,7 @@ pub use validator::MAX_DURATION;
 mod command;
 mod environments;
 mod executor;
+mod executor_kubernetes;
 mod experiment;
 mod format;
 mod isolation;
@@ -131,7 +132,7 @@ pub(crate) fn validate(source: &str, path: &Path, base_dir: &Path) -> Result<Man
     let measure = v.measure(&root);
     let provenance = v.provenance(&root, base_dir);
     let report = v.report(&root, &matrix);
-    let executor = v.executor(&root, &isolation);
+    let executor = v.executor(&root, &isolation, schedule.adaptive.is_some());
     let environments = v.environments(&root, base_dir, &matrix);
 
     v.unused_combinations(command.as_ref(), &isolation, &executor);

@@ -30,7 +30,11 @@
 //!
 //! The local backend executes the runs in this process ([`super::execute`], through the
 //! [`crate::exec::Launcher`] the session carries); the Slurm backend submits job arrays whose tasks
-//! each run `hwr-exp slurm-task` with a launcher of their own ([`super::slurm`]).
+//! each run `hwr-exp slurm-task` with a launcher of their own ([`super::slurm`]); the Kubernetes
+//! backend ([`kubernetes`]) submits one Indexed Job whose pods run the same task entry point
+//! ([`crate::kubernetes`]: the Job, kubectl, reading pods) and watches its pods.
+
+pub mod kubernetes;
 
 pub mod ray;
 
@@ -51,11 +55,13 @@ pub enum Backend {
     Slurm,
     /// On an existing Ray cluster, one fresh Ray task process per run ([`ray`]).
     Ray,
+    /// As one Kubernetes Indexed Job, one completion index per run (DESIGN 8, [`crate::kubernetes`]).
+    Kubernetes,
 }
 
 impl Backend {
     /// Every backend.
-    pub const ALL: [Backend; 3] = [Backend::Local, Backend::Slurm, Backend::Ray];
+    pub const ALL: [Backend; 4] = [Backend::Local, Backend::Slurm, Backend::Ray, Backend::Kubernetes];
 
     /// The backend of an `[executor] kind`.
     pub fn of(kind: ExecutorKind) -> Backend {
@@ -63,6 +69,7 @@ impl Backend {
             ExecutorKind::Local => Backend::Local,
             ExecutorKind::Slurm => Backend::Slurm,
             ExecutorKind::Ray => Backend::Ray,
+            ExecutorKind::Kubernetes => Backend::Kubernetes,
         }
     }
 
@@ -72,6 +79,7 @@ impl Backend {
             Backend::Local => ExecutorKind::Local,
             Backend::Slurm => ExecutorKind::Slurm,
             Backend::Ray => ExecutorKind::Ray,
+            Backend::Kubernetes => ExecutorKind::Kubernetes,
         }
     }
 
@@ -107,7 +115,7 @@ impl Backend {
     pub fn plans_cpus(self) -> bool {
         match self {
             Backend::Local => true,
-            Backend::Slurm | Backend::Ray => false,
+            Backend::Slurm | Backend::Ray | Backend::Kubernetes => false,
         }
     }
 
@@ -120,6 +128,7 @@ impl Backend {
             Backend::Local => super::preflight::cpus_outside_allowed_set(manifest, allowed),
             Backend::Slurm => super::slurm::fixed_cpus_problem(manifest).into_iter().collect(),
             Backend::Ray => ray::fixed_cpus_problem(manifest).into_iter().collect(),
+            Backend::Kubernetes => crate::kubernetes::plan_problems(manifest),
         }
     }
 
@@ -129,6 +138,8 @@ impl Backend {
         match self {
             Backend::Local => false,
             Backend::Slurm | Backend::Ray => true,
+            // Not yet: `wait` and `cancel` are Slurm's and Ray's (docs/kubernetes.md).
+            Backend::Kubernetes => false,
         }
     }
 
@@ -138,7 +149,7 @@ impl Backend {
     pub fn containment_note(self) -> Option<&'static str> {
         match self {
             Backend::Local => crate::exec::placement_note(),
-            Backend::Slurm | Backend::Ray => None,
+            Backend::Slurm | Backend::Ray | Backend::Kubernetes => None,
         }
     }
 
@@ -168,6 +179,7 @@ impl Backend {
                 Ready::Slurm(super::slurm::preflight(results_dir, quiet, &request)?)
             }
             Backend::Ray => Ready::Ray(ray::preflight(&job.config.ray)?),
+            Backend::Kubernetes => Ready::Kubernetes(crate::kubernetes::preflight(&job.config.kubernetes)?),
         })
     }
 }
@@ -181,6 +193,8 @@ pub enum Ready {
     Slurm(super::slurm::Cluster),
     /// [`Backend::Ray`], with the cluster's address and the driver's Python.
     Ray(ray::RayCluster),
+    /// [`Backend::Kubernetes`], with kubectl as its preflight found it.
+    Kubernetes(crate::kubernetes::Cluster),
 }
 
 /// The manifest's choices for the backend of one session.
@@ -213,6 +227,7 @@ impl Ready {
             Ready::Local => Backend::Local,
             Ready::Slurm(_) => Backend::Slurm,
             Ready::Ray(_) => Backend::Ray,
+            Ready::Kubernetes(_) => Backend::Kubernetes,
         }
     }
 
@@ -241,6 +256,14 @@ impl Ready {
                     detach: job.detach,
                 };
                 ray::submit_and_wait(session, &submit)
+            }
+            Ready::Kubernetes(cluster) => {
+                let submit = kubernetes::Submit {
+                    kubectl: cluster.kubectl.clone(),
+                    config: &job.config.kubernetes,
+                    cpus_per_run: job.cpus_per_run,
+                };
+                kubernetes::submit_and_wait(session, &submit)
             }
         }
     }
