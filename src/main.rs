@@ -235,9 +235,8 @@ fn indexed_task(bundle: &Path, index: usize) -> Result<i32, Failure> {
     }
     .map_err(archive_failure)?;
     Ok(match end {
-        hwr_exp::runner::slurm::TaskEnd::Stopped | hwr_exp::runner::slurm::TaskEnd::Requeued => {
-            exit_codes::INTERRUPTED
-        }
+        hwr_exp::runner::backend::slurm::task::TaskEnd::Stopped
+        | hwr_exp::runner::backend::slurm::task::TaskEnd::Requeued => exit_codes::INTERRUPTED,
         _ => exit_codes::SUCCESS,
     })
 }
@@ -330,8 +329,11 @@ fn plan(args: &PlanArgs) -> Result<i32, Failure> {
     }
     if args.format == PlanFormat::Sbatch {
         manifest.executor.kind = Backend::Slurm.kind();
-        let text = hwr_exp::runner::slurm::plan_scripts(&manifest, &results_dir(args.results_dir.as_deref()))
-            .map_err(session_failure)?;
+        let text = hwr_exp::runner::backend::slurm::arrays::plan_scripts(
+            &manifest,
+            &results_dir(args.results_dir.as_deref()),
+        )
+        .map_err(session_failure)?;
         return ui::text(&text);
     }
     if args.format == PlanFormat::K8s {

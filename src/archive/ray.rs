@@ -15,8 +15,8 @@ use crate::exec::{CancelFlag, Launcher};
 use crate::runner::Runs;
 use crate::runner::backend::Backend;
 use crate::runner::backend::ray::{self as rray, Driver, DriverRecord};
+use crate::runner::backend::slurm::task::TaskEnd;
 use crate::runner::session::{Finish, Session, SessionReport};
-use crate::runner::slurm::TaskEnd;
 
 /// Whether the bundle in `dir` records the Ray executor (bundle.json `executor = "ray"`); false
 /// for a folder that is no bundle.

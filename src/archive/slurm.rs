@@ -1,7 +1,7 @@
 //! Commands on a bundle whose runs execute on Slurm (DESIGN 8): `hwr-exp wait BUNDLE` (attach to
 //! a detached submission and finish the bundle), `hwr-exp cancel BUNDLE` (cancel its arrays, mark
 //! it interrupted) and the hidden `hwr-exp slurm-task BUNDLE INDEX` an array task runs on its node.
-//! The mechanics are in [`crate::runner::slurm`]; this module opens the bundle and rebuilds its
+//! The mechanics are in [`crate::runner::backend::slurm`]; this module opens the bundle and rebuilds its
 //! plan from the archived manifest, as `resume` does.
 
 use std::collections::BTreeMap;
@@ -18,8 +18,8 @@ use crate::manifest::Manifest;
 use crate::plan::Plan;
 use crate::runner::Runs;
 use crate::runner::backend::Backend;
+use crate::runner::backend::slurm::{self as rslurm, task::TaskEnd};
 use crate::runner::session::{self, Finish, Session, SessionReport};
-use crate::runner::slurm::{self as rslurm, TaskEnd};
 use crate::slurm::{ArrayState, CancelTarget, SlurmClient, SubmittedArray, TaskMap, script};
 
 /// The archived manifest of `bundle` with the executor the bundle records, expanded again with the
@@ -109,7 +109,7 @@ pub fn client(quiet: bool) -> SlurmClient {
 /// Arrays Slurm lists with this bundle's tag (job name `hwr-exp:<experiment>`, `--comment` naming
 /// the bundle: [`crate::slurm::Tag`]) that bundle.json does not record: submitted by a runner
 /// killed or interrupted before it recorded the id. Each is returned as the record it gets
-/// ([`rslurm::adoptable`]); an active one whose script cannot be read back is cancelled at once
+/// ([`rslurm::arrays::adoptable`]); an active one whose script cannot be read back is cancelled at once
 /// (it is this bundle's, but what it runs is unknown) and said so.
 ///
 /// # Errors
@@ -126,7 +126,7 @@ pub fn orphans(client: &SlurmClient, bundle: &Bundle) -> Result<Vec<SubmittedArr
         })?;
     let mut out = Vec::new();
     for orphan in found.iter().filter(|a| !known.contains(&a.job_id)) {
-        match rslurm::adoptable(bundle.dir(), orphan) {
+        match rslurm::arrays::adoptable(bundle.dir(), orphan) {
             Some(a) => out.push(a),
             None if orphan.active > 0 => {
                 crate::runner::progress::say(format_args!(
@@ -293,7 +293,7 @@ impl Claim {
                 .collect::<Vec<_>>(),
         )
         .map_err(|e| ArchiveError::Refused(e.to_string()))?;
-        rslurm::cancel_arrays(&client, &map);
+        rslurm::wait::cancel_arrays(&client, &map);
         for a in info.slurm.iter_mut().flat_map(|s| s.arrays.iter_mut()) {
             if held.contains(&a.job_id) {
                 a.state = ArrayState::Cancelled;
@@ -316,7 +316,7 @@ impl Claim {
 }
 
 /// `hwr-exp slurm-task BUNDLE INDEX`: runs plan index `index` of the bundle on this node
-/// ([`rslurm::run_task`]). Takes no lock.
+/// ([`rslurm::task::run_task`]). Takes no lock.
 ///
 /// # Errors
 /// [`ArchiveError::Refused`] for an index outside the plan; bundle read errors; [`ArchiveError::Write`]
@@ -346,7 +346,7 @@ pub fn task(
     };
     // Only a requeueing task was asked for the pre-timeout signal (`--signal=B:USR2@...`).
     let requeue = manifest.executor.slurm.requeue.then_some(requeue);
-    rslurm::run_task(runs, index, bundle.dir(), requeue).map_err(|source| ArchiveError::Write {
+    rslurm::task::run_task(runs, index, bundle.dir(), requeue).map_err(|source| ArchiveError::Write {
         bundle: bundle.dir().to_path_buf(),
         source,
     })
@@ -406,10 +406,13 @@ pub fn wait(dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionRepor
             let env = |e: String| ArchiveError::Environment(format!("slurm executor: {e}"));
             let array_limits = client.array_limits().map_err(|e| env(e.to_string()))?;
             let slurm = &manifest.executor.slurm;
-            let limits =
-                crate::runner::slurm_pieces::read_limits(&client, array_limits, slurm.account.as_deref())
-                    .map_err(env)?;
-            Some(crate::runner::slurm_pieces::Feeder::new(
+            let limits = crate::runner::backend::slurm::pieces::read_limits(
+                &client,
+                array_limits,
+                slurm.account.as_deref(),
+            )
+            .map_err(env)?;
+            Some(crate::runner::backend::slurm::pieces::Feeder::new(
                 &unsubmitted,
                 limits,
                 slurm,
@@ -486,7 +489,7 @@ pub fn wait(dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionRepor
         },
         plan_json: None,
     };
-    let waiting = rslurm::Waiting {
+    let waiting = rslurm::wait::Waiting {
         // squeue stops at a Ctrl-C (a hung one too): the first Ctrl-C stops waiting at once.
         client: client(quiet).with_cancel(cancel.clone()),
         arrays,
@@ -495,7 +498,7 @@ pub fn wait(dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionRepor
         // `wait` attached to tasks that go on without it: a Ctrl-C detaches again.
         detach_on_stop: true,
     };
-    Ok(rslurm::wait_and_finish(session, &waiting)?)
+    Ok(rslurm::wait::wait_and_finish(session, &waiting)?)
 }
 
 /// What `hwr-exp cancel` did.
@@ -551,7 +554,7 @@ pub fn cancel(dir: &Path) -> Result<Cancelled, ArchiveError> {
         Err(LockError::Held { .. }) => Ok(Cancelled::ByWaiter),
         Err(e) => Err(ArchiveError::Environment(e.to_string())),
         Ok(lock) => {
-            rslurm::cancel_arrays(&client, &map);
+            rslurm::wait::cancel_arrays(&client, &map);
             let bundle = super::open(bundle.dir())?;
             let mut info = bundle.info().clone();
             info.counts.clear();

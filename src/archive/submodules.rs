@@ -3,7 +3,7 @@
 //! 160000) is cloned without a checkout from the repository the recorded working tree holds at
 //! that path (or, when that is gone, the URL in the tree's `.gitmodules`) and checked out detached
 //! at its commit: the one provenance.json recorded as checked out when given, else the gitlink's.
-//! Nested submodules are followed [`DEPTH`] levels down. Nothing is written into the user's
+//! Nested submodules are followed `DEPTH` levels down. Nothing is written into the user's
 //! repositories (a local clone reads them only). What cannot be checked out is returned as one
 //! line each, for the notes and the differences: the run then goes on with that folder empty.
 

@@ -10,8 +10,6 @@ pub mod environments;
 pub mod preflight;
 pub mod progress;
 pub mod session;
-pub mod slurm;
-pub mod slurm_pieces;
 pub mod task;
 
 use std::ffi::OsString;
@@ -123,7 +121,7 @@ fn runner_resource_error(outcome: &exec::RunOutcome) -> Option<io::Error> {
 
 /// What executing runs needs, whoever records them: the plan, the launcher, the cancel flag and
 /// the progress display. The local session ([`execute`]) and a Slurm array task
-/// ([`slurm::run_task`]) share it.
+/// ([`backend::slurm::task::run_task`]) share it.
 #[derive(Clone, Copy)]
 pub struct Runs<'a> {
     /// The plan whose runs these are.

@@ -549,28 +549,6 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// Executes the runs on this host ([`super::execute`]) into the bundle, then finishes the
-    /// session ([`Session::finish`]). The local backend's `run`.
-    ///
-    /// # Errors
-    /// [`SessionError::Bundle`] when the bundle cannot be written; it is then marked `failed` (or,
-    /// when that write fails too, left for `list` to show as abandoned).
-    pub fn execute_and_finish(mut self) -> Result<SessionReport, SessionError> {
-        if !self.finish.quiet {
-            // Said at the start too, so the bundle can be found even if the runner is killed.
-            progress::say(format_args!(
-                "writing {} into {}",
-                progress::runs(self.indices.len()),
-                self.dir().display()
-            ));
-        }
-        self.progress.start(self.indices.len());
-        let started = std::time::Instant::now();
-        let end = super::execute(self.runs(), &self.indices, &self.writer);
-        let end = super::adaptive::continue_rounds(&mut self, end, started);
-        self.finish(end, Vec::new())
-    }
-
     /// Ends the session whose runs were executed (`end`): the after-run provenance check (drift,
     /// from `plan.repo_start`), the final status, the counts and the exit code (DESIGN 6). Shared
     /// by every backend; `slurm_jobs` go into the report, with the runs that are not ok (for the

@@ -8,7 +8,7 @@
 //! node's name ([`node_name`]), and one planned run on a node for engines that give a task no
 //! CPU set of its own ([`run_task`]: Ray), which claims CPUs of the node with `flock`ed slot files
 //! ([`claim_cpus`]) so that concurrent tasks on one node are pinned to different CPUs. Slurm's
-//! task ([`super::slurm::run_task`]) runs on the CPUs of its allocation instead.
+//! task ([`super::backend::slurm::task::run_task`]) runs on the CPUs of its allocation instead.
 
 use std::fs::File;
 use std::io;
@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use super::slurm::TaskEnd;
+use super::backend::slurm::task::TaskEnd;
 use crate::bundle::write::{NodeIds, TaskRunWriter};
 
 /// The variable an engine may set instead of `--index`: hwr-exp's own name.
@@ -164,7 +164,7 @@ pub fn run_task(
     bundle: &Path,
     cpus_per_run: usize,
 ) -> io::Result<TaskEnd> {
-    let host = super::slurm::hostname();
+    let host = super::backend::slurm::task::hostname();
     let node = node_name(&host);
     let writer = TaskRunWriter::new(
         bundle,

@@ -342,7 +342,7 @@ impl RequeueingRun {
             std::fs::read_to_string(&log)
                 .ok()?
                 .lines()
-                .find(|l| l.starts_with(hwr_exp::runner::slurm::PRE_TIMEOUT_PREFIX))
+                .find(|l| l.starts_with(hwr_exp::runner::backend::slurm::task::PRE_TIMEOUT_PREFIX))
                 .map(str::to_string)
         };
         wait_until(Duration::from_secs(60), "the task to hear USR2", || {

@@ -13,7 +13,7 @@
 //!   `resume` and `rerun` take the same path;
 //! - **wait**, **cancel**: whether a session can be left running and attached to later
 //!   ([`Backend::detaches`]: `run --detach`, `hwr-exp wait`, `hwr-exp cancel`, all Slurm's, in
-//!   `archive::slurm` over [`super::slurm`]).
+//!   `archive::slurm` over [`slurm`]).
 //!
 //! # Adding a backend
 //!
@@ -30,13 +30,17 @@
 //!
 //! The local backend executes the runs in this process ([`super::execute`], through the
 //! [`crate::exec::Launcher`] the session carries); the Slurm backend submits job arrays whose tasks
-//! each run `hwr-exp slurm-task` with a launcher of their own ([`super::slurm`]); the Kubernetes
+//! each run `hwr-exp slurm-task` with a launcher of their own ([`slurm`]); the Kubernetes
 //! backend ([`kubernetes`]) submits one Indexed Job whose pods run the same task entry point
 //! ([`crate::kubernetes`]: the Job, kubectl, reading pods) and watches its pods.
 
 pub mod kubernetes;
 
+pub mod local;
+
 pub mod ray;
+
+pub mod slurm;
 
 use std::path::Path;
 
@@ -126,7 +130,7 @@ impl Backend {
     pub fn plan_problems(self, manifest: &Manifest, allowed: &[usize]) -> Vec<PlanError> {
         match self {
             Backend::Local => super::preflight::cpus_outside_allowed_set(manifest, allowed),
-            Backend::Slurm => super::slurm::fixed_cpus_problem(manifest).into_iter().collect(),
+            Backend::Slurm => slurm::fixed_cpus_problem(manifest).into_iter().collect(),
             Backend::Ray => ray::fixed_cpus_problem(manifest).into_iter().collect(),
             Backend::Kubernetes => crate::kubernetes::plan_problems(manifest),
         }
@@ -155,7 +159,7 @@ impl Backend {
 
     /// The backend's own checks before a bundle exists (after the common ones,
     /// [`super::preflight::check`]): locally none; on Slurm the cluster must answer
-    /// ([`super::slurm::preflight`], which warns unless `quiet` about folders the nodes may not
+    /// ([`slurm::preflight`], which warns unless `quiet` about folders the nodes may not
     /// reach, and which refuses a request above the partition's limits).
     ///
     /// # Errors
@@ -170,13 +174,13 @@ impl Backend {
         Ok(match self {
             Backend::Local => Ready::Local,
             Backend::Slurm => {
-                let request = super::slurm::Request {
+                let request = slurm::Request {
                     config: &job.config.slurm,
                     timeout: plan.timeout,
                     grace: plan.grace,
                     cpus_per_task: job.cpus_per_run,
                 };
-                Ready::Slurm(super::slurm::preflight(results_dir, quiet, &request)?)
+                Ready::Slurm(slurm::preflight(results_dir, quiet, &request)?)
             }
             Backend::Ray => Ready::Ray(ray::preflight(&job.config.ray)?),
             Backend::Kubernetes => Ready::Kubernetes(crate::kubernetes::preflight(&job.config.kubernetes)?),
@@ -190,7 +194,7 @@ pub enum Ready {
     /// [`Backend::Local`].
     Local,
     /// [`Backend::Slurm`], with the cluster as its preflight found it.
-    Slurm(super::slurm::Cluster),
+    Slurm(slurm::Cluster),
     /// [`Backend::Ray`], with the cluster's address and the driver's Python.
     Ray(ray::RayCluster),
     /// [`Backend::Kubernetes`], with kubectl as its preflight found it.
@@ -231,23 +235,23 @@ impl Ready {
         }
     }
 
-    /// Executes (locally, [`Session::execute_and_finish`]) or submits and waits for (Slurm,
-    /// [`super::slurm::submit_and_wait`]) the session's runs, and finishes the bundle. Shared by
+    /// Executes (locally, [`local::execute_and_finish`]) or submits and waits for (Slurm,
+    /// [`slurm::wait::submit_and_wait`]) the session's runs, and finishes the bundle. Shared by
     /// `run`, `rerun` and `resume`.
     ///
     /// # Errors
     /// As [`Session::finish`]; Slurm: [`SessionError::Preflight`] when nothing could be submitted.
     pub fn run(&self, session: Session<'_>, job: &Job<'_>) -> Result<SessionReport, SessionError> {
         match self {
-            Ready::Local => session.execute_and_finish(),
+            Ready::Local => local::execute_and_finish(session),
             Ready::Slurm(cluster) => {
-                let submit = super::slurm::Submit {
+                let submit = slurm::arrays::Submit {
                     cluster,
                     config: &job.config.slurm,
                     cpus_per_task: job.cpus_per_run,
                     detach: job.detach,
                 };
-                super::slurm::submit_and_wait(session, &submit)
+                slurm::wait::submit_and_wait(session, &submit)
             }
             Ready::Ray(cluster) => {
                 let submit = ray::Submit {

@@ -77,7 +77,11 @@ impl RayCluster {
 
     /// The name hwr-exp gives the node `id` (run.json `node`): `<hostname>-<id's first 8>`.
     pub fn node_name(id: &str) -> String {
-        format!("{}-{}", hwr_exp::runner::slurm::hostname(), &id[..8])
+        format!(
+            "{}-{}",
+            hwr_exp::runner::backend::slurm::task::hostname(),
+            &id[..8]
+        )
     }
 
     /// Kills the second node at once (its raylet and workers with SIGKILL); returns the helper's

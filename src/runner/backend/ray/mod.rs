@@ -228,7 +228,7 @@ impl DriverRecord {
 
     /// Whether this process can see the driver: it runs on this host.
     pub fn on_this_host(&self) -> bool {
-        self.host == crate::runner::slurm::hostname()
+        self.host == crate::runner::backend::slurm::task::hostname()
     }
 
     /// Whether the driver still runs (same pid and start time, not a zombie). Only meaningful
@@ -442,7 +442,7 @@ pub fn start_driver(dir: &Path, plan: &Plan, indices: &[usize], submit: &Submit<
         number,
         pid: child.id(),
         start_ticks: proc_start(child.id()).map(|(t, _)| t),
-        host: crate::runner::slurm::hostname(),
+        host: crate::runner::backend::slurm::task::hostname(),
         address: submit.cluster.address.clone(),
         ray_version: submit.cluster.version.clone(),
         runs: indices.len(),
@@ -591,9 +591,12 @@ pub fn wait_and_finish(
     let_driver_end(&mut driver);
     let end = match rounds {
         Some(submit) if session.plan.adaptive.is_some() => {
-            crate::runner::adaptive::continue_rounds_with(&mut session, end, started, &mut |session, new| {
-                next_round(session, submit, new)
-            })
+            crate::runner::adaptive::rounds::continue_rounds_with(
+                &mut session,
+                end,
+                started,
+                &mut |session, new| next_round(session, submit, new),
+            )
         }
         _ => end,
     };
@@ -882,7 +885,7 @@ mod tests {
             number: 0,
             pid: me,
             start_ticks: Some(ticks),
-            host: crate::runner::slurm::hostname(),
+            host: crate::runner::backend::slurm::task::hostname(),
             address: "x".into(),
             ray_version: "2".into(),
             runs: 1,

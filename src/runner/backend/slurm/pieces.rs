@@ -15,6 +15,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::arrays::{PieceParams, Release, SubmitError, submit};
 use crate::bundle::BundleWriter;
 use crate::manifest::SlurmConfig;
 use crate::plan::Plan;
@@ -99,7 +100,7 @@ pub fn boundary_near(queue: &ActiveQueue, arrays: &[u64], jobs: u32) -> bool {
 }
 
 /// The tasks of `queue` that can start or end before the waiter has something to do, for its
-/// pause ([`super::slurm::next_pause`]): while a held array waits, the pending tasks of the front
+/// pause ([`super::wait::next_pause`]): while a held array waits, the pending tasks of the front
 /// array (the first released one with pending tasks; none: 0), whose last start is when the next
 /// array is due; else every task listed (pending and started), whose last end is the bundle's.
 pub fn tasks_ahead(queue: &ActiveQueue, arrays: &[u64]) -> usize {
@@ -138,7 +139,7 @@ pub fn apply(client: &SlurmClient, steps: &[Step]) -> Vec<u64> {
         if let Err(e) = result
             && !over(&e)
         {
-            super::progress::say(format_args!("warning: {e}"));
+            crate::runner::progress::say(format_args!("warning: {e}"));
             break;
         }
     }
@@ -206,7 +207,7 @@ pub fn read_limits(
         match client.user_submit_limit(&user_name(), account) {
             Ok(limit) => limit,
             Err(e) => {
-                super::progress::say(format_args!(
+                crate::runner::progress::say(format_args!(
                     "warning: cannot read the association's submit limit ({e}); none assumed"
                 ));
                 None
@@ -257,16 +258,6 @@ pub struct Feeder {
     round: bool,
 }
 
-/// How a piece's arrays are handed to Slurm.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Release {
-    /// Submitted held; [`govern`] releases them (a waiter is there).
-    Governed,
-    /// Chained with `--dependency=afterany` on the previous array and not held (`run --detach`:
-    /// no waiter releases anything, so Slurm keeps `jobs` across arrays).
-    Chained,
-}
-
 impl Feeder {
     /// A feeder of plan `indices` (any order).
     pub fn new(indices: &[usize], limits: Limits, config: &SlurmConfig, cpus_per_task: usize) -> Self {
@@ -301,14 +292,14 @@ impl Feeder {
     /// Submits the next piece when it is time to look ([`ROOM_CHECK`]) and room allows at least
     /// [`Limits::min_piece`] tasks (or every remaining run): the first runs still unsubmitted,
     /// as many as fit, split into arrays under `MaxArraySize` and recorded in bundle.json
-    /// ([`super::slurm::submit`]). Returns the arrays submitted (none when there is no room).
+    /// ([`super::arrays::submit`]). Returns the arrays submitted (none when there is no room).
     /// While `queued` (the bundle's tasks Slurm lists as pending, held ones included, at the
     /// last poll) is at least [`Limits::min_piece`], Slurm has work enough: the records are not
     /// counted (each count lists every record of the cluster, `squeue -a -t all`) and the next
     /// piece waits, bigger for it.
     ///
     /// # Errors
-    /// [`super::slurm::SubmitError`] when the count or a submission fails (arrays submitted by
+    /// [`SubmitError`] when the count or a submission fails (arrays submitted by
     /// this call before the failure are cancelled; the runs stay unsubmitted).
     pub fn feed(
         &mut self,
@@ -318,7 +309,7 @@ impl Feeder {
         release: Release,
         quiet: bool,
         queued: usize,
-    ) -> Result<Vec<SubmittedArray>, super::slurm::SubmitError> {
+    ) -> Result<Vec<SubmittedArray>, SubmitError> {
         if self.unsubmitted.is_empty() || queued as u64 >= self.limits.min_piece() {
             return Ok(Vec::new());
         }
@@ -331,7 +322,7 @@ impl Feeder {
         let room = if self.limits.bounded() {
             let records = client
                 .job_records(&user_name())
-                .map_err(|e| super::slurm::SubmitError::Failed(e.to_string()))?;
+                .map_err(|e| SubmitError::Failed(e.to_string()))?;
             self.limits.room(records)
         } else {
             u64::MAX
@@ -340,9 +331,9 @@ impl Feeder {
         if take < self.limits.min_piece().min(left) {
             if !quiet && !self.said_waiting {
                 self.said_waiting = true;
-                super::progress::say(format_args!(
+                crate::runner::progress::say(format_args!(
                     "{} wait for room under the cluster's limits (MaxJobCount {}{}): submitted as earlier tasks leave Slurm's memory",
-                    super::progress::runs(self.unsubmitted.len()),
+                    crate::runner::progress::runs(self.unsubmitted.len()),
                     self.limits
                         .jobs
                         .max_job_count
@@ -356,19 +347,19 @@ impl Feeder {
             return Ok(Vec::new());
         }
         let piece: Vec<usize> = self.unsubmitted.iter().take(take as usize).copied().collect();
-        let params = super::slurm::PieceParams {
+        let params = PieceParams {
             config: &self.config,
             cpus_per_task: self.cpus_per_task,
             limits: self.limits.arrays,
             release,
         };
-        let arrays = super::slurm::submit(plan, &piece, writer, &params, client)?;
+        let arrays = submit(plan, &piece, writer, &params, client)?;
         self.unsubmitted.drain(..piece.len());
         self.said_waiting = false;
         if !quiet && (!self.unsubmitted.is_empty() || (!self.round && piece.len() < plan.len())) {
-            super::progress::say(format_args!(
+            crate::runner::progress::say(format_args!(
                 "submitted {} in {} array(s); {} left to submit as room frees",
-                super::progress::runs(piece.len()),
+                crate::runner::progress::runs(piece.len()),
                 arrays.len(),
                 self.unsubmitted.len()
             ));

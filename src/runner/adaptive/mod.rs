@@ -23,15 +23,12 @@
 //!
 //! plan.json is rewritten with each round (an exact record of what ran), bundle.json `adaptive`
 //! says where the rule is ([`AdaptiveRecord`]) and `resume` of an interrupted bundle continues it.
-//! The rounds run on this host (`continue_rounds`) or on Slurm, one submission of job arrays a
-//! look (`continue_rounds_with`, from [`super::slurm::wait_and_finish`]): the decisions are
-//! this module's either way.
+//! The rounds run on this host or on a batch engine (Slurm: job arrays a look; Ray: a driver a
+//! look), through `rounds::continue_rounds_with`: the decisions are this module's either way.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io;
 use std::path::Path;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::bundle::{AdaptiveCell, AdaptiveRecord, StoppingReason};
 use crate::manifest::Adaptive;
@@ -39,9 +36,7 @@ use crate::plan::Plan;
 use crate::stats::Verdict;
 use crate::stats::sequential::Design;
 
-use super::SessionEnd;
-use super::progress;
-use super::session::Session;
+pub mod rounds;
 
 /// The record of a plan whose first `min` rounds are planned and none judged yet; `elapsed`
 /// seconds were spent before (a resume's earlier sessions).
@@ -239,96 +234,4 @@ pub fn reasons_text(record: &AdaptiveRecord) -> String {
         .map(|(r, n)| format!("{}: {n} cell{}", r.as_str(), if *n == 1 { "" } else { "s" }))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// After the session's runs (`end`, which took since `started`): judges the cells, records the
-/// rule's state, and runs further rounds on this host while the rule asks for them (see the
-/// module docs). Stops at once when the runs were interrupted or the bundle cannot be written.
-pub(crate) fn continue_rounds(
-    session: &mut Session<'_>,
-    end: io::Result<SessionEnd>,
-    started: Instant,
-) -> io::Result<SessionEnd> {
-    continue_rounds_with(session, end, started, &mut |session, new| {
-        super::execute(session.runs(), new, &session.writer)
-    })
-}
-
-/// [`continue_rounds`] with the runs of each further round (plan indices, already added to the
-/// session's plan and written to plan.json) done by `execute`: locally [`super::execute`], on
-/// Slurm one submission of the round's runs as job arrays and the wait for them
-/// ([`super::slurm::wait_and_finish`]). The decision from look to look is this function's
-/// alone, whichever executor runs the rounds.
-pub(crate) fn continue_rounds_with(
-    session: &mut Session<'_>,
-    mut end: io::Result<SessionEnd>,
-    started: Instant,
-    execute: &mut dyn FnMut(&mut Session<'_>, &[usize]) -> io::Result<SessionEnd>,
-) -> io::Result<SessionEnd> {
-    let Some(rule) = session.plan.adaptive else {
-        return end;
-    };
-    let before = session
-        .writer_mut()
-        .info()
-        .adaptive
-        .as_ref()
-        .map_or(0.0, |a| a.elapsed_seconds);
-    let elapsed = |started: Instant| Duration::from_secs_f64(before) + started.elapsed();
-    loop {
-        let finished = matches!(end, Ok(SessionEnd::Complete)) && !session.cancel.load(Ordering::SeqCst);
-        let dir = session.dir();
-        if !finished {
-            // Interrupted (or failed): keep the time spent, leave the rest of the rule to resume.
-            let mut record = session
-                .writer_mut()
-                .info()
-                .adaptive
-                .clone()
-                .unwrap_or_else(|| initial_record(&session.plan, rule, before));
-            record.elapsed_seconds = elapsed(started).as_secs_f64();
-            record.stopping_reason = None;
-            session.writer_mut().set_adaptive(record)?;
-            return end;
-        }
-        let decision = decide(&dir, &session.plan, rule, elapsed(started)).map_err(io::Error::other)?;
-        let stop = decision.next.is_empty();
-        let record = decision.record.clone();
-        session.writer_mut().set_adaptive(decision.record)?;
-        if stop {
-            if !session.finish.quiet {
-                progress::say(format_args!(
-                    "adaptive repetitions: stopped after {} round{} ({}): {}",
-                    record.rounds,
-                    if record.rounds == 1 { "" } else { "s" },
-                    record.stopping_reason.map_or("", StoppingReason::as_str),
-                    reasons_text(&record)
-                ));
-            }
-            return end;
-        }
-        let open: Vec<(usize, u32)> = decision
-            .next
-            .iter()
-            .map(|&c| (c, session.plan.runs_of_cell(c)))
-            .collect();
-        let mut new = Vec::new();
-        for round in rounds_to_next_look(&design_of(rule), rule.max, &open) {
-            new.extend(session.plan.to_mut().add_round(&round));
-        }
-        let plan = session.plan.clone();
-        session.writer_mut().rewrite_plan(plan.len(), |out| {
-            crate::bundle::plan_file::write_plan_json(&plan, out)
-        })?;
-        if !session.finish.quiet {
-            progress::say(format_args!(
-                "adaptive repetitions: to the look at {} runs for {} undecided cell{} ({})",
-                session.plan.runs_of_cell(decision.next[0]),
-                decision.next.len(),
-                if decision.next.len() == 1 { "" } else { "s" },
-                progress::runs(new.len())
-            ));
-        }
-        end = execute(session, &new);
-    }
 }
