@@ -569,3 +569,184 @@ fn g() { crate::epsilon::call(); }
         .into();
     assert_eq!(cycles(&nodes, &edges), [vec!["a", "b", "c"]]);
 }
+
+/// Paths named from `code` (already without comments, strings and tests) of the file at module
+/// path `module`: `crate::a::b`, `super::x::y` and `self::x` (resolved against `module`), with
+/// `{..}` groups expanded (`crate::a::{b, c::d}` gives `a::b` and `a::c::d`). Each with its line.
+fn full_paths(code: &str, module: &[String]) -> Vec<(Vec<String>, usize)> {
+    /// Reads the path tail at `i` after `prefix`: an identifier chain, or a group.
+    fn tail(c: &[char], i: usize, prefix: Vec<String>, line: usize, out: &mut Vec<(Vec<String>, usize)>) {
+        let mut k = i;
+        while k < c.len() && c[k].is_whitespace() {
+            k += 1;
+        }
+        if c.get(k) == Some(&'{') {
+            let mut depth = 0;
+            let mut start = k + 1;
+            for j in k..c.len() {
+                match c[j] {
+                    '{' => depth += 1,
+                    '}' if depth == 1 => {
+                        tail(c, start, prefix.clone(), line, out);
+                        return;
+                    }
+                    '}' => depth -= 1,
+                    ',' if depth == 1 => {
+                        tail(c, start, prefix.clone(), line, out);
+                        start = j + 1;
+                    }
+                    _ => {}
+                }
+            }
+            return;
+        }
+        let (word, end) = ident_at(c, k);
+        if word.is_empty() || word == "self" {
+            out.push((prefix, line));
+            return;
+        }
+        let mut path = prefix;
+        path.push(word);
+        let mut e = end;
+        while e < c.len() && c[e].is_whitespace() {
+            e += 1;
+        }
+        if c.get(e) == Some(&':') && c.get(e + 1) == Some(&':') {
+            tail(c, e + 2, path, line, out);
+        } else {
+            out.push((path, line));
+        }
+    }
+    let c: Vec<char> = code.chars().collect();
+    let line_of = |i: usize| c[..i].iter().filter(|&&ch| ch == '\n').count() + 1;
+    let path_sep = |k: usize| c.get(k) == Some(&':') && c.get(k + 1) == Some(&':');
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < c.len() {
+        if ident_char(i.checked_sub(1).and_then(|p| c.get(p))) || (i > 1 && path_sep(i - 2)) {
+            i += 1;
+            continue;
+        }
+        let (word, end) = ident_at(&c, i);
+        if end == i || word.is_empty() {
+            i += 1;
+            continue;
+        }
+        if !path_sep(end) || !["crate", "super", "self"].contains(&word.as_str()) {
+            i = end;
+            continue;
+        }
+        let mut base: Vec<String> = match word.as_str() {
+            "crate" => Vec::new(),
+            "self" => module.to_vec(),
+            _ => module[..module.len().saturating_sub(1)].to_vec(),
+        };
+        let mut k = end + 2;
+        if word == "super" {
+            loop {
+                let (w, e) = ident_at(&c, k);
+                if w == "super" && path_sep(e) {
+                    base.pop();
+                    k = e + 2;
+                } else {
+                    break;
+                }
+            }
+        }
+        tail(&c, k, base, line_of(i), &mut out);
+        i = k;
+    }
+    out
+}
+
+/// Circles between files of `src/` (DESIGN 10): a file that names an item of another file
+/// (`crate::a::b::item`, `super::x::item`, `use` groups) depends on it; the files of a strongly
+/// connected component of more than one file import each other. There must be none: what two
+/// files share goes into a third below both. Test modules (inline or `#[cfg(test)] mod x;`) do
+/// not count. `main.rs` and `lib.rs` (the crate root) are left out.
+#[test]
+fn no_file_imports_a_file_that_imports_it_back() {
+    let root = src();
+    let files: Vec<PathBuf> = rust_files(&root)
+        .into_iter()
+        .filter(|f| {
+            let rel = f.strip_prefix(&root).unwrap();
+            rel != Path::new("main.rs") && rel != Path::new("lib.rs")
+        })
+        .collect();
+    let modules: BTreeMap<Vec<String>, String> = files
+        .iter()
+        .map(|f| {
+            let rel = f.strip_prefix(&root).unwrap();
+            (module_path(rel), rel.display().to_string())
+        })
+        .collect();
+    let mut excluded: BTreeSet<PathBuf> = BTreeSet::new();
+    let mut refs: BTreeMap<(String, String), (String, usize)> = BTreeMap::new();
+    for file in &files {
+        let rel = file.strip_prefix(&root).unwrap();
+        let text = std::fs::read_to_string(file).unwrap();
+        let (code, test_mods) = strip_test_items(&blank_comments_and_strings(&text));
+        let dir = if file.file_name().is_some_and(|n| n == "mod.rs") {
+            file.parent().unwrap().to_path_buf()
+        } else {
+            file.with_extension("")
+        };
+        for t in test_mods {
+            excluded.insert(dir.join(format!("{t}.rs")));
+            excluded.extend(rust_files(&dir.join(&t)));
+        }
+        let here = rel.display().to_string();
+        for (path, line) in full_paths(&code, &module_path(rel)) {
+            let target = (1..=path.len())
+                .rev()
+                .find_map(|n| modules.get(&path[..n]));
+            if let Some(target) = target
+                && *target != here
+            {
+                refs.entry((here.clone(), target.clone()))
+                    .or_insert((here.clone(), line));
+            }
+        }
+    }
+    let skip = |f: &str| excluded.contains(&root.join(f));
+    let edges: BTreeSet<(String, String)> = refs
+        .keys()
+        .filter(|(a, b)| !skip(a) && !skip(b))
+        .cloned()
+        .collect();
+    let nodes: BTreeSet<String> = modules.values().filter(|f| !skip(f)).cloned().collect();
+    let found = cycles(&nodes, &edges);
+    let mut report = String::new();
+    for component in &found {
+        report.push_str(&format!("circle among {}:\n", component.join(", ")));
+        for (a, b) in &edges {
+            if component.contains(a) && component.contains(b) {
+                let (file, line) = &refs[&(a.clone(), b.clone())];
+                report.push_str(&format!("  {a} -> {b} (src/{file}:{line})\n"));
+            }
+        }
+    }
+    assert!(found.is_empty(), "files of src/ that import each other:\n{report}");
+}
+
+/// The file-level scanner reads groups, `super` chains and `self` paths, and only code.
+#[test]
+fn the_file_scanner_expands_groups_and_climbs_super_chains() {
+    let code = "use crate::a::{b, c::{d, e}};\nfn f() { super::super::x::y(); self::z::w(); g::crate_like(); }\n";
+    let got: Vec<Vec<String>> = full_paths(code, &["m".to_string(), "n".to_string(), "o".to_string()])
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    let want: Vec<Vec<String>> = [
+        vec!["a", "b"],
+        vec!["a", "c", "d"],
+        vec!["a", "c", "e"],
+        vec!["m", "x", "y"],
+        vec!["m", "n", "o", "z", "w"],
+    ]
+    .iter()
+    .map(|p| p.iter().map(|s| s.to_string()).collect())
+    .collect();
+    assert_eq!(got, want);
+}
