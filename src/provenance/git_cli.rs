@@ -194,7 +194,7 @@ pub(super) enum Location {
     },
 }
 
-/// The repository holding `start` as git finds it (`git rev-parse`, [`locate`]): its git folder
+/// The repository holding `start` as git finds it (`git rev-parse --absolute-git-dir --show-toplevel`): its git folder
 /// and working-tree root (`None` for a bare repository); `None` outside a repository or when git
 /// fails. Reads every repository git reads (reftable, SHA-256), where libgit2 may not.
 pub fn repository_at(start: &Path) -> Option<(PathBuf, Option<PathBuf>)> {
