@@ -128,8 +128,6 @@ fn by_git_cli(
         Location::WorkTree { root, git_dir } => (root, git_dir),
     };
     snap.repo = Some(root.clone());
-    let head = git_cli::head(&root)?;
-    apply_head(snap, &head);
     snap.operation = operation(&git_dir).map(str::to_owned);
     let excluded = relative_exclusions(&root, exclude);
     snap.excluded = excluded
@@ -138,24 +136,18 @@ fn by_git_cli(
         .collect();
 
     // The tracked changes (`git diff --raw`, sizes from `git cat-file`, the limits) and then the
-    // tracked diff (the slow part: binary deltas) run in their own thread while status is read,
-    // the changed files hashed and git2 consulted; the untracked files are diffed once the
-    // tracked changes say how much of the total limit is left. Both diffs go straight from git's
-    // stdout into temporary files. The after-run capture first checks whether the diff is needed
-    // at all.
-    let base = match (&head.commit, head.unborn) {
-        (Some(commit), _) => Some(commit.clone()),
-        (None, true) => Some(git_cli::empty_tree(&root, None)?),
-        (None, false) => None,
-    };
+    // tracked diff (the slow part: binary deltas; not run when `--raw` lists nothing) run in their
+    // own thread while status (HEAD with it) is read, the changed files hashed and git2
+    // consulted; the untracked files are diffed once the tracked changes say how much of the
+    // total limit is left. Both diffs go straight from git's stdout into temporary files. The
+    // after-run capture first checks whether the diff is needed at all.
     let reuse = before.filter(|b| b.capture_method == Some(CaptureMethod::GitCli));
     // The after-run capture reads the status first: when it and HEAD are what `before` recorded,
     // the tracked changes, the decisions of the limits and the patch are `before`'s too, and no
     // `git diff` runs at all.
-    let mut recorded = false;
+    let mut recorded = None;
     if let Some(b) = reuse {
-        record_status(&root, &excluded, snap)?;
-        recorded = true;
+        recorded = Some(record_status(&root, &excluded, snap)?);
         if unchanged_since(b, snap) {
             read_with_git2(&git_dir, &root, snap);
             snap.tracked_left_out.clone_from(&b.tracked_left_out);
@@ -165,12 +157,19 @@ fn by_git_cli(
             return Ok(());
         }
     }
-    let (tracked, untracked) = std::thread::scope(|s| -> Result<_, GitError> {
-        let (tx, rx) = std::sync::mpsc::channel();
+    let base_of = |head: &git_cli::Head| -> Result<Option<String>, GitError> {
+        match (&head.commit, head.unborn) {
+            (Some(commit), _) => Ok(Some(commit.clone())),
+            (None, true) => git_cli::empty_tree(&root, None).map(Some),
+            (None, false) => Ok(None),
+        }
+    };
+    let (tracked, untracked, no_base) = std::thread::scope(|s| -> Result<_, GitError> {
         let root = &root;
-        let worker = base.as_ref().map(|base| {
-            s.spawn(move || -> Option<std::io::Result<tempfile::NamedTempFile>> {
-                let changes = tracked_changes(root, base).map(|mut c| {
+        let start = |base: String| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let worker = s.spawn(move || -> Option<std::io::Result<tempfile::NamedTempFile>> {
+                let changes = tracked_changes(root, &base).map(|mut c| {
                     let counter = decide_tracked(limits, &mut c);
                     (c, counter)
                 });
@@ -179,23 +178,44 @@ fn by_git_cli(
                 if reuse.is_some() {
                     return None;
                 }
-                included.map(|paths| diff_tracked_spooled(root, base, paths.as_deref()))
-            })
-        });
-        if !recorded {
-            record_status(root, &excluded, snap)?;
-        }
-        read_with_git2(&git_dir, root, snap);
-        let (tracked_changes, counter) = match rx.recv() {
-            Ok(Ok(decided)) => decided,
-            Ok(Err(e)) => {
-                snap.errors
-                    .push(format!("working-tree.patch: tracked changes left out: {e}"));
-                (Vec::new(), limits.counter())
-            }
-            // No HEAD to diff against.
-            Err(_) => (Vec::new(), limits.counter()),
+                included.map(|paths| diff_tracked_spooled(root, &base, paths.as_deref()))
+            });
+            (worker, rx)
         };
+        // Before the runs HEAD is not known yet (the status tells it): the worker starts at once
+        // against `HEAD` by name, and again against the right base when HEAD is no commit.
+        let (head, base, (worker, rx)) = match recorded {
+            Some(head) => {
+                let base = base_of(&head)?;
+                let started = base.clone().map(start).unzip();
+                (head, base, started)
+            }
+            None => {
+                let guess = start("HEAD".to_owned());
+                let head = record_status(root, &excluded, snap)?;
+                let base = base_of(&head)?;
+                let started = if head.commit.is_some() {
+                    (Some(guess.0), Some(guess.1))
+                } else {
+                    // HEAD by name was no commit: that answer is not this tree's.
+                    let _ = guess.0.join();
+                    base.clone().map(start).unzip()
+                };
+                (head, base, started)
+            }
+        };
+        read_with_git2(&git_dir, root, snap);
+        let (tracked_changes, counter) =
+            match rx.map(|rx| rx.recv()).unwrap_or(Err(std::sync::mpsc::RecvError)) {
+                Ok(Ok(decided)) => decided,
+                Ok(Err(e)) => {
+                    snap.errors
+                        .push(format!("working-tree.patch: tracked changes left out: {e}"));
+                    (Vec::new(), limits.counter())
+                }
+                // No HEAD to diff against.
+                Err(_) => (Vec::new(), limits.counter()),
+            };
         decide_untracked(counter, &mut snap.untracked);
         record_tracked_left_out(root, &tracked_changes, snap);
         let reused = reuse.is_some_and(|b| same_tree_record(b, snap));
@@ -217,7 +237,7 @@ fn by_git_cli(
             }
             _ => None,
         };
-        Ok((tracked, untracked))
+        Ok((tracked, untracked, base.is_none()))
     })?;
 
     match (tracked, untracked) {
@@ -239,7 +259,7 @@ fn by_git_cli(
                 Err(e) => snap.errors.push(format!("working-tree.patch: {e}")),
             }
         }
-        _ if base.is_none() => snap
+        _ if no_base => snap
             .errors
             .push("no working-tree.patch: HEAD does not resolve to a commit".to_owned()),
         _ => {
@@ -298,7 +318,8 @@ fn tracked_changes(root: &Path, base: &str) -> Result<Vec<TrackedChange>, GitErr
 fn included_paths(changes: &[TrackedChange]) -> Option<Vec<PathBuf>> {
     // Tracked changes come first in the patch: their decisions do not depend on the untracked
     // files, so the diff thread makes them before the status is read.
-    changes.iter().any(|c| !c.in_patch).then(|| {
+    // Nothing changed: an empty list, so that no `git diff` runs (it would print nothing).
+    (changes.is_empty() || changes.iter().any(|c| !c.in_patch)).then(|| {
         changes
             .iter()
             .filter(|c| c.in_patch)
@@ -416,14 +437,10 @@ fn record_entries(
 /// levels down, the ones nested in it, with git: HEAD, branch, dirty and status lines.
 fn nested_by_git_cli(dir: &Path, rel: &str, depth: usize, out: &mut Vec<NestedRepository>) {
     let mut nested = NestedRepository::new(rel);
-    let result = (|| -> Result<Vec<git_cli::Entry>, GitError> {
-        let head = git_cli::head(dir)?;
-        nested.head = head.commit;
-        nested.branch = head.branch;
-        git_cli::status(dir)
-    })();
-    match result {
-        Ok(entries) => {
+    match git_cli::status(dir) {
+        Ok((head, entries)) => {
+            nested.head = head.commit;
+            nested.branch = head.branch;
             let mut inner = Snapshot::empty();
             record_entries(dir, &[], entries, &mut inner, depth);
             nested.dirty = if inner.status.is_empty() {
@@ -439,6 +456,11 @@ fn nested_by_git_cli(dir: &Path, rel: &str, depth: usize, out: &mut Vec<NestedRe
             }
         }
         Err(e) => {
+            // HEAD as far as git tells it without the status.
+            if let Ok(head) = git_cli::head(dir) {
+                nested.head = head.commit;
+                nested.branch = head.branch;
+            }
             nested.dirty = Dirty::Unknown;
             nested.reason = Some(e.to_string());
             out.push(nested);
@@ -446,19 +468,21 @@ fn nested_by_git_cli(dir: &Path, rel: &str, depth: usize, out: &mut Vec<NestedRe
     }
 }
 
-/// `git status` into `snap`: status lines, untracked files, nested repositories, `dirty`.
+/// `git status` into `snap`: HEAD (returned too), status lines, untracked files, nested
+/// repositories, `dirty`.
 ///
 /// # Errors
 /// [`GitError`] when git fails.
-fn record_status(root: &Path, excluded: &[PathBuf], snap: &mut Snapshot) -> Result<(), GitError> {
-    let entries = git_cli::status(root)?;
+fn record_status(root: &Path, excluded: &[PathBuf], snap: &mut Snapshot) -> Result<git_cli::Head, GitError> {
+    let (head, entries) = git_cli::status(root)?;
+    apply_head(snap, &head);
     record_entries(root, excluded, entries, snap, NESTED_DEPTH);
     snap.dirty = if snap.status.is_empty() {
         Dirty::Clean
     } else {
         Dirty::Dirty
     };
-    Ok(())
+    Ok(head)
 }
 
 /// `now` (its status read, nothing else) records the same HEAD, status entries (letters, paths,
