@@ -27,6 +27,7 @@ use super::worktree::{
 };
 pub use super::worktree::{content_sha256, is_bundle_folder};
 use crate::digest::{sha256_bytes, sha256_reader};
+use crate::names::NameBytes;
 
 /// How many levels of repositories nested inside nested repositories are recorded.
 const NESTED_DEPTH: usize = 3;
@@ -135,41 +136,38 @@ fn by_git_cli(
         .map(|p| p.to_string_lossy().into_owned())
         .collect();
 
-    // The tracked changes (`git diff --raw`, sizes from `git cat-file`, the limits) and then the
-    // tracked diff (the slow part: binary deltas; not run when `--raw` lists nothing) run in their
-    // own thread while status (HEAD with it) is read, the changed files hashed and git2
-    // consulted; the untracked files are diffed once the tracked changes say how much of the
-    // total limit is left. Both diffs go straight from git's stdout into temporary files. The
-    // after-run capture first checks whether the diff is needed at all.
+    // The status first (HEAD with it): its letters decide most of what `git diff HEAD` shows
+    // (`git diff --raw` is asked only about the paths they leave open). Then the tracked changes
+    // (sizes from `git cat-file`, the limits) and the tracked diff (the slow part: binary deltas;
+    // not run when there is no tracked change) run in their own thread while git2 is consulted;
+    // the untracked files are diffed once the tracked changes say how much of the total limit is
+    // left. Both diffs go straight from git's stdout into temporary files.
     let reuse = before.filter(|b| b.capture_method == Some(CaptureMethod::GitCli));
-    // The after-run capture reads the status first: when it and HEAD are what `before` recorded,
-    // the tracked changes, the decisions of the limits and the patch are `before`'s too, and no
-    // `git diff` runs at all.
-    let mut recorded = None;
-    if let Some(b) = reuse {
-        recorded = Some(record_status(&root, &excluded, snap)?);
-        if unchanged_since(b, snap) {
-            read_with_git2(&git_dir, &root, snap);
-            snap.tracked_left_out.clone_from(&b.tracked_left_out);
-            snap.untracked.clone_from(&b.untracked);
-            snap.patch = b.patch.clone();
-            snap.patch_sha256.clone_from(&b.patch_sha256);
-            return Ok(());
-        }
+    let (head, from_status) = record_status(&root, &excluded, snap)?;
+    // The after-run capture: when the status and HEAD are what `before` recorded, the tracked
+    // changes, the decisions of the limits and the patch are `before`'s too, and no `git diff`
+    // runs at all.
+    if let Some(b) = reuse
+        && unchanged_since(b, snap)
+    {
+        read_with_git2(&git_dir, &root, snap);
+        snap.tracked_left_out.clone_from(&b.tracked_left_out);
+        snap.untracked.clone_from(&b.untracked);
+        snap.patch = b.patch.clone();
+        snap.patch_sha256.clone_from(&b.patch_sha256);
+        return Ok(());
     }
-    let base_of = |head: &git_cli::Head| -> Result<Option<String>, GitError> {
-        match (&head.commit, head.unborn) {
-            (Some(commit), _) => Ok(Some(commit.clone())),
-            (None, true) => git_cli::empty_tree(&root, None).map(Some),
-            (None, false) => Ok(None),
-        }
+    let base = match (&head.commit, head.unborn) {
+        (Some(commit), _) => Some(commit.clone()),
+        (None, true) => Some(git_cli::empty_tree(&root, None)?),
+        (None, false) => None,
     };
-    let (tracked, untracked, no_base) = std::thread::scope(|s| -> Result<_, GitError> {
+    let (tracked, untracked) = std::thread::scope(|s| -> Result<_, GitError> {
+        let (tx, rx) = std::sync::mpsc::channel();
         let root = &root;
-        let start = |base: String| {
-            let (tx, rx) = std::sync::mpsc::channel();
-            let worker = s.spawn(move || -> Option<std::io::Result<tempfile::NamedTempFile>> {
-                let changes = tracked_changes(root, &base).map(|mut c| {
+        let worker = base.as_ref().map(|base| {
+            s.spawn(move || -> Option<std::io::Result<tempfile::NamedTempFile>> {
+                let changes = tracked_changes(root, base, from_status).map(|mut c| {
                     let counter = decide_tracked(limits, &mut c);
                     (c, counter)
                 });
@@ -178,44 +176,20 @@ fn by_git_cli(
                 if reuse.is_some() {
                     return None;
                 }
-                included.map(|paths| diff_tracked_spooled(root, &base, paths.as_deref()))
-            });
-            (worker, rx)
-        };
-        // Before the runs HEAD is not known yet (the status tells it): the worker starts at once
-        // against `HEAD` by name, and again against the right base when HEAD is no commit.
-        let (head, base, (worker, rx)) = match recorded {
-            Some(head) => {
-                let base = base_of(&head)?;
-                let started = base.clone().map(start).unzip();
-                (head, base, started)
-            }
-            None => {
-                let guess = start("HEAD".to_owned());
-                let head = record_status(root, &excluded, snap)?;
-                let base = base_of(&head)?;
-                let started = if head.commit.is_some() {
-                    (Some(guess.0), Some(guess.1))
-                } else {
-                    // HEAD by name was no commit: that answer is not this tree's.
-                    let _ = guess.0.join();
-                    base.clone().map(start).unzip()
-                };
-                (head, base, started)
-            }
-        };
+                included.map(|paths| diff_tracked_spooled(root, base, paths.as_deref()))
+            })
+        });
         read_with_git2(&git_dir, root, snap);
-        let (tracked_changes, counter) =
-            match rx.map(|rx| rx.recv()).unwrap_or(Err(std::sync::mpsc::RecvError)) {
-                Ok(Ok(decided)) => decided,
-                Ok(Err(e)) => {
-                    snap.errors
-                        .push(format!("working-tree.patch: tracked changes left out: {e}"));
-                    (Vec::new(), limits.counter())
-                }
-                // No HEAD to diff against.
-                Err(_) => (Vec::new(), limits.counter()),
-            };
+        let (tracked_changes, counter) = match rx.recv() {
+            Ok(Ok(decided)) => decided,
+            Ok(Err(e)) => {
+                snap.errors
+                    .push(format!("working-tree.patch: tracked changes left out: {e}"));
+                (Vec::new(), limits.counter())
+            }
+            // No HEAD to diff against.
+            Err(_) => (Vec::new(), limits.counter()),
+        };
         decide_untracked(counter, &mut snap.untracked);
         record_tracked_left_out(root, &tracked_changes, snap);
         let reused = reuse.is_some_and(|b| same_tree_record(b, snap));
@@ -237,7 +211,7 @@ fn by_git_cli(
             }
             _ => None,
         };
-        Ok((tracked, untracked, base.is_none()))
+        Ok((tracked, untracked))
     })?;
 
     match (tracked, untracked) {
@@ -259,7 +233,7 @@ fn by_git_cli(
                 Err(e) => snap.errors.push(format!("working-tree.patch: {e}")),
             }
         }
-        _ if no_base => snap
+        _ if base.is_none() => snap
             .errors
             .push("no working-tree.patch: HEAD does not resolve to a commit".to_owned()),
         _ => {
@@ -293,12 +267,21 @@ fn untracked_diff_failed(snap: &mut Snapshot, e: &std::io::Error) {
 }
 
 /// The changed tracked files `git diff <base>` shows (in its path order), with their sizes in
-/// `base` and in the working tree; not yet decided (`in_patch` true).
+/// `base` and in the working tree; not yet decided (`in_patch` true). `from_status` holds what
+/// the status letters decide; `git diff --raw` is asked about the open paths only.
 ///
 /// # Errors
 /// [`GitError`] when git fails.
-fn tracked_changes(root: &Path, base: &str) -> Result<Vec<TrackedChange>, GitError> {
-    let raw = git_cli::diff_raw(root, base)?;
+fn tracked_changes(
+    root: &Path,
+    base: &str,
+    from_status: StatusChanges,
+) -> Result<Vec<TrackedChange>, GitError> {
+    let mut raw = from_status.decided;
+    raw.extend(git_cli::diff_raw(root, base, &from_status.open)?);
+    raw.sort_by(|a, b| {
+        crate::names::bytes_of(&a.path, a.raw.as_ref()).cmp(crate::names::bytes_of(&b.path, b.raw.as_ref()))
+    });
     let sizes = git_cli::blob_sizes(root, raw.iter().map(|r| r.old_oid.as_str()))?;
     Ok(raw
         .into_iter()
@@ -312,6 +295,66 @@ fn tracked_changes(root: &Path, base: &str) -> Result<Vec<TrackedChange>, GitErr
             in_patch: true,
         })
         .collect())
+}
+
+/// What the status entries say of `git diff HEAD --raw --no-renames --ignore-submodules=all`.
+#[derive(Debug, Default)]
+struct StatusChanges {
+    /// The changes the letters decide.
+    decided: Vec<git_cli::RawChange>,
+    /// The paths they leave open: changed in both the index and the working tree (the file may
+    /// be back to HEAD's content), submodules, conflicts, intent-to-add entries, copies.
+    open: Vec<PathBuf>,
+}
+
+impl StatusChanges {
+    /// Sorts the tracked `entries` of a status (letters as `git status --short`: `X` the index
+    /// against HEAD, `Y` the working tree against the index; a rename `R` has its source).
+    fn of(entries: &[git_cli::Entry]) -> StatusChanges {
+        use std::os::unix::ffi::OsStrExt;
+        let mut out = StatusChanges::default();
+        for e in entries.iter().filter(|e| e.code != "??") {
+            let (x, y) = (e.code.as_bytes()[0], e.code.as_bytes()[1]);
+            let head_oid = e.head_oid.clone().unwrap_or_default();
+            let zeros = "0".repeat(head_oid.len().max(40));
+            let change = |path: &str, raw: Option<&NameBytes>, letter: u8, oid: &str| git_cli::RawChange {
+                path: path.to_owned(),
+                raw: raw.cloned(),
+                change: (letter as char).to_string(),
+                old_oid: oid.to_owned(),
+            };
+            let this = |letter: u8, oid: &str| change(&e.path, e.raw.as_ref(), letter, oid);
+            let decided = match (x, y) {
+                _ if e.special || e.head_oid.is_none() => None,
+                // Changed on both sides: back to HEAD's content, or not; git decides.
+                (b'M' | b'T', b'M' | b'T') => None,
+                (b' ', b'M' | b'T' | b'D') => Some(vec![this(y, &head_oid)]),
+                (b'M' | b'T', b' ') => Some(vec![this(x, &head_oid)]),
+                (b'M' | b'T', b'D') | (b'D', b' ') => Some(vec![this(b'D', &head_oid)]),
+                (b'A', b' ' | b'M' | b'T') => Some(vec![this(b'A', &zeros)]),
+                (b'A', b'D') => Some(Vec::new()),
+                (b'R', b' ' | b'M' | b'T' | b'D') => e.orig_path.as_deref().map(|orig| {
+                    let mut v = vec![change(orig, e.orig_raw.as_ref(), b'D', &head_oid)];
+                    if y != b'D' {
+                        v.push(this(b'A', &zeros));
+                    }
+                    v
+                }),
+                _ => None,
+            };
+            match decided {
+                Some(v) => out.decided.extend(v),
+                None => {
+                    out.open.push(e.fs_path());
+                    if let Some(orig) = &e.orig_path {
+                        let bytes = crate::names::bytes_of(orig, e.orig_raw.as_ref());
+                        out.open.push(PathBuf::from(std::ffi::OsStr::from_bytes(bytes)));
+                    }
+                }
+            }
+        }
+        out
+    }
 }
 
 /// The paths to diff when some tracked change is left out (`None`: diff everything).
@@ -468,21 +511,27 @@ fn nested_by_git_cli(dir: &Path, rel: &str, depth: usize, out: &mut Vec<NestedRe
     }
 }
 
-/// `git status` into `snap`: HEAD (returned too), status lines, untracked files, nested
+/// `git status` into `snap`: HEAD (returned too, with what the letters say of the tracked
+/// changes), status lines, untracked files, nested
 /// repositories, `dirty`.
 ///
 /// # Errors
 /// [`GitError`] when git fails.
-fn record_status(root: &Path, excluded: &[PathBuf], snap: &mut Snapshot) -> Result<git_cli::Head, GitError> {
+fn record_status(
+    root: &Path,
+    excluded: &[PathBuf],
+    snap: &mut Snapshot,
+) -> Result<(git_cli::Head, StatusChanges), GitError> {
     let (head, entries) = git_cli::status(root)?;
     apply_head(snap, &head);
+    let changes = StatusChanges::of(&entries);
     record_entries(root, excluded, entries, snap, NESTED_DEPTH);
     snap.dirty = if snap.status.is_empty() {
         Dirty::Clean
     } else {
         Dirty::Dirty
     };
-    Ok(head)
+    Ok((head, changes))
 }
 
 /// `now` (its status read, nothing else) records the same HEAD, status entries (letters, paths,
@@ -587,5 +636,87 @@ fn finish(snap: &mut Snapshot) {
         snap.untracked_patch_limit_bytes = Some(limits.file_bytes);
     } else {
         snap.patch_limits = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(root: &Path, args: &[&str]) {
+        let out = git_cli::command(root)
+            .args(["-c", "user.name=t", "-c", "user.email=t@e.invalid"])
+            .args(args)
+            .output()
+            .expect("git runs");
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The tracked changes the status letters decide (plus `git diff --raw` of the open paths)
+    /// are those `git diff HEAD --raw` lists of the whole tree, in every state of a path.
+    #[test]
+    fn status_letters_give_the_changes_git_diff_raw_lists() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        git(root, &["init", "-q", "-b", "main"]);
+        let names = [
+            "wm", "im", "mm", "mm-back", "d-index", "d-work", "d-kept", "r-from", "rm-from", "rd-from", "t",
+        ];
+        for n in names {
+            std::fs::write(root.join(n), format!("{n}\n")).unwrap();
+        }
+        git(root, &["add", "-A"]);
+        git(root, &["commit", "-qm", "c"]);
+        let write = |n: &str, t: &str| std::fs::write(root.join(n), t).unwrap();
+        write("wm", "changed\n");
+        write("im", "staged\n");
+        git(root, &["add", "im"]);
+        write("mm", "staged\n");
+        git(root, &["add", "mm"]);
+        write("mm", "and more\n");
+        write("mm-back", "staged\n");
+        git(root, &["add", "mm-back"]);
+        write("mm-back", "mm-back\n");
+        for (n, t) in [("ad", "x\n"), ("am", "x\n"), ("a", "x\n")] {
+            write(n, t);
+            git(root, &["add", n]);
+        }
+        std::fs::remove_file(root.join("ad")).unwrap();
+        write("am", "y\n");
+        git(root, &["rm", "-q", "d-index"]);
+        std::fs::remove_file(root.join("d-work")).unwrap();
+        git(root, &["rm", "-q", "--cached", "d-kept"]);
+        git(root, &["mv", "r-from", "r-to"]);
+        git(root, &["mv", "rm-from", "rm-to"]);
+        write("rm-to", "moved and changed\n");
+        git(root, &["mv", "rd-from", "rd-to"]);
+        std::fs::remove_file(root.join("rd-to")).unwrap();
+        std::fs::remove_file(root.join("t")).unwrap();
+        std::os::unix::fs::symlink("wm", root.join("t")).unwrap();
+        write("new-ita", "n\n");
+        git(root, &["add", "-N", "new-ita"]);
+        write("untracked", "u\n");
+
+        let (head, entries) = git_cli::status(root).unwrap();
+        let base = head.commit.unwrap();
+        let of_status = tracked_changes(root, &base, StatusChanges::of(&entries)).unwrap();
+        let everything = StatusChanges {
+            decided: Vec::new(),
+            open: vec![PathBuf::from(".")],
+        };
+        let of_git = tracked_changes(root, &base, everything).unwrap();
+        assert!(of_git.len() >= 12, "{of_git:#?}");
+        assert_eq!(of_status, of_git);
+        // Only the paths changed on both sides (and the intent-to-add one) were left to git.
+        let open = StatusChanges::of(&entries).open;
+        assert_eq!(
+            open,
+            ["mm", "mm-back", "new-ita"].map(PathBuf::from),
+            "{entries:#?}"
+        );
     }
 }

@@ -355,6 +355,14 @@ pub(super) struct Entry {
     pub raw: Option<NameBytes>,
     /// The source path of a rename or copy.
     pub orig_path: Option<String>,
+    /// The exact bytes of `orig_path` when they are not UTF-8.
+    pub orig_raw: Option<NameBytes>,
+    /// HEAD's object id of the path (of the source, for a rename), `hH`; all zeros when HEAD has
+    /// none; `None` for unmerged and untracked entries.
+    pub head_oid: Option<String>,
+    /// A submodule (a gitlink on some side) or an unmerged path: its letters do not say what
+    /// `git diff HEAD` shows of it.
+    pub special: bool,
 }
 
 impl Entry {
@@ -442,6 +450,9 @@ fn parse_status(bytes: &[u8]) -> Result<(Option<Head>, Vec<Entry>), String> {
                 path,
                 raw,
                 orig_path: None,
+                orig_raw: None,
+                head_oid: None,
+                special: false,
             });
             continue;
         }
@@ -459,19 +470,25 @@ fn parse_status(bytes: &[u8]) -> Result<(Option<Head>, Vec<Entry>), String> {
                 _ => y,
             };
         }
-        let orig_path = if words == 9 {
+        let (orig_path, orig_raw) = if words == 9 {
             let orig = fields
                 .next()
                 .ok_or_else(|| format!("git status: rename of {path} without its source"))?;
-            Some(String::from_utf8_lossy(orig).into_owned())
+            let (orig, orig_raw) = crate::names::split(orig);
+            (Some(orig), orig_raw)
         } else {
-            None
+            (None, None)
         };
+        // `hH` is word 6 (counting from 0) of `1` and `2` entries.
+        let head_oid = (words != 10).then(|| String::from_utf8_lossy(parts[6]).into_owned());
         entries.push(Entry {
             code: format!("{}{y}", blank(xy[0])),
             path,
             raw,
             orig_path,
+            orig_raw,
+            head_oid,
+            special: sub[0] == b'S' || words == 10,
         });
     }
     // v2 prints the unmerged entries after the others; `--short` keeps all tracked entries in
@@ -526,8 +543,8 @@ const DIFF_OPTIONS: &[&str] = &[
     "--dst-prefix=b/",
 ];
 
-/// Most bytes of paths given to one `git diff` on its command line ([`diff_tracked`] with
-/// paths runs several diffs when they are more; the kernel's limit is 2 MiB for all arguments).
+/// Most bytes of paths given to one `git diff` on its command line ([`diff_tracked`] and
+/// [`diff_raw`] run several diffs when they are more; the kernel's limit is 2 MiB for all arguments).
 const PATHS_PER_COMMAND_BYTES: usize = 256 * 1024;
 
 /// `git diff <base> --binary` in `root`: the working tree against `base` (HEAD, or the empty
@@ -549,8 +566,22 @@ pub(super) fn diff_tracked(
         args.extend([base, "--"]);
         return run_into(command(root).args(&args), &args, out);
     };
+    let mut args: Vec<&str> = vec!["--literal-pathspecs"];
+    args.extend(DIFF_OPTIONS);
+    args.extend([base, "--"]);
+    for chunk in chunks(paths) {
+        run_into(command(root).args(&args).args(chunk), &args, out)?;
+    }
+    Ok(())
+}
+
+/// `paths` cut into runs of at most [`PATHS_PER_COMMAND_BYTES`] (at least one path each).
+fn chunks(paths: &[PathBuf]) -> impl Iterator<Item = &[PathBuf]> {
     let mut rest = paths;
-    while !rest.is_empty() {
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
         let mut bytes = 0;
         let take = rest
             .iter()
@@ -561,13 +592,9 @@ pub(super) fn diff_tracked(
             .count()
             .max(1);
         let (chunk, next) = rest.split_at(take);
-        let mut args: Vec<&str> = vec!["--literal-pathspecs"];
-        args.extend(DIFF_OPTIONS);
-        args.extend([base, "--"]);
-        run_into(command(root).args(&args).args(chunk), &args, out)?;
         rest = next;
-    }
-    Ok(())
+        Some(chunk)
+    })
 }
 
 /// Runs `cmd` with its stdout written into `out` (at its offset); stderr kept for the error.
@@ -592,13 +619,15 @@ pub(super) struct RawChange {
     pub old_oid: String,
 }
 
-/// The changed paths of `git diff <base>` (the paths [`diff_tracked`] would show, in its order)
-/// from `git diff --raw -z`: no content is diffed.
+/// The changes `git diff <base> --raw -z` shows of the literal `paths` (relative to the root; no
+/// content is diffed), in git's order, in as many runs as the command line needs; an empty list
+/// runs no git.
 ///
 /// # Errors
 /// [`GitError`] when git fails; `InvalidData` inside [`GitError::Spawn`] for unparsable output.
-pub(super) fn diff_raw(root: &Path, base: &str) -> Result<Vec<RawChange>, GitError> {
+pub(super) fn diff_raw(root: &Path, base: &str, paths: &[PathBuf]) -> Result<Vec<RawChange>, GitError> {
     let args = [
+        "--literal-pathspecs",
         "--no-optional-locks",
         "-c",
         "core.quotePath=true",
@@ -613,11 +642,15 @@ pub(super) fn diff_raw(root: &Path, base: &str) -> Result<Vec<RawChange>, GitErr
         base,
         "--",
     ];
-    let out = run(root, &args)?;
-    parse_raw(&out.stdout).map_err(|message| GitError::Spawn {
-        args: args.join(" "),
-        source: io::Error::new(io::ErrorKind::InvalidData, message),
-    })
+    let mut changes = Vec::new();
+    for chunk in chunks(paths) {
+        let out = run_cmd(command(root).args(args).args(chunk), &args)?;
+        changes.extend(parse_raw(&out.stdout).map_err(|message| GitError::Spawn {
+            args: args.join(" "),
+            source: io::Error::new(io::ErrorKind::InvalidData, message),
+        })?);
+    }
+    Ok(changes)
 }
 
 /// Parses `git diff --raw -z`: `:MODE MODE OID OID X\0PATH\0` per entry.
