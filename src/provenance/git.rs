@@ -18,100 +18,16 @@ use std::path::{Path, PathBuf};
 
 use git2::Repository;
 
-use super::doc::{
-    CaptureMethod, Dirty, NestedRepository, Snapshot, StatusLine, SubmoduleState, TrackedLeftOut,
-    UncheckedPath, UntrackedFile,
-};
+use super::doc::{CaptureMethod, Dirty, NestedRepository, Snapshot, StatusLine, UntrackedFile};
 use super::git_cli::{self, GitError, Location};
-use super::patch::{LimitCounter, PatchBytes, PatchLimits};
-use crate::digest::{sha256_bytes, sha256_file, sha256_reader};
+use super::patch::{PatchBytes, PatchLimits};
+use super::worktree::{
+    BundleFolders, FileFacts, TrackedChange, decide_tracked, decide_untracked, file_facts, index_bits,
+    is_excluded, operation, read_submodules, record_tracked_left_out, relative_exclusions, size_on_disk,
+};
+pub use super::worktree::{content_sha256, is_bundle_folder};
+use crate::digest::{sha256_bytes, sha256_reader};
 use crate::names::NameBytes;
-
-/// A changed tracked file as `git diff --raw` shows it, with the sizes the limits count.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct TrackedChange {
-    /// Path relative to the root, readable.
-    pub path: String,
-    /// The exact bytes of `path` when they are not UTF-8.
-    pub raw: Option<NameBytes>,
-    /// The `--raw` letter (`M`, `D`, `A`, `T`).
-    pub change: String,
-    /// Size of the HEAD blob; `None` when HEAD has none.
-    pub head_size: Option<u64>,
-    /// Size of the working-tree content; `None` when absent.
-    pub size: Option<u64>,
-    /// Whether working-tree.patch holds it.
-    pub in_patch: bool,
-}
-
-impl TrackedChange {
-    /// What the limits count: the larger of the two sizes (the patch may hold either whole).
-    pub(super) fn counted(&self) -> u64 {
-        self.head_size.unwrap_or(0).max(self.size.unwrap_or(0))
-    }
-
-    /// The path's exact bytes as a relative path.
-    pub(super) fn fs_path(&self) -> PathBuf {
-        crate::names::path_of(&self.path, self.raw.as_ref())
-    }
-}
-
-/// Size of the working-tree content at `path` without reading it (a symlink's target length);
-/// `None` when absent or not a file.
-pub(super) fn size_on_disk(path: &Path) -> Option<u64> {
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    if meta.file_type().is_symlink() {
-        return std::fs::read_link(path).ok().map(|t| t.as_os_str().len() as u64);
-    }
-    meta.is_file().then_some(meta.len())
-}
-
-/// Decides, in the patch's order, which tracked changes go into working-tree.patch; returns the
-/// counter for the untracked files that follow ([`decide_untracked`]).
-pub(super) fn decide_tracked(limits: PatchLimits, tracked: &mut [TrackedChange]) -> LimitCounter {
-    let mut counter = limits.counter();
-    for t in tracked.iter_mut() {
-        t.in_patch = counter.take(t.counted());
-    }
-    counter
-}
-
-/// Decides, after the tracked changes, which untracked files go into working-tree.patch.
-pub(super) fn decide_untracked(mut counter: LimitCounter, untracked: &mut [UntrackedFile]) {
-    for u in untracked.iter_mut() {
-        // An unreadable file (no size) goes in as git decides; it is counted as empty.
-        u.in_patch = counter.take(u.size_bytes.unwrap_or(0));
-    }
-}
-
-/// Records the tracked changes left out of the patch in `snap.tracked_left_out`, with the
-/// working-tree sha256 (the status line's when it has one) and mode.
-pub(super) fn record_tracked_left_out(root: &Path, tracked: &[TrackedChange], snap: &mut Snapshot) {
-    for t in tracked.iter().filter(|t| !t.in_patch) {
-        let status = snap
-            .status
-            .iter()
-            .find(|s| s.path == t.path && s.path_bytes == t.raw && s.sha256.is_some());
-        let (sha256, mode) = match status {
-            Some(s) => (s.sha256.clone(), s.mode.clone()),
-            None if t.size.is_some() => {
-                let facts = file_facts(&root.join(t.fs_path()));
-                (facts.sha256, facts.mode)
-            }
-            None => (None, None),
-        };
-        snap.tracked_left_out.push(TrackedLeftOut {
-            path: t.path.clone(),
-            path_bytes: t.raw.clone(),
-            change: t.change.clone(),
-            size_bytes: t.size,
-            sha256,
-            mode,
-            head_size_bytes: t.head_size,
-            in_patch: false,
-        });
-    }
-}
 
 /// How many levels of repositories nested inside nested repositories are recorded.
 const NESTED_DEPTH: usize = 3;
@@ -213,8 +129,6 @@ fn by_git_cli(
         Location::WorkTree { root, git_dir } => (root, git_dir),
     };
     snap.repo = Some(root.clone());
-    let head = git_cli::head(&root)?;
-    apply_head(snap, &head);
     snap.operation = operation(&git_dir).map(str::to_owned);
     let excluded = relative_exclusions(&root, exclude);
     snap.excluded = excluded
@@ -222,40 +136,38 @@ fn by_git_cli(
         .map(|p| p.to_string_lossy().into_owned())
         .collect();
 
-    // The tracked changes (`git diff --raw`, sizes from `git cat-file`, the limits) and then the
-    // tracked diff (the slow part: binary deltas) run in their own thread while status is read,
-    // the changed files hashed and git2 consulted; the untracked files are diffed once the
-    // tracked changes say how much of the total limit is left. Both diffs go straight from git's
-    // stdout into temporary files. The after-run capture first checks whether the diff is needed
-    // at all.
+    // The status first (HEAD with it): its letters decide most of what `git diff HEAD` shows
+    // (`git diff --raw` is asked only about the paths they leave open). Then the tracked changes
+    // (sizes from `git cat-file`, the limits) and the tracked diff (the slow part: binary deltas;
+    // not run when there is no tracked change) run in their own thread while git2 is consulted;
+    // the untracked files are diffed once the tracked changes say how much of the total limit is
+    // left. Both diffs go straight from git's stdout into temporary files.
+    let reuse = before.filter(|b| b.capture_method == Some(CaptureMethod::GitCli));
+    let (head, from_status) = record_status(&root, &excluded, snap)?;
+    // The after-run capture: when the status and HEAD are what `before` recorded, the tracked
+    // changes, the decisions of the limits and the patch are `before`'s too, and no `git diff`
+    // runs at all.
+    if let Some(b) = reuse
+        && unchanged_since(b, snap)
+    {
+        read_with_git2(&git_dir, &root, snap);
+        snap.tracked_left_out.clone_from(&b.tracked_left_out);
+        snap.untracked.clone_from(&b.untracked);
+        snap.patch = b.patch.clone();
+        snap.patch_sha256.clone_from(&b.patch_sha256);
+        return Ok(());
+    }
     let base = match (&head.commit, head.unborn) {
         (Some(commit), _) => Some(commit.clone()),
         (None, true) => Some(git_cli::empty_tree(&root, None)?),
         (None, false) => None,
     };
-    let reuse = before.filter(|b| b.capture_method == Some(CaptureMethod::GitCli));
-    // The after-run capture reads the status first: when it and HEAD are what `before` recorded,
-    // the tracked changes, the decisions of the limits and the patch are `before`'s too, and no
-    // `git diff` runs at all.
-    let mut recorded = false;
-    if let Some(b) = reuse {
-        record_status(&root, &excluded, snap)?;
-        recorded = true;
-        if unchanged_since(b, snap) {
-            read_with_git2(&git_dir, &root, snap);
-            snap.tracked_left_out.clone_from(&b.tracked_left_out);
-            snap.untracked.clone_from(&b.untracked);
-            snap.patch = b.patch.clone();
-            snap.patch_sha256.clone_from(&b.patch_sha256);
-            return Ok(());
-        }
-    }
     let (tracked, untracked) = std::thread::scope(|s| -> Result<_, GitError> {
         let (tx, rx) = std::sync::mpsc::channel();
         let root = &root;
         let worker = base.as_ref().map(|base| {
             s.spawn(move || -> Option<std::io::Result<tempfile::NamedTempFile>> {
-                let changes = tracked_changes(root, base).map(|mut c| {
+                let changes = tracked_changes(root, base, from_status).map(|mut c| {
                     let counter = decide_tracked(limits, &mut c);
                     (c, counter)
                 });
@@ -267,9 +179,6 @@ fn by_git_cli(
                 included.map(|paths| diff_tracked_spooled(root, base, paths.as_deref()))
             })
         });
-        if !recorded {
-            record_status(root, &excluded, snap)?;
-        }
         read_with_git2(&git_dir, root, snap);
         let (tracked_changes, counter) = match rx.recv() {
             Ok(Ok(decided)) => decided,
@@ -358,12 +267,21 @@ fn untracked_diff_failed(snap: &mut Snapshot, e: &std::io::Error) {
 }
 
 /// The changed tracked files `git diff <base>` shows (in its path order), with their sizes in
-/// `base` and in the working tree; not yet decided (`in_patch` true).
+/// `base` and in the working tree; not yet decided (`in_patch` true). `from_status` holds what
+/// the status letters decide; `git diff --raw` is asked about the open paths only.
 ///
 /// # Errors
 /// [`GitError`] when git fails.
-fn tracked_changes(root: &Path, base: &str) -> Result<Vec<TrackedChange>, GitError> {
-    let raw = git_cli::diff_raw(root, base)?;
+fn tracked_changes(
+    root: &Path,
+    base: &str,
+    from_status: StatusChanges,
+) -> Result<Vec<TrackedChange>, GitError> {
+    let mut raw = from_status.decided;
+    raw.extend(git_cli::diff_raw(root, base, &from_status.open)?);
+    raw.sort_by(|a, b| {
+        crate::names::bytes_of(&a.path, a.raw.as_ref()).cmp(crate::names::bytes_of(&b.path, b.raw.as_ref()))
+    });
     let sizes = git_cli::blob_sizes(root, raw.iter().map(|r| r.old_oid.as_str()))?;
     Ok(raw
         .into_iter()
@@ -379,11 +297,72 @@ fn tracked_changes(root: &Path, base: &str) -> Result<Vec<TrackedChange>, GitErr
         .collect())
 }
 
+/// What the status entries say of `git diff HEAD --raw --no-renames --ignore-submodules=all`.
+#[derive(Debug, Default)]
+struct StatusChanges {
+    /// The changes the letters decide.
+    decided: Vec<git_cli::RawChange>,
+    /// The paths they leave open: changed in both the index and the working tree (the file may
+    /// be back to HEAD's content), submodules, conflicts, intent-to-add entries, copies.
+    open: Vec<PathBuf>,
+}
+
+impl StatusChanges {
+    /// Sorts the tracked `entries` of a status (letters as `git status --short`: `X` the index
+    /// against HEAD, `Y` the working tree against the index; a rename `R` has its source).
+    fn of(entries: &[git_cli::Entry]) -> StatusChanges {
+        use std::os::unix::ffi::OsStrExt;
+        let mut out = StatusChanges::default();
+        for e in entries.iter().filter(|e| e.code != "??") {
+            let (x, y) = (e.code.as_bytes()[0], e.code.as_bytes()[1]);
+            let head_oid = e.head_oid.clone().unwrap_or_default();
+            let zeros = "0".repeat(head_oid.len().max(40));
+            let change = |path: &str, raw: Option<&NameBytes>, letter: u8, oid: &str| git_cli::RawChange {
+                path: path.to_owned(),
+                raw: raw.cloned(),
+                change: (letter as char).to_string(),
+                old_oid: oid.to_owned(),
+            };
+            let this = |letter: u8, oid: &str| change(&e.path, e.raw.as_ref(), letter, oid);
+            let decided = match (x, y) {
+                _ if e.special || e.head_oid.is_none() => None,
+                // Changed on both sides: back to HEAD's content, or not; git decides.
+                (b'M' | b'T', b'M' | b'T') => None,
+                (b' ', b'M' | b'T' | b'D') => Some(vec![this(y, &head_oid)]),
+                (b'M' | b'T', b' ') => Some(vec![this(x, &head_oid)]),
+                (b'M' | b'T', b'D') | (b'D', b' ') => Some(vec![this(b'D', &head_oid)]),
+                (b'A', b' ' | b'M' | b'T') => Some(vec![this(b'A', &zeros)]),
+                (b'A', b'D') => Some(Vec::new()),
+                (b'R', b' ' | b'M' | b'T' | b'D') => e.orig_path.as_deref().map(|orig| {
+                    let mut v = vec![change(orig, e.orig_raw.as_ref(), b'D', &head_oid)];
+                    if y != b'D' {
+                        v.push(this(b'A', &zeros));
+                    }
+                    v
+                }),
+                _ => None,
+            };
+            match decided {
+                Some(v) => out.decided.extend(v),
+                None => {
+                    out.open.push(e.fs_path());
+                    if let Some(orig) = &e.orig_path {
+                        let bytes = crate::names::bytes_of(orig, e.orig_raw.as_ref());
+                        out.open.push(PathBuf::from(std::ffi::OsStr::from_bytes(bytes)));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
 /// The paths to diff when some tracked change is left out (`None`: diff everything).
 fn included_paths(changes: &[TrackedChange]) -> Option<Vec<PathBuf>> {
     // Tracked changes come first in the patch: their decisions do not depend on the untracked
     // files, so the diff thread makes them before the status is read.
-    changes.iter().any(|c| !c.in_patch).then(|| {
+    // Nothing changed: an empty list, so that no `git diff` runs (it would print nothing).
+    (changes.is_empty() || changes.iter().any(|c| !c.in_patch)).then(|| {
         changes
             .iter()
             .filter(|c| c.in_patch)
@@ -501,14 +480,10 @@ fn record_entries(
 /// levels down, the ones nested in it, with git: HEAD, branch, dirty and status lines.
 fn nested_by_git_cli(dir: &Path, rel: &str, depth: usize, out: &mut Vec<NestedRepository>) {
     let mut nested = NestedRepository::new(rel);
-    let result = (|| -> Result<Vec<git_cli::Entry>, GitError> {
-        let head = git_cli::head(dir)?;
-        nested.head = head.commit;
-        nested.branch = head.branch;
-        git_cli::status(dir)
-    })();
-    match result {
-        Ok(entries) => {
+    match git_cli::status(dir) {
+        Ok((head, entries)) => {
+            nested.head = head.commit;
+            nested.branch = head.branch;
             let mut inner = Snapshot::empty();
             record_entries(dir, &[], entries, &mut inner, depth);
             nested.dirty = if inner.status.is_empty() {
@@ -524,6 +499,11 @@ fn nested_by_git_cli(dir: &Path, rel: &str, depth: usize, out: &mut Vec<NestedRe
             }
         }
         Err(e) => {
+            // HEAD as far as git tells it without the status.
+            if let Ok(head) = git_cli::head(dir) {
+                nested.head = head.commit;
+                nested.branch = head.branch;
+            }
             nested.dirty = Dirty::Unknown;
             nested.reason = Some(e.to_string());
             out.push(nested);
@@ -531,19 +511,27 @@ fn nested_by_git_cli(dir: &Path, rel: &str, depth: usize, out: &mut Vec<NestedRe
     }
 }
 
-/// `git status` into `snap`: status lines, untracked files, nested repositories, `dirty`.
+/// `git status` into `snap`: HEAD (returned too, with what the letters say of the tracked
+/// changes), status lines, untracked files, nested
+/// repositories, `dirty`.
 ///
 /// # Errors
 /// [`GitError`] when git fails.
-fn record_status(root: &Path, excluded: &[PathBuf], snap: &mut Snapshot) -> Result<(), GitError> {
-    let entries = git_cli::status(root)?;
+fn record_status(
+    root: &Path,
+    excluded: &[PathBuf],
+    snap: &mut Snapshot,
+) -> Result<(git_cli::Head, StatusChanges), GitError> {
+    let (head, entries) = git_cli::status(root)?;
+    apply_head(snap, &head);
+    let changes = StatusChanges::of(&entries);
     record_entries(root, excluded, entries, snap, NESTED_DEPTH);
     snap.dirty = if snap.status.is_empty() {
         Dirty::Clean
     } else {
         Dirty::Dirty
     };
-    Ok(())
+    Ok((head, changes))
 }
 
 /// `now` (its status read, nothing else) records the same HEAD, status entries (letters, paths,
@@ -651,260 +639,84 @@ fn finish(snap: &mut Snapshot) {
     }
 }
 
-/// The operation in progress in the git folder `git_dir`, by the marker files git itself reads
-/// for `git status`: `am` (rebase-apply/applying), `rebase` (rebase-merge/ or rebase-apply/),
-/// `merge` (MERGE_HEAD), `cherry-pick` (CHERRY_PICK_HEAD), `revert` (REVERT_HEAD), `bisect`
-/// (BISECT_LOG); the first found in that order. `None` when there is none.
-pub(super) fn operation(git_dir: &Path) -> Option<&'static str> {
-    let has = |name: &str| git_dir.join(name).exists();
-    [
-        ("rebase-apply/applying", "am"),
-        ("rebase-merge", "rebase"),
-        ("rebase-apply", "rebase"),
-        ("MERGE_HEAD", "merge"),
-        ("CHERRY_PICK_HEAD", "cherry-pick"),
-        ("REVERT_HEAD", "revert"),
-        ("BISECT_LOG", "bisect"),
-    ]
-    .into_iter()
-    .find(|(marker, _)| has(marker))
-    .map(|(_, name)| name)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// What the working tree holds at a path.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(super) struct FileFacts {
-    /// SHA-256 of the file's bytes, or of a symlink's target; `None` when absent, a folder or
-    /// unreadable.
-    pub sha256: Option<String>,
-    /// git's mode: `100644`, `100755` or `120000`; `None` when absent or a folder.
-    pub mode: Option<String>,
-    /// Size in bytes (of the target for a symlink).
-    pub size: Option<u64>,
-}
+    fn git(root: &Path, args: &[&str]) {
+        let out = git_cli::command(root)
+            .args(["-c", "user.name=t", "-c", "user.email=t@e.invalid"])
+            .args(args)
+            .output()
+            .expect("git runs");
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 
-/// SHA-256 (hex) of the content at `path` as provenance.json records it: a file's bytes, a
-/// symlink's target; `None` when absent, a folder or unreadable.
-pub fn content_sha256(path: &Path) -> Option<String> {
-    file_facts(path).sha256
-}
+    /// The tracked changes the status letters decide (plus `git diff --raw` of the open paths)
+    /// are those `git diff HEAD --raw` lists of the whole tree, in every state of a path.
+    #[test]
+    fn status_letters_give_the_changes_git_diff_raw_lists() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        git(root, &["init", "-q", "-b", "main"]);
+        let names = [
+            "wm", "im", "mm", "mm-back", "d-index", "d-work", "d-kept", "r-from", "rm-from", "rd-from", "t",
+        ];
+        for n in names {
+            std::fs::write(root.join(n), format!("{n}\n")).unwrap();
+        }
+        git(root, &["add", "-A"]);
+        git(root, &["commit", "-qm", "c"]);
+        let write = |n: &str, t: &str| std::fs::write(root.join(n), t).unwrap();
+        write("wm", "changed\n");
+        write("im", "staged\n");
+        git(root, &["add", "im"]);
+        write("mm", "staged\n");
+        git(root, &["add", "mm"]);
+        write("mm", "and more\n");
+        write("mm-back", "staged\n");
+        git(root, &["add", "mm-back"]);
+        write("mm-back", "mm-back\n");
+        for (n, t) in [("ad", "x\n"), ("am", "x\n"), ("a", "x\n")] {
+            write(n, t);
+            git(root, &["add", n]);
+        }
+        std::fs::remove_file(root.join("ad")).unwrap();
+        write("am", "y\n");
+        git(root, &["rm", "-q", "d-index"]);
+        std::fs::remove_file(root.join("d-work")).unwrap();
+        git(root, &["rm", "-q", "--cached", "d-kept"]);
+        git(root, &["mv", "r-from", "r-to"]);
+        git(root, &["mv", "rm-from", "rm-to"]);
+        write("rm-to", "moved and changed\n");
+        git(root, &["mv", "rd-from", "rd-to"]);
+        std::fs::remove_file(root.join("rd-to")).unwrap();
+        std::fs::remove_file(root.join("t")).unwrap();
+        std::os::unix::fs::symlink("wm", root.join("t")).unwrap();
+        write("new-ita", "n\n");
+        git(root, &["add", "-N", "new-ita"]);
+        write("untracked", "u\n");
 
-/// [`FileFacts`] of `path` (lstat, then the file streamed through SHA-256, or `readlink`).
-pub(super) fn file_facts(path: &Path) -> FileFacts {
-    use std::os::unix::ffi::OsStrExt;
-    use std::os::unix::fs::PermissionsExt;
-    let Ok(meta) = std::fs::symlink_metadata(path) else {
-        return FileFacts::default();
-    };
-    if meta.file_type().is_symlink() {
-        let Ok(target) = std::fs::read_link(path) else {
-            return FileFacts::default();
+        let (head, entries) = git_cli::status(root).unwrap();
+        let base = head.commit.unwrap();
+        let of_status = tracked_changes(root, &base, StatusChanges::of(&entries)).unwrap();
+        let everything = StatusChanges {
+            decided: Vec::new(),
+            open: vec![PathBuf::from(".")],
         };
-        let bytes = target.as_os_str().as_bytes();
-        return FileFacts {
-            sha256: Some(sha256_bytes(bytes)),
-            mode: Some("120000".to_owned()),
-            size: Some(bytes.len() as u64),
-        };
+        let of_git = tracked_changes(root, &base, everything).unwrap();
+        assert!(of_git.len() >= 12, "{of_git:#?}");
+        assert_eq!(of_status, of_git);
+        // Only the paths changed on both sides (and the intent-to-add one) were left to git.
+        let open = StatusChanges::of(&entries).open;
+        assert_eq!(
+            open,
+            ["mm", "mm-back", "new-ita"].map(PathBuf::from),
+            "{entries:#?}"
+        );
     }
-    if !meta.is_file() {
-        return FileFacts::default();
-    }
-    let exec = meta.permissions().mode() & 0o111 != 0;
-    FileFacts {
-        sha256: sha256_file(path).ok(),
-        mode: Some(if exec { "100755" } else { "100644" }.to_owned()),
-        size: Some(meta.len()),
-    }
-}
-
-/// The `exclude` paths that lie inside `root`, relative to it (tried as given and canonicalised,
-/// since the root may be reached through a symlink).
-pub(super) fn relative_exclusions(root: &Path, exclude: &[&Path]) -> Vec<PathBuf> {
-    let canonical_root = root.canonicalize().ok();
-    let mut out: Vec<PathBuf> = exclude
-        .iter()
-        .filter_map(|p| {
-            let abs = std::path::absolute(p).ok()?;
-            let canon = abs.canonicalize().ok();
-            let rel = abs.strip_prefix(root).ok().map(Path::to_path_buf).or_else(|| {
-                let (c, r) = (canon.as_ref()?, canonical_root.as_ref()?);
-                c.strip_prefix(r).ok().map(Path::to_path_buf)
-            })?;
-            // Excluding the root itself would hide every untracked file; refuse that.
-            (!rel.as_os_str().is_empty()).then_some(rel)
-        })
-        .collect();
-    out.sort();
-    out.dedup();
-    out
-}
-
-pub(super) fn is_excluded(path: &Path, excluded: &[PathBuf]) -> bool {
-    excluded.iter().any(|e| path.starts_with(e))
-}
-
-/// The file that marks a bundle folder (DESIGN 5; `bundle::files::BUNDLE`, which this module
-/// cannot name: bundle/ depends on provenance/, not the other way).
-const BUNDLE_FILE: &str = "bundle.json";
-
-/// Bytes of a bundle.json read to recognise it: its first keys are `bundle-format` and
-/// `hwr-exp-version`.
-const BUNDLE_HEAD_BYTES: usize = 4096;
-
-/// Whether the folder `dir` holds a bundle.json that hwr-exp wrote (a regular file, not followed
-/// through a symlink, whose opening names `"bundle-format"` and `"hwr-exp-version"`).
-pub fn is_bundle_folder(dir: &Path) -> bool {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let path = dir.join(BUNDLE_FILE);
-    let Ok(file) = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(&path)
-    else {
-        return false;
-    };
-    if !file.metadata().is_ok_and(|m| m.is_file()) {
-        return false;
-    }
-    let mut head = Vec::with_capacity(BUNDLE_HEAD_BYTES);
-    if file
-        .take(BUNDLE_HEAD_BYTES as u64)
-        .read_to_end(&mut head)
-        .is_err()
-    {
-        return false;
-    }
-    let head = String::from_utf8_lossy(&head);
-    head.trim_start().starts_with('{')
-        && head.contains("\"bundle-format\"")
-        && head.contains("\"hwr-exp-version\"")
-}
-
-/// The untracked bundle folders of a working tree: every untracked path inside a folder that
-/// holds a bundle.json hwr-exp wrote ([`is_bundle_folder`]) is left out of the record, wherever
-/// the folder is (`results/` of an earlier run from another folder, a copied bundle). A bundle
-/// that is committed is tracked content and recorded as such.
-#[derive(Debug)]
-pub(super) struct BundleFolders {
-    root: PathBuf,
-    /// Folders (relative to `root`) looked at, and whether each is a bundle folder.
-    known: std::collections::HashMap<PathBuf, bool>,
-    /// The bundle folders that held untracked paths.
-    found: std::collections::BTreeSet<PathBuf>,
-}
-
-impl BundleFolders {
-    pub(super) fn new(root: &Path) -> BundleFolders {
-        BundleFolders {
-            root: root.to_path_buf(),
-            known: std::collections::HashMap::new(),
-            found: std::collections::BTreeSet::new(),
-        }
-    }
-
-    /// Whether the untracked `rel` (relative to the root; a folder may end in `/`) is or lies in
-    /// a bundle folder below the root.
-    pub(super) fn contains(&mut self, rel: &Path) -> bool {
-        for dir in rel.ancestors() {
-            if dir.as_os_str().is_empty() {
-                break;
-            }
-            let bundle = match self.known.get(dir) {
-                Some(&b) => b,
-                None => {
-                    let b = is_bundle_folder(&self.root.join(dir));
-                    self.known.insert(dir.to_path_buf(), b);
-                    b
-                }
-            };
-            if bundle {
-                self.found.insert(dir.to_path_buf());
-                return true;
-            }
-        }
-        false
-    }
-
-    /// The bundle folders found so far (relative to the root).
-    pub(super) fn found(&self) -> impl Iterator<Item = &PathBuf> {
-        self.found.iter()
-    }
-}
-
-/// Submodules registered in `.gitmodules` with their state (git2: submodule list and status).
-pub(super) fn read_submodules(repo: &Repository, snap: &mut Snapshot) -> Result<(), git2::Error> {
-    for sm in repo.submodules()? {
-        let path = sm.path().to_string_lossy().into_owned();
-        let status = sm
-            .name()
-            .ok()
-            .and_then(|name| repo.submodule_status(name, git2::SubmoduleIgnore::None).ok());
-        let dirty = status.is_some_and(|s| {
-            s.intersects(
-                git2::SubmoduleStatus::WD_MODIFIED
-                    | git2::SubmoduleStatus::WD_INDEX_MODIFIED
-                    | git2::SubmoduleStatus::WD_WD_MODIFIED
-                    | git2::SubmoduleStatus::WD_UNTRACKED
-                    | git2::SubmoduleStatus::INDEX_MODIFIED
-                    | git2::SubmoduleStatus::INDEX_ADDED,
-            )
-        });
-        snap.submodules.push(SubmoduleState {
-            path,
-            url: sm.url().ok().flatten().map(str::to_owned),
-            recorded_commit: sm.head_id().map(|o| o.to_string()),
-            checked_out_commit: sm.workdir_id().map(|o| o.to_string()),
-            dirty,
-        });
-    }
-    snap.submodules.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(())
-}
-
-/// `assume-unchanged` flag of an index entry (`CE_VALID`, in `flags`).
-const ASSUME_UNCHANGED: u16 = 0x8000;
-/// `skip-worktree` flag of an index entry (in `flags_extended`).
-const SKIP_WORKTREE: u16 = 1 << 14;
-/// `intent-to-add` flag of an index entry (in `flags_extended`).
-const INTENT_TO_ADD: u16 = 1 << 13;
-
-/// Index entries whose bits change what git reports.
-#[derive(Debug, Default)]
-pub(super) struct IndexBits {
-    /// Entries with the skip-worktree or assume-unchanged bit whose file exists in the working
-    /// tree: git does not look at them, so their content is recorded here.
-    pub unchecked: Vec<UncheckedPath>,
-    /// Paths with skip-worktree or assume-unchanged bits (also absent ones).
-    pub hidden: Vec<String>,
-    /// Paths added with `git add -N`.
-    pub intent_to_add: Vec<String>,
-}
-
-/// Reads the index bits of `repo` (git2 index, one lstat per flagged entry).
-pub(super) fn index_bits(repo: &Repository, root: &Path) -> Result<IndexBits, git2::Error> {
-    let index = repo.index()?;
-    let mut bits = IndexBits::default();
-    for entry in index.iter() {
-        let skip = entry.flags_extended & SKIP_WORKTREE != 0;
-        let assume = entry.flags & ASSUME_UNCHANGED != 0;
-        let path = String::from_utf8_lossy(&entry.path).into_owned();
-        if entry.flags_extended & INTENT_TO_ADD != 0 {
-            bits.intent_to_add.push(path.clone());
-        }
-        if !skip && !assume {
-            continue;
-        }
-        let facts = file_facts(&root.join(&path));
-        if facts.mode.is_some() {
-            bits.unchecked.push(UncheckedPath {
-                path: path.clone(),
-                bit: if skip { "skip-worktree" } else { "assume-unchanged" }.to_owned(),
-                sha256: facts.sha256,
-            });
-        }
-        bits.hidden.push(path);
-    }
-    Ok(bits)
 }

@@ -194,7 +194,7 @@ pub(super) enum Location {
     },
 }
 
-/// The repository holding `start` as git finds it (`git rev-parse`, `locate`): its git folder
+/// The repository holding `start` as git finds it (`git rev-parse --absolute-git-dir --show-toplevel`): its git folder
 /// and working-tree root (`None` for a bare repository); `None` outside a repository or when git
 /// fails. Reads every repository git reads (reftable, SHA-256), where libgit2 may not.
 pub fn repository_at(start: &Path) -> Option<(PathBuf, Option<PathBuf>)> {
@@ -308,6 +308,15 @@ pub(super) fn head(root: &Path) -> Result<Head, GitError> {
             return Ok(head);
         }
     }
+    head_not_commit(root)
+}
+
+/// HEAD in `root` when it does not resolve to a commit: `git symbolic-ref -q HEAD` and
+/// `git rev-parse -q --verify HEAD` tell an unborn branch from a broken HEAD.
+///
+/// # Errors
+/// [`GitError`] when git cannot be run.
+fn head_not_commit(root: &Path) -> Result<Head, GitError> {
     let mut head = Head::default();
     match run(root, &["symbolic-ref", "-q", "HEAD"]) {
         Ok(out) => {
@@ -334,7 +343,7 @@ pub(super) fn head(root: &Path) -> Result<Head, GitError> {
     Ok(head)
 }
 
-/// One entry of `git status --short -z`.
+/// One entry of `git status`, lettered as `git status --short` does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Entry {
     /// The two letters `XY` (`??` for untracked).
@@ -346,6 +355,14 @@ pub(super) struct Entry {
     pub raw: Option<NameBytes>,
     /// The source path of a rename or copy.
     pub orig_path: Option<String>,
+    /// The exact bytes of `orig_path` when they are not UTF-8.
+    pub orig_raw: Option<NameBytes>,
+    /// HEAD's object id of the path (of the source, for a rename), `hH`; all zeros when HEAD has
+    /// none; `None` for unmerged and untracked entries.
+    pub head_oid: Option<String>,
+    /// A submodule (a gitlink on some side) or an unmerged path: its letters do not say what
+    /// `git diff HEAD` shows of it.
+    pub special: bool,
 }
 
 impl Entry {
@@ -355,64 +372,145 @@ impl Entry {
     }
 }
 
-/// `git status --short -z --untracked-files=all` in `root`, in git's order (tracked changes by
-/// path, then untracked files by path). Does not write the index (`--no-optional-locks`). Branch
-/// and stash lines are turned off whatever the user's configuration; rename detection and
-/// submodule handling follow it, as `git status` in the user's shell would.
+/// `git status --porcelain=v2 -z --branch --untracked-files=all` in `root`: HEAD and the entries
+/// in git's order (tracked changes by path, then untracked files by path), as `git status --short`
+/// would letter them. Does not write the index (`--no-optional-locks`). One git process gives
+/// HEAD's commit and branch (`# branch.oid`, `# branch.head`; no ahead/behind count); only when
+/// HEAD is no commit (unborn, or a name status does not print) are [`head`]'s processes run.
+/// Rename detection and submodule handling follow the user's configuration, as `git status` in
+/// the user's shell would.
 ///
 /// # Errors
 /// [`GitError`] when git fails; `InvalidData` inside [`GitError::Spawn`] for unparsable output.
-pub(super) fn status(root: &Path) -> Result<Vec<Entry>, GitError> {
+pub(super) fn status(root: &Path) -> Result<(Head, Vec<Entry>), GitError> {
     let args = [
         "--no-optional-locks",
-        "-c",
-        "status.branch=false",
         "-c",
         "status.showStash=false",
         "-c",
         "color.status=false",
         "status",
-        "--short",
+        "--porcelain=v2",
         "-z",
+        "--branch",
+        "--no-ahead-behind",
         "--untracked-files=all",
         "--ignored=no",
     ];
     let out = run(root, &args)?;
-    parse_status(&out.stdout).map_err(|message| GitError::Spawn {
+    let (head, entries) = parse_status(&out.stdout).map_err(|message| GitError::Spawn {
         args: args.join(" "),
         source: io::Error::new(io::ErrorKind::InvalidData, message),
-    })
+    })?;
+    let head = match head {
+        Some(head) => head,
+        // No commit yet (or HEAD names none): status diffed against the empty tree.
+        None if out.stdout.starts_with(b"# branch.oid (initial)\0") => head_not_commit(root)?,
+        None => self::head(root)?,
+    };
+    Ok((head, entries))
 }
 
-/// Parses `git status --short -z`: `XY PATH\0`, and for renames and copies `XY NEW\0OLD\0`.
-fn parse_status(bytes: &[u8]) -> Result<Vec<Entry>, String> {
+/// Parses `git status --porcelain=v2 -z --branch`: the `# branch.oid` and `# branch.head`
+/// headers (a [`Head`] when HEAD is a commit on a branch or detached; `None` otherwise), then per
+/// entry `1 XY SUB MODES OIDS PATH`, `2 XY SUB MODES OIDS SCORE PATH\0ORIG`, `u XY SUB ... PATH`
+/// or `? PATH`. The letters are those of `git status --short`: `.` is a blank, and a submodule's
+/// working-tree letter is `M` for new commits, `m` for modified content, `?` for untracked content.
+fn parse_status(bytes: &[u8]) -> Result<(Option<Head>, Vec<Entry>), String> {
     let mut fields = bytes.split(|&b| b == 0).filter(|f| !f.is_empty());
     let mut entries = Vec::new();
+    let (mut oid, mut branch) = (None, None);
+    let bad = |field: &[u8]| format!("unexpected git status entry {:?}", String::from_utf8_lossy(field));
     while let Some(field) = fields.next() {
-        if field.len() < 4 || field[2] != b' ' {
-            return Err(format!(
-                "unexpected git status entry {:?}",
-                String::from_utf8_lossy(field)
-            ));
+        if let Some(header) = field.strip_prefix(b"# ") {
+            let header = String::from_utf8_lossy(header);
+            if let Some(v) = header.strip_prefix("branch.oid ") {
+                oid = Some(v.to_owned());
+            } else if let Some(v) = header.strip_prefix("branch.head ") {
+                branch = Some(v.to_owned());
+            }
+            continue;
         }
-        let code = String::from_utf8_lossy(&field[..2]).into_owned();
-        let (path, raw) = crate::names::split(&field[3..]);
-        let orig_path = if code.contains('R') || code.contains('C') {
+        // Words before the path: `1` 8, `2` 9, `u` 10, `?` 1.
+        let words = match field.first() {
+            Some(b'1') => 8,
+            Some(b'2') => 9,
+            Some(b'u') => 10,
+            Some(b'?') => 1,
+            _ => return Err(bad(field)),
+        };
+        let parts: Vec<&[u8]> = field.splitn(words + 1, |&b| b == b' ').collect();
+        if parts.len() != words + 1 || parts[words].is_empty() {
+            return Err(bad(field));
+        }
+        let (path, raw) = crate::names::split(parts[words]);
+        if words == 1 {
+            entries.push(Entry {
+                code: "??".to_owned(),
+                path,
+                raw,
+                orig_path: None,
+                orig_raw: None,
+                head_oid: None,
+                special: false,
+            });
+            continue;
+        }
+        let (xy, sub) = (parts[1], parts[2]);
+        if xy.len() != 2 || sub.len() != 4 {
+            return Err(bad(field));
+        }
+        let blank = |c: u8| if c == b'.' { ' ' } else { c as char };
+        let mut y = blank(xy[1]);
+        if sub[0] == b'S' && y != ' ' {
+            y = match (sub[1], sub[2], sub[3]) {
+                (b'C', _, _) => 'M',
+                (_, b'M', _) => 'm',
+                (_, _, b'U') => '?',
+                _ => y,
+            };
+        }
+        let (orig_path, orig_raw) = if words == 9 {
             let orig = fields
                 .next()
                 .ok_or_else(|| format!("git status: rename of {path} without its source"))?;
-            Some(String::from_utf8_lossy(orig).into_owned())
+            let (orig, orig_raw) = crate::names::split(orig);
+            (Some(orig), orig_raw)
         } else {
-            None
+            (None, None)
         };
+        // `hH` is word 6 (counting from 0) of `1` and `2` entries.
+        let head_oid = (words != 10).then(|| String::from_utf8_lossy(parts[6]).into_owned());
         entries.push(Entry {
-            code,
+            code: format!("{}{y}", blank(xy[0])),
             path,
             raw,
             orig_path,
+            orig_raw,
+            head_oid,
+            special: sub[0] == b'S' || words == 10,
         });
     }
-    Ok(entries)
+    // v2 prints the unmerged entries after the others; `--short` keeps all tracked entries in
+    // one path order (git's byte order), ahead of the untracked ones.
+    let tracked = entries.iter().take_while(|e| e.code != "??").count();
+    entries[..tracked].sort_by(|a, b| {
+        crate::names::bytes_of(&a.path, a.raw.as_ref()).cmp(crate::names::bytes_of(&b.path, b.raw.as_ref()))
+    });
+    let head = match (oid, branch) {
+        (Some(oid), Some(branch))
+            if oid.len() >= 40 && oid.bytes().all(|b| b.is_ascii_hexdigit()) && branch != "(null)" =>
+        {
+            Some(Head {
+                commit: Some(oid),
+                detached: branch == "(detached)",
+                branch: (branch != "(detached)").then_some(branch),
+                ..Head::default()
+            })
+        }
+        _ => None,
+    };
+    Ok((head, entries))
 }
 
 /// Options of every `git diff` hwr-exp runs: a patch `git apply` takes whatever the user's
@@ -445,8 +543,8 @@ const DIFF_OPTIONS: &[&str] = &[
     "--dst-prefix=b/",
 ];
 
-/// Most bytes of paths given to one `git diff` on its command line ([`diff_tracked`] with
-/// paths runs several diffs when they are more; the kernel's limit is 2 MiB for all arguments).
+/// Most bytes of paths given to one `git diff` on its command line ([`diff_tracked`] and
+/// [`diff_raw`] run several diffs when they are more; the kernel's limit is 2 MiB for all arguments).
 const PATHS_PER_COMMAND_BYTES: usize = 256 * 1024;
 
 /// `git diff <base> --binary` in `root`: the working tree against `base` (HEAD, or the empty
@@ -468,8 +566,22 @@ pub(super) fn diff_tracked(
         args.extend([base, "--"]);
         return run_into(command(root).args(&args), &args, out);
     };
+    let mut args: Vec<&str> = vec!["--literal-pathspecs"];
+    args.extend(DIFF_OPTIONS);
+    args.extend([base, "--"]);
+    for chunk in chunks(paths) {
+        run_into(command(root).args(&args).args(chunk), &args, out)?;
+    }
+    Ok(())
+}
+
+/// `paths` cut into runs of at most [`PATHS_PER_COMMAND_BYTES`] (at least one path each).
+fn chunks(paths: &[PathBuf]) -> impl Iterator<Item = &[PathBuf]> {
     let mut rest = paths;
-    while !rest.is_empty() {
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
         let mut bytes = 0;
         let take = rest
             .iter()
@@ -480,13 +592,9 @@ pub(super) fn diff_tracked(
             .count()
             .max(1);
         let (chunk, next) = rest.split_at(take);
-        let mut args: Vec<&str> = vec!["--literal-pathspecs"];
-        args.extend(DIFF_OPTIONS);
-        args.extend([base, "--"]);
-        run_into(command(root).args(&args).args(chunk), &args, out)?;
         rest = next;
-    }
-    Ok(())
+        Some(chunk)
+    })
 }
 
 /// Runs `cmd` with its stdout written into `out` (at its offset); stderr kept for the error.
@@ -511,13 +619,15 @@ pub(super) struct RawChange {
     pub old_oid: String,
 }
 
-/// The changed paths of `git diff <base>` (the paths [`diff_tracked`] would show, in its order)
-/// from `git diff --raw -z`: no content is diffed.
+/// The changes `git diff <base> --raw -z` shows of the literal `paths` (relative to the root; no
+/// content is diffed), in git's order, in as many runs as the command line needs; an empty list
+/// runs no git.
 ///
 /// # Errors
 /// [`GitError`] when git fails; `InvalidData` inside [`GitError::Spawn`] for unparsable output.
-pub(super) fn diff_raw(root: &Path, base: &str) -> Result<Vec<RawChange>, GitError> {
+pub(super) fn diff_raw(root: &Path, base: &str, paths: &[PathBuf]) -> Result<Vec<RawChange>, GitError> {
     let args = [
+        "--literal-pathspecs",
         "--no-optional-locks",
         "-c",
         "core.quotePath=true",
@@ -532,11 +642,15 @@ pub(super) fn diff_raw(root: &Path, base: &str) -> Result<Vec<RawChange>, GitErr
         base,
         "--",
     ];
-    let out = run(root, &args)?;
-    parse_raw(&out.stdout).map_err(|message| GitError::Spawn {
-        args: args.join(" "),
-        source: io::Error::new(io::ErrorKind::InvalidData, message),
-    })
+    let mut changes = Vec::new();
+    for chunk in chunks(paths) {
+        let out = run_cmd(command(root).args(args).args(chunk), &args)?;
+        changes.extend(parse_raw(&out.stdout).map_err(|message| GitError::Spawn {
+            args: args.join(" "),
+            source: io::Error::new(io::ErrorKind::InvalidData, message),
+        })?);
+    }
+    Ok(changes)
 }
 
 /// Parses `git diff --raw -z`: `:MODE MODE OID OID X\0PATH\0` per entry.
@@ -764,17 +878,49 @@ mod tests {
     use super::*;
 
     #[test]
-    fn status_parsing_keeps_rename_sources_and_order() {
-        let raw = b"R  new.txt\0old.txt\0 M a b.txt\0?? z.txt\0?? vendor/lib/\0";
-        let e = parse_status(raw).unwrap();
-        assert_eq!(e.len(), 4);
-        assert_eq!(e[0].code, "R ");
-        assert_eq!(e[0].path, "new.txt");
-        assert_eq!(e[0].orig_path.as_deref(), Some("old.txt"));
-        assert_eq!(e[1].path, "a b.txt");
-        assert_eq!(e[3].path, "vendor/lib/");
+    fn status_parsing_keeps_head_rename_sources_letters_and_order() {
+        let oid = "a".repeat(40);
+        let z = "0".repeat(40);
+        let raw = format!(
+            "# branch.oid {oid}\0# branch.head main\0# branch.upstream origin/main\0\
+             2 R. N... 100644 100644 100644 {oid} {oid} R100 new.txt\0old.txt\0\
+             1 .M N... 100644 100644 100644 {oid} {oid} a b.txt\0\
+             1 A. N... 000000 100644 100644 {z} {oid} added\0\
+             1 .M SC.. 160000 160000 160000 {oid} {oid} sub1\0\
+             1 .M S.MU 160000 160000 160000 {oid} {oid} sub2\0\
+             1 .M S..U 160000 160000 160000 {oid} {oid} sub3\0\
+             u UU N... 100644 100644 100644 100644 {oid} {oid} {oid} both\0\
+             ? z.txt\0? vendor/lib/\0"
+        );
+        let (head, e) = parse_status(raw.as_bytes()).unwrap();
+        let head = head.unwrap();
+        assert_eq!(head.commit.as_deref(), Some(oid.as_str()));
+        assert_eq!((head.branch.as_deref(), head.detached), (Some("main"), false));
+        let codes: Vec<(&str, &str)> = e.iter().map(|e| (e.code.as_str(), e.path.as_str())).collect();
+        assert_eq!(
+            codes,
+            [
+                (" M", "a b.txt"),
+                ("A ", "added"),
+                ("UU", "both"),
+                ("R ", "new.txt"),
+                (" M", "sub1"),
+                (" m", "sub2"),
+                (" ?", "sub3"),
+                ("??", "z.txt"),
+                ("??", "vendor/lib/")
+            ]
+        );
+        assert_eq!(e[3].orig_path.as_deref(), Some("old.txt"));
+        let detached = format!("# branch.oid {oid}\0# branch.head (detached)\0");
+        let head = parse_status(detached.as_bytes()).unwrap().0.unwrap();
+        assert_eq!((head.branch, head.detached), (None, true));
+        let unborn = b"# branch.oid (initial)\0# branch.head main\0? f\0";
+        assert_eq!(parse_status(unborn).unwrap().0, None);
         assert!(parse_status(b"garbage\0").is_err());
-        assert!(parse_status(b"R  new-without-old\0").is_err());
+        assert!(
+            parse_status(format!("2 R. N... 1 1 1 {oid} {oid} R100 new-without-old\0").as_bytes()).is_err()
+        );
     }
 
     #[test]

@@ -17,11 +17,11 @@ use std::path::{Path, PathBuf};
 use git2::{DiffOptions, ErrorCode, Repository, Status, StatusOptions};
 
 use super::doc::{CaptureMethod, Dirty, NestedRepository, Snapshot, StatusLine, UnknownPath, UntrackedFile};
-use super::git::{
+use super::patch::{PatchBytes, PatchLimits};
+use super::worktree::{
     BundleFolders, FileFacts, TrackedChange, decide_tracked, decide_untracked, file_facts, index_bits,
     is_excluded, operation, read_submodules, record_tracked_left_out, relative_exclusions, size_on_disk,
 };
-use super::patch::{PatchBytes, PatchLimits};
 use crate::digest::sha256_reader;
 
 /// At most this many paths are listed in `unknown-paths`; the reason gives the total.

@@ -23,6 +23,7 @@ pub mod git_cli;
 mod git_lib;
 pub mod host;
 pub mod patch;
+mod worktree;
 
 pub use doc::{
     AfterCheck, CaptureMethod, Dirty, LeftOutFile, NestedRepository, PROVENANCE_FORMAT, ProvenanceDoc,

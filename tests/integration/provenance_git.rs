@@ -664,13 +664,15 @@ fn bare_and_broken_repositories_are_recorded_not_fatal() {
 
 /// Issue 37 item 12: the git processes of one run, counted through a PATH wrapper that logs each
 /// call (no timing). Before, a run asked `git --version` twice (once per capture) and ran 18 git
-/// processes, then 16 with `--version` once. Now: no `--version` (the first real command tells
-/// whether git is there), the repository located once per process, HEAD and its branch in one
-/// `rev-parse`, the empty tree's id known from HEAD's, and an after-run capture that runs no
-/// `git diff` when the status is what it was: 9. The goal (the seed's three commands) is
-/// not reached: the bound below is today's count, so that a call added back fails here.
+/// processes, then 16 with `--version` once, then 9. Now: no `--version` (the first real command
+/// tells whether git is there), the repository located once per process, HEAD and its branch
+/// read from the status itself (`--porcelain=v2 --branch`), no `git diff` when `git diff --raw`
+/// lists no tracked change, and an after-run capture that is one `git status` when the tree is
+/// what it was: 6 here (a clean tracked tree, one untracked file): locate, status, diff --raw,
+/// add -N and diff of the untracked file, status after. The bound is that count, so that a call
+/// added back fails here.
 #[test]
-fn one_run_never_asks_git_for_its_version_and_runs_at_most_9_git_processes() {
+fn one_run_never_asks_git_for_its_version_and_runs_at_most_6_git_processes() {
     let git = std::env::split_paths(&std::env::var_os("PATH").unwrap())
         .map(|d| d.join("git"))
         .find(|p| p.is_file())
@@ -694,7 +696,8 @@ fn one_run_never_asks_git_for_its_version_and_runs_at_most_9_git_processes() {
         .text_output()
         .set("measure", "sample-interval", "off")
         .write(&repo);
-    // A repository with a commit (an unborn HEAD costs two more: its branch and the empty tree).
+    // A repository with a commit (an unborn HEAD costs more: its branch, the empty tree, and a
+    // `git diff --raw` started against HEAD before the status said there is none).
     crate::support::commit_all(&repo, "manifest");
     std::fs::write(repo.join("untracked.txt"), "u\n").unwrap();
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
@@ -709,8 +712,10 @@ fn one_run_never_asks_git_for_its_version_and_runs_at_most_9_git_processes() {
     let calls = std::fs::read_to_string(&log).unwrap();
     let versions = calls.lines().filter(|l| l.ends_with("--version")).count();
     assert_eq!(versions, 0, "{calls}");
+    // HEAD comes with the status: no `rev-parse HEAD` of its own.
+    assert!(!calls.contains("rev-parse HEAD"), "{calls}");
     assert!(
-        calls.lines().count() <= 9,
+        calls.lines().count() <= 6,
         "{} git processes:\n{calls}",
         calls.lines().count()
     );
