@@ -136,8 +136,13 @@ fn run_manifest(args: &RunArgs) -> Result<i32, Failure> {
         overrides: hwr_exp::bundle::Overrides::of(&selection, args.fail_fast),
         ..RunOptions::default()
     };
-    let report = session::run_manifest(&manifest, &opts, &ProcessLauncher::new(), signals.cancel_flag())
-        .map_err(session_failure)?;
+    let report = hwr_exp::runner::experiment::run_manifest(
+        &manifest,
+        &opts,
+        &ProcessLauncher::new(),
+        signals.cancel_flag(),
+    )
+    .map_err(session_failure)?;
     if args.detach {
         return Ok(ui::detached(&report));
     }
@@ -257,10 +262,10 @@ fn check(args: &CheckArgs) -> Result<i32, Failure> {
             }
         };
         let ctx = session::plan_context(Path::new("<bundle>")).map_err(session_failure)?;
-        match session::expand(&manifest, &ctx) {
+        match hwr_exp::runner::planning::expand(&manifest, &ctx) {
             Ok(plan) => {
                 warn_too_few_runs(&manifest, &plan);
-                match session::missing_here(&manifest, &plan) {
+                match hwr_exp::runner::planning::missing_here(&manifest, &plan) {
                     Ok(()) => {
                         ui::checked(path, &plan)?;
                         ui::verdict_metric(&manifest.report)?;
@@ -309,7 +314,8 @@ const RUN_WARNING_MAX_RUNS: usize = 100_000;
 /// `run`: the warning of `check` and `plan` when the plan can give only `too few runs` against
 /// the control, before the first run (a plan it cannot expand is left to the run to report).
 fn warn_too_few_runs_before_running(manifest: &manifest::Manifest) {
-    let plan = session::plan_context(Path::new("<bundle>")).and_then(|ctx| session::expand(manifest, &ctx));
+    let plan = session::plan_context(Path::new("<bundle>"))
+        .and_then(|ctx| hwr_exp::runner::planning::expand(manifest, &ctx));
     if let Ok(plan) = plan
         && plan.len() <= RUN_WARNING_MAX_RUNS
     {
@@ -346,7 +352,7 @@ fn plan(args: &PlanArgs) -> Result<i32, Failure> {
         return ui::text(&text);
     }
     let plan = session::plan_context(Path::new("<bundle>"))
-        .and_then(|ctx| session::expand(&manifest, &ctx))
+        .and_then(|ctx| hwr_exp::runner::planning::expand(&manifest, &ctx))
         .map_err(session_failure)?;
     if !control_left_out {
         warn_too_few_runs(&manifest, &plan);

@@ -37,7 +37,7 @@ use crate::bundle::{BisectStep, Outcome};
 use crate::exec::{CancelFlag, Launcher};
 use crate::manifest::{self, Adaptive, Manifest, Until};
 use crate::report::estimates::Estimate;
-use crate::runner::session::{self, RunOptions, SessionError};
+use crate::runner::session::{RunOptions, SessionError};
 use crate::stats::Verdict;
 
 /// Runs per cell a probed commit gets at most when neither `--repetitions` nor the manifest's
@@ -620,7 +620,7 @@ impl Prober<'_> {
             }),
             ..RunOptions::default()
         };
-        let report = match session::run_manifest(&m, &run_opts, launcher, cancel) {
+        let report = match crate::runner::experiment::run_manifest(&m, &run_opts, launcher, cancel) {
             Ok(r) => r,
             // Does not build or run at this commit: skipped, like `git bisect skip`.
             Err(e @ (SessionError::Plan(_) | SessionError::Preflight(_))) => {

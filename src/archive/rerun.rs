@@ -727,7 +727,7 @@ impl PreparedRerun {
             tree,
             ..
         } = self;
-        let report = session::run_manifest(&manifest, &run_opts, launcher, cancel);
+        let report = crate::runner::experiment::run_manifest(&manifest, &run_opts, launcher, cancel);
         drop(tree);
         Ok(report?)
     }

@@ -148,7 +148,7 @@ pub fn resume(
                 cpus_per_run,
                 detach: false,
             };
-            Ok(ready.run(session, &job)?)
+            Ok(crate::runner::experiment::execute(&ready, session, &job)?)
         }
         Err(e) => {
             // Refused before anything changed: the bundle is left as it was, its lock file too.
@@ -309,7 +309,7 @@ fn prepare(
         .map_err(|p| ArchiveError::Session(SessionError::Preflight(p)))?;
         ctx.environments = crate::runner::environments::context_map(&built);
     }
-    let mut plan = session::expand(&manifest, &ctx)?;
+    let mut plan = crate::runner::planning::expand(&manifest, &ctx)?;
     // A runner stopped in its first seconds may not have written plan.json yet (the local runner
     // writes it while the first runs execute): it is written from the archived manifest.
     let write_plan =

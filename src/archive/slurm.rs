@@ -26,7 +26,7 @@ use crate::slurm::{ArrayState, CancelTarget, SlurmClient, SubmittedArray, TaskMa
 /// bundle's folder and seed: the same plan the submitting hwr-exp wrote to plan.json.
 ///
 /// # Errors
-/// As [`archived_manifest`] and [`session::expand`].
+/// As [`archived_manifest`] and [`crate::runner::planning::expand`].
 pub fn bundle_plan(bundle: &Bundle) -> Result<(Manifest, Plan), ArchiveError> {
     let (base_dir, _) = base_dir_now(bundle, None);
     let mut manifest = archived_manifest(bundle, &base_dir)?;
@@ -36,7 +36,7 @@ pub fn bundle_plan(bundle: &Bundle) -> Result<(Manifest, Plan), ArchiveError> {
     if let Some(seed) = bundle.info().seed {
         ctx.fallback_seed = seed;
     }
-    let mut plan = session::expand(&manifest, &ctx)?;
+    let mut plan = crate::runner::planning::expand(&manifest, &ctx)?;
     recorded_rounds(bundle, &mut plan)?;
     Ok((manifest, plan))
 }

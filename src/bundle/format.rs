@@ -639,19 +639,7 @@ pub enum OutputCheck {
     Empty,
 }
 
-/// A process of a run found outside the run's cgroup when the run ended (run.json
-/// `escaped-processes`): it left the cgroup (moved itself, being root), so stopping the cgroup
-/// did not stop it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub struct EscapedProcess {
-    /// Its pid.
-    pub pid: i32,
-    /// The cgroup it was in (`/proc/<pid>/cgroup`, `0::` line), as the kernel names it.
-    pub cgroup: String,
-    /// Whether the runner killed it (SIGKILL): it was still in the run's session.
-    pub killed: bool,
-}
+pub use crate::exec::EscapedProcess;
 
 /// run.json.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -110,7 +110,7 @@ pub(super) struct Finished {
     /// What went wrong cleaning up (a process that would not die, a cgroup not removed).
     pub(super) error: Option<String>,
     /// Processes of the run found outside its cgroup ([`RunContainment::escaped`]).
-    pub(super) escaped: Vec<crate::bundle::EscapedProcess>,
+    pub(super) escaped: Vec<EscapedProcess>,
 }
 
 /// Most empty cgroups [`Leftovers`] keeps waiting for removal.
@@ -307,7 +307,7 @@ impl RunContainment {
     /// pid), whose `/proc/<pid>/cgroup` is no longer the run's cgroup or one below it. Those
     /// still in the run's session are killed (SIGKILL); the others are only named. Empty without
     /// a cgroup (the process-tree fallback follows the processes themselves).
-    fn escaped(&self) -> Vec<crate::bundle::EscapedProcess> {
+    fn escaped(&self) -> Vec<EscapedProcess> {
         let (Some(cg), Ok(base)) = (&self.cgroup, cgroup::base()) else {
             return Vec::new();
         };
@@ -352,7 +352,7 @@ impl RunContainment {
             let killed = in_session
                 && rustix::process::Pid::from_raw(pid)
                     .is_some_and(|p| rustix::process::kill_process(p, Signal::KILL).is_ok());
-            out.push(crate::bundle::EscapedProcess {
+            out.push(EscapedProcess {
                 pid,
                 cgroup: now_in,
                 killed,
@@ -581,6 +581,20 @@ fn remember(seen: &mut Vec<i32>, new: &[i32]) {
             seen.push(p);
         }
     }
+}
+
+/// A process of a run found outside the run's cgroup when the run ended (run.json
+/// `escaped-processes`): it left the cgroup (moved itself, being root), so stopping the cgroup
+/// did not stop it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct EscapedProcess {
+    /// Its pid.
+    pub pid: i32,
+    /// The cgroup it was in (`/proc/<pid>/cgroup`, `0::` line), as the kernel names it.
+    pub cgroup: String,
+    /// Whether the runner killed it (SIGKILL): it was still in the run's session.
+    pub killed: bool,
 }
 
 #[cfg(test)]

@@ -97,7 +97,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::{Deserialize, Serialize};
 
 pub use containment::{
-    CONTAINMENT_VAR, Containment, check_setting as check_containment_setting, placement_note,
+    CONTAINMENT_VAR, Containment, EscapedProcess, check_setting as check_containment_setting, placement_note,
 };
 pub use environment::{CLEAN_KEPT, CLEAN_KEPT_PREFIX, EnvPolicy, build_env, clean_keeps};
 pub use pinning::pin_current_thread;
@@ -247,7 +247,7 @@ pub struct RunOutcome {
     /// runner then killed.
     pub stray_processes_killed: u32,
     /// Processes of the run found outside its cgroup when it ended (they moved themselves out).
-    pub escaped_processes: Vec<crate::bundle::EscapedProcess>,
+    pub escaped_processes: Vec<EscapedProcess>,
     /// Number of external memory samples written.
     pub memory_samples: u32,
     /// How sampling went (interval achieved, page-table walks, their cost); `None` when the run

@@ -43,6 +43,10 @@ pub const COMPLETION_INDEX_ANNOTATION: &str = "batch.kubernetes.io/job-completio
 /// The label the Job controller sets on each pod: the Job's name (`kubectl get pods -l`).
 pub const JOB_NAME_LABEL: &str = "job-name";
 
+/// The variable the Job controller sets in every pod of an Indexed Job to its completion index
+/// (Kubernetes 1.22 and later); the task entry point reads it (`hwr-exp task`).
+pub const COMPLETION_INDEX_ENV: &str = "JOB_COMPLETION_INDEX";
+
 /// The longest Job name written: the pods' hostnames are `<job>-<index>`, at most 63 characters.
 pub const MAX_JOB_NAME: usize = 52;
 
@@ -158,7 +162,7 @@ pub struct TaskInvocation {
 
 /// The task invocation of completion indexes `0..indices.len()` of bundle `bundle` (its path in
 /// the pod). The index is the Job controller's `JOB_COMPLETION_INDEX`, which it sets in every
-/// pod of an Indexed Job ([`crate::runner::task::COMPLETION_INDEX_ENV`]). When the runs are the
+/// pod of an Indexed Job ([`COMPLETION_INDEX_ENV`]). When the runs are the
 /// plan's first `indices.len()` in order, the completion index is the plan index and the pod
 /// runs `hwr-exp task BUNDLE`, which reads it; otherwise (`resume`: a subset) `/bin/sh` picks
 /// the plan index from the list `HWR_EXP_RUNS` and `exec`s `hwr-exp task --index I BUNDLE`. The
@@ -200,7 +204,7 @@ pub fn task_invocation(bundle: &Path, indices: &[usize]) -> TaskInvocation {
         command: vec!["/bin/sh".into(), "-c".into()],
         args: vec![format!(
             "set -- $HWR_EXP_RUNS; shift \"${}\"; exec hwr-exp task --index \"$1\" \"$HWR_EXP_BUNDLE\"",
-            crate::runner::task::COMPLETION_INDEX_ENV
+            COMPLETION_INDEX_ENV
         )],
         env,
     }

@@ -46,7 +46,7 @@ pub fn load(path: &Path) -> Result<Manifest, Diagnostics> {
 /// the current directory (lexically, without resolving symlinks).
 ///
 /// Only the document is checked: host facts (whether listed CPUs are in the allowed set, how many
-/// CPUs `"auto"` has) are checked when the plan is made (`runner::session::expand`), so the result
+/// CPUs `"auto"` has) are checked when the plan is made (`runner::planning::expand`), so the result
 /// does not depend on where it runs.
 ///
 /// # Errors

@@ -7,6 +7,8 @@ pub mod adaptive;
 pub mod backend;
 pub mod binary;
 pub mod environments;
+pub mod experiment;
+pub mod planning;
 pub mod preflight;
 pub mod progress;
 pub mod session;

@@ -11,7 +11,7 @@ use crate::plan::{Plan, PlanError};
 /// runner's allowed set `allowed` (`sched_getaffinity`, ascending). `"auto"` takes its CPUs from
 /// that set and always passes.
 ///
-/// Run by `runner::session::expand`, so `check`, `plan`, `run`, `rerun` and `resume` all apply
+/// Run by `runner::planning::expand`, so `check`, `plan`, `run`, `rerun` and `resume` all apply
 /// it. Returns one problem per CPU outside the set located at that CPU in an array
 /// (`isolation.cpus.N`), and one problem naming every outside CPU of a list string (`"0-999"`)
 /// located at the whole `cpus` value.
@@ -63,7 +63,7 @@ pub fn cpus_outside_allowed_set(manifest: &Manifest, allowed: &[usize]) -> Vec<P
 
 /// The allocator-path check (`[isolation] allocator`): every library a run preloads must be a
 /// readable file (a known name was found in the linker cache when the plan was made). Run by
-/// `runner::session::expand` like [`cpus_outside_allowed_set`], so `check` refuses it too. One
+/// `runner::planning::expand` like [`cpus_outside_allowed_set`], so `check` refuses it too. One
 /// problem per distinct path, located at `isolation.allocator`.
 pub fn allocator_paths(plan: &Plan) -> Vec<PlanError> {
     let mut seen = HashSet::new();
@@ -95,7 +95,7 @@ pub fn allocator_paths(plan: &Plan) -> Vec<PlanError> {
 
 /// [`programs_and_workdirs`] as problems at the manifest's keys: a workdir at `command.workdir`,
 /// a program at `command.argv.0` (else `command.argv`, `command.shell`), each with a help line.
-/// For `hwr-exp check` (`runner::session::missing_here`), which `run`'s preflight agrees with.
+/// For `hwr-exp check` (`runner::planning::missing_here`), which `run`'s preflight agrees with.
 pub fn missing_here(manifest: &Manifest, plan: &Plan) -> Vec<PlanError> {
     programs_and_workdirs(plan)
         .into_iter()

@@ -23,7 +23,7 @@ use crate::bundle::write::{NodeIds, TaskRunWriter};
 pub const INDEX_ENV: &str = "HWR_TASK_INDEX";
 
 /// Kubernetes' completion index of an Indexed Job's pod.
-pub const COMPLETION_INDEX_ENV: &str = "JOB_COMPLETION_INDEX";
+pub use crate::kubernetes::job::COMPLETION_INDEX_ENV;
 
 /// The node's name for run.json `node` and `hosts/<node>.json`, set by the engine's wrapper
 /// (Ray: `<hostname>-<first 8 hex digits of the Ray node id>`, as several Ray nodes may share a

@@ -698,9 +698,7 @@ fn no_file_imports_a_file_that_imports_it_back() {
         }
         let here = rel.display().to_string();
         for (path, line) in full_paths(&code, &module_path(rel)) {
-            let target = (1..=path.len())
-                .rev()
-                .find_map(|n| modules.get(&path[..n]));
+            let target = (1..=path.len()).rev().find_map(|n| modules.get(&path[..n]));
             if let Some(target) = target
                 && *target != here
             {
@@ -727,13 +725,17 @@ fn no_file_imports_a_file_that_imports_it_back() {
             }
         }
     }
-    assert!(found.is_empty(), "files of src/ that import each other:\n{report}");
+    assert!(
+        found.is_empty(),
+        "files of src/ that import each other:\n{report}"
+    );
 }
 
 /// The file-level scanner reads groups, `super` chains and `self` paths, and only code.
 #[test]
 fn the_file_scanner_expands_groups_and_climbs_super_chains() {
-    let code = "use crate::a::{b, c::{d, e}};\nfn f() { super::super::x::y(); self::z::w(); g::crate_like(); }\n";
+    let code =
+        "use crate::a::{b, c::{d, e}};\nfn f() { super::super::x::y(); self::z::w(); g::crate_like(); }\n";
     let got: Vec<Vec<String>> = full_paths(code, &["m".to_string(), "n".to_string(), "o".to_string()])
         .into_iter()
         .map(|(p, _)| p)

@@ -187,14 +187,14 @@ proptest! {
         // `check`: validate, then expand for the `<bundle>` stand-in.
         let Ok(m) = manifest::parse(&text, &path, dir.path()) else { return Ok(()) };
         let Ok(check_ctx) = session::plan_context(Path::new("<bundle>")) else { return Ok(()) };
-        if session::expand(&m, &check_ctx).is_err() {
+        if hwr_exp::runner::planning::expand(&m, &check_ctx).is_err() {
             return Ok(());
         }
         // `run`: expand for a real bundle folder under a results folder with a space, preflight.
         let results = dir.path().join("my results");
         let bundle = results.join("prop").join("2026-01-01T000000Z");
         let run_ctx = session::plan_context(&bundle).unwrap();
-        let plan = session::expand(&m, &run_ctx)
+        let plan = hwr_exp::runner::planning::expand(&m, &run_ctx)
             .map_err(|e| TestCaseError::fail(format!("check passed, run refuses:\n{e}\n{text}")))?;
         preflight::check(&plan, &results)
             .map_err(|e| TestCaseError::fail(format!("check passed, preflight refuses: {e:?}\n{text}")))?;

@@ -206,7 +206,7 @@ fn mutants_never_panic_and_every_error_is_located() {
         let result = catch_unwind(AssertUnwindSafe(|| match manifest::parse(&mutant, path, base) {
             Err(d) => Err(d.to_string()),
             Ok(m) if planned(&m) > EXPAND_LIMIT => Ok(None),
-            Ok(m) => match session::expand(&m, &ctx) {
+            Ok(m) => match hwr_exp::runner::planning::expand(&m, &ctx) {
                 Ok(plan) => Ok(Some(plan.len())),
                 Err(e) => Err(e.to_string()),
             },

@@ -382,7 +382,7 @@ pub fn plan_job(manifest: &Manifest, results_dir: &Path) -> Result<String, Sessi
     let results_dir = std::path::absolute(results_dir).unwrap_or_else(|_| results_dir.to_path_buf());
     let dir = crate::bundle::write::bundle_path(&results_dir, &manifest.experiment.name, SystemTime::now());
     let ctx = super::super::session::plan_context(&dir)?;
-    let plan = super::super::session::expand(manifest, &ctx)?;
+    let plan = crate::runner::planning::expand(manifest, &ctx)?;
     let indices: Vec<usize> = (0..plan.len()).collect();
     let params = job::JobParams {
         config,

@@ -48,8 +48,6 @@ use crate::bundle::BundleInfo;
 use crate::manifest::{ExecutorConfig, ExecutorKind, Manifest};
 use crate::plan::PlanError;
 
-use super::session::{Session, SessionError, SessionReport};
-
 /// Where the runs of a session execute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -232,43 +230,6 @@ impl Ready {
             Ready::Slurm(_) => Backend::Slurm,
             Ready::Ray(_) => Backend::Ray,
             Ready::Kubernetes(_) => Backend::Kubernetes,
-        }
-    }
-
-    /// Executes (locally, [`local::execute_and_finish`]) or submits and waits for (Slurm,
-    /// [`slurm::wait::submit_and_wait`]) the session's runs, and finishes the bundle. Shared by
-    /// `run`, `rerun` and `resume`.
-    ///
-    /// # Errors
-    /// As [`Session::finish`]; Slurm: [`SessionError::Preflight`] when nothing could be submitted.
-    pub fn run(&self, session: Session<'_>, job: &Job<'_>) -> Result<SessionReport, SessionError> {
-        match self {
-            Ready::Local => local::execute_and_finish(session),
-            Ready::Slurm(cluster) => {
-                let submit = slurm::arrays::Submit {
-                    cluster,
-                    config: &job.config.slurm,
-                    cpus_per_task: job.cpus_per_run,
-                    detach: job.detach,
-                };
-                slurm::wait::submit_and_wait(session, &submit)
-            }
-            Ready::Ray(cluster) => {
-                let submit = ray::Submit {
-                    cluster,
-                    cpus_per_run: job.cpus_per_run,
-                    detach: job.detach,
-                };
-                ray::submit_and_wait(session, &submit)
-            }
-            Ready::Kubernetes(cluster) => {
-                let submit = kubernetes::Submit {
-                    kubectl: cluster.kubectl.clone(),
-                    config: &job.config.kubernetes,
-                    cpus_per_run: job.cpus_per_run,
-                };
-                kubernetes::submit_and_wait(session, &submit)
-            }
         }
     }
 }

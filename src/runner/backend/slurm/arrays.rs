@@ -326,7 +326,7 @@ pub fn plan_scripts(manifest: &Manifest, results_dir: &Path) -> Result<String, S
     let results_dir = std::path::absolute(results_dir).unwrap_or_else(|_| results_dir.to_path_buf());
     let dir = crate::bundle::write::bundle_path(&results_dir, &manifest.experiment.name, SystemTime::now());
     let ctx = crate::runner::session::plan_context(&dir)?;
-    let plan = crate::runner::session::expand(manifest, &ctx)?;
+    let plan = crate::runner::planning::expand(manifest, &ctx)?;
     // A quick look: a controller that is down gives the one-array note at once, not after retries.
     let client = SlurmClient::new().with_retry(crate::slurm::RetryPolicy::once());
     let (limits, note) = match client.ping().and_then(|()| client.array_limits()) {

@@ -5,7 +5,7 @@
 //! - [`preflight`]: `scontrol ping`, `MaxArraySize` from `scontrol show config`, and a warning when
 //!   the results folder or the binary is on a node-local file system (`statfs`).
 //! - [`wait::submit_and_wait`]: after the bundle was created on the submitting host (by
-//!   [`crate::runner::session::run_manifest`], provenance included), [`arrays::submit`] writes one batch script per
+//!   [`crate::runner::experiment::run_manifest`], provenance included), [`arrays::submit`] writes one batch script per
 //!   array into `slurm/` and submits it, recording each job id in bundle.json at once; then
 //!   [`wait()`](wait::wait) and [`Session::finish`](crate::runner::session::Session::finish) as for the local backend.
 //! - [`task::run_task`]: what `hwr-exp slurm-task BUNDLE INDEX` does on the node: one planned run with
