@@ -17,9 +17,10 @@ use std::path::Path;
 
 use serde_json::Value as Json;
 
-use super::aggregation::{self, RunValues};
+use super::aggregation;
 use super::model::{
-    FailureGroups, MetricValue, RUN_ROWS, Report, RunSummary, Runs, STDERR_TAIL_LINES, Spill, cell_label,
+    FailureGroups, MetricValue, RUN_ROWS, Report, RunSource, RunSummary, RunValues, Runs, STDERR_TAIL_LINES,
+    Spill, cell_label,
 };
 use super::retention::{Accumulator, DocFields, Parsed, SampleField, SampleFields};
 use crate::bundle::lock::effective_status;
@@ -304,8 +305,8 @@ impl RunContext<'_> {
     /// reads the runs again instead).
     fn spill_record(&self, kind: Spill, run: &RunSummary) -> Option<Vec<u8>> {
         match kind {
-            Spill::Csv => super::render::csv_spill_record(run, self.keys, self.pointers),
-            Spill::Json => super::render::json_spill_record(run),
+            Spill::Csv => super::records::csv_spill_record(run, self.keys, self.pointers),
+            Spill::Json => super::records::json_spill_record(run),
         }
         .ok()
     }
@@ -322,12 +323,8 @@ pub struct Restream {
     json_output: bool,
 }
 
-impl Restream {
-    /// Calls `f` with every planned run's summary, in plan order.
-    ///
-    /// # Errors
-    /// The bundle can no longer be read (the message names the file), or `f`'s error.
-    pub fn try_for_each(&self, f: &mut dyn FnMut(RunSummary) -> anyhow::Result<()>) -> anyhow::Result<()> {
+impl RunSource for Restream {
+    fn try_for_each(&self, f: &mut dyn FnMut(RunSummary) -> anyhow::Result<()>) -> anyhow::Result<()> {
         let bundle = Bundle::open(&self.dir)?;
         let ctx = RunContext {
             bundle: &bundle,

@@ -22,7 +22,7 @@ use std::path::Path;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use serde_json::Value as Json;
 
-use super::compare::Comparison;
+use super::comparison::Comparison;
 use super::model::{Report, Stats, fmt_num};
 use super::plot::{self, PlotError};
 use super::render::{Section, analysis_sections};
