@@ -9,7 +9,8 @@ use super::collection::collect;
 use super::comparison::{Comparison, MetricRow, compare, host_of};
 use super::metrics::Metric;
 use super::model::{Stats, fmt_num};
-use super::render::{Format, Section, TextStyle, render_sections};
+use super::render::Format;
+use super::section::{Section, TextStyle, render_sections};
 
 /// What `hwr-exp compare` is asked for (the default: two empty paths, a table, one line per row).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -27,7 +28,7 @@ pub struct CompareOptions {
 /// A row's verdict with what it needs said: the repetitions a `too few runs` would need, and
 /// what the runs gave instead of usable values.
 fn verdict_text(r: &MetricRow) -> String {
-    super::render::with_needs(
+    super::verdicts::with_needs(
         r.verdict.map_or("", |v| v.as_str()),
         r.repetitions_needed,
         r.unusable_values.as_deref(),
@@ -133,7 +134,7 @@ fn text(c: &Comparison, style: TextStyle) -> String {
                 r.a.map_or_else(|| "-".into(), |s| s.n.to_string()),
                 r.b.map_or_else(|| "-".into(), |s| s.n.to_string())
             ),
-            super::render::interval_text(&e),
+            super::verdicts::interval_text(&e),
             r.p.map_or_else(|| "-".into(), fmt_num),
             verdict_text(r),
         ]);

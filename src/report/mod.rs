@@ -24,8 +24,10 @@
 //! - [`model`]: the data types of a report (runs, cells, values, estimates, contrasts);
 //! - computations: [`aggregation`], [`correction`], [`estimates`], [`contrasts`], [`comparison`],
 //!   [`plan_check`], and [`records`] (a run's CSV and JSON record);
-//! - [`collection`]: reads a bundle's runs and folds them into a [`Report`];
-//! - renderers: [`render`], [`plot`], [`html`], [`compare`].
+//! - [`read`] reads one run into a [`model::RunSummary`], [`collection`] reads a bundle's runs
+//!   with it and folds them into a [`Report`];
+//! - renderers: [`section`] (table layout), [`verdicts`] (the answer sections), [`render`],
+//!   [`plot`], [`html`], [`compare`].
 
 pub mod aggregation;
 pub mod collection;
@@ -41,10 +43,13 @@ pub mod parallel;
 pub mod plan_check;
 pub mod plot;
 pub mod quick;
+pub mod read;
 pub mod records;
 pub mod render;
 pub mod retention;
+pub mod section;
 pub mod units;
+pub mod verdicts;
 
 use std::path::PathBuf;
 
