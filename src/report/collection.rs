@@ -207,37 +207,16 @@ pub fn collect_with(
     let bundle = Bundle::open(dir)?;
     let plan = bundle.plan_header()?;
     let info = bundle.info().clone();
-    let manifest_path = bundle.path(crate::bundle::files::MANIFEST);
-    let mut axes: Vec<(String, Vec<crate::manifest::Value>)> = Vec::new();
-    let mut measured = None;
-    let (pointers, mut settings) = match bundle.manifest_text() {
-        Ok(text) => {
-            axes = super::contrasts::manifest_axes(&text);
-            let bad = |message| ReportError::Metrics {
-                path: manifest_path.display().to_string(),
-                message,
-            };
-            measured = super::units::measured(&text);
-            (
-                metric_pointers(&text).map_err(bad)?,
-                super::estimates::settings(&text).map_err(bad)?,
-            )
-        }
-        Err(ReadError::Missing { .. }) => Default::default(),
-        Err(e) => return Err(e.into()),
-    };
+    let ManifestParts {
+        axes,
+        measured,
+        pointers,
+        mut settings,
+    } = manifest_parts(&bundle)?;
     // An adaptive bundle is judged with the design its rule stopped on (DESIGN 9).
     settings.design = info.adaptive.as_ref().and_then(|a| a.design.clone());
-    let revision = match bundle.revision() {
-        Ok(r) => Some(r),
-        Err(ReadError::Missing { .. }) => None,
-        Err(e) => return Err(e.into()),
-    };
-    let provenance = match bundle.provenance() {
-        Ok(p) => Some(p),
-        Err(ReadError::Missing { .. }) => None,
-        Err(e) => return Err(e.into()),
-    };
+    let revision = optional(bundle.revision())?;
+    let provenance = optional(bundle.provenance())?;
     let keys = plan.matrix_keys.clone();
     let json_output = plan.output_format == OutputFormat::Json;
     let ctx = RunContext {
@@ -249,134 +228,38 @@ pub fn collect_with(
         keep_series,
         spill: spill.filter(|_| (RUN_ROWS + 1..=SPILL_MAX_RUNS).contains(&bundle.info().planned_runs)),
     };
-    let mut spill_file = ctx
-        .spill
-        .and_then(|_| tempfile::tempfile().ok())
-        .map(|f| std::io::BufWriter::with_capacity(1 << 20, f));
-    // One pass over the plan. Every run is aggregated as it is read (counts, nodes, failures,
-    // compact per-run numbers); at most RUN_ROWS runs are held whole: all of them while the plan
-    // has no more, else the first RUN_ROWS finished ones (runs that did not run are counted).
-    let mut values = RunValues::new(&pointers);
-    let mut held: Vec<RunSummary> = Vec::with_capacity(bundle.info().planned_runs.min(RUN_ROWS));
-    let mut held_finished = 0;
-    let mut large = false;
-    let mut planned_seen = 0;
-    let mut counts = BTreeMap::new();
-    let mut not_run_count = 0;
-    let mut not_run_ranges: Vec<(usize, usize)> = Vec::new();
-    let mut nodes = std::collections::BTreeSet::new();
-    let mut failures = FailureGroups::default();
-    let mut redone = (0, 0u64);
-    let mut has_retention = false;
-    // The planned count that makes a bundle large is known only from the plan; a batch may
-    // be read in detail just before (detail is cheap beside the batch's reading).
-    let held_finished_now = std::cell::Cell::new(0);
-    let json_spill = ctx.spill == Some(Spill::Json);
-    let large_now = std::cell::Cell::new(false);
-    read_in_order(
-        &ctx,
-        bundle.planned_runs_as()?,
-        // A JSON spill holds every run as the report's JSON writes it, in detail (the mappings
-        // that grew): every run is read so, as a report without a spill reads them again.
-        || json_spill || !large_now.get() || held_finished_now.get() < RUN_ROWS,
-        |read| -> Result<(), ReportError> {
-            planned_seen += 1;
-            if !large && planned_seen > RUN_ROWS {
-                large = true;
-                large_now.set(true);
-                held.retain(|r| r.finished);
-                values.forget_unfinished_cells();
-            }
-            // A record that cannot be made or written ends the spill (the runs are read again).
-            let mut spill_write = |record: Option<Vec<u8>>| {
-                let written = match (spill_file.as_mut(), record) {
-                    (Some(w), Some(r)) => std::io::Write::write_all(w, &r).is_ok(),
-                    _ => false,
-                };
-                if !written {
-                    spill_file = None;
-                }
-            };
-            let run = match read {
-                Read::Finished(run, spilled) => {
-                    if let Some(outcome) = run.outcome {
-                        *counts.entry(outcome).or_insert(0) += 1;
-                    }
-                    if let Some(record) = spilled {
-                        spill_write(record);
-                    }
-                    *run
-                }
-                Read::NotRun(planned) => {
-                    not_run_count += 1;
-                    let ranges = not_run_ranges.len();
-                    match not_run_ranges.last_mut() {
-                        Some((_, end)) if *end + 1 == planned.index => *end = planned.index,
-                        _ if ranges < RUN_ROWS => not_run_ranges.push((planned.index, planned.index)),
-                        _ => {}
-                    }
-                    let run = not_run(*planned, &keys);
-                    if let Some(kind) = ctx.spill {
-                        spill_write(ctx.spill_record(kind, &run));
-                    }
-                    if large {
-                        return Ok(());
-                    }
-                    run
-                }
-            };
-            if run.finished {
-                if let Some(n) = &run.node
-                    && !nodes.contains(n)
-                {
-                    nodes.insert(n.clone());
-                }
-                if run.attempts > 1 {
-                    redone.0 += 1;
-                    redone.1 += u64::from(run.attempts - 1);
-                }
-                has_retention |= run.retention.is_some();
-                failures.push(&run);
-            }
-            values.push(&run, &keys);
-            if !large || (run.finished && held_finished < RUN_ROWS) {
-                held_finished += usize::from(run.finished);
-                held_finished_now.set(held_finished);
-                held.push(run);
-            }
-            Ok(())
-        },
-    )?;
+    let fold = fold_runs(&ctx, &bundle)?;
+    let Fold {
+        mut values,
+        held,
+        large,
+        planned_seen,
+        counts,
+        not_run_count,
+        not_run_ranges,
+        nodes,
+        failures,
+        redone,
+        has_retention,
+        spill_file,
+        ..
+    } = fold;
     values.finish();
     let nodes: Vec<String> = nodes.into_iter().collect();
-    let mode_key = aggregation::mode_key(&keys, &values);
-    let cells = aggregation::cells(&values, &keys, mode_key.as_deref(), &pointers);
-    if !control.is_empty() {
-        settings.control =
-            Some(super::contrasts::resolve_control(control, &keys, &values).map_err(ReportError::Control)?);
-    }
-    let mut estimates = if has_retention {
-        super::estimates::estimates(&values, &keys, mode_key.as_deref(), &settings)
-    } else {
-        Default::default()
-    };
-    if !control.is_empty()
-        && let Some(c) = estimates.control.as_ref()
-    {
-        let mut c = c.clone();
-        c.source = "--control";
-        estimates.control = Some(c);
-    }
-    let contrasts = if has_retention {
-        super::contrasts::contrasts(
-            &values,
-            &estimates,
-            &super::contrasts::axes_of(&keys, axes, &values),
-            &settings,
-        )
-    } else {
-        Vec::new()
-    };
+    let Analysis {
+        mode_key,
+        cells,
+        estimates,
+        contrasts,
+    } = analyse(
+        &values,
+        &keys,
+        &pointers,
+        &mut settings,
+        axes,
+        control,
+        has_retention,
+    )?;
     let spill_kind = ctx.spill;
     drop(ctx);
     let restream = large.then(|| Restream {
@@ -435,5 +318,267 @@ pub fn collect_with(
         values,
         redone,
         not_run_ranges,
+    })
+}
+
+/// What a report reads from the bundle's manifest.toml (all empty without one).
+#[derive(Default)]
+struct ManifestParts {
+    /// The matrix axes, values in manifest order ([`super::contrasts::manifest_axes`]).
+    axes: Vec<(String, Vec<crate::manifest::Value>)>,
+    /// What was measured ([`super::units::measured`]).
+    measured: Option<String>,
+    /// `[report] metrics`: (name, JSON Pointer).
+    pointers: Vec<(String, String)>,
+    /// The `[report]` settings of the estimates.
+    settings: super::estimates::Settings,
+}
+
+/// Reads the bundle's manifest.toml into [`ManifestParts`].
+///
+/// # Errors
+/// [`ReportError::Metrics`] for a `[report]` table of the wrong shape, [`ReportError::Read`] for a
+/// manifest.toml that cannot be read (a missing one gives empty parts).
+fn manifest_parts(bundle: &Bundle) -> Result<ManifestParts, ReportError> {
+    let manifest_path = bundle.path(crate::bundle::files::MANIFEST);
+    match bundle.manifest_text() {
+        Ok(text) => {
+            let axes = super::contrasts::manifest_axes(&text);
+            let bad = |message| ReportError::Metrics {
+                path: manifest_path.display().to_string(),
+                message,
+            };
+            let measured = super::units::measured(&text);
+            Ok(ManifestParts {
+                axes,
+                measured,
+                pointers: metric_pointers(&text).map_err(bad)?,
+                settings: super::estimates::settings(&text).map_err(bad)?,
+            })
+        }
+        Err(ReadError::Missing { .. }) => Ok(ManifestParts::default()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `read`'s value, `None` for a missing file.
+///
+/// # Errors
+/// Any other error of `read`.
+fn optional<T>(read: Result<T, ReadError>) -> Result<Option<T>, ReportError> {
+    match read {
+        Ok(v) => Ok(Some(v)),
+        Err(ReadError::Missing { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What the one pass over a bundle's plan folds its runs into ([`fold_runs`]).
+struct Fold {
+    /// The compact per-run numbers of every finished run.
+    values: RunValues,
+    /// The runs held whole: all of them while the plan has at most [`RUN_ROWS`], else the first
+    /// [`RUN_ROWS`] finished ones.
+    held: Vec<RunSummary>,
+    /// Finished runs among `held`.
+    held_finished: usize,
+    /// Whether the plan has more than [`RUN_ROWS`] runs (known once that many were read).
+    large: bool,
+    /// Planned runs read.
+    planned_seen: usize,
+    /// Finished runs by outcome.
+    counts: BTreeMap<crate::bundle::Outcome, usize>,
+    /// Planned runs without run.json.
+    not_run_count: usize,
+    /// Their plan indices as inclusive ranges (at most [`RUN_ROWS`] ranges).
+    not_run_ranges: Vec<(usize, usize)>,
+    /// The nodes the finished runs ran on.
+    nodes: std::collections::BTreeSet<String>,
+    /// The finished runs that are not ok, by reason.
+    failures: FailureGroups,
+    /// Runs redone by `resume` and their earlier attempts.
+    redone: (usize, u64),
+    /// Whether any run's output follows the retention schema.
+    has_retention: bool,
+    /// Where every run's record is spilled; `None` when not spilling (or the spill ended).
+    spill_file: Option<std::io::BufWriter<std::fs::File>>,
+}
+
+/// One pass over the plan of `ctx.bundle`. Every run is aggregated as it is read (counts, nodes,
+/// failures, compact per-run numbers); at most [`RUN_ROWS`] runs are held whole: all of them
+/// while the plan has no more, else the first [`RUN_ROWS`] finished ones (runs that did not run
+/// are counted).
+///
+/// # Errors
+/// The bundle's plan or a run.json cannot be read.
+fn fold_runs(ctx: &RunContext<'_>, bundle: &Bundle) -> Result<Fold, ReportError> {
+    let mut fold = Fold {
+        values: RunValues::new(ctx.pointers),
+        held: Vec::with_capacity(bundle.info().planned_runs.min(RUN_ROWS)),
+        held_finished: 0,
+        large: false,
+        planned_seen: 0,
+        counts: BTreeMap::new(),
+        not_run_count: 0,
+        not_run_ranges: Vec::new(),
+        nodes: std::collections::BTreeSet::new(),
+        failures: FailureGroups::default(),
+        redone: (0, 0),
+        has_retention: false,
+        spill_file: ctx
+            .spill
+            .and_then(|_| tempfile::tempfile().ok())
+            .map(|f| std::io::BufWriter::with_capacity(1 << 20, f)),
+    };
+    // The planned count that makes a bundle large is known only from the plan; a batch may
+    // be read in detail just before (detail is cheap beside the batch's reading).
+    let held_finished_now = std::cell::Cell::new(0);
+    let json_spill = ctx.spill == Some(Spill::Json);
+    let large_now = std::cell::Cell::new(false);
+    read_in_order(
+        ctx,
+        bundle.planned_runs_as()?,
+        // A JSON spill holds every run as the report's JSON writes it, in detail (the mappings
+        // that grew): every run is read so, as a report without a spill reads them again.
+        || json_spill || !large_now.get() || held_finished_now.get() < RUN_ROWS,
+        |read| -> Result<(), ReportError> {
+            fold.push(ctx, read);
+            large_now.set(fold.large);
+            held_finished_now.set(fold.held_finished);
+            Ok(())
+        },
+    )?;
+    Ok(fold)
+}
+
+impl Fold {
+    /// Folds in one planned run as [`fold_runs`] reads it.
+    fn push(&mut self, ctx: &RunContext<'_>, read: Read) {
+        self.planned_seen += 1;
+        if !self.large && self.planned_seen > RUN_ROWS {
+            self.large = true;
+            self.held.retain(|r| r.finished);
+            self.values.forget_unfinished_cells();
+        }
+        let run = match read {
+            Read::Finished(run, spilled) => {
+                if let Some(outcome) = run.outcome {
+                    *self.counts.entry(outcome).or_insert(0) += 1;
+                }
+                if let Some(record) = spilled {
+                    self.spill_write(record);
+                }
+                *run
+            }
+            Read::NotRun(planned) => {
+                self.not_run_count += 1;
+                let ranges = self.not_run_ranges.len();
+                match self.not_run_ranges.last_mut() {
+                    Some((_, end)) if *end + 1 == planned.index => *end = planned.index,
+                    _ if ranges < RUN_ROWS => self.not_run_ranges.push((planned.index, planned.index)),
+                    _ => {}
+                }
+                let run = not_run(*planned, ctx.keys);
+                if let Some(kind) = ctx.spill {
+                    self.spill_write(ctx.spill_record(kind, &run));
+                }
+                if self.large {
+                    return;
+                }
+                run
+            }
+        };
+        if run.finished {
+            if let Some(n) = &run.node
+                && !self.nodes.contains(n)
+            {
+                self.nodes.insert(n.clone());
+            }
+            if run.attempts > 1 {
+                self.redone.0 += 1;
+                self.redone.1 += u64::from(run.attempts - 1);
+            }
+            self.has_retention |= run.retention.is_some();
+            self.failures.push(&run);
+        }
+        self.values.push(&run, ctx.keys);
+        if !self.large || (run.finished && self.held_finished < RUN_ROWS) {
+            self.held_finished += usize::from(run.finished);
+            self.held.push(run);
+        }
+    }
+
+    /// Writes a run's spill record; a record that cannot be made or written ends the spill (the
+    /// runs are read again).
+    fn spill_write(&mut self, record: Option<Vec<u8>>) {
+        let written = match (self.spill_file.as_mut(), record) {
+            (Some(w), Some(r)) => std::io::Write::write_all(w, &r).is_ok(),
+            _ => false,
+        };
+        if !written {
+            self.spill_file = None;
+        }
+    }
+}
+
+/// What a report computes from the folded runs ([`analyse`]).
+struct Analysis {
+    /// The matrix key that names the mode.
+    mode_key: Option<String>,
+    /// Aggregates per cell.
+    cells: Vec<super::model::CellStats>,
+    /// Every compared cell against its control.
+    estimates: super::model::Estimates,
+    /// Every contrast.
+    contrasts: Vec<super::model::Contrast>,
+}
+
+/// The aggregates, estimates and contrasts of the folded `values`, with the control named by
+/// `control` (`--control`) in place of `settings`' when given.
+///
+/// # Errors
+/// [`ReportError::Control`] when `control` names no matrix key or no value of it.
+fn analyse(
+    values: &RunValues,
+    keys: &[String],
+    pointers: &[(String, String)],
+    settings: &mut super::estimates::Settings,
+    axes: Vec<(String, Vec<crate::manifest::Value>)>,
+    control: &[(String, String)],
+    has_retention: bool,
+) -> Result<Analysis, ReportError> {
+    let mode_key = aggregation::mode_key(keys, values);
+    let cells = aggregation::cells(values, keys, mode_key.as_deref(), pointers);
+    if !control.is_empty() {
+        settings.control =
+            Some(super::contrasts::resolve_control(control, keys, values).map_err(ReportError::Control)?);
+    }
+    let mut estimates = if has_retention {
+        super::estimates::estimates(values, keys, mode_key.as_deref(), settings)
+    } else {
+        Default::default()
+    };
+    if !control.is_empty()
+        && let Some(c) = estimates.control.as_ref()
+    {
+        let mut c = c.clone();
+        c.source = "--control";
+        estimates.control = Some(c);
+    }
+    let contrasts = if has_retention {
+        super::contrasts::contrasts(
+            values,
+            &estimates,
+            &super::contrasts::axes_of(keys, axes, values),
+            settings,
+        )
+    } else {
+        Vec::new()
+    };
+    Ok(Analysis {
+        mode_key,
+        cells,
+        estimates,
+        contrasts,
     })
 }

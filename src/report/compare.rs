@@ -61,25 +61,59 @@ fn text(c: &Comparison, style: TextStyle) -> String {
         pre.insert(0, "## hwr-exp compare".into());
     }
     let mut sections = Vec::new();
-    if !c.differences.is_empty() {
-        let title = "The bundles differ in";
-        let mut s = if narrow {
-            let mut s = Section::new(title, &[("fact", false), ("", false), ("value", false)]);
-            s.key_columns = 2;
-            s
-        } else {
-            Section::new(title, &[("fact", false), ("A", false), ("B", false)])
-        };
-        for d in &c.differences {
-            if narrow {
-                s.rows.push(vec![d.fact.clone(), "A".into(), d.a.clone()]);
-                s.rows.push(vec![String::new(), "B".into(), d.b.clone()]);
-            } else {
-                s.rows.push(vec![d.fact.clone(), d.a.clone(), d.b.clone()]);
-            }
-        }
-        sections.push(s);
+    sections.extend(differences_section(c, narrow));
+    let v = verdicts_section(c);
+    if v.rows.is_empty() {
+    } else if narrow {
+        sections.extend(per_cell(v));
+    } else {
+        sections.push(v);
     }
+    let title =
+        "Cells side by side (min / median / max over aggregated runs; difference = median B - median A)";
+    let mut notes = Vec::new();
+    if !c.only_in_a.is_empty() {
+        notes.push(format!("cells only in A: {}", c.only_in_a.join(", ")));
+    }
+    if !c.only_in_b.is_empty() {
+        notes.push(format!("cells only in B: {}", c.only_in_b.join(", ")));
+    }
+    if narrow {
+        sections.extend(side_by_side_narrow(c, title, notes));
+    } else {
+        sections.push(side_by_side_wide(c, title, notes));
+    }
+    render_sections(&pre, sections, style)
+}
+
+/// "The bundles differ in": one row per provenance fact that differs (A and B on lines of their
+/// own when `narrow`); `None` when none does.
+fn differences_section(c: &Comparison, narrow: bool) -> Option<Section> {
+    if c.differences.is_empty() {
+        return None;
+    }
+    let title = "The bundles differ in";
+    let mut s = if narrow {
+        let mut s = Section::new(title, &[("fact", false), ("", false), ("value", false)]);
+        s.key_columns = 2;
+        s
+    } else {
+        Section::new(title, &[("fact", false), ("A", false), ("B", false)])
+    };
+    for d in &c.differences {
+        if narrow {
+            s.rows.push(vec![d.fact.clone(), "A".into(), d.a.clone()]);
+            s.rows.push(vec![String::new(), "B".into(), d.b.clone()]);
+        } else {
+            s.rows.push(vec![d.fact.clone(), d.a.clone(), d.b.clone()]);
+        }
+    }
+    Some(s)
+}
+
+/// The verdicts table: one row per cell and metric with a verdict (side by side, then
+/// control-relative), the shift B - A with its interval.
+fn verdicts_section(c: &Comparison) -> Section {
     let mut v = Section::new(
         "Verdicts: each cell, B against A (Hodges-Lehmann shift B - A over runs, exact 95% interval)",
         &[
@@ -98,188 +132,194 @@ fn text(c: &Comparison, style: TextStyle) -> String {
         .chain(&c.control_relative)
         .filter(|r| r.verdict.is_some())
     {
-        let base = r.metric.trim_end_matches(" minus control");
-        let metric = Metric::from_key(base);
-        let label = match metric {
-            Some(m) if base != r.metric => format!("{} - control", m.def().label),
-            Some(m) => m.def().label.to_string(),
-            None => r.metric.clone(),
-        };
-        let e = super::estimates::Estimate {
-            cell: r.cell.clone(),
-            control: String::new(),
-            metric: base.to_string(),
-            n_cell: 0,
-            n_control: 0,
-            shift: r.shift,
-            ci_low: r.ci_low,
-            ci_high: r.ci_high,
-            confidence: r.confidence.or(Some(0.95)),
-            p: r.p,
-            p_adjusted: r.p,
-            exact: None,
-            margin: None,
-            verdict: crate::stats::Verdict::NoDetectableDifference,
-            repetitions_needed: None,
-            unusable_values: None,
-            cell_nodes: Vec::new(),
-            control_nodes: Vec::new(),
-            node: None,
-        };
-        v.rows.push(vec![
-            r.cell.clone(),
-            label,
-            format!(
-                "{}/{}",
-                r.a.map_or_else(|| "-".into(), |s| s.n.to_string()),
-                r.b.map_or_else(|| "-".into(), |s| s.n.to_string())
-            ),
-            super::verdicts::interval_text(&e),
-            r.p.map_or_else(|| "-".into(), fmt_num),
-            verdict_text(r),
-        ]);
+        v.rows.push(verdict_row(r));
     }
     v.notes.push(
         "p: permutation, exact with ties, Holm-corrected across cells per metric; `reproduced` needs [report] equivalence-margin in B's manifest; X - control: the change of the cell's shift against its own bundle's control, its interval the two bundles' exact intervals combined (Bonferroni: at least 1 - 0.05/k for k cells), no p".into(),
     );
-    if v.rows.is_empty() {
-    } else if narrow {
-        // One table per cell, the metric as key column, so that it fits the width.
-        let mut cells: Vec<String> = Vec::new();
-        for row in &v.rows {
-            if !cells.contains(&row[0]) {
-                cells.push(row[0].clone());
-            }
+    v
+}
+
+/// A row of [`verdicts_section`]: cell, metric label, runs, shift with interval, p, verdict.
+fn verdict_row(r: &MetricRow) -> Vec<String> {
+    let base = r.metric.trim_end_matches(" minus control");
+    let metric = Metric::from_key(base);
+    let label = match metric {
+        Some(m) if base != r.metric => format!("{} - control", m.def().label),
+        Some(m) => m.def().label.to_string(),
+        None => r.metric.clone(),
+    };
+    let e = super::estimates::Estimate {
+        cell: r.cell.clone(),
+        control: String::new(),
+        metric: base.to_string(),
+        n_cell: 0,
+        n_control: 0,
+        shift: r.shift,
+        ci_low: r.ci_low,
+        ci_high: r.ci_high,
+        confidence: r.confidence.or(Some(0.95)),
+        p: r.p,
+        p_adjusted: r.p,
+        exact: None,
+        margin: None,
+        verdict: crate::stats::Verdict::NoDetectableDifference,
+        repetitions_needed: None,
+        unusable_values: None,
+        cell_nodes: Vec::new(),
+        control_nodes: Vec::new(),
+        node: None,
+    };
+    vec![
+        r.cell.clone(),
+        label,
+        format!(
+            "{}/{}",
+            r.a.map_or_else(|| "-".into(), |s| s.n.to_string()),
+            r.b.map_or_else(|| "-".into(), |s| s.n.to_string())
+        ),
+        super::verdicts::interval_text(&e),
+        r.p.map_or_else(|| "-".into(), fmt_num),
+        verdict_text(r),
+    ]
+}
+
+/// The verdicts table `v` cut into one table per cell, the metric as key column, so that it
+/// fits a width; the notes under the last.
+fn per_cell(v: Section) -> Vec<Section> {
+    let mut sections = Vec::new();
+    // One table per cell, the metric as key column, so that it fits the width.
+    let mut cells: Vec<String> = Vec::new();
+    for row in &v.rows {
+        if !cells.contains(&row[0]) {
+            cells.push(row[0].clone());
         }
-        let mut first = true;
-        for cell in cells {
-            let mut part = Section::new(
-                if first {
-                    format!("{}\ncell {cell}", v.title)
-                } else {
-                    format!("cell {cell}")
-                },
-                &[
-                    ("metric", false),
-                    ("n A/B", true),
-                    ("shift [95% CI]", true),
-                    ("p", true),
-                    ("verdict", false),
-                ],
-            );
-            first = false;
-            part.rows = v
-                .rows
-                .iter()
-                .filter(|r| r[0] == cell)
-                .map(|r| r[1..].to_vec())
-                .collect();
-            sections.push(part);
-        }
-        if let Some(last) = sections.last_mut() {
-            last.notes = v.notes.clone();
-        }
-    } else {
-        sections.push(v);
     }
-    let title =
-        "Cells side by side (min / median / max over aggregated runs; difference = median B - median A)";
-    let mut notes = Vec::new();
-    if !c.only_in_a.is_empty() {
-        notes.push(format!("cells only in A: {}", c.only_in_a.join(", ")));
-    }
-    if !c.only_in_b.is_empty() {
-        notes.push(format!("cells only in B: {}", c.only_in_b.join(", ")));
-    }
-    if narrow {
-        let mut cells: Vec<&str> = Vec::new();
-        for r in &c.rows {
-            if !cells.contains(&r.cell.as_str()) {
-                cells.push(&r.cell);
-            }
-        }
-        sections.push(Section::new(title, &[]));
-        for cell in cells {
-            let mut s = Section::new(
-                format!("cell {cell}"),
-                &[
-                    ("metric", false),
-                    ("", false),
-                    ("min / median / max", true),
-                    ("B - A", true),
-                    ("note", false),
-                ],
-            );
-            s.key_columns = 2;
-            for r in c.rows.iter().filter(|r| r.cell == cell) {
-                s.rows.push(vec![
-                    r.metric.clone(),
-                    "A".into(),
-                    stats_text(r.a),
-                    difference_text(r.median_difference),
-                    match (r.ranges_overlap, &r.unusable_values) {
-                        (_, Some(_)) => "not usable".into(),
-                        (Some(true), None) => "noise".into(),
-                        (Some(false), None) => String::new(),
-                        (None, None) => "one side".into(),
-                    },
-                ]);
-                s.rows.push(vec![
-                    String::new(),
-                    "B".into(),
-                    stats_text(r.b),
-                    String::new(),
-                    String::new(),
-                ]);
-            }
-            sections.push(s);
-        }
-        if let Some(last) = sections.last_mut() {
-            last.notes.push(
-                "noise: the ranges of A and B overlap; one side: only one bundle has the metric; not usable: values left out (below)".into(),
-            );
-            last.notes.extend(c.rows.iter().filter_map(|r| {
-                Some(format!(
-                    "not usable in {} {}: {}",
-                    r.cell,
-                    r.metric,
-                    r.unusable_values.as_ref()?
-                ))
-            }));
-            last.notes.extend(notes);
-        }
-    } else {
-        let mut s = Section::new(
-            title,
+    let mut first = true;
+    for cell in cells {
+        let mut part = Section::new(
+            if first {
+                format!("{}\ncell {cell}", v.title)
+            } else {
+                format!("cell {cell}")
+            },
             &[
-                ("cell", false),
                 ("metric", false),
-                ("A", true),
-                ("B", true),
+                ("n A/B", true),
+                ("shift [95% CI]", true),
+                ("p", true),
+                ("verdict", false),
+            ],
+        );
+        first = false;
+        part.rows = v
+            .rows
+            .iter()
+            .filter(|r| r[0] == cell)
+            .map(|r| r[1..].to_vec())
+            .collect();
+        sections.push(part);
+    }
+    if let Some(last) = sections.last_mut() {
+        last.notes = v.notes.clone();
+    }
+    sections
+}
+
+/// The cells side by side for a width: one table per cell, B's value on a line of its own under
+/// A's, the notes shortened with a legend (then `notes`).
+fn side_by_side_narrow(c: &Comparison, title: &str, notes: Vec<String>) -> Vec<Section> {
+    let mut sections = Vec::new();
+    let mut cells: Vec<&str> = Vec::new();
+    for r in &c.rows {
+        if !cells.contains(&r.cell.as_str()) {
+            cells.push(&r.cell);
+        }
+    }
+    sections.push(Section::new(title, &[]));
+    for cell in cells {
+        let mut s = Section::new(
+            format!("cell {cell}"),
+            &[
+                ("metric", false),
+                ("", false),
+                ("min / median / max", true),
                 ("B - A", true),
                 ("note", false),
             ],
         );
         s.key_columns = 2;
-        for r in &c.rows {
+        for r in c.rows.iter().filter(|r| r.cell == cell) {
             s.rows.push(vec![
-                r.cell.clone(),
                 r.metric.clone(),
+                "A".into(),
                 stats_text(r.a),
-                stats_text(r.b),
                 difference_text(r.median_difference),
                 match (r.ranges_overlap, &r.unusable_values) {
-                    (_, Some(u)) => format!("not usable: {u}"),
-                    (Some(true), None) => "ranges overlap (noise)".into(),
+                    (_, Some(_)) => "not usable".into(),
+                    (Some(true), None) => "noise".into(),
                     (Some(false), None) => String::new(),
-                    (None, None) => "only one side has it".into(),
+                    (None, None) => "one side".into(),
                 },
             ]);
+            s.rows.push(vec![
+                String::new(),
+                "B".into(),
+                stats_text(r.b),
+                String::new(),
+                String::new(),
+            ]);
         }
-        s.notes = notes;
         sections.push(s);
     }
-    render_sections(&pre, sections, style)
+    if let Some(last) = sections.last_mut() {
+        last.notes.push(
+            "noise: the ranges of A and B overlap; one side: only one bundle has the metric; not usable: values left out (below)".into(),
+        );
+        last.notes.extend(c.rows.iter().filter_map(|r| {
+            Some(format!(
+                "not usable in {} {}: {}",
+                r.cell,
+                r.metric,
+                r.unusable_values.as_ref()?
+            ))
+        }));
+        last.notes.extend(notes);
+    }
+    sections
+}
+
+/// The cells side by side, one line per cell and metric, A and B in columns of their own.
+fn side_by_side_wide(c: &Comparison, title: &str, notes: Vec<String>) -> Section {
+    let mut s = Section::new(
+        title,
+        &[
+            ("cell", false),
+            ("metric", false),
+            ("A", true),
+            ("B", true),
+            ("B - A", true),
+            ("note", false),
+        ],
+    );
+    s.key_columns = 2;
+    for r in &c.rows {
+        s.rows.push(vec![
+            r.cell.clone(),
+            r.metric.clone(),
+            stats_text(r.a),
+            stats_text(r.b),
+            difference_text(r.median_difference),
+            match (r.ranges_overlap, &r.unusable_values) {
+                (_, Some(u)) => format!("not usable: {u}"),
+                (Some(true), None) => "ranges overlap (noise)".into(),
+                (Some(false), None) => String::new(),
+                (None, None) => "only one side has it".into(),
+            },
+        ]);
+    }
+    s.notes = notes;
+    s
 }
 
 fn csv(c: &Comparison) -> anyhow::Result<String> {

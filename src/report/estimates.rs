@@ -488,6 +488,123 @@ struct CellRuns<'a> {
     planned: usize,
 }
 
+/// Each compared cell with its control cell: the cell of its group (its values other than the
+/// control's keys) with the control's values. Cells whose group has none are listed in
+/// `out.without_control`; `out.no_control` says so when no cell has the control's values.
+fn pair_with_controls<'c, 'a>(
+    cells: &'c [CellRuns<'a>],
+    control: &Control,
+    out: &mut Estimates,
+) -> Vec<(&'c CellRuns<'a>, &'c CellRuns<'a>)> {
+    let is_control = |c: &CellRuns<'_>| {
+        control
+            .values
+            .iter()
+            .all(|(k, v)| c.cell.get(k).is_some_and(|x| x.same_cell(v)))
+    };
+    let group = |c: &CellRuns<'_>| -> Vec<(String, String)> {
+        c.cell
+            .iter()
+            .filter(|(k, _)| !control.values.contains_key(*k))
+            .map(|(k, v)| (k.clone(), v.to_string()))
+            .collect()
+    };
+    let mut pairs: Vec<(&CellRuns<'_>, &CellRuns<'_>)> = Vec::new();
+    for c in cells.iter().filter(|c| !is_control(c)) {
+        let g = group(c);
+        match cells.iter().find(|o| is_control(o) && group(o) == g) {
+            Some(ctrl) => pairs.push((c, ctrl)),
+            None => out.without_control.push(c.label.to_string()),
+        }
+    }
+    if !cells.iter().any(is_control) {
+        out.no_control = Some(format!(
+            "no cell has the control's values ({}); name another with [report] control = {{ KEY = \"VALUE\" }}",
+            control.text()
+        ));
+    }
+    pairs
+}
+
+/// The pairs of (cell, control) as estimated over every node: under a sequential design, the
+/// control's runs of the cell's rounds only.
+fn pooled_pairs<'a>(pairs: &[(&CellRuns<'a>, &CellRuns<'a>)], settings: &Settings) -> Vec<Pair<'a>> {
+    pairs
+        .iter()
+        .map(|(c, ctrl)| {
+            // A sequential design judges a cell at its look against the control's runs of the
+            // same rounds: its first as many (the control may have gone on for other cells).
+            let cut = settings
+                .design
+                .as_ref()
+                .and_then(|_| ctrl.all.get(c.planned).copied())
+                .unwrap_or(usize::MAX);
+            let before = |rs: &[usize]| rs.iter().copied().filter(|&r| r < cut).collect::<Vec<_>>();
+            Pair {
+                cell: c.label,
+                control: ctrl.label,
+                cell_runs: c.runs.clone(),
+                control_runs: before(&ctrl.runs),
+                cell_all: c.all.clone(),
+                control_all: before(&ctrl.all),
+                planned: c.planned,
+            }
+        })
+        .collect()
+}
+
+/// When the runs span more than one node: a warning per pair whose sides ran on other nodes,
+/// and the estimates within each node (`out.per_node`).
+fn per_node(
+    values: &RunValues,
+    pooled: &[Pair<'_>],
+    settings: &Settings,
+    verdict_metric: &VerdictMetric,
+    out: &mut Estimates,
+) {
+    let all_nodes: Vec<String> = values.all_nodes();
+    if all_nodes.len() > 1 {
+        for p in pooled {
+            let (a, b) = (nodes_of(values, &p.cell_runs), nodes_of(values, &p.control_runs));
+            if a != b {
+                out.node_warnings.push(format!(
+                    "warning: {} ran on {} and its control {} on {}: its estimate compares hosts as well as cells (per node: the table against the control on each node)",
+                    p.cell,
+                    list_or_none(&a),
+                    p.control,
+                    list_or_none(&b)
+                ));
+            }
+        }
+        for node in &all_nodes {
+            let on = |rs: &[usize], node: &str| -> Vec<usize> {
+                rs.iter()
+                    .copied()
+                    .filter(|&r| values.node(r) == Some(node))
+                    .collect()
+            };
+            let here: Vec<Pair<'_>> = pooled
+                .iter()
+                .map(|p| Pair {
+                    cell: p.cell,
+                    control: p.control,
+                    cell_runs: on(&p.cell_runs, node),
+                    control_runs: on(&p.control_runs, node),
+                    cell_all: on(&p.cell_all, node),
+                    control_all: on(&p.control_all, node),
+                    planned: p.planned,
+                })
+                .filter(|p| !p.cell_runs.is_empty() && !p.control_runs.is_empty())
+                .collect();
+            if here.is_empty() {
+                continue;
+            }
+            out.per_node
+                .extend(estimate_rows(values, &here, settings, verdict_metric, Some(node)));
+        }
+    }
+}
+
 /// Estimates of every compared cell against its control.
 pub fn estimates(
     values: &RunValues,
@@ -523,33 +640,7 @@ pub fn estimates(
             planned: c.planned,
         })
         .collect();
-    let is_control = |c: &CellRuns<'_>| {
-        control
-            .values
-            .iter()
-            .all(|(k, v)| c.cell.get(k).is_some_and(|x| x.same_cell(v)))
-    };
-    let group = |c: &CellRuns<'_>| -> Vec<(String, String)> {
-        c.cell
-            .iter()
-            .filter(|(k, _)| !control.values.contains_key(*k))
-            .map(|(k, v)| (k.clone(), v.to_string()))
-            .collect()
-    };
-    let mut pairs: Vec<(&CellRuns<'_>, &CellRuns<'_>)> = Vec::new();
-    for c in cells.iter().filter(|c| !is_control(c)) {
-        let g = group(c);
-        match cells.iter().find(|o| is_control(o) && group(o) == g) {
-            Some(ctrl) => pairs.push((c, ctrl)),
-            None => out.without_control.push(c.label.to_string()),
-        }
-    }
-    if !cells.iter().any(is_control) {
-        out.no_control = Some(format!(
-            "no cell has the control's values ({}); name another with [report] control = {{ KEY = \"VALUE\" }}",
-            control.text()
-        ));
-    }
+    let pairs = pair_with_controls(&cells, &control, &mut out);
     out.control = Some(control);
     let k = pairs.len();
     out.compared_cells = k;
@@ -557,28 +648,7 @@ pub fn estimates(
         out.correction = "bonferroni across cells, holm within";
         out.level = settings.alpha() / k as f64;
     }
-    let pooled: Vec<Pair<'_>> = pairs
-        .iter()
-        .map(|(c, ctrl)| {
-            // A sequential design judges a cell at its look against the control's runs of the
-            // same rounds: its first as many (the control may have gone on for other cells).
-            let cut = settings
-                .design
-                .as_ref()
-                .and_then(|_| ctrl.all.get(c.planned).copied())
-                .unwrap_or(usize::MAX);
-            let before = |rs: &[usize]| rs.iter().copied().filter(|&r| r < cut).collect::<Vec<_>>();
-            Pair {
-                cell: c.label,
-                control: ctrl.label,
-                cell_runs: c.runs.clone(),
-                control_runs: before(&ctrl.runs),
-                cell_all: c.all.clone(),
-                control_all: before(&ctrl.all),
-                planned: c.planned,
-            }
-        })
-        .collect();
+    let pooled = pooled_pairs(&pairs, settings);
     out.rows = estimate_rows(values, &pooled, settings, &verdict_metric, None);
     let levels: HashMap<String, f64> = pooled
         .iter()
@@ -589,52 +659,7 @@ pub fn estimates(
             )
         })
         .collect();
-    let all_nodes: Vec<String> = values.all_nodes();
-    if all_nodes.len() > 1 {
-        for p in &pooled {
-            let (a, b) = (nodes_of(values, &p.cell_runs), nodes_of(values, &p.control_runs));
-            if a != b {
-                out.node_warnings.push(format!(
-                    "warning: {} ran on {} and its control {} on {}: its estimate compares hosts as well as cells (per node: the table against the control on each node)",
-                    p.cell,
-                    list_or_none(&a),
-                    p.control,
-                    list_or_none(&b)
-                ));
-            }
-        }
-        for node in &all_nodes {
-            let on = |rs: &[usize], node: &str| -> Vec<usize> {
-                rs.iter()
-                    .copied()
-                    .filter(|&r| values.node(r) == Some(node))
-                    .collect()
-            };
-            let here: Vec<Pair<'_>> = pooled
-                .iter()
-                .map(|p| Pair {
-                    cell: p.cell,
-                    control: p.control,
-                    cell_runs: on(&p.cell_runs, node),
-                    control_runs: on(&p.control_runs, node),
-                    cell_all: on(&p.cell_all, node),
-                    control_all: on(&p.control_all, node),
-                    planned: p.planned,
-                })
-                .filter(|p| !p.cell_runs.is_empty() && !p.control_runs.is_empty())
-                .collect();
-            if here.is_empty() {
-                continue;
-            }
-            out.per_node.extend(estimate_rows(
-                values,
-                &here,
-                settings,
-                &verdict_metric,
-                Some(node),
-            ));
-        }
-    }
+    per_node(values, &pooled, settings, &verdict_metric, &mut out);
     // Rows by cell (plan order), then metric (table order).
     let order: HashMap<&str, usize> = cells.iter().enumerate().map(|(i, c)| (c.label, i)).collect();
     out.rows.sort_by_key(|e| {
