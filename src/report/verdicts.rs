@@ -23,7 +23,7 @@ pub fn human(metric: Option<Metric>, v: f64) -> String {
     match metric.map(|m| m.def().unit) {
         Some(Unit::Bytes) => human_bytes(v),
         Some(Unit::BytesPer1000) => format!("{}/1k it", human_bytes(v)),
-        _ => signed_f(Some(v)),
+        Some(Unit::Count) | None => signed_f(Some(v)),
     }
 }
 
