@@ -19,13 +19,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde::Serialize;
-
-use super::aggregation::RunValues;
 use super::estimates::{Estimates, Settings};
-use super::metrics::{Metric, VerdictMetric};
-use super::model::Report;
-use super::render::{Section, human};
+use super::metrics::VerdictMetric;
+pub use super::model::{Contrast, ContrastVerdict};
+use super::model::{Report, RunValues};
 use crate::manifest::Value;
 use crate::stats::{self, Shift};
 
@@ -33,88 +30,6 @@ use crate::stats::{self, Shift};
 /// default, `[report] verdict-metric` otherwise); a byte measure is contrasted by its growth.
 pub fn metric(settings: &Settings, pointers: &[String]) -> VerdictMetric {
     settings.verdict_metric(pointers)
-}
-
-/// What a contrast allows (DESIGN 9).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum ContrastVerdict {
-    /// The interval of the difference of shifts excludes 0.
-    #[serde(rename = "changes retention")]
-    ChangesRetention,
-    /// The interval contains 0.
-    #[serde(rename = "no detectable change")]
-    NoDetectableChange,
-    /// A side's runs cannot reach the interval's confidence.
-    #[serde(rename = "too few runs")]
-    TooFewRuns,
-}
-
-impl ContrastVerdict {
-    /// The verdict's words, as in JSON.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ContrastVerdict::ChangesRetention => "changes retention",
-            ContrastVerdict::NoDetectableChange => "no detectable change",
-            ContrastVerdict::TooFewRuns => "too few runs",
-        }
-    }
-}
-
-/// One contrast (JSON `contrasts[]`): level `b` of `axis` against level `a` at the `fixed`
-/// values of the other keys.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub struct Contrast {
-    /// The matrix key whose levels are compared.
-    pub axis: String,
-    /// The axis's first level (manifest order): the reference.
-    pub level_a: String,
-    /// The level compared with it.
-    pub level_b: String,
-    /// The other matrix values both compared cells share (the control's keys included), key to
-    /// the value's text.
-    pub fixed: BTreeMap<String, String>,
-    /// The compared cell at `level_a` (`key=value ...`) and its control.
-    pub cell_a: String,
-    /// The control cell of `cell_a`.
-    pub control_a: String,
-    /// The compared cell at `level_b`.
-    pub cell_b: String,
-    /// The control cell of `cell_b`.
-    pub control_b: String,
-    /// The metric (a [`Metric`] key, e.g. `anonymous-growth-bytes`).
-    pub metric: String,
-    /// Runs with the metric: cell at `a`, its control, cell at `b`, its control.
-    pub runs: [usize; 4],
-    /// `shift(b) - shift(a)`, bytes (the metric's unit); `None` when a side has no runs.
-    pub estimate: Option<f64>,
-    /// Lower end of the interval: `low_b - high_a`.
-    pub ci_low: Option<f64>,
-    /// Upper end: `high_b - low_a`.
-    pub ci_high: Option<f64>,
-    /// The interval's confidence, at least `1 - a` (Bonferroni over the two shifts' intervals).
-    pub confidence: Option<f64>,
-    /// The verdict.
-    pub verdict: ContrastVerdict,
-}
-
-impl Contrast {
-    /// `axis: b vs a`.
-    pub fn title(&self) -> String {
-        format!("{}: {} vs {}", self.axis, self.level_b, self.level_a)
-    }
-
-    /// The fixed values as `key=value` pairs, space separated (`-` for none).
-    pub fn fixed_text(&self) -> String {
-        if self.fixed.is_empty() {
-            return "-".into();
-        }
-        self.fixed
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
 }
 
 /// One compared cell: its index in [`RunValues::cells`] and its control's.
@@ -330,80 +245,6 @@ fn axis_contrasts(
     // By level (manifest order), then the compared cells' plan order.
     out.sort_by_key(|(rank, p)| (*rank, p.a.cell));
     out.into_iter().map(|(_, p)| p).collect()
-}
-
-/// `estimate [low, high] unit` in the unit that keeps three significant digits
-/// ([`super::units`]), `-` for none.
-fn figure_text(metric: Option<Metric>, estimate: Option<f64>, low: Option<f64>, high: Option<f64>) -> String {
-    let Some(e) = estimate else {
-        return "-".into();
-    };
-    if metric.map(|m| m.def().unit) != Some(super::metrics::Unit::Bytes) {
-        return match (low, high) {
-            (Some(lo), Some(hi)) => format!(
-                "{} [{}, {}]",
-                human(metric, e),
-                human(metric, lo),
-                human(metric, hi)
-            ),
-            _ => human(metric, e),
-        };
-    }
-    match (low, high) {
-        (Some(lo), Some(hi)) => super::units::bytes_interval(e, lo, hi),
-        _ => format!("{} (no interval)", super::units::bytes(e)),
-    }
-}
-
-/// The "Contrasts" section: one row per contrast; `None` when the report has none.
-pub fn section(r: &Report) -> Option<Section> {
-    if r.contrasts.is_empty() {
-        return None;
-    }
-    let name = &r.contrasts[0].metric;
-    let metric = Metric::from_key(name);
-    let n = r.contrasts.len();
-    // The family's level over the contrasts: from a decided one, else 0.05 over them.
-    let family = r
-        .contrasts
-        .iter()
-        .filter_map(|c| c.confidence)
-        .map(|c| 1.0 - c)
-        .fold(None, |m: Option<f64>, a| Some(m.map_or(a, |m| m.max(a))))
-        .unwrap_or(stats::ALPHA / n as f64);
-    let mut s = Section::new(
-        format!(
-            "Contrasts: does a factor change the retention? ({}, difference of shifts against the control)",
-            name
-        ),
-        &[
-            ("contrast", false),
-            ("at", false),
-            ("n", true),
-            ("difference [CI]", true),
-            ("verdict", false),
-        ],
-    );
-    s.key_columns = 2;
-    for c in &r.contrasts {
-        s.rows.push(vec![
-            c.title(),
-            c.fixed_text(),
-            format!("{}/{} vs {}/{}", c.runs[2], c.runs[3], c.runs[0], c.runs[1]),
-            figure_text(metric, c.estimate, c.ci_low, c.ci_high),
-            c.verdict.as_str().to_string(),
-        ]);
-    }
-    s.notes.push(format!(
-        "each row: (cell minus its control) at the second level minus the same at the first level, Hodges-Lehmann \
-         shifts over runs; interval: the two shifts' exact intervals at {}% each, combined (Bonferroni): \
-         confidence at least {}% over the {n} contrast(s); `too few runs`: a side cannot reach {}% (no interval); \
-         n = runs of the cell/control at the second level vs the first",
-        super::model::fmt_num(100.0 * (1.0 - family / 2.0)),
-        super::model::fmt_num(100.0 * (1.0 - family)),
-        super::model::fmt_num(100.0 * (1.0 - family / 2.0)),
-    ));
-    Some(s)
 }
 
 /// The matrix axes of a bundle's manifest text (keys with their values in manifest order);

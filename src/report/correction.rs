@@ -4,8 +4,8 @@
 //! (one decision per cell); other figures (after-close, a `[report] metrics` pointer) are a
 //! family of their own.
 
-use super::aggregation::RunValues;
 use super::metrics::{ByteMeasure, Family, Metric, VerdictMetric};
+use super::model::RunValues;
 use crate::stats::{self, Shift};
 
 /// One figure estimated against the control: a built-in metric, or the `k`-th `[report]

@@ -22,10 +22,11 @@ use std::path::Path;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use serde_json::Value as Json;
 
-use super::compare::Comparison;
+use super::comparison::Comparison;
 use super::model::{Report, Stats, fmt_num};
 use super::plot::{self, PlotError};
-use super::render::{Section, analysis_sections};
+use super::render::analysis_sections;
+use super::section::Section;
 use crate::bundle::read::{Bundle, ReadError};
 use crate::bundle::{BundleInfo, Outcome, files};
 
@@ -401,7 +402,7 @@ pub fn render_report(r: &Report, facts: &BundleFacts) -> Markup {
         p.subtitle { (r.bundle) }
         @if r.has_retention {
             h2 #verdicts-heading { "Verdicts against the control" }
-            div #verdicts { (section(&super::render::verdict_section(r))) }
+            div #verdicts { (section(&super::verdicts::verdict_section(r))) }
             (interval_plot(r))
         }
         @for s in &super::render::answer_sections_after_verdicts(r) { (section(s)) }
@@ -462,8 +463,8 @@ fn interval_plot(r: &Report) -> Markup {
                 title { (label) ", cell minus control: Hodges-Lehmann shift and 95% interval" }
                 line x1=(zero) y1=(top - 10.0) x2=(zero) y2=(height - 25.0) stroke="#57606a" stroke-dasharray="4 3" {}
                 text x=(zero) y=(top - 14.0) font-size="11" text-anchor="middle" fill="#57606a" { "0" }
-                text x=(label_w) y=(height - 8.0) font-size="11" fill="#57606a" { (super::render::human_bytes(lo)) }
-                text x=(label_w + plot_w) y=(height - 8.0) font-size="11" text-anchor="end" fill="#57606a" { (super::render::human_bytes(hi)) }
+                text x=(label_w) y=(height - 8.0) font-size="11" fill="#57606a" { (super::verdicts::human_bytes(lo)) }
+                text x=(label_w + plot_w) y=(height - 8.0) font-size="11" text-anchor="end" fill="#57606a" { (super::verdicts::human_bytes(hi)) }
                 @for (i, e) in rows.iter().enumerate() {
                     @let y = top + row_h * i as f64 + row_h / 2.0;
                     @let verdict = r.estimates.cell_verdict(&e.cell).map_or(e.verdict, |c| c.verdict);

@@ -473,12 +473,13 @@ impl Metric {
         if let Some(v) = self.of(r) {
             return (!usable(v)).then_some(INEXACT);
         }
-        let field = match self {
-            // File-backed bytes need both private and anonymous bytes: named by the one missing.
-            Metric::FileBackedGrowth | Metric::FileBackedRate if r.growth.private_bytes.is_some() => {
-                SampleField::AnonymousBytes
-            }
-            _ => self.sample_field(),
+        // File-backed bytes need both private and anonymous bytes: named by the one missing.
+        let field = if ByteMeasure::of_figure(self) == Some(ByteMeasure::FileBacked)
+            && r.growth.private_bytes.is_some()
+        {
+            SampleField::AnonymousBytes
+        } else {
+            self.sample_field()
         };
         let null = |list: &[&str]| list.contains(&field.name());
         let text = |null: bool| -> &'static str {
@@ -525,20 +526,32 @@ impl Metric {
     pub fn exact_value(self, r: &Retention) -> Option<Exact> {
         let i = |x: Option<i128>| x.map(Exact::Integer);
         let f = |x: Option<f64>| x.map(Exact::Number);
-        match self.def().unit {
-            Unit::BytesPer1000 => f(self.of(r)),
-            Unit::Bytes | Unit::Count => match self {
-                Metric::PrivateGrowth => i(r.growth.private_bytes),
-                Metric::AnonymousGrowth => i(r.growth.anonymous_bytes),
-                Metric::RssGrowth => i(r.growth.rss_bytes),
-                Metric::FileBackedGrowth => i(r.growth.file_backed_bytes()),
-                Metric::PssAnonGrowth => i(r.growth.pss_anon_bytes),
-                Metric::PrivateAfterClose => i(r.after_close.private_bytes),
-                Metric::AnonymousAfterClose => i(r.after_close.anonymous_bytes),
-                Metric::RssAfterClose => i(r.after_close.rss_bytes),
-                Metric::FdDelta => i(r.fd_delta),
-                _ => f(self.of(r)),
-            },
+        // Bytes and counts exactly, figures per 1000 iterations in full precision (the
+        // `metrics_exact_are_integers_unless_per_1000` test holds this to `Def::unit`).
+        match self {
+            Metric::PrivateGrowth => i(r.growth.private_bytes),
+            Metric::AnonymousGrowth => i(r.growth.anonymous_bytes),
+            Metric::RssGrowth => i(r.growth.rss_bytes),
+            Metric::FileBackedGrowth => i(r.growth.file_backed_bytes()),
+            Metric::PssAnonGrowth => i(r.growth.pss_anon_bytes),
+            Metric::PrivateAfterClose => i(r.after_close.private_bytes),
+            Metric::AnonymousAfterClose => i(r.after_close.anonymous_bytes),
+            Metric::RssAfterClose => i(r.after_close.rss_bytes),
+            Metric::FdDelta => i(r.fd_delta),
+            Metric::PrivateGrowthPer1000
+            | Metric::AnonymousGrowthPer1000
+            | Metric::RssGrowthPer1000
+            | Metric::PrivateRate
+            | Metric::PrivateRateFirstHalf
+            | Metric::PrivateRateSecondHalf
+            | Metric::AnonymousRate
+            | Metric::AnonymousRateFirstHalf
+            | Metric::AnonymousRateSecondHalf
+            | Metric::RssRate
+            | Metric::RssRateFirstHalf
+            | Metric::RssRateSecondHalf
+            | Metric::FileBackedRate
+            | Metric::PssAnonRate => f(self.of(r)),
         }
     }
 
@@ -781,5 +794,31 @@ mod tests {
             Metric::PrivateRate.unusable(&r),
             Some(super::super::retention::RATE_ONE_SAMPLE)
         );
+    }
+
+    /// [`Metric::exact_value`] matches every metric by name: a byte or count figure is an
+    /// integer, a figure per 1000 iterations a number, as [`Def::unit`] says.
+    #[test]
+    fn metrics_exact_are_integers_unless_per_1000() {
+        let sample = |phase: &str, it: u64, bytes: i64| {
+            serde_json::json!({"phase": phase, "iterations": it, "private_bytes": bytes,
+                "anonymous_bytes": bytes / 2, "rss_bytes": bytes, "pss_anon_bytes": bytes / 4, "fd_count": 3})
+        };
+        let doc = serde_json::json!({"samples": [
+            sample("baseline", 0, 1000), sample("loop", 1000, 3000), sample("loop", 2000, 5000),
+            sample("loop", 3000, 7000), sample("loop", 4000, 9000), sample("closed", 4000, 2000)]});
+        let super::super::retention::Parsed::Retention(r, _) = super::super::retention::parse(&doc, false)
+        else {
+            panic!()
+        };
+        for m in Metric::ALL {
+            let exact = m.exact_value(&r);
+            assert!(exact.is_some(), "{m:?} has no value");
+            assert_eq!(
+                matches!(exact, Some(Exact::Integer(_))),
+                m.def().unit != Unit::BytesPer1000,
+                "{m:?}"
+            );
+        }
     }
 }

@@ -16,10 +16,23 @@
 //! CSV (one row per run), JSON, one self-contained HTML page ([`html`]); `--stderr` appends the
 //! stderr tails of the runs that are not ok; `--plot FILE.svg` draws private bytes against
 //! iterations (see [`plot`]).
+//!
+//! The files are layered, each importing only the layers below it, so that a report reads one
+//! way, read -> fold -> model -> render:
+//! - vocabulary: [`retention`] (a run's output parsed), [`quick`], [`metrics`] (the metric table),
+//!   [`units`], [`parallel`];
+//! - [`model`]: the data types of a report (runs, cells, values, estimates, contrasts);
+//! - computations: [`aggregation`], [`correction`], [`estimates`], [`contrasts`], [`comparison`],
+//!   [`plan_check`], and [`records`] (a run's CSV and JSON record);
+//! - [`read`] reads one run into a [`model::RunSummary`], [`collection`] reads a bundle's runs
+//!   with it and folds them into a [`Report`];
+//! - renderers: [`section`] (table layout), [`verdicts`] (the answer sections), [`render`],
+//!   [`plot`], [`html`], [`compare`].
 
 pub mod aggregation;
 pub mod collection;
 pub mod compare;
+pub mod comparison;
 pub mod contrasts;
 pub mod correction;
 pub mod estimates;
@@ -30,9 +43,13 @@ pub mod parallel;
 pub mod plan_check;
 pub mod plot;
 pub mod quick;
+pub mod read;
+pub mod records;
 pub mod render;
 pub mod retention;
+pub mod section;
 pub mod units;
+pub mod verdicts;
 
 use std::path::PathBuf;
 
