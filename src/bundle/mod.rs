@@ -1,8 +1,10 @@
 //! The result bundle: versioned on-disk format ([`mod@format`]), the only writer of bundle files
-//! ([`mod@write`]: one atomic write, one file mode, one timestamp format), the reader ([`read`]) and
-//! ownership by an OS lock with the effective status derived from it ([`lock`]) (DESIGN 5).
+//! ([`mod@write`] and [`run_folder`], over [`atomic`]: one atomic write, one file mode, one
+//! timestamp format), the reader ([`read`]) and ownership by an OS lock with the effective status
+//! derived from it ([`lock`]) (DESIGN 5).
 
 pub mod artifacts;
+pub mod atomic;
 pub mod checksums;
 pub mod contained;
 pub mod format;
@@ -12,6 +14,7 @@ pub mod output;
 pub mod plan_file;
 pub mod read;
 pub mod reason;
+pub mod run_folder;
 pub mod walk;
 pub mod write;
 
