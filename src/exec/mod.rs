@@ -76,6 +76,7 @@ mod children;
 mod containment;
 mod drain;
 mod environment;
+mod fork;
 pub mod guardian;
 mod memcg;
 mod pinning;

@@ -371,7 +371,7 @@ fn serve(socket: RawFd) -> ! {
     }
     // Nothing in this process changes a signal's disposition from here on: its children reset
     // only the ignored ones (caught ones are reset by exec).
-    let ignored = super::spawn::ignored_signals();
+    let ignored = super::fork::ignored_signals();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         let Some((len, fds)) = receive(socket, &mut buf) else {
@@ -446,7 +446,7 @@ fn receive(socket: RawFd, buf: &mut Vec<u8>) -> Option<(usize, Vec<OwnedFd>)> {
 }
 
 /// Decodes one request and forks its child with `CLONE_PARENT` (into the cgroup where one is
-/// given); the child runs [`super::spawn::child`]. Returns the child's pid.
+/// given); the child runs [`super::fork::child`]. Returns the child's pid.
 fn start_child(
     message: &[u8],
     fds: &[OwnedFd],
@@ -488,8 +488,8 @@ fn start_child(
     let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
     let memcg = (flags & HAS_MEMCG != 0).then(|| raw[4]);
     let cgroup = (flags & HAS_CGROUP != 0).then(|| raw[raw.len() - 1]);
-    let image = super::spawn::Image::from_parts(program, workdir, argv, envp);
-    let setup = super::spawn::Setup {
+    let image = super::fork::Image::from_parts(program, workdir, argv, envp);
+    let setup = super::fork::Setup {
         image: &image,
         stdio: [raw[0], raw[1], raw[2]],
         cpus,
@@ -497,5 +497,5 @@ fn start_child(
         memcg,
         reset: Some(ignored),
     };
-    super::spawn::clone_child(&setup, raw[3], libc::CLONE_PARENT as u64, cgroup)
+    super::fork::clone_child(&setup, raw[3], libc::CLONE_PARENT as u64, cgroup)
 }
