@@ -83,6 +83,7 @@ mod pinning;
 mod sampling;
 mod shm;
 mod spawn;
+mod spawn_message;
 pub mod spawner;
 mod supervise;
 mod tree;

@@ -7,6 +7,7 @@
 //! for an RCU grace period (measured at 15 ms per run on a loaded 2-core machine), while
 //! `clone3(CLONE_INTO_CGROUP)` creates the process in the cgroup at no extra cost.
 
+use std::borrow::Cow;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
@@ -22,6 +23,7 @@ use rustix::thread::CpuSet;
 
 use super::drain::{Drain, Pipes};
 use super::fork::{Image, MEMCG_NOT_JOINED, STEPS, Setup, Step, child, clone3_fork};
+use super::spawn_message::SpawnRequest;
 use super::{RunSpec, StartError};
 
 /// `PATH` searched when the run's environment has none (what glibc's `execvp` uses).
@@ -285,12 +287,12 @@ fn fork_exec(setup: &Setup<'_>, cgroup: Option<BorrowedFd<'_>>) -> Result<Child,
     let mut pidfd: RawFd = -1;
     let (pid, pidfd) = super::children::register_spawn(|| {
         if let Some(spawner) = super::spawner::get() {
-            let request = super::spawner::Request {
-                program: &setup.image.program,
-                workdir: &setup.image.workdir,
-                argv: &setup.image.argv,
-                envp: &setup.image.envp,
-                cpus: setup.cpus.as_ref(),
+            let request = SpawnRequest {
+                program: Cow::Borrowed(&setup.image.program),
+                workdir: Cow::Borrowed(&setup.image.workdir),
+                argv: Cow::Borrowed(&setup.image.argv),
+                envp: Cow::Borrowed(&setup.image.envp),
+                cpus: setup.cpus,
                 stdio: setup.stdio,
                 report: report_w.as_raw_fd(),
                 memcg: setup.memcg,
