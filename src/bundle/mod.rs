@@ -17,6 +17,7 @@ pub mod read;
 mod read_error;
 pub mod reason;
 pub mod run_folder;
+mod surrogates;
 pub mod walk;
 pub mod write;
 
