@@ -24,10 +24,10 @@ use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::FileType;
 
+use super::atomic::{FILE_MODE, write_atomic_with};
 use super::contained::{open_folder, open_in, open_regular_at};
 use super::format::files;
 pub use super::walk::{Walked, walk};
-use super::write::{FILE_MODE, write_atomic_with};
 use crate::digest::sha256_reader;
 
 /// Hashes a run's own files `names` in its folder `dir` for run.json's `sha256` (name -> 64 hex
@@ -74,7 +74,7 @@ pub fn unlisted(rel: &Path) -> bool {
 }
 
 /// Whether `rel` is a temporary file of the atomic writer at the bundle's top level
-/// ([`super::write::write_atomic`]); the list's own is one while it is written.
+/// ([`super::atomic::write_atomic`]); the list's own is one while it is written.
 fn top_level_temporary(rel: &Path) -> bool {
     rel.parent() == Some(Path::new("")) && rel.as_os_str().as_bytes().starts_with(b".tmp-")
 }

@@ -60,7 +60,7 @@ pub fn interrupt_live_bundle() {
             info
         });
     if let Some(info) = marked
-        && super::write::write_json_atomic(&path, &info).is_ok()
+        && super::atomic::write_json_atomic(&path, &info).is_ok()
     {
         let _ = std::fs::remove_file(dir.join(files::LOCK));
     }

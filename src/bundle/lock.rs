@@ -23,8 +23,8 @@ use rustix::fs::{FlockOperation, flock};
 use rustix::io::Errno;
 use serde::Serialize;
 
+use super::atomic::FILE_MODE;
 use super::format::{BundleInfo, BundleStatus, files};
-use super::write::FILE_MODE;
 
 /// How many times [`BundleLock::acquire`] retries while only readers' shared locks (or a lock file
 /// being removed by a finishing writer) stand in the way, [`RETRY_PAUSE`] apart.

@@ -1,16 +1,24 @@
-//! Writing a bundle: folder creation, atomic files, per-run records, status updates.
+//! Writing a bundle: folder creation, setup files, status updates (atomic files in
+//! [`super::atomic`], run folders and run.json in [`super::run_folder`]).
 
 use std::fs;
 use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use serde::Serialize;
 
+pub use super::atomic::FileError;
+use super::atomic::{
+    DIR_MODE, Durability, TEMPORARY_PREFIX, create_dir, on, remove_stale_temporaries, remove_temporaries_in,
+    write_atomic, write_atomic_with, write_json, write_json_atomic,
+};
 use super::format::*;
 use super::lock::{BundleLock, LockError};
-use crate::exec::{RunOutcome, Termination};
+use super::run_folder::run_record;
+pub use super::run_folder::{NodeIds, TaskRunWriter, classify, keep_attempt, write_run_record};
+use crate::exec::RunOutcome;
 use crate::manifest::OutputFormat;
 use crate::plan::PlannedRun;
 use crate::provenance::host::HostFacts;
@@ -27,78 +35,6 @@ pub const SETUP_FILES: [&str; 5] = [
     files::WORKING_TREE,
     files::PATCH,
 ];
-
-/// Mode of every file and (with the execute bits) folder of a bundle, whatever the umask: bundles
-/// are shared and checked in.
-pub const FILE_MODE: u32 = 0o644;
-
-/// Mode of the bundle folder, `runs/` and each run folder, whatever the umask.
-pub const DIR_MODE: u32 = 0o755;
-
-/// An I/O error on one bundle file or folder, naming it. Carried inside an [`io::Error`] of the
-/// same [`io::ErrorKind`] as the underlying error (so callers can still tell `AlreadyExists`,
-/// `StorageFull`, `FileTooLarge` ... apart); its message reads `<path>: cannot <action>: <cause>`.
-#[derive(Debug, thiserror::Error)]
-#[error("{}: cannot {action}: {source}", .path.display())]
-pub struct FileError {
-    /// The file or folder the operation was on (the final name, not a temporary one).
-    pub path: PathBuf,
-    /// What was being done: `"write"`, `"create folder"`, `"hash"` ...
-    pub action: &'static str,
-    /// The operating system's error.
-    #[source]
-    pub source: io::Error,
-}
-
-/// A closure wrapping an [`io::Error`] into a [`FileError`] naming `path`, keeping its kind.
-fn on<'a>(path: &'a Path, action: &'static str) -> impl FnOnce(io::Error) -> io::Error + 'a {
-    move |source| {
-        // Already named by a lower layer (a fill callback writing another bundle file): keep it.
-        if source.get_ref().is_some_and(|inner| inner.is::<FileError>()) {
-            return source;
-        }
-        io::Error::new(
-            source.kind(),
-            FileError {
-                path: path.to_path_buf(),
-                action,
-                source,
-            },
-        )
-    }
-}
-
-/// Whether an atomic write waits for the bytes to reach the disk before the rename.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Durability {
-    /// `fsync` the temporary file before the rename: after a crash the file is the old one or the
-    /// complete new one. For the documents written once or at the end (manifest.toml, plan.json,
-    /// host.json, provenance files, bundle.json at creation and at the end).
-    Synced,
-    /// No `fsync` (one per run would cost more than a short run): after a crash of the machine the
-    /// file may be empty. For run.json and the interim count updates of bundle.json, which `resume`
-    /// recomputes. `resume` refuses a run.json that does not parse, naming it, and deletes nothing
-    /// (moving that run's folder away has the run redone).
-    Unsynced,
-}
-
-/// Writes `bytes` to `path` atomically and durably: a temporary file `.tmp-*` in the same folder
-/// is written, `fsync`ed, given mode [`FILE_MODE`] with `fchmod` (so the umask plays no part) and
-/// renamed over `path`. A reader sees the old file or the new one, never a partial one.
-///
-/// # Errors
-/// I/O errors creating, writing, syncing, chmodding or renaming the temporary file.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    write_atomic_with(path, |out| out.write_all(bytes))
-}
-
-/// Like [`write_atomic`], with the content produced by `fill` through a buffered writer.
-///
-/// # Errors
-/// As [`write_atomic`], and errors returned by `fill`.
-pub fn write_atomic_with(path: &Path, fill: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<()> {
-    replace_file(path, Durability::Synced, fill)
-}
 
 /// Writes plan.json of `plan` into the bundle folder `dir` (streamed, [`super::plan_file`]; a
 /// temporary name, then renamed) and returns its sha256, computed as it is written. The local
@@ -118,111 +54,6 @@ pub fn write_plan_file(dir: &Path, plan: &crate::plan::Plan) -> io::Result<Strin
     })
     .map_err(on(&path, "write"))?;
     Ok(sha)
-}
-
-/// Serializes `value` as pretty JSON (with a trailing newline) and writes it with [`write_atomic`].
-///
-/// # Errors
-/// As [`write_atomic`]; serialization errors as `InvalidData`.
-pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
-    write_json(path, Durability::Synced, value)
-}
-
-fn write_json<T: Serialize>(path: &Path, durability: Durability, value: &T) -> io::Result<()> {
-    replace_file(path, durability, |out| {
-        serde_json::to_writer_pretty(&mut *out, value).map_err(io::Error::from)?;
-        out.write_all(b"\n")
-    })
-}
-
-/// The one atomic-write helper of the bundle (see [`write_atomic`]).
-fn replace_file(
-    path: &Path,
-    durability: Durability,
-    fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
-) -> io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    // The temporary file is made here rather than with tempfile, whose errors name the temporary
-    // path: the error names `path`, and carries the OS error as is.
-    // Made with its final mode where the umask keeps it (no fchmod then), else 0600 and fchmod.
-    let made_right = umask_keeps(FILE_MODE);
-    let (tmp_path, file) = loop {
-        let candidate = dir.join(format!("{TEMPORARY_PREFIX}{:016x}", fastrand::u64(..)));
-        match fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(if made_right { FILE_MODE } else { 0o600 })
-            .open(&candidate)
-        {
-            Ok(f) => break (candidate, f),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(on(path, "write")(e)),
-        }
-    };
-    let written = (|| -> io::Result<()> {
-        let mut out = io::BufWriter::new(file);
-        fill(&mut out)?;
-        let file = out.into_inner().map_err(|e| e.into_error())?;
-        if !made_right {
-            // File::set_permissions is fchmod(2) on the open file: exact mode, no umask.
-            file.set_permissions(fs::Permissions::from_mode(FILE_MODE))?;
-        }
-        if durability == Durability::Synced {
-            file.sync_all()?;
-        }
-        drop(file);
-        fs::rename(&tmp_path, path)
-    })();
-    written.map_err(|e| {
-        let _ = fs::remove_file(&tmp_path);
-        on(path, "write")(e)
-    })
-}
-
-/// Name prefix of the temporary files of atomic writes and of a bundle folder being set up
-/// ([`BundleWriter::stage`]). A process killed mid-write leaves such a file behind; `list` skips
-/// hidden folders, and [`BundleWriter::reopen`] removes stale temporary files.
-pub const TEMPORARY_PREFIX: &str = ".tmp-";
-
-/// Removes the temporary files ([`TEMPORARY_PREFIX`]) a killed writer left at the top level of the
-/// bundle folder `dir` and in its run folders. Only for a bundle whose lock this process holds.
-///
-/// # Errors
-/// I/O errors reading the folders or removing a file, naming the path.
-pub fn remove_stale_temporaries(dir: &Path) -> io::Result<()> {
-    let mut folders = vec![dir.to_path_buf()];
-    let runs = dir.join(files::RUNS);
-    if runs.is_dir() {
-        for entry in fs::read_dir(&runs).map_err(on(&runs, "read folder"))? {
-            let entry = entry.map_err(on(&runs, "read folder"))?;
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                folders.push(entry.path());
-            }
-        }
-    }
-    for folder in folders {
-        remove_temporaries_in(&folder)?;
-    }
-    Ok(())
-}
-
-/// Removes the temporary files ([`TEMPORARY_PREFIX`]) directly in `folder`.
-fn remove_temporaries_in(folder: &Path) -> io::Result<()> {
-    for entry in fs::read_dir(folder).map_err(on(folder, "read folder"))? {
-        let entry = entry.map_err(on(folder, "read folder"))?;
-        let temporary = entry
-            .file_name()
-            .to_str()
-            .is_some_and(|n| n.starts_with(TEMPORARY_PREFIX));
-        if temporary && entry.file_type().is_ok_and(|t| t.is_file()) {
-            let path = entry.path();
-            fs::remove_file(&path).map_err(on(&path, "remove stale temporary file"))?;
-        }
-    }
-    Ok(())
 }
 
 /// The steps [`test_pause`] knows.
@@ -258,37 +89,6 @@ pub fn test_pause(step: &str) {
     }
 }
 
-/// Creates the folder `path` (failing when it exists) with mode [`DIR_MODE`] whatever the umask
-/// (a `chmod` only where the umask takes bits of it away).
-fn create_dir(path: &Path) -> io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    fs::DirBuilder::new()
-        .mode(DIR_MODE)
-        .create(path)
-        .and_then(|()| {
-            if umask_keeps(DIR_MODE) {
-                Ok(())
-            } else {
-                fs::set_permissions(path, fs::Permissions::from_mode(DIR_MODE))
-            }
-        })
-        .map_err(on(path, "create folder"))
-}
-
-/// Whether the process's umask leaves every bit of `mode` (then a file or folder made with
-/// `mode` has it exactly, and needs no `chmod`). The umask is read once, from `/proc/self/status`
-/// (`Umask:`, Linux 4.7+: reading it with `umask(2)` would change it for a moment for every
-/// thread); unknown counts as "no".
-pub(crate) fn umask_keeps(mode: u32) -> bool {
-    static UMASK: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
-    let umask = UMASK.get_or_init(|| {
-        let status = fs::read_to_string("/proc/self/status").ok()?;
-        let line = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
-        u32::from_str_radix(line.trim(), 8).ok()
-    });
-    umask.is_some_and(|u| u & mode == 0)
-}
-
 /// A task Slurm ended without a run.json of the run's own ([`BundleWriter::record_lost`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LostTask {
@@ -303,77 +103,6 @@ pub struct LostTask {
     pub started: Option<SystemTime>,
     /// When Slurm ended it (`EndTime`, the log's `CANCELLED AT`), else when it was found lost.
     pub ended: SystemTime,
-}
-
-/// Keeps what an earlier attempt left in the run folder `run_dir`: every entry but `attempts/`
-/// moves into `attempts/<n>/`, n one more than the highest attempt kept there (1 for the first),
-/// folders made with mode [`DIR_MODE`] whatever the umask (DESIGN 5). The one place that keeps
-/// an attempt: `resume`, a run redone in place and a Slurm task that finds its folder all call it.
-/// Returns the attempt's number, or `None` when there was nothing to keep (no folder, an empty
-/// one, or only `attempts/`).
-///
-/// # Errors
-/// I/O errors reading the folder, creating `attempts/<n>/` or renaming into it (naming the path).
-pub fn keep_attempt(run_dir: &Path) -> io::Result<Option<u32>> {
-    let attempts_name = super::artifacts::ATTEMPTS;
-    let entries = match fs::read_dir(run_dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(on(run_dir, "read folder")(e)),
-    };
-    let mut moving = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(on(run_dir, "read folder"))?;
-        if entry.file_name() != attempts_name {
-            moving.push(entry.file_name());
-        }
-    }
-    if moving.is_empty() {
-        return Ok(None);
-    }
-    moving.sort();
-    let attempts = run_dir.join(attempts_name);
-    // Numbered folders; an empty one (a keeper killed between making it and moving into it)
-    // holds no attempt: it is removed, so attempts stay numbered 1, 2, 3... without gaps.
-    let numbered: Vec<(u32, bool)> = match fs::read_dir(&attempts) {
-        Ok(entries) => entries
-            .filter_map(Result::ok)
-            .filter_map(|e| {
-                let n = e.file_name().to_str()?.parse::<u32>().ok()?;
-                let empty = fs::read_dir(e.path()).is_ok_and(|mut d| d.next().is_none());
-                Some((n, empty))
-            })
-            .collect(),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            create_dir(&attempts)?;
-            Vec::new()
-        }
-        Err(e) => return Err(on(&attempts, "read folder")(e)),
-    };
-    for &(n, empty) in &numbered {
-        if empty {
-            let _ = fs::remove_dir(attempts.join(n.to_string()));
-        }
-    }
-    let last = numbered
-        .iter()
-        .filter(|(_, empty)| !empty)
-        .map(|(n, _)| *n)
-        .max()
-        .unwrap_or(0);
-    let n = last + 1;
-    let folder = attempts.join(n.to_string());
-    create_dir(&folder)?;
-    for (k, name) in moving.iter().enumerate() {
-        let from = run_dir.join(name);
-        if let Err(e) = fs::rename(&from, folder.join(name)) {
-            if k == 0 {
-                let _ = fs::remove_dir(&folder);
-            }
-            return Err(on(&from, "move into attempts")(e));
-        }
-    }
-    Ok(Some(n))
 }
 
 /// The SHA-256 helpers run.json and bundle.json record with (defined in [`crate::digest`]).
@@ -433,24 +162,6 @@ pub fn write_provenance_after(dir: &Path, before: &Snapshot, after: &Snapshot) -
 /// I/O errors creating, writing or renaming the file.
 pub fn write_host(dir: &Path, host: &HostFacts) -> io::Result<()> {
     write_json_atomic(&dir.join(files::HOST), host)
-}
-
-pub use super::output::check_output;
-
-/// How a run counts, from its termination and output check.
-pub fn classify(outcome: &RunOutcome, check: OutputCheck, format: OutputFormat) -> Outcome {
-    match outcome.termination {
-        Termination::SpawnFailed => Outcome::SpawnFailed,
-        Termination::Timeout => Outcome::Timeout,
-        Termination::Interrupted => Outcome::Interrupted,
-        Termination::Lost => Outcome::Lost,
-        Termination::Signaled => Outcome::Failed,
-        Termination::Exited if outcome.exit_code != Some(0) => Outcome::Failed,
-        Termination::Exited => match (format, check) {
-            (_, OutputCheck::Valid) | (OutputFormat::Text, OutputCheck::Empty) => Outcome::Ok,
-            _ => Outcome::InvalidOutput,
-        },
-    }
 }
 
 /// A bundle being written by one process. A new bundle is set up in a hidden staging folder next
@@ -836,7 +547,7 @@ impl BundleWriter {
         self.save_info(Durability::Synced)
     }
 
-    /// Writes the batch script `slurm/<name>` atomically (mode [`FILE_MODE`]) and creates
+    /// Writes the batch script `slurm/<name>` atomically (mode [`super::atomic::FILE_MODE`]) and creates
     /// `slurm/logs/` (Slurm does not create the folder of `--output`). Returns the script's path.
     ///
     /// # Errors
@@ -990,251 +701,6 @@ fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
     }
 }
 
-/// What a run.json records about where a run executed beyond the local executor's outcome: the
-/// node's hostname and the Slurm task ids (both `None` for the local executor).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NodeIds {
-    /// `hostname` in run.json.
-    pub hostname: Option<String>,
-    /// `node` in run.json: the Slurm node name (`SLURMD_NODENAME`, else the hostname).
-    pub node: Option<String>,
-    /// `slurm` in run.json.
-    pub slurm: Option<SlurmTaskIds>,
-}
-
-/// Checks a finished run's output in its folder `run_dir`, hashes its files (giving them mode
-/// [`FILE_MODE`]) and writes its run.json atomically; the one place a run.json of an executed
-/// run is made, for the local runner (which then counts it with [`BundleWriter::count_run`]) and a Slurm task
-/// ([`TaskRunWriter`]).
-///
-/// # Errors
-/// I/O errors hashing the files or writing run.json.
-pub fn write_run_record(
-    run_dir: &Path,
-    run: &PlannedRun,
-    outcome: &RunOutcome,
-    format: OutputFormat,
-    node: NodeIds,
-) -> io::Result<RunRecord> {
-    let record = run_record(run_dir, run, outcome, format, node)?;
-    write_json(&run_dir.join(files::RUN), Durability::Unsynced, &record)?;
-    Ok(record)
-}
-
-/// The run.json of a finished run in its folder `dir`, not yet written: the output check (none for
-/// a run that never started or never reported back), the sha256 of the runner's own files, and the
-/// artifacts and earlier attempts found in the folder.
-fn run_record(
-    dir: &Path,
-    run: &PlannedRun,
-    outcome: &RunOutcome,
-    format: OutputFormat,
-    node: NodeIds,
-) -> io::Result<RunRecord> {
-    let set_aside = set_aside_taken_names(dir, &run.output)?;
-    let (output_check, output_check_reason) =
-        if matches!(outcome.termination, Termination::SpawnFailed | Termination::Lost) {
-            (OutputCheck::Empty, None)
-        } else if let Some((_, moved)) = set_aside.iter().find(|(name, _)| *name == run.output) {
-            (OutputCheck::Invalid, Some(moved.clone()))
-        } else {
-            check_output(&dir.join(&run.output), format)
-        };
-    let sha256 = super::checksums::hash_run_files(
-        dir,
-        &[run.output.as_str(), files::STDERR, files::MEMORY, files::MAPPINGS],
-    )?;
-    let own = [
-        run.output.as_str(),
-        files::STDERR,
-        files::MEMORY,
-        files::MAPPINGS,
-        files::RUN,
-    ];
-    let (artifacts, earlier_attempts) = super::artifacts::scan_run_folder(dir, &own)?;
-    let record = RunRecord {
-        format: BUNDLE_FORMAT,
-        run_id: run.run_id.clone(),
-        index: run.index,
-        cell: run.cell.iter().cloned().collect(),
-        repetition: run.repetition,
-        argv: run.argv.clone(),
-        workdir: run.workdir.display().to_string(),
-        env: (&run.env).into(),
-        cpus_requested: run.cpus.clone(),
-        cpus_effective: outcome.cpus_effective.clone(),
-        pid: outcome.pid,
-        start: rfc3339(outcome.started),
-        end: rfc3339(outcome.ended),
-        wall_seconds: outcome.wall_seconds,
-        user_seconds: outcome.user_seconds,
-        sys_seconds: outcome.sys_seconds,
-        peak_rss_bytes: outcome.peak_rss_bytes,
-        exit_code: outcome.exit_code,
-        signal: outcome.signal,
-        termination: outcome.termination,
-        error: {
-            let moved = set_aside.iter().map(|(_, m)| m.as_str());
-            let all: Vec<&str> = outcome.error.as_deref().into_iter().chain(moved).collect();
-            (!all.is_empty()).then(|| all.join("; "))
-        },
-        output: run.output.clone(),
-        output_check,
-        output_check_reason,
-        outcome: classify(outcome, output_check, format),
-        containment: outcome.containment,
-        stray_processes_killed: outcome.stray_processes_killed,
-        escaped_processes: outcome.escaped_processes.clone(),
-        runner_cpus: outcome.runner_cpus.clone(),
-        cgroup_memory_peak_bytes: outcome.cgroup_memory_peak_bytes,
-        cgroup_memory_source: outcome.cgroup_memory_source.clone(),
-        allocator: outcome.allocator.clone(),
-        environment: run.environment.clone(),
-        memory_samples: outcome.memory_samples,
-        sampling: outcome.sampling.clone(),
-        shared_memory_left: outcome.shared_memory_left.clone(),
-        sha256,
-        artifacts,
-        attempt: earlier_attempts.iter().map(|a| a.attempt).max().unwrap_or(0) + 1,
-        earlier_attempts,
-        hostname: node.hostname,
-        node: node.node,
-        slurm: node.slurm,
-        lost_reason: None,
-    };
-    Ok(record)
-}
-
-/// Moves aside what a run put at a name hwr-exp writes in its run folder (DESIGN 5): anything at
-/// `run.json` (not written yet: it is the run's), and a folder, link, FIFO or device at the output,
-/// `stderr.log`, `memory.jsonl` or `mappings.json`. Each goes to `<name>.from-run` (`-2`, `-3`,
-/// ... when taken), where it is an artifact of the run like any other; what was moved is returned
-/// as (name, message) for run.json `error` (and the output check, when the output was moved). A folder named `run.json` made the bundle fail (run.json could
-/// not be written) and `resume` refuse it; a folder at `stderr.log` made `verify` fail.
-///
-/// # Errors
-/// `lstat` or `rename` errors in the run folder.
-fn set_aside_taken_names(dir: &Path, output: &str) -> io::Result<Vec<(String, String)>> {
-    let mut moved = Vec::new();
-    for name in [files::RUN, output, files::STDERR, files::MEMORY, files::MAPPINGS] {
-        let path = dir.join(name);
-        let meta = match std::fs::symlink_metadata(&path) {
-            Ok(m) => m,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
-        };
-        if name != files::RUN && meta.file_type().is_file() {
-            continue;
-        }
-        let what = if meta.is_dir() {
-            "a folder"
-        } else if meta.file_type().is_symlink() {
-            "a symbolic link"
-        } else if meta.is_file() {
-            "a file"
-        } else {
-            "a FIFO, socket or device"
-        };
-        let to = (1..)
-            .map(|n| {
-                if n == 1 {
-                    format!("{name}.from-run")
-                } else {
-                    format!("{name}.from-run-{n}")
-                }
-            })
-            .find(|to| std::fs::symlink_metadata(dir.join(to)).is_err())
-            .expect("an unused name");
-        std::fs::rename(&path, dir.join(&to))?;
-        moved.push((
-            name.to_string(),
-            format!("the run put {what} at {name}, a name hwr-exp writes in the run folder: moved to {to}"),
-        ));
-    }
-    Ok(moved)
-}
-
-/// The writer of a Slurm array task: one run folder of a bundle another process (the submitting
-/// or waiting hwr-exp) owns and locks. It takes no lock and writes only `runs/<run-id>/` (moving a
-/// previous attempt's folder without run.json aside first) and `hosts/<hostname>.json`.
-#[derive(Debug)]
-pub struct TaskRunWriter {
-    dir: PathBuf,
-    node: NodeIds,
-}
-
-impl TaskRunWriter {
-    /// A writer for the bundle folder `dir`; every run.json it writes carries `node`.
-    pub fn new(dir: &Path, node: NodeIds) -> TaskRunWriter {
-        TaskRunWriter {
-            dir: dir.to_path_buf(),
-            node,
-        }
-    }
-
-    /// The folder of one run, `runs/<run-id>`.
-    pub fn run_dir(&self, run: &PlannedRun) -> PathBuf {
-        self.dir.join(files::RUNS).join(&run.run_id)
-    }
-
-    /// Whether the run already has a run.json (a task started twice does nothing the second time).
-    pub fn finished(&self, run: &PlannedRun) -> bool {
-        self.run_dir(run).join(files::RUN).exists()
-    }
-
-    /// Creates the run folder. A folder left by an earlier attempt without run.json (a task that
-    /// was killed) is kept as `runs/<run-id>/attempts/<n>/` (DESIGN 5, [`keep_attempt`]).
-    ///
-    /// # Errors
-    /// I/O errors renaming or creating folders.
-    pub fn prepare_run_dir(&self, run: &PlannedRun) -> io::Result<PathBuf> {
-        let dir = self.run_dir(run);
-        match create_dir(&dir) {
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                keep_attempt(&dir)?;
-            }
-            other => other?,
-        }
-        Ok(dir)
-    }
-
-    /// Writes the run's run.json ([`write_run_record`]) with this task's node ids.
-    ///
-    /// # Errors
-    /// As [`write_run_record`].
-    pub fn record_run(
-        &self,
-        run: &PlannedRun,
-        outcome: &RunOutcome,
-        format: OutputFormat,
-    ) -> io::Result<RunRecord> {
-        write_run_record(&self.run_dir(run), run, outcome, format, self.node.clone())
-    }
-
-    /// Writes `hosts/<node>.json` with the facts `host` collects, unless the file exists (one
-    /// file per node, keyed by the Slurm node name; tasks on the same node race harmlessly, each
-    /// file is written atomically).
-    ///
-    /// # Errors
-    /// I/O errors creating the folder or writing the file.
-    pub fn write_node_host(&self, node: &str, host: impl FnOnce() -> HostFacts) -> io::Result<()> {
-        let hosts = self.dir.join(files::HOSTS);
-        match create_dir(&hosts) {
-            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
-            _ => {}
-        }
-        let name: String = node
-            .chars()
-            .map(|c| if c == '/' || c == '\0' { '_' } else { c })
-            .collect();
-        let path = hosts.join(format!("{name}.json"));
-        if path.exists() {
-            return Ok(());
-        }
-        write_json_atomic(&path, &host())
-    }
-}
-
 /// Writes `info` as the bundle.json of `dir` (durably) for a process that holds the bundle's
 /// `lock` but no [`BundleWriter`]: `resume` and `cancel` recording an array found by its tag
 /// before deciding what to do.
@@ -1270,53 +736,5 @@ pub fn remove_cancel_marker(dir: &Path) -> io::Result<()> {
     match fs::remove_file(dir.join(files::SLURM).join(files::CANCEL_REQUESTED)) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn attempts_are_numbered_without_gaps_and_no_empty_folder_stays() {
-        let dir = tempfile::tempdir().unwrap();
-        let run = dir.path();
-        fs::write(run.join("run.json"), "{}").unwrap();
-        assert_eq!(keep_attempt(run).unwrap(), Some(1));
-        // A keeper killed between making attempts/2 and moving into it left it empty.
-        fs::create_dir(run.join("attempts/2")).unwrap();
-        fs::create_dir(run.join("attempts/5")).unwrap();
-        assert_eq!(
-            keep_attempt(run).unwrap(),
-            None,
-            "only attempts/: nothing to keep"
-        );
-        fs::write(run.join("stderr.log"), "x").unwrap();
-        assert_eq!(keep_attempt(run).unwrap(), Some(2));
-        let mut names: Vec<String> = fs::read_dir(run.join("attempts"))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        assert_eq!(names, ["1", "2"]);
-        assert!(run.join("attempts/2/stderr.log").is_file());
-        assert!(run.join("attempts/1/run.json").is_file());
-    }
-
-    #[test]
-    fn atomic_write_replaces() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("f.json");
-        write_json_atomic(&p, &serde_json::json!({"a": 1})).unwrap();
-        write_json_atomic(&p, &serde_json::json!({"a": 2})).unwrap();
-        assert_eq!(fs::read_to_string(&p).unwrap(), "{\n  \"a\": 2\n}\n");
-        assert_eq!(
-            fs::read_dir(dir.path()).unwrap().count(),
-            1,
-            "no temporary file left"
-        );
-        use std::os::unix::fs::PermissionsExt;
-        let mode = fs::metadata(&p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, FILE_MODE, "{mode:o}");
     }
 }

@@ -278,10 +278,61 @@ impl Sampler {
             tree.add(s);
         }
 
-        // The page-table walk, when its predicted cost fits the budget: smaps (which also gives
-        // the per-mapping breakdown) where that fits, else smaps_rollup.
+        let (rollups, took_breakdown) = self.walk(&read, now, t_seconds);
+        let walked = rollups.is_some();
+
+        let (current, peak) = memory();
+        let leader_figures = leader_figures(&read, rollups.as_deref(), leader);
+        if leader_figures.as_ref().is_some_and(|l| l.via_thread.is_some()) {
+            self.summary.read_through_thread = true;
+        }
+        let (source, rollup) = match &rollups {
+            Some(list) => {
+                let mut sum = Rollup::default();
+                for (_, r) in list {
+                    sum.add(r);
+                }
+                (SampleSource::SmapsRollup, sum)
+            }
+            None => (
+                SampleSource::Status,
+                Rollup {
+                    rss: tree.rss,
+                    swap: tree.swap,
+                    ..Rollup::default()
+                },
+            ),
+        };
+        let cost = now.elapsed();
+        let sample = MemorySample {
+            t_seconds,
+            processes: read.len() as u32,
+            source,
+            rollup,
+            rss_anon: tree.rss_anon,
+            rss_file: tree.rss_file,
+            rss_shmem: tree.rss_shmem,
+            leader: leader_figures,
+            breakdown: took_breakdown,
+            cost_seconds: Some(cost.as_secs_f64()),
+            cgroup_memory_current: current,
+            cgroup_memory_peak: peak,
+        };
+        self.record(&sample, now, cost, walked);
+    }
+
+    /// The page-table walk of one sample over the processes `read`, when its predicted cost fits
+    /// the budget: smaps (which also gives the per-mapping breakdown, kept as the first or last)
+    /// where that fits, else smaps_rollup. Returns each walked process's figures (`None` when the
+    /// walk was skipped or read nothing) and whether a breakdown was taken.
+    fn walk(
+        &mut self,
+        read: &[(i32, StatusCounters, String)],
+        now: Instant,
+        t_seconds: f64,
+    ) -> (Option<Vec<(i32, Rollup)>>, bool) {
         let allowed = self.budget_left(now);
-        let predicted = self.predict(&read);
+        let predicted = self.predict(read);
         let smaps = self.mappings_path.is_some() && predicted.mul_f64(SMAPS_FACTOR) <= allowed;
         let mut rollups: Option<Vec<(i32, Rollup)>> = None;
         let mut took_breakdown = false;
@@ -289,7 +340,7 @@ impl Sampler {
             let mut got = Vec::with_capacity(read.len());
             let mut rows = Mappings::default();
             let mut walk_cost = Duration::ZERO;
-            for (pid, s, dir) in &read {
+            for (pid, s, dir) in read {
                 let t0 = Instant::now();
                 let r = if smaps {
                     Mappings::read_text(dir).map(|text| {
@@ -348,60 +399,13 @@ impl Sampler {
         } else {
             self.skipped = Some((predicted, allowed));
         }
-        let walked = rollups.is_some();
+        (rollups, took_breakdown)
+    }
 
-        let (current, peak) = memory();
-        let leader_status = read.iter().find(|(p, _, _)| *p == leader);
-        let leader_rollup = rollups
-            .as_ref()
-            .and_then(|r| r.iter().find(|(p, _)| *p == leader).map(|(_, r)| r));
-        let leader_figures = leader_status.map(|(_, s, dir)| LeaderFigures {
-            pid: leader,
-            via_thread: dir
-                .contains("/task/")
-                .then(|| dir.rsplit('/').next().and_then(|t| t.parse().ok()).unwrap_or(0)),
-            status: s.clone(),
-            pss: leader_rollup.and_then(|r| r.pss),
-            pss_anon: leader_rollup.and_then(|r| r.pss_anon),
-            private: leader_rollup.and_then(|r| r.private),
-            anonymous: leader_rollup.and_then(|r| r.anonymous),
-        });
-        if leader_figures.as_ref().is_some_and(|l| l.via_thread.is_some()) {
-            self.summary.read_through_thread = true;
-        }
-        let (source, rollup) = match &rollups {
-            Some(list) => {
-                let mut sum = Rollup::default();
-                for (_, r) in list {
-                    sum.add(r);
-                }
-                (SampleSource::SmapsRollup, sum)
-            }
-            None => (
-                SampleSource::Status,
-                Rollup {
-                    rss: tree.rss,
-                    swap: tree.swap,
-                    ..Rollup::default()
-                },
-            ),
-        };
-        let cost = now.elapsed();
-        let sample = MemorySample {
-            t_seconds,
-            processes: read.len() as u32,
-            source,
-            rollup,
-            rss_anon: tree.rss_anon,
-            rss_file: tree.rss_file,
-            rss_shmem: tree.rss_shmem,
-            leader: leader_figures,
-            breakdown: took_breakdown,
-            cost_seconds: Some(cost.as_secs_f64()),
-            cgroup_memory_current: current,
-            cgroup_memory_peak: peak,
-        };
-        if let Err(e) = self.write(&sample, walked) {
+    /// Writes `sample` (taken at `now` at a cost of `cost`; `walked`: with a page-table walk) and
+    /// counts it in the summary; a write that fails stops the sampling, naming the file.
+    fn record(&mut self, sample: &MemorySample, now: Instant, cost: Duration, walked: bool) {
+        if let Err(e) = self.write(sample, walked) {
             self.failed = Some(format!(
                 "cannot write memory samples to {}: {e}",
                 self.path.display()
@@ -548,4 +552,26 @@ fn secs(s: f64) -> String {
 
 fn pct(f: f64) -> String {
     format!("{}%", f * 100.0)
+}
+
+/// The leader's figures of one sample: its status counters from `read` (through a live thread
+/// when its main thread has exited) and, where it was walked, its rollup from `rollups`.
+fn leader_figures(
+    read: &[(i32, StatusCounters, String)],
+    rollups: Option<&[(i32, Rollup)]>,
+    leader: i32,
+) -> Option<LeaderFigures> {
+    let leader_status = read.iter().find(|(p, _, _)| *p == leader);
+    let leader_rollup = rollups.and_then(|r| r.iter().find(|(p, _)| *p == leader).map(|(_, r)| r));
+    leader_status.map(|(_, s, dir)| LeaderFigures {
+        pid: leader,
+        via_thread: dir
+            .contains("/task/")
+            .then(|| dir.rsplit('/').next().and_then(|t| t.parse().ok()).unwrap_or(0)),
+        status: s.clone(),
+        pss: leader_rollup.and_then(|r| r.pss),
+        pss_anon: leader_rollup.and_then(|r| r.pss_anon),
+        private: leader_rollup.and_then(|r| r.private),
+        anonymous: leader_rollup.and_then(|r| r.anonymous),
+    })
 }

@@ -19,12 +19,11 @@
 //! One request per run on a Unix stream socket: a length-prefixed message with the program,
 //! workdir, argv, environment and CPUs, and the descriptors (stdin, stdout and stderr pipes, the
 //! report pipe, the v1 memory cgroup's `tasks`, the cgroup folder) as `SCM_RIGHTS`; the
-//! answer is the child's pid or the errno of the fork. The child reports a failed setup step on
+//! answer is the child's pid or the errno of the fork (both encoded in `spawn_message.rs`). The child reports a failed setup step on
 //! the runner's report pipe, as before. Where the spawner cannot start (no `/proc/self/exe`, a
 //! binary that is not `hwr-exp`'s, a seccomp filter refusing `CLONE_PARENT`) or stops answering,
 //! the runner forks itself, as before.
 
-use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
@@ -33,22 +32,14 @@ use std::sync::{Mutex, OnceLock};
 
 use rustix::thread::CpuSet;
 
+use super::spawn_message::{LENGTH_BYTES, MAX_FDS, READY, SpawnAnswer, SpawnRequest};
+
 /// The environment variable that makes `hwr-exp` serve as the spawner: the socket's fd number.
 /// Only honoured together with [`ARG0`] as `argv[0]`.
 const ENV: &str = "HWR_EXP_INTERNAL_SPAWNER";
 
 /// `argv[0]` of the spawner process (what `ps` shows).
 const ARG0: &str = "hwr-exp-spawner";
-
-/// Most descriptors one request carries.
-const MAX_FDS: usize = 6;
-
-/// Request flags: the request carries a v1 memory cgroup's `tasks` / a cgroup folder.
-const HAS_MEMCG: u32 = 1;
-const HAS_CGROUP: u32 = 2;
-
-/// The first answer of a spawner that serves.
-const READY: &[u8; 4] = b"hwr1";
 
 /// Set by [`enable`]: this binary serves as a spawner when asked (test harnesses do not).
 static ENABLED: AtomicBool = AtomicBool::new(false);
@@ -85,21 +76,6 @@ pub(super) fn is_spawner(pid: i32) -> bool {
 pub(super) struct Spawner {
     socket: Mutex<OwnedFd>,
     broken: AtomicBool,
-}
-
-/// What the runner asks the spawner to start.
-pub(super) struct Request<'a> {
-    pub(super) program: &'a CString,
-    pub(super) workdir: &'a CString,
-    pub(super) argv: &'a [CString],
-    pub(super) envp: &'a [CString],
-    pub(super) cpus: Option<&'a CpuSet>,
-    /// Become the child's 0, 1, 2.
-    pub(super) stdio: [RawFd; 3],
-    /// The write end of the report pipe.
-    pub(super) report: RawFd,
-    pub(super) memcg: Option<RawFd>,
-    pub(super) cgroup: Option<RawFd>,
 }
 
 /// Why the spawner did not start the child.
@@ -207,30 +183,21 @@ impl Spawner {
     /// # Errors
     /// [`Refused::Fork`] with the fork's error, or [`Refused::Unavailable`] when the spawner
     /// cannot serve (then it is not asked again).
-    pub(super) fn spawn(&self, request: &Request<'_>) -> Result<i32, Refused> {
+    pub(super) fn spawn(&self, request: &SpawnRequest<'_>) -> Result<i32, Refused> {
         let socket = self.socket.lock().unwrap_or_else(|e| e.into_inner());
-        let message = encode(request);
-        let mut fds = vec![
-            request.stdio[0],
-            request.stdio[1],
-            request.stdio[2],
-            request.report,
-        ];
-        fds.extend(request.memcg);
-        fds.extend(request.cgroup);
+        let (message, fds) = request.encode();
         let answer = send(socket.as_raw_fd(), &message, &fds).and_then(|()| {
-            let mut answer = [0u8; 8];
+            let mut answer = [0u8; SpawnAnswer::BYTES];
             read_exact(socket.as_raw_fd(), &mut answer).map(|()| answer)
         });
         let Ok(answer) = answer else {
             self.give_up();
             return Err(Refused::Unavailable);
         };
-        let pid = i32::from_ne_bytes([answer[0], answer[1], answer[2], answer[3]]);
-        let errno = i32::from_ne_bytes([answer[4], answer[5], answer[6], answer[7]]);
-        if pid > 0 {
-            return Ok(pid);
-        }
+        let errno = match SpawnAnswer::decode(answer) {
+            SpawnAnswer::Started(pid) => return Ok(pid),
+            SpawnAnswer::Failed(errno) => errno,
+        };
         match errno {
             // No clone3 or no CLONE_PARENT/CLONE_INTO_CGROUP there (old kernel, seccomp).
             libc::ENOSYS | libc::EPERM | libc::E2BIG | libc::EINVAL => {
@@ -251,45 +218,6 @@ impl Spawner {
             let _ = rustix::process::waitpid(Some(p), rustix::process::WaitOptions::empty());
         }
     }
-}
-
-/// The request as bytes: a header of u32 (total length, flags, CPUs, argc, envc), the CPU
-/// numbers, then program, workdir, argv and envp as NUL-terminated strings.
-fn encode(request: &Request<'_>) -> Vec<u8> {
-    let cpus: Vec<u32> = request
-        .cpus
-        .map(|set| {
-            (0..CpuSet::MAX_CPU)
-                .filter(|&c| set.is_set(c))
-                .map(|c| c as u32)
-                .collect()
-        })
-        .unwrap_or_default();
-    let flags = if request.memcg.is_some() { HAS_MEMCG } else { 0 }
-        | if request.cgroup.is_some() { HAS_CGROUP } else { 0 };
-    let strings = std::iter::once(request.program)
-        .chain(std::iter::once(request.workdir))
-        .chain(request.argv)
-        .chain(request.envp);
-    let mut out = Vec::with_capacity(64);
-    for v in [
-        0,
-        flags,
-        cpus.len() as u32,
-        request.argv.len() as u32,
-        request.envp.len() as u32,
-    ] {
-        out.extend_from_slice(&v.to_ne_bytes());
-    }
-    for c in &cpus {
-        out.extend_from_slice(&c.to_ne_bytes());
-    }
-    for s in strings {
-        out.extend_from_slice(s.as_bytes_with_nul());
-    }
-    let len = out.len() as u32;
-    out[0..4].copy_from_slice(&len.to_ne_bytes());
-    out
 }
 
 /// Sends `bytes` with `fds` attached to the first part.
@@ -371,22 +299,15 @@ fn serve(socket: RawFd) -> ! {
     }
     // Nothing in this process changes a signal's disposition from here on: its children reset
     // only the ignored ones (caught ones are reset by exec).
-    let ignored = super::spawn::ignored_signals();
+    let ignored = super::fork::ignored_signals();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         let Some((len, fds)) = receive(socket, &mut buf) else {
             std::process::exit(0);
         };
-        let answer = start_child(&buf[..len], &fds, runner, ignored);
+        let answer = SpawnAnswer::of(start_child(&buf[..len], &fds, runner, ignored));
         drop(fds);
-        let mut out = [0u8; 8];
-        let (pid, errno) = match answer {
-            Ok(pid) => (pid, 0),
-            Err(e) => (0, e.raw_os_error().unwrap_or(libc::EIO)),
-        };
-        out[0..4].copy_from_slice(&pid.to_ne_bytes());
-        out[4..8].copy_from_slice(&errno.to_ne_bytes());
-        if write_all(socket, &out).is_err() {
+        if write_all(socket, &answer.encode()).is_err() {
             std::process::exit(0);
         }
     }
@@ -400,7 +321,7 @@ fn receive(socket: RawFd, buf: &mut Vec<u8>) -> Option<(usize, Vec<OwnedFd>)> {
     let mut control = vec![0u64; space.div_ceil(8)];
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
-        iov_len: 4,
+        iov_len: LENGTH_BYTES,
     };
     let mut fds = Vec::new();
     // SAFETY: an all-zero msghdr is valid; its buffers outlive the call; the descriptors the
@@ -431,71 +352,41 @@ fn receive(socket: RawFd, buf: &mut Vec<u8>) -> Option<(usize, Vec<OwnedFd>)> {
         }
         r
     };
-    if got != 4 {
+    if got != LENGTH_BYTES as isize {
         return None;
     }
-    let len = u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-    if len < 20 {
-        return None;
-    }
+    let len = SpawnRequest::length([buf[0], buf[1], buf[2], buf[3]])?;
     if buf.len() < len {
         buf.resize(len, 0);
     }
-    read_exact(socket, &mut buf[4..len]).ok()?;
+    read_exact(socket, &mut buf[LENGTH_BYTES..len]).ok()?;
     Some((len, fds))
 }
 
 /// Decodes one request and forks its child with `CLONE_PARENT` (into the cgroup where one is
-/// given); the child runs [`super::spawn::child`]. Returns the child's pid.
+/// given); the child runs [`super::fork::child`]. Returns the child's pid.
 fn start_child(
     message: &[u8],
     fds: &[OwnedFd],
     runner: Option<rustix::process::Pid>,
     ignored: u64,
 ) -> io::Result<i32> {
-    let bad = || io::Error::from_raw_os_error(libc::EBADMSG);
-    let word = |i: usize| -> io::Result<u32> {
-        message
-            .get(i * 4..i * 4 + 4)
-            .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-            .ok_or_else(bad)
-    };
-    let (flags, ncpus, argc, envc) = (word(1)?, word(2)? as usize, word(3)? as usize, word(4)? as usize);
-    let mut cpus = None;
-    for i in 0..ncpus {
-        let c = word(5 + i)? as usize;
-        if c >= CpuSet::MAX_CPU {
-            return Err(bad());
-        }
-        cpus.get_or_insert_with(CpuSet::new).set(c);
-    }
-    let mut strings = message
-        .get((5 + ncpus) * 4..)
-        .ok_or_else(bad)?
-        .split_inclusive(|&b| b == 0);
-    let mut next = || -> io::Result<CString> {
-        let s = strings.next().ok_or_else(bad)?;
-        CString::from_vec_with_nul(s.to_vec()).map_err(|_| bad())
-    };
-    let program = next()?;
-    let workdir = next()?;
-    let argv = (0..argc).map(|_| next()).collect::<io::Result<Vec<_>>>()?;
-    let envp = (0..envc).map(|_| next()).collect::<io::Result<Vec<_>>>()?;
-    let wanted = 4 + usize::from(flags & HAS_MEMCG != 0) + usize::from(flags & HAS_CGROUP != 0);
-    if fds.len() != wanted {
-        return Err(bad());
-    }
     let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
-    let memcg = (flags & HAS_MEMCG != 0).then(|| raw[4]);
-    let cgroup = (flags & HAS_CGROUP != 0).then(|| raw[raw.len() - 1]);
-    let image = super::spawn::Image::from_parts(program, workdir, argv, envp);
-    let setup = super::spawn::Setup {
+    let request = SpawnRequest::decode(message, &raw)?;
+    let parent = runner.ok_or_else(|| io::Error::from_raw_os_error(libc::EBADMSG))?;
+    let image = super::fork::Image::from_parts(
+        request.program.into_owned(),
+        request.workdir.into_owned(),
+        request.argv.into_owned(),
+        request.envp.into_owned(),
+    );
+    let setup = super::fork::Setup {
         image: &image,
-        stdio: [raw[0], raw[1], raw[2]],
-        cpus,
-        parent: runner.ok_or_else(bad)?,
-        memcg,
+        stdio: request.stdio,
+        cpus: request.cpus,
+        parent,
+        memcg: request.memcg,
         reset: Some(ignored),
     };
-    super::spawn::clone_child(&setup, raw[3], libc::CLONE_PARENT as u64, cgroup)
+    super::fork::clone_child(&setup, request.report, libc::CLONE_PARENT as u64, request.cgroup)
 }

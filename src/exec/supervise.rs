@@ -160,30 +160,7 @@ pub(super) fn supervise(
         }
     }
 
-    let reaped = reap_leader(pid);
-    super::children::leader_reaped(pid);
-    outcome.ended = SystemTime::now();
-    outcome.wall_seconds = start.elapsed().as_secs_f64();
-    match reaped {
-        Ok(Reaped { status, usage }) => {
-            if libc::WIFEXITED(status) {
-                outcome.exit_code = Some(libc::WEXITSTATUS(status));
-            } else if libc::WIFSIGNALED(status) {
-                outcome.signal = Some(libc::WTERMSIG(status));
-            }
-            let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-            outcome.user_seconds = Some(secs(usage.ru_utime));
-            outcome.sys_seconds = Some(secs(usage.ru_stime));
-            outcome.peak_rss_bytes = Some(usage.ru_maxrss.max(0) as u64 * 1024);
-        }
-        Err(e) => outcome.error = Some(format!("wait4({pid}) failed: {e}")),
-    }
-    outcome.termination = match stop {
-        Some((StopReason::Timeout, _)) => Termination::Timeout,
-        Some((StopReason::Interrupted, _)) => Termination::Interrupted,
-        None if outcome.signal.is_some() => Termination::Signaled,
-        None => Termination::Exited,
-    };
+    record_exit(&mut outcome, pid, start, stop.map(|(reason, _)| reason));
 
     let kill_at = stop.map(|(_, k)| k);
     let finished = containment.finish(spec.grace, kill_at, later, &mut |d| nap(&mut drain, d));
@@ -214,6 +191,42 @@ pub(super) fn supervise(
         ));
     }
 
+    finish_measures(&mut outcome, sampler, watch);
+    outcome
+}
+
+/// Reaps the run's leader `pid` and records in `outcome` when it ended (the run started at
+/// `start`), how (exit code or signal, CPU times, peak RSS) and, with `stop`, why it was stopped.
+fn record_exit(outcome: &mut RunOutcome, pid: i32, start: Instant, stop: Option<StopReason>) {
+    let reaped = reap_leader(pid);
+    super::children::leader_reaped(pid);
+    outcome.ended = SystemTime::now();
+    outcome.wall_seconds = start.elapsed().as_secs_f64();
+    match reaped {
+        Ok(Reaped { status, usage }) => {
+            if libc::WIFEXITED(status) {
+                outcome.exit_code = Some(libc::WEXITSTATUS(status));
+            } else if libc::WIFSIGNALED(status) {
+                outcome.signal = Some(libc::WTERMSIG(status));
+            }
+            let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+            outcome.user_seconds = Some(secs(usage.ru_utime));
+            outcome.sys_seconds = Some(secs(usage.ru_stime));
+            outcome.peak_rss_bytes = Some(usage.ru_maxrss.max(0) as u64 * 1024);
+        }
+        Err(e) => outcome.error = Some(format!("wait4({pid}) failed: {e}")),
+    }
+    outcome.termination = match stop {
+        Some(StopReason::Timeout) => Termination::Timeout,
+        Some(StopReason::Interrupted) => Termination::Interrupted,
+        None if outcome.signal.is_some() => Termination::Signaled,
+        None => Termination::Exited,
+    };
+}
+
+/// Records in `outcome` what the memory sampler and the allocator's watch found (a sampler's
+/// write error is the run's error unless it has one).
+fn finish_measures(outcome: &mut RunOutcome, sampler: Option<Sampler>, watch: Option<MapsWatch>) {
     if let Some(s) = sampler {
         if let Some(e) = s.failed() {
             outcome.error.get_or_insert_with(|| e.to_string());
@@ -223,7 +236,6 @@ pub(super) fn supervise(
         outcome.sampling = Some(summary);
     }
     outcome.allocator = watch.map(MapsWatch::finish);
-    outcome
 }
 
 /// Waits `d`, copying the run's output meanwhile when there is a drain.

@@ -15,6 +15,8 @@
 
 pub mod array;
 pub mod client;
+mod config;
+mod error;
 pub mod log;
 pub mod partition;
 pub mod queue;
@@ -26,9 +28,11 @@ use serde::{Deserialize, Serialize};
 
 pub use array::{ArrayChunk, ArrayLimits, ArraySpec, ArraySpecError, SplitError, split};
 pub use client::{
-    CancelTarget, EnvPolicy, JobLimits, RetryNote, RetryPolicy, SlurmClient, SlurmError, Submission,
-    TaggedArray, cluster_configured, refusal_limit, sbatch_input_env,
+    CancelTarget, EnvPolicy, RetryNote, RetryPolicy, SlurmClient, Submission, TaggedArray,
+    cluster_configured, sbatch_input_env,
 };
+pub use config::JobLimits;
+pub use error::{SlurmError, refusal_limit};
 pub use queue::{
     ActiveArray, ActiveQueue, Activity, JobRecord, JobRecords, QueueEntry, QueueSnapshot, TaskKey, TaskState,
 };
