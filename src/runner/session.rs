@@ -211,7 +211,7 @@ pub struct Finish<'a> {
 /// runs this session does, the bundle's writer (it holds the bundle's lock), the launcher, the
 /// cancel flag, the progress display and what finishing needs. Made by `run`, `rerun`, `resume`
 /// and `wait` (a struct literal: `writer: Mutex::new(writer)`, `progress:
-/// progress::Collect::deferred(quiet)`); a backend ([`super::backend::Ready::run`]) executes or
+/// progress::Collect::deferred(quiet)`); a backend ([`super::experiment::execute`]) executes or
 /// submits its runs and finishes it ([`Session::finish`]).
 pub struct Session<'a> {
     /// The plan of the bundle (owned once an adaptive round is added to it).

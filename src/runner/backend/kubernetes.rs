@@ -81,7 +81,7 @@ pub fn submit_and_wait(mut session: Session<'_>, submit: &Submit<'_>) -> Result<
         .and_then(|json| {
             let dir = writer.dir().join(JOBS_DIR);
             std::fs::create_dir_all(&dir)?;
-            crate::bundle::write::write_atomic(&dir.join(format!("{name}.json")), json.as_bytes())?;
+            crate::bundle::atomic::write_atomic(&dir.join(format!("{name}.json")), json.as_bytes())?;
             Ok(json)
         })
         .map_err(|e| e.to_string())

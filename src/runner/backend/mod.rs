@@ -9,7 +9,7 @@
 //!   on Slurm) and whether the plan gives runs their CPUs ([`Backend::plans_cpus`]);
 //! - **preflight**: the checks before a bundle exists beyond the common ones
 //!   ([`Backend::preflight`]: the cluster answers), giving a [`Ready`] backend;
-//! - **run**: execute or submit the session's runs and finish the bundle ([`Ready::run`]);
+//! - **run**: execute or submit the session's runs and finish the bundle ([`crate::runner::experiment::execute`]);
 //!   `resume` and `rerun` take the same path;
 //! - **wait**, **cancel**: whether a session can be left running and attached to later
 //!   ([`Backend::detaches`]: `run --detach`, `hwr-exp wait`, `hwr-exp cancel`, all Slurm's, in
@@ -161,7 +161,7 @@ impl Backend {
     /// reach, and which refuses a request above the partition's limits).
     ///
     /// # Errors
-    /// One message per problem (exit 3 through [`SessionError::Preflight`]).
+    /// One message per problem (exit 3 through [`SessionError::Preflight`](crate::runner::session::SessionError::Preflight)).
     pub fn preflight(
         self,
         results_dir: &Path,

@@ -417,7 +417,7 @@ pub fn start_driver(dir: &Path, plan: &Plan, indices: &[usize], submit: &Submit<
         max_in_flight: (plan.jobs as usize).max(1),
         grace: plan.grace.as_secs_f64(),
     };
-    crate::bundle::write::write_json_atomic(&DriverRecord::spec(dir, number), &spec)?;
+    crate::bundle::atomic::write_json_atomic(&DriverRecord::spec(dir, number), &spec)?;
     let log = std::fs::File::create(DriverRecord::log(dir, number))?;
     let child = Command::new(&submit.cluster.python)
         .arg("-c")
@@ -448,7 +448,7 @@ pub fn start_driver(dir: &Path, plan: &Plan, indices: &[usize], submit: &Submit<
         runs: indices.len(),
         started: crate::timestamp::now(),
     };
-    crate::bundle::write::write_json_atomic(&DriverRecord::path(dir, number), &record)?;
+    crate::bundle::atomic::write_json_atomic(&DriverRecord::path(dir, number), &record)?;
     Ok(Driver {
         record,
         child: Some(child),
