@@ -396,6 +396,37 @@ fn judge(bundle: &Path, filters: &[(String, String)]) -> (Judgement, Vec<Estimat
     (Judgement::Skipped, evidence, why)
 }
 
+/// The commits after `good` up to `bad` on the ancestry path, oldest first, each with its
+/// subject; `bad` last whatever the topological order gave.
+///
+/// # Errors
+/// [`ArchiveError::Environment`] when `git rev-list` fails.
+fn candidates(root: &Path, good: &str, bad: &str) -> Result<Vec<(String, String)>, ArchiveError> {
+    let list = git_out(
+        root,
+        &[
+            "rev-list",
+            "--topo-order",
+            "--reverse",
+            "--ancestry-path",
+            &format!("{good}..{bad}"),
+        ],
+    )
+    .map_err(ArchiveError::Environment)?;
+    let mut candidates: Vec<(String, String)> = Vec::new();
+    for id in list.lines().filter(|l| !l.is_empty()) {
+        let subject = git_out(root, &["log", "-1", "--format=%s", id]).unwrap_or_default();
+        candidates.push((id.to_string(), subject));
+    }
+    if candidates.last().map(|(c, _)| c.as_str()) != Some(bad) {
+        // Keep BAD last whatever the topological order gave.
+        candidates.retain(|(c, _)| c != bad);
+        let subject = git_out(root, &["log", "-1", "--format=%s", bad]).unwrap_or_default();
+        candidates.push((bad.to_string(), subject));
+    }
+    Ok(candidates)
+}
+
 /// Bisects (see the module docs). Progress goes to stderr unless `quiet`.
 ///
 /// # Errors
@@ -437,28 +468,7 @@ pub fn bisect(
             opts.good, opts.bad
         )));
     }
-    let list = git_out(
-        &root,
-        &[
-            "rev-list",
-            "--topo-order",
-            "--reverse",
-            "--ancestry-path",
-            &format!("{good}..{bad}"),
-        ],
-    )
-    .map_err(ArchiveError::Environment)?;
-    let mut candidates: Vec<(String, String)> = Vec::new();
-    for id in list.lines().filter(|l| !l.is_empty()) {
-        let subject = git_out(&root, &["log", "-1", "--format=%s", id]).unwrap_or_default();
-        candidates.push((id.to_string(), subject));
-    }
-    if candidates.last().map(|(c, _)| c.as_str()) != Some(bad.as_str()) {
-        // Keep BAD last whatever the topological order gave.
-        candidates.retain(|(c, _)| *c != bad);
-        let subject = git_out(&root, &["log", "-1", "--format=%s", &bad]).unwrap_or_default();
-        candidates.push((bad.clone(), subject));
-    }
+    let candidates = candidates(&root, &good, &bad)?;
     let session = session_id();
     let mut outcome = BisectOutcome {
         session: session.clone(),

@@ -174,237 +174,33 @@ metrics! {
 }
 
 impl Metric {
-    /// The metric's definition.
+    /// The metric's definition: one entry per metric, grouped by family in `defs` (the match
+    /// has no catch-all arm, so a new metric does not compile until its entry is written).
     pub const fn def(self) -> Def {
-        const fn d(
-            key: &'static str,
-            label: &'static str,
-            unit: Unit,
-            family: Family,
-            source: &'static str,
-        ) -> Def {
-            Def {
-                key,
-                label,
-                unit,
-                family,
-                source,
-                run_table: RunTable::Growth,
-                per_cell: true,
-                vs_control: false,
-                compared: true,
-            }
-        }
-        /// A rate: the whole-loop one is estimated against the control and compared, the halves
-        /// only shown per run.
-        const fn rate(key: &'static str, label: &'static str, whole: bool, source: &'static str) -> Def {
-            Def {
-                run_table: RunTable::Rate,
-                per_cell: whole,
-                vs_control: whole,
-                compared: whole,
-                ..d(key, label, Unit::BytesPer1000, Family::Rate, source)
-            }
-        }
-        use Family::*;
-        use Unit::*;
         match self {
-            Metric::PrivateGrowth => Def {
-                vs_control: true,
-                ..d(
-                    "private-growth-bytes",
-                    "private growth",
-                    Bytes,
-                    Growth,
-                    "private_bytes of the final loop sample minus the baseline's",
-                )
-            },
-            Metric::AnonymousGrowth => Def {
-                vs_control: true,
-                ..d(
-                    "anonymous-growth-bytes",
-                    "anon growth",
-                    Bytes,
-                    Growth,
-                    "anonymous_bytes of the final loop sample minus the baseline's",
-                )
-            },
-            Metric::RssGrowth => Def {
-                vs_control: true,
-                ..d(
-                    "rss-growth-bytes",
-                    "RSS growth",
-                    Bytes,
-                    Growth,
-                    "rss_bytes of the final loop sample minus the baseline's",
-                )
-            },
-            // File-backed private residency: its own rows against the control, never the
-            // headline (DESIGN 9); not in the per-cell table or `compare`.
-            Metric::FileBackedGrowth => Def {
-                vs_control: true,
-                per_cell: false,
-                compared: false,
-                ..d(
-                    "file-backed-growth-bytes",
-                    "file-backed growth",
-                    Bytes,
-                    Growth,
-                    "private_bytes minus anonymous_bytes (file-backed private pages) of the final loop sample minus the baseline's",
-                )
-            },
-            // Estimated against the control only as the verdict metric (`pss-anon`).
-            Metric::PssAnonGrowth => Def {
-                per_cell: false,
-                compared: false,
-                ..d(
-                    "pss-anon-growth-bytes",
-                    "PSS-anon growth",
-                    Bytes,
-                    Growth,
-                    "pss_anon_bytes of the final loop sample minus the baseline's (where the output has it)",
-                )
-            },
-            Metric::PrivateGrowthPer1000 => Def {
-                ..d(
-                    "private-growth-per-1000",
-                    "private /1k it",
-                    BytesPer1000,
-                    Rate,
-                    "private growth x 1000 / loop iterations",
-                )
-            },
-            Metric::AnonymousGrowthPer1000 => Def {
-                per_cell: false,
-                compared: false,
-                ..d(
-                    "anonymous-growth-per-1000",
-                    "anon /1k it",
-                    BytesPer1000,
-                    Rate,
-                    "anonymous growth x 1000 / loop iterations",
-                )
-            },
-            Metric::RssGrowthPer1000 => Def {
-                per_cell: false,
-                compared: false,
-                ..d(
-                    "rss-growth-per-1000",
-                    "RSS /1k it",
-                    BytesPer1000,
-                    Rate,
-                    "RSS growth x 1000 / loop iterations",
-                )
-            },
-            Metric::PrivateRate => rate(
-                "private-rate-per-1000",
-                "private rate",
-                true,
-                "Theil-Sen slope of private_bytes over the baseline and loop samples x 1000",
-            ),
-            Metric::PrivateRateFirstHalf => rate(
-                "private-rate-first-half-per-1000",
-                "private rate 1st half",
-                false,
-                "Theil-Sen slope of private_bytes over the first half of the loop x 1000",
-            ),
-            Metric::PrivateRateSecondHalf => rate(
-                "private-rate-second-half-per-1000",
-                "private rate 2nd half",
-                false,
-                "Theil-Sen slope of private_bytes over the second half of the loop x 1000",
-            ),
-            Metric::AnonymousRate => rate(
-                "anonymous-rate-per-1000",
-                "anon rate",
-                true,
-                "Theil-Sen slope of anonymous_bytes over the baseline and loop samples x 1000",
-            ),
-            Metric::AnonymousRateFirstHalf => rate(
-                "anonymous-rate-first-half-per-1000",
-                "anon rate 1st half",
-                false,
-                "Theil-Sen slope of anonymous_bytes over the first half of the loop x 1000",
-            ),
-            Metric::AnonymousRateSecondHalf => rate(
-                "anonymous-rate-second-half-per-1000",
-                "anon rate 2nd half",
-                false,
-                "Theil-Sen slope of anonymous_bytes over the second half of the loop x 1000",
-            ),
-            Metric::RssRate => rate(
-                "rss-rate-per-1000",
-                "RSS rate",
-                true,
-                "Theil-Sen slope of rss_bytes over the baseline and loop samples x 1000",
-            ),
-            Metric::RssRateFirstHalf => rate(
-                "rss-rate-first-half-per-1000",
-                "RSS rate 1st half",
-                false,
-                "Theil-Sen slope of rss_bytes over the first half of the loop x 1000",
-            ),
-            Metric::RssRateSecondHalf => rate(
-                "rss-rate-second-half-per-1000",
-                "RSS rate 2nd half",
-                false,
-                "Theil-Sen slope of rss_bytes over the second half of the loop x 1000",
-            ),
-            Metric::FileBackedRate => Def {
-                per_cell: false,
-                compared: false,
-                ..rate(
-                    "file-backed-rate-per-1000",
-                    "file-backed rate",
-                    true,
-                    "Theil-Sen slope of private_bytes minus anonymous_bytes over the baseline and loop samples x 1000",
-                )
-            },
-            Metric::PssAnonRate => rate(
-                "pss-anon-rate-per-1000",
-                "PSS-anon rate",
-                false,
-                "Theil-Sen slope of pss_anon_bytes over the baseline and loop samples x 1000 (where the output has it)",
-            ),
-            Metric::PrivateAfterClose => Def {
-                vs_control: true,
-                ..d(
-                    "private-after-close-bytes",
-                    "private after-close",
-                    Bytes,
-                    AfterClose,
-                    "private_bytes of the closed sample minus the baseline's",
-                )
-            },
-            Metric::AnonymousAfterClose => Def {
-                vs_control: true,
-                ..d(
-                    "anonymous-after-close-bytes",
-                    "anon after-close",
-                    Bytes,
-                    AfterClose,
-                    "anonymous_bytes of the closed sample minus the baseline's",
-                )
-            },
-            Metric::RssAfterClose => Def {
-                vs_control: true,
-                per_cell: false,
-                compared: false,
-                ..d(
-                    "rss-after-close-bytes",
-                    "RSS after-close",
-                    Bytes,
-                    AfterClose,
-                    "rss_bytes of the closed sample minus the baseline's",
-                )
-            },
-            Metric::FdDelta => d(
-                "fd-delta",
-                "fd delta",
-                Count,
-                Other,
-                "fd_count of the final loop sample minus the baseline's",
-            ),
+            Metric::PrivateGrowth => defs::PRIVATE_GROWTH,
+            Metric::AnonymousGrowth => defs::ANONYMOUS_GROWTH,
+            Metric::RssGrowth => defs::RSS_GROWTH,
+            Metric::FileBackedGrowth => defs::FILE_BACKED_GROWTH,
+            Metric::PssAnonGrowth => defs::PSS_ANON_GROWTH,
+            Metric::PrivateGrowthPer1000 => defs::PRIVATE_GROWTH_PER1000,
+            Metric::AnonymousGrowthPer1000 => defs::ANONYMOUS_GROWTH_PER1000,
+            Metric::RssGrowthPer1000 => defs::RSS_GROWTH_PER1000,
+            Metric::PrivateRate => defs::PRIVATE_RATE,
+            Metric::PrivateRateFirstHalf => defs::PRIVATE_RATE_FIRST_HALF,
+            Metric::PrivateRateSecondHalf => defs::PRIVATE_RATE_SECOND_HALF,
+            Metric::AnonymousRate => defs::ANONYMOUS_RATE,
+            Metric::AnonymousRateFirstHalf => defs::ANONYMOUS_RATE_FIRST_HALF,
+            Metric::AnonymousRateSecondHalf => defs::ANONYMOUS_RATE_SECOND_HALF,
+            Metric::RssRate => defs::RSS_RATE,
+            Metric::RssRateFirstHalf => defs::RSS_RATE_FIRST_HALF,
+            Metric::RssRateSecondHalf => defs::RSS_RATE_SECOND_HALF,
+            Metric::FileBackedRate => defs::FILE_BACKED_RATE,
+            Metric::PssAnonRate => defs::PSS_ANON_RATE,
+            Metric::PrivateAfterClose => defs::PRIVATE_AFTER_CLOSE,
+            Metric::AnonymousAfterClose => defs::ANONYMOUS_AFTER_CLOSE,
+            Metric::RssAfterClose => defs::RSS_AFTER_CLOSE,
+            Metric::FdDelta => defs::FD_DELTA,
         }
     }
 
@@ -569,6 +365,293 @@ impl Metric {
     pub fn from_key(key: &str) -> Option<Metric> {
         Metric::ALL.iter().copied().find(|m| m.key() == key)
     }
+}
+
+/// The definition of each metric ([`Metric::def`]), grouped by family.
+mod defs {
+    use super::{Def, Family, Family::*, RunTable, Unit, Unit::*};
+
+    /// A metric shown per cell and compared between bundles, not estimated against the control.
+    const fn d(
+        key: &'static str,
+        label: &'static str,
+        unit: Unit,
+        family: Family,
+        source: &'static str,
+    ) -> Def {
+        Def {
+            key,
+            label,
+            unit,
+            family,
+            source,
+            run_table: RunTable::Growth,
+            per_cell: true,
+            vs_control: false,
+            compared: true,
+        }
+    }
+    /// A rate: the whole-loop one is estimated against the control and compared, the halves
+    /// only shown per run.
+    const fn rate(key: &'static str, label: &'static str, whole: bool, source: &'static str) -> Def {
+        Def {
+            run_table: RunTable::Rate,
+            per_cell: whole,
+            vs_control: whole,
+            compared: whole,
+            ..d(key, label, Unit::BytesPer1000, Family::Rate, source)
+        }
+    }
+
+    // Growth: final loop sample minus baseline (bytes).
+
+    /// `Metric::PrivateGrowth`.
+    pub(super) const PRIVATE_GROWTH: Def = Def {
+        vs_control: true,
+        ..d(
+            "private-growth-bytes",
+            "private growth",
+            Bytes,
+            Growth,
+            "private_bytes of the final loop sample minus the baseline's",
+        )
+    };
+
+    /// `Metric::AnonymousGrowth`.
+    pub(super) const ANONYMOUS_GROWTH: Def = Def {
+        vs_control: true,
+        ..d(
+            "anonymous-growth-bytes",
+            "anon growth",
+            Bytes,
+            Growth,
+            "anonymous_bytes of the final loop sample minus the baseline's",
+        )
+    };
+
+    /// `Metric::RssGrowth`.
+    pub(super) const RSS_GROWTH: Def = Def {
+        vs_control: true,
+        ..d(
+            "rss-growth-bytes",
+            "RSS growth",
+            Bytes,
+            Growth,
+            "rss_bytes of the final loop sample minus the baseline's",
+        )
+    };
+
+    // File-backed private residency: its own rows against the control, never the
+    // headline (DESIGN 9); not in the per-cell table or `compare`.
+    pub(super) const FILE_BACKED_GROWTH: Def = Def {
+        vs_control: true,
+        per_cell: false,
+        compared: false,
+        ..d(
+            "file-backed-growth-bytes",
+            "file-backed growth",
+            Bytes,
+            Growth,
+            "private_bytes minus anonymous_bytes (file-backed private pages) of the final loop sample minus the baseline's",
+        )
+    };
+
+    // Estimated against the control only as the verdict metric (`pss-anon`).
+    pub(super) const PSS_ANON_GROWTH: Def = Def {
+        per_cell: false,
+        compared: false,
+        ..d(
+            "pss-anon-growth-bytes",
+            "PSS-anon growth",
+            Bytes,
+            Growth,
+            "pss_anon_bytes of the final loop sample minus the baseline's (where the output has it)",
+        )
+    };
+
+    // Growth per 1000 loop iterations.
+
+    /// `Metric::PrivateGrowthPer1000`.
+    pub(super) const PRIVATE_GROWTH_PER1000: Def = Def {
+        ..d(
+            "private-growth-per-1000",
+            "private /1k it",
+            BytesPer1000,
+            Rate,
+            "private growth x 1000 / loop iterations",
+        )
+    };
+
+    /// `Metric::AnonymousGrowthPer1000`.
+    pub(super) const ANONYMOUS_GROWTH_PER1000: Def = Def {
+        per_cell: false,
+        compared: false,
+        ..d(
+            "anonymous-growth-per-1000",
+            "anon /1k it",
+            BytesPer1000,
+            Rate,
+            "anonymous growth x 1000 / loop iterations",
+        )
+    };
+
+    /// `Metric::RssGrowthPer1000`.
+    pub(super) const RSS_GROWTH_PER1000: Def = Def {
+        per_cell: false,
+        compared: false,
+        ..d(
+            "rss-growth-per-1000",
+            "RSS /1k it",
+            BytesPer1000,
+            Rate,
+            "RSS growth x 1000 / loop iterations",
+        )
+    };
+
+    // Theil-Sen slopes per 1000 iterations.
+
+    /// `Metric::PrivateRate`.
+    pub(super) const PRIVATE_RATE: Def = rate(
+        "private-rate-per-1000",
+        "private rate",
+        true,
+        "Theil-Sen slope of private_bytes over the baseline and loop samples x 1000",
+    );
+
+    /// `Metric::PrivateRateFirstHalf`.
+    pub(super) const PRIVATE_RATE_FIRST_HALF: Def = rate(
+        "private-rate-first-half-per-1000",
+        "private rate 1st half",
+        false,
+        "Theil-Sen slope of private_bytes over the first half of the loop x 1000",
+    );
+
+    /// `Metric::PrivateRateSecondHalf`.
+    pub(super) const PRIVATE_RATE_SECOND_HALF: Def = rate(
+        "private-rate-second-half-per-1000",
+        "private rate 2nd half",
+        false,
+        "Theil-Sen slope of private_bytes over the second half of the loop x 1000",
+    );
+
+    /// `Metric::AnonymousRate`.
+    pub(super) const ANONYMOUS_RATE: Def = rate(
+        "anonymous-rate-per-1000",
+        "anon rate",
+        true,
+        "Theil-Sen slope of anonymous_bytes over the baseline and loop samples x 1000",
+    );
+
+    /// `Metric::AnonymousRateFirstHalf`.
+    pub(super) const ANONYMOUS_RATE_FIRST_HALF: Def = rate(
+        "anonymous-rate-first-half-per-1000",
+        "anon rate 1st half",
+        false,
+        "Theil-Sen slope of anonymous_bytes over the first half of the loop x 1000",
+    );
+
+    /// `Metric::AnonymousRateSecondHalf`.
+    pub(super) const ANONYMOUS_RATE_SECOND_HALF: Def = rate(
+        "anonymous-rate-second-half-per-1000",
+        "anon rate 2nd half",
+        false,
+        "Theil-Sen slope of anonymous_bytes over the second half of the loop x 1000",
+    );
+
+    /// `Metric::RssRate`.
+    pub(super) const RSS_RATE: Def = rate(
+        "rss-rate-per-1000",
+        "RSS rate",
+        true,
+        "Theil-Sen slope of rss_bytes over the baseline and loop samples x 1000",
+    );
+
+    /// `Metric::RssRateFirstHalf`.
+    pub(super) const RSS_RATE_FIRST_HALF: Def = rate(
+        "rss-rate-first-half-per-1000",
+        "RSS rate 1st half",
+        false,
+        "Theil-Sen slope of rss_bytes over the first half of the loop x 1000",
+    );
+
+    /// `Metric::RssRateSecondHalf`.
+    pub(super) const RSS_RATE_SECOND_HALF: Def = rate(
+        "rss-rate-second-half-per-1000",
+        "RSS rate 2nd half",
+        false,
+        "Theil-Sen slope of rss_bytes over the second half of the loop x 1000",
+    );
+
+    /// `Metric::FileBackedRate`.
+    pub(super) const FILE_BACKED_RATE: Def = Def {
+        per_cell: false,
+        compared: false,
+        ..rate(
+            "file-backed-rate-per-1000",
+            "file-backed rate",
+            true,
+            "Theil-Sen slope of private_bytes minus anonymous_bytes over the baseline and loop samples x 1000",
+        )
+    };
+
+    /// `Metric::PssAnonRate`.
+    pub(super) const PSS_ANON_RATE: Def = rate(
+        "pss-anon-rate-per-1000",
+        "PSS-anon rate",
+        false,
+        "Theil-Sen slope of pss_anon_bytes over the baseline and loop samples x 1000 (where the output has it)",
+    );
+
+    // After-close: closed sample minus baseline (bytes).
+
+    /// `Metric::PrivateAfterClose`.
+    pub(super) const PRIVATE_AFTER_CLOSE: Def = Def {
+        vs_control: true,
+        ..d(
+            "private-after-close-bytes",
+            "private after-close",
+            Bytes,
+            AfterClose,
+            "private_bytes of the closed sample minus the baseline's",
+        )
+    };
+
+    /// `Metric::AnonymousAfterClose`.
+    pub(super) const ANONYMOUS_AFTER_CLOSE: Def = Def {
+        vs_control: true,
+        ..d(
+            "anonymous-after-close-bytes",
+            "anon after-close",
+            Bytes,
+            AfterClose,
+            "anonymous_bytes of the closed sample minus the baseline's",
+        )
+    };
+
+    /// `Metric::RssAfterClose`.
+    pub(super) const RSS_AFTER_CLOSE: Def = Def {
+        vs_control: true,
+        per_cell: false,
+        compared: false,
+        ..d(
+            "rss-after-close-bytes",
+            "RSS after-close",
+            Bytes,
+            AfterClose,
+            "rss_bytes of the closed sample minus the baseline's",
+        )
+    };
+
+    // Other: file descriptors.
+
+    /// `Metric::FdDelta`.
+    pub(super) const FD_DELTA: Def = d(
+        "fd-delta",
+        "fd delta",
+        Count,
+        Other,
+        "fd_count of the final loop sample minus the baseline's",
+    );
 }
 
 /// A byte measure the verdict can judge by its growth and rate (`[report] verdict-metric`,
