@@ -247,25 +247,7 @@ fn prepare(
     // Re-read under the lock: a runner or another resume may have finished it meanwhile.
     let bundle = super::open(bundle.dir())?;
     let info = bundle.info().clone();
-    // This process holds the lock, so no other process writes the bundle: `running` is abandoned.
-    let previous = match info.status {
-        BundleStatus::Running => EffectiveStatus::Abandoned,
-        other => EffectiveStatus::recorded(other),
-    };
-    match previous {
-        // `failed`: the runner could not write the bundle (full disk, a limit) and marked it so.
-        EffectiveStatus::Interrupted | EffectiveStatus::Abandoned | EffectiveStatus::Failed => {}
-        // Slurm executor: a finished bundle with lost tasks (scancel, node failure) is resumed
-        // for those runs alone.
-        EffectiveStatus::Complete if info.counts.get(&Outcome::Lost).is_some_and(|&n| n > 0) => {}
-        other => {
-            return Err(ArchiveError::Refused(format!(
-                "{}: status is {}; only an interrupted, failed or abandoned bundle can be resumed (use `hwr-exp rerun` for a new bundle)",
-                bundle.dir().display(),
-                other.as_str()
-            )));
-        }
-    }
+    let previous = resumable_status(&bundle, &info)?;
     // Slurm: one owner of the bundle's tasks. Live arrays refuse the resume; arrays found by
     // their tag are recorded, held ones cancelled, once every check has passed.
     let claim = if info.is_slurm() {
@@ -315,36 +297,7 @@ fn prepare(
     let write_plan =
         plan.adaptive.is_none() && matches!(bundle.plan_header(), Err(ReadError::Missing { .. }));
     super::slurm::recorded_rounds(&bundle, &mut plan)?;
-    // plan.json is streamed (a 1,000,000-run plan is hundreds of MB): first the run ids against
-    // the re-expanded plan, later the run records.
-    // (A missing plan.json is written from this plan once every check has passed: until then the
-    // plan's own run ids stand for it.)
-    let mut recorded_len = if write_plan { plan.len() } else { 0 };
-    let mut mismatch = None;
-    let recorded: Box<dyn Iterator<Item = _>> = if write_plan {
-        Box::new(std::iter::empty())
-    } else {
-        Box::new(bundle.planned_runs()?)
-    };
-    for (i, entry) in recorded.enumerate() {
-        let entry = entry?;
-        recorded_len = i + 1;
-        if mismatch.is_none() && (i >= plan.len() || plan.run(i).run_id != entry.run_id) {
-            mismatch = Some((i, entry.run_id));
-        }
-    }
-    if mismatch.is_none() && recorded_len < plan.len() {
-        mismatch = Some((recorded_len, "none".into()));
-    }
-    if let Some((i, recorded_id)) = mismatch {
-        let here = (i < plan.len()).then(|| plan.run(i).run_id);
-        return Err(ArchiveError::Refused(format!(
-            "{}: the archived manifest expands here to other runs than plan.json records (run {i}: {} here, {recorded_id} recorded; {} runs here, {recorded_len} recorded); use `hwr-exp rerun`",
-            bundle.dir().display(),
-            here.as_deref().unwrap_or("none"),
-            plan.len(),
-        )));
-    }
+    let recorded_len = check_run_ids(&bundle, &plan, write_plan)?;
 
     let results_dir = bundle.results_dir();
     crate::runner::preflight::check(&plan, &results_dir)
@@ -379,6 +332,133 @@ fn prepare(
         ));
     }
 
+    let Sorted { counts, todo, redo } = sort_runs(&bundle, &plan, write_plan)?;
+    let mut new_info = info.clone();
+    new_info.counts = counts;
+    new_info.finished = None;
+    new_info.notes.extend(notes);
+    let resumed_note = format!(
+        "resumed at {} by hwr-exp {} (pid {}): {} of {} runs to run, previous status {}",
+        rfc3339(SystemTime::now()),
+        env!("CARGO_PKG_VERSION"),
+        std::process::id(),
+        todo.len(),
+        recorded_len,
+        previous.as_str()
+    );
+    Ok(Prepared {
+        plan,
+        todo,
+        info: new_info,
+        on_disk: info,
+        claim,
+        write_plan,
+        redo,
+        resumed_note,
+        results_dir,
+        before: provenance.before,
+        executor: manifest.executor.clone(),
+        cpus_per_run: manifest.isolation.cpus_per_run,
+        fail_fast: overrides.is_some_and(|o| o.fail_fast),
+    })
+}
+
+/// The status `bundle` (its bundle.json `info`, read under the lock) is resumed from: `running`
+/// is abandoned, as this process holds the lock.
+///
+/// # Errors
+/// [`ArchiveError::Refused`] when that status cannot be resumed (complete without lost runs, or
+/// other than interrupted, failed or abandoned).
+fn resumable_status(
+    bundle: &crate::bundle::read::Bundle,
+    info: &crate::bundle::BundleInfo,
+) -> Result<EffectiveStatus, ArchiveError> {
+    // This process holds the lock, so no other process writes the bundle: `running` is abandoned.
+    let previous = match info.status {
+        BundleStatus::Running => EffectiveStatus::Abandoned,
+        other => EffectiveStatus::recorded(other),
+    };
+    match previous {
+        // `failed`: the runner could not write the bundle (full disk, a limit) and marked it so.
+        EffectiveStatus::Interrupted | EffectiveStatus::Abandoned | EffectiveStatus::Failed => {}
+        // Slurm executor: a finished bundle with lost tasks (scancel, node failure) is resumed
+        // for those runs alone.
+        EffectiveStatus::Complete if info.counts.get(&Outcome::Lost).is_some_and(|&n| n > 0) => {}
+        other => {
+            return Err(ArchiveError::Refused(format!(
+                "{}: status is {}; only an interrupted, failed or abandoned bundle can be resumed (use `hwr-exp rerun` for a new bundle)",
+                bundle.dir().display(),
+                other.as_str()
+            )));
+        }
+    }
+    Ok(previous)
+}
+
+/// Compares the run ids of `plan` (the archived manifest expanded again) with plan.json's, in
+/// order; when plan.json is missing (`write_plan`) the plan's own run ids stand for it. Returns
+/// the number of runs plan.json records.
+///
+/// # Errors
+/// [`ArchiveError::Refused`] when the run ids differ (naming the first difference); reading
+/// plan.json's errors.
+fn check_run_ids(
+    bundle: &crate::bundle::read::Bundle,
+    plan: &crate::plan::Plan,
+    write_plan: bool,
+) -> Result<usize, ArchiveError> {
+    // plan.json is streamed (a 1,000,000-run plan is hundreds of MB): first the run ids against
+    // the re-expanded plan, later the run records.
+    // (A missing plan.json is written from this plan once every check has passed: until then the
+    // plan's own run ids stand for it.)
+    let mut recorded_len = if write_plan { plan.len() } else { 0 };
+    let mut mismatch = None;
+    let recorded: Box<dyn Iterator<Item = _>> = if write_plan {
+        Box::new(std::iter::empty())
+    } else {
+        Box::new(bundle.planned_runs()?)
+    };
+    for (i, entry) in recorded.enumerate() {
+        let entry = entry?;
+        recorded_len = i + 1;
+        if mismatch.is_none() && (i >= plan.len() || plan.run(i).run_id != entry.run_id) {
+            mismatch = Some((i, entry.run_id));
+        }
+    }
+    if mismatch.is_none() && recorded_len < plan.len() {
+        mismatch = Some((recorded_len, "none".into()));
+    }
+    if let Some((i, recorded_id)) = mismatch {
+        let here = (i < plan.len()).then(|| plan.run(i).run_id);
+        return Err(ArchiveError::Refused(format!(
+            "{}: the archived manifest expands here to other runs than plan.json records (run {i}: {} here, {recorded_id} recorded; {} runs here, {recorded_len} recorded); use `hwr-exp rerun`",
+            bundle.dir().display(),
+            here.as_deref().unwrap_or("none"),
+            plan.len(),
+        )));
+    }
+    Ok(recorded_len)
+}
+
+/// The runs of a resume: outcomes of the runs kept, plan indices of the runs to redo (`todo`)
+/// and of those among them whose folder's files move to `attempts/<n>/` (`redo`).
+struct Sorted {
+    counts: BTreeMap<Outcome, usize>,
+    todo: Vec<usize>,
+    redo: Vec<usize>,
+}
+
+/// Sorts the runs of `bundle` (plan.json's, else `plan`'s when plan.json is missing:
+/// `write_plan`) into kept and redone (step 4 of the module docs). Reads only.
+///
+/// # Errors
+/// [`ArchiveError::Refused`] when `runs/` cannot be listed or a run.json cannot be read; reading
+/// plan.json's errors.
+fn sort_runs(
+    bundle: &crate::bundle::read::Bundle,
+    plan: &crate::plan::Plan,
+    write_plan: bool,
+) -> Result<Sorted, ArchiveError> {
     // Finished runs are kept untouched; the rest are redone from an empty folder. A run.json that
     // exists but cannot be read (malformed, truncated, a newer format) refuses the resume before
     // anything is deleted: it may record a finished run this build does not understand.
@@ -422,35 +502,7 @@ fn prepare(
             }
         }
     }
-    drop(present);
-    let mut new_info = info.clone();
-    new_info.counts = counts;
-    new_info.finished = None;
-    new_info.notes.extend(notes);
-    let resumed_note = format!(
-        "resumed at {} by hwr-exp {} (pid {}): {} of {} runs to run, previous status {}",
-        rfc3339(SystemTime::now()),
-        env!("CARGO_PKG_VERSION"),
-        std::process::id(),
-        todo.len(),
-        recorded_len,
-        previous.as_str()
-    );
-    Ok(Prepared {
-        plan,
-        todo,
-        info: new_info,
-        on_disk: info,
-        claim,
-        write_plan,
-        redo,
-        resumed_note,
-        results_dir,
-        before: provenance.before,
-        executor: manifest.executor.clone(),
-        cpus_per_run: manifest.isolation.cpus_per_run,
-        fail_fast: overrides.is_some_and(|o| o.fail_fast),
-    })
+    Ok(Sorted { counts, todo, redo })
 }
 
 /// The names of the folders in the bundle's `runs/` (one listing; none when there is no

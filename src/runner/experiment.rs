@@ -32,31 +32,12 @@ pub fn run_manifest(
 ) -> Result<SessionReport, SessionError> {
     let results_dir = std::path::absolute(&opts.results_dir).unwrap_or_else(|_| opts.results_dir.clone());
     let created = SystemTime::now();
-    let mut dir = bundle_path(&results_dir, &manifest.experiment.name, created);
-    let mut ctx = plan_context(&dir)?;
-    let mut plan = expand(manifest, &ctx)?;
-    // The manifest and plan are valid: build its Python environments (preflight, before any run).
-    let locks = match &opts.locks {
-        Some(given) => super::environments::Locks::Given(given.clone(), rfc3339(created)),
-        None => super::environments::Locks::Resolve(
-            opts.exclude_newer.clone().unwrap_or_else(|| rfc3339(created)),
-        ),
-    };
-    let built =
-        super::environments::build_all(manifest, &locks, opts.quiet).map_err(SessionError::Preflight)?;
-    if !built.is_empty() {
-        ctx.environments = super::environments::context_map(&built);
-        plan = expand(manifest, &ctx)?;
-    }
-    super::preflight::check(&plan, &results_dir).map_err(SessionError::Preflight)?;
-    let backend = Backend::of(manifest.executor.kind)
-        .preflight(&results_dir, opts.quiet, &plan, &Job::of(manifest))
-        .map_err(SessionError::Preflight)?;
+    let planned = plan_and_check(manifest, opts, &results_dir, created)?;
 
     // Earlier bundles and the one being written live under results/: leave them out of the
     // working-tree record, or every run would record its own output as drift.
     let before = crate::provenance::capture_limited(
-        &plan.repo_start,
+        &planned.plan.repo_start,
         &[&results_dir],
         patch_limits(&manifest.provenance),
     );
@@ -64,64 +45,20 @@ pub fn run_manifest(
         progress::say(format_args!("warning: {warning}"));
     }
     // Run cgroups outside the runner's own cgroup: whatever stops that cgroup misses the runs.
-    let placement = backend.backend().containment_note();
+    let placement = planned.backend.backend().containment_note();
     if let Some(note) = placement {
         progress::say(format_args!("warning: {note}"));
     }
     let host = crate::provenance::host::collect();
 
-    let info = BundleInfo {
-        bundle_format: crate::bundle::BUNDLE_FORMAT,
-        hwr_exp_version: super::binary::running().version.clone(),
-        hwr_exp_path: Some(super::binary::running().path.display().to_string()),
-        hwr_exp_sha256: super::binary::running().sha256.clone(),
-        experiment: manifest.experiment.name.clone(),
-        description: manifest.experiment.description.clone(),
-        status: BundleStatus::Running,
-        created: rfc3339(created),
-        finished: None,
-        planned_runs: plan.len(),
-        counts: BTreeMap::new(),
-        manifest_sha256: sha256_bytes(manifest.source.as_bytes()),
-        setup_sha256: BTreeMap::new(),
-        manifest_path: std::path::absolute(&manifest.path)
-            .unwrap_or_else(|_| manifest.path.clone())
-            .display()
-            .to_string(),
-        parent: opts.parent.clone(),
-        runner_pid: std::process::id(),
-        seed: plan.seed,
-        notes: opts
-            .notes
-            .iter()
-            .chain(before.warnings())
-            .cloned()
-            .chain(placement.map(str::to_string))
-            .collect(),
-        executor: Some(backend.backend().name().to_string()),
-        environments: built
-            .iter()
-            .map(|b| {
-                (
-                    b.name.clone(),
-                    crate::bundle::EnvironmentRecord {
-                        lock_sha256: b.lock_sha256.clone(),
-                        exclude_newer: b.exclude_newer.clone(),
-                        venv: b.venv.display().to_string(),
-                        venv_key: Some(b.key.clone()),
-                        interpreter: Some(b.interpreter.clone()),
-                        reused: b.reused,
-                    },
-                )
-            })
-            .collect(),
-        slurm: None,
-        overrides: opts.overrides.clone(),
-        adaptive: plan
-            .adaptive
-            .map(|rule| super::adaptive::initial_record(&plan, rule, 0.0)),
-        bisect: opts.bisect.clone(),
-    };
+    let info = bundle_info(manifest, opts, created, &planned, &before, placement);
+    let Planned {
+        mut dir,
+        ctx,
+        mut plan,
+        built,
+        backend,
+    } = planned;
     // The first files are written into a hidden staging folder that is renamed into place when
     // complete: a runner killed during the setup leaves no bundle that cannot be read. Two runners
     // started in the same second may pick the same name: the rename fails for the second, which
@@ -234,6 +171,126 @@ pub fn run_manifest(
         };
         execute(&backend, session, &job)
     })
+}
+
+/// What [`run_manifest`] has planned and checked before anything is written.
+struct Planned {
+    /// The new bundle's folder (renamed when another runner takes the name first).
+    dir: std::path::PathBuf,
+    /// The context the plan was expanded in (the environments built included).
+    ctx: PlanContext,
+    plan: Plan,
+    /// The manifest's Python environments, built.
+    built: Vec<super::environments::Built>,
+    /// The backend, its preflight passed.
+    backend: Ready,
+}
+
+/// Plans `manifest` into a new bundle folder under `results_dir` named for `created`, builds its
+/// Python environments and runs the preflight checks (the runner's, then the backend's).
+///
+/// # Errors
+/// [`SessionError`] from planning; [`SessionError::Preflight`] when an environment cannot be
+/// built or a preflight check fails. Nothing is written.
+fn plan_and_check(
+    manifest: &Manifest,
+    opts: &RunOptions,
+    results_dir: &std::path::Path,
+    created: SystemTime,
+) -> Result<Planned, SessionError> {
+    let dir = bundle_path(results_dir, &manifest.experiment.name, created);
+    let mut ctx = plan_context(&dir)?;
+    let mut plan = expand(manifest, &ctx)?;
+    // The manifest and plan are valid: build its Python environments (preflight, before any run).
+    let locks = match &opts.locks {
+        Some(given) => super::environments::Locks::Given(given.clone(), rfc3339(created)),
+        None => super::environments::Locks::Resolve(
+            opts.exclude_newer.clone().unwrap_or_else(|| rfc3339(created)),
+        ),
+    };
+    let built =
+        super::environments::build_all(manifest, &locks, opts.quiet).map_err(SessionError::Preflight)?;
+    if !built.is_empty() {
+        ctx.environments = super::environments::context_map(&built);
+        plan = expand(manifest, &ctx)?;
+    }
+    super::preflight::check(&plan, results_dir).map_err(SessionError::Preflight)?;
+    let backend = Backend::of(manifest.executor.kind)
+        .preflight(results_dir, opts.quiet, &plan, &Job::of(manifest))
+        .map_err(SessionError::Preflight)?;
+    Ok(Planned {
+        dir,
+        ctx,
+        plan,
+        built,
+        backend,
+    })
+}
+
+/// The bundle.json of a new bundle (`running`) for `manifest` run with `opts` at `created`, as
+/// `planned`; its notes are `opts`' and then the warnings of the working-tree capture `before`
+/// and the backend's `placement` note.
+fn bundle_info(
+    manifest: &Manifest,
+    opts: &RunOptions,
+    created: SystemTime,
+    planned: &Planned,
+    before: &crate::provenance::Snapshot,
+    placement: Option<&str>,
+) -> BundleInfo {
+    let (plan, built) = (&planned.plan, &planned.built);
+    BundleInfo {
+        bundle_format: crate::bundle::BUNDLE_FORMAT,
+        hwr_exp_version: super::binary::running().version.clone(),
+        hwr_exp_path: Some(super::binary::running().path.display().to_string()),
+        hwr_exp_sha256: super::binary::running().sha256.clone(),
+        experiment: manifest.experiment.name.clone(),
+        description: manifest.experiment.description.clone(),
+        status: BundleStatus::Running,
+        created: rfc3339(created),
+        finished: None,
+        planned_runs: plan.len(),
+        counts: BTreeMap::new(),
+        manifest_sha256: sha256_bytes(manifest.source.as_bytes()),
+        setup_sha256: BTreeMap::new(),
+        manifest_path: std::path::absolute(&manifest.path)
+            .unwrap_or_else(|_| manifest.path.clone())
+            .display()
+            .to_string(),
+        parent: opts.parent.clone(),
+        runner_pid: std::process::id(),
+        seed: plan.seed,
+        notes: opts
+            .notes
+            .iter()
+            .chain(before.warnings())
+            .cloned()
+            .chain(placement.map(str::to_string))
+            .collect(),
+        executor: Some(planned.backend.backend().name().to_string()),
+        environments: built
+            .iter()
+            .map(|b| {
+                (
+                    b.name.clone(),
+                    crate::bundle::EnvironmentRecord {
+                        lock_sha256: b.lock_sha256.clone(),
+                        exclude_newer: b.exclude_newer.clone(),
+                        venv: b.venv.display().to_string(),
+                        venv_key: Some(b.key.clone()),
+                        interpreter: Some(b.interpreter.clone()),
+                        reused: b.reused,
+                    },
+                )
+            })
+            .collect(),
+        slurm: None,
+        overrides: opts.overrides.clone(),
+        adaptive: plan
+            .adaptive
+            .map(|rule| super::adaptive::initial_record(plan, rule, 0.0)),
+        bisect: opts.bisect.clone(),
+    }
 }
 
 /// Executes (locally, [`local::execute_and_finish`](super::backend::local::execute_and_finish)) or submits and waits for (Slurm,

@@ -454,19 +454,9 @@ pub fn wait(
     };
     // The last pending-reason summary shown (`2 pending (PartitionTimeLimit)`).
     let mut shown_pending: Option<String> = None;
-    let detach = |writer: &BundleWriter| {
-        io::Error::other(Detached {
-            signal: "Ctrl-C or another stop signal",
-            bundle: writer.dir().display().to_string(),
-        })
-    };
     loop {
-        if cancel.load(Ordering::SeqCst) || marker.exists() {
-            if detach_on_stop && !marker.exists() {
-                return Err(detach(writer));
-            }
-            cancel_arrays(&client.without_cancel(), &map);
-            return Ok(SessionEnd::Interrupted);
+        if let Some(end) = stop(cancel, &marker, detach_on_stop, writer, client, &map) {
+            return end;
         }
         let mut changes = 0usize;
         if let Some(f) = feeder.as_deref_mut()
@@ -515,12 +505,8 @@ pub fn wait(
         };
         // `hwr-exp cancel` writes the marker before it runs scancel: a snapshot taken after that
         // scancel shows the cancelled tasks gone, and they must not be recorded as lost.
-        if cancel.load(Ordering::SeqCst) || marker.exists() {
-            if detach_on_stop && !marker.exists() {
-                return Err(detach(writer));
-            }
-            cancel_arrays(&client.without_cancel(), &map);
-            return Ok(SessionEnd::Interrupted);
+        if let Some(end) = stop(cancel, &marker, detach_on_stop, writer, client, &map) {
+            return end;
         }
         let mut near = false;
         let mut ahead = waited.pending.len();
@@ -540,96 +526,19 @@ pub fn wait(
                 shown_pending = text;
             }
         }
+        let look = Look {
+            plan,
+            client,
+            map: &map,
+            progress,
+            queue: queue.as_ref(),
+            lost_grace,
+            total,
+        };
         // Runs whose task Slurm no longer lists as active: their folders are looked at.
-        let mut ended: Vec<usize> = Vec::new();
-        for &i in &waited.pending {
-            let Some(key) = map.task(i) else {
-                continue;
-            };
-            match &queue {
-                Some(q) => match q.activity(key) {
-                    Some(crate::slurm::Activity::Started(state, nodes)) => {
-                        if let Some(n) = nodes
-                            && !waited.seen_on.contains_key(&i)
-                        {
-                            waited.seen_on.insert(i, n.to_string());
-                        }
-                        if *state == crate::slurm::TaskState::Running && waited.started.insert(i) {
-                            changes += 1;
-                            progress.run_started(&plan.run(i));
-                        }
-                    }
-                    Some(crate::slurm::Activity::Pending) => {}
-                    None => ended.push(i),
-                },
-                // No answer from squeue: only runs seen running may have ended.
-                None if waited.started.contains(&i) => ended.push(i),
-                None => {}
-            }
-        }
-        for i in ended {
-            let run = plan.run(i);
-            let path = writer.run_dir(&run).join(files::RUN);
-            let Some(key) = map.task(i) else {
-                continue;
-            };
-            let read = crate::bundle::read::read_versioned::<RunRecord>(
-                &path,
-                "format",
-                crate::bundle::BUNDLE_FORMAT,
-            );
-            let lost = match read {
-                Ok(record) if !needs_slurms_word(&record) => {
-                    writer.count_run(&record)?;
-                    changes += 1;
-                    done = finished(&mut waited, i, &run, &record, writer, progress, (done, total));
-                    continue;
-                }
-                Ok(record) => {
-                    // A run that failed may have died of Slurm's signal before its task learnt
-                    // that Slurm sent it: trust the record once Slurm says the task ended on its
-                    // own (its task is no longer active; without an answer from squeue, wait).
-                    if queue.is_none() {
-                        continue;
-                    }
-                    let account = SlurmAccount::of(client, key, None, writer.dir());
-                    if !account.killed {
-                        writer.count_run(&record)?;
-                        changes += 1;
-                        done = finished(&mut waited, i, &run, &record, writer, progress, (done, total));
-                        continue;
-                    }
-                    let started = crate::slurm::log::parse_time(&record.start);
-                    let ended = crate::slurm::log::parse_time(&record.end).unwrap_or_else(SystemTime::now);
-                    account.lost(key, started, ended)
-                }
-                Err(_) => {
-                    if queue.is_none() {
-                        continue;
-                    }
-                    let since = *waited.gone_since.entry(i).or_insert_with(Instant::now);
-                    if since.elapsed() < lost_grace {
-                        continue;
-                    }
-                    let account = SlurmAccount::of(client, key, None, writer.dir());
-                    // Read again: the task may have written run.json since the first look.
-                    if path.exists() {
-                        continue;
-                    }
-                    let (started, ended) = (account.started, account.ended.unwrap_or_else(SystemTime::now));
-                    account.lost(key, started, ended)
-                }
-            };
-            let mut lost = lost;
-            // The node the task started on, as this waiter saw it, when Slurm forgot the task.
-            if lost.node.is_none() {
-                lost.node = waited.seen_on.get(&i).cloned();
-            }
-            // record_lost counts the run in bundle.json itself.
-            let record = writer.record_lost(&run, plan.output_format, lost)?;
-            changes += 1;
-            done = finished(&mut waited, i, &run, &record, writer, progress, (done, total));
-        }
+        let (ended, started) = look.ended(&mut waited);
+        changes += started;
+        changes += look.record_ended(ended, writer, &mut waited, &mut done)?;
         if waited.pending.is_empty() {
             return Ok(SessionEnd::Complete);
         }
@@ -644,6 +553,187 @@ pub fn wait(
         while Instant::now() < until && !cancel.load(Ordering::SeqCst) && !marker.exists() {
             std::thread::sleep(POLL_MIN.min(until.saturating_duration_since(Instant::now())));
         }
+    }
+}
+
+/// How [`wait()`] ends when the cancel flag (Ctrl-C) is set or the `marker`
+/// `slurm/cancel-requested` (`hwr-exp cancel`) exists; `None` while neither is. Stopped by the
+/// flag alone with `detach_on_stop`, an error holding [`Detached`] (the arrays stay queued); else
+/// every array of `map` is cancelled ([`cancel_arrays`]) and the session ends
+/// [`SessionEnd::Interrupted`].
+fn stop(
+    cancel: &crate::exec::CancelFlag,
+    marker: &Path,
+    detach_on_stop: bool,
+    writer: &BundleWriter,
+    client: &SlurmClient,
+    map: &TaskMap,
+) -> Option<io::Result<SessionEnd>> {
+    if !cancel.load(Ordering::SeqCst) && !marker.exists() {
+        return None;
+    }
+    if detach_on_stop && !marker.exists() {
+        return Some(Err(io::Error::other(Detached {
+            signal: "Ctrl-C or another stop signal",
+            bundle: writer.dir().display().to_string(),
+        })));
+    }
+    cancel_arrays(&client.without_cancel(), map);
+    Some(Ok(SessionEnd::Interrupted))
+}
+
+/// What one poll of [`wait()`] looks at the runs still waited for with.
+struct Look<'a> {
+    plan: &'a Plan,
+    client: &'a SlurmClient,
+    map: &'a TaskMap,
+    progress: &'a crate::runner::progress::Collect,
+    /// This poll's answer from `squeue`; `None` when it failed (transiently).
+    queue: Option<&'a crate::slurm::ActiveQueue>,
+    /// How long a run whose task ended may stay without run.json before it is lost.
+    lost_grace: Duration,
+    /// The session's runs.
+    total: usize,
+}
+
+impl Look<'_> {
+    /// The runs of `waited` whose task may have ended (no longer active; without an answer from
+    /// squeue, those seen running), and how many tasks were seen starting (shown, and kept in
+    /// `waited` with their node).
+    fn ended(&self, waited: &mut Waited) -> (Vec<usize>, usize) {
+        let mut started = 0usize;
+        let mut ended: Vec<usize> = Vec::new();
+        for &i in &waited.pending {
+            let Some(key) = self.map.task(i) else {
+                continue;
+            };
+            match self.queue {
+                Some(q) => match q.activity(key) {
+                    Some(crate::slurm::Activity::Started(state, nodes)) => {
+                        if let Some(n) = nodes
+                            && !waited.seen_on.contains_key(&i)
+                        {
+                            waited.seen_on.insert(i, n.to_string());
+                        }
+                        if *state == crate::slurm::TaskState::Running && waited.started.insert(i) {
+                            started += 1;
+                            self.progress.run_started(&self.plan.run(i));
+                        }
+                    }
+                    Some(crate::slurm::Activity::Pending) => {}
+                    None => ended.push(i),
+                },
+                // No answer from squeue: only runs seen running may have ended.
+                None if waited.started.contains(&i) => ended.push(i),
+                None => {}
+            }
+        }
+        (ended, started)
+    }
+
+    /// Looks at the folders of the `ended` runs: a run.json found is counted (a failed run's once
+    /// Slurm says the task ended on its own), a run still without one `lost_grace` after its task
+    /// ended, or one Slurm killed, is recorded as lost. Each run finished is forgotten by
+    /// `waited`, shown, and counted in `done`. Returns the changes seen.
+    ///
+    /// # Errors
+    /// I/O errors writing bundle.json or a lost run's run.json.
+    fn record_ended(
+        &self,
+        ended: Vec<usize>,
+        writer: &mut BundleWriter,
+        waited: &mut Waited,
+        done: &mut usize,
+    ) -> io::Result<usize> {
+        let mut changes = 0usize;
+        for i in ended {
+            let run = self.plan.run(i);
+            let path = writer.run_dir(&run).join(files::RUN);
+            let Some(key) = self.map.task(i) else {
+                continue;
+            };
+            let read = crate::bundle::read::read_versioned::<RunRecord>(
+                &path,
+                "format",
+                crate::bundle::BUNDLE_FORMAT,
+            );
+            let lost = match read {
+                Ok(record) if !needs_slurms_word(&record) => {
+                    writer.count_run(&record)?;
+                    changes += 1;
+                    *done = finished(
+                        waited,
+                        i,
+                        &run,
+                        &record,
+                        writer,
+                        self.progress,
+                        (*done, self.total),
+                    );
+                    continue;
+                }
+                Ok(record) => {
+                    // A run that failed may have died of Slurm's signal before its task learnt
+                    // that Slurm sent it: trust the record once Slurm says the task ended on its
+                    // own (its task is no longer active; without an answer from squeue, wait).
+                    if self.queue.is_none() {
+                        continue;
+                    }
+                    let account = SlurmAccount::of(self.client, key, None, writer.dir());
+                    if !account.killed {
+                        writer.count_run(&record)?;
+                        changes += 1;
+                        *done = finished(
+                            waited,
+                            i,
+                            &run,
+                            &record,
+                            writer,
+                            self.progress,
+                            (*done, self.total),
+                        );
+                        continue;
+                    }
+                    let started = crate::slurm::log::parse_time(&record.start);
+                    let ended = crate::slurm::log::parse_time(&record.end).unwrap_or_else(SystemTime::now);
+                    account.lost(key, started, ended)
+                }
+                Err(_) => {
+                    if self.queue.is_none() {
+                        continue;
+                    }
+                    let since = *waited.gone_since.entry(i).or_insert_with(Instant::now);
+                    if since.elapsed() < self.lost_grace {
+                        continue;
+                    }
+                    let account = SlurmAccount::of(self.client, key, None, writer.dir());
+                    // Read again: the task may have written run.json since the first look.
+                    if path.exists() {
+                        continue;
+                    }
+                    let (started, ended) = (account.started, account.ended.unwrap_or_else(SystemTime::now));
+                    account.lost(key, started, ended)
+                }
+            };
+            let mut lost = lost;
+            // The node the task started on, as this waiter saw it, when Slurm forgot the task.
+            if lost.node.is_none() {
+                lost.node = waited.seen_on.get(&i).cloned();
+            }
+            // record_lost counts the run in bundle.json itself.
+            let record = writer.record_lost(&run, self.plan.output_format, lost)?;
+            changes += 1;
+            *done = finished(
+                waited,
+                i,
+                &run,
+                &record,
+                writer,
+                self.progress,
+                (*done, self.total),
+            );
+        }
+        Ok(changes)
     }
 }
 
