@@ -142,7 +142,7 @@ pub fn install(second: SecondSignal) -> Result<Signals, SignalError> {
         last: Arc::new(AtomicUsize::new(0)),
     };
     let wake = match second {
-        SecondSignal::Exit(code) => Some(forced_exit_thread(code)?),
+        SecondSignal::Exit(code) => Some(forced_exit_thread(code, Arc::clone(&signals.flag))?),
         SecondSignal::SetFlag => None,
     };
     let forcing = Arc::new(AtomicBool::new(false));
@@ -176,19 +176,56 @@ pub fn install(second: SecondSignal) -> Result<Signals, SignalError> {
     Ok(signals)
 }
 
+/// The line a person at a terminal reads once a second Ctrl-C would stop the runner at once
+/// ([`DUPLICATE_WINDOW`] after the first request, while the run in flight is still being stopped).
+pub const STOP_AT_ONCE_HINT: &str =
+    "stopping: waiting for the run in flight to end; Ctrl-C again stops at once (that run gets no run.json)";
+
+/// Says [`STOP_AT_ONCE_HINT`] on stderr when a request is in progress (`flag`), its
+/// [`DUPLICATE_WINDOW`] has passed (so that a second Ctrl-C now counts) and a progress bar is
+/// drawn on a terminal (a person is there to read it; the bar's line is erased first and drawn
+/// again below by the bar). Returns whether it was said.
+fn hint_when_due(flag: &AtomicBool) -> bool {
+    let window = u64::try_from(DUPLICATE_WINDOW.as_nanos()).unwrap_or(u64::MAX);
+    let due = flag.load(Ordering::SeqCst)
+        && monotonic_nanos().saturating_sub(FIRST_AT.load(Ordering::SeqCst)) >= window;
+    if !due || !TERMINAL_LINE.load(Ordering::SeqCst) {
+        return false;
+    }
+    let line = format!("\r\x1b[2K{STOP_AT_ONCE_HINT}\n");
+    let _ = io::Write::write_all(&mut io::stderr(), line.as_bytes());
+    true
+}
+
 /// Starts the thread that performs a forced exit with `code` once a byte arrives on the returned
-/// pipe (written by the signal handler).
-fn forced_exit_thread(code: i32) -> Result<(Arc<std::os::fd::OwnedFd>, i32), SignalError> {
+/// pipe (written by the signal handler); meanwhile it says [`STOP_AT_ONCE_HINT`] when due
+/// ([`hint_when_due`], `flag` is the handlers' cancel flag).
+fn forced_exit_thread(code: i32, flag: CancelFlag) -> Result<(Arc<std::os::fd::OwnedFd>, i32), SignalError> {
     let (reader, writer) =
         rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| SignalError(e.into()))?;
     std::thread::Builder::new()
         .name("forced-exit".into())
         .spawn(move || {
             let mut byte = [0u8; 1];
+            let mut hinted = false;
+            let tick = rustix::event::Timespec {
+                tv_sec: 0,
+                tv_nsec: 100_000_000,
+            };
             loop {
+                // Until the hint is said, look every 100 ms whether it is due; then just wait.
+                let mut fds = [rustix::event::PollFd::new(&reader, rustix::event::PollFlags::IN)];
+                match rustix::event::poll(&mut fds, (!hinted).then_some(&tick)) {
+                    Ok(0) => {
+                        hinted = hint_when_due(&flag);
+                        continue;
+                    }
+                    Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                    Err(_) => return,
+                }
                 match rustix::io::read(&reader, &mut byte) {
                     Ok(1) => break,
-                    Err(rustix::io::Errno::INTR) => {}
+                    Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
                     // The write end is never closed; anything else: no forced exit is possible.
                     _ => return,
                 }

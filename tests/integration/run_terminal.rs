@@ -49,15 +49,16 @@ fn a_second_ctrl_c_leaves_no_progress_bar_on_the_terminal() {
         .stdout(Stdio::piped())
         .spawn()
         .expect("script starts");
-    let output = Lines::read(script.stdout.take().unwrap());
+    let mut output = Lines::read(script.stdout.take().unwrap());
     let runner = child_of(script.id());
     wait_for_file(&started, "go", Duration::from_secs(60));
     signal(runner, Signal::INT);
     // The runner has taken the first Ctrl-C when the run got its SIGTERM.
     wait_for_file(&termed, "term", Duration::from_secs(60));
     // A second Ctrl-C is a second request only after the window in which a repeated delivery of
-    // the first counts as that one (issue 37 item 4: GNU `timeout` delivers its signal twice).
-    std::thread::sleep(hwr_exp::signal::DUPLICATE_WINDOW + Duration::from_millis(300));
+    // the first counts as that one (issue 37 item 4: GNU `timeout` delivers its signal twice):
+    // the runner says when that is.
+    output.wait_for(hwr_exp::signal::STOP_AT_ONCE_HINT, Duration::from_secs(60));
     signal(runner, Signal::INT);
     let status = wait_child(
         &mut script,
