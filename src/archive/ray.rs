@@ -108,15 +108,6 @@ pub fn task(
     )
 }
 
-fn lock_for_waiting(bundle: &Bundle) -> Result<BundleLock, ArchiveError> {
-    BundleLock::acquire(bundle.dir()).map_err(|e| match e {
-        LockError::Held { .. } => {
-            ArchiveError::Environment(format!("{e}; another hwr-exp already waits for this bundle"))
-        }
-        LockError::Io { .. } => ArchiveError::Environment(e.to_string()),
-    })
-}
-
 /// `hwr-exp wait BUNDLE` for a Ray bundle: takes its lock, counts the runs already recorded,
 /// follows the latest driver's events for the rest (recording lost tasks), then finishes the
 /// bundle as `run` does.
@@ -127,7 +118,7 @@ fn lock_for_waiting(bundle: &Bundle) -> Result<BundleLock, ArchiveError> {
 pub fn wait(dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionReport, ArchiveError> {
     let bundle = super::open(dir)?;
     let record = driver_here(&bundle)?;
-    let lock = lock_for_waiting(&bundle)?;
+    let lock = super::slurm::lock_for_waiting(&bundle)?;
     let prepared = (|| {
         let bundle = super::open(bundle.dir())?;
         if bundle.info().status != BundleStatus::Running {

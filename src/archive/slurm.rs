@@ -353,7 +353,7 @@ pub fn task(
 }
 
 /// Takes the bundle's lock for a waiter, refusing when another process (a waiter) holds it.
-fn lock_for_waiting(bundle: &Bundle) -> Result<BundleLock, ArchiveError> {
+pub(super) fn lock_for_waiting(bundle: &Bundle) -> Result<BundleLock, ArchiveError> {
     BundleLock::acquire(bundle.dir()).map_err(|e| match e {
         LockError::Held { .. } => {
             ArchiveError::Environment(format!("{e}; another hwr-exp already waits for this bundle"))
