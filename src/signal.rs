@@ -87,9 +87,11 @@ pub struct SignalError(#[source] io::Error);
 /// microseconds; a person pressing Ctrl-C again takes longer than this.
 pub const DUPLICATE_WINDOW: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Monotonic time (nanoseconds, `CLOCK_MONOTONIC`) of the first delivery of the current request.
-static FIRST_AT: AtomicU64 = AtomicU64::new(0);
-
+/// The current request, claimed in one step by its first delivery: its signal number in the low
+/// 8 bits and its `CLOCK_MONOTONIC` time in milliseconds above them (0 = no request yet). One word
+/// and one compare-and-swap, because two different signals sent back to back can be handled at the
+/// same moment on two threads: each must see the other's claim ([`classify`]).
+static REQUEST: AtomicU64 = AtomicU64::new(0);
 /// What runs before a forced exit ([`SecondSignal::Exit`]): set by [`before_forced_exit`].
 static BEFORE_EXIT: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
 
@@ -101,28 +103,54 @@ pub fn before_forced_exit(f: fn()) {
     let _ = BEFORE_EXIT.set(f);
 }
 
-/// `CLOCK_MONOTONIC` in nanoseconds (async-signal-safe: `clock_gettime(2)` is).
-fn monotonic_nanos() -> u64 {
+/// `CLOCK_MONOTONIC` in milliseconds (async-signal-safe: `clock_gettime(2)` is).
+fn monotonic_millis() -> u64 {
     let mut t = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime(2) writes into a valid timespec; it is async-signal-safe.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut t) };
-    u64::try_from(t.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(t.tv_nsec).unwrap_or(0)
+    u64::try_from(t.tv_sec).unwrap_or(0) * 1_000 + u64::try_from(t.tv_nsec).unwrap_or(0) / 1_000_000
 }
 
-/// Whether a stop signal `sig` arriving now is a new request: the flag is already set (a request
-/// is in progress) and it is not a duplicate delivery of the first one (same signal within
-/// [`DUPLICATE_WINDOW`]). Async-signal-safe.
-fn is_repeat(flag: &AtomicBool, last: &AtomicUsize, sig: i32) -> bool {
-    if !flag.load(Ordering::SeqCst) {
-        return false;
+/// What one delivery of a stop signal is ([`classify`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Delivery {
+    /// The first delivery of the first request: it claimed [`REQUEST`].
+    First,
+    /// The same signal again within [`DUPLICATE_WINDOW`] of the first: the same request.
+    Duplicate,
+    /// Another signal, or the same one later: a new request.
+    Repeat,
+}
+
+/// Claims `request` for a delivery of `sig` at `now_ms`, or says how it relates to the claim
+/// already there. Lock-free and async-signal-safe: one compare-and-swap, so that of two handlers
+/// running at once exactly one is [`Delivery::First`].
+fn classify(request: &AtomicU64, sig: i32, now_ms: u64) -> Delivery {
+    let sig = u64::try_from(sig).unwrap_or(0) & 0xff;
+    let mine = (now_ms.max(1) << 8) | sig;
+    match request.compare_exchange(0, mine, Ordering::SeqCst, Ordering::SeqCst) {
+        Ok(_) => Delivery::First,
+        Err(claim) => {
+            let window = u64::try_from(DUPLICATE_WINDOW.as_millis()).unwrap_or(u64::MAX);
+            let same = claim & 0xff == sig;
+            if same && now_ms.saturating_sub(claim >> 8) < window {
+                Delivery::Duplicate
+            } else {
+                Delivery::Repeat
+            }
+        }
     }
-    let same = last.load(Ordering::SeqCst) == usize::try_from(sig).unwrap_or(0);
-    let first = FIRST_AT.load(Ordering::SeqCst);
-    let window = u64::try_from(DUPLICATE_WINDOW.as_nanos()).unwrap_or(u64::MAX);
-    !(same && monotonic_nanos().saturating_sub(first) < window)
+}
+
+/// Milliseconds since the first delivery of the current request; `None` before any.
+fn request_age_ms() -> Option<u64> {
+    match REQUEST.load(Ordering::SeqCst) {
+        0 => None,
+        claim => Some(monotonic_millis().saturating_sub(claim >> 8)),
+    }
 }
 
 /// Installs handlers for [`STOP_SIGNALS`] that set the returned flag and record the signal's
@@ -152,21 +180,18 @@ pub fn install(second: SecondSignal) -> Result<Signals, SignalError> {
         let forcing = Arc::clone(&forcing);
         let wake = wake.clone();
         let action = move || {
-            if let (Some((fd, code)), true) = (&wake, is_repeat(&flag, &last, sig)) {
+            let delivery = classify(&REQUEST, sig, monotonic_millis());
+            if delivery == Delivery::First || wake.is_none() {
+                last.store(usize::try_from(sig).unwrap_or(0), Ordering::SeqCst);
+            }
+            flag.store(true, Ordering::SeqCst);
+            if let (Some((fd, code)), Delivery::Repeat) = (&wake, delivery) {
                 if forcing.swap(true, Ordering::SeqCst) {
                     // A request while the forced exit runs: exit at once.
                     signal_hook::low_level::exit(*code);
                 }
                 // SAFETY: write(2) on an open pipe with a valid one-byte buffer is async-signal-safe.
                 let _ = unsafe { libc::write(fd.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
-                return;
-            }
-            if !flag.load(Ordering::SeqCst) {
-                FIRST_AT.store(monotonic_nanos(), Ordering::SeqCst);
-                last.store(usize::try_from(sig).unwrap_or(0), Ordering::SeqCst);
-                flag.store(true, Ordering::SeqCst);
-            } else if wake.is_none() {
-                last.store(usize::try_from(sig).unwrap_or(0), Ordering::SeqCst);
             }
         };
         // SAFETY: the action only loads and stores atomics, reads the monotonic clock and calls
@@ -186,9 +211,8 @@ pub const STOP_AT_ONCE_HINT: &str =
 /// drawn on a terminal (a person is there to read it; the bar's line is erased first and drawn
 /// again below by the bar). Returns whether it was said.
 fn hint_when_due(flag: &AtomicBool) -> bool {
-    let window = u64::try_from(DUPLICATE_WINDOW.as_nanos()).unwrap_or(u64::MAX);
-    let due = flag.load(Ordering::SeqCst)
-        && monotonic_nanos().saturating_sub(FIRST_AT.load(Ordering::SeqCst)) >= window;
+    let window = u64::try_from(DUPLICATE_WINDOW.as_millis()).unwrap_or(u64::MAX);
+    let due = flag.load(Ordering::SeqCst) && request_age_ms().is_some_and(|age| age >= window);
     if !due || !TERMINAL_LINE.load(Ordering::SeqCst) {
         return false;
     }
@@ -297,6 +321,38 @@ mod tests {
         assert_eq!(name(SIGHUP), "SIGHUP");
         assert_eq!(name(SIGQUIT), "SIGQUIT");
         assert_eq!(name(9), "signal 9");
+    }
+
+    #[test]
+    fn the_same_signal_within_the_window_is_a_duplicate_and_later_a_repeat() {
+        let request = AtomicU64::new(0);
+        assert_eq!(classify(&request, SIGTERM, 5_000), Delivery::First);
+        assert_eq!(classify(&request, SIGTERM, 5_999), Delivery::Duplicate);
+        assert_eq!(classify(&request, SIGTERM, 6_000), Delivery::Repeat);
+        assert_eq!(classify(&request, SIGINT, 5_001), Delivery::Repeat);
+    }
+
+    /// Two different signals sent back to back may be handled at the same moment on two threads
+    /// (CI saw SIGTERM and SIGINT both taken as the first request, so the second never forced the
+    /// exit): exactly one delivery claims the request and the other is a repeat, every time.
+    #[test]
+    fn of_two_signals_handled_at_once_exactly_one_is_first() {
+        for _ in 0..2_000 {
+            let request = std::sync::Arc::new(AtomicU64::new(0));
+            let gate = std::sync::Arc::new(std::sync::Barrier::new(2));
+            let handle = |sig: i32| {
+                let request = std::sync::Arc::clone(&request);
+                let gate = std::sync::Arc::clone(&gate);
+                std::thread::spawn(move || {
+                    gate.wait();
+                    classify(&request, sig, 42)
+                })
+            };
+            let (term, int) = (handle(SIGTERM), handle(SIGINT));
+            let mut seen = [term.join().unwrap(), int.join().unwrap()];
+            seen.sort_by_key(|d| *d as u8);
+            assert_eq!(seen, [Delivery::First, Delivery::Repeat]);
+        }
     }
 
     #[test]
