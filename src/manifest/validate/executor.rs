@@ -128,31 +128,35 @@ fn reserved(arg: &str) -> Option<(&'static str, &'static str)> {
 }
 
 impl Validator<'_> {
-    /// A Slurm name (`partition`, `account`, `qos`): a non-empty string without white space or
-    /// control characters.
-    fn slurm_name(&mut self, t: Option<&DeTable<'_>>, key: &str) -> Option<String> {
+    /// A word of `[executor]` `key`: a non-empty string without white space or control
+    /// characters (one argument of a scheduler's command line: a Slurm partition, a Ray address,
+    /// a Kubernetes image). `help` says what to write instead; an error otherwise.
+    pub(super) fn executor_word(
+        &mut self,
+        t: Option<&DeTable<'_>>,
+        key: &str,
+        help: String,
+    ) -> Option<String> {
         let v = self.field(t, "executor", key)?;
         let s = self.string(v)?;
-        if s.is_empty() {
-            self.err(
-                v.span(),
-                format!("`{key}` is empty"),
-                Some(format!("remove `{key}` to use the cluster's default")),
-            );
-            return None;
-        }
-        if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            self.err(
-                v.span(),
-                format!(
-                    "`{key}` \"{}\" contains white space or control characters",
-                    s.escape_debug()
-                ),
-                Some(format!("Slurm {key} names are single words")),
-            );
-            return None;
-        }
-        Some(s.to_string())
+        let problem = if s.is_empty() {
+            format!("`{key}` is empty")
+        } else if !is_word(s) {
+            format!(
+                "`{key}` \"{}\" contains white space or control characters",
+                s.escape_debug()
+            )
+        } else {
+            return Some(s.to_string());
+        };
+        self.err(v.span(), problem, Some(help));
+        None
+    }
+
+    /// A Slurm name (`partition`, `account`, `qos`): an [`Validator::executor_word`].
+    fn slurm_name(&mut self, t: Option<&DeTable<'_>>, key: &str) -> Option<String> {
+        let help = format!("Slurm {key} names are single words; remove `{key}` to use the cluster's default");
+        self.executor_word(t, key, help)
     }
 
     /// `nodes` / `exclude-nodes`: a host list string (`"n[1-2]"`, `"n1,n2"`) or an array of
@@ -160,7 +164,7 @@ impl Validator<'_> {
     /// by `,` for sbatch.
     fn node_list(&mut self, t: Option<&DeTable<'_>>, key: &str) -> Option<String> {
         let v = self.field(t, "executor", key)?;
-        let bad = |s: &str| s.is_empty() || s.chars().any(|c| c.is_whitespace() || c.is_control());
+        let bad = |s: &str| !is_word(s);
         let help = format!("write {key} = [\"n1\", \"n2\"] or a Slurm host list like {key} = \"n[1-2]\"");
         match v.get_ref() {
             DeValue::String(s) => {
@@ -250,19 +254,8 @@ impl Validator<'_> {
         isolation: &Isolation,
     ) -> crate::manifest::model::RayConfig {
         let mut ray = crate::manifest::model::RayConfig::default();
-        if let Some(v) = self.field(t, "executor", "address")
-            && let Some(s) = self.string(v)
-        {
-            if s.trim().is_empty() || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
-                self.err(
-                    v.span(),
-                    format!("`address` \"{}\" is not a Ray cluster address", s.escape_debug()),
-                    Some("write the head node's GCS address, like address = \"10.0.0.5:6379\", or remove it to use RAY_ADDRESS".into()),
-                );
-            } else {
-                ray.address = Some(s.to_string());
-            }
-        }
+        let help = "write the head node's GCS address, like address = \"10.0.0.5:6379\", or remove it to use RAY_ADDRESS";
+        ray.address = self.executor_word(t, "address", help.into());
         if let CpuSelection::List(_) = isolation.cpus {
             let span = self
                 .spans
@@ -415,6 +408,11 @@ impl Validator<'_> {
         config.slurm = slurm;
         config
     }
+}
+
+/// Whether `s` is one word: non-empty, without white space or control characters.
+fn is_word(s: &str) -> bool {
+    !s.is_empty() && !s.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
 #[cfg(test)]
@@ -658,7 +656,7 @@ mod tests {
         let e = errors("[executor]\nkind = \"ray\"\naddress = \"h 1\"\n");
         assert!(
             e.iter()
-                .any(|(_, _, m)| m.contains("is not a Ray cluster address")),
+                .any(|(_, _, m)| m.contains("`address` \"h 1\" contains white space")),
             "{e:?}"
         );
         let e = errors("[executor]\nkind = \"rya\"\n");

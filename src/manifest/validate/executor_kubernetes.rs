@@ -19,22 +19,13 @@ pub(super) const KUBERNETES_KEYS: &[&str] =
 const MIN_MEMORY: f64 = 1024.0 * 1024.0;
 
 impl Validator<'_> {
-    /// A single-word name of `[executor]`: non-empty, without white space or control characters.
+    /// A single-word name of `[executor]` ([`Validator::executor_word`]).
     fn kubernetes_word(&mut self, t: Option<&DeTable<'_>>, key: &str) -> Option<String> {
-        let v = self.field(t, "executor", key)?;
-        let s = self.string(v)?;
-        if s.is_empty() || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            self.err(
-                v.span(),
-                format!(
-                    "`{key}` \"{}\" is empty or contains white space",
-                    s.escape_debug()
-                ),
-                Some(format!("Kubernetes {key} names are single words, like \"bench\"")),
-            );
-            return None;
-        }
-        Some(s.to_string())
+        self.executor_word(
+            t,
+            key,
+            format!("Kubernetes {key} names are single words, like \"bench\""),
+        )
     }
 
     /// The kubernetes keys of `[executor]` `t`; `isolation` and `adaptive` for the rules that
