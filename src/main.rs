@@ -191,23 +191,17 @@ fn executor_override(manifest: &mut manifest::Manifest, kind: hwr_exp::choices::
 /// `hwr-exp wait BUNDLE`: attach to a detached Slurm bundle, then as `run`.
 fn wait(args: &WaitArgs) -> Result<i32, Failure> {
     let signals = interrupt_handlers(SecondSignal::Exit(exit_codes::INTERRUPTED))?;
-    let report = if archive::ray::owns(&args.bundle) {
-        archive::ray::wait(&args.bundle, args.quiet, signals.cancel_flag())
-    } else {
-        archive::slurm::wait(&args.bundle, args.quiet, signals.cancel_flag())
-    }
-    .map_err(archive_failure)?;
+    let report = archive::engine::of_dir(&args.bundle)
+        .and_then(|engine| engine.wait(&args.bundle, args.quiet, signals.cancel_flag()))
+        .map_err(archive_failure)?;
     Ok(ui::finished(&report, args.quiet))
 }
 
 /// `hwr-exp cancel BUNDLE`: cancel its Slurm arrays; the bundle ends interrupted.
 fn cancel(args: &CancelArgs) -> Result<i32, Failure> {
-    let cancelled = if archive::ray::owns(&args.bundle) {
-        archive::ray::cancel(&args.bundle)
-    } else {
-        archive::slurm::cancel(&args.bundle)
-    }
-    .map_err(archive_failure)?;
+    let cancelled = archive::engine::of_dir(&args.bundle)
+        .and_then(|engine| engine.cancel(&args.bundle))
+        .map_err(archive_failure)?;
     ui::cancelled(&args.bundle, &cancelled);
     Ok(exit_codes::SUCCESS)
 }
@@ -226,19 +220,8 @@ fn task(args: &TaskArgs) -> Result<i32, Failure> {
 /// Ray task) before the run finished.
 fn indexed_task(bundle: &Path, index: usize) -> Result<i32, Failure> {
     let signals = interrupt_handlers(SecondSignal::SetFlag)?;
-    let end = if archive::ray::owns(bundle) {
-        archive::ray::task(bundle, index, &ProcessLauncher::new(), signals.cancel_flag())
-    } else {
-        let requeue = signal::install_pre_timeout().map_err(Failure::environment)?;
-        archive::slurm::task(
-            bundle,
-            index,
-            &ProcessLauncher::new(),
-            signals.cancel_flag(),
-            &requeue,
-        )
-    }
-    .map_err(archive_failure)?;
+    let end = archive::engine::task(bundle, index, &ProcessLauncher::new(), signals.cancel_flag())
+        .map_err(archive_failure)?;
     Ok(match end {
         hwr_exp::runner::backend::slurm::task::TaskEnd::Stopped
         | hwr_exp::runner::backend::slurm::task::TaskEnd::Requeued => exit_codes::INTERRUPTED,

@@ -15,9 +15,9 @@
 use std::io::{self, BufWriter, StdoutLock, Write};
 use std::path::{Path, PathBuf};
 
+use crate::archive::engine::Cancelled;
 use crate::archive::list::{self, ListEntry, ListProblem};
 use crate::archive::rerun::PreparedRerun;
-use crate::archive::slurm::Cancelled;
 use crate::archive::verify::Verification;
 use crate::cli::{ListFormat, PlanFormat};
 use crate::exit_codes::{self, Failure};

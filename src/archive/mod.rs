@@ -17,6 +17,7 @@
 //! format major version is checked there.
 
 pub mod bisect;
+pub mod engine;
 pub mod list;
 pub mod locate;
 pub mod ray;

@@ -8,21 +8,16 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::ArchiveError;
+use super::engine::Cancelled;
 use crate::bundle::lock::{BundleLock, LockError};
 use crate::bundle::read::Bundle;
 use crate::bundle::{BundleStatus, BundleWriter};
-use crate::exec::{CancelFlag, Launcher};
+use crate::exec::CancelFlag;
+use crate::manifest::Manifest;
 use crate::runner::Runs;
-use crate::runner::backend::Backend;
 use crate::runner::backend::ray::{self as rray, Driver, DriverRecord};
 use crate::runner::backend::slurm::task::TaskEnd;
 use crate::runner::session::{Finish, Session, SessionReport};
-
-/// Whether the bundle in `dir` records the Ray executor (bundle.json `executor = "ray"`); false
-/// for a folder that is no bundle.
-pub fn owns(dir: &Path) -> bool {
-    super::open(dir).is_ok_and(|b| Backend::recorded(b.info()) == Some(Backend::Ray))
-}
 
 /// The bundle's latest driver, refusing a bundle without one or whose driver runs on another
 /// host (its pid means nothing here).
@@ -72,40 +67,28 @@ pub fn claim_for_resume(bundle: &Bundle) -> Result<(), ArchiveError> {
     Ok(())
 }
 
-/// `hwr-exp task --index I BUNDLE` on a Ray node: runs plan index `index` of the bundle
-/// ([`crate::runner::task::run_task`]). Takes no lock.
-///
-/// # Errors
-/// [`ArchiveError::Refused`] for an index outside the plan; bundle read errors;
-/// [`ArchiveError::Write`] when the run's files cannot be written.
-pub fn task(
-    dir: &Path,
-    index: usize,
-    launcher: &dyn Launcher,
-    cancel: &CancelFlag,
-) -> Result<TaskEnd, ArchiveError> {
-    let bundle = super::open(dir)?;
-    let (manifest, plan) = super::slurm::bundle_plan(&bundle)?;
-    if index >= plan.len() {
-        return Err(ArchiveError::Refused(format!(
-            "{}: plan index {index} is outside the plan ({} runs)",
-            bundle.dir().display(),
-            plan.len()
-        )));
+/// The Ray engine's verbs ([`super::engine::Engine`]).
+pub struct Ray;
+
+impl super::engine::Engine for Ray {
+    /// A Ray task: claims `cpus-per-run` free CPUs of its node ([`crate::runner::task::run_task`]).
+    fn run_task(
+        &self,
+        runs: Runs<'_>,
+        index: usize,
+        bundle: &Path,
+        manifest: &Manifest,
+    ) -> std::io::Result<TaskEnd> {
+        crate::runner::task::run_task(runs, index, bundle, manifest.isolation.cpus_per_run)
     }
-    let runs = Runs {
-        plan: &plan,
-        launcher,
-        cancel,
-        progress: &crate::runner::progress::Quiet,
-        fail_fast: false,
-    };
-    crate::runner::task::run_task(runs, index, bundle.dir(), manifest.isolation.cpus_per_run).map_err(
-        |source| ArchiveError::Write {
-            bundle: bundle.dir().to_path_buf(),
-            source,
-        },
-    )
+
+    fn wait(&self, dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionReport, ArchiveError> {
+        wait(dir, quiet, cancel)
+    }
+
+    fn cancel(&self, dir: &Path) -> Result<Cancelled, ArchiveError> {
+        cancel(dir)
+    }
 }
 
 /// `hwr-exp wait BUNDLE` for a Ray bundle: takes its lock, counts the runs already recorded,
@@ -115,7 +98,7 @@ pub fn task(
 /// # Errors
 /// [`ArchiveError::Refused`] for a bundle not `running` or without a driver on this host;
 /// [`ArchiveError::Environment`] when a waiter holds it; session errors.
-pub fn wait(dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionReport, ArchiveError> {
+fn wait(dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionReport, ArchiveError> {
     let bundle = super::open(dir)?;
     let record = driver_here(&bundle)?;
     let lock = super::slurm::lock_for_waiting(&bundle)?;
@@ -207,8 +190,7 @@ pub fn wait(dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionRepor
 ///
 /// # Errors
 /// [`ArchiveError::Refused`] for a driver on another host; write errors.
-pub fn cancel(dir: &Path) -> Result<super::slurm::Cancelled, ArchiveError> {
-    use super::slurm::Cancelled;
+fn cancel(dir: &Path) -> Result<Cancelled, ArchiveError> {
     let bundle = super::open(dir)?;
     let write_err = |source| ArchiveError::Write {
         bundle: bundle.dir().to_path_buf(),
@@ -233,19 +215,7 @@ pub fn cancel(dir: &Path) -> Result<super::slurm::Cancelled, ArchiveError> {
             while record.alive() && Instant::now() < until {
                 std::thread::sleep(rray::POLL);
             }
-            let bundle = super::open(bundle.dir())?;
-            let mut info = bundle.info().clone();
-            info.counts.clear();
-            for planned in bundle.planned_runs()? {
-                if let Ok(Some(r)) = bundle.run_record(&planned?.run_id) {
-                    *info.counts.entry(r.outcome).or_default() += 1;
-                }
-            }
-            let mut writer = BundleWriter::reopen(bundle.dir(), info, lock).map_err(write_err)?;
-            writer
-                .finish(BundleStatus::Interrupted, SystemTime::now())
-                .map_err(write_err)?;
-            Ok(Cancelled::Marked)
+            super::engine::mark_interrupted(bundle.dir(), lock, |_, _| Ok(()))
         }
     }
 }

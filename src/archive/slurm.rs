@@ -9,11 +9,12 @@ use std::path::Path;
 use std::time::SystemTime;
 
 use super::ArchiveError;
+use super::engine::Cancelled;
 use super::rerun::{archived_manifest, base_dir_now};
 use crate::bundle::lock::{BundleLock, LockError};
 use crate::bundle::read::Bundle;
 use crate::bundle::{BundleStatus, BundleWriter};
-use crate::exec::{CancelFlag, Launcher};
+use crate::exec::CancelFlag;
 use crate::manifest::Manifest;
 use crate::plan::Plan;
 use crate::runner::Runs;
@@ -315,41 +316,35 @@ impl Claim {
     }
 }
 
-/// `hwr-exp slurm-task BUNDLE INDEX`: runs plan index `index` of the bundle on this node
-/// ([`rslurm::task::run_task`]). Takes no lock.
-///
-/// # Errors
-/// [`ArchiveError::Refused`] for an index outside the plan; bundle read errors; [`ArchiveError::Write`]
-/// when the run's files cannot be written.
-pub fn task(
-    dir: &Path,
-    index: usize,
-    launcher: &dyn Launcher,
-    cancel: &CancelFlag,
-    requeue: &std::sync::atomic::AtomicBool,
-) -> Result<TaskEnd, ArchiveError> {
-    let bundle = super::open(dir)?;
-    let (manifest, plan) = bundle_plan(&bundle)?;
-    if index >= plan.len() {
-        return Err(ArchiveError::Refused(format!(
-            "{}: plan index {index} is outside the plan ({} runs)",
-            bundle.dir().display(),
-            plan.len()
-        )));
+/// The Slurm engine's verbs ([`super::engine::Engine`]); a Kubernetes pod's task is Slurm's too.
+pub struct Slurm;
+
+impl super::engine::Engine for Slurm {
+    /// A Slurm array task ([`rslurm::task::run_task`]): the run gets the CPUs Slurm allowed the
+    /// task; with `[executor] requeue = true` the pre-timeout signal (SIGUSR2) stops it in time
+    /// and requeues the task.
+    fn run_task(
+        &self,
+        runs: Runs<'_>,
+        index: usize,
+        bundle: &Path,
+        manifest: &Manifest,
+    ) -> std::io::Result<TaskEnd> {
+        // Only a requeueing task was asked for the pre-timeout signal (`--signal=B:USR2@...`).
+        let requeue = match manifest.executor.slurm.requeue {
+            true => Some(crate::signal::install_pre_timeout().map_err(std::io::Error::other)?),
+            false => None,
+        };
+        rslurm::task::run_task(runs, index, bundle, requeue.as_deref())
     }
-    let runs = Runs {
-        plan: &plan,
-        launcher,
-        cancel,
-        progress: &crate::runner::progress::Quiet,
-        fail_fast: false,
-    };
-    // Only a requeueing task was asked for the pre-timeout signal (`--signal=B:USR2@...`).
-    let requeue = manifest.executor.slurm.requeue.then_some(requeue);
-    rslurm::task::run_task(runs, index, bundle.dir(), requeue).map_err(|source| ArchiveError::Write {
-        bundle: bundle.dir().to_path_buf(),
-        source,
-    })
+
+    fn wait(&self, dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionReport, ArchiveError> {
+        wait(dir, quiet, cancel)
+    }
+
+    fn cancel(&self, dir: &Path) -> Result<Cancelled, ArchiveError> {
+        cancel(dir)
+    }
 }
 
 /// Takes the bundle's lock for a waiter, refusing when another process (a waiter) holds it.
@@ -369,7 +364,7 @@ pub(super) fn lock_for_waiting(bundle: &Bundle) -> Result<BundleLock, ArchiveErr
 /// # Errors
 /// [`ArchiveError::Refused`] for a bundle that is not a Slurm one or not `running`;
 /// [`ArchiveError::Environment`] when a waiter holds it; session errors.
-pub fn wait(dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionReport, ArchiveError> {
+fn wait(dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionReport, ArchiveError> {
     let bundle = super::open(dir)?;
     slurm_bundle(&bundle)?;
     let lock = lock_for_waiting(&bundle)?;
@@ -501,24 +496,13 @@ pub fn wait(dir: &Path, quiet: bool, cancel: &CancelFlag) -> Result<SessionRepor
     Ok(rslurm::wait::wait_and_finish(session, &waiting)?)
 }
 
-/// What `hwr-exp cancel` did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Cancelled {
-    /// A waiter holds the bundle: it saw the marker and finishes the bundle as interrupted.
-    ByWaiter,
-    /// No waiter: this process cancelled the arrays and marked the bundle interrupted.
-    Marked,
-    /// The bundle was already finished; its arrays were cancelled anyway (a no-op for Slurm).
-    AlreadyFinished(String),
-}
-
 /// `hwr-exp cancel BUNDLE`: writes the cancel marker (`slurm/cancel-requested`), `scancel`s every
 /// array of the bundle, and, when no waiter holds the bundle, waits until none of the tasks is
 /// active and marks the bundle `interrupted` itself.
 ///
 /// # Errors
 /// [`ArchiveError::Refused`] for a bundle that is not a Slurm one; Slurm and write errors.
-pub fn cancel(dir: &Path) -> Result<Cancelled, ArchiveError> {
+fn cancel(dir: &Path) -> Result<Cancelled, ArchiveError> {
     let bundle = super::open(dir)?;
     slurm_bundle(&bundle)?;
     let write_err = |source| ArchiveError::Write {
@@ -555,23 +539,13 @@ pub fn cancel(dir: &Path) -> Result<Cancelled, ArchiveError> {
         Err(e) => Err(ArchiveError::Environment(e.to_string())),
         Ok(lock) => {
             rslurm::wait::cancel_arrays(&client, &map);
-            let bundle = super::open(bundle.dir())?;
-            let mut info = bundle.info().clone();
-            info.counts.clear();
-            for planned in bundle.planned_runs()? {
-                if let Ok(Some(r)) = bundle.run_record(&planned?.run_id) {
-                    *info.counts.entry(r.outcome).or_default() += 1;
+            super::engine::mark_interrupted(bundle.dir(), lock, |bundle, writer| {
+                let known: Vec<u64> = recorded(bundle).iter().map(|a| a.job_id).collect();
+                for a in adopted.into_iter().filter(|a| !known.contains(&a.job_id)) {
+                    writer.add_slurm_array(a)?;
                 }
-            }
-            let mut writer = BundleWriter::reopen(bundle.dir(), info, lock).map_err(write_err)?;
-            let known: Vec<u64> = recorded(&bundle).iter().map(|a| a.job_id).collect();
-            for a in adopted.into_iter().filter(|a| !known.contains(&a.job_id)) {
-                writer.add_slurm_array(a).map_err(write_err)?;
-            }
-            writer
-                .finish(BundleStatus::Interrupted, SystemTime::now())
-                .map_err(write_err)?;
-            Ok(Cancelled::Marked)
+                Ok(())
+            })
         }
     }
 }

@@ -12,8 +12,8 @@
 //! - **run**: execute or submit the session's runs and finish the bundle ([`crate::runner::experiment::execute`]);
 //!   `resume` and `rerun` take the same path;
 //! - **wait**, **cancel**: whether a session can be left running and attached to later
-//!   ([`Backend::detaches`]: `run --detach`, `hwr-exp wait`, `hwr-exp cancel`, all Slurm's, in
-//!   `archive::slurm` over [`slurm`]).
+//!   ([`Backend::detaches`]: `run --detach`, `hwr-exp wait`, `hwr-exp cancel`: the engine's
+//!   `archive::engine::Engine` over its folder here).
 //!
 //! # Adding a backend
 //!
