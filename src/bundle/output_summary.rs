@@ -304,3 +304,73 @@ fn probe_mappings_growth(doc: Result<ProbeMappings, serde_json::Error>) -> Vec<M
     })
     .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bundle::retention::{RATE_ONE_SAMPLE, parse};
+
+    /// The summary of `doc` for `pointers`, written as run.json writes it and read back.
+    fn through_run_json(doc: &Json, pointers: &[(String, String)]) -> Summary {
+        let bytes = serde_json::to_vec(doc).unwrap();
+        let (made, _) = summarize(
+            OutputSource::Whole(bytes),
+            &OutputInterest::new(pointers),
+            0,
+            true,
+        )
+        .unwrap();
+        let text = serde_json::to_string(&made).unwrap();
+        let read: Summary = serde_json::from_str(&text).unwrap();
+        assert_eq!(read, made, "{text}");
+        read
+    }
+
+    #[test]
+    fn a_summary_read_back_from_run_json_gives_the_figures_of_the_output() {
+        let sample = |phase: &str, it: u64, private: Json| {
+            serde_json::json!({"phase": phase, "iterations": it, "private_bytes": private,
+                "anonymous_bytes": 10, "rss_bytes": 100, "pss_anon_bytes": 5, "fd_count": 3})
+        };
+        let docs = [
+            // A rate, a null in the closed sample, pss_anon.
+            serde_json::json!({"arguments": {"mode": "view", "tensor_elements": 8}, "load": 1.5,
+                "samples": [sample("baseline", 0, 100.into()), sample("loop", 10, 200.into()),
+                    sample("loop", 20, 300.into()), sample("closed", 20, Json::Null)],
+                "completed": false, "last_tensor_alive": true}),
+            // One loop sample (no rate, by name), a null growth.
+            serde_json::json!({"samples": [sample("baseline", 0, 1.into()), sample("loop", 5, Json::Null)]}),
+            // Unusable, and not in the schema.
+            serde_json::json!({"samples": [sample("baseline", 0, "x".into())], "load": "text"}),
+            serde_json::json!({"samples": 3}),
+            serde_json::json!({"load": 18_446_744_073_709_551_615u64}),
+        ];
+        let pointers = [
+            ("load".to_string(), "/load".to_string()),
+            ("none".into(), "/none".into()),
+        ];
+        for doc in &docs {
+            let mut read = through_run_json(doc, &pointers);
+            assert!(read.covers(&pointers));
+            assert!(read.metrics["/none"].is_none());
+            assert_eq!(read.unusable_metrics["/none"], "no value there");
+            let parsed = read.take_parsed();
+            match parse(doc, false) {
+                // `parse` takes a `samples` that is not an array for another schema.
+                Parsed::NotRetention if doc["samples"].is_number() => {
+                    assert!(matches!(parsed, Parsed::Unusable(_)), "{parsed:?}")
+                }
+                expected => assert_eq!(parsed, expected, "{doc}"),
+            }
+        }
+        let Parsed::Retention(r, _) = through_run_json(&docs[1], &pointers).take_parsed() else {
+            panic!()
+        };
+        assert_eq!(r.rate_unusable, Some(RATE_ONE_SAMPLE));
+        assert_eq!(r.gaps.growth_null, ["private_bytes"]);
+        let inexact = through_run_json(&docs[4], &pointers);
+        assert_eq!(inexact.unusable_metrics["/load"], INEXACT);
+        // A summary made for other pointers does not cover these.
+        assert!(!inexact.covers(&[("x".into(), "/x".into())]));
+    }
+}
