@@ -138,3 +138,59 @@ fn a_summary_made_for_other_report_metrics_is_not_used() {
     }
     assert_eq!(before, reports(repo.path(), &bundle));
 }
+
+#[test]
+fn a_run_of_the_built_in_probe_has_its_summary_and_the_same_report_without_it() {
+    let repo = repo();
+    let m = ManifestBuilder::argv(
+        "builtin-summary",
+        &[
+            "{hwr-exp}",
+            "probe",
+            "safetensors-retention",
+            "--mode",
+            "{mode}",
+            "--iterations",
+            "100",
+            "--sample-every",
+            "50",
+        ],
+    )
+    .matrix("mode", ["get_tensor", "reuse"])
+    .set(
+        "report",
+        "metrics",
+        crate::support::manifest::table([("prep", "/preparation_seconds")]),
+    )
+    .write(repo.path());
+    let (out, bundle) = run(repo.path(), &m);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = bundle.unwrap();
+    let asked = OutputInterest::new(&[("prep".to_string(), "/preparation_seconds".to_string())]);
+    for r in run_records(&bundle) {
+        let run_dir = bundle.join("runs").join(r["run-id"].as_str().unwrap());
+        let output = run_dir.join(r["output"].as_str().unwrap());
+        let (made, _) = summarize(
+            OutputSource::File(std::fs::File::open(&output).unwrap()),
+            &asked,
+            0,
+            true,
+        )
+        .unwrap();
+        assert_eq!(r["summary"], serde_json::to_value(&made).unwrap(), "{r:#}");
+        assert!(r["summary"]["retention"]["growth"].is_object(), "{r:#}");
+        assert!(
+            r["summary"]["metrics"]["/preparation_seconds"].is_number(),
+            "{r:#}"
+        );
+    }
+    // The JSON report holds the mappings that grew between the probe's own breakdowns
+    // (`mappings-grown`), from `summary` here and from the outputs below.
+    let with = reports(repo.path(), &bundle);
+    for r in run_records(&bundle) {
+        assert!(strip_summary(
+            &bundle.join("runs").join(r["run-id"].as_str().unwrap())
+        ));
+    }
+    assert_eq!(with, reports(repo.path(), &bundle));
+}
