@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
+use hwr_exp::bundle::output_summary::{OutputSource, summarize};
 use hwr_exp::bundle::{
     BUNDLE_FORMAT, BundleInfo, BundleStatus, EnvChanges, Outcome, OutputCheck, PlanFile, PlannedRunRecord,
     RunRecord, files,
@@ -213,6 +214,10 @@ pub fn write_bundle(dir: &Path, s: &Synth) -> std::io::Result<()> {
     text.push_str("]}\n");
     std::fs::write(dir.join(files::PLAN), text)?;
     let mut counts: BTreeMap<Outcome, usize> = BTreeMap::new();
+    // run.json `summary`, made by the function the recorder calls.
+    let pointers =
+        hwr_exp::report::read::metric_pointers(&manifest_text(s)).map_err(std::io::Error::other)?;
+    let asked = hwr_exp::bundle::output_summary::OutputInterest::new(&pointers);
     for (mi, el, p) in &planned {
         if s.stop_at.is_some_and(|stop| p.index >= stop) {
             continue;
@@ -221,7 +226,11 @@ pub fn write_bundle(dir: &Path, s: &Synth) -> std::io::Result<()> {
         std::fs::create_dir_all(&run_dir)?;
         let timed_out = s.timeout_run == Some(p.index);
         let doc = probe_output(s, *mi, *el, p.repetition, !timed_out);
-        std::fs::write(run_dir.join(&p.output), serde_json::to_string(&doc)? + "\n")?;
+        let output = serde_json::to_string(&doc)? + "\n";
+        std::fs::write(run_dir.join(&p.output), &output)?;
+        let summary = summarize(OutputSource::Whole(output.into_bytes()), &asked, 0, true)
+            .map_err(|e| std::io::Error::other(e.to_string()))?
+            .0;
         std::fs::write(run_dir.join(files::STDERR), "")?;
         let mut memory_samples = 0;
         if s.memory_jsonl {
@@ -292,6 +301,7 @@ pub fn write_bundle(dir: &Path, s: &Synth) -> std::io::Result<()> {
             artifacts: Vec::new(),
             attempt: 1,
             earlier_attempts: Vec::new(),
+            summary: Some(summary),
         };
         write_json(&run_dir.join(files::RUN), &rec)?;
     }

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::artifacts::{Artifact, EarlierAttempt};
+use super::summary::Summary;
 use crate::exec::{Containment, SamplingSummary, SharedMemoryLeft, Termination};
 use crate::manifest::Value;
 
@@ -484,7 +485,7 @@ pub struct PlannedRunRecord {
 }
 
 /// What says which run a record is, and its output's name: a plan.json `runs` entry as a reader
-/// takes it ([`crate::bundle::read::Bundle::planned_runs_as`]), and a run.json ([`RunEntry`]).
+/// takes it ([`crate::bundle::read::Bundle::planned_runs_as`]), and a run.json ([`RunRecord`]).
 pub trait PlanEntry: serde::de::DeserializeOwned + Send + 'static {
     /// `run-id`.
     fn run_id(&self) -> &str;
@@ -767,119 +768,11 @@ pub struct RunRecord {
     /// The files of the earlier attempts, as found under `attempts/<n>/`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub earlier_attempts: Vec<EarlierAttempt>,
-}
-
-/// A run.json as a report reads it ([`crate::bundle::read::Bundle::read_run_folder_as`]): what
-/// the report shows of a run, kept; the rest (argv, environment, CPUs, times, ...) checked as
-/// [`RunRecord`] checks it, with the same errors, but not kept. A run that is not ok is read whole
-/// again for its reason.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(rename = "RunRecord", rename_all = "kebab-case")]
-pub struct RunRecordBrief {
-    /// Format version ([`BUNDLE_FORMAT`]).
-    pub format: u32,
-    /// Same as in plan.json.
-    pub run_id: String,
-    /// 0-based plan index.
-    pub index: usize,
-    /// Matrix values.
-    pub cell: BTreeMap<String, Value>,
-    /// 1-based repetition.
-    pub repetition: u32,
-    #[serde(rename = "argv")]
-    _argv: Vec<checked::Str>,
-    #[serde(rename = "workdir")]
-    _workdir: checked::Str,
-    #[serde(rename = "env")]
-    _env: checked::EnvChanges,
-    #[serde(rename = "cpus-requested")]
-    _cpus_requested: Vec<checked::Usize>,
-    #[serde(rename = "cpus-effective")]
-    _cpus_effective: Option<Vec<checked::Usize>>,
-    #[serde(rename = "pid")]
-    _pid: Option<u32>,
-    #[serde(rename = "start")]
-    _start: checked::Str,
-    #[serde(rename = "end")]
-    _end: checked::Str,
-    /// Wall time, seconds.
-    pub wall_seconds: f64,
-    #[serde(rename = "user-seconds")]
-    _user_seconds: Option<f64>,
-    #[serde(rename = "sys-seconds")]
-    _sys_seconds: Option<f64>,
-    /// The largest peak RSS of one process of the run, bytes: `ru_maxrss` of `wait4`, the larger
-    /// of the leader's own peak and the largest among the descendants it waited for. Not the
-    /// tree's peak (`cgroup-memory-peak-bytes`) and not always the leader's.
-    pub peak_rss_bytes: Option<u64>,
-    /// Exit code when exited.
-    pub exit_code: Option<i32>,
-    /// Signal number when killed by a signal.
-    pub signal: Option<i32>,
-    /// How the run ended.
-    pub termination: Termination,
-    #[serde(rename = "error", default)]
-    _error: Option<checked::Str>,
-    /// Output file name inside the run folder.
-    pub output: String,
-    /// Output check result.
-    pub output_check: OutputCheck,
-    /// Why the output is invalid.
-    #[serde(default)]
-    pub output_check_reason: Option<String>,
-    /// How the run counts.
-    pub outcome: Outcome,
-    #[serde(rename = "containment", default)]
-    _containment: Option<Containment>,
-    #[serde(rename = "stray-processes-killed", default)]
-    _stray_processes_killed: u32,
-    #[serde(rename = "runner-cpus", default)]
-    _runner_cpus: Option<Vec<checked::Usize>>,
-    /// The peak of all the run's processes together, bytes, from its memory cgroup (page cache
-    /// and kernel memory charged to the run included); `cgroup-memory-source` names the file.
-    #[serde(default)]
-    pub cgroup_memory_peak_bytes: Option<u64>,
-    #[serde(rename = "cgroup-memory-source", default)]
-    _cgroup_memory_source: Option<checked::Str>,
-    #[serde(rename = "environment", default)]
-    _environment: Option<crate::plan::RunEnvironment>,
-    /// `[isolation] allocator`: name, path and sha256 of the library preloaded, and whether the
-    /// run's process was seen with it loaded (`seen-loaded`, from its `/proc/<pid>/maps`).
-    #[serde(default)]
-    pub allocator: Option<crate::allocator::Record>,
-    #[serde(rename = "memory-samples", default)]
-    _memory_samples: u32,
-    /// How the run's sampling went ([`SamplingSummary`]); absent when it was not sampled (and
-    /// in bundles written before it existed).
-    #[serde(default)]
-    pub sampling: Option<SamplingSummary>,
-    #[serde(rename = "shared-memory-left", default)]
-    _shared_memory_left: Vec<SharedMemoryLeft>,
-    /// sha256 (hex) of the runner's own files of the run folder (output, stderr.log,
-    /// memory.jsonl), by file name.
-    pub sha256: BTreeMap<String, String>,
-    /// Slurm executor: the node's hostname (`gethostname`) the run executed on, or the node Slurm
-    /// named for a `lost` run.
-    #[serde(default)]
-    pub hostname: Option<String>,
-    /// Slurm executor: the node's name as Slurm knows it (`SLURMD_NODENAME` in the task, else
-    /// the hostname), which names its host facts `hosts/<node>.json`; for a `lost` run, the node
-    /// Slurm named for the task.
-    #[serde(default)]
-    pub node: Option<String>,
-    #[serde(rename = "slurm", default)]
-    _slurm: Option<SlurmTaskIds>,
-    /// Termination `lost`: Slurm's account of the task (`CANCELLED (None, exit code 0:15)`).
-    #[serde(default)]
-    pub lost_reason: Option<String>,
-    #[serde(rename = "artifacts", default)]
-    _artifacts: Vec<Artifact>,
-    /// 1-based number of this attempt: `resume` keeps the files of interrupted or lost attempts
-    /// under `attempts/<n>/` and runs the run again.
-    #[serde(default = "first_attempt")]
-    pub attempt: u32,
-    #[serde(rename = "earlier-attempts", default)]
-    _earlier_attempts: Vec<EarlierAttempt>,
+    /// The figures a report takes from the output ([`Summary`]), made once when the run was
+    /// recorded; absent when the output is not valid JSON (`output-format = "json"` only), and
+    /// in bundles written before it existed (a report then reads the output).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<Summary>,
 }
 
 macro_rules! plan_entry {
@@ -903,30 +796,7 @@ macro_rules! plan_entry {
         }
     )*};
 }
-plan_entry!(PlannedRunRecord, PlannedRunBrief, RunRecord, RunRecordBrief);
-
-/// A run.json as a reader takes it ([`crate::bundle::read::Bundle::read_run_folder_as`]): which
-/// run it is ([`PlanEntry`]), its format and the names of its files.
-pub trait RunEntry: PlanEntry {
-    /// `format`.
-    fn format(&self) -> u32;
-    /// `sha256`: the run's files by name.
-    fn sha256(&self) -> &BTreeMap<String, String>;
-}
-
-macro_rules! run_entry {
-    ($($t:ty),*) => {$(
-        impl RunEntry for $t {
-            fn format(&self) -> u32 {
-                self.format
-            }
-            fn sha256(&self) -> &BTreeMap<String, String> {
-                &self.sha256
-            }
-        }
-    )*};
-}
-run_entry!(RunRecord, RunRecordBrief);
+plan_entry!(PlannedRunRecord, PlannedRunBrief, RunRecord);
 
 fn first_attempt() -> u32 {
     1

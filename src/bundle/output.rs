@@ -600,23 +600,6 @@ pub fn read_output_bytes(
     })
 }
 
-/// `bytes`, one whole document, as [`read_output_bytes`] parses it when it keeps strings: `None`
-/// when it is not UTF-8 (the same check), else with the escapes of lone UTF-16 surrogates read
-/// as U+FFFD (as the general reader reads them). For a reader of its own
-/// (`crate::report::quick`) that is to agree with this one. The text is a `str`, so that its
-/// reader need not check each string's UTF-8 again.
-pub fn checked_whole(bytes: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
-    // What [`Checked::check_whole`] checks, without the error it would say.
-    let text = std::str::from_utf8(bytes).ok()?;
-    Some(match surrogates_replaced(bytes) {
-        std::borrow::Cow::Borrowed(_) => std::borrow::Cow::Borrowed(text),
-        // Escapes replaced by escapes: ASCII for ASCII, still UTF-8.
-        std::borrow::Cow::Owned(copy) => {
-            std::borrow::Cow::Owned(String::from_utf8(copy).expect("ASCII escapes replaced by ASCII"))
-        }
-    })
-}
-
 fn walk(
     interest: &Interest,
     on_list: &mut dyn FnMut(ListEvent<'_>),

@@ -28,7 +28,7 @@ use super::contained::{
 };
 
 use super::format::{
-    BUNDLE_FORMAT, BundleInfo, PlanEntry, PlanFile, PlanHeader, PlannedRunRecord, RunEntry, RunRecord, files,
+    BUNDLE_FORMAT, BundleInfo, PlanEntry, PlanFile, PlanHeader, PlannedRunRecord, RunRecord, files,
 };
 use super::plan_stream;
 pub use super::read_error::ReadError;
@@ -96,23 +96,14 @@ impl RunFolder<'_> {
     /// # Errors
     /// As [`read_versioned`]; [`ReadError::Unsafe`] for a name that is not a plain file name.
     pub fn record(&self) -> Result<RunRecord, ReadError> {
-        self.record_as()
-    }
-
-    /// [`RunFolder::record`], read as `R` ([`RunRecord`] whole, or
-    /// [`crate::bundle::RunRecordBrief`] for what a report shows).
-    ///
-    /// # Errors
-    /// As [`RunFolder::record`].
-    pub fn record_as<R: RunEntry>(&self) -> Result<R, ReadError> {
         let path = || self.dir().join(files::RUN);
-        let record: R = match self.read_small(files::RUN, WHOLE_LIMIT)? {
+        let record: RunRecord = match self.read_small(files::RUN, WHOLE_LIMIT)? {
             Some(bytes) => parse_run_record(path, &bytes)?,
             None => parse_versioned(&path(), self.open(files::RUN)?, "format", BUNDLE_FORMAT)?,
         };
         checked_name_in(path, record.run_id(), || "run-id".into())?;
         checked_name_in(path, record.output(), || "output".into())?;
-        for name in record.sha256().keys() {
+        for name in record.sha256.keys() {
             checked_name_in(path, name, || "a key of sha256".into())?;
         }
         Ok(record)
@@ -122,7 +113,7 @@ impl RunFolder<'_> {
 /// Whether `record` (a run.json) is the run `planned` (its plan.json entry): the same run-id,
 /// index, repetition and cell; else what differs. A run.json copied from another run's folder or
 /// edited would otherwise be reported as that other run, or invent a cell the plan has not.
-fn as_planned(record: &impl RunEntry, planned: &impl PlanEntry) -> Result<(), String> {
+fn as_planned(record: &RunRecord, planned: &impl PlanEntry) -> Result<(), String> {
     if record.run_id() != planned.run_id() {
         return Err(format!(
             "run-id is {}, plan.json plans {} here (another run's run.json?)",
@@ -238,11 +229,11 @@ fn parse_versioned_bytes<T: DeserializeOwned>(
 /// [`parse_versioned_bytes`] with `format` and [`BUNDLE_FORMAT`], whose two passes it makes only
 /// when the one fails, so the same documents give the same errors: a newer `format` is
 /// [`ReadError::NewerFormat`] whether or not the rest has the shape this version reads.
-fn parse_run_record<R: RunEntry>(path: impl Fn() -> PathBuf, bytes: &[u8]) -> Result<R, ReadError> {
-    match serde_json::from_slice::<R>(bytes) {
-        Ok(record) if record.format() <= BUNDLE_FORMAT => Ok(record),
+fn parse_run_record(path: impl Fn() -> PathBuf, bytes: &[u8]) -> Result<RunRecord, ReadError> {
+    match serde_json::from_slice::<RunRecord>(bytes) {
+        Ok(record) if record.format <= BUNDLE_FORMAT => Ok(record),
         Ok(record) => {
-            check_version(&path(), "format", BUNDLE_FORMAT, Some(record.format().into())).map(|()| record)
+            check_version(&path(), "format", BUNDLE_FORMAT, Some(record.format.into())).map(|()| record)
         }
         Err(_) => parse_versioned_bytes(path, bytes, "format", BUNDLE_FORMAT),
     }
@@ -653,22 +644,10 @@ impl Bundle {
         &'b self,
         planned: &'b impl PlanEntry,
     ) -> Result<(RunRecord, RunFolder<'b>), ReadError> {
-        self.read_run_folder_as(planned)
-    }
-
-    /// [`Bundle::read_run_folder`], run.json read as `R` ([`RunRecord`] whole, or
-    /// [`crate::bundle::RunRecordBrief`] for what a report shows).
-    ///
-    /// # Errors
-    /// As [`Bundle::read_run`].
-    pub fn read_run_folder_as<'b, R: RunEntry>(
-        &'b self,
-        planned: &'b impl PlanEntry,
-    ) -> Result<(R, RunFolder<'b>), ReadError> {
         let run_id = planned.run_id();
         let read = self
             .checked_run_folder(run_id)
-            .and_then(|folder| Ok((folder.record_as()?, folder)))
+            .and_then(|folder| Ok((folder.record()?, folder)))
             .and_then(|(record, folder)| {
                 as_planned(&record, planned).map_err(|what| ReadError::NotAsPlanned {
                     path: self.run_dir(run_id).join(files::RUN),

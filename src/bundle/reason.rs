@@ -356,6 +356,7 @@ mod tests {
             node: None,
             slurm: None,
             lost_reason: None,
+            summary: None,
             containment: None,
             runner_cpus: None,
             cgroup_memory_peak_bytes: None,

@@ -113,8 +113,9 @@ pub struct NodeIds {
     pub slurm: Option<SlurmTaskIds>,
 }
 
-/// Checks a finished run's output in its folder `run_dir`, hashes its files (giving them mode
-/// [`super::atomic::FILE_MODE`]) and writes its run.json atomically; the one place a run.json of an executed
+/// Checks a finished run's output in its folder `run_dir`, summarizes a valid JSON one for the
+/// `[report] metrics` `pointers` ([`super::output_summary::summarize`]), hashes its files (giving
+/// them mode [`super::atomic::FILE_MODE`]) and writes its run.json atomically; the one place a run.json of an executed
 /// run is made, for the local runner (which then counts it with [`super::BundleWriter::count_run`]) and a Slurm task
 /// ([`TaskRunWriter`]).
 ///
@@ -125,9 +126,11 @@ pub fn write_run_record(
     run: &PlannedRun,
     outcome: &RunOutcome,
     format: OutputFormat,
+    pointers: &[(String, String)],
     node: NodeIds,
 ) -> io::Result<RunRecord> {
-    let record = run_record(run_dir, run, outcome, format, node)?;
+    let mut record = run_record(run_dir, run, outcome, format, node)?;
+    record.summary = summary(run_dir, &record, format, pointers);
     write_json(&run_dir.join(files::RUN), Durability::Unsynced, &record)?;
     Ok(record)
 }
@@ -212,8 +215,28 @@ pub(super) fn run_record(
         node: node.node,
         slurm: node.slurm,
         lost_reason: None,
+        summary: None,
     };
     Ok(record)
+}
+
+/// run.json `summary` of the run `record` in `dir`: its output's figures for `pointers`, when
+/// the output is valid JSON (`None` otherwise, and when it cannot be read again).
+fn summary(
+    dir: &Path,
+    record: &RunRecord,
+    format: OutputFormat,
+    pointers: &[(String, String)],
+) -> Option<super::summary::Summary> {
+    use super::output_summary::{OutputInterest, OutputSource, summarize};
+    if format != OutputFormat::Json || record.output_check != OutputCheck::Valid {
+        return None;
+    }
+    let file = super::contained::open_regular(&dir.join(&record.output)).ok()?;
+    let asked = OutputInterest::new(pointers);
+    summarize(OutputSource::File(file), &asked, 0, true)
+        .ok()
+        .map(|(summary, _)| summary)
 }
 
 /// Moves aside what a run put at a name hwr-exp writes in its run folder (DESIGN 5): anything at
@@ -318,8 +341,16 @@ impl TaskRunWriter {
         run: &PlannedRun,
         outcome: &RunOutcome,
         format: OutputFormat,
+        pointers: &[(String, String)],
     ) -> io::Result<RunRecord> {
-        write_run_record(&self.run_dir(run), run, outcome, format, self.node.clone())
+        write_run_record(
+            &self.run_dir(run),
+            run,
+            outcome,
+            format,
+            pointers,
+            self.node.clone(),
+        )
     }
 
     /// Writes `hosts/<node>.json` with the facts `host` collects, unless the file exists (one

@@ -140,6 +140,8 @@ pub struct Plan {
     pub env_policy: EnvPolicy,
     /// How each run's stdout is checked (`[command] output-format`).
     pub output_format: OutputFormat,
+    /// `[report] metrics`: (name, JSON Pointer) pairs, whose values run.json `summary` keeps.
+    pub metric_pointers: Vec<(String, String)>,
     /// External smaps_rollup sampling period (`[measure] sample-interval`); `None` = off.
     pub sample_interval: Option<Duration>,
     /// `[experiment] name`: the bundle goes into `<results>/<experiment>/`.
@@ -236,6 +238,7 @@ pub fn expand(manifest: &Manifest, ctx: &PlanContext) -> Result<Plan, Vec<PlanEr
         grace: manifest.isolation.grace,
         env_policy: manifest.isolation.env_policy,
         output_format: manifest.command.output_format,
+        metric_pointers: manifest.report.metrics.clone(),
         sample_interval: manifest.measure.sample_interval,
         experiment: manifest.experiment.name.clone(),
         repo_start: manifest.repo_start().to_path_buf(),

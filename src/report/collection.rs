@@ -1,11 +1,12 @@
 //! Reading a bundle into a [`Report`]: one pass over the plan, one run at a time, each run read
 //! by [`super::read`] and folded here into the counts, [`super::model::RunValues`] and the runs held.
 //!
-//! Runs are read one at a time ([`Bundle::runs`]); each run's output is streamed through the one
-//! output reader the output check uses ([`crate::bundle::output::read_output`], same limits), which
-//! keeps only the values asked for: the `[report] metrics` pointers and the retention fields, with
-//! the `samples` folded one at a time into a [`super::retention::Accumulator`]. Memory therefore grows
-//! with the number of runs, not with the size of their outputs. Plot series are kept only when a
+//! Runs are read one at a time ([`Bundle::runs`]); each run's figures come from its run.json
+//! `summary` ([`crate::bundle::summary::Summary`]), or, for a run.json without one, from its output
+//! streamed through the function that made it ([`crate::bundle::output_summary::summarize`]: the
+//! output check's reader, same limits, keeping only the `[report] metrics` pointers and the
+//! retention fields, the `samples` folded one at a time). Memory therefore grows with the number
+//! of runs, not with the size of their outputs. Plot series are kept only when a
 //! plot is asked for, thinned while read. Files are opened inside the bundle only, without
 //! following links ([`Bundle::open_run_file`]). A run left out of the aggregates has the reason in
 //! [`RunSummary::excluded`]. Of a run that is not ok, the reason and the last

@@ -7,26 +7,16 @@
 //!
 //! Adding a metric: a variant in the `metrics!` list, its [`Metric::def`] arm and its
 //! [`Metric::of`] arm (both matches are exhaustive, so a missed edit does not compile), plus the
-//! sample field it reads in [`super::retention`] when it needs a new one, and a line in
+//! sample field it reads in [`crate::bundle::retention`] when it needs a new one, and a line in
 //! docs/report.md.
 
 use std::fmt;
 
 use serde::Serialize;
 
-use super::retention::{Retention, SampleField};
+use crate::bundle::retention::{Retention, SampleField};
 
-/// 2^53: the largest integer up to which every integer is exact as a 64-bit float.
-pub const EXACT_INTEGERS: u64 = 1 << 53;
-
-/// What a value beyond [`EXACT_INTEGERS`] is called when it is left out.
-pub const INEXACT: &str = "a value beyond 2^53 (not exact as a 64-bit float)";
-
-/// Whether a metric value can go into the statistics: finite and within +-2^53, where a 64-bit
-/// float holds every integer exactly (memory figures beyond that are not real byte counts).
-pub fn usable(v: f64) -> bool {
-    v.is_finite() && v.abs() <= EXACT_INTEGERS as f64
-}
+pub use crate::bundle::summary::{EXACT_INTEGERS, INEXACT, usable};
 
 /// Runs counted by what they gave: `2 runs gave null for private_bytes, 1 run gave a string for
 /// private_bytes` (most frequent first); `None` for no runs.
@@ -304,9 +294,9 @@ impl Metric {
             Family::AfterClose => text(null(&r.gaps.closed_null) || null(&r.gaps.growth_null)),
             _ if growth.is_none() => text(null(&r.gaps.growth_null)),
             _ if r.loop_iterations == 0 => "a loop of 0 iterations",
-            _ if self.def().run_table == RunTable::Rate && r.rate_unusable.is_some() => {
-                r.rate_unusable.unwrap_or(super::retention::RATE_ONE_SAMPLE)
-            }
+            _ if self.def().run_table == RunTable::Rate && r.rate_unusable.is_some() => r
+                .rate_unusable
+                .unwrap_or(crate::bundle::retention::RATE_ONE_SAMPLE),
             _ => "too few loop samples at different iterations for a rate",
         })
     }
@@ -846,7 +836,7 @@ mod tests {
         };
         let doc = serde_json::json!({"samples": [
             sample(0, 1000, 100), sample(1000, 3000, 1100), sample(2000, 5000, 2100)]});
-        let super::super::retention::Parsed::Retention(r, _) = super::super::retention::parse(&doc, false)
+        let crate::bundle::retention::Parsed::Retention(r, _) = crate::bundle::retention::parse(&doc, false)
         else {
             panic!()
         };
@@ -857,25 +847,25 @@ mod tests {
         // Iterations that go down: no rate, by name; the growth stays.
         let down = serde_json::json!({"samples": [
             sample(0, 1000, 100), sample(2000, 3000, 1100), sample(1000, 5000, 2100)]});
-        let super::super::retention::Parsed::Retention(r, _) = super::super::retention::parse(&down, false)
+        let crate::bundle::retention::Parsed::Retention(r, _) = crate::bundle::retention::parse(&down, false)
         else {
             panic!()
         };
         assert_eq!(Metric::AnonymousRate.of(&r), None);
         assert_eq!(
             Metric::AnonymousRate.unusable(&r),
-            Some(super::super::retention::RATE_ITERATIONS_DOWN)
+            Some(crate::bundle::retention::RATE_ITERATIONS_DOWN)
         );
         assert_eq!(Metric::AnonymousGrowth.unusable(&r), None);
         // One loop sample: no rate either.
         let one = serde_json::json!({"samples": [sample(0, 1000, 100), sample(2000, 3000, 1100)]});
-        let super::super::retention::Parsed::Retention(r, _) = super::super::retention::parse(&one, false)
+        let crate::bundle::retention::Parsed::Retention(r, _) = crate::bundle::retention::parse(&one, false)
         else {
             panic!()
         };
         assert_eq!(
             Metric::PrivateRate.unusable(&r),
-            Some(super::super::retention::RATE_ONE_SAMPLE)
+            Some(crate::bundle::retention::RATE_ONE_SAMPLE)
         );
     }
 
@@ -890,7 +880,7 @@ mod tests {
         let doc = serde_json::json!({"samples": [
             sample("baseline", 0, 1000), sample("loop", 1000, 3000), sample("loop", 2000, 5000),
             sample("loop", 3000, 7000), sample("loop", 4000, 9000), sample("closed", 4000, 2000)]});
-        let super::super::retention::Parsed::Retention(r, _) = super::super::retention::parse(&doc, false)
+        let crate::bundle::retention::Parsed::Retention(r, _) = crate::bundle::retention::parse(&doc, false)
         else {
             panic!()
         };

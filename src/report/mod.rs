@@ -19,7 +19,8 @@
 //!
 //! The files are layered, each importing only the layers below it, so that a report reads one
 //! way, read -> fold -> model -> render:
-//! - vocabulary: [`retention`] (a run's output parsed), [`quick`], [`metrics`] (the metric table),
+//! - vocabulary: [`metrics`] (the metric table; a run's output is summarized by
+//!   [`crate::bundle::output_summary`] into run.json `summary`),
 //!   [`units`], [`parallel`];
 //! - [`model`]: the data types of a report (runs, cells, values, estimates, contrasts);
 //! - computations: [`aggregation`], [`correction`], [`estimates`], [`contrasts`], [`comparison`],
@@ -42,11 +43,9 @@ pub mod model;
 pub mod parallel;
 pub mod plan_check;
 pub mod plot;
-pub mod quick;
 pub mod read;
 pub mod records;
 pub mod render;
-pub mod retention;
 pub mod section;
 pub mod units;
 pub mod verdicts;

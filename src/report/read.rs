@@ -1,25 +1,22 @@
-//! Reading one planned run of a bundle into a [`RunSummary`]: run.json, then its output (the
-//! `[report] metrics` pointers and the retention fields, `samples` folded one at a time into a
-//! [`crate::report::retention::Accumulator`], or read the quick way, [`crate::report::quick`]),
-//! memory.jsonl, mappings.json and the stderr tail, through the run's folder opened once. The
-//! first step of a report (read -> fold -> model -> render): `collection` folds the runs read
-//! here.
+//! Reading one planned run of a bundle into a [`RunSummary`]: run.json (with its `summary` of
+//! the output, [`crate::bundle::summary::Summary`]; for a run.json without one, or for plot
+//! series, the output through the same function, [`summarize`]), memory.jsonl, mappings.json
+//! and the stderr tail, through the run's folder opened once. The first step of a report (read
+//! -> fold -> model -> render): `collection` folds the runs read here.
 
 use std::collections::BTreeMap;
 use std::io::BufRead;
 
 use serde_json::Value as Json;
 
-use super::model::{
-    MAPPING_GROWTH_ROWS, MappingGrowth, MetricValue, RunSummary, STDERR_TAIL_LINES, Spill, cell_label,
-};
-use super::retention::{Accumulator, DocFields, Parsed, SampleField, SampleFields};
-use crate::bundle::output::{
-    Interest, ListEvent, OUTPUT_WHOLE_LIMIT, OutputError, Scalar, read_output, read_output_bytes,
-};
+use super::model::{MAPPING_GROWTH_ROWS, MappingGrowth, RunSummary, STDERR_TAIL_LINES, Spill, cell_label};
+use crate::bundle::output::OUTPUT_WHOLE_LIMIT;
+pub(super) use crate::bundle::output_summary::OutputInterest;
+use crate::bundle::output_summary::{OutputSource, summarize};
 use crate::bundle::read::{Bundle, ReadError, RunFolder};
 use crate::bundle::reason::RunFailure;
-use crate::bundle::{Outcome, OutputCheck, PlannedRunBrief, RunRecordBrief};
+use crate::bundle::retention::Parsed;
+use crate::bundle::{Outcome, OutputCheck, PlannedRunBrief, RunRecord};
 use crate::exec::MemorySample;
 
 /// Finds a boolean `key` in a JSON document: at the top level, else in nested objects (breadth first).
@@ -57,43 +54,6 @@ pub fn metric_pointers(manifest_text: &str) -> Result<Vec<(String, String)>, Str
             )),
         })
         .collect()
-}
-
-/// What a `[report]` metric value that is not aggregated is (`null`, `a string`, `a number beyond
-/// 2^53 ...`); `None` for a number that is.
-fn metric_kind(v: Option<&Scalar>) -> Option<&'static str> {
-    use super::retention::SampleValue;
-    match v {
-        None => Some("no value there"),
-        Some(Scalar::Number(n)) => match n.as_f64() {
-            Some(x) if !super::metrics::usable(x) => Some(super::metrics::INEXACT),
-            // An integer beyond 2^53 would round when read as a 64-bit float.
-            _ if n
-                .as_i64()
-                .is_some_and(|i| i.unsigned_abs() > super::metrics::EXACT_INTEGERS)
-                || n.as_u64().is_some_and(|u| u > super::metrics::EXACT_INTEGERS) =>
-            {
-                Some(super::metrics::INEXACT)
-            }
-            _ => None,
-        },
-        Some(other) => Some(other.kind()),
-    }
-}
-
-fn metric_value(v: &Scalar) -> MetricValue {
-    match v {
-        Scalar::Number(n) if metric_kind(Some(v)).is_some() => MetricValue::Text(n.to_string()),
-        Scalar::Number(n) => n
-            .as_f64()
-            .map_or_else(|| MetricValue::Text(n.to_string()), MetricValue::Number),
-        Scalar::String(s) => MetricValue::Text(s.clone()),
-        Scalar::LongString(n) => MetricValue::Text(format!("<string of {n} bytes>")),
-        Scalar::Array(n) => MetricValue::Text(format!("<array of {n}>")),
-        Scalar::Object => MetricValue::Text("<object>".into()),
-        Scalar::Bool(b) => MetricValue::Text(b.to_string()),
-        Scalar::Null => MetricValue::Text("null".into()),
-    }
 }
 
 pub(super) fn not_run(p: PlannedRunBrief, keys: &[String]) -> RunSummary {
@@ -198,66 +158,6 @@ fn read_mappings_growth(folder: &RunFolder) -> Vec<MappingGrowth> {
         .collect()
 }
 
-/// The mappings that changed most between the built-in probe's `baseline` breakdown and its
-/// `last_loop` one (growth), then between `baseline` and `closed` (after close), from its
-/// output's `mappings` (see `crate::probe::document::MappingBreakdowns`); only that object of
-/// the document is kept while reading it.
-fn read_probe_mappings_growth(output: OutputSource) -> Vec<MappingGrowth> {
-    #[derive(serde::Deserialize)]
-    struct Breakdown {
-        t_seconds: f64,
-        rows: crate::memory::Mappings,
-    }
-    #[derive(serde::Deserialize)]
-    struct Breakdowns {
-        baseline: Option<Breakdown>,
-        last_loop: Option<Breakdown>,
-        closed: Option<Breakdown>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Doc {
-        mappings: Option<Breakdowns>,
-    }
-    let Ok(Doc {
-        mappings:
-            Some(Breakdowns {
-                baseline: Some(first),
-                last_loop,
-                closed,
-            }),
-    }) = (match output {
-        OutputSource::Whole(bytes) => serde_json::from_slice::<Doc>(&bytes),
-        OutputSource::File(file) => serde_json::from_reader::<_, Doc>(std::io::BufReader::new(file)),
-    })
-    else {
-        return Vec::new();
-    };
-    [
-        ("probe baseline -> last loop", last_loop),
-        ("probe baseline -> closed", closed),
-    ]
-    .into_iter()
-    .filter_map(|(between, last)| Some((between, last?)))
-    .flat_map(|(between, last)| {
-        last.rows
-            .growth(&first.rows)
-            .into_iter()
-            .filter(|(_, private, rss)| *private != 0 || *rss != 0)
-            .take(MAPPING_GROWTH_ROWS)
-            .map(|(row, private, rss)| MappingGrowth {
-                kind: row.kind.as_str().to_string(),
-                name: row.name.clone(),
-                private_growth: private,
-                rss_growth: rss,
-                between: between.to_string(),
-                from_seconds: first.t_seconds,
-                to_seconds: last.t_seconds,
-            })
-            .collect::<Vec<_>>()
-    })
-    .collect()
-}
-
 /// What reading a bundle's runs needs: the bundle, its matrix keys and `[report] metrics`, what
 /// of an output to keep, and what to keep of each run.
 pub(super) struct RunContext<'a> {
@@ -305,7 +205,7 @@ pub(super) fn read_planned(
     planned: PlannedRunBrief,
     detail: bool,
 ) -> Result<Read, ReadError> {
-    match ctx.bundle.read_run_folder_as(&planned) {
+    match ctx.bundle.read_run_folder(&planned) {
         Ok((rec, folder)) => {
             let run = run_summary(ctx, rec, &folder, detail);
             let spilled = ctx.spill.map(|kind| ctx.spill_record(kind, &run));
@@ -319,18 +219,10 @@ pub(super) fn read_planned(
 /// The summary of one finished run; `detail` false leaves out what only the per-run tables and
 /// formats show (the mappings that grew, the plot series): a run of a large bundle that is
 /// aggregated but not held.
-fn run_summary(
-    ctx: &RunContext<'_>,
-    mut rec: RunRecordBrief,
-    folder: &RunFolder,
-    detail: bool,
-) -> RunSummary {
-    // A run that is not ok: its run.json read whole for the reason (it was just read brief, with
-    // the same checks).
+fn run_summary(ctx: &RunContext<'_>, mut rec: RunRecord, folder: &RunFolder, detail: bool) -> RunSummary {
     let failure = (rec.outcome != Outcome::Ok)
-        .then(|| folder.record().ok())
-        .flatten()
-        .and_then(|whole| RunFailure::read(&whole, &ctx.bundle.run_dir(&rec.run_id), STDERR_TAIL_LINES));
+        .then(|| RunFailure::read(&rec, &ctx.bundle.run_dir(&rec.run_id), STDERR_TAIL_LINES))
+        .flatten();
     let (reason, stderr_tail) = failure.map_or((None, Vec::new()), |f| (Some(f.reason), f.stderr_tail));
     let mut s = RunSummary {
         cell_label: cell_label(&rec.cell, ctx.keys, None),
@@ -397,42 +289,50 @@ fn run_summary(
     if !ctx.json_output || rec.output_check != OutputCheck::Valid {
         return s;
     }
-    let output = match OutputSource::open(folder, &rec.output) {
-        Ok(output) => output,
-        Err(e) => {
-            s.excluded.get_or_insert_with(|| {
-                let path = ctx.bundle.run_dir(&rec.run_id).join(&rec.output);
-                format!("cannot read output {}: {}", path.display(), e.reason())
-            });
-            return s;
+    // run.json's summary of the output, made when the run was recorded; the output read through
+    // the same function when there is none (a bundle written before it), when it was made for
+    // other `[report] metrics`, or for the plot series it does not keep.
+    let recorded = rec
+        .summary
+        .take()
+        .filter(|m| !keep_series && m.covers(ctx.pointers));
+    let mut summary = match recorded {
+        Some(summary) => summary,
+        None => {
+            let path = || ctx.bundle.run_dir(&rec.run_id).join(&rec.output);
+            let output = match open_output(folder, &rec.output) {
+                Ok(output) => output,
+                Err(e) => {
+                    s.excluded.get_or_insert_with(|| {
+                        format!("cannot read output {}: {}", path().display(), e.reason())
+                    });
+                    return s;
+                }
+            };
+            let max_points = if keep_series { MAX_PLOT_POINTS } else { 0 };
+            match summarize(output, &ctx.interest, max_points, detail) {
+                Ok((summary, points)) => {
+                    s.points = decimate(points, MAX_PLOT_POINTS);
+                    summary
+                }
+                Err(e) => {
+                    s.excluded
+                        .get_or_insert_with(|| format!("cannot read output {}: {e}", path().display()));
+                    return s;
+                }
+            }
         }
     };
-    let (metrics, parsed, probe_mappings) =
-        match read_values(output, ctx.pointers, &ctx.interest, keep_series) {
-            Ok(found) => found,
-            Err(e) => {
-                s.excluded.get_or_insert_with(|| {
-                    let path = ctx.bundle.run_dir(&rec.run_id).join(&rec.output);
-                    format!("cannot read output {}: {e}", path.display())
-                });
-                return s;
-            }
-        };
-    for (name, (value, kind)) in metrics {
-        if let Some(kind) = kind {
-            s.unusable_metrics.insert(name.clone(), kind.to_string());
+    for (name, pointer) in ctx.pointers {
+        if let Some(kind) = summary.unusable_metrics.get(pointer) {
+            s.unusable_metrics.insert(name.clone(), kind.clone());
         }
-        s.metrics.insert(name, value);
+        let value = summary.metrics.get(pointer).cloned().flatten();
+        s.metrics.insert(name.clone(), value);
     }
-    if detail
-        && probe_mappings
-        && matches!(parsed, Parsed::Retention(..))
-        && let Ok(output) = OutputSource::open(folder, &rec.output)
-    {
-        let grown = read_probe_mappings_growth(output);
-        if !grown.is_empty() {
-            s.mappings_grown = grown;
-        }
+    let parsed = summary.take_parsed();
+    if detail && matches!(parsed, Parsed::Retention(..)) && !summary.mappings_grown.is_empty() {
+        s.mappings_grown = std::mem::take(&mut summary.mappings_grown);
     }
     match parsed {
         Parsed::NotRetention => {}
@@ -442,176 +342,23 @@ fn run_summary(
                 s.unusable_output = Some(u.gave);
             }
         }
-        Parsed::Retention(r, points) => {
+        Parsed::Retention(r, _) => {
             if r.completed == Some(false) {
                 s.excluded.get_or_insert_with(|| "completed: false".into());
             }
             s.retention = Some(*r);
-            s.points = decimate(points, MAX_PLOT_POINTS);
         }
     }
     s
 }
 
-/// The `[report] metrics` values of one output, by name, with what a value that is not
-/// aggregated is.
-type Metrics = BTreeMap<String, (Option<MetricValue>, Option<&'static str>)>;
-
-/// Pointers of the retention schema's document-level values, in [`DocFields`] order.
-const DOC_POINTERS: [&str; 6] = [
-    "/arguments/mode",
-    "/arguments/tensor_elements",
-    "/last_tensor_alive",
-    "/completed",
-    "/mappings/source",
-    // What `samples` is when it is not an array.
-    "/samples",
-];
-
-/// Streams one output document: the metric values at `pointers` (by name), the retention
-/// summary (keeping plot points when `keep_series`), and whether it holds the built-in probe's
-/// `mappings` breakdowns.
-///
-/// # Errors
-/// As [`read_output`] (the output check's reader and limits).
-/// What [`read_values`] asks of every output: built once per report.
-pub(super) struct OutputInterest {
-    interest: Interest,
-    /// Slot of each `[report]` metric's pointer, in the order of the pointers.
-    metric_slots: Vec<usize>,
-    /// Slot of each of [`DOC_POINTERS`].
-    doc_slots: Vec<usize>,
-    /// The list of `/samples`.
-    samples: usize,
-    /// The pointers as the quick reader takes them; `None` when it does not take them all.
-    quick: Option<super::quick::Pointers>,
-}
-
-impl OutputInterest {
-    /// What to keep of an output for the `[report] metrics` `pointers` and the retention schema.
-    pub(super) fn new(pointers: &[(String, String)]) -> OutputInterest {
-        let mut interest = Interest::default();
-        // Pointers were checked to start with `/` or be empty when the manifest was read.
-        let metric_slots: Vec<usize> = pointers
-            .iter()
-            .map(|(_, p)| interest.value(p).unwrap_or(usize::MAX))
-            .collect();
-        let doc_slots: Vec<usize> = DOC_POINTERS
-            .iter()
-            .map(|p| interest.value(p).unwrap_or(usize::MAX))
-            .collect();
-        let names = SampleField::ALL.map(SampleField::name);
-        let samples = interest.each("/samples", &names).unwrap_or(usize::MAX);
-        OutputInterest {
-            interest,
-            metric_slots,
-            doc_slots,
-            samples,
-            quick: super::quick::Pointers::new(pointers),
-        }
-    }
-}
-
-/// A run's output: read whole when short (the quick way, [`RunFolder::read_small`]), else open
-/// to be streamed.
-enum OutputSource {
-    Whole(Vec<u8>),
-    File(std::fs::File),
-}
-
-impl OutputSource {
-    /// The output `name` of the run in `folder`.
-    fn open(folder: &RunFolder<'_>, name: &str) -> Result<OutputSource, ReadError> {
-        Ok(match folder.read_small(name, OUTPUT_WHOLE_LIMIT)? {
-            Some(bytes) => OutputSource::Whole(bytes),
-            None => OutputSource::File(folder.open(name)?),
-        })
-    }
-}
-
-fn read_values(
-    output: OutputSource,
-    pointers: &[(String, String)],
-    asked: &OutputInterest,
-    keep_series: bool,
-) -> Result<(Metrics, Parsed, bool), OutputError> {
-    let OutputInterest {
-        interest,
-        metric_slots,
-        doc_slots,
-        samples,
-        quick,
-    } = asked;
-    let samples = *samples;
-    let new_acc = || Accumulator::new(if keep_series { MAX_PLOT_POINTS } else { 0 });
-    /// The metrics of `pointers` from the value at each (by its index).
-    fn metrics<'v>(pointers: &[(String, String)], value: impl Fn(usize) -> Option<&'v Scalar>) -> Metrics {
-        pointers
-            .iter()
-            .enumerate()
-            .map(|(i, (name, _))| {
-                let v = value(i);
-                (name.clone(), (v.map(metric_value), metric_kind(v)))
-            })
-            .collect()
-    }
-    // An output read whole is read the quick way when it has the plain shape ([`super::quick`]);
-    // else (or when the metric pointers are not all of the kind that way takes) by the general
-    // reader.
-    if let (Some(quick), OutputSource::Whole(bytes)) = (quick, &output) {
-        let mut acc = new_acc();
-        if let Some(found) = super::quick::read(bytes, &mut acc, quick) {
-            let parsed = if found.samples {
-                acc.finish(found.doc)
-            } else {
-                Parsed::NotRetention
-            };
-            let metrics = metrics(pointers, |i| found.metrics[i].as_ref());
-            return Ok((metrics, parsed, found.probe_mappings));
-        }
-    }
-    let mut acc = new_acc();
-    let mut on_list = |event: ListEvent<'_>| match event {
-        ListEvent::Start { .. } => acc = new_acc(),
-        ListEvent::Element { index, fields, .. } => {
-            // fields[0] is the element itself, then the fields in SampleField::ALL's order.
-            let sample = matches!(fields.first(), Some(Some(Scalar::Object))).then(|| {
-                let mut s = SampleFields::default();
-                for (field, value) in SampleField::ALL.iter().zip(&fields[1..]) {
-                    s.set(*field, value.as_ref());
-                }
-                s
-            });
-            acc.push(index, sample);
-        }
-    };
-    let found = match output {
-        OutputSource::Whole(bytes) => read_output_bytes(&bytes, interest, &mut on_list),
-        OutputSource::File(file) => read_output(file, interest, &mut on_list),
-    }?;
-    let value = |slot: usize| found.values.get(slot).and_then(Option::as_ref);
-    let metrics = metrics(pointers, |i| value(metric_slots[i]));
-    let parsed = if found.lists.get(samples).copied().flatten() == Some(true) {
-        acc.finish(DocFields {
-            mode: value(doc_slots[0]).and_then(Scalar::as_str).map(str::to_string),
-            tensor_elements: value(doc_slots[1]).and_then(Scalar::as_u64),
-            last_tensor_alive: value(doc_slots[2]).and_then(Scalar::as_bool),
-            completed: value(doc_slots[3]).and_then(Scalar::as_bool),
-        })
-    } else if let Some(other) = value(doc_slots[5]) {
-        // `samples` there but not an array: the retention schema's key with nothing usable in
-        // it, said as such (it was taken for an output of another schema and left out silently).
-        use super::retention::SampleValue;
-        let kind = other.kind();
-        Parsed::Unusable(super::retention::Unusable {
-            reason: format!("samples is {kind}, not an array of samples"),
-            gave: format!("{kind} for samples"),
-        })
-    } else {
-        Parsed::NotRetention
-    };
-    let probe_mappings = value(doc_slots[4]).and_then(Scalar::as_str).is_some();
-    Ok((metrics, parsed, probe_mappings))
+/// A run's output `name` in `folder`: read whole when short ([`RunFolder::read_small`]), else
+/// open to be streamed.
+fn open_output(folder: &RunFolder<'_>, name: &str) -> Result<OutputSource, ReadError> {
+    Ok(match folder.read_small(name, OUTPUT_WHOLE_LIMIT)? {
+        Some(bytes) => OutputSource::Whole(bytes),
+        None => OutputSource::File(folder.open(name)?),
+    })
 }
 
 /// Why a run whose `[isolation] allocator` was not shown in effect is left out of the estimates:

@@ -245,6 +245,7 @@ impl Shared<'_> {
             &run,
             &outcome,
             self.runs.plan.output_format,
+            &self.runs.plan.metric_pointers,
             NodeIds::default(),
         )
         .and_then(|record| self.writer()?.count_run(&record).map(|()| record));

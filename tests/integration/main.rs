@@ -83,6 +83,7 @@ mod report_plot;
 mod report_reader;
 mod report_reasons;
 mod report_scale;
+mod report_summary;
 mod report_unusable;
 mod report_verdict_metric;
 mod report_width;

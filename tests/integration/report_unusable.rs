@@ -268,6 +268,8 @@ fn an_ok_run_left_out_is_named_under_the_run_table_without_retention_figures() {
         .as_str()
         .unwrap()
         .to_string();
+    // A run.json without `summary` (a bundle written before it): the report reads the output.
+    assert!(crate::support::strip_summary(&bundle.join("runs").join(&first)));
     std::fs::remove_file(bundle.join("runs").join(&first).join(format!("{first}.json"))).unwrap();
     for format in ["table", "md", "html"] {
         let out = hwr(

@@ -1,6 +1,6 @@
 //! What a report is: the types `collection` fills from a bundle and `aggregation` summarises, and
 //! that `render`, `compare` and `plot` show. The bottom layer of the report: it imports nothing
-//! of the report but the vocabulary below it ([`crate::report::retention`]'s parsed figures,
+//! of the report but the vocabulary below it ([`crate::bundle::retention`]'s parsed figures,
 //! [`crate::report::metrics`]' table). No I/O here.
 //!
 //! Units: bytes for memory, seconds for time; a figure a run lacks is `None`, never 0.

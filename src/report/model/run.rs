@@ -8,23 +8,15 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::bundle::retention::{PlotPoint, Retention};
 use crate::bundle::{Outcome, OutputCheck};
 use crate::exec::Termination;
 use crate::manifest::Value;
-use crate::report::retention::{PlotPoint, Retention};
 
 /// The mode that is the control at each size (docs/DESIGN.md 2): [`crate::manifest::DEFAULT_CONTROL_MODE`].
 pub const CONTROL_MODE: &str = crate::manifest::DEFAULT_CONTROL_MODE;
 
-/// A metric value read by JSON Pointer from a run's output.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum MetricValue {
-    /// A JSON number (aggregated per cell).
-    Number(f64),
-    /// Anything else, shown as text (`true`, a string, `<array of 3>`); not aggregated.
-    Text(String),
-}
+pub use crate::bundle::summary::{MAPPING_GROWTH_ROWS, MappingGrowth, MetricValue};
 
 impl std::fmt::Display for MetricValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -145,32 +137,6 @@ pub struct RunSummary {
     /// samples (only with a plot).
     #[serde(skip)]
     pub memory: Vec<(f64, u64)>,
-}
-
-/// Most rows of [`RunSummary::mappings_grown`] a report keeps per run.
-pub const MAPPING_GROWTH_ROWS: usize = 3;
-
-/// One mapping's change between a run's first and last per-mapping breakdown (mappings.json:
-/// `/proc/<pid>/smaps` of every process of the run, summed by mapping). Bytes.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub struct MappingGrowth {
-    /// `heap`, `stack`, `anonymous`, `file`, `shmem` or `other`.
-    pub kind: String,
-    /// The file path, `[heap]`, `[anonymous]`, ...
-    pub name: String,
-    /// Private bytes (`Private_Clean + Private_Dirty`) last minus first.
-    pub private_growth: i64,
-    /// RSS last minus first.
-    pub rss_growth: i64,
-    /// Which two breakdowns: `probe baseline -> last loop` or `probe baseline -> closed` (the
-    /// probe's own, from its output) or `first -> last` (the runner's mappings.json).
-    pub between: String,
-    /// Seconds since the run's start of the first and the last breakdown (for the probe's:
-    /// since the probe started measuring).
-    pub from_seconds: f64,
-    /// See `from_seconds`.
-    pub to_seconds: f64,
 }
 
 /// Most stderr lines a report keeps per run that is not ok (`report --stderr`, JSON `stderr-tail`).

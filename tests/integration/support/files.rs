@@ -45,6 +45,21 @@ pub fn run_records(bundle: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Removes `summary` from the run.json in the run folder `run_dir` (with serde_json), as a
+/// bundle written before run.json had it: a report then reads the run's output. Returns whether
+/// there was one.
+pub fn strip_summary(run_dir: &Path) -> bool {
+    let path = run_dir.join("run.json");
+    let mut doc = json(&path);
+    let had = doc
+        .as_object_mut()
+        .expect("run.json is an object")
+        .remove("summary")
+        .is_some();
+    std::fs::write(&path, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    had
+}
+
 /// The bundle folders under `RESULTS/EXPERIMENT`, sorted; hidden entries (a `.tmp-*` staging
 /// folder of a bundle still being set up) are left out. Empty when the folder does not exist.
 pub fn bundles(results: &Path, experiment: &str) -> Vec<PathBuf> {

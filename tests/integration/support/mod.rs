@@ -30,7 +30,7 @@ pub use cli::{
 };
 pub use files::{
     binary_bytes, bundle_fixture, bundles, copy_dir, json, package_root, report_text, run_records,
-    sha256_hex, source_path, the_bundle, write_file,
+    sha256_hex, source_path, strip_summary, the_bundle, write_file,
 };
 pub use git::{Repo, commit_all, git, git_file_protocol, init_repo, isolate_git, repo};
 pub use manifest::{ManifestBuilder, write_manifest};

@@ -141,7 +141,12 @@ pub fn run_task(
         }
         return Ok(TaskEnd::Stopped);
     }
-    let record = writer.record_run(&executed.run, &executed.outcome, runs.plan.output_format)?;
+    let record = writer.record_run(
+        &executed.run,
+        &executed.outcome,
+        runs.plan.output_format,
+        &runs.plan.metric_pointers,
+    )?;
     Ok(TaskEnd::Recorded(Box::new(record)))
 }
 

@@ -6,12 +6,12 @@
 //! sample minus `baseline`, **after-close** = `closed` minus `baseline`, for private bytes
 //! (`private_bytes`), anonymous bytes (`anonymous_bytes`) and RSS (`rss_bytes`), plus the fd delta.
 
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value as Json;
 
 /// Private, anonymous and RSS differences between two samples, in bytes (signed: memory can shrink).
 /// A figure missing from either sample is `None`, never 0.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Deltas {
     /// Difference of `private_bytes` (smaps_rollup `Private_Clean + Private_Dirty`).
@@ -22,7 +22,7 @@ pub struct Deltas {
     pub rss_bytes: Option<i128>,
     /// Difference of `pss_anon_bytes` (smaps_rollup `Pss_Anon`, Linux 5.1+), where the output
     /// has it.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pss_anon_bytes: Option<i128>,
 }
 
@@ -35,7 +35,7 @@ impl Deltas {
 }
 
 /// The summary numbers of one run's retention output.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Retention {
     /// `arguments.mode` (`get_tensor`, `view`, `reuse`, ...), when present.
@@ -60,29 +60,85 @@ pub struct Retention {
     pub rate: Rates,
     /// Why the output gives no rate although its growth is usable: [`RATE_ITERATIONS_DOWN`] or
     /// [`RATE_ONE_SAMPLE`].
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rate_unusable: Option<&'static str>,
-    /// Which fields were JSON `null` where a figure is missing (to say why it is).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "known_name"
+    )]
+    pub rate_unusable: Option<Name>,
+    /// Which fields were JSON `null` where a figure is missing (to say why it is); not in a
+    /// report's JSON, kept by run.json `summary` beside the figures
+    /// ([`crate::bundle::summary::Summary::gaps`]).
     #[serde(skip)]
     pub gaps: Gaps,
 }
 
 /// The sample fields that were JSON `null` in the samples the figures come from, so that a report
 /// can say why a figure is missing (`null for private_bytes`) instead of dropping it silently.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct Gaps {
     /// Fields `null` in the baseline or the final loop sample.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "known_names"
+    )]
     pub growth_null: Vec<&'static str>,
     /// Fields `null` in the closed sample.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "known_names"
+    )]
     pub closed_null: Vec<&'static str>,
     /// Whether the output had a `closed` sample.
+    #[serde(default)]
     pub closed: bool,
+}
+
+impl Gaps {
+    /// Whether nothing was `null` and there was no `closed` sample (what run.json leaves out).
+    pub fn is_empty(&self) -> bool {
+        self.growth_null.is_empty() && self.closed_null.is_empty() && !self.closed
+    }
+}
+
+/// A name a [`Retention`] holds (a sample field's, a rate's reason), read back from run.json
+/// by `known` (a named type: serde takes a field of type `Option<&str>` as borrowed from the
+/// text it reads).
+pub type Name = &'static str;
+
+/// The name among the sample fields ([`SampleField::name`]) and the rate reasons
+/// ([`RATE_ITERATIONS_DOWN`], [`RATE_ONE_SAMPLE`]) that is `text`: how a [`Retention`] read back
+/// from run.json holds its names.
+fn known(text: &str) -> Option<&'static str> {
+    SampleField::ALL
+        .map(SampleField::name)
+        .into_iter()
+        .chain([RATE_ITERATIONS_DOWN, RATE_ONE_SAMPLE])
+        .find(|k| *k == text)
+}
+
+/// Reads an optional name that [`known`] knows.
+fn known_name<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'static str>, D::Error> {
+    Option::<String>::deserialize(d)?
+        .map(|t| known(&t).ok_or_else(|| serde::de::Error::custom(format!("unknown reason {t:?}"))))
+        .transpose()
+}
+
+/// Reads a list of names that [`known`] knows.
+fn known_names<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<&'static str>, D::Error> {
+    Vec::<String>::deserialize(d)?
+        .iter()
+        .map(|t| known(t).ok_or_else(|| serde::de::Error::custom(format!("unknown field {t:?}"))))
+        .collect()
 }
 
 /// Theil-Sen slopes of one measure (bytes per 1000 iterations): over every baseline and loop
 /// sample, and over the first and second half of the loop's iterations. `None` with fewer than
 /// two samples at different iterations having the field.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Slopes {
     /// Over all baseline and loop samples.
@@ -94,7 +150,7 @@ pub struct Slopes {
 }
 
 /// Rates of private, anonymous and RSS bytes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Rates {
     /// Of `private_bytes`.
@@ -104,7 +160,7 @@ pub struct Rates {
     /// Of `rss_bytes`.
     pub rss_bytes: Slopes,
     /// Of `pss_anon_bytes` (all `None` when the output has none).
-    #[serde(skip_serializing_if = "Slopes::is_empty")]
+    #[serde(default, skip_serializing_if = "Slopes::is_empty")]
     pub pss_anon_bytes: Slopes,
     /// Of file-backed private bytes, `private_bytes - anonymous_bytes` sample by sample.
     pub file_backed_bytes: Slopes,
@@ -191,7 +247,7 @@ pub enum Parsed {
 }
 
 /// Why a retention output is unusable.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unusable {
     /// The reason, for the run's line (`samples[3]: private_bytes = "x" is not an integer within
     /// 64 bits`).
@@ -282,7 +338,7 @@ pub trait SampleValue {
 }
 
 /// The kind of a JSON number that is not an integer within `i64` or `u64`.
-fn number_kind(n: &serde_json::Number) -> &'static str {
+pub(super) fn number_kind(n: &serde_json::Number) -> &'static str {
     match n.as_f64() {
         Some(x) if x.is_finite() && x.fract() != 0.0 => "a fraction",
         // 4096.0 or 4.096e3: a whole number, but written as a float (serde_json reads it as one).
@@ -319,46 +375,6 @@ impl SampleValue for Json {
             Json::String(_) => "a string",
             Json::Array(_) => "an array",
             Json::Object(_) => "an object",
-        }
-    }
-}
-
-impl SampleValue for crate::bundle::output::Scalar {
-    fn as_str(&self) -> Option<&str> {
-        crate::bundle::output::Scalar::as_str(self)
-    }
-    fn as_integer(&self) -> Option<i128> {
-        self.as_i64()
-            .map(i128::from)
-            .or_else(|| self.as_u64().map(i128::from))
-    }
-    fn is_null(&self) -> bool {
-        matches!(self, crate::bundle::output::Scalar::Null)
-    }
-    fn as_bool(&self) -> Option<bool> {
-        crate::bundle::output::Scalar::as_bool(self)
-    }
-    fn text(&self) -> String {
-        use crate::bundle::output::Scalar;
-        match self {
-            Scalar::Null => "null".into(),
-            Scalar::Bool(b) => b.to_string(),
-            Scalar::Number(n) => n.to_string(),
-            Scalar::String(s) => Json::String(s.clone()).to_string(),
-            Scalar::LongString(n) => format!("<string of {n} bytes>"),
-            Scalar::Array(n) => format!("<array of {n}>"),
-            Scalar::Object => "<object>".into(),
-        }
-    }
-    fn kind(&self) -> &'static str {
-        use crate::bundle::output::Scalar;
-        match self {
-            Scalar::Null => "null",
-            Scalar::Bool(_) => "a boolean",
-            Scalar::Number(n) => number_kind(n),
-            Scalar::String(_) | Scalar::LongString(_) => "a string",
-            Scalar::Array(_) => "an array",
-            Scalar::Object => "an object",
         }
     }
 }
@@ -649,6 +665,11 @@ impl Accumulator {
             Phase::Closed => self.closed = Some(s),
             Phase::Loop | Phase::Other => {}
         }
+    }
+
+    /// How many samples were pushed.
+    pub fn seen(&self) -> usize {
+        self.seen
     }
 
     /// The summary, given the document's other values.
