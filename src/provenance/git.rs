@@ -151,7 +151,7 @@ fn by_git_cli(
     if let Some(b) = reuse
         && unchanged_since(b, snap)
     {
-        read_with_git2(&git_dir, &root, snap, from_status.gitlink);
+        let _ = read_with_git2(&git_dir, &root, snap, from_status.gitlink);
         snap.tracked_left_out.clone_from(&b.tracked_left_out);
         snap.untracked.clone_from(&b.untracked);
         snap.patch = b.patch.clone();
@@ -187,7 +187,7 @@ fn by_git_cli(
                 included.map(|paths| diff_tracked_spooled(root, diff_base, paths.as_deref()))
             })
         });
-        read_with_git2(git_dir, root, snap, gitlink_in_status);
+        let filemode = read_with_git2(git_dir, root, snap, gitlink_in_status);
         let (tracked_changes, counter) = match rx.recv() {
             Ok(Ok(decided)) => decided,
             Ok(Err(e)) => {
@@ -212,7 +212,7 @@ fn by_git_cli(
             new_files.sort_unstable();
             let mut out = std::io::BufWriter::new(super::patch::spool()?);
             // The base's id (HEAD, or the empty tree) names the repository's hash.
-            super::new_files::write(root, base.len(), &new_files, &mut out)?;
+            super::new_files::write(root, base.len(), filemode, &new_files, &mut out)?;
             out.into_inner().map_err(std::io::IntoInnerError::into_error)
         });
         let joined = worker.map(|w| w.join().expect("the git diff thread does not panic"));
@@ -442,9 +442,16 @@ fn spooled(
 /// with no `.gitmodules` in the working tree, no gitlink in the index and none in the status
 /// (a gitlink of HEAD's that the index does not hold shows there) there is none, and the walk is
 /// not made.
-fn read_with_git2(git_dir: &Path, root: &Path, snap: &mut Snapshot, gitlink_in_status: bool) {
+///
+/// Returns `core.filemode` (true when libgit2 cannot tell): whether git takes an untracked file's
+/// mode from its execute bit.
+fn read_with_git2(git_dir: &Path, root: &Path, snap: &mut Snapshot, gitlink_in_status: bool) -> bool {
     match Repository::open(git_dir).and_then(|r| r.set_workdir(root, false).map(|()| r)) {
         Ok(repo) => {
+            let filemode = repo
+                .config()
+                .and_then(|c| c.get_bool("core.filemode"))
+                .unwrap_or(true);
             let bits = index_bits(&repo, root);
             let gitlink_in_index = bits.as_ref().map_or(true, |b| b.gitlink);
             let gitmodules = std::fs::symlink_metadata(root.join(".gitmodules")).is_ok();
@@ -460,6 +467,7 @@ fn read_with_git2(git_dir: &Path, root: &Path, snap: &mut Snapshot, gitlink_in_s
                     e.message()
                 )),
             }
+            filemode
         }
         Err(e) => {
             snap.errors.push(format!(
@@ -467,6 +475,7 @@ fn read_with_git2(git_dir: &Path, root: &Path, snap: &mut Snapshot, gitlink_in_s
                 git_dir.display(),
                 e.message()
             ));
+            true
         }
     }
 }

@@ -25,20 +25,27 @@ const BIG_FILE_THRESHOLD: usize = 512 * 1024 * 1024;
 
 /// Writes the untracked `paths` (exact bytes, relative to `root`, in the order given) into `out`
 /// as new files; `oid_len` is the length in hex digits of the repository's object ids (40 for
-/// SHA-1, 64 for SHA-256), which names the hash of the `index` lines. Each file is read whole,
-/// one at a time (a symlink's target is its content, mode `120000`; an executable file is
-/// `100755`, as git sees the owner's execute bit).
+/// SHA-1, 64 for SHA-256), which names the hash of the `index` lines; `filemode` is the
+/// repository's `core.filemode`. Each file is read whole, one at a time (a symlink's target is
+/// its content, mode `120000`; a file is `100755` when the owner's execute bit is set and
+/// `filemode` is true, else `100644`, as git decides for a new file).
 ///
 /// # Errors
 /// I/O errors reading a file or writing `out`; libgit2's error encoding a binary file.
-pub(super) fn write(root: &Path, oid_len: usize, paths: &[&[u8]], out: &mut dyn Write) -> io::Result<()> {
+pub(super) fn write(
+    root: &Path,
+    oid_len: usize,
+    filemode: bool,
+    paths: &[&[u8]],
+    out: &mut dyn Write,
+) -> io::Result<()> {
     for &path in paths {
         let full = root.join(OsStr::from_bytes(path));
         let meta = std::fs::symlink_metadata(&full)?;
         let (mode, content) = if meta.file_type().is_symlink() {
             ("120000", std::fs::read_link(&full)?.into_os_string().into_vec())
         } else {
-            let exec = meta.permissions().mode() & 0o100 != 0;
+            let exec = filemode && meta.permissions().mode() & 0o100 != 0;
             (if exec { "100755" } else { "100644" }, std::fs::read(&full)?)
         };
         write_one(path, mode, &content, oid_len, out)?;
@@ -211,7 +218,21 @@ mod tests {
         let expected =
             run(git(root, &index).args(["diff", "--binary", "--full-index", "--no-renames", "--"]));
         let mut ours = Vec::new();
-        write(root, 40, &names, &mut ours).unwrap();
+        write(root, 40, true, &names, &mut ours).unwrap();
+        assert_eq!(String::from_utf8_lossy(&ours), String::from_utf8_lossy(&expected));
+        assert_eq!(ours, expected);
+
+        // `core.filemode=false`: git records a new executable file as 100644.
+        run(super::super::git_cli::command(root).args(["config", "core.filemode", "false"]));
+        std::fs::remove_file(&index).unwrap();
+        run(&mut add);
+        let expected =
+            run(git(root, &index).args(["diff", "--binary", "--full-index", "--no-renames", "--"]));
+        assert!(
+            String::from_utf8_lossy(&expected).contains("diff --git a/exe b/exe\nnew file mode 100644\n")
+        );
+        let mut ours = Vec::new();
+        write(root, 40, false, &names, &mut ours).unwrap();
         assert_eq!(String::from_utf8_lossy(&ours), String::from_utf8_lossy(&expected));
         assert_eq!(ours, expected);
 
@@ -219,7 +240,7 @@ mod tests {
         let bin: Vec<u8> = (0..70_000u32).map(|i| (i * 7 % 251) as u8).collect();
         std::fs::write(root.join("bin"), &bin).unwrap();
         let mut patch = Vec::new();
-        write(root, 40, &[b"bin"], &mut patch).unwrap();
+        write(root, 40, true, &[b"bin"], &mut patch).unwrap();
         let text = String::from_utf8_lossy(&patch);
         assert!(
             text.starts_with("diff --git a/bin b/bin\nnew file mode 100644\nindex "),
