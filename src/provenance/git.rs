@@ -23,7 +23,8 @@ use super::git_cli::{self, GitError, Location};
 use super::patch::{PatchBytes, PatchLimits};
 use super::worktree::{
     BundleFolders, FileFacts, TrackedChange, decide_tracked, decide_untracked, file_facts, index_bits,
-    is_excluded, operation, read_submodules, record_tracked_left_out, relative_exclusions, size_on_disk,
+    is_excluded, object_sizes, operation, read_submodules, record_tracked_left_out, relative_exclusions,
+    size_on_disk,
 };
 pub use super::worktree::{content_sha256, is_bundle_folder};
 use crate::digest::{sha256_bytes, sha256_reader};
@@ -150,7 +151,7 @@ fn by_git_cli(
     if let Some(b) = reuse
         && unchanged_since(b, snap)
     {
-        read_with_git2(&git_dir, &root, snap);
+        let _ = read_with_git2(&git_dir, &root, snap, from_status.gitlink);
         snap.tracked_left_out.clone_from(&b.tracked_left_out);
         snap.untracked.clone_from(&b.untracked);
         snap.patch = b.patch.clone();
@@ -162,24 +163,31 @@ fn by_git_cli(
         (None, true) => Some(git_cli::empty_tree(&root, None)?),
         (None, false) => None,
     };
+    // Nothing staged: `git diff` (the index to the working tree) shows what `git diff HEAD` does,
+    // and of the changed paths alone without comparing HEAD's tree with the whole index.
+    let (worktree_only, gitlink_in_status) = (from_status.worktree_only, from_status.gitlink);
     let (tracked, untracked) = std::thread::scope(|s| -> Result<_, GitError> {
         let (tx, rx) = std::sync::mpsc::channel();
-        let root = &root;
+        let (root, git_dir) = (&root, &git_dir);
         let worker = base.as_ref().map(|base| {
+            let diff_base = (!worktree_only).then_some(base.as_str());
             s.spawn(move || -> Option<std::io::Result<tempfile::NamedTempFile>> {
-                let changes = tracked_changes(root, base, from_status).map(|mut c| {
+                let changes = tracked_changes(root, git_dir, base, from_status).map(|mut c| {
                     let counter = decide_tracked(limits, &mut c);
                     (c, counter)
                 });
-                let included = changes.as_ref().ok().map(|(c, _)| included_paths(c));
+                let included = changes
+                    .as_ref()
+                    .ok()
+                    .map(|(c, _)| included_paths(c, worktree_only));
                 let _ = tx.send(changes);
                 if reuse.is_some() {
                     return None;
                 }
-                included.map(|paths| diff_tracked_spooled(root, base, paths.as_deref()))
+                included.map(|paths| diff_tracked_spooled(root, diff_base, paths.as_deref()))
             })
         });
-        read_with_git2(&git_dir, root, snap);
+        let filemode = read_with_git2(git_dir, root, snap, gitlink_in_status);
         let (tracked_changes, counter) = match rx.recv() {
             Ok(Ok(decided)) => decided,
             Ok(Err(e)) => {
@@ -193,21 +201,30 @@ fn by_git_cli(
         decide_untracked(counter, &mut snap.untracked);
         record_tracked_left_out(root, &tracked_changes, snap);
         let reused = reuse.is_some_and(|b| same_tree_record(b, snap));
-        let untracked = (base.is_some() && !reused).then(|| {
-            let new_files: Vec<&[u8]> = snap
+        let untracked = base.as_ref().filter(|_| !reused).map(|base| {
+            let mut new_files: Vec<&[u8]> = snap
                 .untracked
                 .iter()
                 .filter(|u| u.in_patch)
                 .map(|u| crate::names::bytes_of(&u.path, u.path_bytes.as_ref()))
                 .collect();
-            spooled(|out| git_cli::diff_untracked(root, head.commit.as_deref(), &new_files, out))
+            // git's order: the index's, by bytes.
+            new_files.sort_unstable();
+            let mut out = std::io::BufWriter::new(super::patch::spool()?);
+            // The base's id (HEAD, or the empty tree) names the repository's hash.
+            super::new_files::write(root, base.len(), filemode, &new_files, &mut out)?;
+            out.into_inner().map_err(std::io::IntoInnerError::into_error)
         });
         let joined = worker.map(|w| w.join().expect("the git diff thread does not panic"));
         let tracked = match (joined, &base) {
             (Some(Some(done)), _) => Some(done),
             (_, Some(base)) if !reused => {
-                let paths = included_paths(&tracked_changes);
-                Some(diff_tracked_spooled(root, base, paths.as_deref()))
+                let paths = included_paths(&tracked_changes, worktree_only);
+                Some(diff_tracked_spooled(
+                    root,
+                    (!worktree_only).then_some(base.as_str()),
+                    paths.as_deref(),
+                ))
             }
             _ => None,
         };
@@ -246,20 +263,21 @@ fn by_git_cli(
     Ok(())
 }
 
-/// The untracked files' diff failed: none of them is in working-tree.patch, so each is recorded
-/// `in-patch: false` (by size and sha256 only), with git's error in `errors` and a warning.
+/// The untracked files' patch failed (a file could not be read): none of them is in
+/// working-tree.patch, so each is recorded `in-patch: false` (by size and sha256 only), with the
+/// error in `errors` and a warning.
 fn untracked_diff_failed(snap: &mut Snapshot, e: &std::io::Error) {
     let mut left_out = Vec::new();
     for u in snap.untracked.iter_mut().filter(|u| u.in_patch) {
         u.in_patch = false;
-        u.left_out_reason = Some(format!("git could not diff it: {e}"));
+        u.left_out_reason = Some(format!("it could not be read: {e}"));
         left_out.push(u.path.clone());
     }
     snap.errors
         .push(format!("working-tree.patch: untracked files left out: {e}"));
     if !left_out.is_empty() {
         snap.warnings.push(format!(
-            "{} untracked file(s) are not in working-tree.patch because git could not diff them ({e}): recorded with their sizes and sha256 in provenance.json (`in-patch: false`): {}",
+            "{} untracked file(s) are not in working-tree.patch because they could not be read ({e}): recorded with their sizes and sha256 in provenance.json (`in-patch: false`): {}",
             left_out.len(),
             left_out.join(", ")
         ));
@@ -268,12 +286,15 @@ fn untracked_diff_failed(snap: &mut Snapshot, e: &std::io::Error) {
 
 /// The changed tracked files `git diff <base>` shows (in its path order), with their sizes in
 /// `base` and in the working tree; not yet decided (`in_patch` true). `from_status` holds what
-/// the status letters decide; `git diff --raw` is asked about the open paths only.
+/// the status letters decide; `git diff --raw` is asked about the open paths only. The HEAD sizes
+/// are read from the object store of `git_dir` in-process ([`object_sizes`]), or by
+/// `git cat-file` where libgit2 cannot read it (SHA-256).
 ///
 /// # Errors
 /// [`GitError`] when git fails.
 fn tracked_changes(
     root: &Path,
+    git_dir: &Path,
     base: &str,
     from_status: StatusChanges,
 ) -> Result<Vec<TrackedChange>, GitError> {
@@ -282,7 +303,11 @@ fn tracked_changes(
     raw.sort_by(|a, b| {
         crate::names::bytes_of(&a.path, a.raw.as_ref()).cmp(crate::names::bytes_of(&b.path, b.raw.as_ref()))
     });
-    let sizes = git_cli::blob_sizes(root, raw.iter().map(|r| r.old_oid.as_str()))?;
+    let oids: Vec<&str> = raw.iter().map(|r| r.old_oid.as_str()).collect();
+    let sizes = match object_sizes(git_dir, &oids) {
+        Some(sizes) => sizes,
+        None => git_cli::blob_sizes(root, oids.into_iter())?,
+    };
     Ok(raw
         .into_iter()
         .zip(sizes)
@@ -305,6 +330,12 @@ struct StatusChanges {
     /// The paths they leave open: changed in both the index and the working tree (the file may
     /// be back to HEAD's content), submodules, conflicts, intent-to-add entries, copies.
     open: Vec<PathBuf>,
+    /// Nothing is staged: every tracked entry is changed in the working tree only (` M`, ` T`,
+    /// ` D`) or is a submodule (left out of the patch); the index holds HEAD's content for every
+    /// path the patch shows.
+    worktree_only: bool,
+    /// Some entry is a submodule on some side (HEAD, index or working tree) or unmerged.
+    gitlink: bool,
 }
 
 impl StatusChanges {
@@ -312,9 +343,14 @@ impl StatusChanges {
     /// against HEAD, `Y` the working tree against the index; a rename `R` has its source).
     fn of(entries: &[git_cli::Entry]) -> StatusChanges {
         use std::os::unix::ffi::OsStrExt;
-        let mut out = StatusChanges::default();
+        let mut out = StatusChanges {
+            worktree_only: true,
+            ..StatusChanges::default()
+        };
         for e in entries.iter().filter(|e| e.code != "??") {
             let (x, y) = (e.code.as_bytes()[0], e.code.as_bytes()[1]);
+            out.worktree_only &= x == b' ' && (e.special || matches!(y, b'M' | b'T' | b'D'));
+            out.gitlink |= e.special;
             let head_oid = e.head_oid.clone().unwrap_or_default();
             let zeros = "0".repeat(head_oid.len().max(40));
             let change = |path: &str, raw: Option<&NameBytes>, letter: u8, oid: &str| git_cli::RawChange {
@@ -357,12 +393,15 @@ impl StatusChanges {
     }
 }
 
-/// The paths to diff when some tracked change is left out (`None`: diff everything).
-fn included_paths(changes: &[TrackedChange]) -> Option<Vec<PathBuf>> {
+/// The paths to diff (`None`: diff everything): given when some tracked change is left out, and
+/// to a diff of the working tree alone (`worktree_only`: then git looks at those paths only, not
+/// the whole tree) unless they are more than [`PATHSPEC_MOST`].
+fn included_paths(changes: &[TrackedChange], worktree_only: bool) -> Option<Vec<PathBuf>> {
     // Tracked changes come first in the patch: their decisions do not depend on the untracked
     // files, so the diff thread makes them before the status is read.
     // Nothing changed: an empty list, so that no `git diff` runs (it would print nothing).
-    (changes.is_empty() || changes.iter().any(|c| !c.in_patch)).then(|| {
+    let few = worktree_only && changes.len() <= PATHSPEC_MOST;
+    (few || changes.is_empty() || changes.iter().any(|c| !c.in_patch)).then(|| {
         changes
             .iter()
             .filter(|c| c.in_patch)
@@ -371,10 +410,15 @@ fn included_paths(changes: &[TrackedChange]) -> Option<Vec<PathBuf>> {
     })
 }
 
-/// `git diff <base>` (all of it, or `paths` only) into a new temporary file.
+/// Most changed paths a diff of the working tree alone names on its command line: git matches
+/// every index entry against every path named, so for more the whole tree is diffed.
+const PATHSPEC_MOST: usize = 1000;
+
+/// `git diff <base>` (`git diff` with no base: the index to the working tree; all of it, or
+/// `paths` only) into a new temporary file.
 fn diff_tracked_spooled(
     root: &Path,
-    base: &str,
+    base: Option<&str>,
     paths: Option<&[PathBuf]>,
 ) -> std::io::Result<tempfile::NamedTempFile> {
     spooled(|out| git_cli::diff_tracked(root, base, paths, out))
@@ -391,19 +435,39 @@ fn spooled(
 
 /// Submodules and index bits through git2, opened at the git folder git named with git's working
 /// tree (libgit2 would pick another one for a `.git` file); what fails goes to `errors`.
-fn read_with_git2(git_dir: &Path, root: &Path, snap: &mut Snapshot) {
+/// `gitlink_in_status`: a status entry is a submodule (or unmerged) on some side, HEAD's among
+/// them.
+///
+/// libgit2 finds submodules in `.gitmodules`, the index and HEAD's tree, which it walks whole;
+/// with no `.gitmodules` in the working tree, no gitlink in the index and none in the status
+/// (a gitlink of HEAD's that the index does not hold shows there) there is none, and the walk is
+/// not made.
+///
+/// Returns `core.filemode` (true when libgit2 cannot tell): whether git takes an untracked file's
+/// mode from its execute bit.
+fn read_with_git2(git_dir: &Path, root: &Path, snap: &mut Snapshot, gitlink_in_status: bool) -> bool {
     match Repository::open(git_dir).and_then(|r| r.set_workdir(root, false).map(|()| r)) {
         Ok(repo) => {
-            if let Err(e) = read_submodules(&repo, snap) {
+            let filemode = repo
+                .config()
+                .and_then(|c| c.get_bool("core.filemode"))
+                .unwrap_or(true);
+            let bits = index_bits(&repo, root);
+            let gitlink_in_index = bits.as_ref().map_or(true, |b| b.gitlink);
+            let gitmodules = std::fs::symlink_metadata(root.join(".gitmodules")).is_ok();
+            if (gitlink_in_status || gitlink_in_index || gitmodules)
+                && let Err(e) = read_submodules(&repo, snap)
+            {
                 snap.errors.push(format!("submodules: {}", e.message()));
             }
-            match index_bits(&repo, root) {
+            match bits {
                 Ok(bits) => snap.unchecked = bits.unchecked,
                 Err(e) => snap.errors.push(format!(
                     "skip-worktree and assume-unchanged bits not read: {}",
                     e.message()
                 )),
             }
+            filemode
         }
         Err(e) => {
             snap.errors.push(format!(
@@ -411,6 +475,7 @@ fn read_with_git2(git_dir: &Path, root: &Path, snap: &mut Snapshot) {
                 git_dir.display(),
                 e.message()
             ));
+            true
         }
     }
 }
@@ -703,12 +768,15 @@ mod tests {
 
         let (head, entries) = git_cli::status(root).unwrap();
         let base = head.commit.unwrap();
-        let of_status = tracked_changes(root, &base, StatusChanges::of(&entries)).unwrap();
+        let of_status =
+            tracked_changes(root, &root.join(".git"), &base, StatusChanges::of(&entries)).unwrap();
         let everything = StatusChanges {
             decided: Vec::new(),
             open: vec![PathBuf::from(".")],
+            worktree_only: false,
+            gitlink: false,
         };
-        let of_git = tracked_changes(root, &base, everything).unwrap();
+        let of_git = tracked_changes(root, &root.join(".git"), &base, everything).unwrap();
         assert!(of_git.len() >= 12, "{of_git:#?}");
         assert_eq!(of_status, of_git);
         // Only the paths changed on both sides (and the intent-to-add one) were left to git.
@@ -718,5 +786,44 @@ mod tests {
             ["mm", "mm-back", "new-ita"].map(PathBuf::from),
             "{entries:#?}"
         );
+    }
+
+    /// The submodules a capture records are those libgit2 lists from `.gitmodules`, the index and
+    /// HEAD, also when the walk of HEAD's tree is skipped: a gitlink in the index alone (no
+    /// `.gitmodules`), then in HEAD alone (removed from the index), then none.
+    #[test]
+    fn submodules_are_recorded_from_the_index_and_head_without_gitmodules() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        git(root, &["init", "-q", "-b", "main"]);
+        std::fs::write(root.join("f"), "f\n").unwrap();
+        git(root, &["add", "f"]);
+        git(root, &["commit", "-qm", "f"]);
+        let head = String::from_utf8(
+            git_cli::command(root)
+                .args(["rev-parse", "HEAD"])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap();
+        let cacheinfo = format!("160000,{},sub", head.trim());
+        git(root, &["update-index", "--add", "--cacheinfo", &cacheinfo]);
+        let libgit2 = || {
+            let mut s = Snapshot::empty();
+            read_submodules(&Repository::open(root).unwrap(), &mut s).unwrap();
+            s.submodules
+        };
+        let in_index = capture(root).submodules;
+        assert_eq!(in_index.len(), 1, "{in_index:#?}");
+        assert_eq!(in_index, libgit2());
+        git(root, &["commit", "-qm", "gitlink"]);
+        git(root, &["rm", "-q", "--cached", "sub"]);
+        let in_head = capture(root).submodules;
+        assert_eq!(in_head.len(), 1, "{in_head:#?}");
+        assert_eq!(in_head, libgit2());
+        git(root, &["commit", "-qm", "no gitlink"]);
+        assert!(capture(root).submodules.is_empty());
+        assert!(libgit2().is_empty());
     }
 }

@@ -548,27 +548,30 @@ const DIFF_OPTIONS: &[&str] = &[
 const PATHS_PER_COMMAND_BYTES: usize = 256 * 1024;
 
 /// `git diff <base> --binary` in `root`: the working tree against `base` (HEAD, or the empty
-/// tree for an unborn HEAD) through the index, as [`DIFF_OPTIONS`] fix it, written by git straight
-/// into `out` (appended at its offset). With `paths`, only those (literal paths, relative to the
-/// root, in git's order: the output is the same bytes as the whole diff restricted to them), in as
-/// many runs as the command line needs; an empty list writes nothing.
+/// tree for an unborn HEAD) through the index, or with no `base` the working tree against the
+/// index, as [`DIFF_OPTIONS`] fix it, written by git straight into `out` (appended at its
+/// offset). With `paths`, only those (literal paths, relative to the root, in git's order: the
+/// output is the same bytes as the whole diff restricted to them), in as many runs as the command
+/// line needs; an empty list writes nothing.
 ///
 /// # Errors
 /// [`GitError`] when git fails or `out` cannot be handed to it.
 pub(super) fn diff_tracked(
     root: &Path,
-    base: &str,
+    base: Option<&str>,
     paths: Option<&[PathBuf]>,
     out: &File,
 ) -> Result<(), GitError> {
     let Some(paths) = paths else {
         let mut args: Vec<&str> = DIFF_OPTIONS.to_vec();
-        args.extend([base, "--"]);
+        args.extend(base);
+        args.push("--");
         return run_into(command(root).args(&args), &args, out);
     };
     let mut args: Vec<&str> = vec!["--literal-pathspecs"];
     args.extend(DIFF_OPTIONS);
-    args.extend([base, "--"]);
+    args.extend(base);
+    args.push("--");
     for chunk in chunks(paths) {
         run_into(command(root).args(&args).args(chunk), &args, out)?;
     }
@@ -765,112 +768,6 @@ pub(super) fn empty_tree(root: &Path, head: Option<&str>) -> Result<String, GitE
         k.push((root.to_path_buf(), id.clone()));
     }
     Ok(id)
-}
-
-/// The untracked files `paths` (relative to `root`) as new files, in the format of `git diff`:
-/// they are marked intent-to-add (`git add -N`) in a temporary index holding nothing else, then
-/// `git diff --binary` (index to working tree) shows them whole. Their exact bytes are shown:
-/// attributes are read from the empty tree (`GIT_ATTR_SOURCE`, git 2.40 and later; older git
-/// reads them as usual), `core.attributesFile` and `core.autocrlf` are off, so no clean filter or
-/// end-of-line conversion applies, and `git apply` writes the same bytes back. The repository's
-/// own index is not touched; no object is written. git writes the diff straight into `out`.
-///
-/// # Errors
-/// [`GitError`] when git fails or the temporary index cannot be made.
-pub(super) fn diff_untracked(
-    root: &Path,
-    head: Option<&str>,
-    paths: &[&[u8]],
-    out: &File,
-) -> Result<(), GitError> {
-    if paths.is_empty() {
-        return Ok(());
-    }
-    let io_err = |what: &str, source: io::Error| GitError::Spawn {
-        args: what.to_owned(),
-        source,
-    };
-    let tmp = tempfile::Builder::new()
-        .prefix("hwr-exp-index-")
-        .tempdir()
-        .map_err(|e| io_err("(temporary index folder)", e))?;
-    let index = tmp.path().join("index");
-    let empty = empty_tree(root, head)?;
-    // `--sparse`: untracked files outside a sparse checkout's patterns are added too (git 2.34
-    // and later; older git is asked again without it).
-    let with_sparse = [
-        "--literal-pathspecs",
-        "add",
-        "--sparse",
-        "-N",
-        "--pathspec-from-file=-",
-        "--pathspec-file-nul",
-    ];
-    match add_intent(root, &index, &with_sparse, paths) {
-        Err(GitError::Failed { stderr, .. }) if stderr.contains("unknown option") => {
-            let plain: Vec<&str> = with_sparse.iter().copied().filter(|a| *a != "--sparse").collect();
-            add_intent(root, &index, &plain, paths)?;
-        }
-        other => other?,
-    }
-    let mut args: Vec<&str> = vec![
-        "--literal-pathspecs",
-        "-c",
-        "core.attributesFile=/dev/null",
-        "-c",
-        "core.autocrlf=false",
-    ];
-    args.extend(DIFF_OPTIONS);
-    args.push("--");
-    run_into(
-        command(root)
-            .args(&args)
-            .env("GIT_INDEX_FILE", &index)
-            .env("GIT_ATTR_SOURCE", &empty),
-        &args,
-        out,
-    )
-}
-
-/// `git <args>` (an `add -N` reading NUL-separated paths from stdin) with `GIT_INDEX_FILE=index`,
-/// fed `paths`.
-///
-/// # Errors
-/// [`GitError`] when git cannot be run or fails.
-fn add_intent(root: &Path, index: &Path, args: &[&str], paths: &[&[u8]]) -> Result<(), GitError> {
-    let spawn_err = |source: io::Error| {
-        if source.kind() == io::ErrorKind::NotFound {
-            GitError::NotFound
-        } else {
-            GitError::Spawn {
-                args: args.join(" "),
-                source,
-            }
-        }
-    };
-    let mut child = command(root)
-        .args(args)
-        .env("GIT_INDEX_FILE", index)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(spawn_err)?;
-    let mut stdin = child.stdin.take().expect("stdin is piped");
-    let fed = paths.iter().try_for_each(|p| {
-        stdin.write_all(p)?;
-        stdin.write_all(b"\0")
-    });
-    drop(stdin);
-    let out = child.wait_with_output().map_err(spawn_err)?;
-    if !out.status.success() {
-        return Err(GitError::Failed {
-            args: args.join(" "),
-            status: out.status.to_string(),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-        });
-    }
-    fed.map_err(spawn_err)
 }
 
 #[cfg(test)]

@@ -98,6 +98,36 @@ pub(super) fn record_tracked_left_out(root: &Path, tracked: &[TrackedChange], sn
     }
 }
 
+/// The sizes of the objects `oids` as the headers in the object store of the git folder `git_dir`
+/// give them (libgit2: loose objects and packs, the alternates they name; no content is
+/// inflated), in the same order; `None` for an id of zeros or a missing object. `None` as a whole
+/// when libgit2 cannot open the store or an id is not a SHA-1 id (libgit2 reads SHA-1 stores
+/// only): git is asked then. The store is opened by its folder, so repositories libgit2 refuses
+/// for their configuration (reftable references) are read too.
+pub(super) fn object_sizes(git_dir: &Path, oids: &[&str]) -> Option<Vec<Option<u64>>> {
+    let zero = |o: &str| o.bytes().all(|b| b == b'0');
+    if oids.iter().any(|o| !zero(o) && o.len() != 40) {
+        return None;
+    }
+    // A linked worktree's git folder names the common one, which holds the objects.
+    let common = std::fs::read_to_string(git_dir.join("commondir")).map_or_else(
+        |_| git_dir.to_path_buf(),
+        |c| git_dir.join(c.trim_end_matches('\n')),
+    );
+    let objects = common.join("objects");
+    let odb = git2::Odb::new().ok()?;
+    odb.add_disk_alternate(objects.to_str()?).ok()?;
+    oids.iter()
+        .map(|o| {
+            if zero(o) {
+                return Some(None);
+            }
+            let id = git2::Oid::from_str(o).ok()?;
+            Some(odb.read_header(id).ok().map(|(size, _)| size as u64))
+        })
+        .collect()
+}
+
 /// The operation in progress in the git folder `git_dir`, by the marker files git itself reads
 /// for `git status`: `am` (rebase-apply/applying), `rebase` (rebase-merge/ or rebase-apply/),
 /// `merge` (MERGE_HEAD), `cherry-pick` (CHERRY_PICK_HEAD), `revert` (REVERT_HEAD), `bisect`
@@ -327,6 +357,8 @@ pub(super) struct IndexBits {
     pub hidden: Vec<String>,
     /// Paths added with `git add -N`.
     pub intent_to_add: Vec<String>,
+    /// Some entry is a gitlink (a submodule's commit).
+    pub gitlink: bool,
 }
 
 /// Reads the index bits of `repo` (git2 index, one lstat per flagged entry).
@@ -336,8 +368,13 @@ pub(super) fn index_bits(repo: &Repository, root: &Path) -> Result<IndexBits, gi
     for entry in index.iter() {
         let skip = entry.flags_extended & SKIP_WORKTREE != 0;
         let assume = entry.flags & ASSUME_UNCHANGED != 0;
+        let ita = entry.flags_extended & INTENT_TO_ADD != 0;
+        bits.gitlink |= entry.mode == 0o160000;
+        if !skip && !assume && !ita {
+            continue;
+        }
         let path = String::from_utf8_lossy(&entry.path).into_owned();
-        if entry.flags_extended & INTENT_TO_ADD != 0 {
+        if ita {
             bits.intent_to_add.push(path.clone());
         }
         if !skip && !assume {
