@@ -191,7 +191,7 @@ fn executor_override(manifest: &mut manifest::Manifest, kind: hwr_exp::choices::
 /// `hwr-exp wait BUNDLE`: attach to a detached Slurm bundle, then as `run`.
 fn wait(args: &WaitArgs) -> Result<i32, Failure> {
     let signals = interrupt_handlers(SecondSignal::Exit(exit_codes::INTERRUPTED))?;
-    let report = archive::engine::of_dir(&args.bundle)
+    let report = archive::engines::of_dir(&args.bundle)
         .and_then(|engine| engine.wait(&args.bundle, args.quiet, signals.cancel_flag()))
         .map_err(archive_failure)?;
     Ok(ui::finished(&report, args.quiet))
@@ -199,7 +199,7 @@ fn wait(args: &WaitArgs) -> Result<i32, Failure> {
 
 /// `hwr-exp cancel BUNDLE`: cancel its Slurm arrays; the bundle ends interrupted.
 fn cancel(args: &CancelArgs) -> Result<i32, Failure> {
-    let cancelled = archive::engine::of_dir(&args.bundle)
+    let cancelled = archive::engines::of_dir(&args.bundle)
         .and_then(|engine| engine.cancel(&args.bundle))
         .map_err(archive_failure)?;
     ui::cancelled(&args.bundle, &cancelled);
@@ -220,7 +220,7 @@ fn task(args: &TaskArgs) -> Result<i32, Failure> {
 /// Ray task) before the run finished.
 fn indexed_task(bundle: &Path, index: usize) -> Result<i32, Failure> {
     let signals = interrupt_handlers(SecondSignal::SetFlag)?;
-    let end = archive::engine::task(bundle, index, &ProcessLauncher::new(), signals.cancel_flag())
+    let end = archive::engines::task(bundle, index, &ProcessLauncher::new(), signals.cancel_flag())
         .map_err(archive_failure)?;
     Ok(match end {
         hwr_exp::runner::backend::slurm::task::TaskEnd::Stopped

@@ -18,6 +18,7 @@
 
 pub mod bisect;
 pub mod engine;
+pub mod engines;
 pub mod list;
 pub mod locate;
 pub mod ray;
