@@ -168,6 +168,11 @@ const NOT_CAUGHT: &[(&str, &str)] = &[
         "slurm keys against kind = \"local\"",
     ),
     ("executor-empty-partition.toml", "empty partition name"),
+    ("executor-kubernetes-empty-image.toml", "empty image name"),
+    (
+        "executor-ray-address-with-space.toml",
+        "white space inside an address",
+    ),
     // Editors hand TOML datetimes to the schema as strings; `1979-05-27` matches the name
     // pattern. hwr-exp's own validator sees the datetime type.
     ("wrong-type-name-datetime.toml", "datetime seen as a string"),
