@@ -7,14 +7,15 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
+use std::time::Duration;
 
 use hwr_exp::bundle::output_summary::{OutputSource, summarize};
 use hwr_exp::bundle::{
-    BUNDLE_FORMAT, BundleInfo, BundleStatus, EnvChanges, Outcome, OutputCheck, PlanFile, PlannedRunRecord,
-    RunRecord, files,
+    BUNDLE_FORMAT, BundleInfo, BundleStatus, Outcome, OutputCheck, PlanFile, RunRecord, files,
 };
 use hwr_exp::exec::Termination;
-use hwr_exp::manifest::{Order, OutputFormat, Value};
+use hwr_exp::manifest::{EnvPolicy, Order, OutputFormat, Value};
+use hwr_exp::plan::{PlannedRun, RunEnv};
 
 /// What to generate.
 #[derive(Debug, Clone)]
@@ -155,15 +156,14 @@ pub fn write_bundle(dir: &Path, s: &Synth) -> std::io::Result<()> {
         for (mi, mode) in s.modes.iter().enumerate() {
             for &el in &s.sizes {
                 let index = planned.len();
-                let cell: BTreeMap<String, Value> = [
+                let cell = vec![
                     ("mode".to_string(), Value::Str(mode.clone())),
                     ("elements".to_string(), Value::Int(el)),
-                ]
-                .into();
+                ];
                 planned.push((
                     mi,
                     el,
-                    PlannedRunRecord {
+                    PlannedRun {
                         run_id: format!("{index:04}-{mode}-{el}-r{rep}"),
                         index,
                         cell,
@@ -179,15 +179,16 @@ pub fn write_bundle(dir: &Path, s: &Synth) -> std::io::Result<()> {
                         ],
                         workdir: "/work/exp".into(),
                         output: format!("{mode}-{el}-{rep}.json"),
-                        env: EnvChanges {
-                            policy: "inherit".into(),
+                        env: RunEnv {
+                            policy: EnvPolicy::Inherit,
                             set: vec![("CUDA_VISIBLE_DEVICES".into(), String::new())],
                             unset: vec![],
                         },
                         cpus: vec![0],
-                        timeout_seconds: Some(120.0),
-                        grace_seconds: 5.0,
+                        timeout: Some(Duration::from_secs(120)),
+                        grace: Duration::from_secs(5),
                         allocator: None,
+                        environment: None,
                     },
                 ));
             }
@@ -256,10 +257,10 @@ pub fn write_bundle(dir: &Path, s: &Synth) -> std::io::Result<()> {
             format: BUNDLE_FORMAT,
             run_id: p.run_id.clone(),
             index: p.index,
-            cell: p.cell.clone(),
+            cell: p.cell.iter().cloned().collect(),
             repetition: p.repetition,
             argv: p.argv.clone(),
-            workdir: p.workdir.clone(),
+            workdir: p.workdir.display().to_string(),
             env: p.env.clone(),
             cpus_requested: vec![0],
             cpus_effective: Some(vec![0]),

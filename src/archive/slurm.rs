@@ -60,7 +60,10 @@ pub fn recorded_rounds(bundle: &Bundle, plan: &mut Plan) -> Result<(), ArchiveEr
     let mut runs = Some(Vec::new());
     for r in bundle.planned_runs()? {
         let r = r?;
-        match (runs.as_mut(), cells.get(&cell_key(r.cell.iter()))) {
+        match (
+            runs.as_mut(),
+            cells.get(&cell_key(r.cell.iter().map(|(k, v)| (k, v)))),
+        ) {
             (Some(v), Some(&c)) => v.push((c, r.repetition)),
             _ => runs = None,
         }

@@ -440,150 +440,6 @@ pub struct SlurmTaskIds {
     pub array_task_id: Option<u32>,
 }
 
-/// Environment changes a run gets relative to the policy's base environment; only these are
-/// recorded, never the whole environment.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub struct EnvChanges {
-    /// `inherit` or `clean`.
-    pub policy: String,
-    /// Variables set (manifest `env`, `CUDA_VISIBLE_DEVICES`, `HWR_*`), in the order applied.
-    pub set: Vec<(String, String)>,
-    /// Variables removed (`env-unset`).
-    pub unset: Vec<String>,
-}
-
-/// One entry of plan.json's `runs`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub struct PlannedRunRecord {
-    /// Unique, file-name-safe id: zero-padded index + cell values + repetition.
-    pub run_id: String,
-    /// 0-based position in the plan.
-    pub index: usize,
-    /// Matrix values of the run's cell, keyed by matrix key.
-    pub cell: BTreeMap<String, Value>,
-    /// 1-based repetition.
-    pub repetition: u32,
-    /// The argv as executed (`["/bin/sh", "-c", text]` for `shell`).
-    pub argv: Vec<String>,
-    /// Absolute working directory.
-    pub workdir: String,
-    /// File name the run's stdout is saved under, inside the run folder.
-    pub output: String,
-    /// Environment changes.
-    pub env: EnvChanges,
-    /// CPUs the run is pinned to.
-    pub cpus: Vec<usize>,
-    /// Whole-run timeout in seconds; `None` = none.
-    pub timeout_seconds: Option<f64>,
-    /// SIGTERM-to-SIGKILL grace in seconds.
-    pub grace_seconds: f64,
-    /// `[isolation] allocator` of the run (its `LD_PRELOAD` is in `env`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub allocator: Option<String>,
-}
-
-/// What says which run a record is, and its output's name: a plan.json `runs` entry as a reader
-/// takes it ([`crate::bundle::read::Bundle::planned_runs_as`]), and a run.json ([`RunRecord`]).
-pub trait PlanEntry: serde::de::DeserializeOwned + Send + 'static {
-    /// `run-id`.
-    fn run_id(&self) -> &str;
-    /// `index`.
-    fn index(&self) -> usize;
-    /// `repetition`.
-    fn repetition(&self) -> u32;
-    /// `cell`.
-    fn cell(&self) -> &BTreeMap<String, Value>;
-    /// `output`.
-    fn output(&self) -> &str;
-}
-
-/// A plan.json `runs` entry as a report reads it: which run it is and its output's name, kept;
-/// the rest (argv, environment, CPUs, ...) checked as [`PlannedRunRecord`] checks it, with the
-/// same errors, but not kept, so that reading a 100,000-run plan allocates a few strings per run
-/// instead of twenty.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(rename = "PlannedRunRecord", rename_all = "kebab-case")]
-pub struct PlannedRunBrief {
-    /// `run-id`.
-    pub run_id: String,
-    /// 0-based position in the plan.
-    pub index: usize,
-    /// Matrix values of the run's cell, keyed by matrix key.
-    pub cell: BTreeMap<String, Value>,
-    /// 1-based repetition.
-    pub repetition: u32,
-    /// File name the run's stdout is saved under, inside the run folder.
-    pub output: String,
-    #[serde(rename = "argv")]
-    _argv: Vec<checked::Str>,
-    #[serde(rename = "workdir")]
-    _workdir: checked::Str,
-    #[serde(rename = "env")]
-    _env: checked::EnvChanges,
-    #[serde(rename = "cpus")]
-    _cpus: Vec<checked::Usize>,
-    #[serde(rename = "timeout-seconds")]
-    _timeout_seconds: Option<f64>,
-    #[serde(rename = "grace-seconds")]
-    _grace_seconds: f64,
-    #[serde(rename = "allocator", default)]
-    _allocator: Option<checked::Str>,
-}
-
-/// Values checked as the record types read them, with the same errors, and not kept: each is
-/// zero-sized (a `Vec` of them allocates nothing).
-mod checked {
-    use std::fmt;
-
-    use serde::Deserialize;
-    use serde::de::{self, Visitor};
-
-    /// A string, as `String` reads one.
-    #[derive(Debug, Clone, PartialEq)]
-    pub struct Str;
-
-    impl<'de> Deserialize<'de> for Str {
-        fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Str, D::Error> {
-            struct StrVisitor;
-            impl Visitor<'_> for StrVisitor {
-                type Value = Str;
-                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                    // String's own words.
-                    f.write_str("a string")
-                }
-                fn visit_str<E: de::Error>(self, _: &str) -> Result<Str, E> {
-                    Ok(Str)
-                }
-            }
-            d.deserialize_string(StrVisitor)
-        }
-    }
-
-    /// A `usize`, as `usize` reads one.
-    #[derive(Debug, Clone, PartialEq)]
-    pub struct Usize;
-
-    impl<'de> Deserialize<'de> for Usize {
-        fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Usize, D::Error> {
-            usize::deserialize(d).map(|_| Usize)
-        }
-    }
-
-    /// [`super::EnvChanges`], checked.
-    #[derive(Debug, Clone, PartialEq, Deserialize)]
-    #[serde(rename = "EnvChanges", rename_all = "kebab-case")]
-    pub struct EnvChanges {
-        #[serde(rename = "policy")]
-        _policy: Str,
-        #[serde(rename = "set")]
-        _set: Vec<(Str, Str)>,
-        #[serde(rename = "unset")]
-        _unset: Vec<Str>,
-    }
-}
-
 /// plan.json's fields other than `runs` (read by [`crate::bundle::read::Bundle::plan_header`]
 /// without reading the runs).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -625,7 +481,7 @@ pub struct PlanFile {
     /// External sampling period in seconds; `None` = off.
     pub sample_interval_seconds: Option<f64>,
     /// Every run in execution order.
-    pub runs: Vec<PlannedRunRecord>,
+    pub runs: Vec<crate::plan::PlannedRun>,
 }
 
 /// Result of checking a run's stdout.
@@ -661,7 +517,7 @@ pub struct RunRecord {
     /// Working directory.
     pub workdir: String,
     /// Environment changes.
-    pub env: EnvChanges,
+    pub env: crate::plan::RunEnv,
     /// CPUs requested.
     pub cpus_requested: Vec<usize>,
     /// CPUs the child was allowed on, read back after its exec (`sched_getaffinity(pid)`, what
@@ -774,29 +630,6 @@ pub struct RunRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<Summary>,
 }
-
-macro_rules! plan_entry {
-    ($($t:ty),*) => {$(
-        impl PlanEntry for $t {
-            fn run_id(&self) -> &str {
-                &self.run_id
-            }
-            fn index(&self) -> usize {
-                self.index
-            }
-            fn repetition(&self) -> u32 {
-                self.repetition
-            }
-            fn cell(&self) -> &BTreeMap<String, Value> {
-                &self.cell
-            }
-            fn output(&self) -> &str {
-                &self.output
-            }
-        }
-    )*};
-}
-plan_entry!(PlannedRunRecord, PlannedRunBrief, RunRecord);
 
 fn first_attempt() -> u32 {
     1

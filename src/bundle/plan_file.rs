@@ -1,16 +1,17 @@
 //! plan.json (DESIGN 5): built from a [`Plan`] and streamed one run at a time, and the part of
 //! the bundle's layout that planning needs ([`RUN_FOLDER_LAYOUT`]).
 //!
-//! The plan knows nothing of the bundle; the bundle builds its records ([`PlanFile`],
-//! [`PlannedRunRecord`], [`EnvChanges`]) from the plan.
+//! The plan knows nothing of the bundle; its runs ([`PlannedRun`]) are plan.json's entries as
+//! they are, and the bundle writes the file around them ([`PlanFile`]'s shape).
 
 use std::io::{self, Write};
 
 #[cfg(doc)]
 use super::format::PlanFile;
-use super::format::{BUNDLE_FORMAT, EnvChanges, PlannedRunRecord, files};
-use crate::manifest::EnvPolicy;
-use crate::plan::{Plan, PlannedRun, RunEnv, RunFolderLayout};
+use super::format::{BUNDLE_FORMAT, files};
+#[cfg(doc)]
+use crate::plan::PlannedRun;
+use crate::plan::{Plan, RunFolderLayout};
 
 /// Where run folders live in a bundle (`runs/`) and the files the runner writes into each
 /// (`run.json`, `stderr.log`, `memory.jsonl`), for [`crate::plan::PlanContext::layout`].
@@ -18,40 +19,6 @@ pub const RUN_FOLDER_LAYOUT: RunFolderLayout = RunFolderLayout {
     runs: files::RUNS,
     reserved: &[files::RUN, files::STDERR, files::MEMORY, files::MAPPINGS],
 };
-
-impl From<&RunEnv> for EnvChanges {
-    /// The recorded form of a run's environment changes: the policy as `inherit` or `clean`.
-    fn from(env: &RunEnv) -> EnvChanges {
-        EnvChanges {
-            policy: match env.policy {
-                EnvPolicy::Inherit => "inherit".into(),
-                EnvPolicy::Clean => "clean".into(),
-            },
-            set: env.set.clone(),
-            unset: env.unset.clone(),
-        }
-    }
-}
-
-impl PlannedRunRecord {
-    /// The plan.json entry of `run`, a run of `plan` (which gives the timeout and grace).
-    pub fn from_run(plan: &Plan, run: &PlannedRun) -> PlannedRunRecord {
-        PlannedRunRecord {
-            run_id: run.run_id.clone(),
-            index: run.index,
-            cell: run.cell.iter().cloned().collect(),
-            repetition: run.repetition,
-            argv: run.argv.clone(),
-            workdir: run.workdir.display().to_string(),
-            output: run.output.clone(),
-            env: EnvChanges::from(&run.env),
-            cpus: run.cpus.clone(),
-            timeout_seconds: plan.timeout.map(|d| d.as_secs_f64()),
-            grace_seconds: plan.grace.as_secs_f64(),
-            allocator: run.allocator.as_ref().map(|a| a.name.clone()),
-        }
-    }
-}
 
 /// A value written as compact JSON through `dyn` (serde's trait is not object safe).
 mod erased {
@@ -66,34 +33,6 @@ mod erased {
             serde_json::to_writer(out, self).map_err(io::Error::from)
         }
     }
-}
-
-/// One plan.json run entry, borrowed from the [`PlannedRun`] (the fields and their order of
-/// [`PlannedRunRecord`]): writing it clones nothing.
-#[derive(serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-struct RunEntry<'a> {
-    run_id: &'a str,
-    index: usize,
-    cell: std::collections::BTreeMap<&'a str, &'a crate::manifest::Value>,
-    repetition: u32,
-    argv: &'a [String],
-    workdir: std::borrow::Cow<'a, str>,
-    output: &'a str,
-    env: EnvEntry<'a>,
-    cpus: &'a [usize],
-    timeout_seconds: Option<f64>,
-    grace_seconds: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    allocator: Option<&'a str>,
-}
-
-/// [`EnvChanges`], borrowed.
-#[derive(serde::Serialize)]
-struct EnvEntry<'a> {
-    policy: &'static str,
-    set: &'a [(String, String)],
-    unset: &'a [String],
 }
 
 /// Writes plan.json (the shape of [`PlanFile`]) to `out`, one run at a time, so writing does not
@@ -121,32 +60,9 @@ pub fn write_plan_json(plan: &Plan, out: impl Write) -> io::Result<()> {
         &plan.sample_interval.map(|d| d.as_secs_f64()),
     )?;
     out.write_all(b",\"runs\":[")?;
-    let timeout_seconds = plan.timeout.map(|d| d.as_secs_f64());
-    let grace_seconds = plan.grace.as_secs_f64();
     for (i, run) in plan.runs().enumerate() {
         out.write_all(if i == 0 { b"\n" } else { b",\n" })?;
-        let entry = RunEntry {
-            run_id: &run.run_id,
-            index: run.index,
-            cell: run.cell.iter().map(|(k, v)| (k.as_str(), v)).collect(),
-            repetition: run.repetition,
-            argv: &run.argv,
-            workdir: run.workdir.to_string_lossy(),
-            output: &run.output,
-            env: EnvEntry {
-                policy: match run.env.policy {
-                    EnvPolicy::Inherit => "inherit",
-                    EnvPolicy::Clean => "clean",
-                },
-                set: &run.env.set,
-                unset: &run.env.unset,
-            },
-            cpus: &run.cpus,
-            timeout_seconds,
-            grace_seconds,
-            allocator: run.allocator.as_ref().map(|a| a.name.as_str()),
-        };
-        serde_json::to_writer(&mut out, &entry).map_err(io::Error::from)?;
+        serde_json::to_writer(&mut out, &run).map_err(io::Error::from)?;
     }
     out.write_all(b"\n]}\n")?;
     out.flush()
@@ -169,11 +85,49 @@ mod tests {
         let file: PlanFile = serde_json::from_slice(&out).unwrap();
         assert_eq!(file.runs.len(), 8);
         assert_eq!(file.runs[7].run_id, "007-reuse-64-r2");
-        assert_eq!(file.runs[7].cell.get("elements"), Some(&Value::Int(64)));
+        assert_eq!(
+            file.runs[7].cell,
+            [
+                ("mode".to_string(), Value::Str("reuse".into())),
+                ("elements".to_string(), Value::Int(64))
+            ]
+        );
         assert_eq!(file.matrix_keys, ["mode", "elements"]);
-        assert_eq!(file.runs[0].timeout_seconds, Some(120.0));
-        assert_eq!(file.runs[0].env.policy, "inherit");
+        assert_eq!(file.runs[0].timeout, Some(std::time::Duration::from_secs(120)));
+        assert_eq!(file.runs[0].env.policy, crate::manifest::EnvPolicy::Inherit);
         assert_eq!(file.sample_interval_seconds, Some(0.1));
+        // Each entry reads back as the run the plan renders: the one declaration both ways.
+        for (i, read) in file.runs.iter().enumerate() {
+            assert_eq!(*read, plan.run(i), "run {i}");
+        }
+    }
+
+    /// An allocator is written as its name and read back as that name alone; the keys of a
+    /// cell keep the manifest's order, and a key given twice is refused.
+    #[test]
+    fn an_entry_keeps_what_plan_json_records_and_refuses_a_key_twice() {
+        let m = size_compare();
+        let mut run = expand(&m, &ctx()).unwrap().run(3);
+        run.allocator = Some(crate::plan::Allocator {
+            name: "jemalloc".into(),
+            path: Some("/usr/lib/libjemalloc.so.2".into()),
+            sha256: Some("ab".into()),
+        });
+        let text = serde_json::to_string(&run).unwrap();
+        assert!(text.contains(r#""allocator":"jemalloc""#), "{text}");
+        assert!(text.find(r#""mode""#) < text.find(r#""elements""#), "{text}");
+        let back: crate::plan::PlannedRun = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            back.allocator
+                .as_ref()
+                .map(|a| (a.name.as_str(), a.path.is_none())),
+            Some(("jemalloc", true))
+        );
+        let twice = text.replacen(r#""elements":"#, r#""mode":"x","elements":"#, 1);
+        let err = serde_json::from_str::<crate::plan::PlannedRun>(&twice).unwrap_err();
+        assert!(err.to_string().contains("matrix key `mode` given twice"), "{err}");
+        let negative = text.replacen(r#""grace-seconds":"#, r#""grace-seconds":-"#, 1);
+        assert!(serde_json::from_str::<crate::plan::PlannedRun>(&negative).is_err());
     }
 
     #[test]

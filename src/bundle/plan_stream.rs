@@ -9,17 +9,18 @@ use std::path::{Path, PathBuf};
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use super::read_error::{ReadError, checked_name, io_error, json_error};
-use crate::bundle::format::{BUNDLE_FORMAT, PlanEntry, PlanHeader};
+use crate::bundle::format::{BUNDLE_FORMAT, PlanHeader};
+use crate::plan::PlannedRun;
 
 /// Called with each run; `false` stops the reading (the receiver is gone).
-pub(super) type OnRun<'a, R> = &'a mut dyn FnMut(R) -> bool;
+pub(super) type OnRun<'a> = &'a mut dyn FnMut(PlannedRun) -> bool;
 
 /// The message of the error that stops the parser on purpose.
 const STOP: &str = "hwr-exp: stop reading plan.json";
 
-struct Seed<'a, 'b, 'm, R> {
+struct Seed<'a, 'b, 'm> {
     path: &'b Path,
-    on_run: Option<OnRun<'a, R>>,
+    on_run: Option<OnRun<'a>>,
     /// An error of ours (newer format, unsafe name) that stopped the parser.
     error: &'b mut Option<ReadError>,
     /// What has been read so far (kept when the parser is stopped).
@@ -118,14 +119,14 @@ impl Fields {
     }
 }
 
-impl<'de, R: PlanEntry> DeserializeSeed<'de> for Seed<'_, '_, '_, R> {
+impl<'de> DeserializeSeed<'de> for Seed<'_, '_, '_> {
     type Value = ();
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_map(self)
     }
 }
 
-impl<'de, R: PlanEntry> Visitor<'de> for Seed<'_, '_, '_, R> {
+impl<'de> Visitor<'de> for Seed<'_, '_, '_> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -174,21 +175,21 @@ impl<'de, R: PlanEntry> Visitor<'de> for Seed<'_, '_, '_, R> {
     }
 }
 
-struct RunsSeed<'a, 'b, 'm, R> {
+struct RunsSeed<'a, 'b, 'm> {
     path: &'b Path,
-    on_run: &'a mut dyn FnMut(R) -> bool,
+    on_run: &'a mut dyn FnMut(PlannedRun) -> bool,
     error: &'b mut Option<ReadError>,
     progress: &'b mut Progress<'m>,
 }
 
-impl<'de, R: PlanEntry> DeserializeSeed<'de> for RunsSeed<'_, '_, '_, R> {
+impl<'de> DeserializeSeed<'de> for RunsSeed<'_, '_, '_> {
     type Value = ();
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_seq(self)
     }
 }
 
-impl<'de, R: PlanEntry> Visitor<'de> for RunsSeed<'_, '_, '_, R> {
+impl<'de> Visitor<'de> for RunsSeed<'_, '_, '_> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -203,7 +204,7 @@ impl<'de, R: PlanEntry> Visitor<'de> for RunsSeed<'_, '_, '_, R> {
                     let Some(text) = seq.next_element::<&'de serde_json::value::RawValue>()? else {
                         break;
                     };
-                    let Ok(run) = serde_json::from_str::<R>(text.get()) else {
+                    let Ok(run) = serde_json::from_str::<PlannedRun>(text.get()) else {
                         // The streamed pass says what is wrong, where, in the file's terms.
                         self.progress.retry = true;
                         return Err(de::Error::custom(STOP));
@@ -211,7 +212,7 @@ impl<'de, R: PlanEntry> Visitor<'de> for RunsSeed<'_, '_, '_, R> {
                     mapped.parsed_up_to(text.get().as_ptr());
                     run
                 }
-                None => match seq.next_element::<R>()? {
+                None => match seq.next_element::<PlannedRun>()? {
                     Some(run) => run,
                     None => break,
                 },
@@ -221,19 +222,18 @@ impl<'de, R: PlanEntry> Visitor<'de> for RunsSeed<'_, '_, '_, R> {
                 i += 1;
                 continue;
             }
-            let checked = checked_name(self.path, run.run_id(), || format!("runs[{i}].run-id"))
-                .and_then(|()| checked_name(self.path, run.output(), || format!("runs[{i}].output")))
+            let checked = checked_name(self.path, &run.run_id, || format!("runs[{i}].run-id"))
+                .and_then(|()| checked_name(self.path, &run.output, || format!("runs[{i}].output")))
                 .and_then(|()| {
                     // A run's index is its place in the plan: a repeated or moved entry
                     // would be reported twice, or as another run.
-                    (run.index() == i)
+                    (run.index == i)
                         .then_some(())
                         .ok_or_else(|| ReadError::NotAsPlanned {
                             path: self.path.to_path_buf(),
                             what: format!(
                                 "runs[{i}] ({}) has index {}: a run's index is its place in runs",
-                                run.run_id(),
-                                run.index()
+                                &run.run_id, run.index
                             ),
                         })
                 });
@@ -267,11 +267,7 @@ fn newer(path: &Path, found: u64) -> ReadError {
 /// meets an error it does not say itself (anything but a newer format or a name or index of
 /// ours), the file is read again streamed, as a smaller one is, the runs already handed over
 /// skipped, so that every error is the streamed parser's, with its line and column.
-pub(super) fn read<E: PlanEntry>(
-    path: &Path,
-    file: File,
-    mut on_run: Option<OnRun<'_, E>>,
-) -> Result<PlanHeader, ReadError> {
+pub(super) fn read(path: &Path, file: File, mut on_run: Option<OnRun<'_>>) -> Result<PlanHeader, ReadError> {
     let path: PathBuf = path.to_path_buf();
     let mut skip = 0;
     if let Some(mapped) = Mapped::of(&file) {
@@ -282,7 +278,7 @@ pub(super) fn read<E: PlanEntry>(
             retry: false,
         };
         let mut de = serde_json::Deserializer::from_slice(&mapped.map);
-        let again = on_run.as_mut().map(|f| &mut **f as OnRun<'_, E>);
+        let again = on_run.as_mut().map(|f| &mut **f as OnRun<'_>);
         match pass(&path, &mut de, again, &mut progress) {
             Err(Pass::Retry) => skip = progress.delivered,
             Err(Pass::Failed(e)) => return Err(e),
@@ -314,10 +310,10 @@ enum Pass {
 }
 
 /// One pass of [`read`] through `de`: the header fields read, the runs handed to `on_run`.
-fn pass<'de, R: serde_json::de::Read<'de>, E: PlanEntry>(
+fn pass<'de, R: serde_json::de::Read<'de>>(
     path: &Path,
     de: &mut serde_json::Deserializer<R>,
-    on_run: Option<OnRun<'_, E>>,
+    on_run: Option<OnRun<'_>>,
     progress: &mut Progress<'_>,
 ) -> Result<Fields, Pass> {
     let mut error = None;

@@ -16,6 +16,7 @@
 //! run.json, the keys of run.json `sha256`) must be a plain file name, else the document is refused
 //! with [`ReadError::Unsafe`].
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufReader, Read, Seek};
 use std::os::fd::OwnedFd;
@@ -27,12 +28,12 @@ use super::contained::{
     enter, open_folder, open_in, open_regular, open_regular_at, read_bounded, read_small_beneath,
 };
 
-use super::format::{
-    BUNDLE_FORMAT, BundleInfo, PlanEntry, PlanFile, PlanHeader, PlannedRunRecord, RunRecord, files,
-};
+use super::format::{BUNDLE_FORMAT, BundleInfo, PlanFile, PlanHeader, RunRecord, files};
 use super::plan_stream;
 pub use super::read_error::ReadError;
 use super::read_error::{checked_name, checked_name_in, io_error, json_error};
+use crate::manifest::Value;
+use crate::plan::PlannedRun;
 use crate::provenance::host::{HOST_FORMAT, HostFacts};
 use crate::provenance::{PROVENANCE_FORMAT, ProvenanceDoc};
 
@@ -101,8 +102,8 @@ impl RunFolder<'_> {
             Some(bytes) => parse_run_record(path, &bytes)?,
             None => parse_versioned(&path(), self.open(files::RUN)?, "format", BUNDLE_FORMAT)?,
         };
-        checked_name_in(path, record.run_id(), || "run-id".into())?;
-        checked_name_in(path, record.output(), || "output".into())?;
+        checked_name_in(path, &record.run_id, || "run-id".into())?;
+        checked_name_in(path, &record.output, || "output".into())?;
         for name in record.sha256.keys() {
             checked_name_in(path, name, || "a key of sha256".into())?;
         }
@@ -113,28 +114,30 @@ impl RunFolder<'_> {
 /// Whether `record` (a run.json) is the run `planned` (its plan.json entry): the same run-id,
 /// index, repetition and cell; else what differs. A run.json copied from another run's folder or
 /// edited would otherwise be reported as that other run, or invent a cell the plan has not.
-fn as_planned(record: &RunRecord, planned: &impl PlanEntry) -> Result<(), String> {
-    if record.run_id() != planned.run_id() {
+fn as_planned(record: &RunRecord, planned: &PlannedRun) -> Result<(), String> {
+    if record.run_id != planned.run_id {
         return Err(format!(
             "run-id is {}, plan.json plans {} here (another run's run.json?)",
-            json_text(&record.run_id()),
-            json_text(&planned.run_id())
+            json_text(&record.run_id),
+            json_text(&planned.run_id)
         ));
     }
-    if record.index() != planned.index() || record.repetition() != planned.repetition() {
+    if record.index != planned.index || record.repetition != planned.repetition {
         return Err(format!(
             "index {} and repetition {}, plan.json's {} and {}",
-            record.index(),
-            record.repetition(),
-            planned.index(),
-            planned.repetition()
+            record.index, record.repetition, planned.index, planned.repetition
         ));
     }
-    if record.cell() != planned.cell() {
+    // The same keys and values, in whatever order (run.json's cell is sorted by key).
+    let same_cell = record.cell.len() == planned.cell.len()
+        && planned.cell.iter().all(|(k, v)| record.cell.get(k) == Some(v));
+    if !same_cell {
+        let planned_cell: BTreeMap<&str, &Value> =
+            planned.cell.iter().map(|(k, v)| (k.as_str(), v)).collect();
         return Err(format!(
             "cell is {}, plan.json's {}",
-            json_text(record.cell()),
-            json_text(planned.cell())
+            json_text(&record.cell),
+            json_text(&planned_cell)
         ));
     }
     Ok(())
@@ -401,7 +404,7 @@ impl Bundle {
     pub fn plan_header(&self) -> Result<PlanHeader, ReadError> {
         let path = self.path(files::PLAN);
         let file = self.open_file(Path::new(files::PLAN))?;
-        plan_stream::read::<PlannedRunRecord>(&path, file, None)
+        plan_stream::read(&path, file, None)
     }
 
     /// The planned runs of plan.json in execution order, parsed one at a time by a reading
@@ -413,20 +416,11 @@ impl Bundle {
     /// Missing or unopenable plan.json at once; a malformed, truncated or newer-format plan.json
     /// and [`ReadError::Unsafe`] names as an item of the iterator.
     pub fn planned_runs(&self) -> Result<PlannedRuns, ReadError> {
-        self.planned_runs_as()
-    }
-
-    /// [`Bundle::planned_runs`], each entry read as `R` ([`PlannedRunRecord`] whole, or
-    /// [`crate::bundle::PlannedRunBrief`] for what says which run it is).
-    ///
-    /// # Errors
-    /// As [`Bundle::planned_runs`].
-    pub fn planned_runs_as<R: PlanEntry>(&self) -> Result<PlannedRuns<R>, ReadError> {
         let path = self.path(files::PLAN);
         let file = self.open_file(Path::new(files::PLAN))?;
         // Runs go over in batches: one channel hand-over (and thread wake-up) per PLAN_BATCH runs
         // instead of per run.
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Result<R, ReadError>>>(8);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Result<PlannedRun, ReadError>>>(8);
         let thread = std::thread::Builder::new()
             .name("plan.json reader".into())
             .spawn(move || {
@@ -434,7 +428,7 @@ impl Bundle {
                 let result = plan_stream::read(
                     &path,
                     file,
-                    Some(&mut |run: R| {
+                    Some(&mut |run: PlannedRun| {
                         batch.push(Ok(run));
                         batch.len() < PLAN_BATCH
                             || tx
@@ -631,7 +625,7 @@ impl Bundle {
     ///
     /// # Errors
     /// [`ReadError::RunMissing`] when the run did not finish, otherwise as [`Bundle::run_record`].
-    pub fn read_run(&self, planned: &impl PlanEntry) -> Result<RunRecord, ReadError> {
+    pub fn read_run(&self, planned: &PlannedRun) -> Result<RunRecord, ReadError> {
         self.read_run_folder(planned).map(|(record, _)| record)
     }
 
@@ -642,9 +636,9 @@ impl Bundle {
     /// As [`Bundle::read_run`].
     pub fn read_run_folder<'b>(
         &'b self,
-        planned: &'b impl PlanEntry,
+        planned: &'b PlannedRun,
     ) -> Result<(RunRecord, RunFolder<'b>), ReadError> {
-        let run_id = planned.run_id();
+        let run_id = planned.run_id.as_str();
         let read = self
             .checked_run_folder(run_id)
             .and_then(|folder| Ok((folder.record()?, folder)))
@@ -696,9 +690,9 @@ impl Bundle {
 
 /// The planned runs of plan.json, one at a time ([`Bundle::planned_runs`]).
 #[derive(Debug)]
-pub struct PlannedRuns<R = PlannedRunRecord> {
-    rx: std::sync::mpsc::Receiver<Vec<Result<R, ReadError>>>,
-    batch: std::vec::IntoIter<Result<R, ReadError>>,
+pub struct PlannedRuns {
+    rx: std::sync::mpsc::Receiver<Vec<Result<PlannedRun, ReadError>>>,
+    batch: std::vec::IntoIter<Result<PlannedRun, ReadError>>,
     thread: Option<std::thread::JoinHandle<()>>,
     failed: bool,
 }
@@ -706,8 +700,8 @@ pub struct PlannedRuns<R = PlannedRunRecord> {
 /// Planned runs the reading thread of [`Bundle::planned_runs`] hands over at once.
 const PLAN_BATCH: usize = 64;
 
-impl<R> Iterator for PlannedRuns<R> {
-    type Item = Result<R, ReadError>;
+impl Iterator for PlannedRuns {
+    type Item = Result<PlannedRun, ReadError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.failed {
@@ -730,7 +724,7 @@ impl<R> Iterator for PlannedRuns<R> {
     }
 }
 
-impl<R> Drop for PlannedRuns<R> {
+impl Drop for PlannedRuns {
     fn drop(&mut self) {
         // Dropping the receiver first makes the reading thread's next send fail: it stops.
         let (_, rx) = std::sync::mpsc::sync_channel(0);

@@ -319,7 +319,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::bundle::EnvChanges;
+    use crate::plan::RunEnv;
 
     fn record(termination: Termination, exit_code: Option<i32>, signal: Option<i32>) -> RunRecord {
         RunRecord {
@@ -330,7 +330,7 @@ mod tests {
             repetition: 1,
             argv: vec!["x".into()],
             workdir: "/".into(),
-            env: EnvChanges::default(),
+            env: RunEnv::default(),
             cpus_requested: vec![0],
             cpus_effective: None,
             pid: None,

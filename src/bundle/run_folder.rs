@@ -174,7 +174,7 @@ pub(super) fn run_record(
         repetition: run.repetition,
         argv: run.argv.clone(),
         workdir: run.workdir.display().to_string(),
-        env: (&run.env).into(),
+        env: run.env.clone(),
         cpus_requested: run.cpus.clone(),
         cpus_effective: outcome.cpus_effective.clone(),
         pid: outcome.pid,

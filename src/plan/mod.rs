@@ -8,13 +8,12 @@
 mod cells;
 mod error;
 pub mod render;
+mod run;
 pub mod select;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-use serde::{Deserialize, Serialize};
 
 use crate::manifest::template::Template;
 use crate::manifest::{
@@ -23,6 +22,7 @@ use crate::manifest::{
 use cells::{CellRef, Cells, cells};
 pub use cells::{describe_cell, sanitize};
 pub use error::PlanError;
+pub use run::{PlannedRun, RunEnv, RunEnvironment};
 
 /// Host facts and paths the plan depends on.
 #[derive(Debug, Clone)]
@@ -57,61 +57,6 @@ pub struct RunFolderLayout {
     pub runs: &'static str,
     /// File names the runner writes into each run folder; `output` may not take them.
     pub reserved: &'static [&'static str],
-}
-
-/// Environment changes a run gets relative to its policy's base environment (only these are
-/// recorded, never the whole environment).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub struct RunEnv {
-    /// The base environment: the runner's whole one or the clean policy's few variables.
-    pub policy: EnvPolicy,
-    /// Variables set (manifest `env`, `CUDA_VISIBLE_DEVICES`, `HWR_*`), in the order applied.
-    pub set: Vec<(String, String)>,
-    /// Variables removed (`env-unset`).
-    pub unset: Vec<String>,
-}
-
-/// One run of the plan.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PlannedRun {
-    /// 0-based position in execution order.
-    pub index: usize,
-    /// Unique, file-name-safe id: zero-padded index, cell values, repetition.
-    pub run_id: String,
-    /// Matrix values in manifest key order.
-    pub cell: Cell,
-    /// 1-based repetition.
-    pub repetition: u32,
-    /// argv to execute (`/bin/sh -c text` for `shell`).
-    pub argv: Vec<String>,
-    /// Absolute working directory.
-    pub workdir: PathBuf,
-    /// Output file name inside the run folder (no `/`, never `..`).
-    pub output: String,
-    /// Environment changes: policy, variables set (in order applied), variables removed.
-    pub env: RunEnv,
-    /// CPUs the run is pinned to.
-    pub cpus: Vec<usize>,
-    /// `[isolation] allocator` of this run, resolved to its library (its `sha256` is left to the
-    /// runner); `None` when the manifest gives none.
-    pub allocator: Option<Allocator>,
-    /// The Python environment of this run (matrix key `environment`), when the manifest has
-    /// `[environments]`.
-    pub environment: Option<RunEnvironment>,
-}
-
-/// A run's Python environment: its name and, once built, its lock's sha256 and venv folder (the
-/// run gets `VIRTUAL_ENV` set to it, and its `bin/` first on PATH from the runner).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub struct RunEnvironment {
-    /// `[environments.<name>]`.
-    pub name: String,
-    /// sha256 (hex) of the environment's lock.txt.
-    pub lock_sha256: Option<String>,
-    /// The venv folder.
-    pub venv: Option<PathBuf>,
 }
 
 /// The allocator of one run (`[isolation] allocator` after placeholders), resolved without I/O: a
@@ -832,6 +777,8 @@ impl Plan {
             output,
             env,
             cpus: self.slots.get(slot).cloned().unwrap_or_default(),
+            timeout: self.timeout,
+            grace: self.grace,
             allocator,
             environment,
         })

@@ -21,10 +21,10 @@ use serde_json::Value as Json;
 use super::aggregation;
 use super::model::{FailureGroups, RUN_ROWS, Report, RunSource, RunSummary, RunValues, Runs, Spill};
 use super::read::{OutputInterest, Read, RunContext, find_bool, metric_pointers, not_run, read_planned};
-use crate::bundle::PlannedRunBrief;
 use crate::bundle::lock::effective_status;
 use crate::bundle::read::{Bundle, ReadError};
 use crate::manifest::OutputFormat;
+use crate::plan::PlannedRun;
 
 /// Errors building a report (beyond the bundle reader's).
 #[derive(Debug, thiserror::Error)]
@@ -71,7 +71,7 @@ impl RunSource for Restream {
         };
         read_in_order(
             &ctx,
-            bundle.planned_runs_as()?,
+            bundle.planned_runs()?,
             || true,
             |read| {
                 f(match read {
@@ -97,7 +97,7 @@ const BATCH: usize = 1024;
 /// it were handed to `f`.
 fn read_in_order<E: From<ReadError>>(
     ctx: &RunContext<'_>,
-    planned: impl Iterator<Item = Result<PlannedRunBrief, ReadError>>,
+    planned: impl Iterator<Item = Result<PlannedRun, ReadError>>,
     mut detail: impl FnMut() -> bool,
     mut f: impl FnMut(Read) -> Result<(), E>,
 ) -> Result<(), E> {
@@ -125,7 +125,7 @@ fn read_in_order<E: From<ReadError>>(
             let last = batch.len() < BATCH;
             let detail = detail();
             let per_thread = batch.len().div_ceil(threads).max(1);
-            let mut parts: Vec<Vec<PlannedRunBrief>> = Vec::new();
+            let mut parts: Vec<Vec<PlannedRun>> = Vec::new();
             while batch.len() > per_thread {
                 parts.push(batch.split_off(batch.len() - per_thread));
             }
@@ -438,7 +438,7 @@ fn fold_runs(ctx: &RunContext<'_>, bundle: &Bundle) -> Result<Fold, ReportError>
     let large_now = std::cell::Cell::new(false);
     read_in_order(
         ctx,
-        bundle.planned_runs_as()?,
+        bundle.planned_runs()?,
         // A JSON spill holds every run as the report's JSON writes it, in detail (the mappings
         // that grew): every run is read so, as a report without a spill reads them again.
         || json_spill || !large_now.get() || held_finished_now.get() < RUN_ROWS,

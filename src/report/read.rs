@@ -16,8 +16,9 @@ use crate::bundle::output_summary::{OutputSource, summarize};
 use crate::bundle::read::{Bundle, ReadError, RunFolder};
 use crate::bundle::reason::RunFailure;
 use crate::bundle::retention::Parsed;
-use crate::bundle::{Outcome, OutputCheck, PlannedRunBrief, RunRecord};
+use crate::bundle::{Outcome, OutputCheck, RunRecord};
 use crate::exec::MemorySample;
+use crate::plan::PlannedRun;
 
 /// Finds a boolean `key` in a JSON document: at the top level, else in nested objects (breadth first).
 pub fn find_bool(doc: &Json, key: &str) -> Option<bool> {
@@ -56,12 +57,13 @@ pub fn metric_pointers(manifest_text: &str) -> Result<Vec<(String, String)>, Str
         .collect()
 }
 
-pub(super) fn not_run(p: PlannedRunBrief, keys: &[String]) -> RunSummary {
+pub(super) fn not_run(p: PlannedRun, keys: &[String]) -> RunSummary {
+    let cell: BTreeMap<String, crate::manifest::Value> = p.cell.into_iter().collect();
     RunSummary {
-        cell_label: cell_label(&p.cell, keys, None),
+        cell_label: cell_label(&cell, keys, None),
         run_id: p.run_id,
         index: p.index,
-        cell: p.cell,
+        cell,
         repetition: p.repetition,
         node: None,
         finished: false,
@@ -195,14 +197,14 @@ pub(super) enum Read {
     /// report spills ([`RunContext::spill`]; `Some(None)` when it could not be made).
     Finished(Box<RunSummary>, Option<Option<Vec<u8>>>),
     /// It has no run.json: it did not run (or not to its end).
-    NotRun(Box<PlannedRunBrief>),
+    NotRun(Box<PlannedRun>),
 }
 
 /// Reads one planned run: run.json, then its output and other files through its folder, opened
 /// once; `detail` as [`run_summary`].
 pub(super) fn read_planned(
     ctx: &RunContext<'_>,
-    planned: PlannedRunBrief,
+    planned: PlannedRun,
     detail: bool,
 ) -> Result<Read, ReadError> {
     match ctx.bundle.read_run_folder(&planned) {
