@@ -55,15 +55,12 @@ pub fn recorded_rounds(bundle: &Bundle, plan: &mut Plan) -> Result<(), ArchiveEr
         return Ok(());
     }
     let cells: std::collections::HashMap<String, usize> = (0..plan.cell_count())
-        .map(|c| (cell_key(plan.cell(c).iter().map(|(k, v)| (k, v))), c))
+        .map(|c| (cell_key(&plan.cell(c)), c))
         .collect();
     let mut runs = Some(Vec::new());
     for r in bundle.planned_runs()? {
         let r = r?;
-        match (
-            runs.as_mut(),
-            cells.get(&cell_key(r.cell.iter().map(|(k, v)| (k, v)))),
-        ) {
+        match (runs.as_mut(), cells.get(&cell_key(&r.cell))) {
             (Some(v), Some(&c)) => v.push((c, r.repetition)),
             _ => runs = None,
         }
@@ -75,8 +72,8 @@ pub fn recorded_rounds(bundle: &Bundle, plan: &mut Plan) -> Result<(), ArchiveEr
 }
 
 /// A cell's values as one text, keys sorted, for matching plan.json's cells with the plan's.
-fn cell_key<'a>(values: impl Iterator<Item = (&'a String, &'a crate::manifest::Value)>) -> String {
-    let mut pairs: Vec<(String, String)> = values.map(|(k, v)| (k.clone(), format!("{v:?}"))).collect();
+fn cell_key(cell: &crate::manifest::Cell) -> String {
+    let mut pairs: Vec<(&str, String)> = cell.iter().map(|(k, v)| (k.as_str(), format!("{v:?}"))).collect();
     pairs.sort();
     format!("{pairs:?}")
 }
