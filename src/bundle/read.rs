@@ -46,6 +46,26 @@ pub struct Bundle {
     runs: std::sync::Arc<std::sync::OnceLock<OwnedFd>>,
 }
 
+/// The names in a bundle's `runs/` at one moment ([`Bundle::run_folders_listed`]), kept as
+/// 64-bit hashes (8 bytes a folder).
+#[derive(Debug)]
+pub struct ListedRunFolders {
+    hashes: std::collections::HashSet<u64>,
+}
+
+impl ListedRunFolders {
+    fn hash(name: &[u8]) -> u64 {
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        BuildHasherDefault::<DefaultHasher>::default().hash_one(name)
+    }
+
+    /// Whether `runs/<run_id>` may have been there when listed: `false` only when it was not
+    /// (two names of the same hash both answer `true`).
+    pub fn may_hold(&self, run_id: &str) -> bool {
+        self.hashes.contains(&Self::hash(run_id.as_bytes()))
+    }
+}
+
 /// One run's folder, `runs/<run-id>/` ([`Bundle::run_folder`]): its files are read beneath the
 /// bundle's `runs/` folder, opened once per [`Bundle`], following no link.
 #[derive(Debug)]
@@ -420,7 +440,7 @@ impl Bundle {
         let file = self.open_file(Path::new(files::PLAN))?;
         // Runs go over in batches: one channel hand-over (and thread wake-up) per PLAN_BATCH runs
         // instead of per run.
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Result<PlannedRun, ReadError>>>(8);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Result<PlannedRun, ReadError>>>(2);
         let thread = std::thread::Builder::new()
             .name("plan.json reader".into())
             .spawn(move || {
@@ -601,6 +621,26 @@ impl Bundle {
         // Another thread may have set it meanwhile: either descriptor is the same folder.
         let _ = self.runs.set(fd);
         Ok(self.runs.get().expect("set above"))
+    }
+
+    /// The run folders `runs/` holds now, listed once (`getdents` on the folder opened as
+    /// [`Bundle::run_folder`] opens it): what lets a reader of a bundle whose runs mostly did not
+    /// run skip looking each one up. `None` when `runs/` holds more than `most` entries (the
+    /// listing stops there: a finished large bundle is not listed whole) or cannot be listed;
+    /// the reader then looks each run up.
+    pub fn run_folders_listed(&self, most: usize) -> Option<ListedRunFolders> {
+        let mut dir = rustix::fs::Dir::read_from(self.runs_folder().ok()?).ok()?;
+        let mut hashes = std::collections::HashSet::new();
+        while let Some(entry) = dir.read() {
+            let name = entry.ok()?.file_name().to_bytes().to_vec();
+            if name != b"." && name != b".." {
+                if hashes.len() == most {
+                    return None;
+                }
+                hashes.insert(ListedRunFolders::hash(&name));
+            }
+        }
+        Some(ListedRunFolders { hashes })
     }
 
     /// Reads and checks `runs/<run_id>/run.json` ([`RunFolder::record`]).

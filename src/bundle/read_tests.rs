@@ -319,3 +319,21 @@ fn run_record_is_none_until_the_run_finished_and_commit_needs_40_hex() {
     std::fs::write(b.path("revision.txt"), format!("{id}\n")).unwrap();
     assert_eq!(b.recorded_commit().as_deref(), Some(id));
 }
+
+#[test]
+fn run_folders_are_listed_up_to_a_bound() {
+    let (dir, b) = with_plan(&plan_text(4, false));
+    assert!(b.run_folders_listed(10).is_none(), "no runs/ folder: no listing");
+    for id in ["000-r1", "002-r1"] {
+        std::fs::create_dir_all(dir.path().join("runs").join(id)).unwrap();
+    }
+    // A fresh reader: the one above has not opened runs/.
+    let b = Bundle::open(dir.path()).unwrap();
+    let listed = b.run_folders_listed(2).expect("two folders, at most two listed");
+    assert!(listed.may_hold("000-r1") && listed.may_hold("002-r1"));
+    assert!(!listed.may_hold("001-r1") && !listed.may_hold("003-r1") && !listed.may_hold("."));
+    assert!(
+        b.run_folders_listed(1).is_none(),
+        "more folders than asked for: no listing"
+    );
+}

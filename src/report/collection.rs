@@ -68,6 +68,7 @@ impl RunSource for Restream {
             json_output: self.json_output,
             keep_series: false,
             spill: None,
+            listed: RunContext::list_runs(&bundle),
         };
         read_in_order(
             &ctx,
@@ -84,7 +85,7 @@ impl RunSource for Restream {
 }
 
 /// Planned runs read at a time by [`read_in_order`], split between its threads.
-const BATCH: usize = 1024;
+const BATCH: usize = 512;
 
 /// Reads the runs of `planned` ([`read_planned`]) on [`super::parallel::threads`] threads, [`BATCH`] at a
 /// time, and hands each to `f` in plan order, as a loop over them one by one would; `f` takes the
@@ -228,6 +229,7 @@ pub fn collect_with(
         json_output,
         keep_series,
         spill: spill.filter(|_| (RUN_ROWS + 1..=SPILL_MAX_RUNS).contains(&bundle.info().planned_runs)),
+        listed: RunContext::list_runs(&bundle),
     };
     let fold = fold_runs(&ctx, &bundle)?;
     let Fold {

@@ -13,7 +13,7 @@ use super::model::{MAPPING_GROWTH_ROWS, MappingGrowth, RunSummary, STDERR_TAIL_L
 use crate::bundle::output::OUTPUT_WHOLE_LIMIT;
 pub(super) use crate::bundle::output_summary::OutputInterest;
 use crate::bundle::output_summary::{OutputSource, summarize};
-use crate::bundle::read::{Bundle, ReadError, RunFolder};
+use crate::bundle::read::{Bundle, ListedRunFolders, ReadError, RunFolder};
 use crate::bundle::reason::RunFailure;
 use crate::bundle::retention::Parsed;
 use crate::bundle::{Outcome, OutputCheck, RunRecord};
@@ -177,9 +177,24 @@ pub(super) struct RunContext<'a> {
     pub(super) keep_series: bool,
     /// Each finished run's spill record is made by the thread that read it.
     pub(super) spill: Option<Spill>,
+    /// `runs/` as listed before the runs are read ([`RunContext::list_runs`]): a run whose
+    /// folder was not there is not run, without looking it up.
+    pub(super) listed: Option<ListedRunFolders>,
 }
 
+/// Most entries of `runs/` listed for [`RunContext::listed`] (about 2 MB of hashes); a bundle
+/// with more run folders has each run looked up.
+const LISTED_RUN_FOLDERS_MOST: usize = 131_072;
+
 impl RunContext<'_> {
+    /// `runs/` of `bundle` listed for [`RunContext::listed`], when it holds at most half as many
+    /// entries as runs are planned, and at most [`LISTED_RUN_FOLDERS_MOST`] (a bundle whose runs
+    /// mostly ran gains nothing from the listing). A run recorded after the listing is reported
+    /// as not run, as one recorded after the report read its place in the plan always was.
+    pub(super) fn list_runs(bundle: &Bundle) -> Option<ListedRunFolders> {
+        bundle.run_folders_listed((bundle.info().planned_runs / 2).min(LISTED_RUN_FOLDERS_MOST))
+    }
+
     /// `run` as [`RunContext::spill`] records it; `None` when it cannot be made (the report then
     /// reads the runs again instead).
     pub(super) fn spill_record(&self, kind: Spill, run: &RunSummary) -> Option<Vec<u8>> {
@@ -207,6 +222,9 @@ pub(super) fn read_planned(
     planned: PlannedRun,
     detail: bool,
 ) -> Result<Read, ReadError> {
+    if ctx.listed.as_ref().is_some_and(|l| !l.may_hold(&planned.run_id)) {
+        return Ok(Read::NotRun(Box::new(planned)));
+    }
     match ctx.bundle.read_run_folder(&planned) {
         Ok((rec, folder)) => {
             let run = run_summary(ctx, rec, &folder, detail);
