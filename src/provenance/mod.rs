@@ -24,6 +24,7 @@ mod git_lib;
 pub mod host;
 mod new_files;
 pub mod patch;
+mod quiet;
 mod worktree;
 
 pub use doc::{
