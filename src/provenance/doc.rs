@@ -106,7 +106,7 @@ pub struct Snapshot {
     pub(super) patch: PatchBytes,
     /// What the after-run capture needs to prove that nothing changed ([`super::quiet`]).
     #[serde(skip)]
-    pub(super) quiet: super::quiet::Quiet,
+    pub(super) quiet: super::mark::Quiet,
 }
 
 /// Whether the working tree differs from HEAD (provenance.json `dirty`): serialised as `false`,
@@ -614,7 +614,7 @@ impl Snapshot {
             errors: Vec::new(),
             warnings: Vec::new(),
             patch: PatchBytes::default(),
-            quiet: super::quiet::Quiet::default(),
+            quiet: super::mark::Quiet::default(),
         }
     }
 }

@@ -20,8 +20,8 @@ use git2::Repository;
 
 use super::doc::{CaptureMethod, Dirty, NestedRepository, Snapshot, StatusLine, UntrackedFile};
 use super::git_cli::{self, GitError, Location};
+use super::mark::Mark;
 use super::patch::{PatchBytes, PatchLimits};
-use super::quiet::Mark;
 use super::worktree::{
     BundleFolders, FileFacts, TrackedChange, decide_tracked, decide_untracked, file_facts, index_bits,
     is_excluded, object_sizes, operation, read_submodules, record_tracked_left_out, relative_exclusions,
@@ -205,7 +205,7 @@ fn by_git_cli(
         });
         let filemode = read_with_git2(git_dir, root, snap, gitlink_in_status, mark.as_mut());
         if let Some(mark) = mark.take() {
-            snap.quiet = super::quiet::Quiet(Some(std::sync::Arc::new(mark)));
+            snap.quiet = super::mark::Quiet(Some(std::sync::Arc::new(mark)));
         }
         let (tracked_changes, counter) = match rx.recv() {
             Ok(Ok(decided)) => decided,
