@@ -320,6 +320,50 @@ fn directories_unchanged(root: &Path, before: &Snapshot, mark: &Mark, tracked: &
     true
 }
 
+/// Reads the folder `rel` of `root`: its subfolders neither `known`, `ignored` nor `excluded` go
+/// to `queue`; its `.gitignore` and `.gitattributes` must be settled. `false`: a `.git` below the
+/// root, a rules file changed, or an unreadable entry.
+fn list_folder(
+    root: &Path,
+    rel: &[u8],
+    mark: &Mark,
+    known: &HashSet<&[u8]>,
+    ignored: &HashSet<&[u8]>,
+    excluded: &dyn Fn(&[u8]) -> bool,
+    queue: &mut Vec<Vec<u8>>,
+) -> bool {
+    let Ok(entries) = std::fs::read_dir(root.join(OsStr::from_bytes(rel))) else {
+        return false;
+    };
+    for entry in entries {
+        let Ok(entry) = entry else { return false };
+        let name = entry.file_name();
+        let name = name.as_bytes();
+        if name == b".git" {
+            if rel.is_empty() {
+                continue;
+            }
+            return false;
+        }
+        let Ok(kind) = entry.file_type() else { return false };
+        if kind.is_dir() {
+            let mut child = rel.to_vec();
+            if !child.is_empty() {
+                child.push(b'/');
+            }
+            child.extend_from_slice(name);
+            if !known.contains(child.as_slice()) && !ignored.contains(child.as_slice()) && !excluded(&child) {
+                queue.push(child);
+            }
+        } else if matches!(name, b".gitignore" | b".gitattributes")
+            && !std::fs::symlink_metadata(entry.path()).is_ok_and(|m| mark.settled(&m))
+        {
+            return false;
+        }
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -450,48 +494,4 @@ mod tests {
         // A new ignored file in an ignored folder: not looked at.
         check(|r| write(r, "build/more.o", "o\n"), false);
     }
-}
-
-/// Reads the folder `rel` of `root`: its subfolders neither `known`, `ignored` nor `excluded` go
-/// to `queue`; its `.gitignore` and `.gitattributes` must be settled. `false`: a `.git` below the
-/// root, a rules file changed, or an unreadable entry.
-fn list_folder(
-    root: &Path,
-    rel: &[u8],
-    mark: &Mark,
-    known: &HashSet<&[u8]>,
-    ignored: &HashSet<&[u8]>,
-    excluded: &dyn Fn(&[u8]) -> bool,
-    queue: &mut Vec<Vec<u8>>,
-) -> bool {
-    let Ok(entries) = std::fs::read_dir(root.join(OsStr::from_bytes(rel))) else {
-        return false;
-    };
-    for entry in entries {
-        let Ok(entry) = entry else { return false };
-        let name = entry.file_name();
-        let name = name.as_bytes();
-        if name == b".git" {
-            if rel.is_empty() {
-                continue;
-            }
-            return false;
-        }
-        let Ok(kind) = entry.file_type() else { return false };
-        if kind.is_dir() {
-            let mut child = rel.to_vec();
-            if !child.is_empty() {
-                child.push(b'/');
-            }
-            child.extend_from_slice(name);
-            if !known.contains(child.as_slice()) && !ignored.contains(child.as_slice()) && !excluded(&child) {
-                queue.push(child);
-            }
-        } else if matches!(name, b".gitignore" | b".gitattributes")
-            && !std::fs::symlink_metadata(entry.path()).is_ok_and(|m| mark.settled(&m))
-        {
-            return false;
-        }
-    }
-    true
 }
