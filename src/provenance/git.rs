@@ -160,6 +160,8 @@ fn by_git_cli(
     // A capture that may be compared with a later one leaves what the later one needs to prove
     // that nothing changed.
     let mut mark = before.is_none().then(|| Mark::start(&git_dir));
+    // libgit2 reads the index (after the mark's start) while `git status` runs.
+    let git2 = git2_reading(&git_dir, &root, mark.is_some());
     let (head, from_status) = record_status(&root, &excluded, snap, mark.as_mut())?;
     // The after-run capture: when the status and HEAD are what `before` recorded, the tracked
     // changes, the decisions of the limits and the patch are `before`'s too, and no `git diff`
@@ -167,7 +169,7 @@ fn by_git_cli(
     if let Some(b) = reuse
         && unchanged_since(b, snap)
     {
-        let _ = read_with_git2(&git_dir, &root, snap, from_status.gitlink, None);
+        let _ = read_with_git2(git2_read(git2), &git_dir, &root, snap, from_status.gitlink, None);
         snap.tracked_left_out.clone_from(&b.tracked_left_out);
         snap.untracked.clone_from(&b.untracked);
         snap.patch = b.patch.clone();
@@ -203,7 +205,14 @@ fn by_git_cli(
                 included.map(|paths| diff_tracked_spooled(root, diff_base, paths.as_deref()))
             })
         });
-        let filemode = read_with_git2(git_dir, root, snap, gitlink_in_status, mark.as_mut());
+        let filemode = read_with_git2(
+            git2_read(git2),
+            git_dir,
+            root,
+            snap,
+            gitlink_in_status,
+            mark.as_mut(),
+        );
         if let Some(mark) = mark.take() {
             snap.quiet = super::mark::Quiet(Some(std::sync::Arc::new(mark)));
         }
@@ -452,8 +461,9 @@ fn spooled(
     Ok(file)
 }
 
-/// Submodules and index bits through git2, opened at the git folder git named with git's working
-/// tree (libgit2 would pick another one for a `.git` file); what fails goes to `errors`.
+/// Submodules and index bits through git2 (`read`, from [`git2_reading`]: opened at the git folder
+/// git named with git's working tree, as libgit2 would pick another one for a `.git` file); what
+/// fails goes to `errors`.
 /// `gitlink_in_status`: a status entry is a submodule (or unmerged) on some side, HEAD's among
 /// them.
 ///
@@ -467,20 +477,20 @@ fn spooled(
 /// Returns `core.filemode` (true when libgit2 cannot tell): whether git takes an untracked file's
 /// mode from its execute bit.
 fn read_with_git2(
+    read: Result<Git2Read, git2::Error>,
     git_dir: &Path,
     root: &Path,
     snap: &mut Snapshot,
     gitlink_in_status: bool,
     mark: Option<&mut Mark>,
 ) -> bool {
-    match Repository::open(git_dir).and_then(|r| r.set_workdir(root, false).map(|()| r)) {
-        Ok(repo) => {
-            let filemode = repo
-                .config()
-                .and_then(|c| c.get_bool("core.filemode"))
-                .unwrap_or(true);
-            let mut paths = mark.is_some().then(Vec::new);
-            let bits = index_bits(&repo, root, paths.as_mut());
+    match read {
+        Ok(Git2Read {
+            repo,
+            filemode,
+            bits,
+            paths,
+        }) => {
             let gitlink_in_index = bits.as_ref().map_or(true, |b| b.gitlink);
             if let (Some(mark), Ok(b)) = (mark, &bits) {
                 mark.tracked = paths;
@@ -510,6 +520,50 @@ fn read_with_git2(
             true
         }
     }
+}
+
+/// What [`read_with_git2`] takes from libgit2 before `git status` has answered: the repository
+/// opened at `git_dir` with `root` as its working tree, `core.filemode` (true when libgit2 cannot
+/// tell), the index's bits ([`index_bits`]) and, when `paths`, every index entry's path.
+struct Git2Read {
+    repo: Repository,
+    filemode: bool,
+    bits: Result<super::worktree::IndexBits, git2::Error>,
+    paths: Option<Vec<Vec<u8>>>,
+}
+
+/// Reads [`Git2Read`] on a thread of its own, so that the index is read while `git status` runs.
+///
+/// # Errors
+/// libgit2's, when the repository cannot be opened (the thread's result).
+fn git2_reading(
+    git_dir: &Path,
+    root: &Path,
+    paths: bool,
+) -> std::thread::JoinHandle<Result<Git2Read, git2::Error>> {
+    let (git_dir, root) = (git_dir.to_path_buf(), root.to_path_buf());
+    std::thread::spawn(move || {
+        let repo = Repository::open(&git_dir).and_then(|r| r.set_workdir(&root, false).map(|()| r))?;
+        let filemode = repo
+            .config()
+            .and_then(|c| c.get_bool("core.filemode"))
+            .unwrap_or(true);
+        let mut paths = paths.then(Vec::new);
+        let bits = index_bits(&repo, &root, paths.as_mut());
+        Ok(Git2Read {
+            repo,
+            filemode,
+            bits,
+            paths,
+        })
+    })
+}
+
+/// The [`Git2Read`] of [`git2_reading`].
+fn git2_read(
+    reading: std::thread::JoinHandle<Result<Git2Read, git2::Error>>,
+) -> Result<Git2Read, git2::Error> {
+    reading.join().expect("the libgit2 reading thread does not panic")
 }
 
 /// Fills head, branch, detached and reason from git's answer.
