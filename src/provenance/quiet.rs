@@ -490,6 +490,30 @@ mod tests {
     }
 
     #[test]
+    fn mode_link_and_ref_changes_are_drift() {
+        use std::os::unix::fs::PermissionsExt;
+        let exec = std::fs::Permissions::from_mode(0o755);
+        check(|r| std::fs::set_permissions(r.join("a.txt"), exec).unwrap(), true);
+        check(
+            |r| std::os::unix::fs::symlink("a.txt", r.join("link")).unwrap(),
+            true,
+        );
+        // HEAD's branch moved by a ref write alone: the index and the tree stay as they were.
+        check(
+            |r| {
+                let out = crate::provenance::git_cli::command(r)
+                    .args(["-c", "user.name=t", "-c", "user.email=t@e.invalid"])
+                    .args(["commit-tree", "HEAD^{tree}", "-p", "HEAD", "-m", "next"])
+                    .output()
+                    .unwrap();
+                let commit = String::from_utf8(out.stdout).unwrap();
+                git(r, &["update-ref", "refs/heads/main", commit.trim()]);
+            },
+            true,
+        );
+    }
+
+    #[test]
     fn changes_inside_ignored_folders_are_no_drift_and_keep_the_shortcut() {
         // A new ignored file in an ignored folder: not looked at.
         check(|r| write(r, "build/more.o", "o\n"), false);
