@@ -104,6 +104,9 @@ pub struct Snapshot {
     /// The `working-tree.patch` bytes (spooled to a temporary file).
     #[serde(skip)]
     pub(super) patch: PatchBytes,
+    /// What the after-run capture needs to prove that nothing changed ([`super::quiet`]).
+    #[serde(skip)]
+    pub(super) quiet: super::mark::Quiet,
 }
 
 /// Whether the working tree differs from HEAD (provenance.json `dirty`): serialised as `false`,
@@ -611,6 +614,7 @@ impl Snapshot {
             errors: Vec::new(),
             warnings: Vec::new(),
             patch: PatchBytes::default(),
+            quiet: super::mark::Quiet::default(),
         }
     }
 }

@@ -20,6 +20,7 @@ use git2::Repository;
 
 use super::doc::{CaptureMethod, Dirty, NestedRepository, Snapshot, StatusLine, UntrackedFile};
 use super::git_cli::{self, GitError, Location};
+use super::mark::Mark;
 use super::patch::{PatchBytes, PatchLimits};
 use super::worktree::{
     BundleFolders, FileFacts, TrackedChange, decide_tracked, decide_untracked, file_facts, index_bits,
@@ -144,14 +145,31 @@ fn by_git_cli(
     // the untracked files are diffed once the tracked changes say how much of the total limit is
     // left. Both diffs go straight from git's stdout into temporary files.
     let reuse = before.filter(|b| b.capture_method == Some(CaptureMethod::GitCli));
-    let (head, from_status) = record_status(&root, &excluded, snap)?;
+    // The after-run capture: when nothing `git status` reports can have changed since `before`
+    // (proven in-process, [`super::quiet`]), the capture is `before`'s, taken now; no git runs.
+    if let Some(b) = reuse
+        && snap.operation.is_none()
+        && super::quiet::unchanged(&root, &git_dir, &snap.excluded, b)
+    {
+        let captured_at = std::mem::take(&mut snap.captured_at);
+        *snap = b.clone();
+        snap.captured_at = captured_at;
+        snap.warnings.clear();
+        return Ok(());
+    }
+    // A capture that may be compared with a later one leaves what the later one needs to prove
+    // that nothing changed.
+    let mut mark = before.is_none().then(|| Mark::start(&git_dir));
+    // libgit2 reads the index (after the mark's start) while `git status` runs.
+    let git2 = git2_reading(&git_dir, &root, mark.is_some());
+    let (head, from_status) = record_status(&root, &excluded, snap, mark.as_mut())?;
     // The after-run capture: when the status and HEAD are what `before` recorded, the tracked
     // changes, the decisions of the limits and the patch are `before`'s too, and no `git diff`
     // runs at all.
     if let Some(b) = reuse
         && unchanged_since(b, snap)
     {
-        let _ = read_with_git2(&git_dir, &root, snap, from_status.gitlink);
+        let _ = read_with_git2(git2_read(git2), &git_dir, &root, snap, from_status.gitlink, None);
         snap.tracked_left_out.clone_from(&b.tracked_left_out);
         snap.untracked.clone_from(&b.untracked);
         snap.patch = b.patch.clone();
@@ -187,7 +205,17 @@ fn by_git_cli(
                 included.map(|paths| diff_tracked_spooled(root, diff_base, paths.as_deref()))
             })
         });
-        let filemode = read_with_git2(git_dir, root, snap, gitlink_in_status);
+        let filemode = read_with_git2(
+            git2_read(git2),
+            git_dir,
+            root,
+            snap,
+            gitlink_in_status,
+            mark.as_mut(),
+        );
+        if let Some(mark) = mark.take() {
+            snap.quiet = super::mark::Quiet(Some(std::sync::Arc::new(mark)));
+        }
         let (tracked_changes, counter) = match rx.recv() {
             Ok(Ok(decided)) => decided,
             Ok(Err(e)) => {
@@ -433,8 +461,9 @@ fn spooled(
     Ok(file)
 }
 
-/// Submodules and index bits through git2, opened at the git folder git named with git's working
-/// tree (libgit2 would pick another one for a `.git` file); what fails goes to `errors`.
+/// Submodules and index bits through git2 (`read`, from [`git2_reading`]: opened at the git folder
+/// git named with git's working tree, as libgit2 would pick another one for a `.git` file); what
+/// fails goes to `errors`.
 /// `gitlink_in_status`: a status entry is a submodule (or unmerged) on some side, HEAD's among
 /// them.
 ///
@@ -443,17 +472,30 @@ fn spooled(
 /// (a gitlink of HEAD's that the index does not hold shows there) there is none, and the walk is
 /// not made.
 ///
+/// With a `mark`, the index's paths and whether it holds a gitlink go to it.
+///
 /// Returns `core.filemode` (true when libgit2 cannot tell): whether git takes an untracked file's
 /// mode from its execute bit.
-fn read_with_git2(git_dir: &Path, root: &Path, snap: &mut Snapshot, gitlink_in_status: bool) -> bool {
-    match Repository::open(git_dir).and_then(|r| r.set_workdir(root, false).map(|()| r)) {
-        Ok(repo) => {
-            let filemode = repo
-                .config()
-                .and_then(|c| c.get_bool("core.filemode"))
-                .unwrap_or(true);
-            let bits = index_bits(&repo, root);
+fn read_with_git2(
+    read: Result<Git2Read, git2::Error>,
+    git_dir: &Path,
+    root: &Path,
+    snap: &mut Snapshot,
+    gitlink_in_status: bool,
+    mark: Option<&mut Mark>,
+) -> bool {
+    match read {
+        Ok(Git2Read {
+            repo,
+            filemode,
+            bits,
+            paths,
+        }) => {
             let gitlink_in_index = bits.as_ref().map_or(true, |b| b.gitlink);
+            if let (Some(mark), Ok(b)) = (mark, &bits) {
+                mark.tracked = paths;
+                mark.gitlink = b.gitlink;
+            }
             let gitmodules = std::fs::symlink_metadata(root.join(".gitmodules")).is_ok();
             if (gitlink_in_status || gitlink_in_index || gitmodules)
                 && let Err(e) = read_submodules(&repo, snap)
@@ -478,6 +520,50 @@ fn read_with_git2(git_dir: &Path, root: &Path, snap: &mut Snapshot, gitlink_in_s
             true
         }
     }
+}
+
+/// What [`read_with_git2`] takes from libgit2 before `git status` has answered: the repository
+/// opened at `git_dir` with `root` as its working tree, `core.filemode` (true when libgit2 cannot
+/// tell), the index's bits ([`index_bits`]) and, when `paths`, every index entry's path.
+struct Git2Read {
+    repo: Repository,
+    filemode: bool,
+    bits: Result<super::worktree::IndexBits, git2::Error>,
+    paths: Option<Vec<Vec<u8>>>,
+}
+
+/// Reads [`Git2Read`] on a thread of its own, so that the index is read while `git status` runs.
+///
+/// # Errors
+/// libgit2's, when the repository cannot be opened (the thread's result).
+fn git2_reading(
+    git_dir: &Path,
+    root: &Path,
+    paths: bool,
+) -> std::thread::JoinHandle<Result<Git2Read, git2::Error>> {
+    let (git_dir, root) = (git_dir.to_path_buf(), root.to_path_buf());
+    std::thread::spawn(move || {
+        let repo = Repository::open(&git_dir).and_then(|r| r.set_workdir(&root, false).map(|()| r))?;
+        let filemode = repo
+            .config()
+            .and_then(|c| c.get_bool("core.filemode"))
+            .unwrap_or(true);
+        let mut paths = paths.then(Vec::new);
+        let bits = index_bits(&repo, &root, paths.as_mut());
+        Ok(Git2Read {
+            repo,
+            filemode,
+            bits,
+            paths,
+        })
+    })
+}
+
+/// The [`Git2Read`] of [`git2_reading`].
+fn git2_read(
+    reading: std::thread::JoinHandle<Result<Git2Read, git2::Error>>,
+) -> Result<Git2Read, git2::Error> {
+    reading.join().expect("the libgit2 reading thread does not panic")
 }
 
 /// Fills head, branch, detached and reason from git's answer.
@@ -545,7 +631,7 @@ fn record_entries(
 /// levels down, the ones nested in it, with git: HEAD, branch, dirty and status lines.
 fn nested_by_git_cli(dir: &Path, rel: &str, depth: usize, out: &mut Vec<NestedRepository>) {
     let mut nested = NestedRepository::new(rel);
-    match git_cli::status(dir) {
+    match git_cli::status(dir, false) {
         Ok((head, entries)) => {
             nested.head = head.commit;
             nested.branch = head.branch;
@@ -578,7 +664,7 @@ fn nested_by_git_cli(dir: &Path, rel: &str, depth: usize, out: &mut Vec<NestedRe
 
 /// `git status` into `snap`: HEAD (returned too, with what the letters say of the tracked
 /// changes), status lines, untracked files, nested
-/// repositories, `dirty`.
+/// repositories, `dirty`. With a `mark`, the folders git reports ignored go to it.
 ///
 /// # Errors
 /// [`GitError`] when git fails.
@@ -586,8 +672,19 @@ fn record_status(
     root: &Path,
     excluded: &[PathBuf],
     snap: &mut Snapshot,
+    mark: Option<&mut Mark>,
 ) -> Result<(git_cli::Head, StatusChanges), GitError> {
-    let (head, entries) = git_cli::status(root)?;
+    let (head, mut entries) = git_cli::status(root, mark.is_some())?;
+    if let Some(mark) = mark {
+        entries.retain(|e| {
+            let ignored = e.code == "!!";
+            let bytes = crate::names::bytes_of(&e.path, e.raw.as_ref());
+            if let Some(dir) = bytes.strip_suffix(b"/").filter(|_| ignored) {
+                mark.ignored_dirs.push(dir.to_vec());
+            }
+            !ignored
+        });
+    }
     apply_head(snap, &head);
     let changes = StatusChanges::of(&entries);
     record_entries(root, excluded, entries, snap, NESTED_DEPTH);
@@ -766,7 +863,7 @@ mod tests {
         git(root, &["add", "-N", "new-ita"]);
         write("untracked", "u\n");
 
-        let (head, entries) = git_cli::status(root).unwrap();
+        let (head, entries) = git_cli::status(root, false).unwrap();
         let base = head.commit.unwrap();
         let of_status =
             tracked_changes(root, &root.join(".git"), &base, StatusChanges::of(&entries)).unwrap();

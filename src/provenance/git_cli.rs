@@ -378,11 +378,12 @@ impl Entry {
 /// HEAD's commit and branch (`# branch.oid`, `# branch.head`; no ahead/behind count); only when
 /// HEAD is no commit (unborn, or a name status does not print) are [`head`]'s processes run.
 /// Rename detection and submodule handling follow the user's configuration, as `git status` in
-/// the user's shell would.
+/// the user's shell would. With `ignored`, `--ignored=matching` also lists the ignored paths that
+/// match a pattern (entries `!!`; an ignored folder once, as `path/`, its contents not looked at).
 ///
 /// # Errors
 /// [`GitError`] when git fails; `InvalidData` inside [`GitError::Spawn`] for unparsable output.
-pub(super) fn status(root: &Path) -> Result<(Head, Vec<Entry>), GitError> {
+pub(super) fn status(root: &Path, ignored: bool) -> Result<(Head, Vec<Entry>), GitError> {
     let args = [
         "--no-optional-locks",
         "-c",
@@ -395,7 +396,11 @@ pub(super) fn status(root: &Path) -> Result<(Head, Vec<Entry>), GitError> {
         "--branch",
         "--no-ahead-behind",
         "--untracked-files=all",
-        "--ignored=no",
+        if ignored {
+            "--ignored=matching"
+        } else {
+            "--ignored=no"
+        },
     ];
     let out = run(root, &args)?;
     let (head, entries) = parse_status(&out.stdout).map_err(|message| GitError::Spawn {
@@ -436,7 +441,7 @@ fn parse_status(bytes: &[u8]) -> Result<(Option<Head>, Vec<Entry>), String> {
             Some(b'1') => 8,
             Some(b'2') => 9,
             Some(b'u') => 10,
-            Some(b'?') => 1,
+            Some(b'?' | b'!') => 1,
             _ => return Err(bad(field)),
         };
         let parts: Vec<&[u8]> = field.splitn(words + 1, |&b| b == b' ').collect();
@@ -446,7 +451,7 @@ fn parse_status(bytes: &[u8]) -> Result<(Option<Head>, Vec<Entry>), String> {
         let (path, raw) = crate::names::split(parts[words]);
         if words == 1 {
             entries.push(Entry {
-                code: "??".to_owned(),
+                code: if field[0] == b'!' { "!!" } else { "??" }.to_owned(),
                 path,
                 raw,
                 orig_path: None,

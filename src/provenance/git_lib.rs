@@ -72,7 +72,7 @@ pub(super) fn capture(start: &Path, exclude: &[&Path], limits: PatchLimits, why:
         .collect();
 
     let mut unknown: Vec<UnknownPath> = Vec::new();
-    match index_bits(&repo, &root) {
+    match index_bits(&repo, &root, None) {
         Ok(bits) => {
             for path in bits.hidden {
                 unknown.push(UnknownPath {

@@ -22,8 +22,10 @@ pub mod git;
 pub mod git_cli;
 mod git_lib;
 pub mod host;
+mod mark;
 mod new_files;
 pub mod patch;
+mod quiet;
 mod worktree;
 
 pub use doc::{

@@ -361,11 +361,19 @@ pub(super) struct IndexBits {
     pub gitlink: bool,
 }
 
-/// Reads the index bits of `repo` (git2 index, one lstat per flagged entry).
-pub(super) fn index_bits(repo: &Repository, root: &Path) -> Result<IndexBits, git2::Error> {
+/// Reads the index bits of `repo` (git2 index, one lstat per flagged entry); pushes every
+/// entry's path to `paths` when given.
+pub(super) fn index_bits(
+    repo: &Repository,
+    root: &Path,
+    mut paths: Option<&mut Vec<Vec<u8>>>,
+) -> Result<IndexBits, git2::Error> {
     let index = repo.index()?;
     let mut bits = IndexBits::default();
     for entry in index.iter() {
+        if let Some(paths) = paths.as_deref_mut() {
+            paths.push(entry.path.clone());
+        }
         let skip = entry.flags_extended & SKIP_WORKTREE != 0;
         let assume = entry.flags & ASSUME_UNCHANGED != 0;
         let ita = entry.flags_extended & INTENT_TO_ADD != 0;
