@@ -96,11 +96,27 @@ impl Mark {
     /// `path` exists and is settled, or is missing now and was missing when the capture started
     /// (`absent`), on a local file system.
     pub(super) fn watched_unchanged(&self, path: &Path) -> bool {
-        match std::fs::symlink_metadata(path) {
-            Ok(meta) => self.settled(&meta) && local(path),
+        match self.path_settled(path) {
+            Ok(settled) => settled,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.absent.iter().any(|a| a == path),
             Err(_) => false,
         }
+    }
+
+    /// `path` is settled on a local file system, and so, when it is a symbolic link, is the file
+    /// it names (the one git reads; a dangling link is `NotFound`).
+    ///
+    /// # Errors
+    /// `lstat`'s or `stat`'s.
+    pub(super) fn path_settled(&self, path: &Path) -> std::io::Result<bool> {
+        let meta = std::fs::symlink_metadata(path)?;
+        if !(self.settled(&meta) && local(path)) {
+            return Ok(false);
+        }
+        if meta.file_type().is_symlink() {
+            return Ok(self.settled(&std::fs::metadata(path)?));
+        }
+        Ok(true)
     }
 }
 

@@ -48,9 +48,49 @@ pub(super) fn unchanged(root: &Path, git_dir: &Path, excluded: &[String], before
         && (before.patch.has_file() || before.patch_sha256 == crate::digest::sha256_bytes(b""));
     simple
         && local(root)
+        && !git_environment()
+        && !mount_below(root)
         && config_and_head_unchanged(git_dir, before, mark)
         && files_unchanged(root, before, mark, tracked)
         && directories_unchanged(root, before, mark, tracked)
+}
+
+/// Variables of this process's environment that change where git looks or what configuration it
+/// reads (the repository, its index and objects, configuration given in the environment or in
+/// files libgit2 does not read, attributes): with any of them set, nothing is proven.
+fn git_environment() -> bool {
+    const NAMES: &[&str] = &[
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_COMMON_DIR",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_NAMESPACE",
+        "GIT_REPLACE_REF_BASE",
+        "GIT_NO_REPLACE_OBJECTS",
+        "GIT_GRAFT_FILE",
+        "GIT_SHALLOW_FILE",
+        "GIT_CEILING_DIRECTORIES",
+        "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+    ];
+    std::env::vars_os().any(|(name, _)| {
+        let name = name.as_bytes();
+        name.starts_with(b"GIT_CONFIG")
+            || name.starts_with(b"GIT_ATTR")
+            || NAMES.iter().any(|n| n.as_bytes() == name)
+    })
+}
+
+/// A mount point lies inside the working tree at `root` now (`/proc/self/mountinfo`): a bind
+/// mount changes what a path shows without changing any ctime. Unreadable: `true`.
+fn mount_below(root: &Path) -> bool {
+    let Ok(mounts) = procfs::process::Process::myself().and_then(|p| p.mountinfo()) else {
+        return true;
+    };
+    mounts
+        .into_iter()
+        .any(|m| m.mount_point != root && m.mount_point.starts_with(root))
 }
 
 /// The watched files are unchanged, the configuration names no include, no fsmonitor, and
@@ -84,9 +124,7 @@ fn config_and_head_unchanged(git_dir: &Path, before: &Snapshot, mark: &Mark) -> 
         })
         .is_ok()
         && ok
-        && named
-            .iter()
-            .all(|p| std::fs::symlink_metadata(p).is_ok_and(|m| mark.settled(&m)) && local(p))
+        && named.iter().all(|p| mark.path_settled(p).unwrap_or(false))
         && head_unchanged(&repo, before)
 }
 
@@ -414,9 +452,15 @@ mod tests {
     /// shortcut does not claim "unchanged", that the after capture reports the drift the full
     /// capture reports, and that there is some (`expect_drift`).
     fn check(change: impl FnOnce(&Path), expect_drift: bool) {
+        check_set_up(|_| {}, change, expect_drift);
+    }
+
+    /// [`check`] of the repository after `set_up`.
+    fn check_set_up(set_up: impl FnOnce(&Path), change: impl FnOnce(&Path), expect_drift: bool) {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path();
         repository(root);
+        set_up(root);
         // Older than the start of the capture by the margin (a wait, not a timed assertion).
         std::thread::sleep(super::super::mark::FINE_MARGIN * 3);
         let before = capture_limited(root, &[], Default::default());
@@ -511,6 +555,62 @@ mod tests {
             },
             true,
         );
+    }
+
+    #[test]
+    fn an_exclude_file_behind_a_link_edited_is_drift() {
+        // .git/info/exclude links to a file outside the tree; the file is edited, not the link.
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("exclude");
+        check_set_up(
+            |r| {
+                write(outside.path(), "exclude", "ign.txt\n");
+                std::fs::remove_file(r.join(".git/info/exclude")).unwrap();
+                std::os::unix::fs::symlink(&target, r.join(".git/info/exclude")).unwrap();
+            },
+            |_| std::fs::write(&target, "# none\n").unwrap(),
+            true,
+        );
+    }
+
+    #[test]
+    fn a_bind_mount_inside_the_tree_is_drift() {
+        // A bind mount changes what a path shows and no ctime.
+        let outside = tempfile::tempdir().unwrap();
+        write(outside.path(), "old.txt", "old\n");
+        let probe = tempfile::tempdir().unwrap();
+        write(probe.path(), "f", "");
+        let can_mount = std::process::Command::new("mount")
+            .args(["--bind"])
+            .arg(outside.path().join("old.txt"))
+            .arg(probe.path().join("f"))
+            .status()
+            .is_ok_and(|s| s.success());
+        if !can_mount {
+            eprintln!("skipped: mount --bind is not allowed here (needs root)");
+            return;
+        }
+        let _ = std::process::Command::new("umount")
+            .arg(probe.path().join("f"))
+            .status();
+        let mounted = std::cell::RefCell::new(None);
+        check(
+            |r| {
+                let point = r.join("a.txt");
+                let ok = std::process::Command::new("mount")
+                    .args(["--bind"])
+                    .arg(outside.path().join("old.txt"))
+                    .arg(&point)
+                    .status()
+                    .is_ok_and(|s| s.success());
+                assert!(ok, "mount --bind over a.txt");
+                *mounted.borrow_mut() = Some(point);
+            },
+            true,
+        );
+        if let Some(point) = mounted.into_inner() {
+            let _ = std::process::Command::new("umount").arg(point).status();
+        }
     }
 
     #[test]
