@@ -55,31 +55,16 @@ pub(super) fn unchanged(root: &Path, git_dir: &Path, excluded: &[String], before
         && directories_unchanged(root, before, mark, tracked)
 }
 
-/// Variables of this process's environment that change where git looks or what configuration it
-/// reads (the repository, its index and objects, configuration given in the environment or in
-/// files libgit2 does not read, attributes): with any of them set, nothing is proven.
+/// `GIT_CONFIG_GLOBAL` or `GIT_CONFIG_SYSTEM` (which the git processes of a capture inherit,
+/// [`super::git_cli::scrub_environment`]) names a configuration file other than `/dev/null`: git
+/// reads it, libgit2's configuration does not (nor its includes, nor the excludes file it names),
+/// so nothing is proven. (`GIT_CONFIG_NOSYSTEM` and `GIT_ATTR_NOSYSTEM` make git read less than
+/// libgit2 does: the check then looks at more files than git reads.)
 fn git_environment() -> bool {
-    const NAMES: &[&str] = &[
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-        "GIT_INDEX_FILE",
-        "GIT_COMMON_DIR",
-        "GIT_OBJECT_DIRECTORY",
-        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-        "GIT_NAMESPACE",
-        "GIT_REPLACE_REF_BASE",
-        "GIT_NO_REPLACE_OBJECTS",
-        "GIT_GRAFT_FILE",
-        "GIT_SHALLOW_FILE",
-        "GIT_CEILING_DIRECTORIES",
-        "GIT_DISCOVERY_ACROSS_FILESYSTEM",
-    ];
-    std::env::vars_os().any(|(name, _)| {
-        let name = name.as_bytes();
-        name.starts_with(b"GIT_CONFIG")
-            || name.starts_with(b"GIT_ATTR")
-            || NAMES.iter().any(|n| n.as_bytes() == name)
-    })
+    ["GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM"]
+        .iter()
+        .filter_map(std::env::var_os)
+        .any(|file| file != "/dev/null")
 }
 
 /// A mount point lies inside the working tree at `root` now (`/proc/self/mountinfo`): a bind

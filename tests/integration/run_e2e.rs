@@ -289,6 +289,59 @@ fn tree_changed_during_the_run_sets_drift() {
 }
 
 #[test]
+fn an_excludes_file_named_by_git_config_global_edited_during_a_run_sets_drift() {
+    // GIT_CONFIG_GLOBAL names a configuration (git reads it, libgit2 does not) whose
+    // core.excludesFile hides secret.txt; the second run empties that file, so secret.txt shows.
+    let repo = repo();
+    let ext = tempfile::tempdir().unwrap();
+    let (ignore, config, second) = (
+        ext.path().join("ignore"),
+        ext.path().join("config"),
+        ext.path().join("second"),
+    );
+    std::fs::write(&ignore, "secret.txt\n").unwrap();
+    std::fs::write(
+        &config,
+        format!("[core]\n\texcludesFile = {}\n", ignore.display()),
+    )
+    .unwrap();
+    std::fs::write(repo.path().join(".gitignore"), "results/\n").unwrap();
+    let script = format!(
+        "if [ -f {} ]; then echo '# none' > {}; fi; echo ok",
+        second.display(),
+        ignore.display()
+    );
+    let m = ManifestBuilder::shell("cfg", &script)
+        .text_output()
+        .write(repo.path());
+    repo.commit("manifest");
+    std::fs::write(repo.path().join("secret.txt"), "s\n").unwrap();
+    let run = || {
+        hwr_command(repo.path())
+            .env("GIT_CONFIG_GLOBAL", &config)
+            .arg("run")
+            .arg(&m)
+            .args(["--results-dir", "results", "--quiet"])
+            .output()
+            .expect("hwr-exp runs")
+    };
+    let first = run();
+    assert_eq!(code(&first), 0, "{}", stderr(&first));
+    std::fs::write(&second, "").unwrap();
+    // Past the after-run check's ctime margin: the tree is settled, the check may be tried.
+    std::thread::sleep(Duration::from_millis(300));
+    let out = run();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .map(|p| repo.path().join(p))
+        .unwrap();
+    let prov = json(&bundle.join("provenance.json"));
+    assert_eq!(prov["drift"], true, "{prov}");
+}
+
+#[test]
 fn sigint_stops_the_run_in_flight_and_marks_the_bundle_interrupted() {
     let repo = repo();
     ManifestBuilder::shell("interrupt", "sleep 1; echo done")
