@@ -632,12 +632,13 @@ impl Bundle {
         let mut dir = rustix::fs::Dir::read_from(self.runs_folder().ok()?).ok()?;
         let mut hashes = std::collections::HashSet::new();
         while let Some(entry) = dir.read() {
-            let name = entry.ok()?.file_name().to_bytes().to_vec();
+            let entry = entry.ok()?;
+            let name = entry.file_name().to_bytes();
             if name != b"." && name != b".." {
                 if hashes.len() == most {
                     return None;
                 }
-                hashes.insert(ListedRunFolders::hash(&name));
+                hashes.insert(ListedRunFolders::hash(name));
             }
         }
         Some(ListedRunFolders { hashes })

@@ -392,7 +392,8 @@ mod tests {
     use super::*;
     use crate::provenance::{capture_after, capture_excluding, capture_limited, differences};
 
-    fn git(root: &Path, args: &[&str]) {
+    /// Runs git in `root`; its stdout.
+    fn git(root: &Path, args: &[&str]) -> String {
         let out = crate::provenance::git_cli::command(root)
             .args(["-c", "user.name=t", "-c", "user.email=t@e.invalid"])
             .args(args)
@@ -403,6 +404,30 @@ mod tests {
             "git {args:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// The newest ctime of `path` and, for a folder, of everything beneath it (links not followed).
+    fn newest_ctime(path: &Path) -> std::time::SystemTime {
+        let meta = std::fs::symlink_metadata(path).unwrap();
+        let own =
+            std::time::UNIX_EPOCH + std::time::Duration::new(meta.ctime() as u64, meta.ctime_nsec() as u32);
+        if !meta.is_dir() {
+            return own;
+        }
+        std::fs::read_dir(path)
+            .unwrap()
+            .map(|e| newest_ctime(&e.unwrap().path()))
+            .fold(own, std::cmp::max)
+    }
+
+    /// Waits until everything beneath each of `roots` changed longer ago than the check's margin
+    /// (three times over), so that a capture started next can prove it unchanged.
+    fn settle(roots: &[&Path]) {
+        let newest = roots.iter().map(|r| newest_ctime(r)).max().unwrap();
+        while std::time::SystemTime::now() < newest + super::super::mark::FINE_MARGIN * 3 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 
     fn write(root: &Path, rel: &str, text: &str) {
@@ -440,14 +465,17 @@ mod tests {
         check_set_up(|_| {}, change, expect_drift);
     }
 
-    /// [`check`] of the repository after `set_up`.
-    fn check_set_up(set_up: impl FnOnce(&Path), change: impl FnOnce(&Path), expect_drift: bool) {
+    /// [`check`] of the repository after `set_up`; returns the repository's folder.
+    fn check_set_up(
+        set_up: impl FnOnce(&Path),
+        change: impl FnOnce(&Path),
+        expect_drift: bool,
+    ) -> tempfile::TempDir {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path();
         repository(root);
         set_up(root);
-        // Older than the start of the capture by the margin (a wait, not a timed assertion).
-        std::thread::sleep(super::super::mark::FINE_MARGIN * 3);
+        settle(&[root]);
         let before = capture_limited(root, &[], Default::default());
         let git_dir = root.join(".git");
         assert!(before.quiet.0.is_some(), "{before:#?}");
@@ -472,6 +500,7 @@ mod tests {
             assert!(proven);
             assert!(drift.is_empty(), "{drift:?}");
         }
+        tmp
     }
 
     #[test]
@@ -508,8 +537,8 @@ mod tests {
     #[test]
     fn deleted_staged_and_committed_changes_are_drift() {
         check(|r| std::fs::remove_file(r.join("d/sub/c.txt")).unwrap(), true);
-        check(|r| git(r, &["add", "d/b.txt"]), true);
-        check(|r| git(r, &["commit", "-qam", "next"]), true);
+        check(|r| drop(git(r, &["add", "d/b.txt"])), true);
+        check(|r| drop(git(r, &["commit", "-qam", "next"])), true);
     }
 
     #[test]
@@ -530,12 +559,7 @@ mod tests {
         // HEAD's branch moved by a ref write alone: the index and the tree stay as they were.
         check(
             |r| {
-                let out = crate::provenance::git_cli::command(r)
-                    .args(["-c", "user.name=t", "-c", "user.email=t@e.invalid"])
-                    .args(["commit-tree", "HEAD^{tree}", "-p", "HEAD", "-m", "next"])
-                    .output()
-                    .unwrap();
-                let commit = String::from_utf8(out.stdout).unwrap();
+                let commit = git(r, &["commit-tree", "HEAD^{tree}", "-p", "HEAD", "-m", "next"]);
                 git(r, &["update-ref", "refs/heads/main", commit.trim()]);
             },
             true,
@@ -563,39 +587,42 @@ mod tests {
         // A bind mount changes what a path shows and no ctime.
         let outside = tempfile::tempdir().unwrap();
         write(outside.path(), "old.txt", "old\n");
+        let old = outside.path().join("old.txt");
         let probe = tempfile::tempdir().unwrap();
         write(probe.path(), "f", "");
-        let can_mount = std::process::Command::new("mount")
-            .args(["--bind"])
-            .arg(outside.path().join("old.txt"))
-            .arg(probe.path().join("f"))
-            .status()
-            .is_ok_and(|s| s.success());
-        if !can_mount {
+        if bind(&old, &probe.path().join("f")).is_none() {
             eprintln!("skipped: mount --bind is not allowed here (needs root)");
             return;
         }
-        let _ = std::process::Command::new("umount")
-            .arg(probe.path().join("f"))
-            .status();
         let mounted = std::cell::RefCell::new(None);
-        check(
-            |r| {
-                let point = r.join("a.txt");
-                let ok = std::process::Command::new("mount")
-                    .args(["--bind"])
-                    .arg(outside.path().join("old.txt"))
-                    .arg(&point)
-                    .status()
-                    .is_ok_and(|s| s.success());
-                assert!(ok, "mount --bind over a.txt");
-                *mounted.borrow_mut() = Some(point);
-            },
+        let tree = check_set_up(
+            |_| {},
+            |r| *mounted.borrow_mut() = Some(bind(&old, &r.join("a.txt")).expect("mount --bind over a.txt")),
             true,
         );
-        if let Some(point) = mounted.into_inner() {
-            let _ = std::process::Command::new("umount").arg(point).status();
+        // Unmounted before the repository's folder is removed.
+        drop(mounted);
+        drop(tree);
+    }
+
+    /// A bind mount, undone when dropped.
+    struct Bind(std::path::PathBuf);
+
+    impl Drop for Bind {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
         }
+    }
+
+    /// `mount --bind from to`, `None` when not allowed.
+    fn bind(from: &Path, to: &Path) -> Option<Bind> {
+        std::process::Command::new("mount")
+            .arg("--bind")
+            .arg(from)
+            .arg(to)
+            .status()
+            .is_ok_and(|s| s.success())
+            .then(|| Bind(to.to_path_buf()))
     }
 
     #[test]

@@ -328,8 +328,17 @@ fn an_excludes_file_named_by_git_config_global_edited_during_a_run_sets_drift() 
     let first = run();
     assert_eq!(code(&first), 0, "{}", stderr(&first));
     std::fs::write(&second, "").unwrap();
-    // Past the after-run check's ctime margin: the tree is settled, the check may be tried.
-    std::thread::sleep(Duration::from_millis(300));
+    // The first run's files are older than the marker. Once the marker's change time is older than
+    // the after-run check's margin (50 ms) six times over, the check may be tried: without it the
+    // full capture would run anyway and this test could not fail.
+    let changed = {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(&second).unwrap();
+        std::time::UNIX_EPOCH + Duration::new(m.ctime() as u64, m.ctime_nsec() as u32)
+    };
+    while std::time::SystemTime::now() < changed + Duration::from_millis(300) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let out = run();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let bundle = String::from_utf8_lossy(&out.stdout)
