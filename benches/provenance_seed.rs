@@ -10,10 +10,12 @@
 //!    (`hwr_exp::provenance::capture_limited`) and the drift capture after them
 //!    (`hwr_exp::provenance::capture_after`).
 //!
+//! Each round starts both from a folder of the repository not asked about before (hwr-exp
+//! remembers a folder's repository for the rest of the process; a run's process finds it once).
 //! Wall time and CPU time (this process and its waited-for children, /proc/self/stat) are printed
-//! as min / median / max with the per-round ratio hwr-exp / seed, and the number of git processes
-//! each side starts (counted once, outside the timed rounds, through a logging `git` wrapper put
-//! first on PATH).
+//! as min / median / max with the per-round ratio hwr-exp / seed, hwr-exp's split between the two
+//! captures, and the number of git processes each side starts (counted once, after the timed
+//! rounds, through a logging `git` wrapper put first on PATH).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -66,9 +68,14 @@ fn seed(repo: &Path) {
     git(repo, &["diff"]);
 }
 
-fn provenance(repo: &Path) {
-    let before = hwr_exp::provenance::capture_limited(repo, &[], Default::default());
-    let _after = hwr_exp::provenance::capture_after(repo, &[], &before);
+/// hwr-exp's provenance of one run from `start`; the wall times of the capture before the runs
+/// and of the one after them.
+fn provenance(start: &Path) -> (f64, f64) {
+    let t0 = Instant::now();
+    let before = hwr_exp::provenance::capture_limited(start, &[], Default::default());
+    let t1 = Instant::now();
+    let _after = hwr_exp::provenance::capture_after(start, &[], &before);
+    (t1.duration_since(t0).as_secs_f64(), t1.elapsed().as_secs_f64())
 }
 
 /// A repository of `files` committed files, one modified, one untracked.
@@ -151,17 +158,18 @@ fn main() {
     seed(&repo);
     provenance(&repo);
 
-    let wrappers = tmp.path().join("wrap-seed");
-    std::fs::create_dir(&wrappers).unwrap();
-    let seed_procs = git_processes(&wrappers, || seed(&repo));
-    let wrappers = tmp.path().join("wrap-hwr");
-    std::fs::create_dir(&wrappers).unwrap();
-    let hwr_procs = git_processes(&wrappers, || provenance(&repo));
-
     let (mut sw, mut sc, mut hw, mut hc, mut rw, mut rc) = (vec![], vec![], vec![], vec![], vec![], vec![]);
-    for _ in 0..rounds {
-        let (w1, c1) = timed(|| seed(&repo));
-        let (w2, c2) = timed(|| provenance(&repo));
+    let (mut before, mut after) = (vec![], vec![]);
+    for round in 0..rounds {
+        // A folder not asked about before (up to 99 rounds): hwr-exp remembers where a folder's
+        // repository is for the rest of the process, and a run's process finds it once.
+        let start = repo.join(format!("d{:03}", 1 + round % 99));
+        let (w1, c1) = timed(|| seed(&start));
+        let (w2, c2) = timed(|| {
+            let (b, a) = provenance(&start);
+            before.push(b);
+            after.push(a);
+        });
         sw.push(w1);
         sc.push(c1);
         hw.push(w2);
@@ -169,6 +177,15 @@ fn main() {
         rw.push(w2 / w1);
         rc.push(if c1 > 0.0 { c2 / c1 } else { f64::NAN });
     }
+    // Counted after the rounds, from a folder not asked about yet: what a run's process starts.
+    let wrappers = tmp.path().join("wrap-seed");
+    std::fs::create_dir(&wrappers).unwrap();
+    let seed_procs = git_processes(&wrappers, || seed(&repo.join("d000")));
+    let wrappers = tmp.path().join("wrap-hwr");
+    std::fs::create_dir(&wrappers).unwrap();
+    let hwr_procs = git_processes(&wrappers, || {
+        provenance(&repo.join("d000"));
+    });
     let ms = |x: f64| format!("{:.1} ms", x * 1000.0);
     let ratio = |x: f64| format!("{x:.2}x");
     println!("provenance of one run vs the seed's `git rev-parse HEAD; git status --short; git diff`");
@@ -177,6 +194,11 @@ fn main() {
     println!("  wall   {:>30}   {}", spread(&sw, ms), spread(&hw, ms));
     println!("  CPU    {:>30}   {}", spread(&sc, ms), spread(&hc, ms));
     println!("  git processes {seed_procs:>23}   {hwr_procs}");
+    println!(
+        "  hwr-exp before / after the runs (median): {} / {}",
+        ms(median(&before)),
+        ms(median(&after))
+    );
     println!(
         "ratio hwr-exp / seed per round: wall {} (median {}), CPU {} (median {})",
         spread(&rw, ratio),

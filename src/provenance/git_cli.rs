@@ -231,8 +231,12 @@ pub(super) fn locate(start: &Path) -> Result<Location, GitError> {
     Ok(location)
 }
 
-/// `locate` without the memory of earlier answers.
+/// `locate` without the memory of earlier answers: in-process for a plain repository
+/// ([`super::discover`]), else git's.
 fn locate_now(start: &Path) -> Result<Location, GitError> {
+    if let Some((root, git_dir)) = super::discover::plain_work_tree(start) {
+        return Ok(Location::WorkTree { root, git_dir });
+    }
     let args = ["rev-parse", "--absolute-git-dir", "--show-toplevel"];
     match run(start, &args) {
         Ok(out) => {
@@ -578,9 +582,20 @@ pub(super) fn diff_tracked(
     args.extend(base);
     args.push("--");
     for chunk in chunks(paths) {
-        run_into(command(root).args(&args).args(chunk), &args, out)?;
+        run_into(command(root).args(few(chunk)).args(&args).args(chunk), &args, out)?;
     }
     Ok(())
+}
+
+/// For a command limited to `paths`: git's index preloading off when they are fewer than one of
+/// its threads takes on (500 entries), as its threads would then cost more than the `lstat`s
+/// they share (each thread is started whatever the pathspec). The output does not change.
+fn few(paths: &[PathBuf]) -> &'static [&'static str] {
+    if paths.len() < 500 {
+        &["-c", "core.preloadIndex=false"]
+    } else {
+        &[]
+    }
 }
 
 /// `paths` cut into runs of at most [`PATHS_PER_COMMAND_BYTES`] (at least one path each).
@@ -652,7 +667,7 @@ pub(super) fn diff_raw(root: &Path, base: &str, paths: &[PathBuf]) -> Result<Vec
     ];
     let mut changes = Vec::new();
     for chunk in chunks(paths) {
-        let out = run_cmd(command(root).args(args).args(chunk), &args)?;
+        let out = run_cmd(command(root).args(few(chunk)).args(args).args(chunk), &args)?;
         changes.extend(parse_raw(&out.stdout).map_err(|message| GitError::Spawn {
             args: args.join(" "),
             source: io::Error::new(io::ErrorKind::InvalidData, message),

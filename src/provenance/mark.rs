@@ -17,10 +17,36 @@ pub(super) struct Mark {
     absent: Vec<PathBuf>,
     /// The directories `git status --ignored=matching` reported ignored (relative, no slash).
     pub(super) ignored_dirs: Vec<Vec<u8>>,
-    /// Every path of the index, as libgit2 read it during the capture; `None`: not read.
-    pub(super) tracked: Option<Vec<Vec<u8>>>,
+    /// Every path of the index, as read during the capture; `None`: not read.
+    pub(super) tracked: Option<Paths>,
     /// The index holds a gitlink (a submodule).
     pub(super) gitlink: bool,
+}
+
+/// Paths as bytes, one after another in one buffer (an index's 100,000 paths are two
+/// allocations, not 100,000).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Paths {
+    /// The paths' bytes, concatenated.
+    bytes: Vec<u8>,
+    /// Where each path ends in `bytes`.
+    ends: Vec<usize>,
+}
+
+impl Paths {
+    /// Adds `path` at the end.
+    pub(super) fn push(&mut self, path: &[u8]) {
+        self.bytes.extend_from_slice(path);
+        self.ends.push(self.bytes.len());
+    }
+
+    /// The paths in the order they were pushed.
+    pub(super) fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(&self.ends)
+            .map(|(start, &end)| &self.bytes[start..end])
+    }
 }
 
 /// A [`Mark`] inside a [`Snapshot`]: shared by clones, and equal to every other (it is no part

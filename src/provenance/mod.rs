@@ -16,6 +16,7 @@
 //! only ([`Snapshot::left_out_files`]). Ignored files are not recorded; submodules are listed in
 //! `provenance.json` but not diffed into.
 
+mod discover;
 pub mod doc;
 pub mod drift;
 pub mod git;

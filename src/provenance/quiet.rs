@@ -36,6 +36,8 @@ pub(super) fn unchanged(root: &Path, git_dir: &Path, excluded: &[String], before
     let Some(tracked) = &mark.tracked else {
         return false;
     };
+    let tracked: Vec<&[u8]> = tracked.iter().collect();
+    let tracked = tracked.as_slice();
     let simple = before.errors.is_empty()
         && before.head.is_some()
         && before.operation.is_none()
@@ -46,13 +48,24 @@ pub(super) fn unchanged(root: &Path, git_dir: &Path, excluded: &[String], before
         && before.excluded == excluded
         && !mark.gitlink
         && (before.patch.has_file() || before.patch_sha256 == crate::digest::sha256_bytes(b""));
-    simple
-        && local(root)
-        && !git_environment()
-        && !mount_below(root)
-        && config_and_head_unchanged(git_dir, before, mark)
-        && files_unchanged(root, before, mark, tracked)
-        && directories_unchanged(root, before, mark, tracked)
+    if !(simple && local(root)) {
+        return false;
+    }
+    // Two halves of the work on two threads: the tracked files cost most (one `lstat` each).
+    let (first, second) = tracked.split_at(tracked.len() / 2);
+    let settings =
+        || !git_environment() && !mount_below(root) && config_and_head_unchanged(git_dir, before, mark);
+    if tracked.len() < 1000 {
+        return settings()
+            && files_unchanged(root, before, mark, tracked, true)
+            && directories_unchanged(root, before, mark, tracked);
+    }
+    std::thread::scope(|s| {
+        let other = s.spawn(|| files_unchanged(root, before, mark, first, false) && settings());
+        let here = files_unchanged(root, before, mark, second, true)
+            && directories_unchanged(root, before, mark, tracked);
+        other.join().unwrap_or(false) && here
+    })
 }
 
 /// `GIT_CONFIG_GLOBAL` or `GIT_CONFIG_SYSTEM` (which the git processes of a capture inherit,
@@ -129,11 +142,11 @@ fn head_unchanged(repo: &git2::Repository, before: &Snapshot) -> bool {
         && (detached || branch == before.branch)
 }
 
-/// Every tracked path and every path the status listed is settled, or missing (its folder,
-/// checked by [`directories_unchanged`], then says it was missing before). Each path is looked up
-/// from its folder, opened once per run of paths in it (a lookup from `/` costs as much again),
-/// in two threads for large indexes.
-fn files_unchanged(root: &Path, before: &Snapshot, mark: &Mark, tracked: &[Vec<u8>]) -> bool {
+/// Every path of `tracked` (and with `listed`, every path the status listed) is settled, or
+/// missing (its folder, checked by [`directories_unchanged`], then says it was missing before).
+/// Each path is looked up from its folder, opened once per run of paths in it (a lookup from `/`
+/// costs as much again).
+fn files_unchanged(root: &Path, before: &Snapshot, mark: &Mark, tracked: &[&[u8]], listed: bool) -> bool {
     let Ok(root_fd) = rustix::fs::open(
         root,
         rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
@@ -144,6 +157,7 @@ fn files_unchanged(root: &Path, before: &Snapshot, mark: &Mark, tracked: &[Vec<u
     let listed: Vec<&[u8]> = before
         .status
         .iter()
+        .filter(|_| listed)
         .map(|s| crate::names::bytes_of(&s.path, s.path_bytes.as_ref()))
         .map(|p| p.strip_suffix(b"/").unwrap_or(p))
         .collect();
@@ -202,22 +216,14 @@ fn files_unchanged(root: &Path, before: &Snapshot, mark: &Mark, tracked: &[Vec<u
         }
         true
     };
-    let (first, second) = tracked.split_at(tracked.len() / 2);
-    if tracked.len() < 1000 {
-        return settled(&mut tracked.iter().map(Vec::as_slice).chain(listed.iter().copied()));
-    }
-    std::thread::scope(|s| {
-        let other = s.spawn(|| settled(&mut first.iter().map(Vec::as_slice)));
-        let here = settled(&mut second.iter().map(Vec::as_slice).chain(listed.iter().copied()));
-        other.join().unwrap_or(false) && here
-    })
+    settled(&mut tracked.iter().copied().chain(listed.iter().copied()))
 }
 
 /// The folders `git status` looked into are settled (so their entries are those it saw) and on
 /// the root's device: the root, every folder of a tracked or listed path, and, recursively,
 /// their subfolders not reported ignored, not excluded. A `.git` below the root (a nested
 /// repository or submodule that is not ignored) is not handled.
-fn directories_unchanged(root: &Path, before: &Snapshot, mark: &Mark, tracked: &[Vec<u8>]) -> bool {
+fn directories_unchanged(root: &Path, before: &Snapshot, mark: &Mark, tracked: &[&[u8]]) -> bool {
     let Ok(root_dev) = std::fs::metadata(root).map(|m| m.dev()) else {
         return false;
     };
@@ -227,7 +233,7 @@ fn directories_unchanged(root: &Path, before: &Snapshot, mark: &Mark, tracked: &
         .map(|s| crate::names::bytes_of(&s.path, s.path_bytes.as_ref()));
     let mut known: HashSet<&[u8]> = HashSet::new();
     known.insert(b"");
-    for path in tracked.iter().map(Vec::as_slice).chain(listed) {
+    for path in tracked.iter().copied().chain(listed) {
         let path = path.strip_suffix(b"/").unwrap_or(path);
         let mut end = path.len();
         while let Some(slash) = path[..end].iter().rposition(|&b| b == b'/') {
@@ -388,12 +394,12 @@ fn list_folder(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::provenance::{capture_after, capture_excluding, capture_limited, differences};
 
-    /// Runs git in `root`; its stdout.
-    fn git(root: &Path, args: &[&str]) -> String {
+    /// Runs git in `root` (an author set); its stdout. Panics when git fails.
+    pub(in crate::provenance) fn git(root: &Path, args: &[&str]) -> String {
         let out = crate::provenance::git_cli::command(root)
             .args(["-c", "user.name=t", "-c", "user.email=t@e.invalid"])
             .args(args)

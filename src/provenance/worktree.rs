@@ -340,13 +340,6 @@ pub(super) fn read_submodules(repo: &Repository, snap: &mut Snapshot) -> Result<
     Ok(())
 }
 
-/// `assume-unchanged` flag of an index entry (`CE_VALID`, in `flags`).
-const ASSUME_UNCHANGED: u16 = 0x8000;
-/// `skip-worktree` flag of an index entry (in `flags_extended`).
-const SKIP_WORKTREE: u16 = 1 << 14;
-/// `intent-to-add` flag of an index entry (in `flags_extended`).
-const INTENT_TO_ADD: u16 = 1 << 13;
-
 /// Index entries whose bits change what git reports.
 #[derive(Debug, Default)]
 pub(super) struct IndexBits {
@@ -361,27 +354,47 @@ pub(super) struct IndexBits {
     pub gitlink: bool,
 }
 
-/// Reads the index bits of `repo` (git2 index, one lstat per flagged entry); pushes every
-/// entry's path to `paths` when given.
+/// Reads the index bits of `repo` (its git folder's `index` file, parsed by gix-index without
+/// checking its trailing checksum: git checks it in the same capture, and libgit2's parse with
+/// its SHA-1 cost as much as the rest of a capture's in-process work; one lstat per flagged
+/// entry); pushes every entry's path to `paths` when given. The object format is the
+/// configuration's `extensions.objectFormat` (SHA-1 without it). No index file: no entries.
+///
+/// # Errors
+/// The configuration cannot be read, or the index cannot be read or parsed (gix-index's error
+/// as a [`git2::Error`] message naming the file).
 pub(super) fn index_bits(
     repo: &Repository,
     root: &Path,
-    mut paths: Option<&mut Vec<Vec<u8>>>,
+    mut paths: Option<&mut super::mark::Paths>,
 ) -> Result<IndexBits, git2::Error> {
-    let index = repo.index()?;
+    use gix_index::entry::{Flags, Mode};
+    let sha256 = repo
+        .config()?
+        .get_string("extensions.objectformat")
+        .is_ok_and(|f| f.eq_ignore_ascii_case("sha256"));
+    let kind = if sha256 {
+        gix_hash::Kind::Sha256
+    } else {
+        gix_hash::Kind::Sha1
+    };
+    let file = repo.path().join("index");
+    let index = gix_index::File::at_or_default(&file, kind, true, Default::default())
+        .map_err(|e| git2::Error::from_str(&format!("{}: {e}", file.display())))?;
     let mut bits = IndexBits::default();
-    for entry in index.iter() {
+    for entry in index.entries() {
+        let bytes: &[u8] = entry.path(&index);
         if let Some(paths) = paths.as_deref_mut() {
-            paths.push(entry.path.clone());
+            paths.push(bytes);
         }
-        let skip = entry.flags_extended & SKIP_WORKTREE != 0;
-        let assume = entry.flags & ASSUME_UNCHANGED != 0;
-        let ita = entry.flags_extended & INTENT_TO_ADD != 0;
-        bits.gitlink |= entry.mode == 0o160000;
+        let skip = entry.flags.contains(Flags::SKIP_WORKTREE);
+        let assume = entry.flags.contains(Flags::ASSUME_VALID);
+        let ita = entry.flags.contains(Flags::INTENT_TO_ADD);
+        bits.gitlink |= entry.mode == Mode::COMMIT;
         if !skip && !assume && !ita {
             continue;
         }
-        let path = String::from_utf8_lossy(&entry.path).into_owned();
+        let path = String::from_utf8_lossy(bytes).into_owned();
         if ita {
             bits.intent_to_add.push(path.clone());
         }
