@@ -51,6 +51,10 @@ pub(super) fn plain_work_tree(start: &Path) -> Option<(PathBuf, PathBuf)> {
 /// module docs.
 fn plain_git_folder(git_dir: &Path) -> bool {
     let is_dir = |name: &str| std::fs::symlink_metadata(git_dir.join(name)).is_ok_and(|m| m.is_dir());
+    // A linked HEAD is valid to git only when the link names `refs/...`: left to git.
+    if !std::fs::symlink_metadata(git_dir.join("HEAD")).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
     let Ok(head) = std::fs::read(git_dir.join("HEAD")) else {
         return false;
     };
@@ -64,23 +68,57 @@ fn plain_git_folder(git_dir: &Path) -> bool {
         && std::fs::read(git_dir.join("config")).is_ok_and(|c| plain_config(&c))
 }
 
-/// A repository configuration (`.git/config`) that moves no working tree: no key naming a
-/// worktree (`core.worktree`, `extensions.worktreeConfig`), no `bare` but `false`, no include.
-/// Read line by line without a full parser: a line that could mean more (a continued value, a
-/// key on a section's line) makes it not plain.
+/// A repository configuration (`.git/config`) git reads as a plain one: every line empty, a
+/// comment, a section header with nothing after its `]`, or `key = value` with a key git accepts
+/// (a letter, then letters, digits and `-`) and a value without quotes or backslashes; no key
+/// naming a worktree (`core.worktree`, `extensions.worktreeConfig`) or an include; `bare` only
+/// `false`; `core.repositoryformatversion` 0 or 1, and of the `extensions` only `objectFormat`
+/// and `refStorage` with values git knows. Anything else (which git may read otherwise, or
+/// refuse) is not plain.
 fn plain_config(config: &[u8]) -> bool {
+    let mut section: Vec<u8> = Vec::new();
     config.split(|&b| b == b'\n').all(|line| {
         let line = line.trim_ascii().to_ascii_lowercase();
+        if line.is_empty() || line.starts_with(b"#") || line.starts_with(b";") {
+            return true;
+        }
+        if let Some(header) = line.strip_prefix(b"[") {
+            // `[name]` or `[name "sub"]`, the first `]` ending the line.
+            let Some(close) = header.iter().position(|&b| b == b']') else {
+                return false;
+            };
+            if close + 1 != header.len() {
+                return false;
+            }
+            let name = &header[..close];
+            section = name
+                .split(|&b| b == b' ' || b == b'"')
+                .next()
+                .unwrap_or_default()
+                .to_vec();
+            return !contains(name, b"include");
+        }
         let mut parts = line.splitn(2, |&b| b == b'=');
         let key = parts.next().unwrap_or_default().trim_ascii();
         let value = parts.next().map(<[u8]>::trim_ascii);
-        let has = |word: &[u8]| key.windows(word.len()).any(|w| w == word);
-        !(line.ends_with(b"\\")
-            || (line.starts_with(b"[") && !line.ends_with(b"]"))
-            || has(b"include")
-            || has(b"worktree")
-            || (key == b"bare" && value != Some(b"false")))
+        let key_ok = key.first().is_some_and(u8::is_ascii_alphabetic)
+            && key.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'-');
+        let value_ok = value.is_none_or(|v| !v.iter().any(|&b| b == b'"' || b == b'\\'));
+        let known = match (section.as_slice(), key) {
+            (b"core", b"repositoryformatversion") => matches!(value, Some(b"0" | b"1")),
+            (b"extensions", b"objectformat") => matches!(value, Some(b"sha1" | b"sha256")),
+            (b"extensions", b"refstorage") => matches!(value, Some(b"files" | b"reftable")),
+            (b"extensions", _) => false,
+            (_, b"bare") => value == Some(b"false"),
+            _ => !contains(key, b"worktree") && !contains(key, b"include") && !contains(key, b"bare"),
+        };
+        key_ok && value_ok && known
     })
+}
+
+/// `haystack` holds `needle`.
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 #[cfg(test)]
@@ -172,11 +210,57 @@ mod tests {
             git(&repo, setting);
             assert_eq!(plain_work_tree(&repo.join("sub")), None, "with {setting:?}");
         }
-        let repo = tmp.path().join("section-line");
-        repository(&repo);
-        let config = std::fs::read_to_string(repo.join(".git/config")).unwrap();
-        std::fs::write(repo.join(".git/config"), format!("{config}[core] bare = true\n")).unwrap();
-        assert_eq!(plain_work_tree(&repo), None);
+        // Lines git reads otherwise, or refuses: each appended to a repository's configuration.
+        let lines = [
+            "[core] bare = true\n",
+            "[core] bare = true ;]\n",
+            "[core] bare=true#]\n",
+            "[core]\r\tbare = true ;]\n",
+            "[core] bare ;]\n",
+            "[core]\n\trepositoryformatversion = 2\n",
+            "[core]\n\trepositoryformatversion = 1\n[extensions]\n\tfrobnicate = yes\n",
+            "[core]\n\tBare = \"true\"\n",
+            "[x]\n\t!!bad\n",
+        ];
+        for (i, line) in lines.iter().enumerate() {
+            let repo = tmp.path().join(format!("line{i}"));
+            repository(&repo);
+            let config = std::fs::read_to_string(repo.join(".git/config")).unwrap();
+            std::fs::write(repo.join(".git/config"), format!("{config}{line}")).unwrap();
+            assert_eq!(plain_work_tree(&repo.join("sub")), None, "with {line:?}");
+        }
+        // A linked HEAD: valid to git only when the link names `refs/...`.
+        let outer = tmp.path().join("outer");
+        repository(&outer);
+        let inner = outer.join("sub/x/.git");
+        for folder in ["objects", "refs"] {
+            std::fs::create_dir_all(inner.join(folder)).unwrap();
+        }
+        std::fs::write(tmp.path().join("head"), "ref: refs/heads/main\n").unwrap();
+        std::os::unix::fs::symlink(tmp.path().join("head"), inner.join("HEAD")).unwrap();
+        std::fs::write(inner.join("config"), "[core]\n\trepositoryformatversion = 0\n").unwrap();
+        assert_eq!(plain_work_tree(&outer.join("sub/x")), None);
+        assert_eq!(git_answer(&outer.join("sub/x")).map(|a| a.0), Some(outer.clone()));
+    }
+
+    /// What a cloned repository's configuration holds (remotes, branches, `bare = false` in any
+    /// case, a SHA-256 object format) is plain, and answered as git answers.
+    #[test]
+    fn a_usual_configuration_is_plain() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("repo");
+        std::fs::create_dir_all(&root).unwrap();
+        git(&root, &["init", "-q", "-b", "main", "--object-format=sha256"]);
+        std::fs::create_dir(root.join("sub")).unwrap();
+        git(
+            &root,
+            &["remote", "add", "origin", "https://example.invalid/x.git"],
+        );
+        git(&root, &["config", "branch.main.remote", "origin"]);
+        git(&root, &["config", "core.bare", "FALSE"]);
+        let start = root.join("sub");
+        assert!(plain_work_tree(&start).is_some());
+        assert_eq!(plain_work_tree(&start), git_answer(&start));
     }
 
     /// A repository owned by another user: git refuses it (dubious ownership); not answered here.

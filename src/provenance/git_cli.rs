@@ -10,6 +10,7 @@
 
 use std::fs::File;
 use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -239,29 +240,44 @@ fn locate_now(start: &Path) -> Result<Location, GitError> {
     }
     let args = ["rev-parse", "--absolute-git-dir", "--show-toplevel"];
     match run(start, &args) {
-        Ok(out) => {
-            let text = String::from_utf8_lossy(&out.stdout);
-            let mut lines = text.lines();
-            let git_dir = PathBuf::from(lines.next().unwrap_or_default());
-            match lines.next() {
-                Some(root) if !root.is_empty() => Ok(Location::WorkTree {
-                    root: PathBuf::from(root),
-                    git_dir,
-                }),
-                _ => Ok(Location::NoWorkTree { git_dir }),
-            }
-        }
+        // The paths as bytes: one may end in `\r` or not be UTF-8; one holding a line break
+        // makes the answer ambiguous.
+        Ok(out) => match path_lines(&out.stdout).as_slice() {
+            [git_dir, root] if !root.as_os_str().is_empty() => Ok(Location::WorkTree {
+                root: root.clone(),
+                git_dir: git_dir.clone(),
+            }),
+            [git_dir] | [git_dir, _] => Ok(Location::NoWorkTree {
+                git_dir: git_dir.clone(),
+            }),
+            _ => Err(GitError::Spawn {
+                args: args.join(" "),
+                source: io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "the repository's path holds a line break: git's answer cannot be read",
+                ),
+            }),
+        },
         Err(GitError::Failed { stderr, .. }) if stderr.contains("not a git repository") => {
             Ok(Location::NoRepository)
         }
         Err(GitError::Failed { stderr, .. }) if stderr.contains("must be run in a work tree") => {
             let out = run(start, &["rev-parse", "--absolute-git-dir"])?;
+            let git_dir = out.stdout.strip_suffix(b"\n").unwrap_or(&out.stdout);
             Ok(Location::NoWorkTree {
-                git_dir: PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()),
+                git_dir: PathBuf::from(std::ffi::OsStr::from_bytes(git_dir)),
             })
         }
         Err(e) => Err(e),
     }
+}
+
+/// The paths of `git rev-parse`'s output, one a line, as bytes (the last line break removed).
+fn path_lines(stdout: &[u8]) -> Vec<PathBuf> {
+    let text = stdout.strip_suffix(b"\n").unwrap_or(stdout);
+    text.split(|&b| b == b'\n')
+        .map(|line| PathBuf::from(std::ffi::OsStr::from_bytes(line)))
+        .collect()
 }
 
 /// HEAD as git resolves it.
@@ -793,6 +809,46 @@ pub(super) fn empty_tree(root: &Path, head: Option<&str>) -> Result<String, GitE
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provenance::quiet::tests::git;
+
+    /// Where git is asked (a linked worktree is no plain repository), its answer is read as
+    /// bytes: a path ending in a carriage return or not UTF-8 is the path; one holding a line
+    /// break cannot be read and says so (it was cut at the line break).
+    #[test]
+    fn git_s_location_is_read_as_bytes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("repo");
+        std::fs::create_dir(&root).unwrap();
+        git(&root, &["init", "-q", "-b", "main"]);
+        git(&root, &["commit", "-q", "--allow-empty", "-m", "c"]);
+        for (i, name) in [&b"cr\r"[..], b"not-utf8-\xff"].iter().enumerate() {
+            let tree = tmp.path().join(std::ffi::OsStr::from_bytes(name));
+            let out = command(&root)
+                .args(["worktree", "add", "-q", "-b", &format!("b{i}")])
+                .arg(&tree)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            match locate_now(&tree).unwrap() {
+                Location::WorkTree { root, git_dir } => {
+                    assert_eq!(root, tree);
+                    let said = command(&tree)
+                        .args(["rev-parse", "--absolute-git-dir"])
+                        .output()
+                        .unwrap();
+                    let said = said.stdout.strip_suffix(b"\n").unwrap();
+                    assert_eq!(git_dir.as_os_str().as_bytes(), said);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        let tree = tmp.path().join("line\nbreak");
+        git(
+            &root,
+            &["worktree", "add", "-q", "-b", "b9", tree.to_str().unwrap()],
+        );
+        assert!(matches!(locate_now(&tree), Err(GitError::Spawn { .. })));
+    }
 
     #[test]
     fn status_parsing_keeps_head_rename_sources_letters_and_order() {

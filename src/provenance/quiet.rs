@@ -142,11 +142,17 @@ fn head_unchanged(repo: &git2::Repository, before: &Snapshot) -> bool {
         && (detached || branch == before.branch)
 }
 
-/// Every path of `tracked` (and with `listed`, every path the status listed) is settled, or
+/// Every path of `tracked` (and with `with_listed`, every path the status listed) is settled, or
 /// missing (its folder, checked by [`directories_unchanged`], then says it was missing before).
 /// Each path is looked up from its folder, opened once per run of paths in it (a lookup from `/`
 /// costs as much again).
-fn files_unchanged(root: &Path, before: &Snapshot, mark: &Mark, tracked: &[&[u8]], listed: bool) -> bool {
+fn files_unchanged(
+    root: &Path,
+    before: &Snapshot,
+    mark: &Mark,
+    tracked: &[&[u8]],
+    with_listed: bool,
+) -> bool {
     let Ok(root_fd) = rustix::fs::open(
         root,
         rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
@@ -157,7 +163,7 @@ fn files_unchanged(root: &Path, before: &Snapshot, mark: &Mark, tracked: &[&[u8]
     let listed: Vec<&[u8]> = before
         .status
         .iter()
-        .filter(|_| listed)
+        .filter(|_| with_listed)
         .map(|s| crate::names::bytes_of(&s.path, s.path_bytes.as_ref()))
         .map(|p| p.strip_suffix(b"/").unwrap_or(p))
         .collect();

@@ -354,10 +354,10 @@ pub(super) struct IndexBits {
     pub gitlink: bool,
 }
 
-/// Reads the index bits of `repo` (its git folder's `index` file, parsed by gix-index without
-/// checking its trailing checksum: git checks it in the same capture, and libgit2's parse with
-/// its SHA-1 cost as much as the rest of a capture's in-process work; one lstat per flagged
-/// entry); pushes every entry's path to `paths` when given. The object format is the
+/// Reads the index bits of `repo` (its git folder's `index` file, parsed by gix-index, split
+/// indexes too, without checking its trailing checksum, as git reads it outside `git fsck`:
+/// libgit2's parse, with its SHA-1, cost as much as the rest of a capture's in-process work; one
+/// lstat per flagged entry); pushes every entry's path to `paths` when given. The object format is the
 /// configuration's `extensions.objectFormat` (SHA-1 without it). No index file: no entries.
 ///
 /// # Errors
