@@ -161,9 +161,9 @@ fn by_git_cli(
     // that nothing changed.
     let mut mark = before.is_none().then(|| Mark::start(&git_dir));
     let (head, from_status) = record_status(&root, &excluded, snap, mark.as_mut())?;
-    // libgit2 reads the index while `git diff` runs (during `git status` it slowed it down as
-    // much as it saved). Later than the mark's start is as good: the after-run check proves the
-    // index unchanged since then.
+    // The index is read (gix-index) and libgit2 opens the repository while `git diff` runs
+    // (during `git status` the read slowed it down as much as it saved). Later than the mark's
+    // start is as good: the after-run check proves the index unchanged since then.
     let git2 = git2_reading(&git_dir, &root, mark.is_some());
     // The after-run capture: when the status and HEAD are what `before` recorded, the tracked
     // changes, the decisions of the limits and the patch are `before`'s too, and no `git diff`
