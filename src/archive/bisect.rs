@@ -168,14 +168,18 @@ fn resolve(root: &Path, rev: &str, flag: &str) -> Result<String, ArchiveError> {
 fn load(path: &Path) -> Result<(Manifest, PathBuf), ArchiveError> {
     let manifest = manifest::load(path).map_err(|d| ArchiveError::Session(SessionError::Plan(d)))?;
     let start = manifest.repo_start().to_path_buf();
-    let root = git_out(&start, &["rev-parse", "--show-toplevel"])
-        .map(PathBuf::from)
-        .map_err(|e| {
-            ArchiveError::Environment(format!(
-                "bisect needs the git repository holding {}: {e}",
-                start.display()
-            ))
-        })?;
+    // Located as the capture locates it: the path's bytes as they are.
+    let root = match crate::provenance::git_cli::repository_at(&start) {
+        Some((_, Some(root))) => Ok(root),
+        Some((git_dir, None)) => Err(format!("{} has no working tree", git_dir.display())),
+        None => Err("git finds no repository there, or refuses it (`git status` there says why)".to_owned()),
+    }
+    .map_err(|e| {
+        ArchiveError::Environment(format!(
+            "bisect needs the git repository holding {}: {e}",
+            start.display()
+        ))
+    })?;
     Ok((manifest, root))
 }
 

@@ -6,10 +6,11 @@
 //! variable, as hwr-exp starts git) settles without a choice: walking up from the folder's
 //! physical path, on the folder's own file system, no folder on the way is itself a git folder
 //! (none holds `HEAD`), and the first `.git` found is a directory that is a valid git folder
-//! (`HEAD` a ref or an object id, `objects/` and `refs/` there), owned by this user like the
-//! folder holding it, whose `config` sets no `core.worktree`, no `core.bare = true` and includes
-//! no other file, and that is no linked worktree's (`commondir`). git then prints that folder as
-//! `--show-toplevel` and its `.git` as `--absolute-git-dir`; anything else is not answered here.
+//! (`HEAD` a regular file holding a ref or an object id, `objects/` and `refs/` there), owned by
+//! this user like the folder holding it, no linked worktree's (`commondir`), whose `config` git
+//! reads plainly ([`plain_config`]: no worktree, include or `bare = true`, repository format 0 or
+//! 1, known extensions). git then prints that folder as `--show-toplevel` and its `.git` as
+//! `--absolute-git-dir`; anything else is not answered here.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -96,7 +97,7 @@ fn plain_config(config: &[u8]) -> bool {
                 .next()
                 .unwrap_or_default()
                 .to_vec();
-            return !contains(name, b"include");
+            return memchr::memmem::find(name, b"include").is_none();
         }
         let mut parts = line.splitn(2, |&b| b == b'=');
         let key = parts.next().unwrap_or_default().trim_ascii();
@@ -104,21 +105,17 @@ fn plain_config(config: &[u8]) -> bool {
         let key_ok = key.first().is_some_and(u8::is_ascii_alphabetic)
             && key.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'-');
         let value_ok = value.is_none_or(|v| !v.iter().any(|&b| b == b'"' || b == b'\\'));
+        let has = |word: &[u8]| memchr::memmem::find(key, word).is_some();
         let known = match (section.as_slice(), key) {
             (b"core", b"repositoryformatversion") => matches!(value, Some(b"0" | b"1")),
             (b"extensions", b"objectformat") => matches!(value, Some(b"sha1" | b"sha256")),
             (b"extensions", b"refstorage") => matches!(value, Some(b"files" | b"reftable")),
             (b"extensions", _) => false,
             (_, b"bare") => value == Some(b"false"),
-            _ => !contains(key, b"worktree") && !contains(key, b"include") && !contains(key, b"bare"),
+            _ => !has(b"worktree") && !has(b"include") && !has(b"bare"),
         };
         key_ok && value_ok && known
     })
-}
-
-/// `haystack` holds `needle`.
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 #[cfg(test)]
